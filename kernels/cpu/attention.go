@@ -1,0 +1,107 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+// kvPool keeps, per layer, K and V slots as float32.
+type kvPool struct {
+	spec kernels.KVSpec
+	k, v [][]float32 // [layer][slot*KVHeads*HeadDim]
+}
+
+func (p *kvPool) Spec() kernels.KVSpec { return p.spec }
+
+// NewKVPool implements kernels.Backend.
+func (b *Backend) NewKVPool(s kernels.KVSpec) (kernels.KVPool, error) {
+	if s.Layers <= 0 || s.Blocks <= 0 || s.BlockSize <= 0 || s.KVHeads <= 0 || s.HeadDimK <= 0 || s.HeadDimV < 0 {
+		return nil, fmt.Errorf("cpu: bad KV spec %+v", s)
+	}
+	if total := s.BytesPerBlock() * int64(s.Blocks); total > 1<<40 {
+		return nil, fmt.Errorf("cpu: KV pool of %d bytes is too large", total)
+	}
+	p := &kvPool{spec: s, k: make([][]float32, s.Layers), v: make([][]float32, s.Layers)}
+	slots := s.Blocks * s.BlockSize
+	for l := range p.k {
+		p.k[l] = make([]float32, slots*s.KVHeads*s.HeadDimK)
+		p.v[l] = make([]float32, slots*s.KVHeads*s.HeadDimV)
+	}
+	return p, nil
+}
+
+// CopyKVBlock implements kernels.Backend.
+func (b *Backend) CopyKVBlock(kp kernels.KVPool, dst, src int) {
+	p := kp.(*kvPool)
+	s := p.spec
+	kn, vn := s.BlockSize*s.KVHeads*s.HeadDimK, s.BlockSize*s.KVHeads*s.HeadDimV
+	for l := range p.k {
+		copy(p.k[l][dst*kn:(dst+1)*kn], p.k[l][src*kn:(src+1)*kn])
+		copy(p.v[l][dst*vn:(dst+1)*vn], p.v[l][src*vn:(src+1)*vn])
+	}
+}
+
+// StoreKV implements kernels.Backend.
+func (b *Backend) StoreKV(kp kernels.KVPool, layer int, k, v kernels.Buf, slots []int32) {
+	p := kp.(*kvPool)
+	s := p.spec
+	kw, vw := s.KVHeads*s.HeadDimK, s.KVHeads*s.HeadDimV
+	ks := f32(k)
+	for i, slot := range slots {
+		copy(p.k[layer][int(slot)*kw:(int(slot)+1)*kw], ks[i*kw:(i+1)*kw])
+	}
+	if vw > 0 {
+		vs := f32(v)
+		for i, slot := range slots {
+			copy(p.v[layer][int(slot)*vw:(int(slot)+1)*vw], vs[i*vw:(i+1)*vw])
+		}
+	}
+}
+
+// Attention implements kernels.Backend: exact softmax attention, one
+// (query row, head) pair per task, parallel over all of them.
+func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, seq kernels.AttnSeq, rows, heads int, scale float32) {
+	p := kp.(*kvPool)
+	s := p.spec
+	dk, dv := s.HeadDimK, s.HeadDimV
+	group := heads / s.KVHeads
+	qs, out := f32(q), f32(dst)
+	kl, vl := p.k[layer], p.v[layer]
+	ctx := seq.Start + rows
+	b.parallel(rows*heads, 1, func(lo, hi int) {
+		scores := make([]float32, ctx)
+		for task := lo; task < hi; task++ {
+			r, h := task/heads, task%heads
+			kvh := h / group
+			n := seq.Start + r + 1
+			qv := qs[(r*heads+h)*dk : (r*heads+h+1)*dk]
+			maxS := float32(math.Inf(-1))
+			for pos := 0; pos < n; pos++ {
+				slot := int(seq.Table[pos/s.BlockSize])*s.BlockSize + pos%s.BlockSize
+				kv := kl[(slot*s.KVHeads+kvh)*dk : (slot*s.KVHeads+kvh+1)*dk]
+				sc := dotF32(qv, kv) * scale
+				scores[pos] = sc
+				maxS = max(maxS, sc)
+			}
+			var sum float32
+			for pos := 0; pos < n; pos++ {
+				e := float32(math.Exp(float64(scores[pos] - maxS)))
+				scores[pos] = e
+				sum += e
+			}
+			o := out[(r*heads+h)*dv : (r*heads+h+1)*dv]
+			clear(o)
+			inv := 1 / sum
+			for pos := 0; pos < n; pos++ {
+				slot := int(seq.Table[pos/s.BlockSize])*s.BlockSize + pos%s.BlockSize
+				vv := vl[(slot*s.KVHeads+kvh)*dv : (slot*s.KVHeads+kvh+1)*dv]
+				w := scores[pos] * inv
+				for i := range o {
+					o[i] += w * vv[i]
+				}
+			}
+		}
+	})
+}

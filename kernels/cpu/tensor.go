@@ -1,0 +1,198 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+// tensor is a weight as the CPU reads it: the mapped bytes themselves.
+type tensor struct {
+	w    *kernels.Weight
+	u16  []uint16  // F16/BF16 view of w.Data
+	f    []float32 // F32 view of w.Data
+	rowB int       // bytes per row (block formats)
+	// vec caches small 1-D weights (norm scales) as float32; they are a few
+	// KB per layer, so this is not a copy of the model.
+	vec []float32
+}
+
+func (t *tensor) Weight() *kernels.Weight { return t.w }
+
+// LoadWeight implements kernels.Backend.
+func (b *Backend) LoadWeight(w *kernels.Weight) (kernels.Tensor, error) {
+	if err := w.Validate(); err != nil {
+		return nil, err
+	}
+	t := &tensor{w: w}
+	switch w.DType {
+	case kernels.F32:
+		t.f = unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(w.Data))), len(w.Data)/4)
+	case kernels.F16, kernels.BF16:
+		t.u16 = unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(w.Data))), len(w.Data)/2)
+	case kernels.F8E4M3:
+	default:
+		if !blockSupported(w.DType) {
+			return nil, fmt.Errorf("%s: %s: %w", w.Name, w.DType, kernels.ErrUnsupported)
+		}
+		rb, err := w.DType.RowBytes(w.Cols())
+		if err != nil {
+			return nil, err
+		}
+		t.rowB = rb
+	}
+	if len(w.Shape) == 1 && w.Elems() <= 1<<16 {
+		t.vec = make([]float32, w.Elems())
+		t.rowTo(0, t.vec)
+	}
+	return t, nil
+}
+
+func (t *tensor) vector() []float32 {
+	if t.vec == nil {
+		t.vec = make([]float32, t.w.Elems())
+		for r := 0; r < t.w.Rows(); r++ {
+			t.rowTo(r, t.vec[r*t.w.Cols():(r+1)*t.w.Cols()])
+		}
+	}
+	return t.vec
+}
+
+func bf16(v uint16) float32 { return math.Float32frombits(uint32(v) << 16) }
+
+// rowTo decodes row r into dst (len = Cols).
+func (t *tensor) rowTo(r int, dst []float32) {
+	n := t.w.Cols()
+	switch t.w.DType {
+	case kernels.F32:
+		copy(dst, t.f[r*n:(r+1)*n])
+	case kernels.BF16:
+		for i, v := range t.u16[r*n : (r+1)*n] {
+			dst[i] = bf16(v)
+		}
+	case kernels.F16:
+		for i, v := range t.u16[r*n : (r+1)*n] {
+			dst[i] = f16ToF32(v)
+		}
+	case kernels.F8E4M3:
+		bo, bi := t.w.ScaleBlock[0], t.w.ScaleBlock[1]
+		sc := t.w.Scale[(r/bo)*((n+bi-1)/bi):]
+		row := t.w.Data[r*n : (r+1)*n]
+		for i, v := range row {
+			dst[i] = fp8Table[v] * sc[i/bi]
+		}
+	default:
+		// Validated at load time; a failure here cannot happen for a
+		// tensor that passed LoadWeight.
+		_ = blockDequant(t.w.DType, t.w.Data[r*t.rowB:(r+1)*t.rowB], dst)
+	}
+}
+
+// dot computes row r · x directly from the stored format.
+func (t *tensor) dot(r int, x []float32) float32 {
+	n := t.w.Cols()
+	switch t.w.DType {
+	case kernels.F32:
+		return dotF32(t.f[r*n:(r+1)*n], x)
+	case kernels.BF16:
+		return dotBF16(t.u16[r*n:(r+1)*n], x)
+	case kernels.F16:
+		var s float32
+		for i, v := range t.u16[r*n : (r+1)*n] {
+			s += f16ToF32(v) * x[i]
+		}
+		return s
+	case kernels.F8E4M3:
+		bo, bi := t.w.ScaleBlock[0], t.w.ScaleBlock[1]
+		sc := t.w.Scale[(r/bo)*((n+bi-1)/bi):]
+		row := t.w.Data[r*n : (r+1)*n]
+		var total float32
+		for blk := 0; blk*bi < n; blk++ {
+			lo, hi := blk*bi, min((blk+1)*bi, n)
+			var s float32
+			for i := lo; i < hi; i++ {
+				s += fp8Table[row[i]] * x[i]
+			}
+			total += s * sc[blk]
+		}
+		return total
+	default:
+		return blockDot(t.w.DType, t.w.Data[r*t.rowB:(r+1)*t.rowB], x)
+	}
+}
+
+func dotF32(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+func dotBF16Go(w []uint16, x []float32) float32 {
+	x = x[:len(w)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(w); i += 4 {
+		s0 += bf16(w[i]) * x[i]
+		s1 += bf16(w[i+1]) * x[i+1]
+		s2 += bf16(w[i+2]) * x[i+2]
+		s3 += bf16(w[i+3]) * x[i+3]
+	}
+	for ; i < len(w); i++ {
+		s0 += bf16(w[i]) * x[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+func f16ToF32(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	mant := uint32(h) & 0x3ff
+	switch {
+	case exp == 0:
+		if mant == 0 {
+			return math.Float32frombits(sign)
+		}
+		v := float32(mant) / 1024 / 16384
+		if sign != 0 {
+			v = -v
+		}
+		return v
+	case exp == 31:
+		return math.Float32frombits(sign | 0xff<<23 | mant<<13)
+	}
+	return math.Float32frombits(sign | (exp+112)<<23 | mant<<13)
+}
+
+// fp8Table maps every E4M3 (fn variant: no infinities, 0x7f/0xff NaN) byte
+// to its float32 value.
+var fp8Table = func() (t [256]float32) {
+	for i := range t {
+		sign := float32(1)
+		if i&0x80 != 0 {
+			sign = -1
+		}
+		e := (i >> 3) & 0xf
+		m := i & 7
+		switch {
+		case e == 15 && m == 7:
+			t[i] = float32(math.NaN())
+		case e == 0:
+			t[i] = sign * float32(m) / 8 * float32(math.Ldexp(1, -6))
+		default:
+			t[i] = sign * (1 + float32(m)/8) * float32(math.Ldexp(1, e-7))
+		}
+	}
+	return t
+}()

@@ -1,0 +1,194 @@
+package models
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+// Seq is the state a forward pass reads and extends: the sequence's KV
+// blocks in a pool, and where the new tokens start. The cache package owns
+// the blocks; Forward only writes the slots of the new positions.
+type Seq struct {
+	Pool kernels.KVPool
+	// Table lists the blocks holding positions [0, Start+len(tokens)).
+	Table []int32
+	// Start is the position of the first new token (the tokens before it
+	// are already in the KV blocks).
+	Start int
+	// State is per-sequence recurrent state for architectures that keep
+	// one (hybrid linear-attention layers); nil for pure attention models.
+	State any
+}
+
+// Logits selects which rows' logits Forward returns.
+type Logits int
+
+const (
+	// LastLogits returns the logits of the last new token only.
+	LastLogits Logits = iota
+	// AllLogits returns logits for every new token, [len(tokens), vocab].
+	AllLogits
+	// NoLogits skips the LM head (pure prefill of a prefix).
+	NoLogits
+)
+
+// ErrContext is returned when a sequence would exceed the model's context.
+var ErrContext = errors.New("context length exceeded")
+
+// Model is a loaded model bound to a backend. Forward is safe to call from
+// one goroutine at a time (the scheduler serialises passes); scratch
+// buffers are reused across calls.
+type Model struct {
+	Name    string
+	Config  *Config
+	Backend kernels.Backend
+	net     Network
+
+	// MaxChunk bounds the tokens processed in one pass; longer inputs are
+	// prefilled in chunks so that activation memory stays bounded.
+	MaxChunk int
+
+	mu      sync.Mutex
+	scratch *Scratch
+}
+
+// Network is what an architecture file builds: its layers bound to backend
+// tensors, and how to run them.
+type Network interface {
+	// KVSpec describes the per-token KV the network keeps (Blocks and
+	// BlockSize are filled in by the caller).
+	KVSpec() kernels.KVSpec
+	// Forward runs the new tokens of p through the network, leaving the
+	// final hidden states (after the final norm) in p.Scratch.X, or logits
+	// in p.Scratch.Logits when p.WantLogits.
+	Forward(p *Pass) error
+	// NewState returns fresh per-sequence recurrent state, or nil.
+	NewState() any
+	// WeightBytes is the size of the weights the network reads per token
+	// (all of them for dense models).
+	WeightBytes() int64
+}
+
+// Pass is one forward call's inputs and scratch.
+type Pass struct {
+	Tokens  []int32
+	Pos     []int32 // absolute position of each token
+	Slots   []int32 // KV slot of each token
+	Seq     Seq
+	Attn    kernels.AttnSeq
+	Rows    int
+	Logits  Logits
+	Scratch *Scratch
+}
+
+// New builds a model of the architecture config names from src.
+func New(name string, cfg *Config, src Source, be kernels.Backend) (*Model, error) {
+	ctor, ok := architectures[cfg.Arch()]
+	if !ok {
+		return nil, fmt.Errorf("architecture %q: %w", cfg.Arch(), ErrUnknownArch)
+	}
+	net, err := ctor(cfg, newBinder(cfg, src, be))
+	if err != nil {
+		return nil, fmt.Errorf("build %s: %w", cfg.Arch(), err)
+	}
+	return &Model{Name: name, Config: cfg, Backend: be, net: net, MaxChunk: 512}, nil
+}
+
+// KVSpec returns the pool shape for blocks blocks of blockSize tokens.
+func (m *Model) KVSpec(blocks, blockSize int) kernels.KVSpec {
+	s := m.net.KVSpec()
+	s.Blocks, s.BlockSize = blocks, blockSize
+	return s
+}
+
+// NewState returns fresh recurrent state for a new sequence (nil for pure
+// attention models).
+func (m *Model) NewState() any { return m.net.NewState() }
+
+// WeightBytes is the bytes of weights read per decoded token.
+func (m *Model) WeightBytes() int64 { return m.net.WeightBytes() }
+
+// Forward runs tokens at positions seq.Start.. and returns logits as asked:
+// [vocab] for LastLogits, [len(tokens), vocab] for AllLogits.
+func (m *Model) Forward(seq Seq, tokens []int32, want Logits) ([]float32, error) {
+	if len(tokens) == 0 {
+		return nil, errors.New("forward: no tokens")
+	}
+	end := seq.Start + len(tokens)
+	if m.Config.MaxPositions > 0 && end > m.Config.MaxPositions {
+		return nil, fmt.Errorf("%w: %d tokens, model allows %d", ErrContext, end, m.Config.MaxPositions)
+	}
+	if seq.Pool != nil {
+		bs := seq.Pool.Spec().BlockSize
+		if len(seq.Table)*bs < end {
+			return nil, fmt.Errorf("forward: block table covers %d positions, need %d", len(seq.Table)*bs, end)
+		}
+		for _, blk := range seq.Table[:(end+bs-1)/bs] {
+			if blk < 0 || int(blk) >= seq.Pool.Spec().Blocks {
+				return nil, fmt.Errorf("forward: block %d outside the pool", blk)
+			}
+		}
+	}
+	vocab := m.Config.VocabSize
+	for _, t := range tokens {
+		if t < 0 || int(t) >= vocab {
+			return nil, fmt.Errorf("forward: token id %d outside the vocabulary (%d)", t, vocab)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []float32
+	if want == AllLogits {
+		out = make([]float32, 0, len(tokens)*vocab)
+	}
+	chunk := max(m.MaxChunk, 1)
+	for lo := 0; lo < len(tokens); lo += chunk {
+		hi := min(lo+chunk, len(tokens))
+		part := tokens[lo:hi]
+		mode := want
+		if want == LastLogits && hi < len(tokens) {
+			mode = NoLogits
+		}
+		s := seq
+		s.Start = seq.Start + lo
+		p := m.pass(s, part, mode)
+		if err := m.net.Forward(p); err != nil {
+			return nil, err
+		}
+		switch mode {
+		case AllLogits:
+			n := len(part) * vocab
+			out = out[:len(out)+n]
+			m.Backend.Read(p.Scratch.Logits, 0, out[len(out)-n:])
+		case LastLogits:
+			out = make([]float32, vocab)
+			m.Backend.Read(p.Scratch.Logits, 0, out)
+		}
+	}
+	return out, nil
+}
+
+func (m *Model) pass(seq Seq, tokens []int32, want Logits) *Pass {
+	rows := len(tokens)
+	if m.scratch == nil || m.scratch.rows < rows {
+		m.scratch = newScratch(m.Backend, m.Config, max(rows, 1))
+	}
+	p := &Pass{Tokens: tokens, Seq: seq, Rows: rows, Logits: want, Scratch: m.scratch,
+		Pos: make([]int32, rows), Slots: make([]int32, rows),
+		Attn: kernels.AttnSeq{Table: seq.Table, Start: seq.Start}}
+	bs := 1
+	if seq.Pool != nil {
+		bs = seq.Pool.Spec().BlockSize
+	}
+	for i := range tokens {
+		pos := seq.Start + i
+		p.Pos[i] = int32(pos)
+		if seq.Pool != nil {
+			p.Slots[i] = seq.Table[pos/bs]*int32(bs) + int32(pos%bs)
+		}
+	}
+	return p
+}

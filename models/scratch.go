@@ -1,0 +1,31 @@
+package models
+
+import "github.com/pocketllm/pocketllm/kernels"
+
+// Scratch holds the activation buffers of forward passes, allocated on
+// first use and reused while they are large enough, so a decode step
+// allocates nothing on the backend.
+type Scratch struct {
+	be   kernels.Backend
+	rows int
+	bufs map[string]kernels.Buf
+	// X is the residual stream, [rows, hidden].
+	X kernels.Buf
+	// Logits receives the LM head output of the rows asked for.
+	Logits kernels.Buf
+}
+
+func newScratch(be kernels.Backend, c *Config, rows int) *Scratch {
+	return &Scratch{be: be, rows: rows, bufs: map[string]kernels.Buf{},
+		X: be.NewBuf(rows * c.HiddenSize)}
+}
+
+// Buf returns the named buffer with at least n elements.
+func (s *Scratch) Buf(name string, n int) kernels.Buf {
+	b, ok := s.bufs[name]
+	if !ok || b.Len() < n {
+		b = s.be.NewBuf(n)
+		s.bufs[name] = b
+	}
+	return b
+}

@@ -1,0 +1,253 @@
+package models
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+// This file holds the shared builders every decoder-only architecture is
+// made of: the residual decoder loop, grouped-query attention with rotary
+// embeddings, the SwiGLU MLP and routed experts. Architecture files choose
+// and configure these; they do not re-implement them.
+
+// Mixer is a layer's token mixer (attention, linear attention, MLA).
+type Mixer interface {
+	Forward(p *Pass, in, out kernels.Buf) error
+}
+
+// FFN is a layer's feed-forward block (dense MLP or mixture of experts).
+type FFN interface {
+	Forward(p *Pass, in, out kernels.Buf) error
+}
+
+// Layer is one pre-norm residual block.
+type Layer struct {
+	AttnNorm, FFNNorm kernels.Tensor
+	Mixer             Mixer
+	FFN               FFN
+}
+
+// Decoder is the common decoder-only network: embeddings, layers, final
+// norm and LM head. It implements Network.
+type Decoder struct {
+	cfg         *Config
+	be          kernels.Backend
+	Embed       kernels.Tensor
+	Norm        kernels.Tensor
+	LMHead      kernels.Tensor
+	Layers      []Layer
+	KV          kernels.KVSpec
+	weightBytes int64
+	stateFn     func() any
+}
+
+// KVSpec implements Network.
+func (d *Decoder) KVSpec() kernels.KVSpec { return d.KV }
+
+// NewState implements Network.
+func (d *Decoder) NewState() any {
+	if d.stateFn == nil {
+		return nil
+	}
+	return d.stateFn()
+}
+
+// WeightBytes implements Network.
+func (d *Decoder) WeightBytes() int64 { return d.weightBytes }
+
+// newDecoder binds embeddings, final norm and LM head (tied when the
+// checkpoint says so or has no lm_head).
+func newDecoder(c *Config, b *binder) *Decoder {
+	d := &Decoder{cfg: c, be: b.be}
+	d.Embed = b.tensor("model.embed_tokens.weight", c.VocabSize, c.HiddenSize)
+	d.Norm = b.tensor("model.norm.weight", c.HiddenSize)
+	if c.TieEmbeddings {
+		d.LMHead = d.Embed
+	} else if d.LMHead = b.optional("lm_head.weight", c.VocabSize, c.HiddenSize); d.LMHead == nil {
+		d.LMHead = d.Embed
+	}
+	return d
+}
+
+// finish checks the binding and fixes the byte count.
+func (d *Decoder) finish(b *binder) (*Decoder, error) {
+	if err := b.err(); err != nil {
+		return nil, err
+	}
+	d.weightBytes = b.bytes
+	return d, nil
+}
+
+// Forward implements Network.
+func (d *Decoder) Forward(p *Pass) error {
+	c, be, s := d.cfg, d.be, p.Scratch
+	rows, hid := p.Rows, c.HiddenSize
+	eps := float32(c.RMSNormEps)
+	x := s.X
+	normed := s.Buf("normed", rows*hid)
+	delta := s.Buf("delta", rows*hid)
+	be.Embed(x, d.Embed, p.Tokens)
+	for i := range d.Layers {
+		l := &d.Layers[i]
+		be.RMSNorm(normed, x, l.AttnNorm, rows, hid, eps)
+		if err := l.Mixer.Forward(p, normed, delta); err != nil {
+			return fmt.Errorf("layer %d: %w", i, err)
+		}
+		be.Add(x, x, delta, rows*hid)
+		be.RMSNorm(normed, x, l.FFNNorm, rows, hid, eps)
+		if err := l.FFN.Forward(p, normed, delta); err != nil {
+			return fmt.Errorf("layer %d: %w", i, err)
+		}
+		be.Add(x, x, delta, rows*hid)
+	}
+	switch p.Logits {
+	case NoLogits:
+		return nil
+	case LastLogits:
+		last := s.Buf("last", hid)
+		be.Gather(last, x, []int32{int32(rows - 1)}, hid)
+		be.RMSNorm(last, last, d.Norm, 1, hid, eps)
+		s.Logits = s.Buf("logits", c.VocabSize)
+		be.MatMul(s.Logits, last, d.LMHead, 1)
+	default:
+		be.RMSNorm(normed, x, d.Norm, rows, hid, eps)
+		s.Logits = s.Buf("logits", rows*c.VocabSize)
+		be.MatMul(s.Logits, normed, d.LMHead, rows)
+	}
+	return nil
+}
+
+// Attention is grouped-query attention with rotary embeddings, optional
+// biases and optional per-head q/k RMSNorm (Qwen3).
+type Attention struct {
+	be                  kernels.Backend
+	Q, K, V, O          kernels.Tensor
+	QBias, KBias, VBias kernels.Tensor
+	QNorm, KNorm        kernels.Tensor
+	Heads, KVHeads, Dim int
+	KVLayer             int
+	Rope                kernels.RoPE
+	Scale, Eps          float32
+	fullWidthQKNorm     bool // MiniMax: one norm over all heads
+	hidden              int
+}
+
+// attentionOptions select the variants of newAttention.
+type attentionOptions struct {
+	qkNorm     bool // per-head q_norm/k_norm (Qwen3, GLM with use_qk_norm)
+	qkNormFull bool // q_norm/k_norm over all heads at once (MiniMax-M2)
+	bias       bool // q/k/v biases
+	rotaryDim  int  // 0: the whole head
+	neox       bool
+}
+
+// newAttention binds prefix+{q,k,v,o}_proj and friends.
+func newAttention(c *Config, b *binder, prefix string, kvLayer int, o attentionOptions) *Attention {
+	hd, h, kvh := c.HeadDim, c.NumHeads, c.NumKVHeads
+	a := &Attention{be: b.be, Heads: h, KVHeads: kvh, Dim: hd, KVLayer: kvLayer, hidden: c.HiddenSize,
+		Scale: float32(1 / math.Sqrt(float64(hd))), Eps: float32(c.RMSNormEps)}
+	a.Q = b.tensor(prefix+"q_proj.weight", h*hd, c.HiddenSize)
+	a.K = b.tensor(prefix+"k_proj.weight", kvh*hd, c.HiddenSize)
+	a.V = b.tensor(prefix+"v_proj.weight", kvh*hd, c.HiddenSize)
+	a.O = b.tensor(prefix+"o_proj.weight", c.HiddenSize, h*hd)
+	if o.bias {
+		a.QBias = b.tensor(prefix+"q_proj.bias", h*hd)
+		a.KBias = b.tensor(prefix+"k_proj.bias", kvh*hd)
+		a.VBias = b.tensor(prefix+"v_proj.bias", kvh*hd)
+	}
+	switch {
+	case o.qkNormFull:
+		a.QNorm = b.tensor(prefix+"q_norm.weight", h*hd)
+		a.KNorm = b.tensor(prefix+"k_norm.weight", kvh*hd)
+		a.fullWidthQKNorm = true
+	case o.qkNorm:
+		a.QNorm = b.tensor(prefix+"q_norm.weight", hd)
+		a.KNorm = b.tensor(prefix+"k_norm.weight", hd)
+	}
+	rd := o.rotaryDim
+	if rd == 0 {
+		rd = hd
+	}
+	a.Rope = kernels.RoPE{InvFreq: c.RopeInvFreq(rd), RotaryDim: rd, NeoX: o.neox}
+	return a
+}
+
+// Forward implements Mixer.
+func (a *Attention) Forward(p *Pass, in, out kernels.Buf) error {
+	be, s, rows := a.be, p.Scratch, p.Rows
+	qw, kw := a.Heads*a.Dim, a.KVHeads*a.Dim
+	q := s.Buf("q", rows*qw)
+	k := s.Buf("k", rows*kw)
+	v := s.Buf("v", rows*kw)
+	att := s.Buf("att", rows*qw)
+	be.MatMul(q, in, a.Q, rows)
+	be.MatMul(k, in, a.K, rows)
+	be.MatMul(v, in, a.V, rows)
+	if a.QBias != nil {
+		be.AddBias(q, a.QBias, rows, qw)
+		be.AddBias(k, a.KBias, rows, kw)
+		be.AddBias(v, a.VBias, rows, kw)
+	}
+	if a.QNorm != nil {
+		if a.fullWidthQKNorm {
+			be.RMSNorm(q, q, a.QNorm, rows, qw, a.Eps)
+			be.RMSNorm(k, k, a.KNorm, rows, kw, a.Eps)
+		} else {
+			be.RMSNorm(q, q, a.QNorm, rows*a.Heads, a.Dim, a.Eps)
+			be.RMSNorm(k, k, a.KNorm, rows*a.KVHeads, a.Dim, a.Eps)
+		}
+	}
+	be.RoPE(q, p.Pos, a.Heads, a.Dim, &a.Rope)
+	be.RoPE(k, p.Pos, a.KVHeads, a.Dim, &a.Rope)
+	if p.Seq.Pool == nil {
+		return fmt.Errorf("attention: no KV pool")
+	}
+	be.StoreKV(p.Seq.Pool, a.KVLayer, k, v, p.Slots)
+	be.Attention(att, q, p.Seq.Pool, a.KVLayer, p.Attn, rows, a.Heads, a.Scale)
+	be.MatMul(out, att, a.O, rows)
+	return nil
+}
+
+// MLP is the SwiGLU feed-forward block: down(silu(gate(x)) * up(x)).
+type MLP struct {
+	be             kernels.Backend
+	Gate, Up, Down kernels.Tensor
+	hidden, inter  int
+	name           string
+}
+
+func newMLP(c *Config, b *binder, prefix string, inter int) *MLP {
+	return &MLP{be: b.be, hidden: c.HiddenSize, inter: inter, name: prefix,
+		Gate: b.tensor(prefix+"gate_proj.weight", inter, c.HiddenSize),
+		Up:   b.tensor(prefix+"up_proj.weight", inter, c.HiddenSize),
+		Down: b.tensor(prefix+"down_proj.weight", c.HiddenSize, inter)}
+}
+
+// Forward implements FFN.
+func (m *MLP) Forward(p *Pass, in, out kernels.Buf) error {
+	m.forwardRows(p.Scratch, in, out, p.Rows)
+	return nil
+}
+
+func (m *MLP) forwardRows(s *Scratch, in, out kernels.Buf, rows int) {
+	be := m.be
+	g := s.Buf("mlp.gate", rows*m.inter)
+	u := s.Buf("mlp.up", rows*m.inter)
+	be.MatMul(g, in, m.Gate, rows)
+	be.MatMul(u, in, m.Up, rows)
+	be.SwiGLU(g, g, u, rows*m.inter)
+	be.MatMul(out, g, m.Down, rows)
+}
+
+// ignoredTensor names checkpoint entries no architecture reads.
+func ignoredTensor(name string) bool {
+	return strings.HasSuffix(name, "rotary_emb.inv_freq")
+}
+
+// kvSpecFor is the KV shape of standard attention over layers layers.
+func kvSpecFor(c *Config, layers int) kernels.KVSpec {
+	return kernels.KVSpec{Layers: layers, KVHeads: c.NumKVHeads, HeadDimK: c.HeadDim, HeadDimV: c.HeadDim}
+}
