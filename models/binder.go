@@ -28,14 +28,15 @@ type binder struct {
 	errs     []error
 	expected map[string]bool
 	bytes    int64
+	maxErrs  int
 }
 
 func newBinder(cfg *Config, src Source, be kernels.Backend) *binder {
-	return &binder{cfg: cfg, src: src, be: be, expected: map[string]bool{}}
+	return &binder{cfg: cfg, src: src, be: be, expected: map[string]bool{}, maxErrs: 64}
 }
 
 func (b *binder) fail(err error) {
-	if len(b.errs) < 64 {
+	if len(b.errs) < b.maxErrs {
 		b.errs = append(b.errs, err)
 	}
 }

@@ -22,7 +22,10 @@ func main() {
 	}
 	// One line per subcommand; each constructor lives in its own file.
 	root.AddCommand(
-	// subcommands
+		newInspectCmd(),
+		newLogitsCmd(),
+		newBenchCmd(),
+		newSynthCmd(),
 	)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "pocketd:", err)

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pocketllm/pocketllm/models"
+)
+
+// benchResult is the contract of `pocketd bench --json` (DESIGN.md).
+type benchResult struct {
+	Model              string  `json:"model"`
+	Backend            string  `json:"backend"`
+	Threads            int     `json:"threads"`
+	PromptTokens       int     `json:"prompt_tokens"`
+	NewTokens          int     `json:"new_tokens"`
+	PrefillTokensPerS  float64 `json:"prefill_tokens_per_s"`
+	DecodeTokensPerS   float64 `json:"decode_tokens_per_s"`
+	TTFTms             float64 `json:"ttft_ms"`
+	WeightBytes        int64   `json:"weight_bytes"`
+	ResidentBytes      int64   `json:"resident_bytes"`
+	ReadBandwidthGBps  float64 `json:"read_bandwidth_gbps,omitempty"`
+	RooflineTokensPerS float64 `json:"roofline_tokens_per_s,omitempty"`
+}
+
+func newBenchCmd() *cobra.Command {
+	var model, backend string
+	var promptTokens, newTokens, threads int
+	var asJSON, roofline bool
+	cmd := &cobra.Command{
+		Use:   "bench --model DIR [--prompt-tokens N] [--new-tokens N] [--json]",
+		Short: "Measure single-request prefill and decode speed",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if promptTokens < 1 || newTokens < 1 {
+				return fmt.Errorf("--prompt-tokens and --new-tokens must be positive")
+			}
+			ck, m, err := loadModel(model, backend, threads)
+			if err != nil {
+				return err
+			}
+			defer ck.Close()
+			r, err := bench(m, promptTokens, newTokens)
+			if err != nil {
+				return err
+			}
+			r.Model = ck.Name
+			r.Threads = threads
+			if r.Threads == 0 {
+				r.Threads = runtime.GOMAXPROCS(0)
+			}
+			if roofline && m.Backend.Name() == "cpu" {
+				r.ReadBandwidthGBps = readBandwidth(r.Threads) / 1e9
+				r.RooflineTokensPerS = r.ReadBandwidthGBps * 1e9 / float64(r.WeightBytes)
+			}
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s on %s (%d threads): prefill %d tokens at %.1f tok/s, ttft %.1f ms; decode %d tokens at %.2f tok/s; weights %s, resident %s\n",
+				r.Model, r.Backend, r.Threads, r.PromptTokens, r.PrefillTokensPerS, r.TTFTms, r.NewTokens, r.DecodeTokensPerS, human(r.WeightBytes), human(r.ResidentBytes))
+			if r.RooflineTokensPerS > 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "read bandwidth %.1f GB/s → roofline %.2f tok/s; decode reaches %.0f%%\n",
+					r.ReadBandwidthGBps, r.RooflineTokensPerS, 100*r.DecodeTokensPerS/r.RooflineTokensPerS)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&model, "model", "", "checkpoint directory or .gguf file")
+	f.StringVar(&backend, "backend", "cpu", "backend")
+	f.IntVar(&promptTokens, "prompt-tokens", 128, "prompt length")
+	f.IntVar(&newTokens, "new-tokens", 32, "tokens to decode")
+	f.IntVar(&threads, "threads", 0, "CPU threads (0: all)")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object")
+	f.BoolVar(&roofline, "roofline", true, "measure memory read bandwidth and report the decode roofline (CPU)")
+	return cmd
+}
+
+// bench runs one prefill of a random prompt and a greedy decode.
+func bench(m *models.Model, promptTokens, newTokens int) (*benchResult, error) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	prompt := make([]int32, promptTokens)
+	for i := range prompt {
+		prompt[i] = int32(rng.IntN(m.Config.VocabSize))
+	}
+	seq, err := newSeq(m, promptTokens+newTokens)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	logits, err := m.Forward(seq, prompt, models.LastLogits)
+	if err != nil {
+		return nil, err
+	}
+	prefill := time.Since(start)
+	next := argmax(logits)
+	decodeStart := time.Now()
+	var ttft time.Duration
+	for i := range newTokens {
+		seq.Start = promptTokens + i
+		l, err := m.Forward(seq, []int32{next}, models.LastLogits)
+		if err != nil {
+			return nil, err
+		}
+		next = argmax(l)
+		if i == 0 {
+			ttft = time.Since(start)
+		}
+	}
+	decode := time.Since(decodeStart)
+	return &benchResult{
+		Backend:           m.Backend.Name(),
+		PromptTokens:      promptTokens,
+		NewTokens:         newTokens,
+		PrefillTokensPerS: float64(promptTokens) / prefill.Seconds(),
+		DecodeTokensPerS:  float64(newTokens) / decode.Seconds(),
+		TTFTms:            float64(ttft.Microseconds()) / 1000,
+		WeightBytes:       m.WeightBytes(),
+		ResidentBytes:     residentBytes(),
+	}, nil
+}
+
+// residentBytes reads VmRSS from /proc/self/status.
+func residentBytes() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// readBandwidth measures how fast threads goroutines can stream a buffer
+// much larger than the caches: the ceiling for a memory-bound decode.
+func readBandwidth(threads int) float64 {
+	const size = 1 << 30
+	buf := make([]uint64, size/8)
+	for i := range buf {
+		buf[i] = uint64(i)
+	}
+	best := 0.0
+	for range 3 {
+		start := time.Now()
+		var wg sync.WaitGroup
+		chunk := len(buf) / threads
+		sums := make([]uint64, threads*8)
+		for t := range threads {
+			wg.Add(1)
+			go func(t int) {
+				defer wg.Done()
+				part := buf[t*chunk : (t+1)*chunk]
+				var s0, s1, s2, s3 uint64
+				for i := 0; i+4 <= len(part); i += 4 {
+					s0 += part[i]
+					s1 += part[i+1]
+					s2 += part[i+2]
+					s3 += part[i+3]
+				}
+				sums[t*8] = s0 + s1 + s2 + s3
+			}(t)
+		}
+		wg.Wait()
+		bw := float64(size) / time.Since(start).Seconds()
+		best = max(best, bw)
+	}
+	_ = unsafe.Sizeof(buf)
+	return best
+}
