@@ -43,6 +43,30 @@ func (b *Backend) CopyKVBlock(kp kernels.KVPool, dst, src int) {
 	}
 }
 
+// ReadKVBlock implements kernels.Backend.
+func (b *Backend) ReadKVBlock(kp kernels.KVPool, block int, dst []float32) {
+	p := kp.(*kvPool)
+	s := p.spec
+	kn, vn := s.BlockSize*s.KVHeads*s.HeadDimK, s.BlockSize*s.KVHeads*s.HeadDimV
+	off := 0
+	for l := range p.k {
+		off += copy(dst[off:off+kn], p.k[l][block*kn:(block+1)*kn])
+		off += copy(dst[off:off+vn], p.v[l][block*vn:(block+1)*vn])
+	}
+}
+
+// WriteKVBlock implements kernels.Backend.
+func (b *Backend) WriteKVBlock(kp kernels.KVPool, block int, src []float32) {
+	p := kp.(*kvPool)
+	s := p.spec
+	kn, vn := s.BlockSize*s.KVHeads*s.HeadDimK, s.BlockSize*s.KVHeads*s.HeadDimV
+	off := 0
+	for l := range p.k {
+		off += copy(p.k[l][block*kn:(block+1)*kn], src[off:off+kn])
+		off += copy(p.v[l][block*vn:(block+1)*vn], src[off:off+vn])
+	}
+}
+
 // StoreKV implements kernels.Backend.
 func (b *Backend) StoreKV(kp kernels.KVPool, layer int, k, v kernels.Buf, slots []int32) {
 	p := kp.(*kvPool)

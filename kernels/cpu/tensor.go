@@ -123,7 +123,7 @@ func (t *tensor) dot(r int, x []float32) float32 {
 	}
 }
 
-func dotF32(a, b []float32) float32 {
+func dotF32Go(a, b []float32) float32 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 float32
 	i := 0

@@ -1,0 +1,147 @@
+package cpu
+
+import (
+	"math"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+// The Gated DeltaNet ops run the plain token-by-token recurrence: it is the
+// exact definition (the chunked form used by GPU kernels is an algebraic
+// rearrangement of it), it costs O(DK·DV) per token and head, and decode
+// needs exactly this step anyway.
+
+var _ kernels.HybridOps = (*Backend)(nil)
+
+func sigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
+
+// softplus matches torch.nn.functional.softplus (beta 1, threshold 20).
+func softplus(x float64) float64 {
+	if x > 20 {
+		return x
+	}
+	return math.Log1p(math.Exp(x))
+}
+
+// CausalConv1D implements kernels.HybridOps, in parallel over channels.
+func (b *Backend) CausalConv1D(dst, x, state kernels.Buf, w kernels.Tensor, rows int, s kernels.DeltaShape) {
+	ch, k := s.ConvDim(), s.ConvKernel
+	d, xs, st := f32(dst), f32(x), f32(state)
+	wt := w.(*tensor).vector() // [ch, k]
+	hist := k - 1
+	b.parallel(ch, 64, func(lo, hi int) {
+		win := make([]float32, hist+rows) // one channel's inputs, oldest first
+		for c := lo; c < hi; c++ {
+			for j := 0; j < hist; j++ {
+				win[j] = st[j*ch+c]
+			}
+			for t := 0; t < rows; t++ {
+				win[hist+t] = xs[t*ch+c]
+			}
+			wc := wt[c*k : (c+1)*k]
+			for t := 0; t < rows; t++ {
+				var acc float32
+				for j, wv := range wc {
+					acc += wv * win[t+j]
+				}
+				d[t*ch+c] = acc * sigmoid(acc)
+			}
+			for j := 0; j < hist; j++ {
+				st[j*ch+c] = win[rows+j]
+			}
+		}
+	})
+}
+
+// l2normalize scales v to unit L2 norm as fla's l2norm does:
+// v * rsqrt(sum(v²) + 1e-6).
+func l2normalize(dst, v []float32, scale float32) {
+	var ss float64
+	for _, x := range v {
+		ss += float64(x) * float64(x)
+	}
+	inv := float32(1/math.Sqrt(ss+1e-6)) * scale
+	for i, x := range v {
+		dst[i] = x * inv
+	}
+}
+
+// GatedDeltaRule implements kernels.HybridOps, in parallel over value
+// heads (each head's state is independent).
+func (b *Backend) GatedDeltaRule(dst, qkv, a, bb, state kernels.Buf, aLog, dtBias kernels.Tensor, rows int, s kernels.DeltaShape) {
+	dk, dv, nv := s.DK, s.DV, s.VHeads
+	rep := nv / s.KHeads
+	cd, kd := s.ConvDim(), s.KHeads*s.DK
+	out, in, av, bv, st := f32(dst), f32(qkv), f32(a), f32(bb), f32(state)
+	al, dt := aLog.(*tensor).vector(), dtBias.(*tensor).vector()
+	qscale := float32(1 / math.Sqrt(float64(dk)))
+	b.parallel(nv, 1, func(lo, hi int) {
+		q := make([]float32, dk)
+		k := make([]float32, dk)
+		delta := make([]float32, dv)
+		for h := lo; h < hi; h++ {
+			kh := h / rep
+			S := st[h*dk*dv : (h+1)*dk*dv]
+			negA := -math.Exp(float64(al[h]))
+			for t := 0; t < rows; t++ {
+				row := in[t*cd : (t+1)*cd]
+				l2normalize(q, row[kh*dk:(kh+1)*dk], qscale)
+				l2normalize(k, row[kd+kh*dk:kd+(kh+1)*dk], 1)
+				v := row[2*kd+h*dv : 2*kd+(h+1)*dv]
+				decay := float32(math.Exp(negA * softplus(float64(av[t*nv+h]+dt[h]))))
+				beta := sigmoid(bv[t*nv+h])
+				// S *= decay, then delta = beta * (v - Sᵀk).
+				copy(delta, v)
+				for i := 0; i < dk; i++ {
+					si := S[i*dv : (i+1)*dv]
+					ki := k[i]
+					for j := range si {
+						si[j] *= decay
+						delta[j] -= si[j] * ki
+					}
+				}
+				for j := range delta {
+					delta[j] *= beta
+				}
+				// S += k ⊗ delta; out = Sᵀq.
+				o := out[t*nv*dv+h*dv : t*nv*dv+(h+1)*dv]
+				clear(o)
+				for i := 0; i < dk; i++ {
+					si := S[i*dv : (i+1)*dv]
+					ki, qi := k[i], q[i]
+					for j := range si {
+						si[j] += ki * delta[j]
+						o[j] += si[j] * qi
+					}
+				}
+			}
+		}
+	})
+}
+
+// RMSNormGated implements kernels.HybridOps.
+func (b *Backend) RMSNormGated(dst, x, z kernels.Buf, w kernels.Tensor, rows, dim int, eps float32) {
+	scale := w.(*tensor).vector()
+	d, xs, zs := f32(dst), f32(x), f32(z)
+	for r := 0; r < rows; r++ {
+		row := xs[r*dim : (r+1)*dim]
+		var ss float64
+		for _, v := range row {
+			ss += float64(v) * float64(v)
+		}
+		inv := float32(1 / math.Sqrt(ss/float64(dim)+float64(eps)))
+		out, gate := d[r*dim:(r+1)*dim], zs[r*dim:(r+1)*dim]
+		for i, v := range row {
+			g := gate[i]
+			out[i] = v * inv * scale[i] * (g * sigmoid(g))
+		}
+	}
+}
+
+// SigmoidMul implements kernels.HybridOps.
+func (b *Backend) SigmoidMul(x, gate kernels.Buf, n int) {
+	d, g := f32(x)[:n], f32(gate)[:n]
+	for i := range d {
+		d[i] *= sigmoid(g[i])
+	}
+}
