@@ -1,9 +1,16 @@
 package cpu
 
-import "github.com/pocketllm/pocketllm/kernels"
+import (
+	"github.com/pocketllm/pocketllm/kernels"
+	"github.com/pocketllm/pocketllm/kernels/quant"
+)
 
-// GGUF block formats are executed by package kernels/quant; until it is
-// wired in, the CPU reports them unsupported rather than guessing.
-func blockSupported(kernels.DType) bool                         { return false }
-func blockDequant(kernels.DType, []byte, []float32) error       { return kernels.ErrUnsupported }
-func blockDot(t kernels.DType, row []byte, x []float32) float32 { return 0 }
+// GGUF block formats are executed by package quant, which reads each block
+// in place; the CPU backend only routes rows to it.
+func blockSupported(t kernels.DType) bool { return quant.Supported(t) }
+
+func blockDequant(t kernels.DType, src []byte, dst []float32) error {
+	return quant.DequantizeRow(t, src, dst)
+}
+
+func blockDot(t kernels.DType, row []byte, x []float32) float32 { return quant.DotRow(t, row, x) }
