@@ -133,6 +133,9 @@ type Attention struct {
 	Scale, Eps          float32
 	fullWidthQKNorm     bool // MiniMax: one norm over all heads
 	hidden              int
+	// gate: q_proj also yields a per-head output gate (Qwen3-Next), laid
+	// out per head as [query, gate]; the output is att * sigmoid(gate).
+	gate kernels.HybridOps
 }
 
 // attentionOptions select the variants of newAttention.
@@ -142,6 +145,7 @@ type attentionOptions struct {
 	bias       bool // q/k/v biases
 	rotaryDim  int  // 0: the whole head
 	neox       bool
+	gated      bool // q_proj yields query and output gate per head (Qwen3-Next)
 }
 
 // newAttention binds prefix+{q,k,v,o}_proj and friends.
@@ -149,12 +153,17 @@ func newAttention(c *Config, b *binder, prefix string, kvLayer int, o attentionO
 	hd, h, kvh := c.HeadDim, c.NumHeads, c.NumKVHeads
 	a := &Attention{be: b.be, Heads: h, KVHeads: kvh, Dim: hd, KVLayer: kvLayer, hidden: c.HiddenSize,
 		Scale: float32(1 / math.Sqrt(float64(hd))), Eps: float32(c.RMSNormEps)}
-	a.Q = b.tensor(prefix+"q_proj.weight", h*hd, c.HiddenSize)
+	qRows := h * hd
+	if o.gated {
+		qRows *= 2
+		a.gate = hybridOps(b)
+	}
+	a.Q = b.tensor(prefix+"q_proj.weight", qRows, c.HiddenSize)
 	a.K = b.tensor(prefix+"k_proj.weight", kvh*hd, c.HiddenSize)
 	a.V = b.tensor(prefix+"v_proj.weight", kvh*hd, c.HiddenSize)
 	a.O = b.tensor(prefix+"o_proj.weight", c.HiddenSize, h*hd)
 	if o.bias {
-		a.QBias = b.tensor(prefix+"q_proj.bias", h*hd)
+		a.QBias = b.tensor(prefix+"q_proj.bias", qRows)
 		a.KBias = b.tensor(prefix+"k_proj.bias", kvh*hd)
 		a.VBias = b.tensor(prefix+"v_proj.bias", kvh*hd)
 	}
@@ -183,13 +192,23 @@ func (a *Attention) Forward(p *Pass, in, out kernels.Buf) error {
 	k := s.Buf("k", rows*kw)
 	v := s.Buf("v", rows*kw)
 	att := s.Buf("att", rows*qw)
-	be.MatMul(q, in, a.Q, rows)
+	qOut, qOutW := q, qw
+	if a.gate != nil {
+		qOut, qOutW = s.Buf("q.gated", rows*2*qw), 2*qw
+	}
+	be.MatMul(qOut, in, a.Q, rows)
 	be.MatMul(k, in, a.K, rows)
 	be.MatMul(v, in, a.V, rows)
 	if a.QBias != nil {
-		be.AddBias(q, a.QBias, rows, qw)
+		be.AddBias(qOut, a.QBias, rows, qOutW)
 		be.AddBias(k, a.KBias, rows, kw)
 		be.AddBias(v, a.VBias, rows, kw)
+	}
+	var gate kernels.Buf
+	if a.gate != nil {
+		gate = s.Buf("q.gate", rows*qw)
+		be.Gather(q, qOut, unitGather(rows*a.Heads, 2, []int{0}), a.Dim)
+		be.Gather(gate, qOut, unitGather(rows*a.Heads, 2, []int{1}), a.Dim)
 	}
 	if a.QNorm != nil {
 		if a.fullWidthQKNorm {
@@ -207,6 +226,9 @@ func (a *Attention) Forward(p *Pass, in, out kernels.Buf) error {
 	}
 	be.StoreKV(p.Seq.Pool, a.KVLayer, k, v, p.Slots)
 	be.Attention(att, q, p.Seq.Pool, a.KVLayer, p.Attn, rows, a.Heads, a.Scale)
+	if a.gate != nil {
+		a.gate.SigmoidMul(att, gate, rows*qw)
+	}
 	be.MatMul(out, att, a.O, rows)
 	return nil
 }
