@@ -3,10 +3,12 @@ package models
 // architectures maps transformers' architecture names to constructors.
 // One map, one place: adding an architecture is one line here and one file.
 var architectures = map[string]func(*Config, *binder) (Network, error){
-	"LlamaForCausalLM":    newLlama,
-	"MistralForCausalLM":  newLlama,
-	"Qwen3ForCausalLM":    newQwen3,
-	"Qwen3MoeForCausalLM": newQwen3MoE,
+	"LlamaForCausalLM":     newLlama,
+	"MistralForCausalLM":   newLlama,
+	"Qwen3ForCausalLM":     newQwen3,
+	"Qwen3MoeForCausalLM":  newQwen3MoE,
+	"Qwen3NextForCausalLM": newQwen3Next,
+	"Qwen3_5ForCausalLM":   newQwen35,
 }
 
 // Architectures lists the supported architecture names.

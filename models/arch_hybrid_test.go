@@ -1,0 +1,133 @@
+package models_test
+
+import (
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/pocketllm/pocketllm/kernels/cpu"
+	"github.com/pocketllm/pocketllm/models"
+	"github.com/pocketllm/pocketllm/models/checkpoint"
+)
+
+// The Gated DeltaNet hybrids: prompt logits and KV-cached greedy decode
+// against the transformers reference (whose prefill runs the chunked
+// delta rule and whose decode runs the recurrent step).
+func TestParityHybridCPU(t *testing.T) {
+	for _, arch := range []string{"qwen3_5", "qwen3_next"} {
+		t.Run(arch, func(t *testing.T) {
+			checkParity(t, filepath.Join("testdata", "models", arch), cpu.New(0), 1e-4)
+		})
+	}
+}
+
+func openHybrid(t *testing.T, arch string) (*models.Model, reference) {
+	t.Helper()
+	dir := filepath.Join("testdata", "models", arch)
+	ck, err := checkpoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ck.Close() })
+	m, err := ck.Model(cpu.New(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.NewState() == nil {
+		t.Fatal("hybrid model returned no recurrent state")
+	}
+	return m, loadReference(t, dir)
+}
+
+// Prefilling a prompt in two pieces must give the logits of one piece:
+// the conv and delta-rule state carry across passes exactly.
+func TestHybridSplitPrefill(t *testing.T) {
+	for _, arch := range []string{"qwen3_5", "qwen3_next"} {
+		t.Run(arch, func(t *testing.T) {
+			m, ref := openHybrid(t, arch)
+			n := len(ref.ids)
+			whole := newSeq(t, m, n)
+			want, err := m.Forward(whole, ref.ids, models.AllLogits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, split := range []int{1, 2, 3, 5, 11, n - 1} {
+				seq := newSeq(t, m, n)
+				first, err := m.Forward(seq, ref.ids[:split], models.AllLogits)
+				if err != nil {
+					t.Fatal(err)
+				}
+				seq.Start = split
+				second, err := m.Forward(seq, ref.ids[split:], models.AllLogits)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if e := relErr(append(first, second...), want); e > 1e-5 {
+					t.Errorf("split at %d: relative error %.3g against one piece", split, e)
+				}
+			}
+		})
+	}
+}
+
+// A Clone()d state, and a state restored from a Snapshot, continue
+// exactly as the original does; the state refuses a pass that does not
+// start where it stands.
+func TestHybridStateCloneSnapshot(t *testing.T) {
+	for _, arch := range []string{"qwen3_5", "qwen3_next"} {
+		t.Run(arch, func(t *testing.T) {
+			m, ref := openHybrid(t, arch)
+			n, split := len(ref.ids), 10
+			seq := newSeq(t, m, n)
+			if _, err := m.Forward(seq, ref.ids[:split], models.NoLogits); err != nil {
+				t.Fatal(err)
+			}
+			st := seq.State.(models.RecurrentState)
+			if st.Pos() != split {
+				t.Fatalf("state at %d after %d tokens", st.Pos(), split)
+			}
+			snap := st.Snapshot()
+			if len(snap) != st.Len() || st.SizeBytes() != int64(4*st.Len()) {
+				t.Fatalf("snapshot of %d values, Len %d, SizeBytes %d", len(snap), st.Len(), st.SizeBytes())
+			}
+			clone := st.Clone()
+			restored := m.NewState().(models.RecurrentState)
+			if err := restored.Restore(snap, split); err != nil {
+				t.Fatal(err)
+			}
+			// The original continues first: the copies must not share memory with it.
+			seq.Start = split
+			want, err := m.Forward(seq, ref.ids[split:], models.AllLogits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, s := range map[string]models.RecurrentState{"clone": clone, "restored": restored} {
+				seq2 := seq
+				seq2.State = s
+				got, err := m.Forward(seq2, ref.ids[split:], models.AllLogits)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if e := relErr(got, want); e != 0 {
+					t.Errorf("%s state: relative error %.3g against the original", name, e)
+				}
+			}
+			// The original now stands at n: a pass from split must be refused.
+			if _, err := m.Forward(seq, ref.ids[split:], models.AllLogits); !errors.Is(err, models.ErrState) {
+				t.Errorf("pass from a stale position: err = %v, want ErrState", err)
+			}
+			if err := restored.Restore(snap[1:], split); !errors.Is(err, models.ErrState) {
+				t.Errorf("short snapshot: err = %v, want ErrState", err)
+			}
+			st.Reset()
+			seq.Start = 0
+			again, err := m.Forward(seq, ref.ids, models.AllLogits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e := relErr(again[split*m.Config.VocabSize:], want); e > 1e-5 {
+				t.Errorf("after Reset: relative error %.3g", e)
+			}
+		})
+	}
+}

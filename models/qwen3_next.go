@@ -1,0 +1,83 @@
+package models
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+// newQwen3Next builds Qwen3-Next: the Gated DeltaNet hybrid whose
+// linear-attention inputs come from two fused projections grouped per key
+// head, and a mixture of experts with a sigmoid-gated shared expert.
+func newQwen3Next(c *Config, b *binder) (Network, error) {
+	if c.NumExperts <= 0 || c.NumExpertsPerTok <= 0 || c.MoEIntermediateSize <= 0 {
+		return nil, fmt.Errorf("qwen3_next: num_experts, num_experts_per_tok and moe_intermediate_size must be set")
+	}
+	step := max(c.DecoderSparseStep, 1)
+	ffn := func(i int, p string) FFN {
+		if slices.Contains(c.MLPOnlyLayers, i) || (i+1)%step != 0 {
+			return newMLP(c, b, p+"mlp.", c.IntermediateSize)
+		}
+		m := &MoE{be: b.be, hidden: c.HiddenSize,
+			Gate:    b.tensor(p+"mlp.gate.weight", c.NumExperts, c.HiddenSize),
+			Router:  Router{Experts: c.NumExperts, TopK: c.NumExpertsPerTok, NormTopK: c.NormTopKProb},
+			Experts: newExperts(c, b, p+"mlp.", c.NumExperts, c.MoEIntermediateSize)}
+		if c.SharedExpertSize > 0 {
+			m.Shared = newMLP(c, b, p+"mlp.shared_expert.", c.SharedExpertSize)
+			m.SharedGate = b.tensor(p+"mlp.shared_expert_gate.weight", 1, c.HiddenSize)
+		}
+		return m
+	}
+	return newHybridDecoder(c, b, qwen3NextProjections(c, b), ffn)
+}
+
+// qwen3NextProjections binds in_proj_qkvz and in_proj_ba. Their rows are
+// grouped per key head — [q, k, v, z] with VHeads/KHeads value heads per
+// group, and [b, a] likewise — so after one matmul each, Gather regroups
+// the columns into the contiguous q|k|v, z, b and a blocks the DeltaNet
+// ops read (in units of gcd(DK, DV) floats; no weight is copied).
+func qwen3NextProjections(c *Config, b *binder) func(n *DeltaNet, prefix string) {
+	return func(n *DeltaNet, prefix string) {
+		sh, hid := n.Shape, c.HiddenSize
+		r := sh.VHeads / sh.KHeads
+		u := gcd(sh.DK, sh.DV)
+		group := (2*sh.DK + 2*r*sh.DV) / u // units per key-head group
+		dk, vg := sh.DK/u, r*sh.DV/u
+		var qkvPick, zPick []int
+		for _, off := range []int{0, dk} { // queries, then keys
+			for kh := range sh.KHeads {
+				qkvPick = span(qkvPick, kh*group+off, dk)
+			}
+		}
+		for kh := range sh.KHeads {
+			qkvPick = span(qkvPick, kh*group+2*dk, vg)
+			zPick = span(zPick, kh*group+2*dk+vg, vg)
+		}
+		var bPick, aPick []int
+		for kh := range sh.KHeads {
+			bPick, aPick = append(bPick, 2*kh), append(aPick, 2*kh+1)
+		}
+		qkvz := b.tensor(prefix+"in_proj_qkvz.weight", sh.ConvDim()+sh.VHeads*sh.DV, hid)
+		ba := b.tensor(prefix+"in_proj_ba.weight", 2*sh.VHeads, hid)
+		n.project = func(p *Pass, in, qkv, z, a, bb kernels.Buf) {
+			be, s, rows := n.be, p.Scratch, p.Rows
+			mixed := s.Buf("dn.qkvz", rows*group*u*sh.KHeads)
+			gates := s.Buf("dn.ba", rows*2*sh.VHeads)
+			be.MatMul(mixed, in, qkvz, rows)
+			be.MatMul(gates, in, ba, rows)
+			units := group * sh.KHeads
+			be.Gather(qkv, mixed, unitGather(rows, units, qkvPick), u)
+			be.Gather(z, mixed, unitGather(rows, units, zPick), u)
+			be.Gather(bb, gates, unitGather(rows, 2*sh.KHeads, bPick), r)
+			be.Gather(a, gates, unitGather(rows, 2*sh.KHeads, aPick), r)
+		}
+	}
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
