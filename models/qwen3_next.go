@@ -41,7 +41,10 @@ func qwen3NextProjections(c *Config, b *binder) func(n *DeltaNet, prefix string)
 	return func(n *DeltaNet, prefix string) {
 		sh, hid := n.Shape, c.HiddenSize
 		r := sh.VHeads / sh.KHeads
-		u := gcd(sh.DK, sh.DV)
+		u := sh.DK // the unit: gcd(DK, DV), which divides every piece
+		for v := sh.DV; v != 0; {
+			u, v = v, u%v
+		}
 		group := (2*sh.DK + 2*r*sh.DV) / u // units per key-head group
 		dk, vg := sh.DK/u, r*sh.DV/u
 		var qkvPick, zPick []int
@@ -73,11 +76,4 @@ func qwen3NextProjections(c *Config, b *binder) func(n *DeltaNet, prefix string)
 			be.Gather(a, gates, unitGather(rows, 2*sh.KHeads, aPick), r)
 		}
 	}
-}
-
-func gcd(a, b int) int {
-	for b != 0 {
-		a, b = b, a%b
-	}
-	return a
 }
