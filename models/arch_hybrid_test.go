@@ -2,9 +2,12 @@ package models_test
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 
+	"github.com/pocketllm/pocketllm/kernels"
 	"github.com/pocketllm/pocketllm/kernels/cpu"
 	"github.com/pocketllm/pocketllm/models"
 	"github.com/pocketllm/pocketllm/models/checkpoint"
@@ -127,6 +130,53 @@ func TestHybridStateCloneSnapshot(t *testing.T) {
 			}
 			if e := relErr(again[split*m.Config.VocabSize:], want); e > 1e-5 {
 				t.Errorf("after Reset: relative error %.3g", e)
+			}
+		})
+	}
+}
+
+// dropSource hides some tensors of a checkpoint.
+type dropSource struct {
+	models.Source
+	drop []string
+}
+
+func (d dropSource) Weight(name string) (*kernels.Weight, error) {
+	if slices.Contains(d.drop, name) {
+		return nil, fmt.Errorf("%s: %w", name, models.ErrMissingTensor)
+	}
+	return d.Source.Weight(name)
+}
+
+func (d dropSource) Names() []string {
+	return slices.DeleteFunc(d.Source.Names(), func(n string) bool { return slices.Contains(d.drop, n) })
+}
+
+// plainBackend hides the CPU backend's optional hybrid ops.
+type plainBackend struct{ kernels.Backend }
+
+// Every tensor of the fixtures is expected and read; a missing one is
+// reported by name (also through the zero-centred norm path), and a
+// backend without the hybrid ops is refused at build time.
+func TestHybridValidate(t *testing.T) {
+	for _, arch := range []string{"qwen3_5", "qwen3_next"} {
+		t.Run(arch, func(t *testing.T) {
+			ck, err := checkpoint.Open(filepath.Join("testdata", "models", arch))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ck.Close()
+			be := cpu.New(1)
+			if v := models.Validate(ck.Config, ck.Source, be); !v.OK() || len(v.Unexpected) > 0 {
+				t.Errorf("fixture: %+v", v)
+			}
+			drop := []string{"model.layers.0.linear_attn.conv1d.weight", "model.layers.3.self_attn.q_norm.weight", "model.norm.weight"}
+			v := models.Validate(ck.Config, dropSource{ck.Source, drop}, be)
+			if v.OK() || len(v.Missing) != len(drop) {
+				t.Errorf("dropped %v: %+v", drop, v)
+			}
+			if _, err := models.New(arch, ck.Config, ck.Source, plainBackend{be}); !errors.Is(err, kernels.ErrUnsupported) {
+				t.Errorf("backend without hybrid ops: err = %v, want ErrUnsupported", err)
 			}
 		})
 	}
