@@ -57,6 +57,8 @@ type Config struct {
 	ScoringFunc         string  `json:"scoring_func"`
 	UseQKNorm           bool    `json:"use_qk_norm"`
 	QKNormType          string  `json:"qk_norm_type"`
+	// MLPLayerTypes says "dense" or "sparse" per layer (DeepSeek-V3.2).
+	MLPLayerTypes []string `json:"mlp_layer_types"`
 
 	// Multi-head latent attention (DeepSeek).
 	QLoraRank     int `json:"q_lora_rank"`

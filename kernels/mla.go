@@ -1,0 +1,45 @@
+package kernels
+
+// MLAOps is an optional extension of Backend: attention over a compressed
+// multi-head latent attention (MLA) cache, as DeepSeek-V3 and V3.2 need it.
+// A backend without it cannot run those models; model construction
+// reports ErrUnsupported once, at build time.
+//
+// The cache layout it reads: a KV pool with KVHeads 1 whose K row per
+// token is [latent (dv) ; rotated rope key] (HeadDimK = kv_lora_rank +
+// qk_rope_head_dim), shared by every query head. The latent doubles as
+// the value, so nothing is stored per head and no V copy is kept. The
+// layer's V rows (HeadDimV) are free for a second per-token key: DeepSeek
+// sparse attention keeps its indexer keys there (HeadDimV =
+// index_head_dim); dense MLA stores none (HeadDimV 0).
+type MLAOps interface {
+	// MLAttention computes causal attention of the absorbed queries q
+	// [rows, heads*HeadDimK] against the layer's cached K rows, each head
+	// scoring q·k over all HeadDimK columns times scale, and writes dst
+	// [rows, heads*dv]: the softmax-weighted sum of the first dv columns
+	// of the K rows (V = K[:, :dv], the latent).
+	//
+	// dsa, when non-nil, makes it DeepSeek sparse attention: query row r
+	// (position seq.Start+r) attends only to the dsa.TopK visible
+	// positions with the highest index score (all of them when at most
+	// TopK are visible); see DSA. Without dsa every row attends to
+	// positions 0..seq.Start+r.
+	MLAttention(dst, q Buf, p KVPool, layer int, seq AttnSeq, rows, heads, dv int, scale float32, dsa *DSA)
+}
+
+// DSA is the token selection of DeepSeek sparse attention (the lightning
+// indexer). The index score of query row r for cached position t is
+//
+//	Σ_h W[r,h] · relu(Scale · Q[r,h,:]·key_t)
+//
+// where key_t is the layer's V row of position t (Dim = HeadDimV): the
+// indexer key cache lives beside the latent in the same pool layer.
+// Ties at the selection boundary go to the earlier position.
+type DSA struct {
+	Q     Buf // [rows, Heads*Dim] indexer queries, rotary already applied
+	W     Buf // [rows, Heads] per-head weights of the score
+	Heads int
+	Dim   int
+	TopK  int
+	Scale float32
+}

@@ -1,0 +1,424 @@
+package models
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+// MLA is DeepSeek's multi-head latent attention. The cache keeps only the
+// compressed row per token, [latent (R) ; rope key (Dr)], shared by all
+// heads (kernels.MLAOps); the per-head keys and values are never expanded.
+// Instead the up-projection kv_b_proj is absorbed on both sides:
+//
+//	q·k_h = q_nope·(W_UK_h c) + q_pe·k_pe = (W_UK_hᵀ q_nope)·c + q_pe·k_pe
+//	out_h = W_UV_h (Σ_t a_t c_t)
+//
+// so each head's query becomes [W_UK_hᵀ q_nope ; q_pe] (width R+Dr) and the
+// attention output stays in latent space until W_UV_h. Prefill and decode
+// run this one path.
+type MLA struct {
+	be  kernels.Backend
+	ops kernels.MLAOps
+	// Queries: q_a_proj → q_a_layernorm → q_b_proj, or q_proj when
+	// q_lora_rank is null (QA nil). Rows per head: [nope (Dn) ; rope (Dr)].
+	QA, QANorm, QB, Q kernels.Tensor
+	// kv_a_proj_with_mqa split by rows into the latent and the rope key.
+	KVALatent, KVARope, KVANorm kernels.Tensor
+	UKT                         []kernels.Tensor // per head W_UK_hᵀ [R, Dn], from kv_b_proj
+	UV                          []kernels.Tensor // per head W_UV_h [Dv, R], rows of kv_b_proj
+	O                           kernels.Tensor
+	// Indexer selects the attended tokens (DeepSeek-V3.2); nil: dense.
+	Indexer *Indexer
+
+	Heads, QRank, R, Dn, Dr, Dv int
+	KVLayer                     int
+	Rope                        kernels.RoPE
+	Scale, Eps                  float32
+	g                           int // chunk width of the column moves
+}
+
+// Indexer is DeepSeek-V3.2's lightning indexer: per token one key
+// (LayerNorm(wk x), rotated) cached in the MLA layer's V rows, and per
+// query Heads small queries from the q latent whose weighted ReLU scores
+// pick the TopK positions attended to.
+type Indexer struct {
+	WQB, WK, WProj   kernels.Tensor
+	Center           kernels.Tensor // I - 1/Dim: LayerNorm's mean removal as a MatMul
+	KNormW, KNormB   kernels.Tensor
+	Heads, Dim, TopK int
+	Rope             kernels.RoPE
+	Scale            float32
+}
+
+// mlaOptions selects the variants of newMLA.
+type mlaOptions struct {
+	interleave bool // rope_interleave: rotate pairs (2i, 2i+1)
+	indexer    bool // DeepSeek sparse attention
+}
+
+// newMLA binds prefix+{q_a_proj, ..., kv_b_proj, o_proj}.
+func newMLA(c *Config, b *binder, prefix string, kvLayer int, o mlaOptions) *MLA {
+	h, hid := c.NumHeads, c.HiddenSize
+	m := &MLA{be: b.be, Heads: h, QRank: c.QLoraRank, R: c.KVLoraRank, Dn: c.QKNopeHeadDim,
+		Dr: c.QKRopeHeadDim, Dv: c.VHeadDim, KVLayer: kvLayer, Eps: float32(c.RMSNormEps)}
+	ops, ok := b.be.(kernels.MLAOps)
+	if !ok {
+		b.fail(fmt.Errorf("latent attention on backend %s: %w", b.be.Name(), kernels.ErrUnsupported))
+	}
+	m.ops = ops
+	m.g = gcd(gcd(m.R, m.Dn), gcd(m.Dr, m.Dv))
+	qk := m.Dn + m.Dr
+	if m.QRank > 0 {
+		m.QA = b.tensor(prefix+"q_a_proj.weight", m.QRank, hid)
+		m.QANorm = b.tensor(prefix+"q_a_layernorm.weight", m.QRank)
+		m.QB = b.tensor(prefix+"q_b_proj.weight", h*qk, m.QRank)
+	} else {
+		m.Q = b.tensor(prefix+"q_proj.weight", h*qk, hid)
+	}
+	if kva := rawWeight(b, prefix+"kv_a_proj_with_mqa.weight", m.R+m.Dr, hid); kva != nil {
+		m.KVALatent = b.derived(kva.RowSlice(kva.Name+"[latent]", 0, m.R, []int{m.R, hid}))
+		m.KVARope = b.derived(kva.RowSlice(kva.Name+"[rope]", m.R, m.R+m.Dr, []int{m.Dr, hid}))
+	}
+	m.KVANorm = b.tensor(prefix+"kv_a_layernorm.weight", m.R)
+	if kvb := rawWeight(b, prefix+"kv_b_proj.weight", h*(m.Dn+m.Dv), m.R); kvb != nil {
+		for i := range h {
+			lo := i * (m.Dn + m.Dv)
+			uk, err := kvb.RowSlice(fmt.Sprintf("%s[uk%d]", kvb.Name, i), lo, lo+m.Dn, []int{m.Dn, m.R})
+			if err == nil {
+				uk, err = transposed(uk)
+			}
+			m.UKT = append(m.UKT, b.derived(uk, err))
+			m.UV = append(m.UV, b.derived(kvb.RowSlice(fmt.Sprintf("%s[uv%d]", kvb.Name, i), lo+m.Dn, lo+m.Dn+m.Dv, []int{m.Dv, m.R})))
+		}
+	}
+	m.O = b.tensor(prefix+"o_proj.weight", hid, h*m.Dv)
+	inv, factor := c.mlaRope(m.Dr)
+	m.Rope = kernels.RoPE{InvFreq: inv, RotaryDim: m.Dr, NeoX: !o.interleave, Scale: factor}
+	m.Scale = float32(1/math.Sqrt(float64(qk))) * c.yarnSoftmaxScale()
+	if o.indexer {
+		m.Indexer = newIndexer(c, b, prefix+"indexer.")
+	}
+	return m
+}
+
+func newIndexer(c *Config, b *binder, prefix string) *Indexer {
+	hi, d := c.IndexNHeads, c.IndexHeadDim
+	x := &Indexer{Heads: hi, Dim: d, TopK: c.IndexTopK,
+		WQB:    b.tensor(prefix+"wq_b.weight", hi*d, c.QLoraRank),
+		WK:     b.tensor(prefix+"wk.weight", d, c.HiddenSize),
+		WProj:  b.tensor(prefix+"weights_proj.weight", hi, c.HiddenSize),
+		KNormW: b.tensor(prefix+"k_norm.weight", d),
+		KNormB: b.tensor(prefix+"k_norm.bias", d)}
+	if c.QLoraRank <= 0 || hi <= 0 || d < c.QKRopeHeadDim || x.TopK <= 0 {
+		b.fail(fmt.Errorf("%s: the indexer needs q_lora_rank, index_n_heads, index_head_dim ≥ qk_rope_head_dim and index_topk", prefix))
+	}
+	x.Center = b.derived(centering(prefix+"k_norm.center", d), nil)
+	// The indexer rotates the leading Dr dims of its heads, rotate-half
+	// style, whatever the main attention's layout.
+	inv, factor := c.mlaRope(c.QKRopeHeadDim)
+	x.Rope = kernels.RoPE{InvFreq: inv, RotaryDim: c.QKRopeHeadDim, NeoX: true, Scale: factor}
+	// The score is Σ_h w_h·Hi^-½ · relu(q·k·Dim^-½); a positive factor
+	// moves through the ReLU, so both scales ride on Scale.
+	x.Scale = float32(1 / math.Sqrt(float64(d)*float64(hi)))
+	return x
+}
+
+// Forward implements Mixer.
+func (m *MLA) Forward(p *Pass, in, out kernels.Buf) error {
+	if p.Seq.Pool == nil {
+		return fmt.Errorf("latent attention: no KV pool")
+	}
+	be, s, rows := m.be, p.Scratch, p.Rows
+	h, r, dn, dr, dv, g := m.Heads, m.R, m.Dn, m.Dr, m.Dv, m.g
+	qk, kw := dn+dr, r+dr
+
+	// Queries, per head [nope ; rope].
+	q := s.Buf("mla.q", rows*h*qk)
+	var qa kernels.Buf
+	if m.QA != nil {
+		qa = s.Buf("mla.qa", rows*m.QRank)
+		be.MatMul(qa, in, m.QA, rows)
+		be.RMSNorm(qa, qa, m.QANorm, rows, m.QRank, m.Eps)
+		be.MatMul(q, qa, m.QB, rows)
+	} else {
+		be.MatMul(q, in, m.Q, rows)
+	}
+
+	// The cache row: [normalised latent ; rotated rope key].
+	lat := s.Buf("mla.latent", rows*r)
+	kpe := s.Buf("mla.kpe", rows*dr)
+	be.MatMul(lat, in, m.KVALatent, rows)
+	be.RMSNorm(lat, lat, m.KVANorm, rows, r, m.Eps)
+	be.MatMul(kpe, in, m.KVARope, rows)
+	be.RoPE(kpe, p.Pos, 1, dr, &m.Rope)
+	krow := zeroed(be, s.Buf("mla.krow", rows*kw), rows*kw)
+	scatterCols(be, krow, lat, rows, kw, g, colBlock{0, r})
+	scatterCols(be, krow, kpe, rows, kw, g, colBlock{r, dr})
+
+	var dsa *kernels.DSA
+	var ikey kernels.Buf
+	if x := m.Indexer; x != nil {
+		dsa, ikey = x.forward(p, in, qa)
+	}
+	be.StoreKV(p.Seq.Pool, m.KVLayer, krow, ikey, p.Slots)
+
+	// Absorbed queries, per head [W_UK_hᵀ q_nope ; rotated q_pe].
+	qf := zeroed(be, s.Buf("mla.qf", rows*h*kw), rows*h*kw)
+	qpe := s.Buf("mla.qpe", rows*h*dr)
+	src, dst := make([]colBlock, h), make([]colBlock, h)
+	for i := range h {
+		src[i], dst[i] = colBlock{i*qk + dn, dr}, colBlock{i*kw + r, dr}
+	}
+	gatherCols(be, qpe, q, rows, h*qk, g, src...)
+	be.RoPE(qpe, p.Pos, h, dr, &m.Rope)
+	scatterCols(be, qf, qpe, rows, h*kw, g, dst...)
+	qn := s.Buf("mla.qnope", rows*dn)
+	qabs := s.Buf("mla.qabs", rows*r)
+	for i := range h {
+		gatherCols(be, qn, q, rows, h*qk, g, colBlock{i * qk, dn})
+		be.MatMul(qabs, qn, m.UKT[i], rows)
+		scatterCols(be, qf, qabs, rows, h*kw, g, colBlock{i * kw, r})
+	}
+
+	// Attention in latent space, then each head's W_UV and o_proj.
+	olat := s.Buf("mla.olat", rows*h*r)
+	m.ops.MLAttention(olat, qf, p.Seq.Pool, m.KVLayer, p.Attn, rows, h, r, m.Scale, dsa)
+	att := zeroed(be, s.Buf("mla.att", rows*h*dv), rows*h*dv)
+	ol := s.Buf("mla.olat.h", rows*r)
+	ov := s.Buf("mla.ov.h", rows*dv)
+	for i := range h {
+		gatherCols(be, ol, olat, rows, h*r, g, colBlock{i * r, r})
+		be.MatMul(ov, ol, m.UV[i], rows)
+		scatterCols(be, att, ov, rows, h*dv, g, colBlock{i * dv, dv})
+	}
+	be.MatMul(out, att, m.O, rows)
+	return nil
+}
+
+// forward computes the indexer's queries, weights and this pass's keys.
+func (x *Indexer) forward(p *Pass, in, qa kernels.Buf) (*kernels.DSA, kernels.Buf) {
+	be, s, rows, d := p.Scratch.be, p.Scratch, p.Rows, x.Dim
+	q := s.Buf("dsa.q", rows*x.Heads*d)
+	be.MatMul(q, qa, x.WQB, rows)
+	be.RoPE(q, p.Pos, x.Heads, d, &x.Rope)
+	k := s.Buf("dsa.k", rows*d)
+	kc := s.Buf("dsa.kc", rows*d)
+	be.MatMul(k, in, x.WK, rows)
+	// LayerNorm(k) = RMSNorm(k - mean(k)) * w + b (eps 1e-6, as the reference).
+	be.MatMul(kc, k, x.Center, rows)
+	be.RMSNorm(kc, kc, x.KNormW, rows, d, 1e-6)
+	be.AddBias(kc, x.KNormB, rows, d)
+	be.RoPE(kc, p.Pos, 1, d, &x.Rope)
+	w := s.Buf("dsa.w", rows*x.Heads)
+	be.MatMul(w, in, x.WProj, rows)
+	return &kernels.DSA{Q: q, W: w, Heads: x.Heads, Dim: d, TopK: x.TopK, Scale: x.Scale}, kc
+}
+
+// mlaKVSpec is the compressed cache: one shared row per token, and the
+// indexer keys in the V rows when the model has them.
+func mlaKVSpec(c *Config, indexer bool) kernels.KVSpec {
+	s := kernels.KVSpec{Layers: c.NumLayers, KVHeads: 1, HeadDimK: c.KVLoraRank + c.QKRopeHeadDim}
+	if indexer {
+		s.HeadDimV = c.IndexHeadDim
+	}
+	return s
+}
+
+// checkMLA validates the MLA hyper-parameters before any tensor is bound.
+func checkMLA(c *Config) error {
+	if c.KVLoraRank <= 0 || c.QKNopeHeadDim <= 0 || c.QKRopeHeadDim <= 0 || c.VHeadDim <= 0 || c.QKRopeHeadDim%2 != 0 {
+		return fmt.Errorf("latent attention needs kv_lora_rank, qk_nope_head_dim, an even qk_rope_head_dim and v_head_dim, have %d, %d, %d, %d",
+			c.KVLoraRank, c.QKNopeHeadDim, c.QKRopeHeadDim, c.VHeadDim)
+	}
+	return nil
+}
+
+// colBlock is a run of columns [lo, lo+width) of a row.
+type colBlock struct{ lo, width int }
+
+// colChunks lists, row by row and block by block, the indices of the
+// g-wide chunks the blocks cover in rows of rowW columns. Gather and
+// ScatterAdd over g-wide "rows" with these indices move column blocks
+// between row layouts, which is how heads are split and joined here.
+func colChunks(rows, rowW, g int, blocks []colBlock) []int32 {
+	n := 0
+	for _, b := range blocks {
+		n += b.width / g
+	}
+	idx := make([]int32, 0, rows*n)
+	for r := range rows {
+		for _, b := range blocks {
+			for j := 0; j < b.width; j += g {
+				idx = append(idx, int32((r*rowW+b.lo+j)/g))
+			}
+		}
+	}
+	return idx
+}
+
+// gatherCols writes the blocks of src's rows side by side into dst.
+func gatherCols(be kernels.Backend, dst, src kernels.Buf, rows, srcW, g int, blocks ...colBlock) {
+	be.Gather(dst, src, colChunks(rows, srcW, g, blocks), g)
+}
+
+// scatterCols adds src's rows, split into the blocks, into dst's blocks.
+func scatterCols(be kernels.Backend, dst, src kernels.Buf, rows, dstW, g int, blocks ...colBlock) {
+	idx := colChunks(rows, dstW, g, blocks)
+	ones := make([]float32, len(idx))
+	for i := range ones {
+		ones[i] = 1
+	}
+	be.ScatterAdd(dst, src, idx, ones, g)
+}
+
+func zeroed(be kernels.Backend, b kernels.Buf, n int) kernels.Buf {
+	be.Write(b, 0, make([]float32, n))
+	return b
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// rawWeight fetches a checkpoint tensor that the architecture derives
+// others from (row slices, transposes), counting it as bound.
+func rawWeight(b *binder, name string, shape ...int) *kernels.Weight {
+	b.expected[name] = true
+	w, err := b.weight(name, shape)
+	if err != nil {
+		b.fail(err)
+		return nil
+	}
+	b.bytes += int64(len(w.Data)) + int64(len(w.Scale))*4
+	return w
+}
+
+// derived makes a backend tensor of a weight derived from checkpoint
+// tensors (taking a constructor's results as they come).
+func (b *binder) derived(w *kernels.Weight, err error) kernels.Tensor {
+	if err != nil {
+		b.fail(err)
+		return nil
+	}
+	t, err := b.be.LoadWeight(w)
+	if err != nil {
+		b.fail(fmt.Errorf("%s: %w", w.Name, err))
+		return nil
+	}
+	return t
+}
+
+// transposed returns wᵀ in w's own format: elements move, values do not
+// change (FP8 scale blocks transpose with them), so it is exact.
+func transposed(w *kernels.Weight) (*kernels.Weight, error) {
+	rows, cols := w.Rows(), w.Cols()
+	var es int
+	switch w.DType {
+	case kernels.F32:
+		es = 4
+	case kernels.F16, kernels.BF16:
+		es = 2
+	case kernels.F8E4M3:
+		es = 1
+	default:
+		return nil, fmt.Errorf("%s: transposing %s: %w", w.Name, w.DType, kernels.ErrUnsupported)
+	}
+	t := &kernels.Weight{Name: w.Name + "ᵀ", DType: w.DType, Shape: []int{cols, rows}, Data: make([]byte, len(w.Data))}
+	for i := range rows {
+		for j := range cols {
+			copy(t.Data[(j*rows+i)*es:(j*rows+i+1)*es], w.Data[(i*cols+j)*es:(i*cols+j+1)*es])
+		}
+	}
+	if w.DType == kernels.F8E4M3 {
+		bo, bi := w.ScaleBlock[0], w.ScaleBlock[1]
+		sr, sc := ceilDiv(rows, bo), ceilDiv(cols, bi)
+		t.ScaleBlock = [2]int{bi, bo}
+		t.Scale = make([]float32, len(w.Scale))
+		for i := range sr {
+			for j := range sc {
+				t.Scale[j*sr+i] = w.Scale[i*sc+j]
+			}
+		}
+	}
+	return t, t.Validate()
+}
+
+// centering is the F32 matrix I - 1/n: x·Cᵀ subtracts x's mean.
+func centering(name string, n int) *kernels.Weight {
+	w := &kernels.Weight{Name: name, DType: kernels.F32, Shape: []int{n, n}, Data: make([]byte, 4*n*n)}
+	for i := range n {
+		for j := range n {
+			v := -1 / float32(n)
+			if i == j {
+				v += 1
+			}
+			binary.LittleEndian.PutUint32(w.Data[4*(i*n+j):], math.Float32bits(v))
+		}
+	}
+	return w
+}
+
+// mlaRope returns the rotary frequencies of a dim-wide rope part and the
+// cos/sin factor: yarn's when rope_scaling asks for yarn (DeepSeek-V3's
+// long-context setting), else the config's plain rule.
+func (c *Config) mlaRope(dim int) ([]float32, float32) {
+	s := c.RopeScaling
+	if s == nil || (s.RopeType != "yarn" && s.Type != "yarn") {
+		return c.RopeInvFreq(dim), 0
+	}
+	base, factor := c.RopeTheta, s.Factor
+	orig := float64(s.OriginalMaxPositionEmbeddings)
+	if orig == 0 {
+		orig = float64(c.MaxPositions)
+	}
+	betaFast, betaSlow := s.BetaFast, s.BetaSlow
+	if betaFast == 0 {
+		betaFast = 32
+	}
+	if betaSlow == 0 {
+		betaSlow = 1
+	}
+	corr := func(rot float64) float64 {
+		return float64(dim) * math.Log(orig/(rot*2*math.Pi)) / (2 * math.Log(base))
+	}
+	low, high := max(math.Floor(corr(betaFast)), 0), min(math.Ceil(corr(betaSlow)), float64(dim-1))
+	if low == high {
+		high += 0.001
+	}
+	inv := make([]float32, dim/2)
+	for i := range inv {
+		posFreq := math.Pow(base, float64(2*i)/float64(dim))
+		ramp := min(max((float64(i)-low)/(high-low), 0), 1)
+		extrap := 1 - ramp
+		inv[i] = float32(1/(factor*posFreq)*(1-extrap) + 1/posFreq*extrap)
+	}
+	att := yarnMScale(factor, 1)
+	if s.MScale != 0 && s.MScaleAllDim != 0 {
+		att = yarnMScale(factor, s.MScale) / yarnMScale(factor, s.MScaleAllDim)
+	}
+	return inv, float32(att)
+}
+
+// yarnSoftmaxScale is DeepSeek's extra softmax factor under yarn:
+// mscale(factor, mscale_all_dim)².
+func (c *Config) yarnSoftmaxScale() float32 {
+	s := c.RopeScaling
+	if s == nil || (s.RopeType != "yarn" && s.Type != "yarn") || s.MScaleAllDim == 0 {
+		return 1
+	}
+	m := yarnMScale(s.Factor, s.MScaleAllDim)
+	return float32(m * m)
+}
+
+func yarnMScale(scale, mscale float64) float64 {
+	if scale <= 1 {
+		return 1
+	}
+	return 0.1*mscale*math.Log(scale) + 1
+}
