@@ -120,6 +120,12 @@ type Backend interface {
 	NewKVPool(spec KVSpec) (KVPool, error)
 	// CopyKVBlock copies block src to block dst in every layer (copy on write).
 	CopyKVBlock(p KVPool, dst, src int)
+	// ReadKVBlock copies block's keys and values in every layer into dst,
+	// BytesPerBlock()/4 elements laid out per layer as the block's K slots
+	// then its V slots (the host tier's format).
+	ReadKVBlock(p KVPool, block int, dst []float32)
+	// WriteKVBlock is the inverse of ReadKVBlock: it fills block from src.
+	WriteKVBlock(p KVPool, block int, src []float32)
 	// StoreKV writes rows of k [rows, KVHeads*HeadDimK] and v [rows,
 	// KVHeads*HeadDimV] of one layer into the given slots.
 	StoreKV(p KVPool, layer int, k, v Buf, slots []int32)
