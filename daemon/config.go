@@ -265,3 +265,8 @@ func DefaultStateDir() (string, error) {
 	}
 	return filepath.Join(home, ".local", "state", "pocketd"), nil
 }
+
+// DemoModel is the config entry of the built-in demo model (models/demo).
+func DemoModel() ModelConfig {
+	return ModelConfig{Name: "demo", Path: "(built-in demo)", Backend: "cpu", demo: true}
+}

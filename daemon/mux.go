@@ -1,11 +1,13 @@
 package daemon
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
 
+	"github.com/pocketllm/pocketllm/client/apitype"
 	"github.com/valyala/fasthttp"
 )
 
@@ -104,17 +106,10 @@ func (m *Mux) Patterns(on Scope) []string {
 
 // ErrorBody is the JSON error shape of every route, the same as OpenAI's,
 // so one writer serves /v0 and /v1.
-type ErrorBody struct {
-	Error ErrorDetail `json:"error"`
-}
+type ErrorBody = apitype.ErrorBody
 
 // ErrorDetail is the inside of ErrorBody.
-type ErrorDetail struct {
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    *string `json:"code"`
-}
+type ErrorDetail = apitype.ErrorDetail
 
 // ErrorType is the error "type" used for an HTTP status.
 func ErrorType(status int) string {
@@ -140,12 +135,15 @@ func WriteError(ctx *fasthttp.RequestCtx, status int, msg string) {
 
 // WriteJSON replies with status and v as JSON.
 func WriteJSON(ctx *fasthttp.RequestCtx, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		status = fasthttp.StatusInternalServerError
-		b = []byte(`{"error":{"message":"encoding the reply failed","type":"server_error","param":null,"code":null}}`)
+		buf.Reset()
+		buf.WriteString(`{"error":{"message":"encoding the reply failed","type":"server_error","param":null,"code":null}}` + "\n")
 	}
 	ctx.SetStatusCode(status)
 	ctx.SetContentType("application/json")
-	ctx.SetBody(append(b, '\n'))
+	ctx.SetBody(buf.Bytes())
 }

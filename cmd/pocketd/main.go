@@ -22,6 +22,7 @@ func main() {
 	}
 	// One line per subcommand; each constructor lives in its own file.
 	root.AddCommand(
+		newServeCmd(),
 		newInspectCmd(),
 		newLogitsCmd(),
 		newBenchCmd(),

@@ -1,0 +1,438 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pocketllm/pocketllm/client/apitype"
+	"github.com/pocketllm/pocketllm/session"
+	"github.com/valyala/fasthttp"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Config is the merged configuration (file, then flags); zero fields
+	// take defaults.
+	Config Config
+	Logger *slog.Logger
+	// Engines load models by backend name (nil: DefaultEngines()).
+	Engines map[string]Engine
+	// DrainTimeout bounds how long shutdown waits for requests in flight
+	// before cancelling them (0: 30s).
+	DrainTimeout time.Duration
+	// ReadyWait bounds how long a request waits for models to load before
+	// it gets 503 (0: 5 minutes).
+	ReadyWait time.Duration
+}
+
+// Server is a running pocketd: listeners, route table and session
+// manager.
+//
+// Lock order: Server.mu is never held while calling the session manager.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	engines map[string]Engine
+	drain   time.Duration
+	wait    time.Duration
+	mux     *Mux
+	notify  *Notifier
+
+	ready    chan struct{} // closed when every model is loaded
+	stopping chan struct{} // closed when shutdown begins
+	stopOnce sync.Once
+	mgr      atomic.Pointer[session.Manager]
+
+	// reqCtx is the parent of every session call; it is cancelled when
+	// the drain time runs out, so that long generations end.
+	reqCtx    context.Context
+	reqCancel context.CancelFunc
+
+	mu     sync.Mutex
+	models []apitype.Model
+	closes []func() error
+	lns    *Listeners
+}
+
+// New builds a server; Run starts it. The /v0 and health routes are
+// registered; add others (the OpenAI gateway) with Mux().Handle or
+// AddRoutes before Run.
+func New(opts Options) (*Server, error) {
+	cfg := opts.Config.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{cfg: cfg, log: log, engines: opts.Engines, drain: opts.DrainTimeout, wait: opts.ReadyWait,
+		mux: NewMux(), notify: NewNotifier(log), ready: make(chan struct{}), stopping: make(chan struct{})}
+	if s.engines == nil {
+		s.engines = DefaultEngines()
+	}
+	if s.drain <= 0 {
+		s.drain = 30 * time.Second
+	}
+	if s.wait <= 0 {
+		s.wait = 5 * time.Minute
+	}
+	for i, m := range cfg.Models {
+		if _, ok := s.engines[m.Backend]; !ok {
+			return nil, fmt.Errorf("model[%d].backend: no %q engine", i, m.Backend)
+		}
+	}
+	s.reqCtx, s.reqCancel = context.WithCancel(context.Background())
+	s.registerV0(s.mux)
+	return s, nil
+}
+
+// Mux is the route table; register routes before Run.
+func (s *Server) Mux() *Mux { return s.mux }
+
+// AddRoutes mounts route sets (e.g. the OpenAI gateway) before Run.
+func (s *Server) AddRoutes(rs ...RouteSet) {
+	for _, r := range rs {
+		r.Register(s.mux)
+	}
+}
+
+// Logger is the server's logger.
+func (s *Server) Logger() *slog.Logger { return s.log }
+
+// Config is the effective configuration (defaults filled in).
+func (s *Server) Config() Config { return s.cfg }
+
+// Sessions is the session manager, nil until Ready is closed. Handlers
+// without BeforeReady run only after that.
+func (s *Server) Sessions() *session.Manager { return s.mgr.Load() }
+
+// Ready is closed once every model is loaded and both listeners accept.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// RequestContext is the context session calls should use: it is cancelled
+// when a shutdown's drain time runs out.
+func (s *Server) RequestContext() context.Context { return s.reqCtx }
+
+// ModelInfos describes the loaded models.
+func (s *Server) ModelInfos() []apitype.Model {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]apitype.Model(nil), s.models...)
+}
+
+// Addrs returns the listeners' addresses once Run has opened them.
+func (s *Server) Addrs() (unix, http net.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lns == nil {
+		return nil, nil
+	}
+	unix = s.lns.Unix.Addr()
+	if s.lns.HTTP != nil {
+		http = s.lns.HTTP.Addr()
+	}
+	return unix, http
+}
+
+// status is the health status word.
+func (s *Server) status() string {
+	select {
+	case <-s.stopping:
+		return "stopping"
+	default:
+	}
+	select {
+	case <-s.ready:
+		return "ok"
+	default:
+		return "loading"
+	}
+}
+
+// Run opens the listeners, serves, loads the models, signals readiness
+// and serves until ctx ends; then it drains and returns. Cancelling ctx is
+// the normal way to stop and is not an error.
+func (s *Server) Run(ctx context.Context) error {
+	s.notify.Status("opening listeners")
+	lns, err := OpenListeners(s.cfg.Server.Socket, s.cfg.Server.Listen, s.log)
+	if err != nil {
+		return err
+	}
+	defer lns.Close()
+	s.mu.Lock()
+	s.lns = lns
+	s.mu.Unlock()
+
+	servers := []*fasthttp.Server{s.newHTTPServer(OnSocket, "unix")}
+	listeners := []net.Listener{lns.Unix}
+	if lns.HTTP != nil {
+		servers = append(servers, s.newHTTPServer(OnTCP, "http"))
+		listeners = append(listeners, lns.HTTP)
+	}
+	serveErr := make(chan error, len(servers))
+	for i, srv := range servers {
+		go func() { serveErr <- srv.Serve(listeners[i]) }()
+	}
+	attrs := []any{"socket", lns.Unix.Addr().String(), "socket_activated", lns.UnixActivated}
+	if lns.HTTP != nil {
+		attrs = append(attrs, "http", lns.HTTP.Addr().String(), "http_activated", lns.HTTPActivated)
+	}
+	s.log.Info("listening", attrs...)
+
+	loadErr := make(chan error, 1)
+	loadDone := make(chan struct{})
+	go func() {
+		defer close(loadDone)
+		loadErr <- s.load(ctx)
+	}()
+
+	var runErr error
+	select {
+	case err := <-loadErr:
+		if err == nil {
+			err = s.checkAccept(lns)
+		}
+		if err != nil {
+			runErr = err
+			break
+		}
+		close(s.ready)
+		msg := fmt.Sprintf("ready: %d model(s) on %s", len(s.ModelInfos()), lns.Unix.Addr())
+		if lns.HTTP != nil {
+			msg += " and http://" + lns.HTTP.Addr().String()
+		}
+		s.log.Info("ready", "models", len(s.ModelInfos()))
+		s.notify.Ready(msg)
+		wdCtx, wdStop := context.WithCancel(ctx)
+		go s.notify.Watchdog(wdCtx, s.alive)
+		select {
+		case <-ctx.Done():
+		case err := <-serveErr:
+			runErr = fmt.Errorf("listener failed: %w", err)
+		}
+		wdStop()
+	case <-ctx.Done():
+	case err := <-serveErr:
+		runErr = fmt.Errorf("listener failed: %w", err)
+	}
+	return errors.Join(runErr, s.shutdown(servers, loadDone))
+}
+
+// load builds the session manager and loads every model into it.
+func (s *Server) load(ctx context.Context) error {
+	mgr, err := session.NewManager(session.Options{StateDir: s.cfg.Server.StateDir, Logger: s.log.With("component", "session")})
+	if err != nil {
+		return fmt.Errorf("sessions: %w", err)
+	}
+	for i, m := range s.cfg.Models {
+		name := m.ModelName()
+		s.notify.Status(fmt.Sprintf("loading model %s (%d/%d)", name, i+1, len(s.cfg.Models)))
+		start := time.Now()
+		l, err := s.engines[m.Backend].Load(ctx, m)
+		if err != nil {
+			mgr.Shutdown(context.Background())
+			return fmt.Errorf("load model %s: %w", name, err)
+		}
+		s.mu.Lock()
+		s.closes = append(s.closes, l.Close)
+		s.mu.Unlock()
+		err = mgr.AddModel(session.ModelConfig{Name: name, Model: l.Model, Tokenizer: l.Tokenizer, EOS: l.EOS,
+			KVBlocks: s.cfg.Cache.KVBlocks, BlockSize: s.cfg.Cache.BlockSize, HostTierBytes: s.cfg.Cache.HostTierBytes,
+			QueueLimit: s.cfg.Limits.Queue})
+		if err != nil {
+			mgr.Shutdown(context.Background())
+			return fmt.Errorf("load model %s: %w", name, err)
+		}
+		l.Info.Name = name
+		s.mu.Lock()
+		s.models = append(s.models, l.Info)
+		s.mu.Unlock()
+		s.log.Info("model loaded", "model", name, "arch", l.Info.Architecture, "backend", m.Backend,
+			"tokenizer", l.Tokenizer != nil, "took", time.Since(start).Round(time.Millisecond))
+		if ctx.Err() != nil {
+			mgr.Shutdown(context.Background())
+			return nil
+		}
+	}
+	s.mgr.Store(mgr)
+	return nil
+}
+
+// checkAccept dials both listeners: READY=1 promises that they accept.
+func (s *Server) checkAccept(lns *Listeners) error {
+	for _, ln := range []net.Listener{lns.Unix, lns.HTTP} {
+		if ln == nil {
+			continue
+		}
+		c, err := net.DialTimeout(ln.Addr().Network(), ln.Addr().String(), 5*time.Second)
+		if err != nil {
+			return fmt.Errorf("listener %s does not accept: %w", ln.Addr(), err)
+		}
+		c.Close()
+	}
+	return nil
+}
+
+// alive is the watchdog's liveness check: the session manager answers.
+func (s *Server) alive() bool {
+	mgr := s.mgr.Load()
+	if mgr == nil {
+		return true
+	}
+	done := make(chan struct{})
+	go func() { mgr.Stats(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(5 * time.Second):
+		return false
+	}
+}
+
+// shutdown drains: stop accepting, let requests in flight finish (up to
+// the drain timeout, then cancel them), then close the sessions.
+func (s *Server) shutdown(servers []*fasthttp.Server, loadDone <-chan struct{}) error {
+	s.stopOnce.Do(func() { close(s.stopping) })
+	s.notify.Stopping("draining requests in flight")
+	s.log.Info("shutting down", "drain_timeout", s.drain)
+	dctx, cancel := context.WithTimeout(context.Background(), s.drain)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, srv := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.ShutdownWithContext(dctx); err != nil {
+				// Out of time: end the generations still running, then
+				// give their handlers a moment to reply.
+				s.reqCancel()
+				c2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel2()
+				if err := srv.ShutdownWithContext(c2); err != nil {
+					s.log.Warn("connections still open at exit", "err", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	s.reqCancel()
+	<-loadDone // a load in progress finishes (and cleans up) first
+	var err error
+	if mgr := s.mgr.Load(); mgr != nil {
+		s.notify.Status("closing sessions")
+		mctx, mcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = mgr.Shutdown(mctx)
+		mcancel()
+	}
+	s.mu.Lock()
+	closes := s.closes
+	s.closes = nil
+	s.mu.Unlock()
+	for _, c := range closes {
+		if c != nil {
+			c()
+		}
+	}
+	s.log.Info("stopped")
+	return err
+}
+
+func (s *Server) newHTTPServer(on Scope, name string) *fasthttp.Server {
+	log := s.log.With("listener", name)
+	return &fasthttp.Server{
+		Handler:                       s.handler(on, log),
+		Name:                          "pocketd",
+		MaxRequestBodySize:            s.cfg.Limits.MaxBodyBytes,
+		ReadTimeout:                   5 * time.Minute,
+		IdleTimeout:                   2 * time.Minute,
+		ReadBufferSize:                16 << 10,
+		CloseOnShutdown:               true,
+		NoDefaultDate:                 true,
+		DisableHeaderNamesNormalizing: false,
+		Logger:                        fasthttpLogger{log},
+		ErrorHandler: func(ctx *fasthttp.RequestCtx, err error) {
+			status := fasthttp.StatusBadRequest
+			if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+				status = fasthttp.StatusRequestEntityTooLarge
+			}
+			WriteError(ctx, status, "malformed request: "+err.Error())
+		},
+	}
+}
+
+// handler routes a request served on listener kind on.
+func (s *Server) handler(on Scope, log *slog.Logger) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		start := time.Now()
+		path := string(ctx.Path())
+		defer func() {
+			if p := recover(); p != nil {
+				log.Error("handler panic", "path", path, "panic", p, "stack", string(debug.Stack()))
+				WriteError(ctx, fasthttp.StatusInternalServerError, "internal error")
+			}
+			if log.Enabled(context.Background(), slog.LevelDebug) {
+				attrs := []any{"method", string(ctx.Method()), "path", path, "status", ctx.Response.StatusCode(),
+					"took", time.Since(start).Round(time.Microsecond)}
+				if uid, ok := PeerUID(ctx); ok {
+					attrs = append(attrs, "uid", uid)
+				}
+				log.Debug("request", attrs...)
+			}
+		}()
+		r, ok := s.mux.lookup(path, on)
+		if !ok {
+			WriteError(ctx, fasthttp.StatusNotFound, "no route "+path)
+			return
+		}
+		if r.scope&BeforeReady == 0 && !s.waitReady() {
+			WriteError(ctx, fasthttp.StatusServiceUnavailable, "pocketd is "+s.status())
+			return
+		}
+		r.h(ctx)
+	}
+}
+
+// waitReady blocks until the models are loaded; false if the server stops
+// or loading takes longer than the wait bound.
+func (s *Server) waitReady() bool {
+	select {
+	case <-s.stopping:
+		return false
+	case <-s.ready:
+		return true
+	default:
+	}
+	t := time.NewTimer(s.wait)
+	defer t.Stop()
+	select {
+	case <-s.ready:
+		return true
+	case <-s.stopping:
+	case <-t.C:
+	}
+	return false
+}
+
+// PeerUID is the uid of the process at the other end of a Unix-socket
+// request; ok is false for TCP requests.
+func PeerUID(ctx *fasthttp.RequestCtx) (uid uint32, ok bool) {
+	if pc, isPeer := ctx.Conn().(*PeerConn); isPeer {
+		return pc.UID, true
+	}
+	return 0, false
+}
+
+type fasthttpLogger struct{ log *slog.Logger }
+
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	l.log.Debug(strings.TrimSpace(fmt.Sprintf(format, args...)))
+}
