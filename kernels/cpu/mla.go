@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"math/bits"
 	"slices"
 
 	"github.com/pocketllm/pocketllm/kernels"
@@ -23,7 +24,7 @@ func (b *Backend) MLAttention(dst, q kernels.Buf, kp kernels.KVPool, layer int, 
 	if dsa != nil {
 		b.parallel(rows, 1, func(lo, hi int) {
 			for r := lo; r < hi; r++ {
-				sel[r] = b.dsaSelect(p, layer, seq, r, dsa, slot)
+				sel[r] = b.dsaSelect(p, layer, seq, rows, r, dsa, slot)
 			}
 		})
 	}
@@ -72,7 +73,7 @@ func (b *Backend) MLAttention(dst, q kernels.Buf, kp kernels.KVPool, layer int, 
 // dsaSelect returns the positions query row r attends to under DeepSeek
 // sparse attention, in ascending order, or nil when every visible
 // position is selected.
-func (b *Backend) dsaSelect(p *kvPool, layer int, seq kernels.AttnSeq, r int, d *kernels.DSA, slot func(int) int) []int32 {
+func (b *Backend) dsaSelect(p *kvPool, layer int, seq kernels.AttnSeq, rows, r int, d *kernels.DSA, slot func(int) int) []int32 {
 	n := seq.Start + r + 1
 	if n <= d.TopK {
 		return nil
@@ -81,12 +82,14 @@ func (b *Backend) dsaSelect(p *kvPool, layer int, seq kernels.AttnSeq, r int, d 
 	dim := d.Dim
 	q := qs[r*d.Heads*dim : (r+1)*d.Heads*dim]
 	w := ws[r*d.Heads : (r+1)*d.Heads]
-	type cand struct {
-		pos   int32
-		score float32
-	}
-	cands := make([]cand, n)
-	for t := range n {
+	// Positions after the row's own, up to the pass's last, take part
+	// masked, as they do in the reference's [rows, context] score matrix.
+	cands := make([]scored, seq.Start+rows)
+	for t := range cands {
+		cands[t] = scored{float32(math.Inf(-1)), int32(t)}
+		if t >= n {
+			continue
+		}
 		sl := slot(t)
 		k := keys[sl*dim : (sl+1)*dim]
 		var sc float32
@@ -95,22 +98,143 @@ func (b *Backend) dsaSelect(p *kvPool, layer int, seq kernels.AttnSeq, r int, d 
 				sc += w[h] * x
 			}
 		}
-		cands[t] = cand{int32(t), sc}
+		cands[t].v = sc
 	}
-	// Stable: equal scores keep position order, so ties go to the earlier one.
-	slices.SortStableFunc(cands, func(a, b cand) int {
-		switch {
-		case a.score > b.score:
-			return -1
-		case a.score < b.score:
-			return 1
-		}
-		return 0
-	})
+	topK(cands, d.TopK)
 	out := make([]int32, d.TopK)
 	for i := range out {
-		out[i] = cands[i].pos
+		out[i] = cands[i].i
 	}
 	slices.Sort(out)
 	return out
+}
+
+// scored is one candidate of a top-k selection.
+type scored struct {
+	v float32
+	i int32
+}
+
+// topK moves the k largest of c to its front. Exact ties (ReLU makes
+// many scores exactly 0) are resolved as torch.topk on the CPU resolves
+// them: libstdc++'s nth_element (introselect) over the candidates in
+// position order, or its partial_sort when k*64 <= len(c). Matching it
+// is what makes the selection, and so the output, equal to the
+// reference's; the order within the front is unspecified.
+func topK(c []scored, k int) {
+	gt := func(x, y scored) bool { return x.v > y.v }
+	if k <= 0 || k >= len(c) {
+		return
+	}
+	if k*64 <= len(c) {
+		heapSelect(c, k, gt)
+		return
+	}
+	first, last, nth := 0, len(c), k-1
+	for depth := 2 * (bits.Len(uint(len(c))) - 1); last-first > 3; depth-- {
+		if depth == 0 {
+			heapSelect(c[first:last], nth-first+1, gt)
+			c[first], c[nth] = c[nth], c[first]
+			return
+		}
+		// __unguarded_partition_pivot: median of (first+1, mid, last-1) to first.
+		mid := first + (last-first)/2
+		a, m, z := first+1, mid, last-1
+		switch {
+		case gt(c[a], c[m]):
+			switch {
+			case gt(c[m], c[z]):
+				c[first], c[m] = c[m], c[first]
+			case gt(c[a], c[z]):
+				c[first], c[z] = c[z], c[first]
+			default:
+				c[first], c[a] = c[a], c[first]
+			}
+		case gt(c[a], c[z]):
+			c[first], c[a] = c[a], c[first]
+		case gt(c[m], c[z]):
+			c[first], c[z] = c[z], c[first]
+		default:
+			c[first], c[m] = c[m], c[first]
+		}
+		lo, hi := first+1, last
+		for {
+			for gt(c[lo], c[first]) {
+				lo++
+			}
+			hi--
+			for gt(c[first], c[hi]) {
+				hi--
+			}
+			if lo >= hi {
+				break
+			}
+			c[lo], c[hi] = c[hi], c[lo]
+			lo++
+		}
+		if lo <= nth {
+			first = lo
+		} else {
+			last = lo
+		}
+	}
+	// __insertion_sort of what is left.
+	for i := first + 1; i < last; i++ {
+		v := c[i]
+		if gt(v, c[first]) {
+			copy(c[first+1:i+1], c[first:i])
+			c[first] = v
+			continue
+		}
+		j := i
+		for gt(v, c[j-1]) {
+			c[j] = c[j-1]
+			j--
+		}
+		c[j] = v
+	}
+}
+
+// heapSelect is libstdc++'s __heap_select: the k best of c end in c[:k].
+func heapSelect(c []scored, k int, gt func(x, y scored) bool) {
+	h := c[:k]
+	if k >= 2 {
+		for parent := (k - 2) / 2; ; parent-- {
+			adjustHeap(h, parent, h[parent], gt)
+			if parent == 0 {
+				break
+			}
+		}
+	}
+	for i := k; i < len(c); i++ {
+		if gt(c[i], h[0]) {
+			v := c[i]
+			c[i] = h[0]
+			adjustHeap(h, 0, v, gt)
+		}
+	}
+}
+
+// adjustHeap is libstdc++'s __adjust_heap followed by __push_heap, for a
+// heap whose top is the worst element under gt.
+func adjustHeap(h []scored, hole int, v scored, gt func(x, y scored) bool) {
+	n, top, child := len(h), hole, hole
+	for child < (n-1)/2 {
+		child = 2 * (child + 1)
+		if gt(h[child], h[child-1]) {
+			child--
+		}
+		h[hole] = h[child]
+		hole = child
+	}
+	if n%2 == 0 && child == (n-2)/2 {
+		child = 2 * (child + 1)
+		h[hole] = h[child-1]
+		hole = child - 1
+	}
+	for parent := (hole - 1) / 2; hole > top && gt(h[parent], v); parent = (hole - 1) / 2 {
+		h[hole] = h[parent]
+		hole = parent
+	}
+	h[hole] = v
 }
