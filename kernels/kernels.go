@@ -9,6 +9,12 @@
 // opaque Tensors made from host-side Weight views (usually memory-mapped
 // checkpoint bytes), and KV state lives in a paged KVPool addressed through
 // block tables that the cache package manages.
+//
+// Families that need more than this table extend it with optional
+// interfaces that model construction asserts once (ErrUnsupported when a
+// backend lacks one): HybridOps (deltanet.go) for Gated DeltaNet layers,
+// MLAOps (mla.go) for DeepSeek's multi-head latent attention over a
+// compressed cache and its sparse (top-k indexed) variant.
 package kernels
 
 import (
