@@ -138,22 +138,6 @@ func dot(a, b []float32) float32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
-// sumF returns Σ a[i], 4-way unrolled.
-func sumF(a []float32) float32 {
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i]
-		s1 += a[i+1]
-		s2 += a[i+2]
-		s3 += a[i+3]
-	}
-	for ; i < len(a); i++ {
-		s0 += a[i]
-	}
-	return (s0 + s1) + (s2 + s3)
-}
-
 // F16ToF32 converts an IEEE half-precision value exactly.
 func F16ToF32(h uint16) float32 {
 	sign := uint32(h&0x8000) << 16
