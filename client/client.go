@@ -224,10 +224,19 @@ func sessionPath(id string, rest string) string {
 }
 
 // Health returns the daemon's status. A daemon that is loading or
-// stopping answers with an *Error unwrapping to ErrUnavailable.
+// stopping answers with its Health (Status "loading" or "stopping") and
+// an *Error unwrapping to ErrUnavailable.
 func (c *Client) Health(ctx context.Context) (*apitype.Health, error) {
 	var h apitype.Health
-	return &h, c.call(ctx, "GET", "/v0/health", nil, &h)
+	err := c.call(ctx, "GET", "/v0/health", nil, &h)
+	var e *Error
+	if errors.As(err, &e) && e.Status == http.StatusServiceUnavailable {
+		if json.Unmarshal([]byte(e.Message), &h) == nil && h.Status != "" {
+			e.Message = "pocketd is " + h.Status
+			return &h, err
+		}
+	}
+	return &h, err
 }
 
 // Models lists the served models.
