@@ -25,6 +25,7 @@ func main() {
 		newServeCmd(),
 		newInspectCmd(),
 		newLogitsCmd(),
+		newGenerateCmd(),
 		newBenchCmd(),
 		newSynthCmd(),
 	)

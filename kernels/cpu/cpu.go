@@ -178,8 +178,6 @@ func (b *Backend) Embed(dst kernels.Buf, table kernels.Tensor, ids []int32) {
 	}
 }
 
-func errShape(format string, a ...any) error { return fmt.Errorf("cpu: "+format, a...) }
-
 // AddBias implements kernels.Backend.
 func (b *Backend) AddBias(x kernels.Buf, bias kernels.Tensor, rows, dim int) {
 	v := bias.(*tensor).vector()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pocketllm/pocketllm/kernels"
 	"github.com/pocketllm/pocketllm/models"
+	"github.com/pocketllm/pocketllm/models/gguf"
 	"github.com/pocketllm/pocketllm/models/safetensors"
 )
 
@@ -27,6 +28,9 @@ type Checkpoint struct {
 	Source models.Source
 	// GenerationEOS lists extra EOS ids from generation_config.json.
 	GenerationEOS []int32
+	// GGUF is the opened file for GGUF checkpoints (its metadata holds the
+	// tokenizer); nil for safetensors.
+	GGUF *gguf.File
 }
 
 // Open opens path: a directory with config.json and safetensors, a
@@ -106,5 +110,19 @@ func readGenerationEOS(dir string) []int32 {
 }
 
 func openGGUF(name, path string) (*Checkpoint, error) {
-	return nil, fmt.Errorf("%s: GGUF loading: %w", path, kernels.ErrUnsupported)
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := f.Config()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	src, err := f.Source()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &Checkpoint{Name: name, Path: path, Format: "gguf", Config: cfg, Source: src, GGUF: f}, nil
 }
