@@ -6,7 +6,6 @@
 package cpu
 
 import (
-	"fmt"
 	"math"
 	"runtime"
 	"sync"
