@@ -1,0 +1,195 @@
+//go:build cuda
+
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pocketllm/pocketllm/kernels/cuda"
+
+	"github.com/pocketllm/pocketllm/models"
+	"github.com/pocketllm/pocketllm/models/checkpoint"
+)
+
+// benchResult is DESIGN.md's bench contract plus the GPU's own numbers.
+type benchResult struct {
+	Model             string  `json:"model"`
+	Backend           string  `json:"backend"`
+	Device            string  `json:"device"`
+	PromptTokens      int     `json:"prompt_tokens"`
+	NewTokens         int     `json:"new_tokens"`
+	PrefillTokensPerS float64 `json:"prefill_tokens_per_s"`
+	DecodeTokensPerS  float64 `json:"decode_tokens_per_s"`
+	TTFTms            float64 `json:"ttft_ms"`
+	WeightBytes       int64   `json:"weight_bytes"`
+	// ResidentBytes is device memory this process allocated (weights,
+	// KV, activations); HostResidentBytes is the process's VmRSS.
+	ResidentBytes     int64   `json:"resident_bytes"`
+	HostResidentBytes int64   `json:"host_resident_bytes"`
+	LoadSeconds       float64 `json:"load_s"`
+	EagerDecodePerS   float64 `json:"decode_eager_tokens_per_s"`
+	GraphDecodePerS   float64 `json:"decode_graph_tokens_per_s,omitempty"`
+	GraphAgreement    string  `json:"graph_eager_token_agreement,omitempty"`
+	GraphError        string  `json:"graph_error,omitempty"`
+	DecodeMode        string  `json:"decode_mode"`
+}
+
+func runBench(args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	dev := deviceFlag(fs)
+	model := fs.String("model", "", "checkpoint directory")
+	promptTokens := fs.Int("prompt-tokens", 512, "prompt length")
+	newTokens := fs.Int("new-tokens", 128, "tokens to decode")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *promptTokens < 1 || *newTokens < 2 {
+		return fmt.Errorf("--prompt-tokens must be ≥1 and --new-tokens ≥2")
+	}
+	g, err := openDevice(*dev)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	ck, err := checkpoint.Open(*model)
+	if err != nil {
+		return err
+	}
+	defer ck.Close()
+	m, err := ck.Model(g)
+	if err != nil {
+		return err
+	}
+	if err := g.Sync(); err != nil {
+		return err
+	}
+	r := &benchResult{Model: ck.Name, Backend: g.Name(), Device: g.DeviceName(), PromptTokens: *promptTokens,
+		NewTokens: *newTokens, WeightBytes: m.WeightBytes(), LoadSeconds: time.Since(t0).Seconds()}
+	P, N := *promptTokens, *newTokens
+	m.MaxChunk = max(m.MaxChunk, P)
+	rng := rand.New(rand.NewPCG(1, 2))
+	prompt := make([]int32, P)
+	for i := range prompt {
+		prompt[i] = int32(rng.IntN(m.Config.VocabSize))
+	}
+	seq, err := newSeq(m, P+N, 16, false)
+	if err != nil {
+		return err
+	}
+	// Warm-up prefill (module JIT, scratch buffers), then the timed one.
+	if _, err := m.Forward(seq, prompt, models.LastLogits); err != nil {
+		return err
+	}
+	start := time.Now()
+	logits, err := m.Forward(seq, prompt, models.LastLogits)
+	if err != nil {
+		return err
+	}
+	first := argmax(logits)
+	prefill := time.Since(start)
+	r.PrefillTokensPerS = float64(P) / prefill.Seconds()
+	r.TTFTms = float64(prefill.Microseconds()) / 1000
+	// Eager decode: one Forward per token, logits read back.
+	eager := make([]int32, 0, N)
+	next := first
+	start = time.Now()
+	for i := range N {
+		eager = append(eager, next)
+		seq.Start = P + i
+		l, err := m.Forward(seq, []int32{next}, models.LastLogits)
+		if err != nil {
+			return err
+		}
+		next = argmax(l)
+	}
+	r.EagerDecodePerS = float64(N) / time.Since(start).Seconds()
+	r.DecodeTokensPerS, r.DecodeMode = r.EagerDecodePerS, "eager"
+	// Graph decode: the same continuation, one graph launch per token.
+	// The first replay is a warm-up (graph upload) and is not timed.
+	graphTok, gerr := timedGraphDecode(r, g, m, seq, P, first, N)
+	if gerr != nil {
+		r.GraphError = gerr.Error()
+	} else {
+		same := 0
+		for i := range eager {
+			if graphTok[i] == eager[i] {
+				same++
+			}
+		}
+		r.GraphAgreement = fmt.Sprintf("%d/%d", same, N)
+		if same == N && r.GraphDecodePerS > r.DecodeTokensPerS {
+			r.DecodeTokensPerS, r.DecodeMode = r.GraphDecodePerS, "cuda-graph"
+		}
+	}
+	r.ResidentBytes = g.Resident
+	r.HostResidentBytes = residentBytes()
+	if err := g.Err(); err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(os.Stdout).Encode(r)
+	}
+	fmt.Printf("%s on %s: prefill %d tokens at %.0f tok/s (ttft %.1f ms); decode %d tokens at %.1f tok/s (%s; eager %.1f, graph %.1f, agreement %s %s)\n",
+		r.Model, r.Device, P, r.PrefillTokensPerS, r.TTFTms, N, r.DecodeTokensPerS, r.DecodeMode, r.EagerDecodePerS,
+		r.GraphDecodePerS, r.GraphAgreement, r.GraphError)
+	return nil
+}
+
+// timedGraphDecode is graphDecode with the replays after the first timed
+// (the first one uploads the graph to the device).
+func timedGraphDecode(r *benchResult, g *cuda.Backend, m *models.Model, seq models.Seq, start int, first int32, n int) ([]int32, error) {
+	if err := g.BeginCapture(); err != nil {
+		return nil, err
+	}
+	seq.Start = start
+	_, ferr := m.Forward(seq, []int32{first}, models.LastLogits)
+	gr, err := g.EndCapture()
+	if ferr != nil {
+		return nil, ferr
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer gr.Close()
+	bs := seq.Pool.Spec().BlockSize
+	out := make([]int32, 0, n)
+	next := first
+	var t0 time.Time
+	for i := 0; i < n; i++ {
+		if i == 1 {
+			t0 = time.Now()
+		}
+		out = append(out, next)
+		pos := start + i
+		st := cuda.Step{ID: next, Pos: int32(pos), Slot: seq.Table[pos/bs]*int32(bs) + int32(pos%bs), Table: seq.Table}
+		if err := gr.Launch(st); err != nil {
+			return out, err
+		}
+		next = g.Argmax(gr.Out, gr.OutLen)
+	}
+	r.GraphDecodePerS = float64(n-1) / time.Since(t0).Seconds()
+	return out, g.Err()
+}
+
+// residentBytes reads VmRSS from /proc/self/status.
+func residentBytes() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}

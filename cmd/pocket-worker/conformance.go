@@ -1,0 +1,336 @@
+//go:build cuda
+
+package main
+
+import (
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+
+	"github.com/pocketllm/pocketllm/kernels"
+	"github.com/pocketllm/pocketllm/kernels/cpu"
+	"github.com/pocketllm/pocketllm/kernels/cuda"
+)
+
+// runConformance runs every op of the CUDA backend against the CPU backend
+// on fresh random inputs of several shapes (llama.cpp test-backend-ops
+// style): it reports the normalised mean squared error per op and shape and
+// checks that every output element was written (outputs are filled with
+// NaN first).
+func runConformance(args []string) error {
+	fs := flag.NewFlagSet("conformance", flag.ContinueOnError)
+	dev := deviceFlag(fs)
+	seed := fs.Uint64("seed", 7, "random seed")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	g, err := openDevice(*dev)
+	if err != nil {
+		return err
+	}
+	c := &conf{g: g, c: cpu.New(0), rng: rand.New(rand.NewPCG(*seed, 99))}
+	c.run()
+	fmt.Printf("conformance on %s: %d cases, %d failed\n", g.DeviceName(), c.n, c.failed)
+	if c.failed > 0 {
+		return fmt.Errorf("%d conformance cases failed", c.failed)
+	}
+	return nil
+}
+
+type conf struct {
+	g         *cuda.Backend
+	c         *cpu.Backend
+	rng       *rand.Rand
+	n, failed int
+}
+
+// Tolerances on NMSE: fp32 paths land near 1e-12; the tensor-core GEMM
+// rounds activations to tf32 (~1e-7).
+const (
+	tolExact = 1e-9
+	tolTF32  = 1e-5
+)
+
+func (c *conf) randn(n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(c.rng.NormFloat64())
+	}
+	return v
+}
+
+// pair makes the same buffer on both backends.
+func (c *conf) pair(v []float32) (g, h kernels.Buf) {
+	g, h = c.g.NewBuf(len(v)), c.c.NewBuf(len(v))
+	c.g.Write(g, 0, v)
+	c.c.Write(h, 0, v)
+	return g, h
+}
+
+// outPair makes an output buffer: NaN on the GPU (to catch unwritten
+// elements), zero on the CPU.
+func (c *conf) outPair(n int) (g, h kernels.Buf) {
+	nan := make([]float32, n)
+	for i := range nan {
+		nan[i] = float32(math.NaN())
+	}
+	g, h = c.g.NewBuf(n), c.c.NewBuf(n)
+	c.g.Write(g, 0, nan)
+	return g, h
+}
+
+func (c *conf) check(op, shape string, g, h kernels.Buf, n int, tol float64) {
+	c.n++
+	a, b := make([]float32, n), make([]float32, n)
+	c.g.Read(g, 0, a)
+	c.c.Read(h, 0, b)
+	var num, den float64
+	unwritten := 0
+	for i := range a {
+		if math.IsNaN(float64(a[i])) || math.IsInf(float64(a[i]), 0) {
+			unwritten++
+			continue
+		}
+		d := float64(a[i] - b[i])
+		num += d * d
+		den += float64(b[i]) * float64(b[i])
+	}
+	nmse := num / max(den, 1e-30)
+	status := "ok"
+	if err := c.g.Err(); err != nil {
+		status = "FAIL (" + err.Error() + ")"
+	} else if unwritten > 0 {
+		status = fmt.Sprintf("FAIL (%d of %d elements not finite)", unwritten, n)
+	} else if nmse > tol || math.IsNaN(nmse) {
+		status = fmt.Sprintf("FAIL (tolerance %.0e)", tol)
+	}
+	if status != "ok" {
+		c.failed++
+	}
+	fmt.Printf("%-12s %-40s nmse %.3e  %s\n", op, shape, nmse, status)
+	if c.g.Err() != nil {
+		fmt.Fprintln(os.Stderr, "CUDA context is broken; stopping")
+		os.Exit(1)
+	}
+}
+
+// weight makes a random weight of the given format, loaded on both.
+func (c *conf) weight(dt kernels.DType, shape []int, block [2]int) (g, h kernels.Tensor) {
+	w := &kernels.Weight{Name: fmt.Sprintf("w%v", shape), DType: dt, Shape: shape}
+	rows, cols := w.Rows(), w.Cols()
+	n := rows * cols
+	std := 1 / math.Sqrt(float64(cols))
+	switch dt {
+	case kernels.F32:
+		w.Data = make([]byte, 4*n)
+		for i := range n {
+			binary.LittleEndian.PutUint32(w.Data[4*i:], math.Float32bits(float32(c.rng.NormFloat64()*std)))
+		}
+	case kernels.F16:
+		w.Data = make([]byte, 2*n)
+		for i := range n {
+			binary.LittleEndian.PutUint16(w.Data[2*i:], f32ToF16(float32(c.rng.NormFloat64()*std)))
+		}
+	case kernels.BF16:
+		w.Data = make([]byte, 2*n)
+		for i := range n {
+			binary.LittleEndian.PutUint16(w.Data[2*i:], uint16(math.Float32bits(float32(c.rng.NormFloat64()*std))>>16))
+		}
+	case kernels.F8E4M3:
+		w.Data = make([]byte, n)
+		for i := range n {
+			v := byte(c.rng.IntN(256))
+			if v&0x7f == 0x7f { // NaN encodings
+				v &^= 1
+			}
+			w.Data[i] = v
+		}
+		w.ScaleBlock = block
+		w.Scale = make([]float32, ((rows+block[0]-1)/block[0])*((cols+block[1]-1)/block[1]))
+		for i := range w.Scale {
+			w.Scale[i] = float32(std) * (0.5 + c.rng.Float32()) / 64
+		}
+	}
+	var err error
+	if g, err = c.g.LoadWeight(w); err != nil {
+		panic(err)
+	}
+	if h, err = c.c.LoadWeight(w); err != nil {
+		panic(err)
+	}
+	return g, h
+}
+
+func f32ToF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int((b>>23)&0xff) - 127 + 15
+	mant := b & 0x7fffff
+	switch {
+	case exp <= 0:
+		return sign
+	case exp >= 31:
+		return sign | 0x7c00
+	}
+	return sign | uint16(exp)<<10 | uint16(mant>>13)
+}
+
+func (c *conf) run() {
+	// MatMul: GEMV (rows ≤ 8) and tensor-core GEMM, every weight format,
+	// aligned and ragged shapes.
+	type mm struct {
+		dt            kernels.DType
+		rows, out, in int
+		block         [2]int
+	}
+	for _, s := range []mm{
+		{kernels.BF16, 1, 4096, 4096, [2]int{}}, {kernels.BF16, 1, 1000, 72, [2]int{}}, {kernels.BF16, 3, 256, 512, [2]int{}},
+		{kernels.BF16, 8, 130, 64, [2]int{}}, {kernels.BF16, 9, 300, 200, [2]int{}}, {kernels.BF16, 64, 512, 1024, [2]int{}},
+		{kernels.BF16, 130, 96, 64, [2]int{}}, {kernels.BF16, 5, 33, 30, [2]int{}}, {kernels.BF16, 20, 33, 30, [2]int{}},
+		{kernels.BF16, 512, 1024, 4096, [2]int{}},
+		{kernels.F8E4M3, 1, 512, 1024, [2]int{128, 128}}, {kernels.F8E4M3, 4, 512, 1024, [2]int{128, 128}},
+		{kernels.F8E4M3, 40, 512, 1024, [2]int{128, 128}}, {kernels.F8E4M3, 1, 64, 64, [2]int{32, 32}},
+		{kernels.F8E4M3, 16, 128, 64, [2]int{32, 32}}, {kernels.F8E4M3, 2, 40, 24, [2]int{16, 8}},
+		{kernels.F8E4M3, 33, 40, 24, [2]int{16, 8}},
+		{kernels.F32, 1, 64, 48, [2]int{}}, {kernels.F32, 17, 64, 48, [2]int{}}, {kernels.F16, 2, 64, 48, [2]int{}},
+		{kernels.F16, 70, 64, 48, [2]int{}},
+	} {
+		wg, wh := c.weight(s.dt, []int{s.out, s.in}, s.block)
+		xg, xh := c.pair(c.randn(s.rows * s.in))
+		yg, yh := c.outPair(s.rows * s.out)
+		c.g.MatMul(yg, xg, wg, s.rows)
+		c.c.MatMul(yh, xh, wh, s.rows)
+		tol := tolExact * 10
+		if s.rows > 8 {
+			tol = tolTF32
+		}
+		c.check("MatMul", fmt.Sprintf("%s rows=%d out=%d in=%d", s.dt, s.rows, s.out, s.in), yg, yh, s.rows*s.out, tol)
+	}
+	// Embed.
+	for _, dt := range []kernels.DType{kernels.BF16, kernels.F32, kernels.F16} {
+		tg, th := c.weight(dt, []int{1000, 96}, [2]int{})
+		ids := make([]int32, 13)
+		for i := range ids {
+			ids[i] = int32(c.rng.IntN(1000))
+		}
+		yg, yh := c.outPair(13 * 96)
+		c.g.Embed(yg, tg, ids)
+		c.c.Embed(yh, th, ids)
+		c.check("Embed", fmt.Sprintf("%s ids=13 dim=96", dt), yg, yh, 13*96, tolExact)
+	}
+	// RMSNorm.
+	for _, s := range [][2]int{{1, 4096}, {7, 64}, {32, 16}, {3, 1000}} {
+		rows, dim := s[0], s[1]
+		wg, wh := c.weight(kernels.BF16, []int{dim}, [2]int{})
+		xg, xh := c.pair(c.randn(rows * dim))
+		yg, yh := c.outPair(rows * dim)
+		c.g.RMSNorm(yg, xg, wg, rows, dim, 1e-6)
+		c.c.RMSNorm(yh, xh, wh, rows, dim, 1e-6)
+		c.check("RMSNorm", fmt.Sprintf("rows=%d dim=%d", rows, dim), yg, yh, rows*dim, tolExact)
+	}
+	// Elementwise.
+	for _, n := range []int{1, 1000, 4096*3 + 5} {
+		ag, ah := c.pair(c.randn(n))
+		bg, bh := c.pair(c.randn(n))
+		yg, yh := c.outPair(n)
+		c.g.Add(yg, ag, bg, n)
+		c.c.Add(yh, ah, bh, n)
+		c.check("Add", fmt.Sprintf("n=%d", n), yg, yh, n, tolExact)
+		yg, yh = c.outPair(n)
+		c.g.SwiGLU(yg, ag, bg, n)
+		c.c.SwiGLU(yh, ah, bh, n)
+		c.check("SwiGLU", fmt.Sprintf("n=%d", n), yg, yh, n, tolExact)
+	}
+	{
+		bg, bh := c.weight(kernels.BF16, []int{100}, [2]int{})
+		xg, xh := c.pair(c.randn(300))
+		c.g.AddBias(xg, bg, 3, 100)
+		c.c.AddBias(xh, bh, 3, 100)
+		c.check("AddBias", "rows=3 dim=100", xg, xh, 300, tolExact)
+	}
+	// RoPE: NeoX and interleaved, full and partial rotary, yarn scale.
+	for _, s := range []struct {
+		rows, heads, hd, rd int
+		neox                bool
+		scale               float32
+	}{{1, 32, 128, 128, true, 0}, {9, 4, 16, 16, true, 0}, {9, 4, 16, 16, false, 0}, {5, 2, 64, 32, true, 1.2}, {5, 2, 64, 16, false, 0}} {
+		inv := make([]float32, s.rd/2)
+		for i := range inv {
+			inv[i] = float32(math.Pow(10000, -2*float64(i)/float64(s.rd)))
+		}
+		r := &kernels.RoPE{InvFreq: inv, RotaryDim: s.rd, NeoX: s.neox, Scale: s.scale}
+		pos := make([]int32, s.rows)
+		for i := range pos {
+			pos[i] = int32(c.rng.IntN(5000))
+		}
+		n := s.rows * s.heads * s.hd
+		xg, xh := c.pair(c.randn(n))
+		c.g.RoPE(xg, pos, s.heads, s.hd, r)
+		c.c.RoPE(xh, pos, s.heads, s.hd, r)
+		c.check("RoPE", fmt.Sprintf("rows=%d heads=%d hd=%d rot=%d neox=%v", s.rows, s.heads, s.hd, s.rd, s.neox), xg, xh, n, 1e-9)
+	}
+	// Gather / ScatterAdd.
+	{
+		const dim = 70
+		sg, sh := c.pair(c.randn(20 * dim))
+		idx := []int32{3, 19, 0, 7, 7}
+		yg, yh := c.outPair(len(idx) * dim)
+		c.g.Gather(yg, sg, idx, dim)
+		c.c.Gather(yh, sh, idx, dim)
+		c.check("Gather", "rows=5 dim=70", yg, yh, len(idx)*dim, tolExact)
+		dg, dh := c.pair(c.randn(20 * dim))
+		w := []float32{0.5, -1, 2, 0.25, 1}
+		c.g.ScatterAdd(dg, yg, []int32{1, 4, 19, 0, 2}, w, dim)
+		c.c.ScatterAdd(dh, yh, []int32{1, 4, 19, 0, 2}, w, dim)
+		c.check("ScatterAdd", "rows=5 dim=70", dg, dh, 20*dim, tolExact)
+	}
+	c.attention()
+}
+
+// attention checks StoreKV, CopyKVBlock and Attention (decode and prefill
+// rows, GQA, shuffled block tables).
+func (c *conf) attention() {
+	for _, s := range []struct {
+		heads, kvh, hd, bs, start, rows int
+	}{{4, 2, 16, 4, 37, 1}, {32, 8, 128, 16, 600, 1}, {8, 8, 64, 16, 5, 1}, {4, 2, 16, 4, 0, 9}, {4, 2, 16, 4, 20, 9},
+		{32, 8, 128, 16, 0, 200}, {6, 2, 256, 8, 100, 3}} {
+		ctx := s.start + s.rows
+		blocks := (ctx+s.bs-1)/s.bs + 2
+		spec := kernels.KVSpec{Layers: 2, Blocks: blocks, BlockSize: s.bs, KVHeads: s.kvh, HeadDimK: s.hd, HeadDimV: s.hd}
+		pg, err := c.g.NewKVPool(spec)
+		if err != nil {
+			panic(err)
+		}
+		ph, _ := c.c.NewKVPool(spec)
+		perm := c.rng.Perm(blocks)
+		table := make([]int32, (ctx+s.bs-1)/s.bs)
+		for i := range table {
+			table[i] = int32(perm[i])
+		}
+		slots := make([]int32, ctx)
+		for p := range slots {
+			slots[p] = table[p/s.bs]*int32(s.bs) + int32(p%s.bs)
+		}
+		kw := s.kvh * s.hd
+		kg, kh := c.pair(c.randn(ctx * kw))
+		vg, vh := c.pair(c.randn(ctx * kw))
+		c.g.StoreKV(pg, 1, kg, vg, slots)
+		c.c.StoreKV(ph, 1, kh, vh, slots)
+		// Move the first block elsewhere (copy on write) and point the table at the copy.
+		spare := int32(perm[blocks-1])
+		c.g.CopyKVBlock(pg, int(spare), int(table[0]))
+		c.c.CopyKVBlock(ph, int(spare), int(table[0]))
+		table[0] = spare
+		qn := s.rows * s.heads * s.hd
+		qg, qh := c.pair(c.randn(qn))
+		yg, yh := c.outPair(qn)
+		seq := kernels.AttnSeq{Table: table, Start: s.start}
+		scale := float32(1 / math.Sqrt(float64(s.hd)))
+		c.g.Attention(yg, qg, pg, 1, seq, s.rows, s.heads, scale)
+		c.c.Attention(yh, qh, ph, 1, seq, s.rows, s.heads, scale)
+		c.check("Attention", fmt.Sprintf("heads=%d/%d hd=%d bs=%d start=%d rows=%d", s.heads, s.kvh, s.hd, s.bs, s.start, s.rows), yg, yh, qn, 1e-9)
+	}
+}

@@ -1,0 +1,350 @@
+//go:build cuda
+
+package cuda
+
+import (
+	_ "embed"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"sync"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+//go:embed kernels.ptx
+var ptx string
+
+// kernel names, loaded once from the embedded module.
+const (
+	fEmbed = iota
+	fMatmulGeneric
+	fGemmGeneric
+	fGemmBF16
+	fGemmFP8
+	fRMSNorm
+	fAdd
+	fAddBias
+	fSwiGLU
+	fRoPE
+	fGather
+	fScatterAdd
+	fStoreKV
+	fAttnPartial
+	fAttnCombine
+	fArgmax
+	fGemvBF16 // + rows-1, 8 of them
+	fGemvFP8  = fGemvBF16 + 8
+	numFuncs  = fGemvFP8 + 8
+)
+
+var funcNames = func() []string {
+	n := []string{"embed", "matmul_generic", "gemm_generic", "gemm_bf16", "gemm_fp8", "rmsnorm", "add", "add_bias",
+		"swiglu", "rope", "gather", "scatter_add", "store_kv", "attn_partial", "attn_combine", "argmax"}
+	for i := 1; i <= 8; i++ {
+		n = append(n, fmt.Sprintf("gemv_bf16_%d", i))
+	}
+	for i := 1; i <= 8; i++ {
+		n = append(n, fmt.Sprintf("gemv_fp8_%d", i))
+	}
+	return n
+}()
+
+// Backend implements kernels.Backend on one GPU. See the package comment
+// for how calls reach the GPU's thread.
+type Backend struct {
+	mu     sync.Mutex
+	dev    cu.Device
+	ctx    cu.CUContext
+	stream cu.Stream
+	s      cStream
+	fn     [numFuncs]cFunc
+	sms    int
+	args   [32]uint64
+	nargs  int
+	err    error // first failure; later ops are skipped
+
+	uploads [numKinds]upload
+	rope    map[ropeKey]cu.DevicePtr
+	part    cu.DevicePtr // attention partials
+	partN   int64
+	amax    cu.DevicePtr
+	cap     *capture
+
+	poolMu sync.Mutex
+	free   map[int64][]cu.DevicePtr
+	// Resident is the device memory this backend allocated (weights, KV,
+	// activations), in bytes.
+	Resident int64
+}
+
+var _ kernels.Backend = (*Backend)(nil)
+
+// New creates a context on GPU ordinal and loads the kernels.
+func New(ordinal int) (*Backend, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	dev, err := cu.GetDevice(ordinal)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: device %d: %w", ordinal, err)
+	}
+	ctx, err := dev.MakeContext(cu.SchedAuto)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: context on device %d: %w", ordinal, err)
+	}
+	b := &Backend{dev: dev, ctx: ctx, rope: map[ropeKey]cu.DevicePtr{}, free: map[int64][]cu.DevicePtr{}}
+	if b.stream, err = cu.MakeStream(cu.NonBlocking); err != nil {
+		return nil, fmt.Errorf("cuda: stream: %w", err)
+	}
+	b.s = cstream(b.stream)
+	mod, err := cu.LoadData(ptx)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: load PTX: %w", err)
+	}
+	for i, name := range funcNames {
+		f, err := mod.Function(name)
+		if err != nil {
+			return nil, fmt.Errorf("cuda: kernel %s: %w", name, err)
+		}
+		b.fn[i] = cfunc(f)
+	}
+	if b.sms, err = dev.Attribute(cu.MultiprocessorCount); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Name implements kernels.Backend.
+func (b *Backend) Name() string { return "cuda" }
+
+// DeviceName is the GPU's marketing name.
+func (b *Backend) DeviceName() string {
+	n, _ := b.dev.Name()
+	return n
+}
+
+// Err reports the first CUDA failure; after one, ops do nothing (a CUDA
+// fault poisons the context, so the process should be restarted).
+func (b *Backend) Err() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
+
+// enter takes the lock and makes the context current on this OS thread.
+func (b *Backend) enter() bool {
+	b.mu.Lock()
+	runtime.LockOSThread()
+	if b.err != nil {
+		return false
+	}
+	if err := cu.SetCurrentContext(b.ctx); err != nil {
+		b.fail(err)
+		return false
+	}
+	return true
+}
+
+func (b *Backend) exit() {
+	runtime.UnlockOSThread()
+	b.mu.Unlock()
+}
+
+func (b *Backend) fail(err error) {
+	if err != nil && b.err == nil {
+		b.err = err
+	}
+}
+
+// Sync waits for all queued work and returns the first error.
+func (b *Backend) Sync() error {
+	if b.enter() {
+		b.fail(b.stream.Synchronize())
+	}
+	defer b.exit()
+	return b.err
+}
+
+// argument building: every kernel parameter is one 64-bit word.
+func (b *Backend) a(v ...uint64) { b.nargs = copy(b.args[:], v) }
+
+func ptr(p cu.DevicePtr) uint64 { return uint64(p) }
+func i32(v int) uint64          { return uint64(uint32(int32(v))) }
+func f32(v float32) uint64      { return uint64(math.Float32bits(v)) }
+
+func (b *Backend) run(f, gx, gy, bx int, args ...uint64) {
+	if b.err != nil || gx == 0 || gy == 0 {
+		return
+	}
+	b.a(args...)
+	b.fail(launch(b.fn[f], gx, gy, bx, b.s, &b.args, b.nargs))
+}
+
+func cdiv(a, b int) int { return (a + b - 1) / b }
+
+// ---------------------------------------------------------------- buffers
+
+// Buf is a float32 device buffer.
+type Buf struct {
+	p cu.DevicePtr
+	n int
+}
+
+// Len implements kernels.Buf.
+func (d *Buf) Len() int { return d.n }
+
+// Ptr is the device address (for tests and graph inputs).
+func (d *Buf) Ptr() uintptr { return uintptr(d.p) }
+
+func dptr(x kernels.Buf) cu.DevicePtr { return x.(*Buf).p }
+
+func (b *Backend) alloc(bytes int64) cu.DevicePtr {
+	bytes = (bytes + 255) &^ 255
+	b.poolMu.Lock()
+	if l := b.free[bytes]; len(l) > 0 {
+		p := l[len(l)-1]
+		b.free[bytes] = l[:len(l)-1]
+		b.poolMu.Unlock()
+		return p
+	}
+	b.poolMu.Unlock()
+	p, err := cu.MemAlloc(bytes)
+	if err != nil {
+		b.fail(fmt.Errorf("cuda: allocate %d bytes: %w", bytes, err))
+		return 0
+	}
+	b.Resident += bytes
+	return p
+}
+
+// NewBuf implements kernels.Backend. Buffers come from a per-size free
+// list; a collected Buf returns its memory there (stream order keeps a
+// re-used buffer's zeroing behind the last kernel that read it).
+func (b *Backend) NewBuf(n int) kernels.Buf {
+	d := &Buf{n: n}
+	if !b.enter() {
+		b.exit()
+		return d
+	}
+	defer b.exit()
+	bytes := int64(max(n, 1)) * 4
+	d.p = b.alloc(bytes)
+	if d.p != 0 {
+		b.fail(cu.MemsetD32Async(d.p, 0, int64(max(n, 1)), b.stream))
+		size := (bytes + 255) &^ 255
+		runtime.SetFinalizer(d, func(d *Buf) {
+			b.poolMu.Lock()
+			b.free[size] = append(b.free[size], d.p)
+			b.poolMu.Unlock()
+		})
+	}
+	return d
+}
+
+// Write implements kernels.Backend.
+func (b *Backend) Write(dst kernels.Buf, off int, src []float32) {
+	if len(src) == 0 {
+		return
+	}
+	if b.enter() {
+		if b.cap != nil {
+			b.cap.err = fmt.Errorf("cuda: Write during graph capture: %w", kernels.ErrUnsupported)
+		} else {
+			b.fail(cu.MemcpyHtoDAsync(dptr(dst)+cu.DevicePtr(off*4), unsafe.Pointer(&src[0]), int64(len(src))*4, b.stream))
+		}
+	}
+	b.exit()
+}
+
+// Read implements kernels.Backend; it waits for the queued work. After a
+// CUDA failure dst is filled with NaN.
+func (b *Backend) Read(src kernels.Buf, off int, dst []float32) {
+	if len(dst) == 0 {
+		return
+	}
+	if b.enter() {
+		if b.cap != nil {
+			// Remembered as the step's output, not performed (see Graph).
+			b.cap.reads++
+			b.cap.out, b.cap.outN = src, len(dst)
+			b.exit()
+			return
+		} else {
+			b.fail(cu.MemcpyDtoHAsync(unsafe.Pointer(&dst[0]), dptr(src)+cu.DevicePtr(off*4), int64(len(dst))*4, b.stream))
+			b.fail(b.stream.Synchronize())
+		}
+	}
+	if b.err != nil {
+		for i := range dst {
+			dst[i] = float32(math.NaN())
+		}
+	}
+	b.exit()
+}
+
+// ---------------------------------------------------------------- host arrays
+
+// Small host arrays (token ids, positions, slots, block tables, indices)
+// reach kernels through one device buffer per kind. A copy is queued on
+// the stream only when the contents change, so the 64 RoPE calls of a step
+// share one upload of the positions.
+const (
+	kIDs = iota
+	kPos
+	kSlots
+	kTable
+	kStart
+	kGather
+	kScatterIdx
+	kScatterW
+	numKinds
+)
+
+// dynamicKind says whether a kind changes between decode steps (graph
+// inputs) rather than staying as captured.
+var dynamicKind = [numKinds]bool{kIDs: true, kPos: true, kSlots: true, kTable: true, kStart: true}
+
+type upload struct {
+	p    cu.DevicePtr
+	cap  int
+	last []uint32
+	ok   bool
+}
+
+// put returns a device copy of v (32-bit words) for kind.
+func (b *Backend) put(kind int, v []uint32) cu.DevicePtr {
+	if b.cap != nil {
+		return b.cap.put(b, kind, v)
+	}
+	u := &b.uploads[kind]
+	if u.ok && slices.Equal(u.last, v) {
+		return u.p
+	}
+	if len(v) > u.cap {
+		if u.p != 0 {
+			b.fail(b.stream.Synchronize())
+			cu.MemFree(u.p)
+		}
+		u.cap = max(len(v), 256)
+		p, err := cu.MemAlloc(int64(u.cap) * 4)
+		b.fail(err)
+		u.p = p
+	}
+	u.last = append(u.last[:0], v...)
+	u.ok = true
+	if len(v) > 0 {
+		b.fail(cu.MemcpyHtoDAsync(u.p, unsafe.Pointer(&u.last[0]), int64(len(v))*4, b.stream))
+	}
+	return u.p
+}
+
+func words(v []int32) []uint32 {
+	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(v))), len(v))
+}
+func fwords(v []float32) []uint32 {
+	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(v))), len(v))
+}

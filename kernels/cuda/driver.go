@@ -1,0 +1,91 @@
+//go:build cuda
+
+package cuda
+
+// Driver calls gorgonia.org/cu does not wrap, or wraps with allocations on
+// the hot path: kernel launch with a reused argument block, and stream
+// capture into CUDA graphs.
+
+/*
+#cgo LDFLAGS: -lcuda
+#cgo linux CFLAGS: -I/usr/local/cuda/include -I/usr/include
+#cgo linux LDFLAGS: -L/usr/local/cuda/lib64 -L/usr/lib/x86_64-linux-gnu
+#include <cuda.h>
+
+static CUresult pl_launch(CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned shm, CUstream s,
+                          unsigned long long *a, int n) {
+	void *params[32];
+	for (int i = 0; i < n && i < 32; i++) params[i] = &a[i];
+	return cuLaunchKernel(f, gx, gy, 1, bx, 1, 1, shm, s, params, NULL);
+}
+
+static CUresult pl_begin_capture(CUstream s) {
+	return cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED);
+}
+
+static CUresult pl_end_capture(CUstream s, CUgraphExec *exec) {
+	CUgraph g;
+	CUresult r = cuStreamEndCapture(s, &g);
+	if (r != CUDA_SUCCESS) return r;
+	r = cuGraphInstantiateWithFlags(exec, g, 0);
+	cuGraphDestroy(g);
+	return r;
+}
+
+static CUresult pl_graph_launch(CUgraphExec e, CUstream s) { return cuGraphLaunch(e, s); }
+static CUresult pl_graph_destroy(CUgraphExec e) { return cuGraphExecDestroy(e); }
+static const char *pl_error_name(CUresult r) {
+	const char *s = 0;
+	cuGetErrorName(r, &s);
+	return s ? s : "unknown CUDA error";
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"gorgonia.org/cu"
+)
+
+// Aliases so that files without cgo can hold driver handles.
+type (
+	cStream = C.CUstream
+	cFunc   = C.CUfunction
+	cGraph  = C.CUgraphExec
+)
+
+// cuErr turns a driver result into an error.
+func cuErr(op string, r C.CUresult) error {
+	if r == C.CUDA_SUCCESS {
+		return nil
+	}
+	return fmt.Errorf("cuda: %s: %s (%d)", op, C.GoString(C.pl_error_name(r)), int(r))
+}
+
+// cfunc and cstream read the driver handles out of cu's wrappers (each is
+// a struct holding exactly the handle).
+func cfunc(f cu.Function) C.CUfunction { return *(*C.CUfunction)(unsafe.Pointer(&f)) }
+func cstream(s cu.Stream) C.CUstream   { return *(*C.CUstream)(unsafe.Pointer(&s)) }
+
+// launch starts f on the stream with n one-word arguments from args (which
+// must not be Go stack memory: the caller passes a field of the Backend).
+func launch(f C.CUfunction, gx, gy, bx int, s C.CUstream, args *[32]uint64, n int) error {
+	return cuErr("launch", C.pl_launch(f, C.uint(gx), C.uint(gy), C.uint(bx), 0, s,
+		(*C.ulonglong)(unsafe.Pointer(&args[0])), C.int(n)))
+}
+
+func beginCapture(s C.CUstream) error { return cuErr("begin capture", C.pl_begin_capture(s)) }
+
+func endCapture(s C.CUstream) (C.CUgraphExec, error) {
+	var e C.CUgraphExec
+	err := cuErr("end capture", C.pl_end_capture(s, &e))
+	return e, err
+}
+
+func graphLaunch(e C.CUgraphExec, s C.CUstream) error {
+	return cuErr("graph launch", C.pl_graph_launch(e, s))
+}
+
+func graphDestroy(e C.CUgraphExec) { C.pl_graph_destroy(e) }

@@ -1,0 +1,180 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+// A decode step is launched as one CUDA graph: BeginCapture, one ordinary
+// Model.Forward of a single token, EndCapture. During capture the host
+// arrays that ops upload (token ids, positions, slots, the block table,
+// the attention start) go to fixed places in a device arena instead of the
+// stream; Graph.Launch rewrites the dynamic ones for the next step with one
+// copy and replays the graph. A Read during capture is not performed but
+// remembered as the step's output (the logits); a step that needs device
+// data on the host mid-way (MoE routing) cannot be captured.
+//
+// A Graph refers to the activation buffers the captured Forward used: it
+// stays valid while the model's scratch buffers do (no pass with more rows
+// than were seen before the capture, no new model).
+
+const arenaWords = 1 << 18
+
+type entry struct{ kind, off, n int }
+
+type capture struct {
+	arena   cu.DevicePtr
+	host    []uint32
+	entries []entry
+	last    [numKinds]int
+	out     kernels.Buf
+	outN    int
+	reads   int
+	err     error
+}
+
+func (c *capture) put(b *Backend, kind int, v []uint32) cu.DevicePtr {
+	if i := c.last[kind]; i >= 0 {
+		e := c.entries[i]
+		if slices.Equal(c.host[e.off:e.off+e.n], v) {
+			return c.arena + cu.DevicePtr(e.off*4)
+		}
+	}
+	off := (len(c.host) + 63) &^ 63 // 256-byte aligned
+	if off+len(v) > arenaWords {
+		c.err = fmt.Errorf("cuda: capture arena full (%d words)", arenaWords)
+		return c.arena
+	}
+	c.host = append(c.host, make([]uint32, off-len(c.host))...)
+	c.host = append(c.host, v...)
+	c.last[kind] = len(c.entries)
+	c.entries = append(c.entries, entry{kind, off, len(v)})
+	return c.arena + cu.DevicePtr(off*4)
+}
+
+// BeginCapture starts recording the ops that follow into a graph.
+func (b *Backend) BeginCapture() error {
+	if !b.enter() {
+		b.exit()
+		return b.err
+	}
+	defer b.exit()
+	if b.cap != nil {
+		return errors.New("cuda: capture already in progress")
+	}
+	arena := b.alloc(arenaWords * 4)
+	if b.err != nil {
+		return b.err
+	}
+	b.fail(b.stream.Synchronize())
+	c := &capture{arena: arena}
+	for i := range c.last {
+		c.last[i] = -1
+	}
+	if err := beginCapture(b.s); err != nil {
+		return err
+	}
+	b.cap = c
+	return nil
+}
+
+// EndCapture finishes the recording and instantiates the graph.
+func (b *Backend) EndCapture() (*Graph, error) {
+	if !b.enter() {
+		b.exit()
+		return nil, b.err
+	}
+	defer b.exit()
+	c := b.cap
+	if c == nil {
+		return nil, errors.New("cuda: no capture in progress")
+	}
+	b.cap = nil
+	exec, err := endCapture(b.s)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case c.err != nil:
+		graphDestroy(exec)
+		return nil, c.err
+	case c.reads != 1:
+		graphDestroy(exec)
+		return nil, fmt.Errorf("cuda: captured step reads device data %d times (host logic inside the step, e.g. MoE routing): %w", c.reads, kernels.ErrUnsupported)
+	}
+	g := &Graph{b: b, exec: exec, arena: c.arena, host: c.host, entries: c.entries, Out: c.out, OutLen: c.outN}
+	if len(g.host) > 0 {
+		b.fail(cu.MemcpyHtoD(g.arena, unsafe.Pointer(&g.host[0]), int64(len(g.host))*4))
+	}
+	return g, b.err
+}
+
+// Graph is a captured decode step.
+type Graph struct {
+	b       *Backend
+	exec    cGraph
+	arena   cu.DevicePtr
+	host    []uint32
+	entries []entry
+	// Out and OutLen are the buffer and length the captured step read
+	// (the logits).
+	Out    kernels.Buf
+	OutLen int
+}
+
+// Step holds the per-step inputs of a captured single-token decode step.
+type Step struct {
+	ID    int32
+	Pos   int32
+	Slot  int32
+	Table []int32 // same length as at capture
+}
+
+// Launch writes the step's inputs and replays the graph (asynchronously:
+// read Out, or call Argmax, to wait for it).
+func (g *Graph) Launch(s Step) error {
+	b := g.b
+	if !b.enter() {
+		b.exit()
+		return b.err
+	}
+	defer b.exit()
+	for _, e := range g.entries {
+		dst := g.host[e.off : e.off+e.n]
+		switch e.kind {
+		case kIDs:
+			dst[0] = uint32(s.ID)
+		case kPos, kStart:
+			dst[0] = uint32(s.Pos)
+		case kSlots:
+			dst[0] = uint32(s.Slot)
+		case kTable:
+			if len(s.Table) != e.n {
+				return fmt.Errorf("cuda: graph launch with a %d-block table, captured with %d", len(s.Table), e.n)
+			}
+			copy(dst, words(s.Table))
+		}
+	}
+	b.fail(cu.MemcpyHtoDAsync(g.arena, unsafe.Pointer(&g.host[0]), int64(len(g.host))*4, b.stream))
+	b.fail(graphLaunch(g.exec, b.s))
+	return b.err
+}
+
+// Close frees the graph.
+func (g *Graph) Close() {
+	if g.b.enter() {
+		graphDestroy(g.exec)
+		g.b.poolMu.Lock()
+		g.b.free[arenaWords*4] = append(g.b.free[arenaWords*4], g.arena)
+		g.b.poolMu.Unlock()
+	}
+	g.b.exit()
+}

@@ -1,0 +1,552 @@
+// Kernels of the CUDA backend. Activations are float32; weights stay in
+// their stored format (bf16, f16, f32, FP8 E4M3 with block scales) and are
+// converted in registers. Compiled to compute_90 PTX by `go generate`
+// (see gen.go); the PTX is committed and embedded.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+// Weight dtypes, as kernels.DType numbers them.
+#define DT_F32 0
+#define DT_F16 1
+#define DT_BF16 2
+#define DT_F8 3
+
+__device__ __forceinline__ float bf16f(uint16_t v) { return __uint_as_float(((uint32_t)v) << 16); }
+
+// fp8e4m3 (fn: no infinities) to float.
+__device__ __forceinline__ float fp8f(uint8_t v) {
+    uint32_t s = (v & 0x80u) << 24;
+    uint32_t e = (v >> 3) & 0xfu;
+    uint32_t m = v & 7u;
+    if (e == 15 && m == 7) return __uint_as_float(0x7fc00000u);
+    if (e == 0) {
+        float f = (float)m * (1.0f / 512.0f); // m/8 * 2^-6
+        return s ? -f : f;
+    }
+    return __uint_as_float(s | ((e + 120u) << 23) | (m << 20));
+}
+
+// Weight view: generic element access for any dtype. Kernels take it as
+// flat parameters (WPARAMS) so that every launch argument is one word.
+struct W {
+    const void* p;
+    const float* scale;
+    int dt, b0, b1, nsc; // FP8: scale block rows, cols, scales per row of blocks
+};
+
+#define WPARAMS const void *wp, const float *wsc, int wdt, int wb0, int wb1, int wnsc
+#define WMAKE W w = {wp, wsc, wdt, wb0, wb1, wnsc}
+
+__device__ __forceinline__ float wload(const W& w, long r, long c, long cols) {
+    long i = r * cols + c;
+    switch (w.dt) {
+    case DT_F32: return ((const float*)w.p)[i];
+    case DT_F16: return __half2float(((const __half*)w.p)[i]);
+    case DT_BF16: return bf16f(((const uint16_t*)w.p)[i]);
+    default: return fp8f(((const uint8_t*)w.p)[i]) * w.scale[(r / w.b0) * w.nsc + c / w.b1];
+    }
+}
+
+__device__ __forceinline__ float warpSum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// ---------------------------------------------------------------- Embed
+extern "C" __global__ void embed(float* dst, WPARAMS, const int* ids, int cols) {
+    WMAKE;
+    int row = blockIdx.x;
+    long id = ids[row];
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) dst[(long)row * cols + c] = wload(w, id, c, cols);
+}
+
+// ---------------------------------------------------------------- GEMV
+// One warp per output row, NR activation rows at once (NR small): every
+// lane streams 16-byte chunks of the weight row and keeps NR fp32 sums.
+// bf16: in % 8 == 0. 8 warps (256 threads) per block.
+template <int NR>
+__device__ __forceinline__ void gemv_bf16(float* __restrict__ y, const float* __restrict__ x,
+                                          const uint16_t* __restrict__ w, int out, int in) {
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int o = blockIdx.x * 8 + warp;
+    if (o >= out) return;
+    const uint4* wr = (const uint4*)(w + (long)o * in);
+    int chunks = in >> 3;
+    float acc[NR];
+#pragma unroll
+    for (int r = 0; r < NR; r++) acc[r] = 0.f;
+    int c = lane;
+    for (; c + 32 < chunks; c += 64) {
+        uint4 a = __ldg(wr + c), b = __ldg(wr + c + 32);
+        float wa[8], wb[8];
+        const uint32_t ua[4] = {a.x, a.y, a.z, a.w}, ub[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            wa[2 * j] = __uint_as_float(ua[j] << 16); wa[2 * j + 1] = __uint_as_float(ua[j] & 0xffff0000u);
+            wb[2 * j] = __uint_as_float(ub[j] << 16); wb[2 * j + 1] = __uint_as_float(ub[j] & 0xffff0000u);
+        }
+#pragma unroll
+        for (int r = 0; r < NR; r++) {
+            const float4* xr = (const float4*)(x + (long)r * in);
+            float4 x0 = __ldg(xr + 2 * c), x1 = __ldg(xr + 2 * c + 1);
+            float4 x2 = __ldg(xr + 2 * (c + 32)), x3 = __ldg(xr + 2 * (c + 32) + 1);
+            acc[r] += wa[0] * x0.x + wa[1] * x0.y + wa[2] * x0.z + wa[3] * x0.w +
+                      wa[4] * x1.x + wa[5] * x1.y + wa[6] * x1.z + wa[7] * x1.w;
+            acc[r] += wb[0] * x2.x + wb[1] * x2.y + wb[2] * x2.z + wb[3] * x2.w +
+                      wb[4] * x3.x + wb[5] * x3.y + wb[6] * x3.z + wb[7] * x3.w;
+        }
+    }
+    for (; c < chunks; c += 32) {
+        uint4 a = __ldg(wr + c);
+        float wa[8];
+        const uint32_t ua[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            wa[2 * j] = __uint_as_float(ua[j] << 16); wa[2 * j + 1] = __uint_as_float(ua[j] & 0xffff0000u);
+        }
+#pragma unroll
+        for (int r = 0; r < NR; r++) {
+            const float4* xr = (const float4*)(x + (long)r * in);
+            float4 x0 = __ldg(xr + 2 * c), x1 = __ldg(xr + 2 * c + 1);
+            acc[r] += wa[0] * x0.x + wa[1] * x0.y + wa[2] * x0.z + wa[3] * x0.w +
+                      wa[4] * x1.x + wa[5] * x1.y + wa[6] * x1.z + wa[7] * x1.w;
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < NR; r++) {
+        float s = warpSum(acc[r]);
+        if (lane == 0) y[(long)r * out + o] = s;
+    }
+}
+
+// FP8 E4M3: 16 weights per 16-byte chunk; in % 16 == 0 and b1 % 16 == 0, so
+// a chunk never straddles a scale block.
+template <int NR>
+__device__ __forceinline__ void gemv_fp8(float* __restrict__ y, const float* __restrict__ x,
+                                         const uint8_t* __restrict__ w, const float* __restrict__ scale,
+                                         int out, int in, int b0, int b1, int nsc) {
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int o = blockIdx.x * 8 + warp;
+    if (o >= out) return;
+    const uint4* wr = (const uint4*)(w + (long)o * in);
+    const float* sr = scale + (long)(o / b0) * nsc;
+    int chunks = in >> 4;
+    float acc[NR];
+#pragma unroll
+    for (int r = 0; r < NR; r++) acc[r] = 0.f;
+    for (int c = lane; c < chunks; c += 32) {
+        uint4 a = __ldg(wr + c);
+        float s = __ldg(sr + (c * 16) / b1);
+        const uint32_t ua[4] = {a.x, a.y, a.z, a.w};
+        float wv[16];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+#pragma unroll
+            for (int b = 0; b < 4; b++) wv[4 * j + b] = fp8f((ua[j] >> (8 * b)) & 0xff);
+        }
+#pragma unroll
+        for (int r = 0; r < NR; r++) {
+            const float4* xr = (const float4*)(x + (long)r * in) + 4 * c;
+            float t = 0.f;
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                float4 xv = __ldg(xr + q);
+                t += wv[4 * q] * xv.x + wv[4 * q + 1] * xv.y + wv[4 * q + 2] * xv.z + wv[4 * q + 3] * xv.w;
+            }
+            acc[r] += t * s;
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < NR; r++) {
+        float s = warpSum(acc[r]);
+        if (lane == 0) y[(long)r * out + o] = s;
+    }
+}
+
+#define GEMV(N)                                                                                           \
+    extern "C" __global__ void __launch_bounds__(256) gemv_bf16_##N(float* y, const float* x,             \
+                                                                    const uint16_t* w, int out, int in) { \
+        gemv_bf16<N>(y, x, w, out, in);                                                                   \
+    }                                                                                                     \
+    extern "C" __global__ void __launch_bounds__(256) gemv_fp8_##N(float* y, const float* x, const uint8_t* w, \
+                                                                   const float* scale, int out, int in,    \
+                                                                   int b0, int b1, int nsc) {              \
+        gemv_fp8<N>(y, x, w, scale, out, in, b0, b1, nsc);                                                 \
+    }
+GEMV(1)
+GEMV(2)
+GEMV(3)
+GEMV(4)
+GEMV(5)
+GEMV(6)
+GEMV(7)
+GEMV(8)
+
+// Any dtype and shape: one warp per output row, looping over the rows.
+extern "C" __global__ void matmul_generic(float* y, const float* x, WPARAMS, int rows, int out, int in) {
+    WMAKE;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int o = blockIdx.x * 8 + warp;
+    if (o >= out) return;
+    for (int r = 0; r < rows; r++) {
+        float s = 0.f;
+        for (int c = lane; c < in; c += 32) s += wload(w, o, c, in) * x[(long)r * in + c];
+        s = warpSum(s);
+        if (lane == 0) y[(long)r * out + o] = s;
+    }
+}
+
+// ---------------------------------------------------------------- GEMM
+// Prefill: y[M,N] = x[M,K] · w[N,K]ᵀ on the tensor cores (mma.sync
+// m16n8k8 tf32, fp32 accumulation). 64×64 tile per block of 4 warps, each
+// warp 32×32; K in steps of 32 through shared memory. Weights are decoded
+// (bf16 exactly, FP8 times its block scale) while the tile is staged.
+#define BM 64
+#define BN 64
+#define BK 32
+#define LDS (BK + 4)
+
+__device__ __forceinline__ uint32_t tf32(float f) {
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f));
+    return r;
+}
+
+template <int WT> // 0 generic, 1 bf16 (K % 8 == 0), 2 fp8 (K % 16 == 0, b1 % 16 == 0)
+__device__ __forceinline__ void gemm_tf32(float* __restrict__ y, const float* __restrict__ x, W w, int M, int N, int K) {
+    __shared__ uint32_t As[BM][LDS];
+    __shared__ uint32_t Bs[BN][LDS];
+    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    int wm = (warp >> 1) * 32, wn = (warp & 1) * 32;
+    int g = lane >> 2, t = lane & 3;
+    float acc[2][4][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int k = 0; k < 4; k++) acc[i][j][k] = 0.f;
+    bool xvec = (K & 3) == 0;
+    for (int k0 = 0; k0 < K; k0 += BK) {
+        // A: 64×32 floats, 128 threads × 4 float4.
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int e = (tid + i * 128) * 4; // element in tile
+            int r = e / BK, c = e % BK;
+            int gm = m0 + r, gk = k0 + c;
+            float v[4] = {0.f, 0.f, 0.f, 0.f};
+            if (gm < M) {
+                if (xvec && gk + 3 < K) {
+                    float4 f = *(const float4*)(x + (long)gm * K + gk);
+                    v[0] = f.x; v[1] = f.y; v[2] = f.z; v[3] = f.w;
+                } else {
+                    for (int q = 0; q < 4; q++)
+                        if (gk + q < K) v[q] = x[(long)gm * K + gk + q];
+                }
+            }
+#pragma unroll
+            for (int q = 0; q < 4; q++) As[r][c + q] = tf32(v[q]);
+        }
+        // B: 64×32 weights.
+        if (WT == 1) {
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                int e = (tid + i * 128) * 8;
+                int r = e / BK, c = e % BK;
+                int gn = n0 + r, gk = k0 + c;
+                uint32_t u[4] = {0, 0, 0, 0};
+                if (gn < N && gk < K) {
+                    uint4 a = __ldg((const uint4*)((const uint16_t*)w.p + (long)gn * K + gk));
+                    u[0] = a.x; u[1] = a.y; u[2] = a.z; u[3] = a.w;
+                }
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    Bs[r][c + 2 * q] = u[q] << 16;
+                    Bs[r][c + 2 * q + 1] = u[q] & 0xffff0000u;
+                }
+            }
+        } else if (WT == 2) {
+            int e = tid * 16;
+            int r = e / BK, c = e % BK;
+            int gn = n0 + r, gk = k0 + c;
+            uint32_t u[4] = {0, 0, 0, 0};
+            float s = 0.f;
+            if (gn < N && gk < K) {
+                uint4 a = __ldg((const uint4*)((const uint8_t*)w.p + (long)gn * K + gk));
+                u[0] = a.x; u[1] = a.y; u[2] = a.z; u[3] = a.w;
+                s = w.scale[(gn / w.b0) * w.nsc + gk / w.b1];
+            }
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+#pragma unroll
+                for (int b = 0; b < 4; b++) Bs[r][c + 4 * q + b] = tf32(fp8f((u[q] >> (8 * b)) & 0xff) * s);
+        } else {
+            for (int e = tid; e < BN * BK; e += 128) {
+                int r = e / BK, c = e % BK;
+                int gn = n0 + r, gk = k0 + c;
+                Bs[r][c] = tf32((gn < N && gk < K) ? wload(w, gn, gk, K) : 0.f);
+            }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < BK; kk += 8) {
+            uint32_t a[2][4], b[4][2];
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                int r = wm + i * 16 + g;
+                a[i][0] = As[r][kk + t];
+                a[i][1] = As[r + 8][kk + t];
+                a[i][2] = As[r][kk + t + 4];
+                a[i][3] = As[r + 8][kk + t + 4];
+            }
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                int n = wn + j * 8 + g;
+                b[j][0] = Bs[n][kk + t];
+                b[j][1] = Bs[n][kk + t + 4];
+            }
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    asm volatile(
+                        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                        "{%0,%1,%2,%3};"
+                        : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]), "+f"(acc[i][j][3])
+                        : "r"(a[i][0]), "r"(a[i][1]), "r"(a[i][2]), "r"(a[i][3]), "r"(b[j][0]), "r"(b[j][1]));
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int r = m0 + wm + i * 16 + g, c = n0 + wn + j * 8 + 2 * t;
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                int rr = r + h * 8;
+                if (rr < M) {
+                    if (c < N) y[(long)rr * N + c] = acc[i][j][2 * h];
+                    if (c + 1 < N) y[(long)rr * N + c + 1] = acc[i][j][2 * h + 1];
+                }
+            }
+        }
+}
+
+extern "C" __global__ void __launch_bounds__(128) gemm_generic(float* y, const float* x, WPARAMS, int M, int N, int K) {
+    WMAKE;
+    gemm_tf32<0>(y, x, w, M, N, K);
+}
+extern "C" __global__ void __launch_bounds__(128) gemm_bf16(float* y, const float* x, WPARAMS, int M, int N, int K) {
+    WMAKE;
+    gemm_tf32<1>(y, x, w, M, N, K);
+}
+extern "C" __global__ void __launch_bounds__(128) gemm_fp8(float* y, const float* x, WPARAMS, int M, int N, int K) {
+    WMAKE;
+    gemm_tf32<2>(y, x, w, M, N, K);
+}
+
+// ---------------------------------------------------------------- elementwise
+extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, int dim, float eps) {
+    __shared__ float red[32];
+    long base = (long)blockIdx.x * dim;
+    float s = 0.f;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        float v = x[base + i];
+        s += v * v;
+    }
+    s = warpSum(s);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (lane == 0) red[warp] = s;
+    __syncthreads();
+    if (warp == 0) {
+        s = lane < (blockDim.x >> 5) ? red[lane] : 0.f;
+        s = warpSum(s);
+        if (lane == 0) red[0] = s;
+    }
+    __syncthreads();
+    float inv = rsqrtf(red[0] / dim + eps);
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[base + i] = x[base + i] * inv * w[i];
+}
+
+extern "C" __global__ void add(float* dst, const float* a, const float* b, long n) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = a[i] + b[i];
+}
+
+extern "C" __global__ void add_bias(float* x, const float* bias, long n, int dim) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] += bias[i % dim];
+}
+
+extern "C" __global__ void swiglu(float* dst, const float* g, const float* u, long n) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float v = g[i];
+        dst[i] = v / (1.f + expf(-v)) * u[i];
+    }
+}
+
+// One thread per (row, head, pair).
+extern "C" __global__ void rope(float* x, const int* pos, const float* invf, int rows, int heads, int hd, int half,
+                                int neox, float scale) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    long total = (long)rows * heads * half;
+    if (i >= total) return;
+    int p = i % half;
+    long rh = i / half;
+    int row = rh / heads;
+    float ang = (float)pos[row] * invf[p];
+    float c = cosf(ang) * scale, s = sinf(ang) * scale;
+    float* v = x + rh * hd;
+    int i0 = neox ? p : 2 * p, i1 = neox ? p + half : 2 * p + 1;
+    float a = v[i0], b = v[i1];
+    v[i0] = a * c - b * s;
+    v[i1] = b * c + a * s;
+}
+
+extern "C" __global__ void gather(float* dst, const float* src, const int* idx, int dim) {
+    long r = blockIdx.x;
+    long s = idx[r];
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[r * dim + i] = src[s * dim + i];
+}
+
+extern "C" __global__ void scatter_add(float* dst, const float* src, const int* idx, const float* w, int dim) {
+    long r = blockIdx.x;
+    long d = idx[r];
+    float wt = w[r];
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) atomicAdd(dst + d * dim + i, wt * src[r * dim + i]);
+}
+
+// ---------------------------------------------------------------- KV and attention
+extern "C" __global__ void store_kv(float* K, float* V, const float* k, const float* v, const int* slots, int kw,
+                                    int vw) {
+    long r = blockIdx.x;
+    long s = slots[r];
+    for (int i = threadIdx.x; i < kw; i += blockDim.x) K[s * kw + i] = k[r * kw + i];
+    for (int i = threadIdx.x; i < vw; i += blockDim.x) V[s * vw + i] = v[r * vw + i];
+}
+
+// Split-K attention (flash-decoding): block (row·head, split) covers
+// positions [split·chunk, min(+chunk, ctx)) of query row `row` with 4 warps
+// (one position per warp at a time, online softmax), and writes a partial
+// (acc[dv], max, sum) that attn_combine merges. Head dims up to 256.
+#define MAXD 8
+extern "C" __global__ void __launch_bounds__(128) attn_partial(float* part, const float* q, const float* K,
+                                                               const float* V, const int* table, const int* startp,
+                                                               int heads, int kvh, int dk, int dv, int bs, int chunk,
+                                                               float scale) {
+    __shared__ float sm[4], sl[4], sacc[4][MAXD * 32];
+    int rh = blockIdx.x, row = rh / heads, h = rh % heads, kh = h / (heads / kvh);
+    int splits = gridDim.y;
+    int ctx = *startp + row + 1;
+    int lo = blockIdx.y * chunk, hi = min(lo + chunk, ctx);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    float qv[MAXD], acc[MAXD];
+    const float* qr = q + (long)rh * dk;
+#pragma unroll
+    for (int i = 0; i < MAXD; i++) {
+        int d = lane + 32 * i;
+        qv[i] = d < dk ? qr[d] * scale : 0.f;
+        acc[i] = 0.f;
+    }
+    float m = -INFINITY, l = 0.f;
+    long kw = (long)kvh * dk, vw = (long)kvh * dv;
+    for (int p = lo + warp; p < hi; p += 4) {
+        long slot = (long)table[p / bs] * bs + p % bs;
+        const float* kp = K + slot * kw + (long)kh * dk;
+        float s = 0.f;
+#pragma unroll
+        for (int i = 0; i < MAXD; i++) {
+            int d = lane + 32 * i;
+            if (d < dk) s += qv[i] * kp[d];
+        }
+        s = warpSum(s);
+        float mn = fmaxf(m, s);
+        float corr = expf(m - mn), e = expf(s - mn);
+        l = l * corr + e;
+        const float* vp = V + slot * vw + (long)kh * dv;
+#pragma unroll
+        for (int i = 0; i < MAXD; i++) {
+            int d = lane + 32 * i;
+            if (d < dv) acc[i] = acc[i] * corr + e * vp[d];
+        }
+        m = mn;
+    }
+    if (lane == 0) { sm[warp] = m; sl[warp] = l; }
+#pragma unroll
+    for (int i = 0; i < MAXD; i++) {
+        int d = lane + 32 * i;
+        if (d < dv) sacc[warp][d] = acc[i];
+    }
+    __syncthreads();
+    float M = fmaxf(fmaxf(sm[0], sm[1]), fmaxf(sm[2], sm[3]));
+    float f[4];
+    float L = 0.f;
+#pragma unroll
+    for (int w = 0; w < 4; w++) {
+        f[w] = sm[w] == -INFINITY ? 0.f : expf(sm[w] - M);
+        L += sl[w] * f[w];
+    }
+    float* out = part + ((long)rh * splits + blockIdx.y) * (dv + 2);
+    for (int d = threadIdx.x; d < dv; d += blockDim.x)
+        out[d] = sacc[0][d] * f[0] + sacc[1][d] * f[1] + sacc[2][d] * f[2] + sacc[3][d] * f[3];
+    if (threadIdx.x == 0) { out[dv] = M; out[dv + 1] = L; }
+}
+
+extern "C" __global__ void attn_combine(float* dst, const float* part, int splits, int dv) {
+    long rh = blockIdx.x;
+    const float* p = part + rh * splits * (dv + 2);
+    float M = -INFINITY;
+    for (int s = 0; s < splits; s++) M = fmaxf(M, p[s * (dv + 2) + dv]);
+    float L = 0.f;
+    for (int s = 0; s < splits; s++) {
+        float ms = p[s * (dv + 2) + dv];
+        if (ms != -INFINITY) L += p[s * (dv + 2) + dv + 1] * expf(ms - M);
+    }
+    float inv = 1.f / L;
+    for (int d = threadIdx.x; d < dv; d += blockDim.x) {
+        float o = 0.f;
+        for (int s = 0; s < splits; s++) {
+            float ms = p[s * (dv + 2) + dv];
+            if (ms != -INFINITY) o += p[s * (dv + 2) + d] * expf(ms - M);
+        }
+        dst[rh * dv + d] = o * inv;
+    }
+}
+
+// Greedy sampling on the device: out[0] = argmax(x[0:n]) (lowest index on
+// ties, as the host argmax does). One block of 1024 threads.
+extern "C" __global__ void argmax(int* out, const float* x, int n) {
+    __shared__ float bv[32];
+    __shared__ int bi[32];
+    float best = -INFINITY;
+    int idx = 0x7fffffff;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        float v = x[i];
+        if (v > best) { best = v; idx = i; }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, best, o);
+        int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+        if (ov > best || (ov == best && oi < idx)) { best = ov; idx = oi; }
+    }
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (lane == 0) { bv[warp] = best; bi[warp] = idx; }
+    __syncthreads();
+    if (warp == 0) {
+        best = lane < (blockDim.x >> 5) ? bv[lane] : -INFINITY;
+        idx = lane < (blockDim.x >> 5) ? bi[lane] : 0x7fffffff;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            float ov = __shfl_xor_sync(0xffffffffu, best, o);
+            int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+            if (ov > best || (ov == best && oi < idx)) { best = ov; idx = oi; }
+        }
+        if (lane == 0) out[0] = idx;
+    }
+}

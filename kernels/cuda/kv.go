@@ -1,0 +1,177 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+// kvPool is one allocation: all layers' K slots, then all layers' V slots,
+// float32 [layer][slot][KVHeads*HeadDim].
+type kvPool struct {
+	spec   kernels.KVSpec
+	k, v   cu.DevicePtr
+	kw, vw int // floats per slot
+	slots  int
+}
+
+func (p *kvPool) Spec() kernels.KVSpec { return p.spec }
+
+func (p *kvPool) kLayer(l int) cu.DevicePtr {
+	return p.k + cu.DevicePtr(int64(l)*int64(p.slots)*int64(p.kw)*4)
+}
+
+func (p *kvPool) vLayer(l int) cu.DevicePtr {
+	return p.v + cu.DevicePtr(int64(l)*int64(p.slots)*int64(p.vw)*4)
+}
+
+// NewKVPool implements kernels.Backend.
+func (b *Backend) NewKVPool(s kernels.KVSpec) (kernels.KVPool, error) {
+	if s.Layers <= 0 || s.Blocks <= 0 || s.BlockSize <= 0 || s.KVHeads <= 0 || s.HeadDimK <= 0 || s.HeadDimV < 0 {
+		return nil, fmt.Errorf("cuda: bad KV spec %+v", s)
+	}
+	if s.HeadDimK > 256 || s.HeadDimV > 256 {
+		return nil, fmt.Errorf("cuda: head dim %d/%d over 256: %w", s.HeadDimK, s.HeadDimV, kernels.ErrUnsupported)
+	}
+	p := &kvPool{spec: s, kw: s.KVHeads * s.HeadDimK, vw: s.KVHeads * s.HeadDimV, slots: s.Blocks * s.BlockSize}
+	kb := int64(s.Layers) * int64(p.slots) * int64(p.kw) * 4
+	vb := int64(s.Layers) * int64(p.slots) * int64(p.vw) * 4
+	if !b.enter() {
+		b.exit()
+		return nil, b.err
+	}
+	defer b.exit()
+	p.k = b.alloc(kb)
+	b.fail(cu.MemsetD32Async(p.k, 0, kb/4, b.stream))
+	if vb > 0 {
+		p.v = b.alloc(vb)
+		b.fail(cu.MemsetD32Async(p.v, 0, vb/4, b.stream))
+	}
+	if b.err != nil {
+		return nil, fmt.Errorf("cuda: KV pool of %d bytes: %w", kb+vb, b.err)
+	}
+	return p, nil
+}
+
+// CopyKVBlock implements kernels.Backend.
+func (b *Backend) CopyKVBlock(kp kernels.KVPool, dst, src int) {
+	if !b.enter() {
+		b.exit()
+		return
+	}
+	defer b.exit()
+	p := kp.(*kvPool)
+	bs := int64(p.spec.BlockSize)
+	for l := 0; l < p.spec.Layers; l++ {
+		kb := bs * int64(p.kw) * 4
+		b.fail(cu.MemcpyDtoDAsync(p.kLayer(l)+cu.DevicePtr(int64(dst)*kb), p.kLayer(l)+cu.DevicePtr(int64(src)*kb), kb, b.stream))
+		if p.vw > 0 {
+			vb := bs * int64(p.vw) * 4
+			b.fail(cu.MemcpyDtoDAsync(p.vLayer(l)+cu.DevicePtr(int64(dst)*vb), p.vLayer(l)+cu.DevicePtr(int64(src)*vb), vb, b.stream))
+		}
+	}
+}
+
+// StoreKV implements kernels.Backend.
+func (b *Backend) StoreKV(kp kernels.KVPool, layer int, k, v kernels.Buf, slots []int32) {
+	if !b.enter() {
+		b.exit()
+		return
+	}
+	defer b.exit()
+	p := kp.(*kvPool)
+	sp := b.put(kSlots, words(slots))
+	var vb uint64
+	if p.vw > 0 {
+		vb = ptr(dptr(v))
+	}
+	b.run(fStoreKV, len(slots), 1, 128, ptr(p.kLayer(layer)), ptr(p.vLayer(layer)), ptr(dptr(k)), vb, ptr(sp),
+		i32(p.kw), i32(p.vw))
+}
+
+// Attention implements kernels.Backend: split-K flash-decoding. Each
+// (row, head) is cut into splits of whole position chunks so that the grid
+// fills the GPU even for one query row; a second kernel merges the splits.
+// Under graph capture the split count follows the block table's capacity,
+// so the same graph serves every position up to it.
+func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, seq kernels.AttnSeq, rows, heads int, scale float32) {
+	if !b.enter() {
+		b.exit()
+		return
+	}
+	defer b.exit()
+	p := kp.(*kvPool)
+	s := p.spec
+	ctx := seq.Start + rows
+	if b.cap != nil {
+		ctx = len(seq.Table) * s.BlockSize
+	}
+	splits := 1
+	if want := cdiv(4*b.sms, rows*heads); want > 1 {
+		splits = min(want, max(cdiv(ctx, 32), 1))
+	}
+	chunk := cdiv(ctx, splits)
+	need := int64(rows*heads*splits) * int64(s.HeadDimV+2) * 4
+	if need > b.partN {
+		// The old buffer is not freed: a captured graph may refer to it.
+		b.partN = max(need, 1<<20)
+		p, err := cu.MemAlloc(b.partN)
+		b.fail(err)
+		b.Resident += b.partN
+		b.part = p
+	}
+	tp := b.put(kTable, words(seq.Table))
+	st := b.put(kStart, []uint32{uint32(seq.Start)})
+	b.run(fAttnPartial, rows*heads, splits, 128, ptr(b.part), ptr(dptr(q)), ptr(p.kLayer(layer)), ptr(p.vLayer(layer)),
+		ptr(tp), ptr(st), i32(heads), i32(s.KVHeads), i32(s.HeadDimK), i32(s.HeadDimV), i32(s.BlockSize), i32(chunk), f32(scale))
+	b.run(fAttnCombine, rows*heads, 1, 128, ptr(dptr(dst)), ptr(b.part), i32(splits), i32(s.HeadDimV))
+}
+
+// ReadKVBlock implements kernels.Backend: per layer, the block's K slots
+// then its V slots (the host tier's layout). It waits for queued work.
+func (b *Backend) ReadKVBlock(kp kernels.KVPool, block int, dst []float32) {
+	b.kvBlockCopy(kp.(*kvPool), block, dst, false)
+}
+
+// WriteKVBlock implements kernels.Backend, the inverse of ReadKVBlock.
+func (b *Backend) WriteKVBlock(kp kernels.KVPool, block int, src []float32) {
+	b.kvBlockCopy(kp.(*kvPool), block, src, true)
+}
+
+func (b *Backend) kvBlockCopy(p *kvPool, block int, host []float32, toDevice bool) {
+	if !b.enter() {
+		b.exit()
+		return
+	}
+	defer b.exit()
+	bs := p.spec.BlockSize
+	kn, vn := bs*p.kw, bs*p.vw
+	if len(host) < p.spec.Layers*(kn+vn) {
+		b.fail(fmt.Errorf("cuda: KV block copy with %d floats, need %d", len(host), p.spec.Layers*(kn+vn)))
+		return
+	}
+	off := 0
+	for l := 0; l < p.spec.Layers; l++ {
+		for _, part := range []struct {
+			dev cu.DevicePtr
+			n   int
+		}{{p.kLayer(l) + cu.DevicePtr(block*kn*4), kn}, {p.vLayer(l) + cu.DevicePtr(block*vn*4), vn}} {
+			if part.n == 0 {
+				continue
+			}
+			h := unsafe.Pointer(&host[off])
+			if toDevice {
+				b.fail(cu.MemcpyHtoDAsync(part.dev, h, int64(part.n)*4, b.stream))
+			} else {
+				b.fail(cu.MemcpyDtoHAsync(h, part.dev, int64(part.n)*4, b.stream))
+			}
+			off += part.n
+		}
+	}
+	b.fail(b.stream.Synchronize())
+}

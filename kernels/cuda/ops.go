@@ -1,0 +1,281 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+// tensor is a weight resident on the device in its stored format.
+type tensor struct {
+	w     *kernels.Weight
+	data  cu.DevicePtr
+	scale cu.DevicePtr // FP8 block scales
+	nsc   int          // scales per row of scale blocks
+	vec   cu.DevicePtr // float32 copy of a 1-D weight (norm scales, biases)
+}
+
+func (t *tensor) Weight() *kernels.Weight { return t.w }
+
+// LoadWeight implements kernels.Backend: the bytes are uploaded as stored.
+func (b *Backend) LoadWeight(w *kernels.Weight) (kernels.Tensor, error) {
+	if err := w.Validate(); err != nil {
+		return nil, err
+	}
+	switch w.DType {
+	case kernels.F32, kernels.F16, kernels.BF16, kernels.F8E4M3:
+	default:
+		return nil, fmt.Errorf("cuda: %s: %s: %w", w.Name, w.DType, kernels.ErrUnsupported)
+	}
+	var vec []float32
+	if len(w.Shape) == 1 {
+		if w.DType == kernels.F8E4M3 {
+			return nil, fmt.Errorf("cuda: %s: FP8 vector: %w", w.Name, kernels.ErrUnsupported)
+		}
+		vec = decodeVector(w)
+	}
+	if !b.enter() {
+		b.exit()
+		return nil, b.err
+	}
+	defer b.exit()
+	t := &tensor{w: w}
+	t.data = b.upload(unsafe.Pointer(&w.Data[0]), int64(len(w.Data)))
+	if w.DType == kernels.F8E4M3 {
+		t.nsc = cdiv(w.Cols(), w.ScaleBlock[1])
+		t.scale = b.upload(unsafe.Pointer(&w.Scale[0]), int64(len(w.Scale))*4)
+	}
+	if vec != nil {
+		t.vec = b.upload(unsafe.Pointer(&vec[0]), int64(len(vec))*4)
+	}
+	if b.err != nil {
+		return nil, fmt.Errorf("load %s: %w", w.Name, b.err)
+	}
+	return t, nil
+}
+
+func (b *Backend) upload(src unsafe.Pointer, n int64) cu.DevicePtr {
+	p := b.alloc(n)
+	if p != 0 {
+		b.fail(cu.MemcpyHtoD(p, src, n))
+	}
+	return p
+}
+
+// decodeVector widens a 1-D weight to float32 on the host (a few KB).
+func decodeVector(w *kernels.Weight) []float32 {
+	out := make([]float32, w.Elems())
+	for i := range out {
+		switch w.DType {
+		case kernels.F32:
+			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(w.Data[4*i:]))
+		case kernels.BF16:
+			out[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(w.Data[2*i:])) << 16)
+		case kernels.F16:
+			out[i] = f16(binary.LittleEndian.Uint16(w.Data[2*i:]))
+		}
+	}
+	return out
+}
+
+func f16(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	mant := uint32(h) & 0x3ff
+	switch {
+	case exp == 0:
+		v := float32(mant) / 1024 / 16384
+		if sign != 0 {
+			v = -v
+		}
+		return v
+	case exp == 31:
+		return math.Float32frombits(sign | 0xff<<23 | mant<<13)
+	}
+	return math.Float32frombits(sign | (exp+112)<<23 | mant<<13)
+}
+
+// wargs are the six WPARAMS words of a weight.
+func (t *tensor) wargs() []uint64 {
+	return []uint64{ptr(t.data), ptr(t.scale), uint64(t.w.DType), i32(t.w.ScaleBlock[0]), i32(t.w.ScaleBlock[1]), i32(t.nsc)}
+}
+
+func cat(parts ...[]uint64) []uint64 {
+	var out []uint64
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// Embed implements kernels.Backend.
+func (b *Backend) Embed(dst kernels.Buf, table kernels.Tensor, ids []int32) {
+	if !b.enter() {
+		b.exit()
+		return
+	}
+	defer b.exit()
+	t := table.(*tensor)
+	ip := b.put(kIDs, words(ids))
+	b.run(fEmbed, len(ids), 1, 256, cat([]uint64{ptr(dptr(dst))}, t.wargs(), []uint64{ptr(ip), i32(t.w.Cols())})...)
+}
+
+// MatMul implements kernels.Backend: a GEMV that streams the weight once
+// for up to 8 rows (decode, small MoE groups), a tensor-core GEMM beyond.
+func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Tensor, rows int) {
+	if !b.enter() {
+		b.exit()
+		return
+	}
+	defer b.exit()
+	t := w.(*tensor)
+	out, in := t.w.Rows(), t.w.Cols()
+	y, xp := ptr(dptr(dst)), ptr(dptr(x))
+	fp8ok := t.w.DType == kernels.F8E4M3 && in%16 == 0 && t.w.ScaleBlock[1]%16 == 0
+	bf16ok := t.w.DType == kernels.BF16 && in%8 == 0
+	if rows <= 8 {
+		switch {
+		case bf16ok:
+			b.run(fGemvBF16+rows-1, cdiv(out, 8), 1, 256, y, xp, ptr(t.data), i32(out), i32(in))
+		case fp8ok:
+			b.run(fGemvFP8+rows-1, cdiv(out, 8), 1, 256, y, xp, ptr(t.data), ptr(t.scale), i32(out), i32(in),
+				i32(t.w.ScaleBlock[0]), i32(t.w.ScaleBlock[1]), i32(t.nsc))
+		default:
+			b.run(fMatmulGeneric, cdiv(out, 8), 1, 256, cat([]uint64{y, xp}, t.wargs(), []uint64{i32(rows), i32(out), i32(in)})...)
+		}
+		return
+	}
+	f := fGemmGeneric
+	switch {
+	case bf16ok:
+		f = fGemmBF16
+	case fp8ok:
+		f = fGemmFP8
+	}
+	b.run(f, cdiv(out, 64), cdiv(rows, 64), 128, cat([]uint64{y, xp}, t.wargs(), []uint64{i32(rows), i32(out), i32(in)})...)
+}
+
+// RMSNorm implements kernels.Backend.
+func (b *Backend) RMSNorm(dst, x kernels.Buf, w kernels.Tensor, rows, dim int, eps float32) {
+	if !b.enter() {
+		b.exit()
+		return
+	}
+	defer b.exit()
+	bx := 256
+	if dim <= 128 {
+		bx = 32 * cdiv(dim, 32)
+	}
+	b.run(fRMSNorm, rows, 1, bx, ptr(dptr(dst)), ptr(dptr(x)), ptr(w.(*tensor).vec), i32(dim), f32(eps))
+}
+
+func (b *Backend) elementwise(f int, n int, args ...uint64) {
+	if !b.enter() {
+		b.exit()
+		return
+	}
+	defer b.exit()
+	b.run(f, cdiv(n, 256), 1, 256, args...)
+}
+
+// Add implements kernels.Backend.
+func (b *Backend) Add(dst, x, y kernels.Buf, n int) {
+	b.elementwise(fAdd, n, ptr(dptr(dst)), ptr(dptr(x)), ptr(dptr(y)), uint64(n))
+}
+
+// AddBias implements kernels.Backend.
+func (b *Backend) AddBias(x kernels.Buf, bias kernels.Tensor, rows, dim int) {
+	b.elementwise(fAddBias, rows*dim, ptr(dptr(x)), ptr(bias.(*tensor).vec), uint64(rows*dim), i32(dim))
+}
+
+// SwiGLU implements kernels.Backend.
+func (b *Backend) SwiGLU(dst, gate, up kernels.Buf, n int) {
+	b.elementwise(fSwiGLU, n, ptr(dptr(dst)), ptr(dptr(gate)), ptr(dptr(up)), uint64(n))
+}
+
+type ropeKey struct {
+	freq *float32
+	n    int
+}
+
+// RoPE implements kernels.Backend. Inverse frequencies are uploaded once
+// per RoPE table.
+func (b *Backend) RoPE(x kernels.Buf, pos []int32, heads, headDim int, r *kernels.RoPE) {
+	if !b.enter() {
+		b.exit()
+		return
+	}
+	defer b.exit()
+	half := r.RotaryDim / 2
+	key := ropeKey{unsafe.SliceData(r.InvFreq), half}
+	fp, ok := b.rope[key]
+	if !ok {
+		fp = b.upload(unsafe.Pointer(&r.InvFreq[0]), int64(half)*4)
+		b.rope[key] = fp
+	}
+	scale := r.Scale
+	if scale == 0 {
+		scale = 1
+	}
+	neox := 0
+	if r.NeoX {
+		neox = 1
+	}
+	pp := b.put(kPos, words(pos))
+	n := len(pos) * heads * half
+	b.run(fRoPE, cdiv(n, 256), 1, 256, ptr(dptr(x)), ptr(pp), ptr(fp), i32(len(pos)), i32(heads), i32(headDim),
+		i32(half), i32(neox), f32(scale))
+}
+
+// Gather implements kernels.Backend.
+func (b *Backend) Gather(dst, src kernels.Buf, idx []int32, dim int) {
+	if !b.enter() {
+		b.exit()
+		return
+	}
+	defer b.exit()
+	ip := b.put(kGather, words(idx))
+	b.run(fGather, len(idx), 1, 256, ptr(dptr(dst)), ptr(dptr(src)), ptr(ip), i32(dim))
+}
+
+// ScatterAdd implements kernels.Backend.
+func (b *Backend) ScatterAdd(dst, src kernels.Buf, idx []int32, w []float32, dim int) {
+	if !b.enter() {
+		b.exit()
+		return
+	}
+	defer b.exit()
+	ip := b.put(kScatterIdx, words(idx))
+	wp := b.put(kScatterW, fwords(w))
+	b.run(fScatterAdd, len(idx), 1, 256, ptr(dptr(dst)), ptr(dptr(src)), ptr(ip), ptr(wp), i32(dim))
+}
+
+// Argmax returns the index of the largest of the first n elements of x,
+// computed on the device (greedy sampling without reading the logits).
+func (b *Backend) Argmax(x kernels.Buf, n int) int32 {
+	if !b.enter() {
+		b.exit()
+		return -1
+	}
+	defer b.exit()
+	res := b.argmaxOut()
+	b.run(fArgmax, 1, 1, 1024, ptr(res), ptr(dptr(x)), i32(n))
+	var out int32
+	b.fail(cu.MemcpyDtoHAsync(unsafe.Pointer(&out), res, 4, b.stream))
+	b.fail(b.stream.Synchronize())
+	return out
+}
+
+func (b *Backend) argmaxOut() cu.DevicePtr {
+	if b.amax == 0 {
+		b.amax = b.alloc(4)
+	}
+	return b.amax
+}
