@@ -44,7 +44,7 @@ func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b
 // leftmost first among equal ranks (as Hugging Face tokenizers does).
 type bpe struct {
 	vocab        map[string]int32
-	merges       map[uint64]mergeRule
+	merges       *pairTable
 	byteIDs      [256]int32 // -1 where the vocabulary lacks the byte
 	unk          int32      // -1 if none
 	ignoreMerges bool
@@ -64,7 +64,7 @@ const (
 func newBPE(vocab map[string]int32, merges [][2]string, unk int32, ignoreMerges bool) (*bpe, error) {
 	m := &bpe{
 		vocab:        vocab,
-		merges:       make(map[uint64]mergeRule, len(merges)),
+		merges:       newPairTable(len(merges)),
 		unk:          unk,
 		ignoreMerges: ignoreMerges,
 		cache:        make(map[string][]int32),
@@ -83,10 +83,7 @@ func newBPE(vocab map[string]int32, merges [][2]string, unk int32, ignoreMerges 
 		if !okA || !okB || !okC {
 			return nil, errorf("merge %d (%q %q): token not in vocabulary", i, mg[0], mg[1])
 		}
-		k := pairKey(a, b)
-		if _, dup := m.merges[k]; !dup { // the first (lowest) rank wins
-			m.merges[k] = mergeRule{rank: int32(i), id: c}
-		}
+		m.merges.insert(pairKey(a, b), mergeRule{rank: int32(i), id: c}) // the first (lowest) rank wins
 	}
 	return m, nil
 }
@@ -149,23 +146,50 @@ func (m *bpe) merge(word string, dst []int32) []int32 {
 	return dst[:start+n]
 }
 
-// mergeSmall merges in place by repeated scans; returns the new length.
+// mergeSmall merges in place, keeping the rank of every adjacent pair in
+// a small array so that each merge costs two map lookups and a scan of
+// that array; returns the new length.
 func (m *bpe) mergeSmall(s []int32) int {
 	n := len(s)
+	if n < 2 {
+		return n
+	}
+	var rankBuf [smallWord]int32
+	var idBuf [smallWord]int32
+	ranks, ids := rankBuf[:n-1], idBuf[:n-1] // pair i = (s[i], s[i+1])
+	const none = int32(1<<31 - 1)
+	look := func(i int) {
+		if r, ok := m.merges.get(pairKey(s[i], s[i+1])); ok {
+			ranks[i], ids[i] = r.rank, r.id
+		} else {
+			ranks[i] = none
+		}
+	}
+	for i := range ranks {
+		look(i)
+	}
 	for n > 1 {
-		best := -1
-		var bestRule mergeRule
-		for i := 0; i+1 < n; i++ {
-			if r, ok := m.merges[pairKey(s[i], s[i+1])]; ok && (best < 0 || r.rank < bestRule.rank) {
-				best, bestRule = i, r
+		best := 0
+		for i := 1; i < n-1; i++ {
+			if ranks[i] < ranks[best] {
+				best = i
 			}
 		}
-		if best < 0 {
+		if ranks[best] == none {
 			break
 		}
-		s[best] = bestRule.id
-		copy(s[best+1:], s[best+2:n])
+		s[best] = ids[best]
+		copy(s[best+1:n], s[best+2:n])
+		copy(ranks[best:n-1], ranks[best+1:n-1])
+		copy(ids[best:n-1], ids[best+1:n-1])
 		n--
+		ranks, ids = ranks[:n-1], ids[:n-1]
+		if best > 0 {
+			look(best - 1)
+		}
+		if best < n-1 {
+			look(best)
+		}
 	}
 	return n
 }
@@ -207,7 +231,7 @@ func (m *bpe) mergeHeap(s []int32) int {
 	syms[len(syms)-1].next = -1
 	h := make(candHeap, 0, len(s))
 	for i := 0; i+1 < len(s); i++ {
-		if r, ok := m.merges[pairKey(s[i], s[i+1])]; ok {
+		if r, ok := m.merges.get(pairKey(s[i], s[i+1])); ok {
 			h = append(h, candidate{rank: r.rank, pos: int32(i), id: r.id})
 		}
 	}
@@ -219,7 +243,7 @@ func (m *bpe) mergeHeap(s []int32) int {
 			continue
 		}
 		right := &syms[left.next]
-		if r, ok := m.merges[pairKey(left.id, right.id)]; !ok || r.id != c.id {
+		if r, ok := m.merges.get(pairKey(left.id, right.id)); !ok || r.id != c.id {
 			continue // stale: one side changed since this was queued
 		}
 		left.id = c.id
@@ -230,12 +254,12 @@ func (m *bpe) mergeHeap(s []int32) int {
 		}
 		if left.prev >= 0 {
 			p := &syms[left.prev]
-			if r, ok := m.merges[pairKey(p.id, left.id)]; ok {
+			if r, ok := m.merges.get(pairKey(p.id, left.id)); ok {
 				heap.Push(&h, candidate{rank: r.rank, pos: left.prev, id: r.id})
 			}
 		}
 		if left.next >= 0 {
-			if r, ok := m.merges[pairKey(left.id, syms[left.next].id)]; ok {
+			if r, ok := m.merges.get(pairKey(left.id, syms[left.next].id)); ok {
 				heap.Push(&h, candidate{rank: r.rank, pos: c.pos, id: r.id})
 			}
 		}

@@ -54,11 +54,11 @@ func buildNormalizer(c *component) (normalizer, error) {
 		return func(s string) string {
 			var b strings.Builder
 			prev := 0
-			for _, m := range re.find(s) {
-				b.WriteString(s[prev:m[0]])
+			re.find(s, func(a, e int) {
+				b.WriteString(s[prev:a])
 				b.WriteString(content)
-				prev = m[1]
-			}
+				prev = e
+			})
 			b.WriteString(s[prev:])
 			return b.String()
 		}, nil

@@ -18,9 +18,17 @@ import (
 // The two most common patterns also have an exact hand-written scanner
 // (scan.go) that is several times faster; tests check it against regexp2.
 
-// pattern finds non-overlapping matches as byte offsets.
+// pattern finds non-overlapping matches, calling fn with the byte offsets
+// of each in order.
 type pattern interface {
-	find(s string) [][2]int
+	find(s string, fn func(start, end int))
+}
+
+// findAll collects the matches of p in s.
+func findAll(p pattern, s string) [][2]int {
+	var out [][2]int
+	p.find(s, func(a, b int) { out = append(out, [2]int{a, b}) })
+	return out
 }
 
 type regexPattern struct{ re *regexp2.Regexp }
@@ -53,9 +61,9 @@ func compilePattern(p *hfPattern) (pattern, error) {
 	return nil, errors.New("pattern is neither String nor Regex")
 }
 
-func (p *regexPattern) find(s string) [][2]int {
+func (p *regexPattern) find(s string, fn func(start, end int)) {
 	if s == "" {
-		return nil
+		return
 	}
 	// regexp2 works on runes; keep the byte offset of each rune so that
 	// invalid UTF-8 bytes keep their own width.
@@ -68,35 +76,31 @@ func (p *regexPattern) find(s string) [][2]int {
 		i += n
 	}
 	offs = append(offs, len(s))
-	var out [][2]int
 	m, err := p.re.FindRunesMatch(runes)
 	for err == nil && m != nil {
 		if m.Length > 0 {
-			out = append(out, [2]int{offs[m.Index], offs[m.Index+m.Length]})
+			fn(offs[m.Index], offs[m.Index+m.Length])
 		}
 		m, err = p.re.FindNextMatch(m)
 	}
-	return out
 }
 
 type literalPattern string
 
-func (p literalPattern) find(s string) [][2]int {
-	var out [][2]int
+func (p literalPattern) find(s string, fn func(start, end int)) {
 	for i := 0; i+len(p) <= len(s); {
 		if s[i:i+len(p)] == string(p) {
-			out = append(out, [2]int{i, i + len(p)})
+			fn(i, i+len(p))
 			i += len(p)
 			continue
 		}
 		i++
 	}
-	return out
 }
 
-// preStep splits each piece of text into smaller pieces.
+// preStep splits a piece of text into smaller pieces, in order.
 type preStep interface {
-	split(s string, dst []string) []string
+	split(s string, emit func(string))
 }
 
 // splitStep is HF's Split pre-tokenizer.
@@ -120,26 +124,26 @@ type span struct {
 	match      bool
 }
 
-func (st *splitStep) split(s string, dst []string) []string {
+func (st *splitStep) split(s string, emit func(string)) {
 	if s == "" {
-		return dst
+		return
 	}
-	ms := st.pat.find(s)
 	if st.behavior == "Isolated" && !st.invert {
-		// Fast path for the common case.
+		// The common case streams: gaps and matches are both pieces.
 		prev := 0
-		for _, m := range ms {
-			if m[0] > prev {
-				dst = append(dst, s[prev:m[0]])
+		st.pat.find(s, func(a, b int) {
+			if a > prev {
+				emit(s[prev:a])
 			}
-			dst = append(dst, s[m[0]:m[1]])
-			prev = m[1]
-		}
+			emit(s[a:b])
+			prev = b
+		})
 		if prev < len(s) {
-			dst = append(dst, s[prev:])
+			emit(s[prev:])
 		}
-		return dst
+		return
 	}
+	ms := findAll(st.pat, s)
 	spans := make([]span, 0, 2*len(ms)+1)
 	prev := 0
 	for _, m := range ms {
@@ -205,10 +209,9 @@ func (st *splitStep) split(s string, dst []string) []string {
 	}
 	for _, sp := range out {
 		if sp.end > sp.start {
-			dst = append(dst, s[sp.start:sp.end])
+			emit(s[sp.start:sp.end])
 		}
 	}
-	return dst
 }
 
 // gpt2Pattern is the split ByteLevel applies when use_regex is true.
@@ -221,37 +224,37 @@ type byteLevelStep struct {
 	re             pattern // nil when use_regex is false
 }
 
-func (st *byteLevelStep) split(s string, dst []string) []string {
+func (st *byteLevelStep) split(s string, emit func(string)) {
 	if s == "" {
-		return dst
+		return
 	}
 	if st.addPrefixSpace && s[0] != ' ' {
 		s = " " + s
 	}
 	if st.re == nil {
-		return append(dst, s)
+		emit(s)
+		return
 	}
-	return (&splitStep{pat: st.re, behavior: "Isolated"}).split(s, dst)
+	(&splitStep{pat: st.re, behavior: "Isolated"}).split(s, emit)
 }
 
 // digitsStep is HF's Digits pre-tokenizer.
 type digitsStep struct{ individual bool }
 
-func (st digitsStep) split(s string, dst []string) []string {
+func (st digitsStep) split(s string, emit func(string)) {
 	start := 0
 	prevDigit := false
 	for i, r := range s {
 		d := unicode.IsDigit(r)
 		if i > start && (d != prevDigit || (d && st.individual)) {
-			dst = append(dst, s[start:i])
+			emit(s[start:i])
 			start = i
 		}
 		prevDigit = d
 	}
 	if start < len(s) {
-		dst = append(dst, s[start:])
+		emit(s[start:])
 	}
-	return dst
 }
 
 // buildPreTokenizer flattens a pre_tokenizer into steps and reports

@@ -332,7 +332,7 @@ func (t *Tokenizer) addEOS(id int32) {
 // tokens written in the text are recognized (HF add_special_tokens=False).
 func (t *Tokenizer) Encode(text string) []int32 {
 	var ids []int32
-	var words []string
+	encodeWord := func(w string) { ids = t.model.encodeWord(w, ids) }
 	for _, seg := range t.rawAdded.split(text, nil) {
 		if seg.tok != nil {
 			ids = append(ids, seg.tok.id)
@@ -347,29 +347,23 @@ func (t *Tokenizer) Encode(text string) []int32 {
 				ids = append(ids, seg2.tok.id)
 				continue
 			}
-			words = t.preTokenize(seg2.text, words[:0])
-			for _, w := range words {
-				ids = t.model.encodeWord(w, ids)
-			}
+			t.preTokenize(seg2.text, 0, encodeWord)
 		}
 	}
 	return ids
 }
 
-func (t *Tokenizer) preTokenize(s string, dst []string) []string {
+// preTokenize runs s through pre-tokenizer steps from step on, calling
+// emit with each final word.
+func (t *Tokenizer) preTokenize(s string, step int, emit func(string)) {
 	if s == "" {
-		return dst
+		return
 	}
-	pieces := append(dst, s)
-	var next []string
-	for _, st := range t.preSteps {
-		next = next[:0]
-		for _, p := range pieces {
-			next = st.split(p, next)
-		}
-		pieces, next = next, pieces
+	if step == len(t.preSteps) {
+		emit(s)
+		return
 	}
-	return pieces
+	t.preSteps[step].split(s, func(p string) { t.preTokenize(p, step+1, emit) })
 }
 
 // TokenString is the vocabulary spelling of id (byte-level characters for
