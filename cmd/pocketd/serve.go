@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/pocketllm/pocketllm/daemon"
+	"github.com/pocketllm/pocketllm/daemon/gateway"
 	"github.com/spf13/cobra"
 )
 
@@ -154,7 +155,11 @@ func runServe(cmd *cobra.Command, f *serveFlags) error {
 	if err != nil {
 		return err
 	}
-	// The OpenAI gateway mounts its routes here: srv.AddRoutes(gateway.New(srv)).
+	gw, err := gateway.New(srv)
+	if err != nil {
+		return err
+	}
+	srv.AddRoutes(gw)
 
 	// SIGTERM or SIGINT cancels the root context and starts the drain; a
 	// second signal kills the process the default way.

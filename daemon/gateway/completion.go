@@ -1,0 +1,204 @@
+package gateway
+
+import (
+	"bufio"
+	"time"
+
+	"github.com/pocketllm/pocketllm/daemon"
+	"github.com/pocketllm/pocketllm/session"
+	"github.com/valyala/fasthttp"
+)
+
+// POST /v1/completions: a text prompt or token ids; echo returns the
+// prompt too, and with logprobs the prompt tokens' log-probabilities.
+
+type textCompletion struct {
+	ID                string       `json:"id"`
+	Object            string       `json:"object"`
+	Created           int64        `json:"created"`
+	Model             string       `json:"model"`
+	SystemFingerprint string       `json:"system_fingerprint"`
+	Choices           []textChoice `json:"choices"`
+	Usage             *usage       `json:"usage,omitempty"`
+}
+
+type textChoice struct {
+	Text         string          `json:"text"`
+	Index        int             `json:"index"`
+	Logprobs     *legacyLogprobs `json:"logprobs"`
+	FinishReason *string         `json:"finish_reason"`
+}
+
+// legacyLogprobs is the completions API's logprobs object; the first
+// echoed prompt token has no log-probability (null).
+type legacyLogprobs struct {
+	Tokens        []string             `json:"tokens"`
+	TokenLogprobs []*float64           `json:"token_logprobs"`
+	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+	TextOffset    []int                `json:"text_offset"`
+}
+
+// add appends one token; offset is the text length before it.
+func (l *legacyLogprobs) add(m *modelInfo, ev session.TokenEvent, scored bool, offset int) {
+	l.Tokens = append(l.Tokens, m.tokenText(ev.ID))
+	l.TextOffset = append(l.TextOffset, offset)
+	if !scored {
+		l.TokenLogprobs = append(l.TokenLogprobs, nil)
+		l.TopLogprobs = append(l.TopLogprobs, nil)
+		return
+	}
+	lp := finiteLogprob(ev.Logprob)
+	l.TokenLogprobs = append(l.TokenLogprobs, &lp)
+	top := make(map[string]float64, len(ev.Top))
+	for _, a := range ev.Top {
+		if _, dup := top[a.Text]; !dup {
+			top[a.Text] = finiteLogprob(a.Logprob)
+		}
+	}
+	l.TopLogprobs = append(l.TopLogprobs, top)
+}
+
+func newLegacyLogprobs() *legacyLogprobs {
+	return &legacyLogprobs{Tokens: []string{}, TokenLogprobs: []*float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
+}
+
+func (g *Gateway) serveCompletion(ctx *fasthttp.RequestCtx) {
+	start := time.Now()
+	j, aerr := decodeCompletion(ctx.PostBody(), string(ctx.Request.Header.Peek("X-Pocket-Session")))
+	if aerr != nil {
+		writeError(ctx, aerr)
+		return
+	}
+	p, aerr := g.prepare(ctx, j, func(m *modelInfo) ([]int32, *apiError) {
+		if j.ids != nil {
+			return j.ids, nil
+		}
+		if *j.text == "" {
+			return nil, nil
+		}
+		if m.tok == nil {
+			return nil, badParam("prompt", "model %s has no tokenizer: send the prompt as token ids", m.name)
+		}
+		return m.tok.Encode(*j.text), nil
+	})
+	if aerr != nil {
+		writeError(ctx, aerr)
+		return
+	}
+	// The echoed prompt: its text, and its tokens scored when asked.
+	var echo string
+	var lps *legacyLogprobs
+	if j.params.Logprobs {
+		lps = newLegacyLogprobs()
+	}
+	if j.echo {
+		if j.text != nil {
+			echo = *j.text
+		} else if p.m.tok != nil {
+			echo = p.m.tok.Decode(p.prompt)
+		}
+		if lps != nil {
+			evs, err := g.srv.Sessions().PromptLogprobs(g.srv.RequestContext(), p.owner, p.m.name, p.prompt, j.params.TopLogprobs)
+			if err != nil {
+				writeError(ctx, fromSession(err))
+				return
+			}
+			off := 0
+			for i, ev := range evs {
+				lps.add(p.m, ev, i > 0, off)
+				off += len(lps.Tokens[i])
+			}
+		}
+	}
+	id, created := newID("cmpl"), time.Now()
+	if j.stream {
+		g.streamCompletion(ctx, j, p, id, created, start, echo, lps)
+		return
+	}
+	text := echo
+	var onToken func(session.TokenEvent) error
+	if lps != nil {
+		onToken = func(ev session.TokenEvent) error {
+			lps.add(p.m, ev, true, len(text))
+			text += ev.Text
+			return nil
+		}
+	}
+	res, err := p.run(g.srv.RequestContext(), g.timed(p.m.name, start, onToken))
+	if err != nil {
+		writeError(ctx, fromSession(err))
+		return
+	}
+	reason := res.FinishReason
+	daemon.WriteJSON(ctx, fasthttp.StatusOK, textCompletion{
+		ID: id, Object: "text_completion", Created: created.Unix(), Model: p.m.name, SystemFingerprint: fingerprint,
+		Choices: []textChoice{{Text: echo + res.Text, Logprobs: lps, FinishReason: &reason}},
+		Usage:   usageOf(res.Usage),
+	})
+}
+
+func (g *Gateway) streamCompletion(ctx *fasthttp.RequestCtx, j *job, p *prepared, id string, created, start time.Time, echo string, lps *legacyLogprobs) {
+	gen := g.start(p, start)
+	first, ok := gen.next()
+	if !ok && gen.err != nil {
+		gen.cancel()
+		writeError(ctx, fromSession(gen.err))
+		return
+	}
+	sseHeaders(ctx)
+	chunk := func(c textChoice) textCompletion {
+		return textCompletion{ID: id, Object: "text_completion", Created: created.Unix(), Model: p.m.name,
+			SystemFingerprint: fingerprint, Choices: []textChoice{c}}
+	}
+	prefix := chunkPrefix(id, "text_completion", p.m.name, created)
+	log := g.srv.Logger()
+	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer gen.cancel()
+		s := newSSE(w)
+		offset := len(echo)
+		if echo != "" || lps != nil && len(lps.Tokens) > 0 {
+			if s.event(chunk(textChoice{Text: echo, Logprobs: lps})) != nil {
+				return
+			}
+		}
+		var buf []byte
+		for ev, more := first, ok; more; ev, more = gen.next() {
+			var err error
+			switch {
+			case lps != nil:
+				one := newLegacyLogprobs()
+				one.add(p.m, ev, true, offset)
+				err = s.event(chunk(textChoice{Text: ev.Text, Logprobs: one}))
+			case ev.Text != "":
+				buf = append(append(buf[:0], prefix...), `"text":`...)
+				buf = appendJSONString(buf, ev.Text)
+				buf = append(buf, `,"logprobs":null,"finish_reason":null}]}`...)
+				err = s.raw(buf)
+			}
+			offset += len(ev.Text)
+			if err != nil {
+				gen.cancel()
+				<-gen.done
+				log.Debug("client went away during a completion stream", "id", id, "generated", len(gen.res.IDs))
+				return
+			}
+		}
+		if gen.err != nil {
+			s.fail(fromSession(gen.err))
+			return
+		}
+		reason := gen.res.FinishReason
+		if s.event(chunk(textChoice{FinishReason: &reason})) != nil {
+			return
+		}
+		if j.includeUsage {
+			c := chunk(textChoice{})
+			c.Choices = []textChoice{}
+			c.Usage = usageOf(gen.res.Usage)
+			if s.event(c) != nil {
+				return
+			}
+		}
+		s.done()
+	})
+}
