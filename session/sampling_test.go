@@ -1,0 +1,145 @@
+package session
+
+import (
+	"math"
+	"slices"
+	"testing"
+)
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+// dist runs the sampler's distribution and returns it as id → probability.
+func dist(p SamplingParams, logits []float32, prompt, generated []int32) map[int32]float64 {
+	s := newSampler(p, prompt)
+	for _, g := range generated {
+		s.observe(g)
+	}
+	ids, probs := s.distribution(logits)
+	out := map[int32]float64{}
+	for i, id := range ids {
+		out[id] = probs[i]
+	}
+	return out
+}
+
+func softmax(x ...float64) []float64 {
+	var sum float64
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = math.Exp(v)
+		sum += out[i]
+	}
+	for i := range out {
+		out[i] /= sum
+	}
+	return out
+}
+
+func checkDist(t *testing.T, name string, got map[int32]float64, want map[int32]float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: got %v, want %v", name, got, want)
+	}
+	for id, p := range want {
+		if !near(got[id], p) {
+			t.Fatalf("%s: got %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestDistributions(t *testing.T) {
+	logits := []float32{1, 2, 3, 0, -1}
+	// Greedy.
+	checkDist(t, "greedy", dist(SamplingParams{}, logits, nil, nil), map[int32]float64{2: 1})
+	// Temperature 2: softmax of logits/2.
+	sm := softmax(0.5, 1, 1.5, 0, -0.5)
+	checkDist(t, "temperature", dist(SamplingParams{Temperature: 2}, logits, nil, nil),
+		map[int32]float64{0: sm[0], 1: sm[1], 2: sm[2], 3: sm[3], 4: sm[4]})
+	// Top-k 2: the two largest, renormalised.
+	s2 := softmax(2, 3)
+	checkDist(t, "top-k", dist(SamplingParams{Temperature: 1, TopK: 2}, logits, nil, nil),
+		map[int32]float64{1: s2[0], 2: s2[1]})
+	// Top-p: probabilities at T=1 are ≈ .6364 .2341 .0861 .0317 .0117;
+	// p=0.8 keeps {2,1} (.8705 ≥ .8), p=0.5 keeps {2}.
+	checkDist(t, "top-p .8", dist(SamplingParams{Temperature: 1, TopP: 0.8}, logits, nil, nil),
+		map[int32]float64{1: s2[0], 2: s2[1]})
+	checkDist(t, "top-p .5", dist(SamplingParams{Temperature: 1, TopP: 0.5}, logits, nil, nil),
+		map[int32]float64{2: 1})
+	// Min-p 0.1: threshold .06364 keeps {2,1,0}.
+	s3 := softmax(1, 2, 3)
+	checkDist(t, "min-p", dist(SamplingParams{Temperature: 1, MinP: 0.1}, logits, nil, nil),
+		map[int32]float64{0: s3[0], 1: s3[1], 2: s3[2]})
+	// Top-k 4 then top-p .95 over the renormalised four: .6439 .2369 .0871 .0321
+	// → cumulative .6439 .8808 .9679: keeps three.
+	checkDist(t, "top-k+top-p", dist(SamplingParams{Temperature: 1, TopK: 4, TopP: 0.95}, logits, nil, nil),
+		map[int32]float64{0: s3[0], 1: s3[1], 2: s3[2]})
+}
+
+func TestPenalties(t *testing.T) {
+	logits := []float32{1, 2, 3, -1}
+	// Repetition 2 on prompt token 2 (positive: halved) and generated token
+	// 3 (negative: doubled).
+	sm := softmax(1, 2, 1.5, -2)
+	checkDist(t, "repetition", dist(SamplingParams{Temperature: 1, RepetitionPenalty: 2}, logits, []int32{2}, []int32{3}),
+		map[int32]float64{0: sm[0], 1: sm[1], 2: sm[2], 3: sm[3]})
+	// Frequency 0.5 and presence 0.25 on generated tokens only: token 1
+	// twice (2 - 1 - .25), token 0 once (1 - .5 - .25); the prompt is exempt.
+	sm = softmax(0.25, 0.75, 3, -1)
+	checkDist(t, "frequency+presence",
+		dist(SamplingParams{Temperature: 1, FrequencyPenalty: 0.5, PresencePenalty: 0.25}, logits, []int32{2}, []int32{1, 1, 0}),
+		map[int32]float64{0: sm[0], 1: sm[1], 2: sm[2], 3: sm[3]})
+	// Penalties change the greedy choice too.
+	checkDist(t, "greedy with presence", dist(SamplingParams{PresencePenalty: 2}, logits, nil, []int32{2}),
+		map[int32]float64{1: 1})
+}
+
+func TestSeededSampling(t *testing.T) {
+	logits := make([]float32, 50)
+	for i := range logits {
+		logits[i] = float32(math.Sin(float64(i)))
+	}
+	draw := func(seed uint64) []int32 {
+		s := newSampler(SamplingParams{Temperature: 1, Seed: &seed}, nil)
+		var out []int32
+		for range 40 {
+			out = append(out, s.sample(logits))
+		}
+		return out
+	}
+	a, b, c := draw(7), draw(7), draw(8)
+	if !slices.Equal(a, b) {
+		t.Fatalf("same seed, different tokens: %v vs %v", a, b)
+	}
+	if slices.Equal(a, c) {
+		t.Fatalf("different seeds, same tokens: %v", a)
+	}
+	// The empirical distribution follows the probabilities.
+	seed := uint64(1)
+	s := newSampler(SamplingParams{Temperature: 1, TopK: 2, Seed: &seed}, nil)
+	count := 0
+	const n = 20000
+	two := []float32{0, 1, -5}
+	for range n {
+		if s.sample(two) == 1 {
+			count++
+		}
+	}
+	if p := softmax(0, 1)[1]; math.Abs(float64(count)/n-p) > 0.02 {
+		t.Errorf("sampled token 1 %d/%d times, want ≈ %.3f", count, n, p)
+	}
+}
+
+func TestLogSoftmax(t *testing.T) {
+	logits := []float32{1, 3, 2, 3}
+	lp, top := logSoftmax(logits, 2, 3)
+	lse := math.Log(math.Exp(1) + 2*math.Exp(3) + math.Exp(2))
+	if math.Abs(float64(lp)-(2-lse)) > 1e-6 {
+		t.Errorf("logprob %v, want %v", lp, 2-lse)
+	}
+	if len(top) != 3 || top[0].ID != 1 || top[1].ID != 3 || top[2].ID != 2 {
+		t.Fatalf("top %+v", top)
+	}
+	if math.Abs(float64(top[0].Logprob)-(3-lse)) > 1e-6 {
+		t.Errorf("top logprob %v", top[0].Logprob)
+	}
+}
