@@ -42,7 +42,10 @@ func (h *hostTier) put(k Key, data []float32) bool {
 
 func (h *hostTier) get(k Key) ([]float32, bool) { return h.c.Get(string(k[:])) }
 
-func (h *hostTier) del(k Key) { h.c.Del(string(k[:])) }
+func (h *hostTier) del(k Key) {
+	h.c.Del(string(k[:]))
+	h.c.Wait() // keep used() exact
+}
 
 func (h *hostTier) used() int64 { return h.c.MaxCost() - h.c.RemainingCost() }
 
