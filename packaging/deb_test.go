@@ -211,6 +211,22 @@ func TestDebInstall(t *testing.T) {
 		}
 	}
 
+	// Reinstall (postinst configure with the old version: the upgrade path)
+	// keeps an edited conffile and the admin's enablement state.
+	edited := append(packaging.DefaultConfig(), "# edited by the admin\n"...)
+	if err := os.WriteFile(packaging.ConfigPath, edited, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dpkg(t, "--force-confold", "-i", deb)
+	if b, err := os.ReadFile(packaging.ConfigPath); err != nil || !bytes.Equal(b, edited) {
+		t.Errorf("after reinstall, the edited %s was not kept (%v)", packaging.ConfigPath, err)
+	}
+	for _, l := range enabled {
+		if _, err := os.Lstat(l); err != nil {
+			t.Errorf("after reinstall: %v", err)
+		}
+	}
+
 	dpkg(t, "-r", "pocketllm")
 	for _, f := range []string{"/usr/bin/pocketd", "/usr/bin/pocketctl", "/usr/lib/systemd/system/pocketd.service"} {
 		if _, err := os.Stat(f); err == nil {
