@@ -239,6 +239,25 @@ func (c *Client) Health(ctx context.Context) (*apitype.Health, error) {
 	return &h, err
 }
 
+// WaitReady polls Health until the daemon is ready (models loaded), the
+// daemon is stopping, or ctx ends.
+func (c *Client) WaitReady(ctx context.Context) error {
+	for {
+		h, err := c.Health(ctx)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, ErrUnavailable) || h.Status == "stopping" {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // Models lists the served models.
 func (c *Client) Models(ctx context.Context) ([]apitype.Model, error) {
 	var m apitype.Models
