@@ -24,6 +24,7 @@ func main() {
 	root.AddCommand(
 		newServeCmd(),
 		newInspectCmd(),
+		newTokenizeCmd(),
 		newLogitsCmd(),
 		newGenerateCmd(),
 		newBenchCmd(),

@@ -44,7 +44,7 @@ func buildNormalizer(c *component) (normalizer, error) {
 		}, nil
 	case "Replace":
 		if c.Pattern == nil {
-			return nil, errors.New("Replace without pattern")
+			return nil, errors.New("replace normalizer without a pattern")
 		}
 		re, err := compilePattern(c.Pattern)
 		if err != nil {

@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"errors"
 	"fmt"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -33,6 +34,8 @@ func findAll(p pattern, s string) [][2]int {
 
 type regexPattern struct{ re *regexp2.Regexp }
 
+const regexTimeout = 2 * time.Second
+
 func compileRegex(expr string) (pattern, error) {
 	if p := knownScanner(expr); p != nil {
 		return p, nil
@@ -45,6 +48,9 @@ func compileRegexp2(expr string) (*regexPattern, error) {
 	if err != nil {
 		return nil, fmt.Errorf("regex %q: %w", expr, err)
 	}
+	// A pathological pattern from a file must not hang Encode: past the
+	// timeout the rest of the piece is left unsplit.
+	re.MatchTimeout = regexTimeout
 	return &regexPattern{re: re}, nil
 }
 
@@ -275,7 +281,7 @@ func buildPreTokenizer(c *component, steps []preStep, byteLevel *bool) ([]preSte
 		return steps, nil
 	case "Split":
 		if c.Pattern == nil {
-			return nil, errors.New("Split without pattern")
+			return nil, errors.New("split pre-tokenizer without a pattern")
 		}
 		pat, err := compilePattern(c.Pattern)
 		if err != nil {

@@ -192,9 +192,12 @@ func checkDecoder(raw json.RawMessage) error {
 	return fmt.Errorf("decoder %q", c.Type)
 }
 
-// maxVocab bounds ids so that a hostile file cannot make us allocate
-// gigabytes for the id table.
-const maxVocab = 1 << 24
+// maxVocab bounds ids, and maxIDGap the unused ids, so that a hostile
+// file cannot make us allocate gigabytes for the id table.
+const (
+	maxVocab = 1 << 24
+	maxIDGap = 1 << 16
+)
 
 func (t *Tokenizer) init(vocab map[string]int32, merges [][2]string, unk int32, ignoreMerges bool, added []*addedToken) error {
 	size := 0
@@ -209,6 +212,9 @@ func (t *Tokenizer) init(vocab map[string]int32, merges [][2]string, unk int32, 
 			return fmt.Errorf("added token %q: id %d out of range", a.content, a.id)
 		}
 		size = max(size, int(a.id)+1)
+	}
+	if size > len(vocab)+len(added)+maxIDGap {
+		return fmt.Errorf("ids up to %d for %d tokens", size-1, len(vocab)+len(added))
 	}
 	m, err := newBPE(vocab, merges, unk, ignoreMerges)
 	if err != nil {
