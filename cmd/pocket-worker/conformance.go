@@ -209,6 +209,30 @@ func (c *conf) run() {
 		}
 		c.check("MatMul", fmt.Sprintf("%s rows=%d out=%d in=%d", s.dt, s.rows, s.out, s.in), yg, yh, s.rows*s.out, tol)
 	}
+	// Deferred single-row GEMVs on one input launched as one kernel (q/k/v,
+	// gate/up): all operands are made first so that nothing flushes between.
+	{
+		outs := []int{256, 64, 64, 1000, 8}
+		xg, xh := c.pair(c.randn(512))
+		type mmOp struct {
+			wg, wh kernels.Tensor
+			yg, yh kernels.Buf
+		}
+		var ops []mmOp
+		for _, o := range outs {
+			var op mmOp
+			op.wg, op.wh = c.weight(kernels.BF16, []int{o, 512}, [2]int{})
+			op.yg, op.yh = c.outPair(o)
+			ops = append(ops, op)
+		}
+		for _, op := range ops {
+			c.g.MatMul(op.yg, xg, op.wg, 1)
+			c.c.MatMul(op.yh, xh, op.wh, 1)
+		}
+		for i, op := range ops {
+			c.check("MatMulGroup", fmt.Sprintf("%d of %d out=%d in=512", i+1, len(ops), outs[i]), op.yg, op.yh, outs[i], tolExact*10)
+		}
+	}
 	// Embed.
 	for _, dt := range []kernels.DType{kernels.BF16, kernels.F32, kernels.F16} {
 		tg, th := c.weight(dt, []int{1000, 96}, [2]int{})

@@ -37,6 +37,7 @@ const (
 	fAttnPartial
 	fAttnCombine
 	fArgmax
+	fGemvMulti
 	fGemvBF16 // + rows-1, 8 of them
 	fGemvFP8  = fGemvBF16 + 8
 	numFuncs  = fGemvFP8 + 8
@@ -44,7 +45,7 @@ const (
 
 var funcNames = func() []string {
 	n := []string{"embed", "matmul_generic", "gemm_generic", "gemm_bf16", "gemm_fp8", "rmsnorm", "add", "add_bias",
-		"swiglu", "rope", "gather", "scatter_add", "store_kv", "attn_partial", "attn_combine", "argmax"}
+		"swiglu", "rope", "gather", "scatter_add", "store_kv", "attn_partial", "attn_combine", "argmax", "gemv_bf16_multi"}
 	for i := 1; i <= 8; i++ {
 		n = append(n, fmt.Sprintf("gemv_bf16_%d", i))
 	}
@@ -74,6 +75,8 @@ type Backend struct {
 	partN   int64
 	amax    cu.DevicePtr
 	cap     *capture
+
+	pending []gemv // single-row bf16 GEMVs on one input, not yet launched
 
 	poolMu sync.Mutex
 	free   map[int64][]cu.DevicePtr
@@ -135,8 +138,19 @@ func (b *Backend) Err() error {
 	return b.err
 }
 
-// enter takes the lock and makes the context current on this OS thread.
+// enter takes the lock, makes the context current on this OS thread and
+// launches any deferred GEMVs (every op may read their outputs).
 func (b *Backend) enter() bool {
+	if !b.enterKeep() {
+		return false
+	}
+	b.flush()
+	return true
+}
+
+// enterKeep is enter without the flush (for MatMul, which may join the
+// deferred group).
+func (b *Backend) enterKeep() bool {
 	b.mu.Lock()
 	runtime.LockOSThread()
 	if b.err != nil {

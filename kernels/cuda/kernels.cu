@@ -63,62 +63,78 @@ extern "C" __global__ void embed(float* dst, WPARAMS, const int* ids, int cols) 
 }
 
 // ---------------------------------------------------------------- GEMV
-// One warp per output row, NR activation rows at once (NR small): every
-// lane streams 16-byte chunks of the weight row and keeps NR fp32 sums.
+// wpr warps per output row (1, 2, 4 or 8; more for short outputs so the
+// grid still fills the GPU), NR activation rows at once (NR small): every
+// lane streams 16-byte chunks of the weight row, four loads in flight,
+// bypassing L1 (the weights are read once), and keeps NR fp32 sums.
 // bf16: in % 8 == 0. 8 warps (256 threads) per block.
+__device__ __forceinline__ uint4 ldstream(const uint4* p) {
+    uint4 r;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(p));
+    return r;
+}
+
 template <int NR>
-__device__ __forceinline__ void gemv_bf16(float* __restrict__ y, const float* __restrict__ x,
-                                          const uint16_t* __restrict__ w, int out, int in) {
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int o = blockIdx.x * 8 + warp;
-    if (o >= out) return;
-    const uint4* wr = (const uint4*)(w + (long)o * in);
-    int chunks = in >> 3;
-    float acc[NR];
+__device__ __forceinline__ void bf16dot(float* acc, uint4 a, const float* __restrict__ x, int in, int c) {
+    float wa[8];
+    const uint32_t ua[4] = {a.x, a.y, a.z, a.w};
 #pragma unroll
-    for (int r = 0; r < NR; r++) acc[r] = 0.f;
-    int c = lane;
-    for (; c + 32 < chunks; c += 64) {
-        uint4 a = __ldg(wr + c), b = __ldg(wr + c + 32);
-        float wa[8], wb[8];
-        const uint32_t ua[4] = {a.x, a.y, a.z, a.w}, ub[4] = {b.x, b.y, b.z, b.w};
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            wa[2 * j] = __uint_as_float(ua[j] << 16); wa[2 * j + 1] = __uint_as_float(ua[j] & 0xffff0000u);
-            wb[2 * j] = __uint_as_float(ub[j] << 16); wb[2 * j + 1] = __uint_as_float(ub[j] & 0xffff0000u);
-        }
-#pragma unroll
-        for (int r = 0; r < NR; r++) {
-            const float4* xr = (const float4*)(x + (long)r * in);
-            float4 x0 = __ldg(xr + 2 * c), x1 = __ldg(xr + 2 * c + 1);
-            float4 x2 = __ldg(xr + 2 * (c + 32)), x3 = __ldg(xr + 2 * (c + 32) + 1);
-            acc[r] += wa[0] * x0.x + wa[1] * x0.y + wa[2] * x0.z + wa[3] * x0.w +
-                      wa[4] * x1.x + wa[5] * x1.y + wa[6] * x1.z + wa[7] * x1.w;
-            acc[r] += wb[0] * x2.x + wb[1] * x2.y + wb[2] * x2.z + wb[3] * x2.w +
-                      wb[4] * x3.x + wb[5] * x3.y + wb[6] * x3.z + wb[7] * x3.w;
-        }
-    }
-    for (; c < chunks; c += 32) {
-        uint4 a = __ldg(wr + c);
-        float wa[8];
-        const uint32_t ua[4] = {a.x, a.y, a.z, a.w};
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            wa[2 * j] = __uint_as_float(ua[j] << 16); wa[2 * j + 1] = __uint_as_float(ua[j] & 0xffff0000u);
-        }
-#pragma unroll
-        for (int r = 0; r < NR; r++) {
-            const float4* xr = (const float4*)(x + (long)r * in);
-            float4 x0 = __ldg(xr + 2 * c), x1 = __ldg(xr + 2 * c + 1);
-            acc[r] += wa[0] * x0.x + wa[1] * x0.y + wa[2] * x0.z + wa[3] * x0.w +
-                      wa[4] * x1.x + wa[5] * x1.y + wa[6] * x1.z + wa[7] * x1.w;
-        }
+    for (int j = 0; j < 4; j++) {
+        wa[2 * j] = __uint_as_float(ua[j] << 16);
+        wa[2 * j + 1] = __uint_as_float(ua[j] & 0xffff0000u);
     }
 #pragma unroll
     for (int r = 0; r < NR; r++) {
-        float s = warpSum(acc[r]);
-        if (lane == 0) y[(long)r * out + o] = s;
+        const float4* xr = (const float4*)(x + (long)r * in);
+        float4 x0 = __ldg(xr + 2 * c), x1 = __ldg(xr + 2 * c + 1);
+        acc[r] += wa[0] * x0.x + wa[1] * x0.y + wa[2] * x0.z + wa[3] * x0.w + wa[4] * x1.x + wa[5] * x1.y +
+                  wa[6] * x1.z + wa[7] * x1.w;
     }
+}
+
+// reduceRows sums each row's partial sums over its wpr warps and stores them.
+template <int NR>
+__device__ __forceinline__ void reduceRows(float* y, float* acc, int o, int out, int wpr) {
+    __shared__ float red[8][NR];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+    for (int r = 0; r < NR; r++) {
+        float s = warpSum(acc[r]);
+        if (lane == 0) red[warp][r] = s;
+    }
+    __syncthreads();
+    if (warp % wpr == 0 && lane < NR && o < out) {
+        float s = 0.f;
+        for (int w = 0; w < wpr; w++) s += red[warp + w][lane];
+        y[(long)lane * out + o] = s;
+    }
+}
+
+template <int NR>
+__device__ __forceinline__ void gemv_bf16(float* __restrict__ y, const float* __restrict__ x,
+                                          const uint16_t* __restrict__ w, int out, int in, int wpr, int blk) {
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int o = blk * (8 / wpr) + warp / wpr;
+    float acc[NR];
+#pragma unroll
+    for (int r = 0; r < NR; r++) acc[r] = 0.f;
+    if (o < out) {
+        const uint4* wr = (const uint4*)(w + (long)o * in);
+        int chunks = in >> 3, stride = 32 * wpr;
+        int c = (warp % wpr) * 32 + lane;
+        for (; c + 3 * stride < chunks; c += 4 * stride) {
+            uint4 a0 = ldstream(wr + c), a1 = ldstream(wr + c + stride);
+            uint4 a2 = ldstream(wr + c + 2 * stride), a3 = ldstream(wr + c + 3 * stride);
+            bf16dot<NR>(acc, a0, x, in, c);
+            bf16dot<NR>(acc, a1, x, in, c + stride);
+            bf16dot<NR>(acc, a2, x, in, c + 2 * stride);
+            bf16dot<NR>(acc, a3, x, in, c + 3 * stride);
+        }
+        for (; c < chunks; c += stride) bf16dot<NR>(acc, ldstream(wr + c), x, in, c);
+    }
+    reduceRows<NR>(y, acc, o, out, wpr);
 }
 
 // FP8 E4M3: 16 weights per 16-byte chunk; in % 16 == 0 and b1 % 16 == 0, so
@@ -126,54 +142,51 @@ __device__ __forceinline__ void gemv_bf16(float* __restrict__ y, const float* __
 template <int NR>
 __device__ __forceinline__ void gemv_fp8(float* __restrict__ y, const float* __restrict__ x,
                                          const uint8_t* __restrict__ w, const float* __restrict__ scale,
-                                         int out, int in, int b0, int b1, int nsc) {
+                                         int out, int in, int b0, int b1, int nsc, int wpr) {
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int o = blockIdx.x * 8 + warp;
-    if (o >= out) return;
-    const uint4* wr = (const uint4*)(w + (long)o * in);
-    const float* sr = scale + (long)(o / b0) * nsc;
-    int chunks = in >> 4;
+    int o = blockIdx.x * (8 / wpr) + warp / wpr;
     float acc[NR];
 #pragma unroll
     for (int r = 0; r < NR; r++) acc[r] = 0.f;
-    for (int c = lane; c < chunks; c += 32) {
-        uint4 a = __ldg(wr + c);
-        float s = __ldg(sr + (c * 16) / b1);
-        const uint32_t ua[4] = {a.x, a.y, a.z, a.w};
-        float wv[16];
+    if (o < out) {
+        const uint4* wr = (const uint4*)(w + (long)o * in);
+        const float* sr = scale + (long)(o / b0) * nsc;
+        int chunks = in >> 4, stride = 32 * wpr;
+        for (int c = (warp % wpr) * 32 + lane; c < chunks; c += stride) {
+            uint4 a = ldstream(wr + c);
+            float s = __ldg(sr + (c * 16) / b1);
+            const uint32_t ua[4] = {a.x, a.y, a.z, a.w};
+            float wv[16];
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
+            for (int j = 0; j < 4; j++) {
 #pragma unroll
-            for (int b = 0; b < 4; b++) wv[4 * j + b] = fp8f((ua[j] >> (8 * b)) & 0xff);
-        }
-#pragma unroll
-        for (int r = 0; r < NR; r++) {
-            const float4* xr = (const float4*)(x + (long)r * in) + 4 * c;
-            float t = 0.f;
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                float4 xv = __ldg(xr + q);
-                t += wv[4 * q] * xv.x + wv[4 * q + 1] * xv.y + wv[4 * q + 2] * xv.z + wv[4 * q + 3] * xv.w;
+                for (int b = 0; b < 4; b++) wv[4 * j + b] = fp8f((ua[j] >> (8 * b)) & 0xff);
             }
-            acc[r] += t * s;
+#pragma unroll
+            for (int r = 0; r < NR; r++) {
+                const float4* xr = (const float4*)(x + (long)r * in) + 4 * c;
+                float t = 0.f;
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    float4 xv = __ldg(xr + q);
+                    t += wv[4 * q] * xv.x + wv[4 * q + 1] * xv.y + wv[4 * q + 2] * xv.z + wv[4 * q + 3] * xv.w;
+                }
+                acc[r] += t * s;
+            }
         }
     }
-#pragma unroll
-    for (int r = 0; r < NR; r++) {
-        float s = warpSum(acc[r]);
-        if (lane == 0) y[(long)r * out + o] = s;
-    }
+    reduceRows<NR>(y, acc, o, out, wpr);
 }
 
 #define GEMV(N)                                                                                           \
     extern "C" __global__ void __launch_bounds__(256) gemv_bf16_##N(float* y, const float* x,             \
-                                                                    const uint16_t* w, int out, int in) { \
-        gemv_bf16<N>(y, x, w, out, in);                                                                   \
+                                                                    const uint16_t* w, int out, int in, int wpr) { \
+        gemv_bf16<N>(y, x, w, out, in, wpr, blockIdx.x);                                                                   \
     }                                                                                                     \
     extern "C" __global__ void __launch_bounds__(256) gemv_fp8_##N(float* y, const float* x, const uint8_t* w, \
                                                                    const float* scale, int out, int in,    \
-                                                                   int b0, int b1, int nsc) {              \
-        gemv_fp8<N>(y, x, w, scale, out, in, b0, b1, nsc);                                                 \
+                                                                   int b0, int b1, int nsc, int wpr) {     \
+        gemv_fp8<N>(y, x, w, scale, out, in, b0, b1, nsc, wpr);                                                 \
     }
 GEMV(1)
 GEMV(2)
@@ -183,6 +196,19 @@ GEMV(5)
 GEMV(6)
 GEMV(7)
 GEMV(8)
+
+// Up to four single-row bf16 GEMVs that share their input x (q/k/v, or
+// gate/up) in one launch: blocks [0,n0) do the first matrix, [n0,n1) the
+// second, and so on.
+extern "C" __global__ void __launch_bounds__(256) gemv_bf16_multi(const float* x, int in, int wpr,
+    float* y0, const uint16_t* w0, int out0, int n0, float* y1, const uint16_t* w1, int out1, int n1,
+    float* y2, const uint16_t* w2, int out2, int n2, float* y3, const uint16_t* w3, int out3) {
+    int b = blockIdx.x;
+    if (b < n0) gemv_bf16<1>(y0, x, w0, out0, in, wpr, b);
+    else if (b < n1) gemv_bf16<1>(y1, x, w1, out1, in, wpr, b - n0);
+    else if (b < n2) gemv_bf16<1>(y2, x, w2, out2, in, wpr, b - n1);
+    else gemv_bf16<1>(y3, x, w3, out3, in, wpr, b - n2);
+}
 
 // Any dtype and shape: one warp per output row, looping over the rows.
 extern "C" __global__ void matmul_generic(float* y, const float* x, WPARAMS, int rows, int out, int in) {
@@ -350,13 +376,24 @@ extern "C" __global__ void __launch_bounds__(128) gemm_fp8(float* y, const float
 }
 
 // ---------------------------------------------------------------- elementwise
+// One block per row; float4 accesses when dim % 4 == 0 (then one load per
+// thread covers a 4096-wide row with 1024 threads).
 extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, int dim, float eps) {
     __shared__ float red[32];
     long base = (long)blockIdx.x * dim;
+    bool vec = (dim & 3) == 0;
     float s = 0.f;
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-        float v = x[base + i];
-        s += v * v;
+    if (vec) {
+        const float4* x4 = (const float4*)(x + base);
+        for (int i = threadIdx.x; i < dim / 4; i += blockDim.x) {
+            float4 v = x4[i];
+            s += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+        }
+    } else {
+        for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+            float v = x[base + i];
+            s += v * v;
+        }
     }
     s = warpSum(s);
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -369,7 +406,17 @@ extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, i
     }
     __syncthreads();
     float inv = rsqrtf(red[0] / dim + eps);
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[base + i] = x[base + i] * inv * w[i];
+    if (vec) {
+        const float4* x4 = (const float4*)(x + base);
+        const float4* w4 = (const float4*)w;
+        float4* d4 = (float4*)(dst + base);
+        for (int i = threadIdx.x; i < dim / 4; i += blockDim.x) {
+            float4 v = x4[i], g = w4[i];
+            d4[i] = make_float4(v.x * inv * g.x, v.y * inv * g.y, v.z * inv * g.z, v.w * inv * g.w);
+        }
+    } else {
+        for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[base + i] = x[base + i] * inv * w[i];
+    }
 }
 
 extern "C" __global__ void add(float* dst, const float* a, const float* b, long n) {
@@ -422,12 +469,14 @@ extern "C" __global__ void scatter_add(float* dst, const float* src, const int* 
 }
 
 // ---------------------------------------------------------------- KV and attention
+// grid (rows, element blocks): one thread per element of k and v.
 extern "C" __global__ void store_kv(float* K, float* V, const float* k, const float* v, const int* slots, int kw,
                                     int vw) {
     long r = blockIdx.x;
     long s = slots[r];
-    for (int i = threadIdx.x; i < kw; i += blockDim.x) K[s * kw + i] = k[r * kw + i];
-    for (int i = threadIdx.x; i < vw; i += blockDim.x) V[s * vw + i] = v[r * vw + i];
+    int i = blockIdx.y * blockDim.x + threadIdx.x;
+    if (i < kw) K[s * kw + i] = k[r * kw + i];
+    if (i < vw) V[s * vw + i] = v[r * vw + i];
 }
 
 // Split-K attention (flash-decoding): block (row·head, split) covers
@@ -458,6 +507,13 @@ extern "C" __global__ void __launch_bounds__(128) attn_partial(float* part, cons
     for (int p = lo + warp; p < hi; p += 4) {
         long slot = (long)table[p / bs] * bs + p % bs;
         const float* kp = K + slot * kw + (long)kh * dk;
+        const float* vp = V + slot * vw + (long)kh * dv;
+        float vv[MAXD];
+#pragma unroll
+        for (int i = 0; i < MAXD; i++) {
+            int d = lane + 32 * i;
+            vv[i] = d < dv ? vp[d] : 0.f;
+        }
         float s = 0.f;
 #pragma unroll
         for (int i = 0; i < MAXD; i++) {
@@ -468,12 +524,8 @@ extern "C" __global__ void __launch_bounds__(128) attn_partial(float* part, cons
         float mn = fmaxf(m, s);
         float corr = expf(m - mn), e = expf(s - mn);
         l = l * corr + e;
-        const float* vp = V + slot * vw + (long)kh * dv;
 #pragma unroll
-        for (int i = 0; i < MAXD; i++) {
-            int d = lane + 32 * i;
-            if (d < dv) acc[i] = acc[i] * corr + e * vp[d];
-        }
+        for (int i = 0; i < MAXD; i++) acc[i] = acc[i] * corr + e * vv[i];
         m = mn;
     }
     if (lane == 0) { sm[warp] = m; sl[warp] = l; }
@@ -497,23 +549,29 @@ extern "C" __global__ void __launch_bounds__(128) attn_partial(float* part, cons
     if (threadIdx.x == 0) { out[dv] = M; out[dv + 1] = L; }
 }
 
+// Merges the splits of one (row, head): every warp finds the global max,
+// each split's weight is computed once into shared memory. splits ≤ 256.
 extern "C" __global__ void attn_combine(float* dst, const float* part, int splits, int dv) {
+    __shared__ float fac[256];
     long rh = blockIdx.x;
     const float* p = part + rh * splits * (dv + 2);
+    int lane = threadIdx.x & 31;
     float M = -INFINITY;
-    for (int s = 0; s < splits; s++) M = fmaxf(M, p[s * (dv + 2) + dv]);
-    float L = 0.f;
-    for (int s = 0; s < splits; s++) {
+    for (int s = lane; s < splits; s += 32) M = fmaxf(M, p[s * (dv + 2) + dv]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    for (int s = threadIdx.x; s < splits; s += blockDim.x) {
         float ms = p[s * (dv + 2) + dv];
-        if (ms != -INFINITY) L += p[s * (dv + 2) + dv + 1] * expf(ms - M);
+        fac[s] = ms == -INFINITY ? 0.f : expf(ms - M);
     }
+    __syncthreads();
+    float L = 0.f;
+    for (int s = lane; s < splits; s += 32) L += fac[s] * p[s * (dv + 2) + dv + 1];
+    L = warpSum(L);
     float inv = 1.f / L;
     for (int d = threadIdx.x; d < dv; d += blockDim.x) {
         float o = 0.f;
-        for (int s = 0; s < splits; s++) {
-            float ms = p[s * (dv + 2) + dv];
-            if (ms != -INFINITY) o += p[s * (dv + 2) + d] * expf(ms - M);
-        }
+        for (int s = 0; s < splits; s++) o += fac[s] * p[s * (dv + 2) + d];
         dst[rh * dv + d] = o * inv;
     }
 }

@@ -90,7 +90,7 @@ func (b *Backend) StoreKV(kp kernels.KVPool, layer int, k, v kernels.Buf, slots 
 	if p.vw > 0 {
 		vb = ptr(dptr(v))
 	}
-	b.run(fStoreKV, len(slots), 1, 128, ptr(p.kLayer(layer)), ptr(p.vLayer(layer)), ptr(dptr(k)), vb, ptr(sp),
+	b.run(fStoreKV, len(slots), cdiv(max(p.kw, p.vw), 256), 256, ptr(p.kLayer(layer)), ptr(p.vLayer(layer)), ptr(dptr(k)), vb, ptr(sp),
 		i32(p.kw), i32(p.vw))
 }
 
@@ -111,9 +111,10 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 	if b.cap != nil {
 		ctx = len(seq.Table) * s.BlockSize
 	}
+	// Aim at 16 blocks per SM, chunks of at least 8 positions, ≤ 256 splits.
 	splits := 1
-	if want := cdiv(4*b.sms, rows*heads); want > 1 {
-		splits = min(want, max(cdiv(ctx, 32), 1))
+	if want := cdiv(16*b.sms, rows*heads); want > 1 {
+		splits = min(want, max(cdiv(ctx, 8), 1), 256)
 	}
 	chunk := cdiv(ctx, splits)
 	need := int64(rows*heads*splits) * int64(s.HeadDimV+2) * 4

@@ -129,8 +129,11 @@ func (b *Backend) Embed(dst kernels.Buf, table kernels.Tensor, ids []int32) {
 
 // MatMul implements kernels.Backend: a GEMV that streams the weight once
 // for up to 8 rows (decode, small MoE groups), a tensor-core GEMM beyond.
+//
+// Single-row bf16 GEMVs are deferred: consecutive ones on the same input
+// (q, k, v; gate, up) go out as one launch when the next other op comes.
 func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Tensor, rows int) {
-	if !b.enter() {
+	if !b.enterKeep() {
 		b.exit()
 		return
 	}
@@ -140,13 +143,23 @@ func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Tensor, rows int) {
 	y, xp := ptr(dptr(dst)), ptr(dptr(x))
 	fp8ok := t.w.DType == kernels.F8E4M3 && in%16 == 0 && t.w.ScaleBlock[1]%16 == 0
 	bf16ok := t.w.DType == kernels.BF16 && in%8 == 0
+	if rows == 1 && bf16ok {
+		if len(b.pending) > 0 && (b.pending[0].x != xp || b.pending[0].in != in || len(b.pending) == 4) {
+			b.flush()
+		}
+		b.pending = append(b.pending, gemv{y: y, x: xp, w: ptr(t.data), out: out, in: in})
+		return
+	}
+	b.flush()
 	if rows <= 8 {
 		switch {
 		case bf16ok:
-			b.run(fGemvBF16+rows-1, cdiv(out, 8), 1, 256, y, xp, ptr(t.data), i32(out), i32(in))
+			wpr := b.warpsPerRow(out, in/8)
+			b.run(fGemvBF16+rows-1, cdiv(out, 8/wpr), 1, 256, y, xp, ptr(t.data), i32(out), i32(in), i32(wpr))
 		case fp8ok:
-			b.run(fGemvFP8+rows-1, cdiv(out, 8), 1, 256, y, xp, ptr(t.data), ptr(t.scale), i32(out), i32(in),
-				i32(t.w.ScaleBlock[0]), i32(t.w.ScaleBlock[1]), i32(t.nsc))
+			wpr := b.warpsPerRow(out, in/16)
+			b.run(fGemvFP8+rows-1, cdiv(out, 8/wpr), 1, 256, y, xp, ptr(t.data), ptr(t.scale), i32(out), i32(in),
+				i32(t.w.ScaleBlock[0]), i32(t.w.ScaleBlock[1]), i32(t.nsc), i32(wpr))
 		default:
 			b.run(fMatmulGeneric, cdiv(out, 8), 1, 256, cat([]uint64{y, xp}, t.wargs(), []uint64{i32(rows), i32(out), i32(in)})...)
 		}
@@ -162,6 +175,58 @@ func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Tensor, rows int) {
 	b.run(f, cdiv(out, 64), cdiv(rows, 64), 128, cat([]uint64{y, xp}, t.wargs(), []uint64{i32(rows), i32(out), i32(in)})...)
 }
 
+type gemv struct {
+	y, x, w uint64
+	out, in int
+}
+
+// flush launches the deferred GEMVs: one kernel for one matrix, the
+// multi-matrix kernel for several.
+func (b *Backend) flush() {
+	p := b.pending
+	if len(p) == 0 {
+		return
+	}
+	b.pending = b.pending[:0]
+	if len(p) == 1 {
+		g := p[0]
+		wpr := b.warpsPerRow(g.out, g.in/8)
+		b.run(fGemvBF16, cdiv(g.out, 8/wpr), 1, 256, g.y, g.x, g.w, i32(g.out), i32(g.in), i32(wpr))
+		return
+	}
+	total := 0
+	for _, g := range p {
+		total += g.out
+	}
+	wpr := b.warpsPerRow(total, p[0].in/8)
+	args := []uint64{p[0].x, i32(p[0].in), i32(wpr)}
+	blocks := 0
+	for i := 0; i < 4; i++ {
+		g := p[min(i, len(p)-1)]
+		if i >= len(p) {
+			g.out = 0
+		}
+		blocks += cdiv(g.out, 8/wpr)
+		args = append(args, g.y, g.w, i32(g.out))
+		if i < 3 {
+			args = append(args, i32(blocks))
+		}
+	}
+	b.run(fGemvMulti, blocks, 1, 256, args...)
+}
+
+// warpsPerRow picks how many warps share one output row of a GEMV: the
+// fewest that give two blocks per SM and at most 16 chunks of 16 bytes per
+// lane (long rows: shorter dependency chains, a shorter tail), while every
+// lane keeps at least two.
+func (b *Backend) warpsPerRow(out, chunks int) int {
+	wpr := 1
+	for wpr < 8 && (cdiv(out, 8/wpr) < 2*b.sms || chunks > 16*32*wpr) && chunks >= 2*32*wpr*2 {
+		wpr *= 2
+	}
+	return wpr
+}
+
 // RMSNorm implements kernels.Backend.
 func (b *Backend) RMSNorm(dst, x kernels.Buf, w kernels.Tensor, rows, dim int, eps float32) {
 	if !b.enter() {
@@ -169,10 +234,11 @@ func (b *Backend) RMSNorm(dst, x kernels.Buf, w kernels.Tensor, rows, dim int, e
 		return
 	}
 	defer b.exit()
-	bx := 256
-	if dim <= 128 {
-		bx = 32 * cdiv(dim, 32)
+	per := dim
+	if dim%4 == 0 {
+		per = dim / 4
 	}
+	bx := min(1024, 32*cdiv(per, 32))
 	b.run(fRMSNorm, rows, 1, bx, ptr(dptr(dst)), ptr(dptr(x)), ptr(w.(*tensor).vec), i32(dim), f32(eps))
 }
 
