@@ -297,9 +297,7 @@ func (e *engine) ensure(sq *seqState, toks []int32, budget int) (progress, error
 	n := len(toks)
 	e.tick++
 	sq.last = e.tick
-	if sq.kvLen > n {
-		e.truncateKV(sq, n)
-	}
+	e.truncateKV(sq, min(sq.kvLen, n)) // also trims blocks past the KV
 	if sq.kvLen == n && sq.logits != nil {
 		pr.logits, pr.done = sq.logits, true
 		return pr, nil
@@ -369,6 +367,7 @@ func (e *engine) forward(sq *seqState, toks []int32, end int, want models.Logits
 	for len(sq.table)*e.bs < end {
 		b, err := e.alloc(sq)
 		if err != nil {
+			e.truncateKV(sq, start) // release the blocks taken so far
 			return nil, err
 		}
 		sq.table = append(sq.table, b)

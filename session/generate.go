@@ -377,7 +377,6 @@ func (m *Manager) generate(ctx context.Context, e *engine, sq *seqState, toks []
 type stopper struct {
 	dec     *tokenizer.Decoder
 	stops   []string
-	text    strings.Builder
 	all     string // decoded so far
 	emitted int    // bytes of all already released
 }
