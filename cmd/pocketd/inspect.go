@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/pocketllm/pocketllm/kernels"
 	"github.com/pocketllm/pocketllm/kernels/cpu"
 	"github.com/pocketllm/pocketllm/models"
 	"github.com/pocketllm/pocketllm/models/checkpoint"
@@ -34,6 +36,8 @@ type dtypeTotal struct {
 	Tensors int   `json:"tensors"`
 	Params  int64 `json:"parameters"`
 	Bytes   int64 `json:"bytes"`
+	// Backends lists the backends whose kernels execute this format.
+	Backends []string `json:"backends"`
 }
 
 // errInvalid makes inspect exit 1 after printing its report.
@@ -83,6 +87,14 @@ func inspect(ck *checkpoint.Checkpoint) *inspectReport {
 			continue
 		}
 		t := r.ByDType[w.DType.String()]
+		if t.Tensors == 0 {
+			t.Backends = []string{}
+			for _, b := range kernels.BackendNames() {
+				if kernels.Executes(b, w.DType) {
+					t.Backends = append(t.Backends, b)
+				}
+			}
+		}
 		t.Tensors++
 		t.Params += int64(w.Elems())
 		t.Bytes += int64(len(w.Data))
@@ -117,7 +129,7 @@ func printInspect(w io.Writer, r *inspectReport) {
 	slices.Sort(types)
 	for _, k := range types {
 		t := r.ByDType[k]
-		fmt.Fprintf(w, "  %-8s %5d tensors %14d params %10s\n", k, t.Tensors, t.Params, human(t.Bytes))
+		fmt.Fprintf(w, "  %-8s %5d tensors %14d params %10s   runs on: %s\n", k, t.Tensors, t.Params, human(t.Bytes), strings.Join(t.Backends, ", "))
 	}
 	for _, m := range r.Missing {
 		fmt.Fprintf(w, "missing: %s\n", m)

@@ -1,0 +1,26 @@
+package kernels
+
+// Capabilities answers "which weight formats can backend X execute"
+// without linking that backend: pocketd (no cgo) reports CUDA support in
+// `pocketd inspect` from this table, and the CUDA backend's own tests
+// check that its LoadWeight agrees with it, so the two cannot drift.
+var capabilities = map[string]func(DType) bool{
+	"cpu": func(d DType) bool { return d.Valid() },
+	"cuda": func(d DType) bool {
+		switch d {
+		case F32, F16, BF16, F8E4M3:
+			return true
+		}
+		return false
+	},
+}
+
+// Executes reports whether the named backend can run MatMul/Embed on
+// weights stored as d.
+func Executes(backend string, d DType) bool {
+	f, ok := capabilities[backend]
+	return ok && f(d)
+}
+
+// BackendNames lists the backends the capability table knows.
+func BackendNames() []string { return []string{"cpu", "cuda"} }
