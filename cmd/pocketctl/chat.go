@@ -116,7 +116,9 @@ func runChat(cmd *cobra.Command, a *app, sf *samplingFlags, model, system string
 	if err != nil {
 		return err
 	}
-	interactive := isTerminal(os.Stdin)
+	stdin := cmd.InOrStdin()
+	f, isFile := stdin.(*os.File)
+	interactive := isFile && isTerminal(f)
 	if system != "" && !resumed {
 		f := false
 		if _, err := c.Append(ctx, id, apitype.Append{Messages: []apitype.Message{{Role: "system", Content: system}}, AddGenerationPrompt: &f}); err != nil {
@@ -127,7 +129,7 @@ func runChat(cmd *cobra.Command, a *app, sf *samplingFlags, model, system string
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt)
 	defer signal.Stop(sigs)
-	in := bufio.NewScanner(os.Stdin)
+	in := bufio.NewScanner(stdin)
 	in.Buffer(make([]byte, 64<<10), 4<<20)
 	out := cmd.OutOrStdout()
 	for {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -24,7 +23,7 @@ func newStatusCmd(a *app) *cobra.Command {
 			h, err := a.client().Health(ctx)
 			if err != nil {
 				if h.Status != "" && !a.json {
-					fmt.Printf("pocketd: %s\n", h.Status)
+					fmt.Fprintf(a.out, "pocketd: %s\n", h.Status)
 				}
 				return err
 			}
@@ -33,9 +32,9 @@ func newStatusCmd(a *app) *cobra.Command {
 				return err
 			}
 			if a.json {
-				return printJSON(map[string]any{"status": h.Status, "models": h.Models, "sessions": len(sess)})
+				return a.printJSON(map[string]any{"status": h.Status, "models": h.Models, "sessions": len(sess)})
 			}
-			fmt.Printf("pocketd: %s\nmodels: %s\nyour sessions: %d\n", h.Status, strings.Join(h.Models, ", "), len(sess))
+			fmt.Fprintf(a.out, "pocketd: %s\nmodels: %s\nyour sessions: %d\n", h.Status, strings.Join(h.Models, ", "), len(sess))
 			return nil
 		},
 	}
@@ -52,9 +51,9 @@ func newModelsCmd(a *app) *cobra.Command {
 				return err
 			}
 			if a.json {
-				return printJSON(ms)
+				return a.printJSON(ms)
 			}
-			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tARCHITECTURE\tBACKEND\tCONTEXT\tTEXT\tCHAT")
 			for _, m := range ms {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%v\t%v\n", m.Name, m.Architecture, m.Backend, m.ContextLength, m.Tokenizer, m.ChatTemplate)
@@ -67,11 +66,11 @@ func newModelsCmd(a *app) *cobra.Command {
 func printSessions(a *app, ss ...apitype.Session) error {
 	if a.json {
 		if len(ss) == 1 {
-			return printJSON(ss[0])
+			return a.printJSON(ss[0])
 		}
-		return printJSON(ss)
+		return a.printJSON(ss)
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tMODEL\tTOKENS\tUPDATED")
 	for _, s := range ss {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", s.ID, s.Model, s.Tokens, s.Updated.Local().Format(time.DateTime))
@@ -96,7 +95,7 @@ func newSessionsCmd(a *app) *cobra.Command {
 				return err
 			}
 			if a.json {
-				return printJSON(ss)
+				return a.printJSON(ss)
 			}
 			return printSessions(a, ss...)
 		},
@@ -112,9 +111,9 @@ func newSessionsCmd(a *app) *cobra.Command {
 				return err
 			}
 			if a.json {
-				return printJSON(s)
+				return a.printJSON(s)
 			}
-			fmt.Println(s.ID)
+			fmt.Fprintln(a.out, s.ID)
 			return nil
 		},
 	}
@@ -150,12 +149,12 @@ func newSessionsCmd(a *app) *cobra.Command {
 				return err
 			}
 			if a.json {
-				return printJSON(map[string]any{"session": s, "tokens": toks})
+				return a.printJSON(map[string]any{"session": s, "tokens": toks})
 			}
 			if err := printSessions(a, *s); err != nil {
 				return err
 			}
-			fmt.Println(joinIDs(toks))
+			fmt.Fprintln(a.out, joinIDs(toks))
 			return nil
 		},
 	}
@@ -214,7 +213,7 @@ template (followed by the assistant prompt unless --no-generation-prompt).`,
 				if len(args) > 1 {
 					text = args[1]
 				} else {
-					b, err := io.ReadAll(os.Stdin)
+					b, err := io.ReadAll(cmd.InOrStdin())
 					if err != nil {
 						return err
 					}
@@ -235,9 +234,9 @@ template (followed by the assistant prompt unless --no-generation-prompt).`,
 				return err
 			}
 			if a.json {
-				return printJSON(r)
+				return a.printJSON(r)
 			}
-			fmt.Printf("tokens: %d (reused %d, prefilled %d)\n", r.Tokens, r.Reused, r.Prefilled)
+			fmt.Fprintf(a.out, "tokens: %d (reused %d, prefilled %d)\n", r.Tokens, r.Reused, r.Prefilled)
 			return nil
 		},
 	}
@@ -315,10 +314,10 @@ result is printed as JSON instead.`,
 			if !a.json {
 				onToken = func(t apitype.Token) error {
 					if ids {
-						fmt.Printf("%d ", t.ID)
+						fmt.Fprintf(a.out, "%d ", t.ID)
 						return nil
 					}
-					_, err := io.WriteString(os.Stdout, t.Text)
+					_, err := io.WriteString(a.out, t.Text)
 					return err
 				}
 			}
@@ -327,10 +326,10 @@ result is printed as JSON instead.`,
 				return err
 			}
 			if a.json {
-				return printJSON(res)
+				return a.printJSON(res)
 			}
-			fmt.Println()
-			fmt.Fprintf(os.Stderr, "[%s: %d tokens, %d prompt (%d cached)]\n", res.FinishReason,
+			fmt.Fprintln(a.out)
+			fmt.Fprintf(cmd.ErrOrStderr(), "[%s: %d tokens, %d prompt (%d cached)]\n", res.FinishReason,
 				res.Usage.CompletionTokens, res.Usage.PromptTokens, res.Usage.CachedTokens)
 			return nil
 		},
@@ -357,9 +356,9 @@ func newForkCmd(a *app) *cobra.Command {
 				return err
 			}
 			if a.json {
-				return printJSON(s)
+				return a.printJSON(s)
 			}
-			fmt.Println(s.ID)
+			fmt.Fprintln(a.out, s.ID)
 			return nil
 		},
 	}

@@ -2,7 +2,7 @@ package main
 
 import (
 	"encoding/json"
-	"os"
+	"io"
 
 	"github.com/pocketllm/pocketllm/client"
 	"github.com/spf13/cobra"
@@ -13,6 +13,7 @@ type app struct {
 	socket string
 	json   bool
 	c      *client.Client
+	out    io.Writer // the command's stdout
 }
 
 func (a *app) client() *client.Client {
@@ -23,8 +24,8 @@ func (a *app) client() *client.Client {
 }
 
 // printJSON writes v as indented JSON on stdout.
-func printJSON(v any) error {
-	enc := json.NewEncoder(os.Stdout)
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.out)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
@@ -44,6 +45,9 @@ else /run/pocketd/pocketd.sock. Sessions belong to your uid: other users
 cannot see or touch them.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			a.out = cmd.OutOrStdout()
+		},
 	}
 	root.PersistentFlags().StringVar(&a.socket, "socket", "", "pocketd socket `PATH`")
 	root.PersistentFlags().BoolVar(&a.json, "json", false, "print replies as JSON")

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pocketllm/pocketllm/client"
+)
+
+var pocketd string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "pocketctl-test")
+	if err != nil {
+		panic(err)
+	}
+	pocketd = filepath.Join(dir, "pocketd")
+	if out, err := exec.Command("go", "build", "-o", pocketd, "../pocketd").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build pocketd: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// startPocketd runs the demo daemon with its socket and state in dir.
+func startPocketd(t *testing.T, dir string) *exec.Cmd {
+	t.Helper()
+	sock := filepath.Join(dir, "pocketd.sock")
+	cmd := exec.Command(pocketd, "serve", "--demo", "--socket", sock, "--listen", "off", "--state-dir", filepath.Join(dir, "state"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := (&client.Client{Socket: sock, StartWait: 30 * time.Second}).WaitReady(ctx); err != nil {
+		t.Fatalf("pocketd not ready: %v\n%s", err, stderr.String())
+	}
+	return cmd
+}
+
+// ctl runs pocketctl in process with stdin in; it returns stdout+stderr.
+func ctl(t *testing.T, sock, in string, args ...string) (string, error) {
+	t.Helper()
+	root := newRootCmd()
+	var out bytes.Buffer
+	root.SetArgs(append([]string{"--socket", sock}, args...))
+	root.SetIn(strings.NewReader(in))
+	root.SetOut(&out)
+	root.SetErr(&out)
+	err := root.Execute()
+	return out.String(), err
+}
+
+func mustCtl(t *testing.T, sock, in string, args ...string) string {
+	t.Helper()
+	out, err := ctl(t, sock, in, args...)
+	if err != nil {
+		t.Fatalf("pocketctl %v: %v\n%s", args, err, out)
+	}
+	return out
+}
+
+func TestCommands(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "pocketd.sock")
+	startPocketd(t, dir)
+	if out := mustCtl(t, sock, "", "status"); !strings.Contains(out, "pocketd: ok") || !strings.Contains(out, "demo") {
+		t.Fatalf("status: %s", out)
+	}
+	if out := mustCtl(t, sock, "", "models"); !strings.Contains(out, "Qwen3ForCausalLM") {
+		t.Fatalf("models: %s", out)
+	}
+	id := strings.TrimSpace(mustCtl(t, sock, "", "sessions", "new", "--model", "demo"))
+	if out := mustCtl(t, sock, "", "append", id, "Hello"); !strings.Contains(out, "tokens: 5") {
+		t.Fatalf("append: %s", out)
+	}
+	mustCtl(t, sock, "", "append", id, "--tokens", "32,33")
+	mustCtl(t, sock, "a message", "append", id, "--role", "user")
+	out := mustCtl(t, sock, "", "generate", id, "-n", "7", "-t", "0")
+	if !strings.Contains(out, "[length: 7 tokens") {
+		t.Fatalf("generate: %s", out)
+	}
+	fork := strings.TrimSpace(mustCtl(t, sock, "", "fork", id, "--at", "5"))
+	if out := mustCtl(t, sock, "", "sessions", "info", "--tokens", fork); !strings.Contains(out, "72,101,108,108,111") {
+		t.Fatalf("fork info: %s", out)
+	}
+	if out := mustCtl(t, sock, "", "truncate", id, "3"); !strings.Contains(out, " 3 ") {
+		t.Fatalf("truncate: %s", out)
+	}
+	if out := mustCtl(t, sock, "", "sessions", "ls"); !strings.Contains(out, id) || !strings.Contains(out, fork) {
+		t.Fatalf("ls: %s", out)
+	}
+	mustCtl(t, sock, "", "sessions", "rm", id, fork)
+	if _, err := ctl(t, sock, "", "sessions", "info", id); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("info after rm: %v", err)
+	}
+	if out := mustCtl(t, sock, "", "--json", "sessions", "ls"); strings.TrimSpace(out) != "[]" {
+		t.Fatalf("json ls: %s", out)
+	}
+}
+
+var resumeRE = regexp.MustCompile(`resuming session ([0-9a-f]+) \(demo, (\d+) tokens\)`)
+
+// TestChatSurvivesRestart: chat remembers its session; after pocketd is
+// killed and restarted, chat resumes it with the whole history.
+func TestChatSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", filepath.Join(dir, "xdg"))
+	sock := filepath.Join(dir, "pocketd.sock")
+	d := startPocketd(t, dir)
+	out := mustCtl(t, sock, "hello\nhow are you?\n", "chat", "-n", "8")
+	m := regexp.MustCompile(`new session ([0-9a-f]+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("chat: %s", out)
+	}
+	id := m[1]
+	c := &client.Client{Socket: sock}
+	info, err := c.Session(context.Background(), id)
+	if err != nil || info.Tokens < 20 {
+		t.Fatalf("session after chat: %+v %v", info, err)
+	}
+
+	d.Process.Signal(syscall.SIGKILL)
+	d.Wait()
+	startPocketd(t, dir)
+	out = mustCtl(t, sock, "and again\n", "chat", "-n", "8")
+	r := resumeRE.FindStringSubmatch(out)
+	if r == nil || r[1] != id || r[2] != fmt.Sprint(info.Tokens) {
+		t.Fatalf("chat after restart: %s (want session %s with %d tokens)", out, id, info.Tokens)
+	}
+	after, _ := c.Session(context.Background(), id)
+	if after.Tokens <= info.Tokens {
+		t.Fatalf("chat after restart added nothing: %d", after.Tokens)
+	}
+	out = mustCtl(t, sock, "fresh\n", "chat", "--new", "-n", "4")
+	if !strings.Contains(out, "new session") || strings.Contains(out, id) {
+		t.Fatalf("chat --new: %s", out)
+	}
+}
+
+func TestNoDaemonMessage(t *testing.T) {
+	_, err := ctl(t, filepath.Join(t.TempDir(), "none.sock"), "", "models")
+	if err == nil || !strings.Contains(err.Error(), "not running") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestGenMan(t *testing.T) {
+	dir := t.TempDir()
+	mustCtl(t, "", "", "gen-man", dir)
+	b, err := os.ReadFile(filepath.Join(dir, "pocketctl-chat.1"))
+	if err != nil || !strings.Contains(string(b), ".SH OPTIONS") {
+		t.Fatalf("man page: %v %s", err, b)
+	}
+}
