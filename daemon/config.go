@@ -114,7 +114,11 @@ func ParseConfig(b []byte) (*Config, error) {
 	if err != nil {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
-			return nil, errors.New(strings.TrimSpace(pe.ErrorWithPosition()))
+			msg := fmt.Sprintf("line %d, column %d: %s", pe.Position.Line, pe.Position.Col, pe.Message)
+			if pe.LastKey != "" {
+				msg = fmt.Sprintf("%s (after key %s)", msg, pe.LastKey)
+			}
+			return nil, errors.New(msg)
 		}
 		return nil, err
 	}
