@@ -318,10 +318,6 @@ const (
 	numKinds
 )
 
-// dynamicKind says whether a kind changes between decode steps (graph
-// inputs) rather than staying as captured.
-var dynamicKind = [numKinds]bool{kIDs: true, kPos: true, kSlots: true, kTable: true, kStart: true}
-
 type upload struct {
 	p    cu.DevicePtr
 	cap  int
