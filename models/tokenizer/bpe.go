@@ -127,7 +127,8 @@ func (m *bpe) merge(word string, dst []int32) []int32 {
 	for i := 0; i < len(word); i++ {
 		id := m.byteIDs[word[i]]
 		if id < 0 {
-			// No such byte: HF emits unk (fused by nothing here) or drops it.
+			// A byte missing from the vocabulary: HF emits unk_token (one per
+			// run, as with fuse_unk) or, without one, drops the byte.
 			if m.unk >= 0 && !lastUnk {
 				dst = append(dst, m.unk)
 			}

@@ -132,6 +132,9 @@ func TestReferenceChat(t *testing.T) {
 				if ids := tk.Encode(got); !slices.Equal(ids, want.IDs) {
 					t.Errorf("chat %d ids:\n got %v\nwant %v", i, ids, want.IDs)
 				}
+				if back := tk.Decode(want.IDs); back != want.Text {
+					t.Errorf("chat %d: Decode(ids) = %q", i, back)
+				}
 			}
 		})
 	}
