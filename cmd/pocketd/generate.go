@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
+	"errors"
 
 	"github.com/spf13/cobra"
 
+	"github.com/pocketllm/pocketllm/models/checkpoint"
 	"github.com/pocketllm/pocketllm/models/tokenizer"
 	"github.com/pocketllm/pocketllm/session"
 )
@@ -104,15 +104,12 @@ func newGenerateCmd() *cobra.Command {
 	return cmd
 }
 
-// loadTokenizer loads the checkpoint directory's tokenizer, or returns nil
-// when it has none (token-id input still works).
+// loadTokenizer loads the model's tokenizer, or returns nil when it has
+// none (token-id input still works).
 func loadTokenizer(path string) (*tokenizer.Tokenizer, error) {
-	dir := path
-	if st, err := os.Stat(path); err == nil && !st.IsDir() {
-		dir = filepath.Dir(path)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
+	tok, err := checkpoint.LoadTokenizer(path)
+	if errors.Is(err, checkpoint.ErrNoTokenizer) {
 		return nil, nil
 	}
-	return tokenizer.Load(dir)
+	return tok, err
 }

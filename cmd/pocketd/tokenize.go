@@ -5,12 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/pocketllm/pocketllm/models/checkpoint"
 	"github.com/pocketllm/pocketllm/models/tokenizer"
 )
 
@@ -74,25 +73,11 @@ DIR needs only tokenizer.json and tokenizer_config.json.`,
 	return cmd
 }
 
-// openTokenizerDir opens the tokenizer of a model directory.
+// openTokenizerDir opens the tokenizer of a model path: tokenizer.json in
+// a directory, or the vocabulary of a GGUF file.
 func openTokenizerDir(path string) (*tokenizer.Tokenizer, error) {
 	if path == "" {
 		return nil, errors.New("--model is required")
 	}
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !st.IsDir() {
-		if strings.HasSuffix(path, ".gguf") {
-			return nil, fmt.Errorf("%s: tokenize does not read GGUF vocabularies yet; give a directory with tokenizer.json", path)
-		}
-		return nil, fmt.Errorf("%s: not a model directory", path)
-	}
-	if _, err := os.Stat(filepath.Join(path, "tokenizer.json")); errors.Is(err, os.ErrNotExist) {
-		if ggufs, _ := filepath.Glob(filepath.Join(path, "*.gguf")); len(ggufs) > 0 {
-			return nil, fmt.Errorf("%s: no tokenizer.json, and tokenize does not read GGUF vocabularies yet", path)
-		}
-	}
-	return tokenizer.Load(path)
+	return checkpoint.LoadTokenizer(path)
 }

@@ -1,11 +1,3 @@
-// The nfpm deb writer needs two modules that go.mod does not list yet
-// (github.com/blakesmith/ar, github.com/ulikunitz/xz). Until
-// `go get github.com/goreleaser/nfpm/v2/deb@v2.45.2` adds them, this file is
-// built only with -tags debdeps and deb_missing.go explains the gap instead;
-// once they are in go.mod, delete deb_missing.go and this constraint.
-
-//go:build debdeps
-
 package main
 
 import (
