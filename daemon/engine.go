@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/pocketllm/pocketllm/client/apitype"
 	"github.com/pocketllm/pocketllm/kernels/cpu"
@@ -94,23 +92,13 @@ func loadCPU(_ context.Context, m ModelConfig) (*Loaded, error) {
 	return &Loaded{Model: model, Tokenizer: tok, EOS: eos, Info: info, Close: ck.Close}, nil
 }
 
-// loadTokenizer loads dir's tokenizer.json when there is one; a checkpoint
-// without one serves token-only sessions.
+// loadTokenizer loads the checkpoint's tokenizer (tokenizer.json or a GGUF
+// vocabulary); a checkpoint without one serves token-only sessions.
 func loadTokenizer(path string) (*tokenizer.Tokenizer, error) {
-	dir := path
-	if st, err := os.Stat(path); err == nil && !st.IsDir() {
-		dir = filepath.Dir(path)
-	}
-	found := false
-	for _, n := range []string{"tokenizer.json", "tokenizer.json.gz"} {
-		if _, err := os.Stat(filepath.Join(dir, n)); err == nil {
-			found = true
-		}
-	}
-	if !found {
+	tok, err := checkpoint.LoadTokenizer(path)
+	if errors.Is(err, checkpoint.ErrNoTokenizer) {
 		return nil, nil
 	}
-	tok, err := tokenizer.Load(dir)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", path, err)
 	}
