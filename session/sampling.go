@@ -1,7 +1,6 @@
 package session
 
 import (
-	"cmp"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -118,55 +117,40 @@ func (s *sampler) distribution(logits []float32) ([]int32, []float64) {
 		}
 		return []int32{int32(best)}, []float64{1}
 	}
-	// Softmax at the temperature, over every token.
+	// Softmax at the temperature, over every token (unnormalised).
 	maxX := math.Inf(-1)
 	for _, v := range x {
 		maxX = max(maxX, v)
 	}
-	idx := s.idx[:0]
+	var total float64
 	for i, v := range x {
 		x[i] = math.Exp((v - maxX) / p.Temperature)
-		if x[i] > 0 {
-			idx = append(idx, int32(i))
-		}
+		total += x[i]
 	}
-	s.idx = idx
-	// Candidates by decreasing probability, ties by id.
-	slices.SortFunc(idx, func(a, b int32) int {
-		if c := cmp.Compare(x[b], x[a]); c != 0 {
-			return c
-		}
-		return cmp.Compare(a, b)
-	})
-	if p.TopK > 0 && p.TopK < len(idx) {
-		idx = idx[:p.TopK]
-	}
-	if p.TopP > 0 && p.TopP < 1 {
-		var total float64
-		for _, t := range idx {
-			total += x[t]
-		}
-		var acc float64
-		for i, t := range idx {
-			acc += x[t] / total
-			if acc >= p.TopP {
-				idx = idx[:i+1]
-				break
+	var ids []int32
+	if p.TopK > 0 || (p.TopP > 0 && p.TopP < 1) {
+		ids = s.nucleus(x, total)
+	} else {
+		ids = s.idx[:0]
+		for i, v := range x {
+			if v > 0 {
+				ids = append(ids, int32(i))
 			}
 		}
+		s.idx = ids
 	}
-	if p.MinP > 0 && len(idx) > 0 {
-		cut := p.MinP * x[idx[0]]
-		n := 1
-		for n < len(idx) && x[idx[n]] >= cut {
-			n++
+	if p.MinP > 0 && len(ids) > 0 {
+		top := 0.0
+		for _, t := range ids {
+			top = max(top, x[t])
 		}
-		idx = idx[:n]
+		cut := p.MinP * top
+		ids = slices.DeleteFunc(ids, func(t int32) bool { return x[t] < cut })
 	}
-	ids := slices.Clone(idx)
+	ids = slices.Clone(ids)
 	slices.Sort(ids)
 	probs := make([]float64, len(ids))
-	var total float64
+	total = 0
 	for _, t := range ids {
 		total += x[t]
 	}
@@ -174,6 +158,100 @@ func (s *sampler) distribution(logits []float32) ([]int32, []float64) {
 		probs[i] = x[t] / total
 	}
 	return ids, probs
+}
+
+// nucleus applies top-k and top-p to the unnormalised probabilities x
+// (summing to total). It only orders the head of the distribution: the
+// top n tokens, n growing until the nucleus fits, so a large vocabulary is
+// not sorted for every token.
+func (s *sampler) nucleus(x []float64, total float64) []int32 {
+	p := s.p
+	n := 64
+	if p.TopK > 0 {
+		n = p.TopK
+	}
+	for {
+		n = min(n, len(x))
+		top := topN(x, n)
+		mass := total
+		if p.TopK > 0 {
+			mass = 0
+			for _, t := range top {
+				mass += x[t]
+			}
+		}
+		if !(p.TopP > 0 && p.TopP < 1) {
+			return top
+		}
+		var acc float64
+		for i, t := range top {
+			acc += x[t] / mass
+			if acc >= p.TopP {
+				return top[:i+1]
+			}
+		}
+		if p.TopK > 0 || n == len(x) {
+			return top // rounding: the whole head is the nucleus
+		}
+		n *= 4
+	}
+}
+
+// topN returns the ids of the n largest values of x, largest first (ties
+// by smaller id), in O(len(x) log n).
+func topN(x []float64, n int) []int32 {
+	less := func(a, b int32) bool { // a ranks below b
+		if x[a] != x[b] {
+			return x[a] < x[b]
+		}
+		return a > b
+	}
+	h := make([]int32, 0, n) // min-heap by rank
+	down := func(i int) {
+		for {
+			l, m := 2*i+1, i
+			if l < len(h) && less(h[l], h[m]) {
+				m = l
+			}
+			if r := l + 1; r < len(h) && less(h[r], h[m]) {
+				m = r
+			}
+			if m == i {
+				return
+			}
+			h[i], h[m] = h[m], h[i]
+			i = m
+		}
+	}
+	for i := range x {
+		t := int32(i)
+		if len(h) < n {
+			h = append(h, t)
+			for j := len(h) - 1; j > 0; {
+				parent := (j - 1) / 2
+				if !less(h[j], h[parent]) {
+					break
+				}
+				h[j], h[parent] = h[parent], h[j]
+				j = parent
+			}
+			continue
+		}
+		if less(h[0], t) {
+			h[0] = t
+			down(0)
+		}
+	}
+	slices.SortFunc(h, func(a, b int32) int {
+		if less(b, a) {
+			return -1
+		}
+		if less(a, b) {
+			return 1
+		}
+		return 0
+	})
+	return h
 }
 
 // logSoftmax returns the log-probability of id under the raw logits and

@@ -143,3 +143,18 @@ func TestLogSoftmax(t *testing.T) {
 		t.Errorf("top logprob %v", top[0].Logprob)
 	}
 }
+
+func TestTopN(t *testing.T) {
+	x := []float64{3, 1, 4, 1, 5, 9, 2, 6, 5, 3}
+	got := topN(x, 4)
+	if !slices.Equal(got, []int32{5, 7, 4, 8}) {
+		t.Fatalf("topN %v", got)
+	}
+	// A wide nucleus grows past the first 64 candidates.
+	flat := make([]float32, 1000)
+	seed := uint64(1)
+	ids, _ := newSampler(SamplingParams{Temperature: 1, TopP: 0.5, Seed: &seed}, nil).distribution(flat)
+	if len(ids) != 500 {
+		t.Fatalf("flat nucleus of %d tokens, want 500", len(ids))
+	}
+}
