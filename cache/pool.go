@@ -30,7 +30,7 @@ var ErrFull = errors.New("kv pool full")
 
 // Config describes a pool.
 type Config struct {
-	Backend kernels.Backend
+	Backend kernels.KVOps
 	// Spec is the pool's shape (Blocks and BlockSize set).
 	Spec kernels.KVSpec
 	// HostTierBytes bounds the host tier; 0 disables it.
@@ -39,7 +39,7 @@ type Config struct {
 
 // Pool is the paged KV memory of one model.
 type Pool struct {
-	be   kernels.Backend
+	be   kernels.KVOps
 	kv   kernels.KVPool
 	spec kernels.KVSpec
 

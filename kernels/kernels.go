@@ -122,16 +122,8 @@ type Backend interface {
 	// RoPE rotates x, [rows, heads*headDim], row r at position pos[r].
 	RoPE(x Buf, pos []int32, heads, headDim int, r *RoPE)
 
-	// NewKVPool allocates a paged KV pool.
-	NewKVPool(spec KVSpec) (KVPool, error)
-	// CopyKVBlock copies block src to block dst in every layer (copy on write).
-	CopyKVBlock(p KVPool, dst, src int)
-	// ReadKVBlock copies block's keys and values in every layer into dst,
-	// BytesPerBlock()/4 elements laid out per layer as the block's K slots
-	// then its V slots (the host tier's format).
-	ReadKVBlock(p KVPool, block int, dst []float32)
-	// WriteKVBlock is the inverse of ReadKVBlock: it fills block from src.
-	WriteKVBlock(p KVPool, block int, src []float32)
+	KVOps
+
 	// StoreKV writes rows of k [rows, KVHeads*HeadDimK] and v [rows,
 	// KVHeads*HeadDimV] of one layer into the given slots.
 	StoreKV(p KVPool, layer int, k, v Buf, slots []int32)
@@ -153,4 +145,21 @@ func Check(name string, b Buf, need int) error {
 		return fmt.Errorf("buffer %s: %d elements, need %d", name, b.Len(), need)
 	}
 	return nil
+}
+
+// KVOps are the operations on whole KV blocks that the cache package
+// performs: allocation, copy-on-write copies and moves to and from the
+// host tier. They are separate from Backend so that the cache can manage
+// KV held by a worker process through a proxy that has no other ops.
+type KVOps interface {
+	// NewKVPool allocates a paged KV pool.
+	NewKVPool(spec KVSpec) (KVPool, error)
+	// CopyKVBlock copies block src to block dst in every layer (copy on write).
+	CopyKVBlock(p KVPool, dst, src int)
+	// ReadKVBlock copies block's keys and values in every layer into dst,
+	// BytesPerBlock()/4 elements laid out per layer as the block's K slots
+	// then its V slots (the host tier's format).
+	ReadKVBlock(p KVPool, block int, dst []float32)
+	// WriteKVBlock is the inverse of ReadKVBlock: it fills block from src.
+	WriteKVBlock(p KVPool, block int, src []float32)
 }

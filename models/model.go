@@ -192,3 +192,10 @@ func (m *Model) pass(seq Seq, tokens []int32, want Logits) *Pass {
 	}
 	return p
 }
+
+// ModelConfig returns the checkpoint's hyper-parameters (the scheduler
+// reads them through session.Runner, which a worker proxy also implements).
+func (m *Model) ModelConfig() *Config { return m.Config }
+
+// KVOps returns the block operations on this model's KV pools.
+func (m *Model) KVOps() kernels.KVOps { return m.Backend }

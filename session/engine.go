@@ -22,7 +22,7 @@ const stepBudget = 256
 // and engine.qmu are leaves (nothing is taken while holding them).
 type engine struct {
 	name      string
-	model     *models.Model
+	model     Runner
 	tok       *tokenizer.Tokenizer
 	eos       map[int32]bool
 	pool      *cache.Pool
@@ -73,7 +73,7 @@ type job struct {
 func newEngine(cfg ModelConfig, pool *cache.Pool, eos map[int32]bool) *engine {
 	e := &engine{
 		name: cfg.Name, model: cfg.Model, tok: cfg.Tokenizer, eos: eos, pool: pool,
-		bs: cfg.BlockSize, ctxLen: cfg.Model.Config.MaxPositions, limit: cfg.QueueLimit,
+		bs: cfg.BlockSize, ctxLen: cfg.Model.ModelConfig().MaxPositions, limit: cfg.QueueLimit,
 		recurrent: cfg.Model.NewState() != nil,
 		seqs:      map[*seqState]struct{}{},
 		done:      make(chan struct{}),

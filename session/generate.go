@@ -119,7 +119,7 @@ func (e *engine) encode(in AppendInput) ([]int32, error) {
 }
 
 func (e *engine) checkTokens(toks []int32) error {
-	v := e.model.Config.VocabSize
+	v := e.model.ModelConfig().VocabSize
 	for _, t := range toks {
 		if t < 0 || int(t) >= v {
 			return fmt.Errorf("%w: token id %d outside the vocabulary (%d)", ErrBadRequest, t, v)
@@ -487,7 +487,7 @@ func (m *Manager) PromptLogprobs(ctx context.Context, owner Owner, model string,
 		out[i] = TokenEvent{ID: id, Text: text(id)}
 	}
 	const chunk = 16 // rows of logits held at once
-	V := e.model.Config.VocabSize
+	V := e.model.ModelConfig().VocabSize
 	for lo := 0; lo < len(prompt)-1; lo += chunk {
 		hi := min(lo+chunk, len(prompt)-1)
 		var logits []float32

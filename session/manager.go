@@ -25,7 +25,6 @@ import (
 	"time"
 
 	"github.com/pocketllm/pocketllm/cache"
-	"github.com/pocketllm/pocketllm/models"
 	"github.com/pocketllm/pocketllm/models/tokenizer"
 )
 
@@ -45,7 +44,7 @@ var (
 // ModelConfig adds a model to a Manager.
 type ModelConfig struct {
 	Name  string
-	Model *models.Model
+	Model Runner
 	// Tokenizer may be nil: then text and message input and stop strings
 	// are ErrBadRequest, and generated text is empty.
 	Tokenizer *tokenizer.Tokenizer
@@ -197,7 +196,7 @@ func (m *Manager) AddModel(cfg ModelConfig) error {
 	}
 	spec := cfg.Model.KVSpec(1, cfg.BlockSize)
 	if cfg.KVBlocks <= 0 {
-		ctx := cfg.Model.Config.MaxPositions
+		ctx := cfg.Model.ModelConfig().MaxPositions
 		if ctx <= 0 {
 			ctx = 4096
 		}
@@ -209,7 +208,7 @@ func (m *Manager) AddModel(cfg ModelConfig) error {
 	for _, id := range cfg.EOS {
 		eos[id] = true
 	}
-	for _, id := range cfg.Model.Config.EOS() {
+	for _, id := range cfg.Model.ModelConfig().EOS() {
 		eos[id] = true
 	}
 	if cfg.Tokenizer != nil {
@@ -225,7 +224,7 @@ func (m *Manager) AddModel(cfg ModelConfig) error {
 	if _, ok := m.engines[cfg.Name]; ok {
 		return fmt.Errorf("add model %s: %w: already added", cfg.Name, ErrBadRequest)
 	}
-	pool, err := cache.New(cache.Config{Backend: cfg.Model.Backend, Spec: spec, HostTierBytes: cfg.HostTierBytes})
+	pool, err := cache.New(cache.Config{Backend: cfg.Model.KVOps(), Spec: spec, HostTierBytes: cfg.HostTierBytes})
 	if err != nil {
 		return fmt.Errorf("add model %s: %w", cfg.Name, err)
 	}
@@ -247,8 +246,8 @@ func (m *Manager) Models() []ModelInfo {
 	for _, e := range engines {
 		ps := e.pool.Stats()
 		out = append(out, ModelInfo{
-			Name: e.name, Arch: e.model.Config.Arch(), ContextLength: e.ctxLen,
-			VocabSize: e.model.Config.VocabSize, BlockSize: e.bs,
+			Name: e.name, Arch: e.model.ModelConfig().Arch(), ContextLength: e.ctxLen,
+			VocabSize: e.model.ModelConfig().VocabSize, BlockSize: e.bs,
 			KVBlocksTotal: ps.Blocks, KVBlocksUsed: ps.Referenced, KVBlocksCache: ps.Cached,
 			HostTierBytes: ps.HostBytes, HostTierLimit: ps.HostLimit,
 		})
