@@ -30,7 +30,8 @@ type textChoice struct {
 }
 
 // legacyLogprobs is the completions API's logprobs object; the first
-// echoed prompt token has no log-probability (null).
+// echoed prompt token has no log-probability (null) and no alternatives
+// ({}: openai-go cannot decode a null there).
 type legacyLogprobs struct {
 	Tokens        []string             `json:"tokens"`
 	TokenLogprobs []*float64           `json:"token_logprobs"`
@@ -44,7 +45,7 @@ func (l *legacyLogprobs) add(m *modelInfo, ev session.TokenEvent, scored bool, o
 	l.TextOffset = append(l.TextOffset, offset)
 	if !scored {
 		l.TokenLogprobs = append(l.TokenLogprobs, nil)
-		l.TopLogprobs = append(l.TopLogprobs, nil)
+		l.TopLogprobs = append(l.TopLogprobs, map[string]float64{})
 		return
 	}
 	lp := finiteLogprob(ev.Logprob)

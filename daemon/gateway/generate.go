@@ -118,8 +118,10 @@ func (g *Gateway) timed(model string, start time.Time, next func(session.TokenEv
 }
 
 // generation is a streamed generation running on its own goroutine; the
-// response writer takes its tokens from events. A failed write cancels
-// it: the generating goroutine stops at its next token.
+// response writer takes its tokens from events, unbuffered, so the
+// generation never runs ahead of what the client has been sent. A failed
+// write (the client went away) cancels it: the generating goroutine stops
+// at its next token.
 type generation struct {
 	events chan session.TokenEvent
 	done   chan struct{}
@@ -130,7 +132,7 @@ type generation struct {
 
 func (g *Gateway) start(p *prepared, start time.Time) *generation {
 	ctx, cancel := context.WithCancel(g.srv.RequestContext())
-	gen := &generation{events: make(chan session.TokenEvent, 64), done: make(chan struct{}), cancel: cancel}
+	gen := &generation{events: make(chan session.TokenEvent), done: make(chan struct{}), cancel: cancel}
 	send := func(ev session.TokenEvent) error {
 		select {
 		case gen.events <- ev:

@@ -45,7 +45,8 @@ func decodeJSON(body []byte, v any) *apiError {
 			if te.Field == "" {
 				return badParam("", "request body: expected a JSON object, got JSON %s", te.Value)
 			}
-			return badParam(te.Field, "%s: expected %s, got JSON %s", te.Field, jsonType(te.Type.String()), te.Value)
+			field := strings.ReplaceAll(te.Field, "samplingFields.", "")
+			return badParam(field, "%s: expected %s, got JSON %s", field, jsonType(te.Type.String()), te.Value)
 		case errors.As(err, &se):
 			return badParam("", "invalid JSON at byte %d: %v", se.Offset, err)
 		case errors.Is(err, io.ErrUnexpectedEOF):
