@@ -39,6 +39,7 @@ type benchResult struct {
 	GraphAgreement    string  `json:"graph_eager_token_agreement,omitempty"`
 	GraphError        string  `json:"graph_error,omitempty"`
 	DecodeMode        string  `json:"decode_mode"`
+	GEMM              string  `json:"prefill_gemm"`
 }
 
 func runBench(args []string) error {
@@ -72,7 +73,7 @@ func runBench(args []string) error {
 		return err
 	}
 	r := &benchResult{Model: ck.Name, Backend: g.Name(), Device: g.DeviceName(), PromptTokens: *promptTokens,
-		NewTokens: *newTokens, WeightBytes: m.WeightBytes(), LoadSeconds: time.Since(t0).Seconds()}
+		NewTokens: *newTokens, WeightBytes: m.WeightBytes(), LoadSeconds: time.Since(t0).Seconds(), GEMM: g.GEMMLibrary()}
 	P, N := *promptTokens, *newTokens
 	m.MaxChunk = max(m.MaxChunk, P)
 	rng := rand.New(rand.NewPCG(1, 2))

@@ -38,6 +38,9 @@ const (
 	fAttnCombine
 	fArgmax
 	fGemvMulti
+	fToBF16
+	fAttnPrefill64
+	fAttnPrefill128
 	fGemvBF16 // + rows-1, 8 of them
 	fGemvFP8  = fGemvBF16 + 8
 	numFuncs  = fGemvFP8 + 8
@@ -45,7 +48,8 @@ const (
 
 var funcNames = func() []string {
 	n := []string{"embed", "matmul_generic", "gemm_generic", "gemm_bf16", "gemm_fp8", "rmsnorm", "add", "add_bias",
-		"swiglu", "rope", "gather", "scatter_add", "store_kv", "attn_partial", "attn_combine", "argmax", "gemv_bf16_multi"}
+		"swiglu", "rope", "gather", "scatter_add", "store_kv", "attn_partial", "attn_combine", "argmax", "gemv_bf16_multi",
+		"to_bf16", "attn_prefill_64", "attn_prefill_128"}
 	for i := 1; i <= 8; i++ {
 		n = append(n, fmt.Sprintf("gemv_bf16_%d", i))
 	}
@@ -77,6 +81,7 @@ type Backend struct {
 	cap     *capture
 
 	pending []gemv // single-row bf16 GEMVs on one input, not yet launched
+	lt      lt     // cuBLASLt prefill GEMMs (cublaslt.go)
 
 	poolMu sync.Mutex
 	free   map[int64][]cu.DevicePtr
@@ -118,6 +123,7 @@ func New(ordinal int) (*Backend, error) {
 	if b.sms, err = dev.Attribute(cu.MultiprocessorCount); err != nil {
 		return nil, err
 	}
+	b.openLt()
 	return b, nil
 }
 
@@ -145,6 +151,7 @@ func (b *Backend) enter() bool {
 		return false
 	}
 	b.flush()
+	b.lt.bfSrc = 0 // any op may write the converted GEMM input's source
 	return true
 }
 

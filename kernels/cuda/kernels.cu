@@ -608,3 +608,167 @@ extern "C" __global__ void argmax(int* out, const float* x, int n) {
         if (lane == 0) out[0] = idx;
     }
 }
+
+// ---------------------------------------------------------------- prefill (tensor cores)
+// fp32 → bf16 for the cuBLASLt GEMM's activation operand; n % 8 == 0.
+extern "C" __global__ void to_bf16(uint4* dst, const float4* src, long n) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n / 8) return;
+    float4 a = src[2 * i], b = src[2 * i + 1];
+    __nv_bfloat162 p0 = __floats2bfloat162_rn(a.x, a.y), p1 = __floats2bfloat162_rn(a.z, a.w);
+    __nv_bfloat162 p2 = __floats2bfloat162_rn(b.x, b.y), p3 = __floats2bfloat162_rn(b.z, b.w);
+    dst[i] = make_uint4(*(uint32_t*)&p0, *(uint32_t*)&p1, *(uint32_t*)&p2, *(uint32_t*)&p3);
+}
+
+__device__ __forceinline__ uint32_t packbf(float a, float b) {
+    __nv_bfloat162 p = __floats2bfloat162_rn(a, b);
+    return *(uint32_t*)&p;
+}
+
+__device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Flash-style causal prefill attention with GQA: block (64-query tile,
+// head), 4 warps of 16 query rows; K/V tiles of 64 positions go through
+// shared memory as bf16 (V transposed), S = QKᵀ and O += PV on the tensor
+// cores (mma.sync m16n8k16 bf16, fp32 accumulation), online softmax in
+// fp32 registers. dk == dv == D. Heavier (later) query tiles start first.
+template <int D>
+__device__ __forceinline__ void attn_prefill(float* __restrict__ dst, const float* __restrict__ q,
+                                             const float* __restrict__ K, const float* __restrict__ V,
+                                             const int* __restrict__ table, const int* startp, int rows, int heads,
+                                             int kvh, int bs, float scale) {
+    constexpr int BQ = 64, BKV = 64, KP = D + 8, VP = BKV + 8;
+    __shared__ __align__(16) __nv_bfloat16 Ks[BKV][KP];
+    __shared__ __align__(16) __nv_bfloat16 Vt[D][VP];
+    int tile = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, kh = h / (heads / kvh);
+    int start = *startp;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int r0 = tile * BQ + warp * 16;
+    const float qs = scale * 1.4426950408889634f; // exp2 domain
+    uint32_t qf[D / 16][4];
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ks++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int row = r0 + g + (i & 1) * 8, col = ks * 16 + 2 * t + (i >> 1) * 8;
+            float a = 0.f, b = 0.f;
+            if (row < rows) {
+                float2 v = *(const float2*)(q + ((long)row * heads + h) * D + col);
+                a = v.x * qs;
+                b = v.y * qs;
+            }
+            qf[ks][i] = packbf(a, b);
+        }
+    float o[D / 8][4];
+#pragma unroll
+    for (int n = 0; n < D / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    int qlast = min(tile * BQ + BQ, rows) - 1;
+    int ctxEnd = start + qlast + 1;
+    long kw = (long)kvh * D;
+    const float* Kh = K + (long)kh * D;
+    const float* Vh = V + (long)kh * D;
+    for (int k0 = 0; k0 < ctxEnd; k0 += BKV) {
+        __syncthreads();
+        for (int e = threadIdx.x; e < BKV * D / 4; e += 128) {
+            int r = e / (D / 4), c = (e % (D / 4)) * 4;
+            int p = k0 + r;
+            float4 kv = make_float4(0.f, 0.f, 0.f, 0.f), vv = kv;
+            if (p < ctxEnd) {
+                long slot = (long)table[p / bs] * bs + p % bs;
+                kv = *(const float4*)(Kh + slot * kw + c);
+                vv = *(const float4*)(Vh + slot * kw + c);
+            }
+            *(uint2*)&Ks[r][c] = make_uint2(packbf(kv.x, kv.y), packbf(kv.z, kv.w));
+            Vt[c][r] = __float2bfloat16_rn(vv.x);
+            Vt[c + 1][r] = __float2bfloat16_rn(vv.y);
+            Vt[c + 2][r] = __float2bfloat16_rn(vv.z);
+            Vt[c + 3][r] = __float2bfloat16_rn(vv.w);
+        }
+        __syncthreads();
+        if (r0 >= rows || start + r0 + 15 < k0) continue; // this warp's rows see none of the tile
+        float s[BKV / 8][4];
+#pragma unroll
+        for (int n = 0; n < BKV / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++)
+#pragma unroll
+            for (int n = 0; n < BKV / 8; n++) {
+                uint32_t b0 = *(const uint32_t*)&Ks[n * 8 + g][ks * 16 + 2 * t];
+                uint32_t b1 = *(const uint32_t*)&Ks[n * 8 + g][ks * 16 + 2 * t + 8];
+                mma_bf16(s[n], qf[ks], b0, b1);
+            }
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            int row = r0 + g + 8 * i;
+            int qpos = row < rows ? start + row : -1;
+            float mx = -INFINITY;
+#pragma unroll
+            for (int n = 0; n < BKV / 8; n++)
+#pragma unroll
+                for (int j = 0; j < 2; j++) {
+                    int col = k0 + n * 8 + 2 * t + j;
+                    if (col > qpos) s[n][2 * i + j] = -INFINITY;
+                    mx = fmaxf(mx, s[n][2 * i + j]);
+                }
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            float mn = fmaxf(m[i], mx);
+            float ms = mn == -INFINITY ? 0.f : mn;
+            float corr = exp2f(m[i] - ms);
+            float sum = 0.f;
+#pragma unroll
+            for (int n = 0; n < BKV / 8; n++)
+#pragma unroll
+                for (int j = 0; j < 2; j++) {
+                    float p = exp2f(s[n][2 * i + j] - ms);
+                    s[n][2 * i + j] = p;
+                    sum += p;
+                }
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            l[i] = l[i] * corr + sum;
+            m[i] = mn;
+#pragma unroll
+            for (int n = 0; n < D / 8; n++) {
+                o[n][2 * i] *= corr;
+                o[n][2 * i + 1] *= corr;
+            }
+        }
+#pragma unroll
+        for (int kk = 0; kk < BKV / 16; kk++) {
+            uint32_t a[4] = {packbf(s[2 * kk][0], s[2 * kk][1]), packbf(s[2 * kk][2], s[2 * kk][3]),
+                             packbf(s[2 * kk + 1][0], s[2 * kk + 1][1]), packbf(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+            for (int n = 0; n < D / 8; n++) {
+                uint32_t b0 = *(const uint32_t*)&Vt[n * 8 + g][kk * 16 + 2 * t];
+                uint32_t b1 = *(const uint32_t*)&Vt[n * 8 + g][kk * 16 + 2 * t + 8];
+                mma_bf16(o[n], a, b0, b1);
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        int row = r0 + g + 8 * i;
+        if (row >= rows) continue;
+        float inv = 1.f / l[i];
+        float* out = dst + ((long)row * heads + h) * D;
+#pragma unroll
+        for (int n = 0; n < D / 8; n++)
+            *(float2*)(out + n * 8 + 2 * t) = make_float2(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
+    }
+}
+
+#define ATTN_PREFILL(D)                                                                                        \
+    extern "C" __global__ void __launch_bounds__(128) attn_prefill_##D(                                        \
+        float* dst, const float* q, const float* K, const float* V, const int* table, const int* startp, int rows, \
+        int heads, int kvh, int bs, float scale) {                                                              \
+        attn_prefill<D>(dst, q, K, V, table, startp, rows, heads, kvh, bs, scale);                              \
+    }
+ATTN_PREFILL(64)
+ATTN_PREFILL(128)

@@ -107,6 +107,18 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 	defer b.exit()
 	p := kp.(*kvPool)
 	s := p.spec
+	if rows >= 16 && s.HeadDimK == s.HeadDimV && (s.HeadDimK == 64 || s.HeadDimK == 128) && heads%s.KVHeads == 0 {
+		// Prefill: the flash kernel on the tensor cores.
+		f := fAttnPrefill128
+		if s.HeadDimK == 64 {
+			f = fAttnPrefill64
+		}
+		tp := b.put(kTable, words(seq.Table))
+		st := b.put(kStart, []uint32{uint32(seq.Start)})
+		b.run(f, cdiv(rows, 64), heads, 128, ptr(dptr(dst)), ptr(dptr(q)), ptr(p.kLayer(layer)), ptr(p.vLayer(layer)),
+			ptr(tp), ptr(st), i32(rows), i32(heads), i32(s.KVHeads), i32(s.BlockSize), f32(scale))
+		return
+	}
 	ctx := seq.Start + rows
 	if b.cap != nil {
 		ctx = len(seq.Table) * s.BlockSize

@@ -165,6 +165,12 @@ func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Tensor, rows int) {
 		}
 		return
 	}
+	if bf16ok && b.ltGemm(dptr(dst), dptr(x), t.data, rows, out, in) {
+		if dptr(dst) == b.lt.bfSrc {
+			b.lt.bfSrc = 0
+		}
+		return
+	}
 	f := fGemmGeneric
 	switch {
 	case bf16ok:

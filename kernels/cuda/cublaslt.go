@@ -1,0 +1,201 @@
+//go:build cuda
+
+package cuda
+
+// Prefill GEMMs through cuBLASLt, loaded with dlopen by soname (13, 12,
+// 11, then the CUDA 13 toolkit's path) so that one binary runs against
+// whichever version the host has, and still runs (on the tf32 kernel)
+// where there is none. Activations are converted to bf16 on the device
+// (one pass per distinct input), weights are the stored bf16 bytes, the
+// accumulation and the output are float32.
+
+/*
+#cgo LDFLAGS: -ldl
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <string.h>
+#include <cuda.h>
+#include <cublasLt.h>
+
+typedef cublasStatus_t (*pl_create_t)(cublasLtHandle_t*);
+typedef cublasStatus_t (*pl_desc_create_t)(cublasLtMatmulDesc_t*, cublasComputeType_t, cudaDataType_t);
+typedef cublasStatus_t (*pl_desc_set_t)(cublasLtMatmulDesc_t, cublasLtMatmulDescAttributes_t, const void*, size_t);
+typedef cublasStatus_t (*pl_layout_create_t)(cublasLtMatrixLayout_t*, cudaDataType, uint64_t, uint64_t, int64_t);
+typedef cublasStatus_t (*pl_pref_create_t)(cublasLtMatmulPreference_t*);
+typedef cublasStatus_t (*pl_pref_set_t)(cublasLtMatmulPreference_t, cublasLtMatmulPreferenceAttributes_t, const void*, size_t);
+typedef cublasStatus_t (*pl_heur_t)(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+	cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatmulPreference_t, int, cublasLtMatmulHeuristicResult_t*, int*);
+typedef cublasStatus_t (*pl_matmul_t)(cublasLtHandle_t, cublasLtMatmulDesc_t, const void*, const void*, cublasLtMatrixLayout_t,
+	const void*, cublasLtMatrixLayout_t, const void*, const void*, cublasLtMatrixLayout_t, void*, cublasLtMatrixLayout_t,
+	const cublasLtMatmulAlgo_t*, void*, size_t, CUstream);
+
+static pl_create_t pl_lt_create;
+static pl_desc_create_t pl_lt_desc_create;
+static pl_desc_set_t pl_lt_desc_set;
+static pl_layout_create_t pl_lt_layout_create;
+static pl_pref_create_t pl_lt_pref_create;
+static pl_pref_set_t pl_lt_pref_set;
+static pl_heur_t pl_lt_heur;
+static pl_matmul_t pl_lt_matmul;
+static cublasLtHandle_t pl_lt_handle;
+
+// pl_lt_open loads the library and creates a handle: 0 on success.
+static int pl_lt_open(char *name, int n) {
+	const char *names[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11",
+		"/usr/local/cuda-13.0/targets/x86_64-linux/lib/libcublasLt.so.13",
+		"/usr/local/cuda/lib64/libcublasLt.so", 0};
+	void *h = 0;
+	for (int i = 0; names[i] && !h; i++) {
+		h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+		if (h) { strncpy(name, names[i], n - 1); name[n - 1] = 0; }
+	}
+	if (!h) return 1;
+	pl_lt_create = (pl_create_t)dlsym(h, "cublasLtCreate");
+	pl_lt_desc_create = (pl_desc_create_t)dlsym(h, "cublasLtMatmulDescCreate");
+	pl_lt_desc_set = (pl_desc_set_t)dlsym(h, "cublasLtMatmulDescSetAttribute");
+	pl_lt_layout_create = (pl_layout_create_t)dlsym(h, "cublasLtMatrixLayoutCreate");
+	pl_lt_pref_create = (pl_pref_create_t)dlsym(h, "cublasLtMatmulPreferenceCreate");
+	pl_lt_pref_set = (pl_pref_set_t)dlsym(h, "cublasLtMatmulPreferenceSetAttribute");
+	pl_lt_heur = (pl_heur_t)dlsym(h, "cublasLtMatmulAlgoGetHeuristic");
+	pl_lt_matmul = (pl_matmul_t)dlsym(h, "cublasLtMatmul");
+	if (!pl_lt_create || !pl_lt_desc_create || !pl_lt_desc_set || !pl_lt_layout_create || !pl_lt_pref_create ||
+		!pl_lt_pref_set || !pl_lt_heur || !pl_lt_matmul) return 2;
+	if (pl_lt_create(&pl_lt_handle) != CUBLAS_STATUS_SUCCESS) return 3;
+	return 0;
+}
+
+// A plan: y[M,N] (fp32, row-major) = x[M,K] (bf16) · w[N,K]ᵀ (bf16). In
+// cuBLAS's column-major terms D (N×M) = Wᵀ-op(A = w, K×N) · B (x, K×M).
+typedef struct {
+	cublasLtMatmulDesc_t desc;
+	cublasLtMatrixLayout_t a, b, c;
+	cublasLtMatmulAlgo_t algo;
+	size_t ws;
+} pl_plan;
+
+static int pl_lt_plan(pl_plan *p, int M, int N, int K, size_t wsmax) {
+	if (pl_lt_desc_create(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F)) return 10;
+	cublasOperation_t t = CUBLAS_OP_T, nn = CUBLAS_OP_N;
+	if (pl_lt_desc_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t)) return 11;
+	if (pl_lt_desc_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &nn, sizeof nn)) return 12;
+	if (pl_lt_layout_create(&p->a, CUDA_R_16BF, K, N, K)) return 13;
+	if (pl_lt_layout_create(&p->b, CUDA_R_16BF, K, M, K)) return 14;
+	if (pl_lt_layout_create(&p->c, CUDA_R_32F, N, M, N)) return 15;
+	cublasLtMatmulPreference_t pref;
+	if (pl_lt_pref_create(&pref)) return 16;
+	if (pl_lt_pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsmax, sizeof wsmax)) return 17;
+	cublasLtMatmulHeuristicResult_t r;
+	int got = 0;
+	memset(&r, 0, sizeof r);
+	if (pl_lt_heur(pl_lt_handle, p->desc, p->a, p->b, p->c, p->c, pref, 1, &r, &got) || got < 1) return 18;
+	p->algo = r.algo;
+	p->ws = r.workspaceSize;
+	return 0;
+}
+
+static int pl_lt_run(pl_plan *p, CUdeviceptr y, CUdeviceptr x, CUdeviceptr w, CUdeviceptr ws, CUstream s) {
+	float one = 1.f, zero = 0.f;
+	return (int)pl_lt_matmul(pl_lt_handle, p->desc, &one, (void*)w, p->a, (void*)x, p->b, &zero, (void*)y, p->c,
+		(void*)y, p->c, &p->algo, (void*)ws, p->ws, s);
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+	"unsafe"
+
+	"gorgonia.org/cu"
+)
+
+const ltWorkspace = 32 << 20
+
+type ltKey struct{ m, n, k int }
+
+type lt struct {
+	ok    bool
+	name  string
+	err   error
+	ws    cu.DevicePtr
+	plans map[ltKey]*C.pl_plan
+	bf    cu.DevicePtr // bf16 copy of the last converted activation
+	bfN   int64
+	bfSrc cu.DevicePtr // its source (0: none valid)
+	bfLen int
+}
+
+// openLt loads cuBLASLt (POCKET_CUBLASLT=0 turns it off). Called with the
+// context current.
+func (b *Backend) openLt() {
+	if os.Getenv("POCKET_CUBLASLT") == "0" {
+		b.lt.err = fmt.Errorf("disabled by POCKET_CUBLASLT=0")
+		return
+	}
+	var name [256]C.char
+	if r := C.pl_lt_open(&name[0], 256); r != 0 {
+		b.lt.err = fmt.Errorf("cuBLASLt not loaded (step %d)", int(r))
+		return
+	}
+	b.lt.name = C.GoString(&name[0])
+	b.lt.plans = map[ltKey]*C.pl_plan{}
+	p, err := cu.MemAlloc(ltWorkspace)
+	if err != nil {
+		b.lt.err = err
+		return
+	}
+	b.Resident += ltWorkspace
+	b.lt.ws = p
+	b.lt.ok = true
+}
+
+// GEMMLibrary names the prefill GEMM path: the cuBLASLt library loaded, or
+// why the built-in tf32 kernel is used.
+func (b *Backend) GEMMLibrary() string {
+	if b.lt.ok {
+		return "cublasLt bf16 (" + b.lt.name + ")"
+	}
+	return "tf32 kernel: " + fmt.Sprint(b.lt.err)
+}
+
+// ltGemm runs y = x·wᵀ with a bf16 weight through cuBLASLt; false when it
+// cannot (no library, no plan), and the caller falls back.
+func (b *Backend) ltGemm(y, x, w cu.DevicePtr, M, N, K int) bool {
+	if !b.lt.ok || K%8 != 0 || N%8 != 0 {
+		return false
+	}
+	key := ltKey{M, N, K}
+	p, ok := b.lt.plans[key]
+	if !ok {
+		p = (*C.pl_plan)(C.calloc(1, C.sizeof_pl_plan))
+		if r := C.pl_lt_plan(p, C.int(M), C.int(N), C.int(K), ltWorkspace); r != 0 {
+			C.free(unsafe.Pointer(p))
+			p = nil
+		}
+		b.lt.plans[key] = p
+	}
+	if p == nil {
+		return false
+	}
+	// Convert x to bf16 unless it is the input converted last (q/k/v and
+	// gate/up share theirs; every other op clears bfSrc).
+	if b.lt.bfSrc != x || b.lt.bfLen != M*K {
+		need := int64(M) * int64(K) * 2
+		if need > b.lt.bfN {
+			// Not freed: a captured graph may refer to the old one.
+			b.lt.bfN = max(need, 1<<20)
+			b.lt.bf = b.alloc(b.lt.bfN)
+		}
+		n := M * K
+		b.run(fToBF16, cdiv(n/8, 256), 1, 256, ptr(b.lt.bf), ptr(x), uint64(n))
+		b.lt.bfSrc, b.lt.bfLen = x, n
+	}
+	if b.err != nil {
+		return true
+	}
+	if r := C.pl_lt_run(p, C.CUdeviceptr(y), C.CUdeviceptr(b.lt.bf), C.CUdeviceptr(w), C.CUdeviceptr(b.lt.ws), b.s); r != 0 {
+		b.fail(fmt.Errorf("cuda: cublasLtMatmul %dx%dx%d: status %d", M, N, K, int(r)))
+	}
+	return true
+}
