@@ -35,6 +35,9 @@ type Config struct {
 	Spec kernels.KVSpec
 	// HostTierBytes bounds the host tier; 0 disables it.
 	HostTierBytes int64
+	// SnapshotBytes bounds the host memory that recurrent-state snapshots
+	// of hybrid models take (see Snapshot); 0 disables them.
+	SnapshotBytes int64
 }
 
 // Pool is the paged KV memory of one model.
@@ -48,7 +51,7 @@ type Pool struct {
 	free   []int32
 	lru    *list.List // of int32 block ids, front = most recently released
 	index  map[Key]int32
-	snaps  map[Key]Snapshot
+	snaps  *snapStore // nil: no snapshots
 	host   *hostTier
 	stats  Stats
 }
@@ -86,11 +89,13 @@ func New(cfg Config) (*Pool, error) {
 		free:   make([]int32, 0, cfg.Spec.Blocks),
 		lru:    list.New(),
 		index:  make(map[Key]int32),
-		snaps:  make(map[Key]Snapshot),
 	}
 	// Hand out low block ids first.
 	for b := cfg.Spec.Blocks - 1; b >= 0; b-- {
 		p.free = append(p.free, int32(b))
+	}
+	if cfg.SnapshotBytes > 0 {
+		p.snaps = newSnapStore(cfg.SnapshotBytes)
 	}
 	if cfg.HostTierBytes > 0 {
 		if p.host, err = newHostTier(cfg.HostTierBytes, cfg.Spec.BytesPerBlock()); err != nil {
@@ -132,13 +137,26 @@ func (p *Pool) allocLocked() (int32, error) {
 		p.blocks[b] = blockMeta{ref: 1}
 		return b, nil
 	}
+	b, ok := p.evictLocked()
+	if !ok {
+		return -1, ErrFull
+	}
+	p.blocks[b] = blockMeta{ref: 1}
+	return b, nil
+}
+
+// evictLocked pushes the least recently used cached block out of the
+// device pool (to the host tier, when there is one) and returns it
+// unkeyed, on no list.
+func (p *Pool) evictLocked() (int32, bool) {
 	e := p.lru.Back()
 	if e == nil {
-		return -1, ErrFull
+		return -1, false
 	}
 	b := e.Value.(int32)
 	m := &p.blocks[b]
 	p.lru.Remove(e)
+	m.elem = nil
 	if p.host != nil {
 		buf := make([]float32, p.spec.BytesPerBlock()/4)
 		p.be.ReadKVBlock(p.kv, int(b), buf)
@@ -148,12 +166,11 @@ func (p *Pool) allocLocked() (int32, error) {
 	}
 	p.stats.Evictions++
 	p.dropKeyLocked(b)
-	p.blocks[b] = blockMeta{ref: 1}
-	return b, nil
+	return b, true
 }
 
-// dropKeyLocked removes b's entry from the prefix index. Its snapshot
-// stays while the host tier may still hold the block.
+// dropKeyLocked removes b's entry from the prefix index. The snapshot
+// keyed like it stays while the host tier may still hold the block.
 func (p *Pool) dropKeyLocked(b int32) {
 	m := &p.blocks[b]
 	if !m.keyed {
@@ -163,7 +180,7 @@ func (p *Pool) dropKeyLocked(b int32) {
 		delete(p.index, m.key)
 	}
 	if p.host == nil {
-		delete(p.snaps, m.key)
+		p.snaps.del(m.key)
 	}
 	m.keyed = false
 }
@@ -318,8 +335,11 @@ func (p *Pool) EvictCached(n int) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	freed := 0
-	for freed < n && p.lru.Len() > 0 {
-		b, _ := p.allocLocked()
+	for freed < n {
+		b, ok := p.evictLocked()
+		if !ok {
+			break
+		}
 		p.blocks[b] = blockMeta{}
 		p.free = append(p.free, b)
 		freed++
