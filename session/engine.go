@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -293,6 +294,14 @@ type progress struct {
 // (whole blocks, never the last token, whose logits are needed), then by
 // prefilling at most budget tokens (kvMu held).
 func (e *engine) ensure(sq *seqState, toks []int32, budget int) (progress, error) {
+	pr, err := e.ensureOnce(sq, toks, budget)
+	if errors.Is(err, ErrKVLost) { // all KV was dropped: recompute from the tokens
+		pr, err = e.ensureOnce(sq, toks, budget)
+	}
+	return pr, err
+}
+
+func (e *engine) ensureOnce(sq *seqState, toks []int32, budget int) (progress, error) {
 	var pr progress
 	n := len(toks)
 	e.tick++
@@ -378,7 +387,9 @@ func (e *engine) forward(sq *seqState, toks []int32, end int, want models.Logits
 	seq := models.Seq{Pool: e.pool.KV(), Table: sq.table, Start: start, State: sq.state}
 	logits, err := e.model.Forward(seq, toks[start:end], want)
 	if err != nil {
-		if e.recurrent {
+		if errors.Is(err, ErrKVLost) {
+			e.invalidateAll()
+		} else if e.recurrent {
 			e.dropKV(sq) // the state may be half advanced
 		} else {
 			e.truncateKV(sq, start) // release blocks allocated for nothing
@@ -394,4 +405,14 @@ func (e *engine) forward(sq *seqState, toks []int32, end int, want models.Logits
 		}
 	}
 	return logits, nil
+}
+
+// invalidateAll forgets every sequence's KV and the pool's cached blocks
+// after the runner lost its KV memory (kvMu held); each sequence is
+// recomputed from its tokens on its next use.
+func (e *engine) invalidateAll() {
+	for sq := range e.seqs {
+		e.dropKV(sq)
+	}
+	e.pool.Invalidate()
 }

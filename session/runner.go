@@ -1,6 +1,8 @@
 package session
 
 import (
+	"errors"
+
 	"github.com/pocketllm/pocketllm/kernels"
 	"github.com/pocketllm/pocketllm/models"
 )
@@ -24,3 +26,9 @@ type Runner interface {
 }
 
 var _ Runner = (*models.Model)(nil)
+
+// ErrKVLost is wrapped by a Runner's Forward error when the KV memory the
+// runner holds was lost, e.g. because a worker process restarted: every
+// block's contents are gone, not only this call's. The scheduler then drops
+// all KV state and rebuilds it from the sessions' token histories.
+var ErrKVLost = errors.New("kv memory lost")
