@@ -1,0 +1,94 @@
+package gateway
+
+import (
+	"encoding/json"
+	"testing"
+	"unicode/utf8"
+)
+
+// FuzzDecode holds request decoding to its contract on any input: no
+// panic; an error is a 400 with a message; a decoded request is within
+// the limits the handlers rely on.
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"demo","messages":[{"role":"user","content":"hi"}],"max_tokens":5,"stream":true,"stream_options":{"include_usage":true}}`,
+		`{"messages":[{"role":"system","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},{"role":"assistant","content":null,"tool_calls":[{"function":{"name":"f","arguments":"{}"}}]}]}`,
+		`{"messages":[{"role":"user","content":"x"}],"stop":["a","b"],"logprobs":true,"top_logprobs":3,"seed":-7,"top_k":-1}`,
+		`{"prompt":"hello","echo":true,"logprobs":2,"max_tokens":3}`,
+		`{"prompt":[1,2,3]}`, `{"prompt":[[1,2]]}`, `{"prompt":["a"]}`, `{"prompt":"","session_id":"x"}`,
+		`{"messages":"hi"}`, `[]`, `null`, `{"temperature":"NaN"}`, "{\"prompt\":\"\xff\"}", `{"n":2}`, ``,
+	} {
+		f.Add([]byte(s), "")
+	}
+	f.Add([]byte(`{"prompt":null}`), "sess")
+	f.Fuzz(func(t *testing.T, body []byte, header string) {
+		check := func(j *job, err *apiError) {
+			if err != nil {
+				if err.status != 400 || err.msg == "" {
+					t.Fatalf("error %+v", err)
+				}
+				if j != nil {
+					t.Fatal("job and error")
+				}
+				return
+			}
+			p := j.params
+			if p.MaxTokens < 0 || p.TopLogprobs < 0 || p.TopLogprobs > maxTopLogprobs || len(p.Stop) > maxStops {
+				t.Fatalf("params out of range: %+v", p)
+			}
+			for _, s := range p.Stop {
+				if s == "" {
+					t.Fatal("empty stop string")
+				}
+			}
+			if header != "" && j.sessionID != header {
+				t.Fatalf("session %q, header %q", j.sessionID, header)
+			}
+			if sp := p.Sampling; sp.Temperature < 0 || sp.TopP < 0 || sp.TopP > 1 || sp.MinP < 0 || sp.MinP > 1 || sp.TopK < 0 {
+				t.Fatalf("sampling out of range: %+v", sp)
+			}
+			if j.includeUsage && !j.stream {
+				t.Fatal("include_usage without stream")
+			}
+		}
+		j, err := decodeChat(body, header)
+		check(j, err)
+		if err == nil && len(j.messages) == 0 {
+			t.Fatal("chat without messages")
+		}
+		j, err = decodeCompletion(body, header)
+		check(j, err)
+		if err == nil && (j.text == nil) == (j.ids == nil) {
+			t.Fatalf("completion prompt: text %v ids %v", j.text, j.ids)
+		}
+		if err == nil && j.text != nil && *j.text == "" && j.sessionID == "" {
+			t.Fatal("empty prompt without a session")
+		}
+		var tr tokenizeRequest
+		if err := decodeJSON(body, &tr); err != nil && err.status != 400 {
+			t.Fatalf("tokenize error %+v", err)
+		}
+	})
+}
+
+// FuzzAppendJSONString: the streaming fast path encodes strings exactly as
+// encoding/json decodes them.
+func FuzzAppendJSONString(f *testing.F) {
+	for _, s := range []string{"", "plain", "quote\" back\\slash", "ctl\x00\x1f\n\r\t", "é日本\u2028\u2029", "bad\xff\xfe"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b := appendJSONString(nil, s)
+		var got string
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatalf("%q encodes to invalid JSON %s: %v", s, b, err)
+		}
+		want := s
+		if !utf8.ValidString(s) {
+			want = string([]rune(s)) // invalid bytes become U+FFFD
+		}
+		if got != want {
+			t.Fatalf("%q round-trips to %q", want, got)
+		}
+	})
+}
