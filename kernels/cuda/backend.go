@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"fmt"
 	"math"
+	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -41,6 +42,7 @@ const (
 	fToBF16
 	fAttnPrefill64
 	fAttnPrefill128
+	fAttnPrefill128x3
 	fGemvBF16 // + rows-1, 8 of them
 	fGemvFP8  = fGemvBF16 + 8
 	numFuncs  = fGemvFP8 + 8
@@ -49,7 +51,7 @@ const (
 var funcNames = func() []string {
 	n := []string{"embed", "matmul_generic", "gemm_generic", "gemm_bf16", "gemm_fp8", "rmsnorm", "add", "add_bias",
 		"swiglu", "rope", "gather", "scatter_add", "store_kv", "attn_partial", "attn_combine", "argmax", "gemv_bf16_multi",
-		"to_bf16", "attn_prefill_64", "attn_prefill_128"}
+		"to_bf16", "attn_prefill_64", "attn_prefill_128", "attn_prefill_128_3"}
 	for i := 1; i <= 8; i++ {
 		n = append(n, fmt.Sprintf("gemv_bf16_%d", i))
 	}
@@ -82,6 +84,7 @@ type Backend struct {
 
 	pending []gemv // single-row bf16 GEMVs on one input, not yet launched
 	lt      lt     // cuBLASLt prefill GEMMs (cublaslt.go)
+	attn128 int    // prefill attention kernel for head dim 128
 
 	poolMu sync.Mutex
 	free   map[int64][]cu.DevicePtr
@@ -124,6 +127,10 @@ func New(ordinal int) (*Backend, error) {
 		return nil, err
 	}
 	b.openLt()
+	b.attn128 = fAttnPrefill128x3
+	if os.Getenv("POCKET_ATTN_OCC") == "2" {
+		b.attn128 = fAttnPrefill128
+	}
 	return b, nil
 }
 

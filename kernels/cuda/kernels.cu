@@ -634,17 +634,18 @@ __device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, uint32_t b
 
 // Flash-style causal prefill attention with GQA: block (64-query tile,
 // head), 4 warps of 16 query rows; K/V tiles of 64 positions go through
-// shared memory as bf16 (V transposed), S = QKᵀ and O += PV on the tensor
-// cores (mma.sync m16n8k16 bf16, fp32 accumulation), online softmax in
-// fp32 registers. dk == dv == D. Heavier (later) query tiles start first.
+// shared memory as bf16, S = QKᵀ and O += PV on the tensor
+// cores (mma.sync m16n8k16 bf16, fp32 accumulation; V's fragments by
+// ldmatrix.trans), online softmax in fp32 registers. dk == dv == D. Heavier (later) query tiles start first.
 template <int D>
 __device__ __forceinline__ void attn_prefill(float* __restrict__ dst, const float* __restrict__ q,
                                              const float* __restrict__ K, const float* __restrict__ V,
                                              const int* __restrict__ table, const int* startp, int rows, int heads,
                                              int kvh, int bs, float scale) {
-    constexpr int BQ = 64, BKV = 64, KP = D + 8, VP = BKV + 8;
+    constexpr int BQ = 64, BKV = 64, KP = D + 8;
     __shared__ __align__(16) __nv_bfloat16 Ks[BKV][KP];
-    __shared__ __align__(16) __nv_bfloat16 Vt[D][VP];
+    __shared__ __align__(16) __nv_bfloat16 Vs[BKV][KP];
+    __shared__ long rowoff[BKV];
     int tile = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, kh = h / (heads / kvh);
     int start = *startp;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -675,20 +676,34 @@ __device__ __forceinline__ void attn_prefill(float* __restrict__ dst, const floa
     const float* Vh = V + (long)kh * D;
     for (int k0 = 0; k0 < ctxEnd; k0 += BKV) {
         __syncthreads();
-        for (int e = threadIdx.x; e < BKV * D / 4; e += 128) {
-            int r = e / (D / 4), c = (e % (D / 4)) * 4;
-            int p = k0 + r;
-            float4 kv = make_float4(0.f, 0.f, 0.f, 0.f), vv = kv;
-            if (p < ctxEnd) {
-                long slot = (long)table[p / bs] * bs + p % bs;
-                kv = *(const float4*)(Kh + slot * kw + c);
-                vv = *(const float4*)(Vh + slot * kw + c);
+        // Row offsets of the tile's positions (-1 past the context), then
+        // K and V rows as bf16, four 16-byte loads in flight per thread.
+        if (threadIdx.x < BKV) {
+            int p = k0 + threadIdx.x;
+            rowoff[threadIdx.x] = p < ctxEnd ? ((long)table[p / bs] * bs + p % bs) * kw : -1L;
+        }
+        __syncthreads();
+#pragma unroll 1
+        for (int it = 0; it < BKV * D / 4 / 128; it += 4) {
+            float4 kv[4], vv[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                int e = threadIdx.x + (it + u) * 128;
+                int r = e / (D / 4), c = (e % (D / 4)) * 4;
+                long off = rowoff[r];
+                kv[u] = vv[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+                if (off >= 0) {
+                    kv[u] = *(const float4*)(Kh + off + c);
+                    vv[u] = *(const float4*)(Vh + off + c);
+                }
             }
-            *(uint2*)&Ks[r][c] = make_uint2(packbf(kv.x, kv.y), packbf(kv.z, kv.w));
-            Vt[c][r] = __float2bfloat16_rn(vv.x);
-            Vt[c + 1][r] = __float2bfloat16_rn(vv.y);
-            Vt[c + 2][r] = __float2bfloat16_rn(vv.z);
-            Vt[c + 3][r] = __float2bfloat16_rn(vv.w);
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                int e = threadIdx.x + (it + u) * 128;
+                int r = e / (D / 4), c = (e % (D / 4)) * 4;
+                *(uint2*)&Ks[r][c] = make_uint2(packbf(kv[u].x, kv[u].y), packbf(kv[u].z, kv[u].w));
+                *(uint2*)&Vs[r][c] = make_uint2(packbf(vv[u].x, vv[u].y), packbf(vv[u].z, vv[u].w));
+            }
         }
         __syncthreads();
         if (r0 >= rows || start + r0 + 15 < k0) continue; // this warp's rows see none of the tile
@@ -746,8 +761,13 @@ __device__ __forceinline__ void attn_prefill(float* __restrict__ dst, const floa
                              packbf(s[2 * kk + 1][0], s[2 * kk + 1][1]), packbf(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
             for (int n = 0; n < D / 8; n++) {
-                uint32_t b0 = *(const uint32_t*)&Vt[n * 8 + g][kk * 16 + 2 * t];
-                uint32_t b1 = *(const uint32_t*)&Vt[n * 8 + g][kk * 16 + 2 * t + 8];
+                // B = V[kv][d] (k = kv, n = d): ldmatrix.trans of the
+                // row-major tile; lanes 0-15 give the 16 kv rows' addresses.
+                uint32_t b0, b1;
+                unsigned addr = (unsigned)__cvta_generic_to_shared(&Vs[kk * 16 + (lane & 15)][n * 8]);
+                asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];"
+                             : "=r"(b0), "=r"(b1)
+                             : "r"(addr));
                 mma_bf16(o[n], a, b0, b1);
             }
         }
@@ -764,11 +784,14 @@ __device__ __forceinline__ void attn_prefill(float* __restrict__ dst, const floa
     }
 }
 
-#define ATTN_PREFILL(D)                                                                                        \
-    extern "C" __global__ void __launch_bounds__(128) attn_prefill_##D(                                        \
+#define ATTN_PREFILL(D, NAME, OCC)                                                                             \
+    extern "C" __global__ void __launch_bounds__(128, OCC) NAME(                                               \
         float* dst, const float* q, const float* K, const float* V, const int* table, const int* startp, int rows, \
         int heads, int kvh, int bs, float scale) {                                                              \
         attn_prefill<D>(dst, q, K, V, table, startp, rows, heads, kvh, bs, scale);                              \
     }
-ATTN_PREFILL(64)
-ATTN_PREFILL(128)
+// Two occupancies of the D=128 kernel: 3 blocks per SM (a 168-register
+// cap, the default) and 2 (POCKET_ATTN_OCC=2).
+ATTN_PREFILL(64, attn_prefill_64, 3)
+ATTN_PREFILL(128, attn_prefill_128, 2)
+ATTN_PREFILL(128, attn_prefill_128_3, 3)

@@ -94,7 +94,9 @@ func (b *Backend) StoreKV(kp kernels.KVPool, layer int, k, v kernels.Buf, slots 
 		i32(p.kw), i32(p.vw))
 }
 
-// Attention implements kernels.Backend: split-K flash-decoding. Each
+// Attention implements kernels.Backend. Prefill passes (≥ 16 rows, equal K
+// and V head dims of 64 or 128) run the flash kernel attn_prefill on the
+// bf16 tensor cores; everything else runs split-K flash-decoding. Each
 // (row, head) is cut into splits of whole position chunks so that the grid
 // fills the GPU even for one query row; a second kernel merges the splits.
 // Under graph capture the split count follows the block table's capacity,
@@ -109,7 +111,7 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 	s := p.spec
 	if rows >= 16 && s.HeadDimK == s.HeadDimV && (s.HeadDimK == 64 || s.HeadDimK == 128) && heads%s.KVHeads == 0 {
 		// Prefill: the flash kernel on the tensor cores.
-		f := fAttnPrefill128
+		f := b.attn128
 		if s.HeadDimK == 64 {
 			f = fAttnPrefill64
 		}
