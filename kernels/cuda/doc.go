@@ -2,7 +2,9 @@
 // uploaded once in their stored format (bf16, f16, f32, FP8 E4M3 with
 // block scales — never a widened copy), activations and the paged KV pool
 // are float32 in device memory, and every op is a kernel from kernels.cu,
-// compiled to compute_90 PTX and embedded. It links gorgonia.org/cu, whose
+// compiled to compute_90 PTX and embedded, except the bf16 prefill GEMMs,
+// which go to cuBLASLt (loaded with dlopen; cublaslt.go) when the host has
+// it, with the activations rounded to bf16 on the device. It links gorgonia.org/cu, whose
 // init exits on a host without a driver, so only the GPU rank binary
 // (cmd/pocket-worker) imports it; without the tag this package is empty.
 //
