@@ -22,6 +22,7 @@ func (p *Pool) Invalidate() {
 	}
 	p.lru.Init()
 	clear(p.index)
+	p.snaps.clear() // states read from the same dying runner
 	if p.host != nil {
 		p.host.c.Clear()
 		p.host.c.Wait()

@@ -3,7 +3,8 @@
 // sequences, a prefix index that maps a hash chain over full blocks of
 // tokens to the block holding their KV, LRU eviction of unreferenced cached
 // blocks, and a host tier (ristretto, cost = bytes) that evicted blocks fall
-// to and come back from.
+// to and come back from. For hybrid models it also keeps snapshots of the
+// sequences' recurrent state at block boundaries (see Snapshot).
 //
 // A block is in one of three states: referenced (ref > 0, held by one or
 // more sequences' block tables), cached (ref == 0 but keyed in the prefix

@@ -186,6 +186,18 @@ func (s *snapStore) del(k Key) {
 	}
 }
 
+func (s *snapStore) clear() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stats.Evictions += uint64(s.lru.Len())
+	s.lru.Init()
+	clear(s.byKey)
+	s.used = 0
+}
+
 func (s *snapStore) snapshotStats() SnapshotStats {
 	if s == nil {
 		return SnapshotStats{}
@@ -204,6 +216,9 @@ func (p *Pool) PutSnapshot(key Key, snap *Snapshot) bool { return p.snaps.put(ke
 
 // Snapshot returns the state stored for key's boundary, marking it used.
 func (p *Pool) Snapshot(key Key) (*Snapshot, bool) { return p.snaps.get(key, true) }
+
+// PeekSnapshot is Snapshot without marking it used.
+func (p *Pool) PeekSnapshot(key Key) (*Snapshot, bool) { return p.snaps.get(key, false) }
 
 // HasSnapshot reports whether key's boundary has a snapshot, without
 // marking it used.

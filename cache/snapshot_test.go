@@ -140,4 +140,10 @@ func TestSnapshotFollowsBlock(t *testing.T) {
 	if p.HasSnapshot(key) {
 		t.Fatal("snapshot outlived its block")
 	}
+	// A runner that lost its KV loses its snapshots too.
+	p.PutSnapshot(key, &Snapshot{Pos: 4, State: []float32{1}})
+	p.Invalidate()
+	if p.HasSnapshot(key) || p.SnapshotStats().Bytes != 0 {
+		t.Fatal("snapshot survived Invalidate")
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -29,7 +30,8 @@ type engine struct {
 	pool      *cache.Pool
 	bs        int
 	ctxLen    int
-	recurrent bool // Model.NewState() != nil: no KV shortcuts without snapshots
+	recurrent bool            // Model.NewState() != nil: KV shortcuts only through snapshots
+	snapEvery cache.Intervals // where hybrid sequences' state is snapshotted
 	limit     int
 
 	// kvMu guards every seqState's fields and is held by the scheduler
@@ -58,7 +60,7 @@ type seqState struct {
 	table  []int32     // blocks; len == ceil(kvLen/bs) between steps
 	keys   []cache.Key // chain keys of the kvLen/bs full blocks
 	kvLen  int
-	state  any       // recurrent state (nil for attention-only models)
+	state  any       // recurrent state at kvLen (nil for attention-only models)
 	logits []float32 // logits at position kvLen-1, when known
 	active int       // requests using the sequence now
 	last   int64     // engine.tick of the last use (eviction order)
@@ -78,6 +80,9 @@ func newEngine(cfg ModelConfig, pool *cache.Pool, eos map[int32]bool) *engine {
 		recurrent: cfg.Model.NewState() != nil,
 		seqs:      map[*seqState]struct{}{},
 		done:      make(chan struct{}),
+	}
+	if e.recurrent && pool.SnapshotStats().Limit > 0 {
+		e.snapEvery = cfg.SnapshotIntervals.Aligned(e.bs)
 	}
 	if e.ctxLen <= 0 {
 		e.ctxLen = 1 << 20
@@ -205,15 +210,22 @@ func (e *engine) dropKV(sq *seqState) {
 }
 
 // truncateKV keeps the KV of positions [0, n) and releases blocks past
-// them (kvMu held). Recurrent state cannot be rewound, so such a sequence
-// starts over.
+// them (kvMu held). Recurrent state cannot be rewound: such a sequence
+// goes back to the latest snapshot at or before n (and its KV with it),
+// or starts over when there is none.
 func (e *engine) truncateKV(sq *seqState, n int) {
 	if n > sq.kvLen {
 		return
 	}
+	var logits []float32
 	if e.recurrent && n < sq.kvLen {
-		e.dropKV(sq)
-		return
+		st, _ := sq.state.(models.RecurrentState)
+		q, snap := e.snapshotBefore(sq, n)
+		if st == nil || snap == nil || st.Restore(snap.State, q) != nil {
+			e.dropKV(sq)
+			return
+		}
+		n, logits = q, snap.Logits
 	}
 	if nb := (n + e.bs - 1) / e.bs; nb < len(sq.table) {
 		e.pool.ReleaseAll(sq.table[nb:])
@@ -221,23 +233,47 @@ func (e *engine) truncateKV(sq *seqState, n int) {
 	}
 	sq.keys = sq.keys[:min(len(sq.keys), n/e.bs)]
 	if n < sq.kvLen {
-		sq.kvLen, sq.logits = n, nil
+		sq.kvLen, sq.logits = n, logits
 	}
+}
+
+// snapshotBefore finds the latest snapshot of sq's state at a block
+// boundary q ≤ n within its KV (kvMu held).
+func (e *engine) snapshotBefore(sq *seqState, n int) (int, *cache.Snapshot) {
+	if !e.snapEvery.Enabled() {
+		return 0, nil
+	}
+	for bi := min(n/e.bs, len(sq.keys)); bi > 0; bi-- {
+		if snap, ok := e.pool.Snapshot(sq.keys[bi-1]); ok && snap.Pos == bi*e.bs {
+			return snap.Pos, snap
+		}
+	}
+	return 0, nil
 }
 
 // fork makes a sequence that shares src's KV of positions [0, at):
 // whole blocks by reference, the partial last one copy-on-write (kvMu
-// held). For recurrent models the state is known only at the end of the
-// KV, so a fork there clones it and a fork anywhere else recomputes.
+// held). For recurrent models the live state is known only at the end of
+// the KV: a fork there (or past it) clones it; a fork inside starts from
+// the latest snapshot at or before at, and recomputes when there is none.
 func (e *engine) fork(src *seqState, at int) *seqState {
 	sq := e.newSeq(src.owner)
+	var logits []float32
 	if e.recurrent {
-		// The state is only known at kvLen: share the KV and clone it there.
 		st, ok := src.state.(models.RecurrentState)
-		if !ok || at != src.kvLen || src.kvLen == 0 {
+		if !ok || src.kvLen == 0 {
 			return sq
 		}
-		sq.state = st.Clone()
+		if at >= src.kvLen {
+			sq.state = st.Clone()
+		} else {
+			q, snap := e.snapshotBefore(src, at)
+			fresh, _ := e.model.NewState().(models.RecurrentState)
+			if snap == nil || fresh == nil || fresh.Restore(snap.State, q) != nil {
+				return sq
+			}
+			sq.state, at, logits = fresh, q, snap.Logits
+		}
 	}
 	n := min(src.kvLen, at)
 	nb := (n + e.bs - 1) / e.bs
@@ -249,6 +285,8 @@ func (e *engine) fork(src *seqState, at int) *seqState {
 	sq.kvLen = n
 	if n == src.kvLen {
 		sq.logits = src.logits // read-only
+	} else if e.recurrent {
+		sq.logits = logits // the snapshot's, read-only
 	}
 	return sq
 }
@@ -291,8 +329,11 @@ type progress struct {
 
 // ensure advances sq's KV toward covering all of toks, and returns the
 // logits at the last token once it does: first from the prefix index
-// (whole blocks, never the last token, whose logits are needed), then by
-// prefilling at most budget tokens (kvMu held).
+// (whole blocks, never the last token, whose logits are needed; for
+// recurrent models only up to a block with a state snapshot), then by
+// prefilling at most budget tokens (kvMu held). A recurrent sequence's
+// prefill is split so that pieces end on the snapshot positions, where
+// the state is stored.
 func (e *engine) ensure(sq *seqState, toks []int32, budget int) (progress, error) {
 	pr, err := e.ensureOnce(sq, toks, budget)
 	if errors.Is(err, ErrKVLost) { // all KV was dropped: recompute from the tokens
@@ -314,7 +355,13 @@ func (e *engine) ensureOnce(sq *seqState, toks []int32, budget int) (progress, e
 	if sq.kvLen == n { // KV without logits: run the last token again
 		e.truncateKV(sq, n-1)
 	}
-	if !e.recurrent {
+	if e.recurrent {
+		pr.reused += e.reuseSnapshot(sq, toks)
+		if sq.kvLen == n && sq.logits != nil {
+			pr.logits, pr.done = sq.logits, true
+			return pr, nil
+		}
+	} else {
 		for sq.kvLen%e.bs == 0 && sq.kvLen+e.bs <= n-1 {
 			bi := sq.kvLen / e.bs
 			k := e.prevKey(sq, bi).Next(toks[bi*e.bs : (bi+1)*e.bs])
@@ -328,22 +375,97 @@ func (e *engine) ensureOnce(sq *seqState, toks []int32, budget int) (progress, e
 			pr.reused += e.bs
 		}
 	}
-	end := min(n, sq.kvLen+max(budget, 1))
-	want := models.NoLogits
-	if end == n {
-		want = models.LastLogits
-	}
-	start := sq.kvLen
-	logits, err := e.forward(sq, toks, end, want)
-	if err != nil {
-		return pr, err
-	}
-	pr.computed = end - start
-	if end == n {
-		sq.logits = logits
-		pr.logits, pr.done = logits, true
+	budget = max(budget, 1)
+	for pr.computed < budget {
+		start := sq.kvLen
+		end := min(n, start+budget-pr.computed)
+		want := models.NoLogits
+		if next := e.snapEvery.Next(start); next < end {
+			end = next
+		}
+		if end == n || e.snapEvery.At(end) {
+			want = models.LastLogits // a snapshot keeps them
+		}
+		logits, err := e.forward(sq, toks, end, want)
+		if err != nil {
+			return pr, err
+		}
+		pr.computed += end - start
+		if end == n {
+			sq.logits = logits
+			pr.logits, pr.done = logits, true
+			break
+		}
 	}
 	return pr, nil
+}
+
+// reuseSnapshot moves a recurrent sequence whose KV ends on a block
+// boundary forward through the prefix index: to the furthest boundary
+// q ≤ len(toks) whose blocks are all cached and which has a state
+// snapshot (q < len(toks) unless the snapshot has the logits there). It
+// restores the state, takes the blocks and returns the positions gained
+// (kvMu held).
+func (e *engine) reuseSnapshot(sq *seqState, toks []int32) int {
+	n := len(toks)
+	if !e.snapEvery.Enabled() || sq.kvLen%e.bs != 0 || sq.kvLen+e.bs > n {
+		return 0
+	}
+	var (
+		keys []cache.Key
+		best int
+		snap *cache.Snapshot
+	)
+	// The snapshots along the way are only looked at; the one resumed
+	// from is marked used at the end.
+	k := e.prevKey(sq, sq.kvLen/e.bs)
+	for bi := sq.kvLen / e.bs; (bi+1)*e.bs <= n; bi++ {
+		k = k.Next(toks[bi*e.bs : (bi+1)*e.bs])
+		if !e.pool.Contains(k) {
+			break
+		}
+		keys = append(keys, k)
+		q := (bi + 1) * e.bs
+		if !e.snapEvery.At(q) {
+			continue
+		}
+		if s, ok := e.pool.PeekSnapshot(k); ok && s.Pos == q && (q < n || s.Logits != nil) {
+			best, snap = len(keys), s
+		}
+	}
+	if snap == nil {
+		return 0
+	}
+	e.pool.Snapshot(keys[best-1])
+	st, _ := sq.state.(models.RecurrentState)
+	if sq.kvLen == 0 || st == nil {
+		st, _ = e.model.NewState().(models.RecurrentState)
+	}
+	if st == nil {
+		return 0
+	}
+	taken := make([]int32, 0, best)
+	for _, k := range keys[:best] {
+		b, ok := e.pool.Lookup(k)
+		if !ok { // evicted from the host tier meanwhile, or no room to load it
+			e.pool.ReleaseAll(taken)
+			return 0
+		}
+		taken = append(taken, b)
+	}
+	if err := st.Restore(snap.State, snap.Pos); err != nil {
+		e.pool.ReleaseAll(taken)
+		return 0
+	}
+	gained := snap.Pos - sq.kvLen
+	sq.state = st
+	sq.table = append(sq.table, taken...)
+	sq.keys = append(sq.keys, keys[:best]...)
+	sq.kvLen, sq.logits = snap.Pos, nil
+	if snap.Pos == n {
+		sq.logits = snap.Logits
+	}
+	return gained
 }
 
 func (e *engine) prevKey(sq *seqState, bi int) cache.Key {
@@ -397,14 +519,33 @@ func (e *engine) forward(sq *seqState, toks []int32, end int, want models.Logits
 		return nil, fmt.Errorf("model %s: %w", e.name, err)
 	}
 	sq.kvLen = end
-	if !e.recurrent {
-		for bi := len(sq.keys); bi < end/e.bs; bi++ {
-			k := e.prevKey(sq, bi).Next(toks[bi*e.bs : (bi+1)*e.bs])
-			sq.keys = append(sq.keys, k)
-			e.pool.Register(sq.table[bi], k)
-		}
+	for bi := len(sq.keys); bi < end/e.bs; bi++ {
+		k := e.prevKey(sq, bi).Next(toks[bi*e.bs : (bi+1)*e.bs])
+		sq.keys = append(sq.keys, k)
+		e.pool.Register(sq.table[bi], k)
+	}
+	if e.snapEvery.At(end) {
+		e.snapshot(sq, logits, want)
 	}
 	return logits, nil
+}
+
+// snapshot stores sq's recurrent state at kvLen, a snapshot position,
+// with the logits there when the pass computed them (kvMu held).
+func (e *engine) snapshot(sq *seqState, logits []float32, want models.Logits) {
+	st, ok := sq.state.(models.RecurrentState)
+	if !ok || st.Pos() != sq.kvLen || sq.kvLen%e.bs != 0 {
+		return
+	}
+	k := sq.keys[sq.kvLen/e.bs-1]
+	if e.pool.HasSnapshot(k) {
+		return
+	}
+	snap := &cache.Snapshot{Pos: sq.kvLen, State: st.Snapshot()}
+	if V := e.model.ModelConfig().VocabSize; want != models.NoLogits && len(logits) >= V {
+		snap.Logits = slices.Clone(logits[len(logits)-V:])
+	}
+	e.pool.PutSnapshot(k, snap)
 }
 
 // invalidateAll forgets every sequence's KV and the pool's cached blocks

@@ -59,7 +59,18 @@ type ModelConfig struct {
 	HostTierBytes int64
 	// QueueLimit bounds the requests in flight for the model (default 256).
 	QueueLimit int
+	// SnapshotBytes bounds the host memory for snapshots of a hybrid
+	// model's recurrent state, which make prefix reuse, fork and truncate
+	// cheap for it (default 1 GiB; negative: none, such sequences then
+	// recompute from the start). Unused by attention-only models.
+	SnapshotBytes int64
+	// SnapshotIntervals says where hybrid sequences are snapshotted
+	// (default cache.DefaultIntervals), rounded to whole blocks.
+	SnapshotIntervals cache.Intervals
 }
+
+// defaultSnapshotBytes is ModelConfig.SnapshotBytes's default.
+const defaultSnapshotBytes = 1 << 30
 
 // Options configure a Manager.
 type Options struct {
@@ -80,6 +91,9 @@ type ModelInfo struct {
 	KVBlocksCache int // unreferenced, kept for prefix reuse
 	HostTierBytes int64
 	HostTierLimit int64
+	// Recurrent-state snapshots held for a hybrid model (0 for others).
+	Snapshots     int
+	SnapshotBytes int64
 }
 
 // Info describes a session.
@@ -224,7 +238,18 @@ func (m *Manager) AddModel(cfg ModelConfig) error {
 	if _, ok := m.engines[cfg.Name]; ok {
 		return fmt.Errorf("add model %s: %w: already added", cfg.Name, ErrBadRequest)
 	}
-	pool, err := cache.New(cache.Config{Backend: cfg.Model.KVOps(), Spec: spec, HostTierBytes: cfg.HostTierBytes})
+	snapBytes := int64(0)
+	if cfg.Model.NewState() != nil {
+		snapBytes = cfg.SnapshotBytes
+		if snapBytes == 0 {
+			snapBytes = defaultSnapshotBytes
+		}
+		if cfg.SnapshotIntervals == (cache.Intervals{}) {
+			cfg.SnapshotIntervals = cache.DefaultIntervals
+		}
+	}
+	pool, err := cache.New(cache.Config{Backend: cfg.Model.KVOps(), Spec: spec,
+		HostTierBytes: cfg.HostTierBytes, SnapshotBytes: max(snapBytes, 0)})
 	if err != nil {
 		return fmt.Errorf("add model %s: %w", cfg.Name, err)
 	}
@@ -244,12 +269,13 @@ func (m *Manager) Models() []ModelInfo {
 	m.mu.Unlock()
 	out := make([]ModelInfo, 0, len(engines))
 	for _, e := range engines {
-		ps := e.pool.Stats()
+		ps, ss := e.pool.Stats(), e.pool.SnapshotStats()
 		out = append(out, ModelInfo{
 			Name: e.name, Arch: e.model.ModelConfig().Arch(), ContextLength: e.ctxLen,
 			VocabSize: e.model.ModelConfig().VocabSize, BlockSize: e.bs,
 			KVBlocksTotal: ps.Blocks, KVBlocksUsed: ps.Referenced, KVBlocksCache: ps.Cached,
 			HostTierBytes: ps.HostBytes, HostTierLimit: ps.HostLimit,
+			Snapshots: ss.Count, SnapshotBytes: ss.Bytes,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -10,8 +10,10 @@ import (
 )
 
 // TestRecurrentModel: for a hybrid model (recurrent state per sequence)
-// sessions stay exact: no prefix reuse, fork and truncate recompute
-// unless the state is known at the fork point.
+// sessions stay exact with the default snapshot policy, which takes no
+// snapshot in these short sequences: no prefix reuse, fork and truncate
+// recompute unless the state is known at the fork point. arch_test.go
+// runs the same operations with snapshots.
 func TestRecurrentModel(t *testing.T) {
 	model := loadFixture(t, "qwen3_5")
 	if model.NewState() == nil {
@@ -29,7 +31,8 @@ func TestRecurrentModel(t *testing.T) {
 	}
 	all := slices.Concat(p1, g1.IDs, p2)
 	equalIDs(t, "second", mustGenerate(t, m, id, 4).IDs, greedy(t, model, all, 4))
-	// No prefix reuse across sessions without state snapshots.
+	// No prefix reuse across sessions without state snapshots (the first
+	// is due at 256 tokens).
 	b := mustOpen(t, m, "q")
 	if r := mustAppend(t, m, b, p1); r.Reused != 0 {
 		t.Errorf("recurrent model reused %d tokens", r.Reused)
