@@ -327,3 +327,44 @@ func TestSnapshotMemoryBound(t *testing.T) {
 		}
 	}
 }
+
+// TestHybridUnderPressure: in a pool too small for two sequences, blocks
+// are evicted (to the host tier, or lost with their snapshots) and
+// sequences' KV dropped; everything stays exact, and with a host tier a
+// prefix comes back from it together with its snapshot.
+func TestHybridUnderPressure(t *testing.T) {
+	model := loadFixture(t, "qwen3_5")
+	for _, host := range []int64{0, 1 << 20} {
+		t.Run(fmt.Sprint("host=", host), func(t *testing.T) {
+			cfg := archConfig("q", model)
+			cfg.KVBlocks, cfg.HostTierBytes = 10, host
+			m := newManager(t, "", cfg)
+			pa, pb := prompt(60, 12), prompt(60, 13)
+			a, b := mustOpen(t, m, "q"), mustOpen(t, m, "q")
+			mustAppend(t, m, a, pa)
+			mustAppend(t, m, b, pb) // drops a's KV: 8 + 8 blocks do not fit in 10
+			for round := range 2 {
+				for _, s := range []struct {
+					id string
+					p  []int32
+				}{{a, pa}, {b, pb}} {
+					if _, err := m.Truncate(1, s.id, 60); err != nil {
+						t.Fatal(err)
+					}
+					g := mustGenerate(t, m, s.id, 3)
+					equalIDs(t, fmt.Sprint("round ", round), g.IDs, greedy(t, model, s.p, 3))
+					if host > 0 && g.Usage.CachedTokens < 56 {
+						t.Errorf("round %d: with a host tier only %d tokens came back", round, g.Usage.CachedTokens)
+					}
+				}
+			}
+			// Another session with a's prefix.
+			c := mustOpen(t, m, "q")
+			r := mustAppend(t, m, c, pa[:45])
+			if host > 0 && r.Reused != 40 {
+				t.Errorf("prefix from the host tier: %+v", r)
+			}
+			equalIDs(t, "third session", mustGenerate(t, m, c, 3).IDs, greedy(t, model, pa[:45], 3))
+		})
+	}
+}

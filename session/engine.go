@@ -404,17 +404,19 @@ func (e *engine) ensureOnce(sq *seqState, toks []int32, budget int) (progress, e
 // boundary forward through the prefix index: to the furthest boundary
 // q ≤ len(toks) whose blocks are all cached and which has a state
 // snapshot (q < len(toks) unless the snapshot has the logits there). It
-// restores the state, takes the blocks and returns the positions gained
-// (kvMu held).
+// takes the blocks (from the host tier too, dropping other sequences' KV
+// for room as a prefill would), restores the state and returns the
+// positions gained; when not every block can be had it settles for an
+// earlier snapshot (kvMu held).
 func (e *engine) reuseSnapshot(sq *seqState, toks []int32) int {
 	n := len(toks)
 	if !e.snapEvery.Enabled() || sq.kvLen%e.bs != 0 || sq.kvLen+e.bs > n {
 		return 0
 	}
 	var (
-		keys []cache.Key
-		best int
-		snap *cache.Snapshot
+		keys  []cache.Key
+		snaps []*cache.Snapshot // snaps[i]: the usable snapshot after keys[i], or nil
+		best  int
 	)
 	// The snapshots along the way are only looked at; the one resumed
 	// from is marked used at the end.
@@ -424,19 +426,19 @@ func (e *engine) reuseSnapshot(sq *seqState, toks []int32) int {
 		if !e.pool.Contains(k) {
 			break
 		}
-		keys = append(keys, k)
 		q := (bi + 1) * e.bs
-		if !e.snapEvery.At(q) {
-			continue
+		s, ok := e.pool.PeekSnapshot(k)
+		if !ok || !e.snapEvery.At(q) || s.Pos != q || q == n && s.Logits == nil {
+			s = nil
 		}
-		if s, ok := e.pool.PeekSnapshot(k); ok && s.Pos == q && (q < n || s.Logits != nil) {
-			best, snap = len(keys), s
+		keys, snaps = append(keys, k), append(snaps, s)
+		if s != nil {
+			best = len(keys)
 		}
 	}
-	if snap == nil {
+	if best == 0 {
 		return 0
 	}
-	e.pool.Snapshot(keys[best-1])
 	st, _ := sq.state.(models.RecurrentState)
 	if sq.kvLen == 0 || st == nil {
 		st, _ = e.model.NewState().(models.RecurrentState)
@@ -447,19 +449,31 @@ func (e *engine) reuseSnapshot(sq *seqState, toks []int32) int {
 	taken := make([]int32, 0, best)
 	for _, k := range keys[:best] {
 		b, ok := e.pool.Lookup(k)
-		if !ok { // evicted from the host tier meanwhile, or no room to load it
-			e.pool.ReleaseAll(taken)
-			return 0
+		if !ok {
+			// The pool may be full of other sequences' blocks: make room
+			// once, as a prefill would, and try again.
+			if r, err := e.alloc(sq); err == nil {
+				e.pool.Release(r)
+				b, ok = e.pool.Lookup(k)
+			}
+		}
+		if !ok { // gone from the host tier, or no room: stop here
+			break
 		}
 		taken = append(taken, b)
 	}
-	if err := st.Restore(snap.State, snap.Pos); err != nil {
+	for best = len(taken); best > 0 && snaps[best-1] == nil; best-- {
+	}
+	snap := snaps[max(best, 1)-1]
+	if best == 0 || st.Restore(snap.State, snap.Pos) != nil {
 		e.pool.ReleaseAll(taken)
 		return 0
 	}
+	e.pool.ReleaseAll(taken[best:])
+	e.pool.Snapshot(keys[best-1])
 	gained := snap.Pos - sq.kvLen
 	sq.state = st
-	sq.table = append(sq.table, taken...)
+	sq.table = append(sq.table, taken[:best]...)
 	sq.keys = append(sq.keys, keys[:best]...)
 	sq.kvLen, sq.logits = snap.Pos, nil
 	if snap.Pos == n {
