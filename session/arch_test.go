@@ -368,3 +368,24 @@ func TestHybridUnderPressure(t *testing.T) {
 		})
 	}
 }
+
+// TestHybridDefaultPolicy: with the default configuration a hybrid session
+// is snapshotted every 256 tokens, and a truncation resumes from there.
+func TestHybridDefaultPolicy(t *testing.T) {
+	model := loadFixture(t, "qwen3_next")
+	m := newManager(t, "", ModelConfig{Name: "q", Model: model})
+	id := mustOpen(t, m, "q")
+	p := prompt(600, 14)
+	mustAppend(t, m, id, p)
+	if info := m.Models()[0]; info.Snapshots != 2 || info.SnapshotBytes == 0 {
+		t.Fatalf("snapshots %+v, want 2 (at 256 and 512)", info)
+	}
+	if _, err := m.Truncate(1, id, 300); err != nil {
+		t.Fatal(err)
+	}
+	g := mustGenerate(t, m, id, 3)
+	equalIDs(t, "truncated", g.IDs, greedy(t, model, p[:300], 3))
+	if g.Usage.CachedTokens != 256 {
+		t.Errorf("resumed from %d, want 256", g.Usage.CachedTokens)
+	}
+}
