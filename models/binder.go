@@ -29,6 +29,9 @@ type binder struct {
 	expected map[string]bool
 	bytes    int64
 	maxErrs  int
+	// plan, when set, makes the binder load one tensor-parallel rank's
+	// slice of each tensor (tp.go); nil loads whole tensors.
+	plan *Plan
 }
 
 func newBinder(cfg *Config, src Source, be kernels.Backend) *binder {
@@ -48,6 +51,9 @@ func (b *binder) err() error { return errors.Join(b.errs...) }
 func (b *binder) tensor(name string, shape ...int) kernels.Tensor {
 	b.expected[name] = true
 	w, err := b.weight(name, shape)
+	if err == nil && b.plan != nil {
+		w, err = b.plan.shard(b.cfg, w)
+	}
 	if err != nil {
 		b.fail(err)
 		return nil

@@ -42,6 +42,10 @@ type Decoder struct {
 	KV          kernels.KVSpec
 	weightBytes int64
 	stateFn     func() any
+	// head, when set (a tensor-parallel plan's vocabulary-parallel LM
+	// head, tp.go), computes logits [rows, vocab] in place of the LMHead
+	// MatMul.
+	head func(s *Scratch, dst, x kernels.Buf, rows int) error
 }
 
 // KVSpec implements Network.
@@ -111,12 +115,20 @@ func (d *Decoder) Forward(p *Pass) error {
 		be.Gather(last, x, []int32{int32(rows - 1)}, hid)
 		be.RMSNorm(last, last, d.Norm, 1, hid, eps)
 		s.Logits = s.Buf("logits", c.VocabSize)
-		be.MatMul(s.Logits, last, d.LMHead, 1)
+		return d.lmHead(s, s.Logits, last, 1)
 	default:
 		be.RMSNorm(normed, x, d.Norm, rows, hid, eps)
 		s.Logits = s.Buf("logits", rows*c.VocabSize)
-		be.MatMul(s.Logits, normed, d.LMHead, rows)
+		return d.lmHead(s, s.Logits, normed, rows)
 	}
+}
+
+// lmHead computes logits [rows, vocab] of the normed hidden states x.
+func (d *Decoder) lmHead(s *Scratch, dst, x kernels.Buf, rows int) error {
+	if d.head != nil {
+		return d.head(s, dst, x, rows)
+	}
+	d.be.MatMul(dst, x, d.LMHead, rows)
 	return nil
 }
 

@@ -1,0 +1,322 @@
+package models
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+// Tensor parallelism, as gpt-fast's tp.py does it: a sharding plan applied
+// to the model from outside. The architecture files build their layers as
+// for one device; the plan
+//
+//   - at load time, tells the binder which slice of each tensor this rank
+//     loads (shard): q/k/v, gate and up are column-split (a block of output
+//     rows, a zero-copy view of the mapped checkpoint), o_proj and down_proj
+//     are row-split (a block of input columns, gathered from the mapping
+//     and copied once into the rank's upload), the LM head is split by
+//     vocabulary, everything else (embeddings, norms, the MoE router) is
+//     replicated;
+//   - after the build, divides the heads and FFN widths the layers compute
+//     with, and puts an all-reduce (kernels.Collective) after each
+//     attention block and each FFN block, whose outputs are then partial
+//     sums; the vocabulary-parallel LM head gathers the logits of all ranks
+//     (a zero-padded all-reduce), so Forward returns full logits on every
+//     rank and sampling is unchanged.
+//
+// Heads are split in contiguous blocks: rank r computes query heads
+// [r·H/N, (r+1)·H/N) and the KV heads they read. When N exceeds the KV
+// heads, N/KV ranks share (each loads) the same KV head. MoE experts are
+// tensor-parallel: every rank holds every expert's slice and routes on the
+// replicated router, so the combine is one more partial sum. With world 1
+// no plan is applied and the model is exactly the single-device one.
+
+// ErrTP marks a model or plan that tensor parallelism cannot serve.
+var ErrTP = errors.New("tensor parallelism")
+
+// Plan is one rank's place in a tensor-parallel group.
+type Plan struct {
+	Rank, World int
+	// Comm sums partial results across the group; required when World > 1.
+	Comm kernels.Collective
+}
+
+// tpArchs are the architectures whose layers the plan knows how to split
+// (grouped-query attention, SwiGLU MLPs, softmax-routed experts).
+var tpArchs = map[string]bool{
+	"LlamaForCausalLM": true, "MistralForCausalLM": true,
+	"Qwen3ForCausalLM": true, "Qwen3MoeForCausalLM": true,
+}
+
+// NewRank builds rank plan.Rank's shard of the model: it loads only that
+// rank's slices of the weights from src. A nil plan, or one of world 1,
+// builds the single-device model (New).
+func NewRank(name string, cfg *Config, src Source, be kernels.Backend, plan *Plan) (*Model, error) {
+	if plan == nil || plan.World == 1 {
+		return New(name, cfg, src, be)
+	}
+	if err := plan.check(cfg); err != nil {
+		return nil, err
+	}
+	ctor, ok := architectures[cfg.Arch()]
+	if !ok {
+		return nil, fmt.Errorf("architecture %q: %w", cfg.Arch(), ErrUnknownArch)
+	}
+	b := newBinder(cfg, src, be)
+	b.plan = plan
+	net, err := ctor(cfg, b)
+	if err != nil {
+		return nil, fmt.Errorf("build %s rank %d/%d: %w", cfg.Arch(), plan.Rank, plan.World, err)
+	}
+	if err := plan.apply(cfg, net, b); err != nil {
+		return nil, err
+	}
+	if err := b.err(); err != nil {
+		return nil, err
+	}
+	if d, ok := net.(*Decoder); ok {
+		d.weightBytes = b.bytes
+	}
+	return &Model{Name: name, Config: cfg, Backend: be, net: net, MaxChunk: 512}, nil
+}
+
+// check rejects groups the model's shapes cannot be divided over.
+func (p *Plan) check(c *Config) error {
+	n := p.World
+	switch {
+	case n < 1 || p.Rank < 0 || p.Rank >= n:
+		return fmt.Errorf("%w: rank %d of %d", ErrTP, p.Rank, n)
+	case p.Comm == nil:
+		return fmt.Errorf("%w: a group of %d needs a collective", ErrTP, n)
+	case !tpArchs[c.Arch()]:
+		return fmt.Errorf("%w: %s: %w", ErrTP, c.Arch(), kernels.ErrUnsupported)
+	case c.NumHeads%n != 0:
+		return fmt.Errorf("%w: %d attention heads do not divide over %d ranks", ErrTP, c.NumHeads, n)
+	case c.NumKVHeads%n != 0 && n%c.NumKVHeads != 0:
+		return fmt.Errorf("%w: %d KV heads and %d ranks: neither divides the other", ErrTP, c.NumKVHeads, n)
+	}
+	return nil
+}
+
+// kvHeads is the number of KV heads each rank holds and the first one
+// rank r holds.
+func (p *Plan) kvHeads(c *Config) (local, first int) {
+	return max(c.NumKVHeads/p.World, 1), p.Rank * c.NumKVHeads / p.World
+}
+
+// shard returns this rank's slice of a full tensor the architecture asked
+// for (already shape-checked), or w itself when the tensor is replicated.
+func (p *Plan) shard(c *Config, w *kernels.Weight) (*kernels.Weight, error) {
+	name := w.Name
+	layer := strings.HasPrefix(name, "model.layers.")
+	even := func(size int) (int, int, error) {
+		if size%p.World != 0 {
+			return 0, 0, fmt.Errorf("%s: %w: %d does not divide over %d ranks", name, ErrTP, size, p.World)
+		}
+		per := size / p.World
+		return p.Rank * per, (p.Rank + 1) * per, nil
+	}
+	switch {
+	case layer && (hasSuffix(name, "self_attn.q_proj.weight", "self_attn.q_proj.bias") ||
+		hasSuffix(name, "gate_proj.weight", "up_proj.weight")):
+		lo, hi, err := even(w.Shape[0])
+		if err != nil {
+			return nil, err
+		}
+		return sliceRows(w, lo, hi)
+	case layer && hasSuffix(name, "self_attn.k_proj.weight", "self_attn.k_proj.bias",
+		"self_attn.v_proj.weight", "self_attn.v_proj.bias"):
+		local, first := p.kvHeads(c)
+		hd := w.Shape[0] / c.NumKVHeads
+		return sliceRows(w, first*hd, (first+local)*hd)
+	case layer && hasSuffix(name, "self_attn.o_proj.weight", "down_proj.weight"):
+		lo, hi, err := even(w.Cols())
+		if err != nil {
+			return nil, err
+		}
+		return sliceCols(w, lo, hi)
+	case name == "lm_head.weight" && c.VocabSize%p.World == 0:
+		lo, hi, _ := even(w.Shape[0])
+		return sliceRows(w, lo, hi)
+	}
+	return w, nil
+}
+
+func hasSuffix(s string, suffixes ...string) bool {
+	for _, x := range suffixes {
+		if strings.HasSuffix(s, x) {
+			return true
+		}
+	}
+	return false
+}
+
+// sliceRows is rows [lo, hi) of a matrix (a view of the same bytes), or
+// elements [lo, hi) of a vector.
+func sliceRows(w *kernels.Weight, lo, hi int) (*kernels.Weight, error) {
+	if len(w.Shape) == 1 {
+		return sliceCols(w, lo, hi)
+	}
+	if len(w.Shape) != 2 {
+		return nil, fmt.Errorf("%s: %w: cannot split a %d-D tensor", w.Name, ErrTP, len(w.Shape))
+	}
+	// Check the slice's size as well as its start, so that every rank of
+	// a group fails alike (rank 0 starts at 0 whatever the blocks).
+	if bo := w.ScaleBlock[0]; w.DType == kernels.F8E4M3 && (lo%bo != 0 || (hi-lo)%bo != 0 && hi != w.Rows()) {
+		return nil, fmt.Errorf("%s: %w: FP8 rows [%d,%d) not on %d-row scale blocks", w.Name, ErrTP, lo, hi, bo)
+	}
+	return w.RowSlice(w.Name, lo, hi, []int{hi - lo, w.Cols()})
+}
+
+// sliceCols copies columns [lo, hi) of every row into a new weight. Block
+// formats need the bounds on block edges, FP8 on scale-block edges.
+func sliceCols(w *kernels.Weight, lo, hi int) (*kernels.Weight, error) {
+	cols := w.Cols()
+	be, bb := w.DType.BlockElems(), w.DType.BlockBytes()
+	if lo < 0 || hi > cols || lo >= hi || lo%be != 0 || ((hi-lo)%be != 0 && hi != cols) {
+		return nil, fmt.Errorf("%s: %w: columns [%d,%d) of %d (blocks of %d)", w.Name, ErrTP, lo, hi, cols, be)
+	}
+	rb, err := w.DType.RowBytes(cols)
+	if err != nil {
+		return nil, err
+	}
+	off, n := lo/be*bb, (hi-lo)/be*bb
+	rows := w.Rows()
+	data := make([]byte, rows*n)
+	for r := range rows {
+		copy(data[r*n:(r+1)*n], w.Data[r*rb+off:r*rb+off+n])
+	}
+	shape := append([]int(nil), w.Shape...)
+	shape[len(shape)-1] = hi - lo
+	s := &kernels.Weight{Name: w.Name, DType: w.DType, Shape: shape, Data: data}
+	if w.DType == kernels.F8E4M3 {
+		bo, bi := w.ScaleBlock[0], w.ScaleBlock[1]
+		if lo%bi != 0 || ((hi-lo)%bi != 0 && hi != cols) {
+			return nil, fmt.Errorf("%s: %w: FP8 columns [%d,%d) not on %d-column scale blocks", w.Name, ErrTP, lo, hi, bi)
+		}
+		full, part := ceilDiv(cols, bi), ceilDiv(hi-lo, bi)
+		s.ScaleBlock = w.ScaleBlock
+		for r := range ceilDiv(rows, bo) {
+			s.Scale = append(s.Scale, w.Scale[r*full+lo/bi:r*full+lo/bi+part]...)
+		}
+	}
+	return s, s.Validate()
+}
+
+// apply divides the built layers' head counts and widths to this rank's
+// share and installs the all-reduce hooks and the vocabulary-parallel head.
+func (p *Plan) apply(c *Config, net Network, b *binder) error {
+	d, ok := net.(*Decoder)
+	if !ok {
+		return fmt.Errorf("%w: %T: %w", ErrTP, net, kernels.ErrUnsupported)
+	}
+	n := p.World
+	kvLocal, _ := p.kvHeads(c)
+	for i := range d.Layers {
+		l := &d.Layers[i]
+		a, ok := l.Mixer.(*Attention)
+		if !ok || a.fullWidthQKNorm || a.gate != nil {
+			return fmt.Errorf("%w: layer %d: %T mixer: %w", ErrTP, i, l.Mixer, kernels.ErrUnsupported)
+		}
+		a.Heads /= n
+		a.KVHeads = kvLocal
+		l.Mixer = &allReduce{inner: a, comm: p.Comm, width: c.HiddenSize}
+		switch f := l.FFN.(type) {
+		case *MLP:
+			f.inter /= n
+		case *MoE:
+			for _, e := range f.Experts {
+				e.inter /= n
+			}
+			if f.Shared != nil {
+				f.Shared.inter /= n
+			}
+		default:
+			return fmt.Errorf("%w: layer %d: %T FFN: %w", ErrTP, i, l.FFN, kernels.ErrUnsupported)
+		}
+		l.FFN = &allReduce{inner: l.FFN, comm: p.Comm, width: c.HiddenSize}
+	}
+	d.KV.KVHeads = kvLocal
+	if c.VocabSize%n != 0 || d.LMHead == nil {
+		return nil // replicated LM head: every rank computes all logits
+	}
+	per := c.VocabSize / n
+	head := d.LMHead
+	if head.Weight().Rows() != per { // tied to the embeddings: load our rows
+		w, err := b.weight("model.embed_tokens.weight", []int{c.VocabSize, c.HiddenSize})
+		if err != nil {
+			return err
+		}
+		if w, err = sliceRows(w, p.Rank*per, (p.Rank+1)*per); err != nil {
+			return err
+		}
+		if head, err = b.be.LoadWeight(w); err != nil {
+			return fmt.Errorf("lm head shard: %w", err)
+		}
+		b.bytes += int64(len(w.Data)) + int64(len(w.Scale))*4
+	}
+	d.head = (&vocabHead{be: b.be, w: head, comm: p.Comm, rank: p.Rank, world: n, per: per}).forward
+	return nil
+}
+
+// allReduce runs a block whose output is this rank's partial sum, then
+// sums it over the group (gpt-fast's forward hook). It serves as Mixer
+// and as FFN.
+type allReduce struct {
+	inner interface {
+		Forward(p *Pass, in, out kernels.Buf) error
+	}
+	comm  kernels.Collective
+	width int
+}
+
+func (r *allReduce) Forward(p *Pass, in, out kernels.Buf) error {
+	if err := r.inner.Forward(p, in, out); err != nil {
+		return err
+	}
+	if err := r.comm.AllReduceSum(out, p.Rows*r.width); err != nil {
+		return fmt.Errorf("tp all-reduce: %w", err)
+	}
+	return nil
+}
+
+// vocabHead computes this rank's vocabulary slice of the logits and
+// assembles all of them on every rank: the full [rows, vocab] buffer,
+// viewed as [rows·world, per], is zeroed (a gather of a never-written zero
+// row), this rank's rows are added at row j·world+rank, and an all-reduce
+// sums the disjoint slices. It uses only Backend ops, so a decode graph
+// captures it like the rest of the step.
+type vocabHead struct {
+	be               kernels.Backend
+	w                kernels.Tensor
+	comm             kernels.Collective
+	rank, world, per int
+	rows             int
+	zeroIdx, scatter []int32
+	ones             []float32
+}
+
+func (h *vocabHead) forward(s *Scratch, dst, x kernels.Buf, rows int) error {
+	be := h.be
+	local := s.Buf("tp.logits", rows*h.per)
+	be.MatMul(local, x, h.w, rows)
+	if h.rows != rows {
+		h.rows = rows
+		h.zeroIdx = make([]int32, rows*h.world)
+		h.scatter = make([]int32, rows)
+		h.ones = make([]float32, rows)
+		for j := range rows {
+			h.scatter[j] = int32(j*h.world + h.rank)
+			h.ones[j] = 1
+		}
+	}
+	zero := s.Buf("tp.zero", h.per) // never written: zero since allocation
+	be.Gather(dst, zero, h.zeroIdx, h.per)
+	be.ScatterAdd(dst, local, h.scatter, h.ones, h.per)
+	if err := h.comm.AllReduceSum(dst, rows*h.per*h.world); err != nil {
+		return fmt.Errorf("tp logits all-reduce: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,249 @@
+package models_test
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/pocketllm/pocketllm/kernels"
+	"github.com/pocketllm/pocketllm/kernels/cpu"
+	"github.com/pocketllm/pocketllm/models"
+	"github.com/pocketllm/pocketllm/models/checkpoint"
+)
+
+// localGroup is an in-process collective over N CPU ranks: each rank
+// stages its buffer on the host, the last to arrive sums the parts in rank
+// order (so every rank gets bit-identical results, as NCCL's ring does),
+// and everyone copies the sum back. It stands in for NCCL where no GPU is.
+type localGroup struct {
+	n       int
+	mu      sync.Mutex
+	cond    *sync.Cond
+	parts   [][]float32
+	arrived int
+	gen     int
+	result  []float32
+	err     error // set by abort: the group is broken
+}
+
+// abort breaks the group: ranks waiting in AllReduceSum, and later calls,
+// return err (what a real group's watchdog does when a rank fails).
+func (g *localGroup) abort(err error) {
+	g.mu.Lock()
+	if g.err == nil {
+		g.err = err
+	}
+	g.cond.Broadcast()
+	g.mu.Unlock()
+}
+
+func newLocalGroup(n int) *localGroup {
+	g := &localGroup{n: n, parts: make([][]float32, n)}
+	g.cond = sync.NewCond(&g.mu)
+	return g
+}
+
+type localRank struct {
+	g    *localGroup
+	be   kernels.Backend
+	rank int
+}
+
+func (r *localRank) AllReduceSum(buf kernels.Buf, n int) error {
+	g := r.g
+	host := make([]float32, n)
+	r.be.Read(buf, 0, host)
+	g.mu.Lock()
+	if g.err != nil {
+		g.mu.Unlock()
+		return g.err
+	}
+	gen := g.gen
+	g.parts[r.rank] = host
+	g.arrived++
+	if g.arrived == g.n {
+		sum := make([]float32, n)
+		for _, p := range g.parts {
+			if len(p) != n {
+				g.mu.Unlock()
+				return fmt.Errorf("local group: ranks disagree on the size (%d vs %d)", len(p), n)
+			}
+			for i, v := range p {
+				sum[i] += v
+			}
+		}
+		g.result, g.arrived = sum, 0
+		g.gen++
+		g.cond.Broadcast()
+	} else {
+		for g.gen == gen && g.err == nil {
+			g.cond.Wait()
+		}
+		if g.gen == gen {
+			err := g.err
+			g.mu.Unlock()
+			return err
+		}
+	}
+	res := g.result
+	g.mu.Unlock()
+	r.be.Write(buf, 0, res)
+	return nil
+}
+
+// rankRun is what one rank computed: prompt logits and the greedy
+// continuation with the logits of every step.
+type rankRun struct {
+	prompt []float32
+	greedy []int32
+	steps  [][]float32
+	bytes  int64
+	err    error
+}
+
+// runRanks builds world CPU ranks of the fixture in dir and runs the
+// prompt and a KV-cached greedy decode of n tokens on all of them in
+// goroutines, joined by a localGroup.
+func runRanks(t *testing.T, dir string, world int, ids []int32, n int) []rankRun {
+	t.Helper()
+	ck, err := checkpoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	g := newLocalGroup(world)
+	out := make([]rankRun, world)
+	var wg sync.WaitGroup
+	for r := range world {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := &out[r]
+			defer func() {
+				if res.err != nil {
+					g.abort(fmt.Errorf("rank %d failed: %w", r, res.err))
+				}
+			}()
+			be := cpu.New(1)
+			var plan *models.Plan
+			if world > 1 {
+				plan = &models.Plan{Rank: r, World: world, Comm: &localRank{g: g, be: be, rank: r}}
+			}
+			m, err := models.NewRank(ck.Name, ck.Config, ck.Source, be, plan)
+			if err != nil {
+				res.err = err
+				return
+			}
+			res.bytes = m.WeightBytes()
+			seq := newSeq(t, m, len(ids)+n)
+			if res.prompt, res.err = m.Forward(seq, ids, models.AllLogits); res.err != nil {
+				return
+			}
+			V := m.Config.VocabSize
+			next := argmax(res.prompt[(len(ids)-1)*V:])
+			for i := range n {
+				res.greedy = append(res.greedy, next)
+				seq.Start = len(ids) + i
+				l, err := m.Forward(seq, []int32{next}, models.LastLogits)
+				if err != nil {
+					res.err = err
+					return
+				}
+				res.steps = append(res.steps, l)
+				next = argmax(l)
+			}
+		}()
+	}
+	wg.Wait()
+	for r := range out {
+		if out[r].err != nil {
+			t.Fatalf("rank %d: %v", r, out[r].err)
+		}
+	}
+	return out
+}
+
+// TestTensorParallelCPU runs each fixture as 2 and 4 CPU ranks (4 ranks
+// over 2 KV heads: each KV head is held by two ranks) and checks that
+// every rank's prompt logits and greedy decode equal the single-device
+// model's, and the transformers reference, to float32 rounding.
+func TestTensorParallelCPU(t *testing.T) {
+	for _, arch := range []string{"llama", "qwen3", "qwen3_moe"} {
+		t.Run(arch, func(t *testing.T) {
+			dir := filepath.Join("testdata", "models", arch)
+			ref := loadReference(t, dir)
+			one := runRanks(t, dir, 1, ref.ids, len(ref.greedy))[0]
+			if e := relErr(one.prompt, ref.logits); e > 1e-4 {
+				t.Fatalf("TP1 prompt logits: relative error %.3g", e)
+			}
+			for _, world := range []int{2, 4} {
+				ranks := runRanks(t, dir, world, ref.ids, len(ref.greedy))
+				for r, got := range ranks {
+					pe := relErr(got.prompt, one.prompt)
+					var se float64
+					for i := range got.steps {
+						se = max(se, relErr(got.steps[i], one.steps[i]))
+					}
+					if pe > 1e-5 || se > 1e-5 {
+						t.Errorf("TP%d rank %d: prompt logits rel err %.3g, decode steps %.3g (want ≤ 1e-5 against TP1)", world, r, pe, se)
+					}
+					if e := relErr(got.prompt, ref.logits); e > 1e-4 {
+						t.Errorf("TP%d rank %d: prompt logits rel err %.3g against the reference", world, r, e)
+					}
+					for i := range ref.greedy {
+						if got.greedy[i] != ref.greedy[i] {
+							t.Fatalf("TP%d rank %d: greedy %v, want %v", world, r, got.greedy, ref.greedy)
+						}
+					}
+					if got.bytes >= one.bytes {
+						t.Errorf("TP%d rank %d loads %d weight bytes, TP1 %d: not a shard", world, r, got.bytes, one.bytes)
+					}
+					if r == 0 {
+						t.Logf("TP%d: prompt rel err vs TP1 %.2g, decode %.2g; rank weight bytes %d of %d", world, pe, se, got.bytes, one.bytes)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestTensorParallelRejects checks that groups a model cannot be divided
+// over, and architectures without a plan, fail at build time.
+func TestTensorParallelRejects(t *testing.T) {
+	open := func(arch string) *checkpoint.Checkpoint {
+		ck, err := checkpoint.Open(filepath.Join("testdata", "models", arch))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ck.Close() })
+		return ck
+	}
+	be := cpu.New(1)
+	g := newLocalGroup(3)
+	ck := open("llama")
+	// 4 heads over 3 ranks.
+	_, err := models.NewRank(ck.Name, ck.Config, ck.Source, be, &models.Plan{Rank: 0, World: 3, Comm: &localRank{g: g, be: be}})
+	if !errors.Is(err, models.ErrTP) {
+		t.Errorf("3 ranks over 4 heads: %v, want ErrTP", err)
+	}
+	_, err = models.NewRank(ck.Name, ck.Config, ck.Source, be, &models.Plan{Rank: 0, World: 2})
+	if !errors.Is(err, models.ErrTP) {
+		t.Errorf("no collective: %v, want ErrTP", err)
+	}
+	// Qwen3-FP8's 32×32 scale blocks: 2 KV heads of 16 rows cannot be
+	// split over 2 ranks without cutting a block; every rank must say so.
+	fp8 := open("qwen3-fp8")
+	for r := range 2 {
+		_, err = models.NewRank(fp8.Name, fp8.Config, fp8.Source, be, &models.Plan{Rank: r, World: 2, Comm: &localRank{g: g, be: be}})
+		if !errors.Is(err, models.ErrTP) {
+			t.Errorf("qwen3-fp8 rank %d of 2: %v, want ErrTP", r, err)
+		}
+	}
+	ds := open("deepseek_v3")
+	_, err = models.NewRank(ds.Name, ds.Config, ds.Source, be, &models.Plan{Rank: 0, World: 2, Comm: &localRank{g: g, be: be}})
+	if !errors.Is(err, kernels.ErrUnsupported) {
+		t.Errorf("deepseek_v3 (MLA): %v, want ErrUnsupported", err)
+	}
+}
