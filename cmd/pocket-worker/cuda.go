@@ -12,6 +12,7 @@ func init() {
 	commands["conformance"] = runConformance
 	commands["parity"] = runParity
 	commands["bench"] = runBench
+	commands["tp"] = runTP
 }
 
 // openDevice parses --device and opens that GPU.
