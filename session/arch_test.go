@@ -123,11 +123,13 @@ func TestArchForkTruncate(t *testing.T) {
 		}
 		equalIDs(t, "original", mustGenerate(t, m, id, 3).IDs, greedy(t, model, full, 3))
 		if arch == "deepseek_v32" {
-			// Its KV is not batch-invariant on the CPU backend: rows written by
-			// the 60-token prefill differ by an ulp from those a 30-token pass
-			// writes, and the indexer's top-k over exact ties (ReLU zeros)
-			// turns that into another token after truncating to 30.
-			t.Skip("deepseek_v32: KV rows depend on the writing pass's length (models/kernels issue)")
+			// DeepSeek sparse attention selects top-k indexer scores with
+			// torch.topk's tie order, and ReLU makes exact ties common; that
+			// order depends on the pass's candidate count, so KV written by a
+			// 60-token pass legitimately differs from a cold 30-token pass
+			// once a tie straddles the cut. (The CPU matmuls themselves are
+			// batch-invariant: kernels/cpu TestDot2BitIdenticalToDot.)
+			t.Skip("deepseek_v32: top-k tie order depends on the pass length, as in the reference")
 		}
 		for _, k := range []int{50, 30, 17, 16, 12} {
 			info, err := m.Truncate(1, id, k)

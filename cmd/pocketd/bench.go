@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,6 +38,7 @@ func newBenchCmd() *cobra.Command {
 	var model, backend string
 	var promptTokens, newTokens, threads int
 	var asJSON, roofline bool
+	var cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "bench --model DIR [--prompt-tokens N] [--new-tokens N] [--json]",
 		Short: "Measure single-request prefill and decode speed",
@@ -50,6 +52,17 @@ func newBenchCmd() *cobra.Command {
 				return err
 			}
 			defer ck.Close()
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			r, err := bench(m, promptTokens, newTokens)
 			if err != nil {
 				return err
@@ -82,6 +95,7 @@ func newBenchCmd() *cobra.Command {
 	f.IntVar(&newTokens, "new-tokens", 32, "tokens to decode")
 	f.IntVar(&threads, "threads", 0, "CPU threads (0: all)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	f.BoolVar(&roofline, "roofline", true, "measure memory read bandwidth and report the decode roofline (CPU)")
 	return cmd
 }

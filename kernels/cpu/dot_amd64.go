@@ -41,3 +41,37 @@ func dotF32(a, b []float32) float32 {
 	}
 	return s
 }
+
+//go:noescape
+func dot2F32AVX2(w, x0, x1 *float32, n int, out *[2]float32)
+
+// dot2 computes w·x0 and w·x1, each bit-identical to dotF32.
+func dot2(w, x0, x1 []float32, out *[2]float32) {
+	n := len(w) &^ 31
+	if !haveAVX2 || n == 0 {
+		out[0], out[1] = dotF32Go(w, x0), dotF32Go(w, x1)
+		return
+	}
+	x0, x1 = x0[:len(w)], x1[:len(w)]
+	dot2F32AVX2(&w[0], &x0[0], &x1[0], n, out)
+	if n < len(w) {
+		out[0] += dotF32Go(w[n:], x0[n:])
+		out[1] += dotF32Go(w[n:], x1[n:])
+	}
+}
+
+//go:noescape
+func bf16ToF32AVX2(src *uint16, dst *float32, n int)
+
+// bf16Row widens a bf16 row to float32 (prefill decodes each weight row
+// once per GEMM, so this is on the prefill hot path).
+func bf16Row(src []uint16, dst []float32) {
+	n := len(src) &^ 15
+	if haveAVX2 && n > 0 {
+		dst = dst[:len(src)]
+		bf16ToF32AVX2(&src[0], &dst[0], n)
+	}
+	for i := n; i < len(src); i++ {
+		dst[i] = bf16(src[i])
+	}
+}

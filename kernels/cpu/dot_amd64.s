@@ -73,3 +73,80 @@ floop:
 	VZEROUPPER
 	MOVSS X4, ret+24(FP)
 	RET
+
+// func dot2F32AVX2(w, x0, x1 *float32, n int, out *[2]float32)
+// Two dot products sharing each load of the weight row. Each row is
+// accumulated exactly as dotF32AVX2 does it (four 8-lane accumulators over
+// 32-element steps, the same reduction), so a row's result does not depend
+// on how many rows the call had: prefill in one pass or in pieces, and
+// decode, give bit-identical activations. n must be a multiple of 32.
+TEXT ·dot2F32AVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x0+8(FP), R8
+	MOVQ x1+16(FP), R9
+	MOVQ n+24(FP), CX
+	MOVQ out+32(FP), DI
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+loop2:
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	VFMADD231PS (R8), Y0, Y4
+	VFMADD231PS 32(R8), Y1, Y5
+	VFMADD231PS 64(R8), Y2, Y6
+	VFMADD231PS 96(R8), Y3, Y7
+	VFMADD231PS (R9), Y0, Y8
+	VFMADD231PS 32(R9), Y1, Y9
+	VFMADD231PS 64(R9), Y2, Y10
+	VFMADD231PS 96(R9), Y3, Y11
+	ADDQ $128, SI
+	ADDQ $128, R8
+	ADDQ $128, R9
+	SUBQ $32, CX
+	JNZ loop2
+	VADDPS Y5, Y4, Y4
+	VADDPS Y7, Y6, Y6
+	VADDPS Y6, Y4, Y4
+	VEXTRACTF128 $1, Y4, X1
+	VADDPS X1, X4, X4
+	VHADDPS X4, X4, X4
+	VHADDPS X4, X4, X4
+	MOVSS X4, (DI)
+	VADDPS Y9, Y8, Y8
+	VADDPS Y11, Y10, Y10
+	VADDPS Y10, Y8, Y8
+	VEXTRACTF128 $1, Y8, X1
+	VADDPS X1, X8, X8
+	VHADDPS X8, X8, X8
+	VHADDPS X8, X8, X8
+	MOVSS X8, 4(DI)
+	VZEROUPPER
+	RET
+
+// func bf16ToF32AVX2(src *uint16, dst *float32, n int)
+// n must be a multiple of 16.
+TEXT ·bf16ToF32AVX2(SB), NOSPLIT, $0-24
+	MOVQ src+0(FP), SI
+	MOVQ dst+8(FP), DI
+	MOVQ n+16(FP), CX
+cvt:
+	VPMOVZXWD (SI), Y0
+	VPMOVZXWD 16(SI), Y1
+	VPSLLD $16, Y0, Y0
+	VPSLLD $16, Y1, Y1
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	ADDQ $32, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JNZ cvt
+	VZEROUPPER
+	RET

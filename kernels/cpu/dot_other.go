@@ -5,3 +5,13 @@ package cpu
 func dotBF16(w []uint16, x []float32) float32 { return dotBF16Go(w, x) }
 
 func dotF32(a, b []float32) float32 { return dotF32Go(a, b) }
+
+func dot2(w, x0, x1 []float32, out *[2]float32) {
+	out[0], out[1] = dotF32Go(w, x0), dotF32Go(w, x1)
+}
+
+func bf16Row(src []uint16, dst []float32) {
+	for i, v := range src {
+		dst[i] = bf16(v)
+	}
+}

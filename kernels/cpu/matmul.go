@@ -5,12 +5,17 @@ import "github.com/pocketllm/pocketllm/kernels"
 // MatMul implements kernels.Backend. Decode (one row) streams each weight
 // row once straight from the mapped bytes; prefill decodes a weight row to
 // float32 once and reuses it for every input row, so the weight bytes are
-// read once per call either way.
+// read once per call either way. Every path accumulates a row's dot product
+// in the same order, so results are independent of the batch size (a
+// prompt prefilled at once or in pieces gives bit-identical KV). FP8 rows
+// take the decode-to-float32 path even for one row for that reason; GGUF
+// block formats use their fused dot product for decode, which is faster
+// but not bit-identical to their prefill path.
 func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Tensor, rows int) {
 	t := w.(*tensor)
 	out, in := t.w.Rows(), t.w.Cols()
 	d, xs := f32(dst), f32(x)
-	if rows == 1 {
+	if rows == 1 && t.w.DType != kernels.F8E4M3 {
 		xv := xs[:in]
 		b.parallel(out, 64, func(lo, hi int) {
 			for o := lo; o < hi; o++ {
@@ -21,9 +26,15 @@ func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Tensor, rows int) {
 	}
 	b.parallel(out, 4, func(lo, hi int) {
 		tmp := make([]float32, in)
+		var acc [2]float32
 		for o := lo; o < hi; o++ {
 			t.rowTo(o, tmp)
-			for r := 0; r < rows; r++ {
+			r := 0
+			for ; r+2 <= rows; r += 2 {
+				dot2(tmp, xs[r*in:(r+1)*in], xs[(r+1)*in:(r+2)*in], &acc)
+				d[r*out+o], d[(r+1)*out+o] = acc[0], acc[1]
+			}
+			for ; r < rows; r++ {
 				d[r*out+o] = dotF32(tmp, xs[r*in:(r+1)*in])
 			}
 		}

@@ -69,9 +69,7 @@ func (t *tensor) rowTo(r int, dst []float32) {
 	case kernels.F32:
 		copy(dst, t.f[r*n:(r+1)*n])
 	case kernels.BF16:
-		for i, v := range t.u16[r*n : (r+1)*n] {
-			dst[i] = bf16(v)
-		}
+		bf16Row(t.u16[r*n:(r+1)*n], dst)
 	case kernels.F16:
 		for i, v := range t.u16[r*n : (r+1)*n] {
 			dst[i] = f16ToF32(v)
