@@ -8,7 +8,6 @@ package cpu
 import (
 	"math"
 	"runtime"
-	"sync"
 
 	"github.com/pocketllm/pocketllm/kernels"
 )
@@ -16,6 +15,7 @@ import (
 // Backend implements kernels.Backend on the host CPU.
 type Backend struct {
 	workers int
+	pool    *pool
 }
 
 var _ kernels.Backend = (*Backend)(nil)
@@ -26,7 +26,11 @@ func New(threads int) *Backend {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	return &Backend{workers: threads}
+	b := &Backend{workers: threads}
+	if threads > 1 {
+		b.pool = newPool(threads)
+	}
+	return b
 }
 
 // Name implements kernels.Backend.
@@ -62,17 +66,7 @@ func (b *Backend) parallel(n, minPer int, fn func(lo, hi int)) {
 		return
 	}
 	w = min(w, n)
-	var wg sync.WaitGroup
-	chunk := (n + w - 1) / w
-	for lo := chunk; lo < n; lo += chunk {
-		wg.Add(1)
-		go func(lo int) {
-			defer wg.Done()
-			fn(lo, min(lo+chunk, n))
-		}(lo)
-	}
-	fn(0, min(chunk, n))
-	wg.Wait()
+	b.pool.do(n, w, fn)
 }
 
 // Add implements kernels.Backend.

@@ -1,0 +1,90 @@
+package cpu
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// spinFor is how long an idle helper keeps polling for the next job before
+// it parks. A decode step is a few hundred short GEMVs back to back; waking
+// a parked goroutine costs tens of microseconds each time, which on a small
+// model is a large share of the step, so helpers stay hot between ops.
+const spinFor = 200 * time.Microsecond
+
+// pool runs a job's chunks on the caller plus helpers-1 resident helper
+// goroutines. One job runs at a time (run serialises callers).
+type pool struct {
+	helpers int
+	run     sync.Mutex // one job at a time
+
+	gen     atomic.Uint64 // bumped to publish a job
+	pending atomic.Int32  // helpers still working on the current job
+	parts   int
+	n       int
+	chunk   int
+	fn      func(lo, hi int)
+
+	mu   sync.Mutex // guards parking
+	cond *sync.Cond
+}
+
+func newPool(threads int) *pool {
+	p := &pool{helpers: threads - 1}
+	p.cond = sync.NewCond(&p.mu)
+	for i := 1; i <= p.helpers; i++ {
+		go p.helper(i)
+	}
+	return p
+}
+
+// helper is resident for the life of the process: backends are made once
+// per loaded model.
+func (p *pool) helper(part int) {
+	var seen uint64
+	for {
+		deadline := time.Now().Add(spinFor)
+		for spins := 0; p.gen.Load() == seen; spins++ {
+			if spins&1023 == 1023 {
+				if time.Now().After(deadline) {
+					p.mu.Lock()
+					for p.gen.Load() == seen {
+						p.cond.Wait()
+					}
+					p.mu.Unlock()
+					break
+				}
+				runtime.Gosched()
+			}
+		}
+		seen = p.gen.Load()
+		if part < p.parts {
+			lo := part * p.chunk
+			if lo < p.n {
+				p.fn(lo, min(lo+p.chunk, p.n))
+			}
+		}
+		p.pending.Add(-1)
+	}
+}
+
+// do runs fn over [0,n) in parts contiguous chunks (parts ≤ helpers+1).
+func (p *pool) do(n, parts int, fn func(lo, hi int)) {
+	p.run.Lock()
+	defer p.run.Unlock()
+	p.n, p.parts, p.fn = n, parts, fn
+	p.chunk = (n + parts - 1) / parts
+	p.pending.Store(int32(p.helpers))
+	p.mu.Lock()
+	p.gen.Add(1)
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	fn(0, min(p.chunk, n))
+	for spins := 0; p.pending.Load() != 0; spins++ {
+		if spins&255 == 255 {
+			runtime.Gosched()
+		}
+	}
+	p.fn = nil
+}
