@@ -6,6 +6,7 @@ import (
 
 	"github.com/pocketllm/pocketllm/daemon"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
@@ -50,7 +51,7 @@ func newMetrics(srv *daemon.Server) *metrics {
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 12),
 	}, []string{"model"})
 	m.reg.MustRegister(m.requests, m.duration, m.ttft, m.itl, &statsCollector{srv: srv},
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	return m
 }

@@ -18,7 +18,6 @@ import (
 type sse struct {
 	w   *bufio.Writer
 	enc *json.Encoder
-	buf []byte
 }
 
 func newSSE(w *bufio.Writer) *sse {
