@@ -202,7 +202,7 @@ func runTPRank(o *tpOpts) (err error) {
 	var comm atomic.Pointer[cuda.Comm]
 	var wd watchdog
 	wd.start(o.rank, o.timeout, comm.Load)
-	g, err := cuda.New(o.device)
+	g, err := cuda.NewRank(o.device)
 	if err != nil {
 		return err
 	}
