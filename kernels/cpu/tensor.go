@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"fmt"
-	"math"
 	"unsafe"
 
 	"github.com/pocketllm/pocketllm/kernels"
@@ -60,7 +59,7 @@ func (t *tensor) vector() []float32 {
 	return t.vec
 }
 
-func bf16(v uint16) float32 { return math.Float32frombits(uint32(v) << 16) }
+func bf16(v uint16) float32 { return kernels.BF16ToF32(v) }
 
 // rowTo decodes row r into dst (len = Cols).
 func (t *tensor) rowTo(r int, dst []float32) {
@@ -153,44 +152,7 @@ func dotBF16Go(w []uint16, x []float32) float32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
-func f16ToF32(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h) & 0x3ff
-	switch {
-	case exp == 0:
-		if mant == 0 {
-			return math.Float32frombits(sign)
-		}
-		v := float32(mant) / 1024 / 16384
-		if sign != 0 {
-			v = -v
-		}
-		return v
-	case exp == 31:
-		return math.Float32frombits(sign | 0xff<<23 | mant<<13)
-	}
-	return math.Float32frombits(sign | (exp+112)<<23 | mant<<13)
-}
+func f16ToF32(h uint16) float32 { return kernels.F16ToF32(h) }
 
-// fp8Table maps every E4M3 (fn variant: no infinities, 0x7f/0xff NaN) byte
-// to its float32 value.
-var fp8Table = func() (t [256]float32) {
-	for i := range t {
-		sign := float32(1)
-		if i&0x80 != 0 {
-			sign = -1
-		}
-		e := (i >> 3) & 0xf
-		m := i & 7
-		switch {
-		case e == 15 && m == 7:
-			t[i] = float32(math.NaN())
-		case e == 0:
-			t[i] = sign * float32(m) / 8 * float32(math.Ldexp(1, -6))
-		default:
-			t[i] = sign * (1 + float32(m)/8) * float32(math.Ldexp(1, e-7))
-		}
-	}
-	return t
-}()
+// fp8Table decodes FP8 E4M3 bytes.
+var fp8Table = kernels.FP8E4M3Table()

@@ -85,22 +85,7 @@ func decodeVector(w *kernels.Weight) []float32 {
 	return out
 }
 
-func f16(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h) & 0x3ff
-	switch {
-	case exp == 0:
-		v := float32(mant) / 1024 / 16384
-		if sign != 0 {
-			v = -v
-		}
-		return v
-	case exp == 31:
-		return math.Float32frombits(sign | 0xff<<23 | mant<<13)
-	}
-	return math.Float32frombits(sign | (exp+112)<<23 | mant<<13)
-}
+func f16(h uint16) float32 { return kernels.F16ToF32(h) }
 
 // wargs are the six WPARAMS words of a weight.
 func (t *tensor) wargs() []uint64 {

@@ -138,28 +138,11 @@ func dot(a, b []float32) float32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
-// F16ToF32 converts an IEEE half-precision value exactly.
-func F16ToF32(h uint16) float32 {
-	sign := uint32(h&0x8000) << 16
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h) & 0x3ff
-	switch {
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
-	case exp != 0:
-		return math.Float32frombits(sign | (exp+112)<<23 | mant<<13)
-	case mant == 0:
-		return math.Float32frombits(sign)
-	}
-	f := float32(mant) * (1.0 / (1 << 24)) // subnormal: mant·2⁻²⁴, exact
-	if sign != 0 {
-		return -f
-	}
-	return f
-}
+// F16ToF32 converts an IEEE half-precision value exactly (kernels.F16ToF32).
+func F16ToF32(h uint16) float32 { return kernels.F16ToF32(h) }
 
-// BF16ToF32 converts a bfloat16 value exactly.
-func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+// BF16ToF32 converts a bfloat16 value exactly (kernels.BF16ToF32).
+func BF16ToF32(h uint16) float32 { return kernels.BF16ToF32(h) }
 
 func le16(b []byte) uint16   { return binary.LittleEndian.Uint16(b) }
 func le32(b []byte) uint32   { return binary.LittleEndian.Uint32(b) }

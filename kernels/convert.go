@@ -1,0 +1,57 @@
+package kernels
+
+import "math"
+
+// Scalar conversions of the stored number formats, shared by every backend
+// (the CPU kernels, host-side preparation for CUDA, GGUF block decoding) so
+// that there is one definition of each format.
+
+// F16ToF32 converts an IEEE half-precision value exactly.
+func F16ToF32(h uint16) float32 {
+	sign := uint32(h&0x8000) << 16
+	exp := uint32(h>>10) & 0x1f
+	mant := uint32(h) & 0x3ff
+	switch {
+	case exp == 0x1f:
+		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
+	case exp != 0:
+		return math.Float32frombits(sign | (exp+112)<<23 | mant<<13)
+	case mant == 0:
+		return math.Float32frombits(sign)
+	}
+	f := float32(mant) * (1.0 / (1 << 24)) // subnormal: mant·2⁻²⁴, exact
+	if sign != 0 {
+		return -f
+	}
+	return f
+}
+
+// BF16ToF32 converts a bfloat16 value exactly.
+func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+// FP8E4M3ToF32 converts an FP8 E4M3 byte (the "fn" variant: no infinities,
+// 0x7f and 0xff are NaN) exactly.
+func FP8E4M3ToF32(b byte) float32 { return fp8Table[b] }
+
+// FP8E4M3Table is the full decode table, for kernels that index it directly.
+func FP8E4M3Table() *[256]float32 { return &fp8Table }
+
+var fp8Table = func() (t [256]float32) {
+	for i := range t {
+		sign := float32(1)
+		if i&0x80 != 0 {
+			sign = -1
+		}
+		e := (i >> 3) & 0xf
+		m := i & 7
+		switch {
+		case e == 15 && m == 7:
+			t[i] = float32(math.NaN())
+		case e == 0:
+			t[i] = sign * float32(m) / 8 * float32(math.Ldexp(1, -6))
+		default:
+			t[i] = sign * (1 + float32(m)/8) * float32(math.Ldexp(1, e-7))
+		}
+	}
+	return t
+}()
