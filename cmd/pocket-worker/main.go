@@ -18,7 +18,8 @@ import (
 // commands maps a subcommand to its entry point; the CUDA ones are added
 // by cuda.go when built with the tag.
 var commands = map[string]func(args []string) error{
-	"synth": runSynth,
+	"synth":      runSynth,
+	"serve-rank": runServeRank,
 }
 
 func main() {

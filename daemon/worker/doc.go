@@ -1,0 +1,42 @@
+// Package worker runs a model in a separate rank process (cmd/pocket-worker
+// serve-rank) and drives it from pocketd: the wire protocol, the
+// daemon-side Proxy that implements session.Runner and kernels.KVOps over
+// it, the supervision that restarts a lost worker, and the rank side's
+// server loop (ServeRank), which any kernels.Backend can run behind.
+//
+// # Protocol
+//
+// One stream socket per rank (a socketpair; the worker gets its end as
+// fd 3). Every message is a frame: a 9-byte header — payload length
+// (uint32), message type (uint8), request id (uint32), all little-endian —
+// then the payload. The daemon sends one request at a time and waits for
+// its reply, which carries the same id. Payloads are sequences of
+// little-endian fixed-width integers, length-prefixed strings and
+// length-prefixed int32/float32 arrays (see codec.go).
+//
+//	daemon → worker                      worker → daemon
+//	Hello{version, backend, device,      Ready{version, config JSON, KV shape,
+//	      threads, model, KV pool spec}        recurrent, EOS ids, weight bytes}
+//	NewKVPool{spec}                      OK
+//	Forward{start, want, tokens, table}  Logits{float32[]} (empty for NoLogits)
+//	CopyKVBlock{dst, src}                OK
+//	ReadKVBlock{block}                   Block{float32[]}
+//	WriteKVBlock{block, float32[]}       OK
+//	Ping                                 OK
+//	                                     Error{code, message} for any request
+//
+// KV blocks and logits travel inline in frames (not yet through memfd
+// shared memory). A worker holds one KV pool; the Hello of a restarted
+// worker carries its spec so the pool comes back with the process.
+//
+// # Failure
+//
+// A worker that exits, hangs past the request timeout, or sends a frame
+// that does not decode is lost: the Proxy kills it, its calls return an
+// error wrapping ErrWorkerLost, and the supervisor starts a new process,
+// repeats the handshake and reallocates the pool. The first Forward after
+// a loss returns an error that also wraps session.ErrKVLost, so the
+// scheduler drops all KV and recomputes it from the durable token
+// histories. Models with recurrent state (hybrid architectures) are
+// refused: their state does not cross the protocol yet.
+package worker

@@ -1,0 +1,187 @@
+package worker
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pocketllm/pocketllm/kernels"
+	"github.com/pocketllm/pocketllm/kernels/cpu"
+	"github.com/pocketllm/pocketllm/models"
+	"github.com/pocketllm/pocketllm/session"
+)
+
+// fakeProxy is a Proxy whose "worker" is the other end of a socketpair,
+// driven by the test (no process, no supervisor).
+func fakeProxy(t testing.TB) (*Proxy, *kvPool, net.Conn) {
+	t.Helper()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := make([]net.Conn, 2)
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "fake")
+		if conns[i], err = net.FileConn(f); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	t.Cleanup(func() { conns[0].Close(); conns[1].Close() })
+	spec := kernels.KVSpec{Layers: 1, Blocks: 4, BlockSize: 4, KVHeads: 1, HeadDimK: 2, HeadDimV: 2}
+	p := &Proxy{opts: Options{Timeout: 2 * time.Second}, log: slog.New(slog.DiscardHandler),
+		cfg: &models.Config{VocabSize: 8}, changed: make(chan struct{}), kvGen: 1}
+	uc := conns[0].(*net.UnixConn)
+	p.cur = &proc{gen: 1, conn: uc, r: bufio.NewReader(uc), exited: make(chan struct{})}
+	p.gen = 1
+	kp := &kvPool{p: p, spec: spec}
+	p.pool = kp
+	return p, kp, conns[1]
+}
+
+// answer reads one request on c and writes raw as the reply.
+func answer(c net.Conn, raw []byte) {
+	r := bufio.NewReader(c)
+	if _, err := readFrame(r, MaxFrame); err != nil {
+		return
+	}
+	c.Write(raw)
+	c.Close()
+}
+
+func rawFrame(typ msgType, id uint32, payload []byte) []byte {
+	var b bytes.Buffer
+	writeFrame(&b, typ, id, payload, nil)
+	return b.Bytes()
+}
+
+func logitsPayload(n int) []byte {
+	var e enc
+	e.f32sHeader(n)
+	return append(e.b, make([]byte, 4*n)...)
+}
+
+// TestMalformedReplies: every kind of bad reply is an error (a lost
+// worker, or the worker's error), never a panic, and a good one decodes.
+func TestMalformedReplies(t *testing.T) {
+	huge := make([]byte, headerSize)
+	binary.LittleEndian.PutUint32(huge, MaxFrame+1)
+	huge[4] = byte(msgLogits)
+	binary.LittleEndian.PutUint32(huge[5:], 1)
+	cases := []struct {
+		name string
+		raw  []byte
+		lost bool // ErrWorkerLost (else a *RemoteError)
+	}{
+		{"empty", nil, true},
+		{"short header", []byte{1, 2, 3}, true},
+		{"truncated payload", rawFrame(msgLogits, 1, logitsPayload(8))[:20], true},
+		{"huge length", huge, true},
+		{"wrong id", rawFrame(msgLogits, 9, logitsPayload(8)), true},
+		{"wrong type", rawFrame(msgBlock, 1, logitsPayload(8)), true},
+		{"unknown type", rawFrame(200, 1, nil), true},
+		{"wrong logits count", rawFrame(msgLogits, 1, logitsPayload(7)), true},
+		{"count past payload", rawFrame(msgLogits, 1, logitsPayload(8)[:12]), true},
+		{"trailing bytes", rawFrame(msgLogits, 1, append(logitsPayload(8), 0)), true},
+		{"garbled error", rawFrame(msgError, 1, []byte{1, 0, 0, 0, 255, 255, 255, 255}), true},
+		{"fatal error", rawFrame(msgError, 1, encodeError(codeFatal, "device lost")), true},
+		{"error", rawFrame(msgError, 1, encodeError(codeBadRequest, "no")), false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p, kp, peer := fakeProxy(t)
+			go answer(peer, c.raw)
+			_, err := p.Forward(models.Seq{Pool: kp, Table: []int32{0}}, []int32{1}, models.LastLogits)
+			var re *RemoteError
+			switch {
+			case err == nil:
+				t.Fatal("accepted")
+			case c.lost && !(errors.Is(err, ErrWorkerLost) && errors.Is(err, session.ErrKVLost)):
+				t.Fatalf("want a lost worker, got %v", err)
+			case !c.lost && !errors.As(err, &re):
+				t.Fatalf("want the worker's error, got %v", err)
+			}
+		})
+	}
+	p, kp, peer := fakeProxy(t)
+	go answer(peer, rawFrame(msgLogits, 1, logitsPayload(8)))
+	if l, err := p.Forward(models.Seq{Pool: kp, Table: []int32{0}}, []int32{1}, models.LastLogits); err != nil || len(l) != 8 {
+		t.Fatalf("good reply: %v %v", l, err)
+	}
+	// KV block ops have no error results: a bad reply zeroes the block.
+	p, kp, peer = fakeProxy(t)
+	go answer(peer, rawFrame(msgBlock, 1, logitsPayload(3)))
+	dst := []float32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	p.ReadKVBlock(kp, 0, dst)
+	for _, v := range dst {
+		if v != 0 {
+			t.Fatalf("bad block reply left %v", dst)
+		}
+	}
+	// A silent worker times out.
+	p, kp, _ = fakeProxy(t)
+	p.opts.Timeout = 100 * time.Millisecond
+	if _, err := p.Forward(models.Seq{Pool: kp, Table: []int32{0}}, []int32{1}, models.LastLogits); !errors.Is(err, ErrWorkerLost) {
+		t.Fatalf("silent worker: %v", err)
+	}
+}
+
+// FuzzProxyReply: whatever a worker answers to a Forward, the proxy
+// returns logits of the right size or an error.
+func FuzzProxyReply(f *testing.F) {
+	f.Add(rawFrame(msgLogits, 1, logitsPayload(8)))
+	f.Add(rawFrame(msgError, 1, encodeError(codeInternal, "x")))
+	f.Add(rawFrame(msgLogits, 1, logitsPayload(8))[:30])
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		p, kp, peer := fakeProxy(t)
+		p.opts.Timeout = 200 * time.Millisecond
+		go answer(peer, raw)
+		l, err := p.Forward(models.Seq{Pool: kp, Table: []int32{0}}, []int32{1, 2}, models.LastLogits)
+		if err == nil && len(l) != 8 {
+			t.Fatalf("%d logits accepted", len(l))
+		}
+	})
+}
+
+// FuzzRankRequests: whatever frames follow the handshake, the rank side
+// answers or stops reading; it never panics (a panic would surface as
+// ErrDeviceLost).
+func FuzzRankRequests(f *testing.F) {
+	var e enc
+	e.spec(kernels.KVSpec{Layers: 1, Blocks: 2, BlockSize: 4, KVHeads: 1, HeadDimK: 1})
+	f.Add(rawFrame(msgNewKVPool, 1, e.b))
+	fw := forwardReq{start: 0, want: models.AllLogits, tokens: []int32{1, 2, 3}, table: []int32{0}}
+	f.Add(rawFrame(msgForward, 2, fw.encode()))
+	fw = forwardReq{start: -5, want: 7, tokens: []int32{-1}, table: []int32{1 << 30}}
+	f.Add(rawFrame(msgForward, 2, fw.encode()))
+	f.Add(rawFrame(msgCopyBlock, 3, []byte{0, 0, 0, 0, 9, 0, 0, 0}))
+	f.Add(rawFrame(msgWriteBlock, 3, []byte{0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0}))
+	f.Add(rawFrame(msgHello, 1, nil))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		h := Hello{Version: Version, Backend: "cpu", Threads: 1, Path: fixture("qwen3"),
+			Pool: kernels.KVSpec{Layers: 0}}
+		in := append(rawFrame(msgHello, 0, h.encode()), raw...)
+		rw := &rwPair{r: bytes.NewReader(in), w: io.Discard}
+		err := ServeRank(rw, RankOptions{Backend: "cpu", NewBackend: func(_, th int) (kernels.Backend, error) { return cpu.New(th), nil }})
+		if errors.Is(err, ErrDeviceLost) {
+			t.Fatalf("rank panicked: %v", err)
+		}
+	})
+}
+
+type rwPair struct {
+	r io.Reader
+	w io.Writer
+}
+
+func (p *rwPair) Read(b []byte) (int, error)  { return p.r.Read(b) }
+func (p *rwPair) Write(b []byte) (int, error) { return p.w.Write(b) }

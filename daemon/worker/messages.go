@@ -1,0 +1,189 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/pocketllm/pocketllm/kernels"
+	"github.com/pocketllm/pocketllm/models"
+)
+
+// Hello opens a rank: which model to load on which backend and device,
+// and the KV pool to allocate right away (Blocks == 0: none yet).
+type Hello struct {
+	Version int
+	Backend string // "cpu", "cuda"
+	Device  int    // GPU ordinal (ignored by the CPU backend)
+	Threads int    // CPU backend goroutines (0: all cores)
+	Name    string // the model's name (for logs)
+	Path    string // checkpoint directory or .gguf file
+	Demo    bool   // the built-in demo model instead of Path
+	Pool    kernels.KVSpec
+}
+
+func (h *Hello) encode() []byte {
+	var e enc
+	e.u32(uint32(h.Version))
+	e.str(h.Backend)
+	e.i32(h.Device)
+	e.i32(h.Threads)
+	e.str(h.Name)
+	e.str(h.Path)
+	e.u8(b2u(h.Demo))
+	e.spec(h.Pool)
+	return e.b
+}
+
+func decodeHello(p []byte) (Hello, error) {
+	d := dec{b: p}
+	h := Hello{Version: int(d.u32("version"))}
+	if d.err == nil && h.Version != Version {
+		// Nothing else is read: a different version may lay out the rest
+		// differently.
+		return h, fmt.Errorf("%w: protocol version %d, this worker speaks %d", errVersion, h.Version, Version)
+	}
+	h.Backend = d.str("backend")
+	h.Device = d.i32("device")
+	h.Threads = d.i32("threads")
+	h.Name = d.str("name")
+	h.Path = d.str("path")
+	h.Demo = d.u8("demo") != 0
+	h.Pool = d.spec("pool")
+	return h, d.done("hello")
+}
+
+// Ready answers Hello once the model is loaded.
+type Ready struct {
+	Version     int
+	Backend     string // the backend's own name, e.g. "cuda"
+	Device      string // a description of the device, for logs
+	Config      []byte // the model's hyper-parameters (models.Config as JSON)
+	KV          kernels.KVSpec
+	Recurrent   bool // the model keeps per-sequence recurrent state
+	EOS         []int32
+	WeightBytes int64
+}
+
+func (r *Ready) encode() []byte {
+	var e enc
+	e.u32(uint32(r.Version))
+	e.str(r.Backend)
+	e.str(r.Device)
+	e.str(string(r.Config))
+	e.spec(r.KV)
+	e.u8(b2u(r.Recurrent))
+	e.i32s(r.EOS)
+	e.u64(uint64(r.WeightBytes))
+	return e.b
+}
+
+func decodeReady(p []byte) (Ready, error) {
+	d := dec{b: p}
+	r := Ready{Version: int(d.u32("version"))}
+	if d.err == nil && r.Version != Version {
+		return r, fmt.Errorf("%w: worker speaks protocol version %d, pocketd %d", errVersion, r.Version, Version)
+	}
+	r.Backend = d.str("backend")
+	r.Device = d.str("device")
+	r.Config = []byte(d.str("config"))
+	r.KV = d.spec("kv")
+	r.Recurrent = d.u8("recurrent") != 0
+	r.EOS = d.i32s("eos")
+	r.WeightBytes = int64(d.u64("weight bytes"))
+	return r, d.done("ready")
+}
+
+// forwardReq is a Forward request.
+type forwardReq struct {
+	start  int
+	want   models.Logits
+	tokens []int32
+	table  []int32
+}
+
+func (f *forwardReq) encode() []byte {
+	var e enc
+	e.i32(f.start)
+	e.u8(uint8(f.want))
+	e.i32s(f.tokens)
+	e.i32s(f.table)
+	return e.b
+}
+
+func decodeForward(p []byte) (forwardReq, error) {
+	d := dec{b: p}
+	f := forwardReq{start: d.i32("start"), want: models.Logits(d.u8("want"))}
+	f.tokens = d.i32s("tokens")
+	f.table = d.i32s("table")
+	return f, d.done("forward")
+}
+
+// Error codes of Error frames.
+const (
+	codeInternal    = 1 // the request failed in the worker
+	codeBadRequest  = 2 // the request does not make sense (bad block, bad spec)
+	codeUnsupported = 3 // the backend cannot do it (kernels.ErrUnsupported)
+	codeContext     = 4 // past the model's context (models.ErrContext)
+	codeVersion     = 5 // protocol versions differ
+	codeFatal       = 6 // the worker's device state is lost; it exits after this frame
+)
+
+var errVersion = errors.New("protocol version mismatch")
+
+// RemoteError is an Error frame from a worker.
+type RemoteError struct {
+	Code    int
+	Message string
+}
+
+func (e *RemoteError) Error() string { return "worker: " + e.Message }
+
+// Unwrap maps codes to the sentinels callers branch on.
+func (e *RemoteError) Unwrap() error {
+	switch e.Code {
+	case codeUnsupported:
+		return kernels.ErrUnsupported
+	case codeContext:
+		return models.ErrContext
+	case codeVersion:
+		return errVersion
+	}
+	return nil
+}
+
+func encodeError(code int, msg string) []byte {
+	var e enc
+	e.u32(uint32(code))
+	e.str(msg)
+	return e.b
+}
+
+func decodeError(p []byte) (*RemoteError, error) {
+	d := dec{b: p}
+	r := &RemoteError{Code: int(d.u32("code")), Message: d.str("message")}
+	return r, d.done("error")
+}
+
+// codeOf picks the Error code for an error the worker hit.
+func codeOf(err error) int {
+	switch {
+	case errors.Is(err, kernels.ErrUnsupported):
+		return codeUnsupported
+	case errors.Is(err, models.ErrContext):
+		return codeContext
+	case errors.Is(err, errVersion):
+		return codeVersion
+	case errors.Is(err, errBadRequest), errors.Is(err, ErrBadFrame):
+		return codeBadRequest
+	}
+	return codeInternal
+}
+
+var errBadRequest = errors.New("bad request")
+
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}

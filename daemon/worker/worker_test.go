@@ -1,0 +1,425 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pocketllm/pocketllm/kernels/cpu"
+	"github.com/pocketllm/pocketllm/models"
+	"github.com/pocketllm/pocketllm/models/checkpoint"
+	"github.com/pocketllm/pocketllm/session"
+)
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+	binDir  string
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	if binDir, err = os.MkdirTemp("", "pocket-worker-test"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(binDir)
+	os.Exit(code)
+}
+
+// workerBinary builds ../../cmd/pocket-worker (plain build: CPU backend).
+func workerBinary(t testing.TB) string {
+	t.Helper()
+	binOnce.Do(func() {
+		binPath = filepath.Join(binDir, "pocket-worker")
+		out, err := exec.Command("go", "build", "-o", binPath, "../../cmd/pocket-worker").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("build pocket-worker: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+func fixture(arch string) string {
+	return filepath.Join("..", "..", "models", "testdata", "models", arch)
+}
+
+// startProxy runs arch's fixture in a real pocket-worker subprocess.
+func startProxy(t testing.TB, arch string, timeout time.Duration) *Proxy {
+	t.Helper()
+	p, err := Start(Options{
+		Command: DefaultCommand(workerBinary(t), "cpu", 0),
+		Hello:   Hello{Backend: "cpu", Threads: 1, Name: arch, Path: fixture(arch)},
+		Timeout: timeout, MaxBackoff: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// inProcess loads arch's fixture on the in-process CPU backend.
+func inProcess(t testing.TB, arch string) *models.Model {
+	t.Helper()
+	ck, err := checkpoint.Open(fixture(arch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ck.Close() })
+	m, err := ck.Model(cpu.New(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func newManager(t testing.TB, cfgs ...session.ModelConfig) *session.Manager {
+	t.Helper()
+	m, err := session.NewManager(session.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cfgs {
+		if err := m.AddModel(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { m.Shutdown(context.Background()) })
+	return m
+}
+
+// prompt is a deterministic token sequence within a fixture's vocabulary
+// (the session tests' helper).
+func prompt(n int, salt int32) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = (int32(i)*37 + salt*11 + 5) % 500
+	}
+	return out
+}
+
+// greedy decodes n tokens after toks with the model directly, on a
+// private pool: the cold reference (the session tests' helper).
+func greedy(t testing.TB, m *models.Model, toks []int32, n int) []int32 {
+	t.Helper()
+	const bs = 16
+	blocks := (len(toks) + n + bs) / bs
+	pool, err := m.Backend.NewKVPool(m.KVSpec(blocks, bs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := make([]int32, blocks)
+	for i := range table {
+		table[i] = int32(i)
+	}
+	seq := models.Seq{Pool: pool, Table: table}
+	logits, err := m.Forward(seq, toks, models.LastLogits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int32
+	for range n {
+		best := int32(0)
+		for i, v := range logits {
+			if v > logits[best] {
+				best = int32(i)
+			}
+		}
+		out = append(out, best)
+		seq.Start = len(toks) + len(out) - 1
+		if logits, err = m.Forward(seq, []int32{best}, models.LastLogits); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+var bg = context.Background()
+
+// pair drives the same session operations on an in-process model and on
+// a worker, and checks that they agree exactly.
+type pair struct {
+	t        *testing.T
+	local    *session.Manager
+	remote   *session.Manager
+	model    string
+	ids      map[string][2]string
+	inproc   *models.Model
+	workerPx *Proxy
+}
+
+func (p *pair) open(name string) {
+	p.t.Helper()
+	a, err := p.local.Open(1, p.model)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	b, err := p.remote.Open(1, p.model)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.ids[name] = [2]string{a.ID, b.ID}
+}
+
+func (p *pair) append(name string, toks []int32) session.AppendResult {
+	p.t.Helper()
+	id := p.ids[name]
+	a, err := p.local.Append(bg, 1, id[0], session.AppendInput{Tokens: toks})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	b, err := p.remote.Append(bg, 1, id[1], session.AppendInput{Tokens: toks})
+	if err != nil {
+		p.t.Fatalf("append over the worker: %v", err)
+	}
+	if a != b {
+		p.t.Fatalf("append %s: in process %+v, worker %+v", name, a, b)
+	}
+	return b
+}
+
+func (p *pair) generate(name string, gp session.GenerateParams) []int32 {
+	p.t.Helper()
+	id := p.ids[name]
+	a, err := p.local.Generate(bg, 1, id[0], gp, nil)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	b, err := p.remote.Generate(bg, 1, id[1], gp, nil)
+	if err != nil {
+		p.t.Fatalf("generate over the worker: %v", err)
+	}
+	if !slices.Equal(a.IDs, b.IDs) || a.Usage != b.Usage {
+		p.t.Fatalf("generate %s: in process %v %+v, worker %v %+v", name, a.IDs, a.Usage, b.IDs, b.Usage)
+	}
+	return b.IDs
+}
+
+func (p *pair) fork(from, name string, at int) {
+	p.t.Helper()
+	id := p.ids[from]
+	a, err := p.local.Fork(1, id[0], at)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	b, err := p.remote.Fork(1, id[1], at)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.ids[name] = [2]string{a.ID, b.ID}
+}
+
+func (p *pair) truncate(name string, n int) {
+	p.t.Helper()
+	id := p.ids[name]
+	if _, err := p.local.Truncate(1, id[0], n); err != nil {
+		p.t.Fatal(err)
+	}
+	if _, err := p.remote.Truncate(1, id[1], n); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+func newPair(t *testing.T, arch string, kvBlocks int) *pair {
+	px := startProxy(t, arch, time.Minute)
+	m := inProcess(t, arch)
+	cfg := func(r session.Runner) session.ModelConfig {
+		return session.ModelConfig{Name: arch, Model: r, KVBlocks: kvBlocks, BlockSize: 16}
+	}
+	return &pair{t: t, local: newManager(t, cfg(m)), remote: newManager(t, cfg(px)), model: arch,
+		ids: map[string][2]string{}, inproc: m, workerPx: px}
+}
+
+// TestSessionsOverWorker: append, generate (greedy and sampled), fork,
+// truncate and prefix reuse over a worker give exactly the tokens and the
+// reuse counts of the in-process model.
+func TestSessionsOverWorker(t *testing.T) {
+	for _, arch := range []string{"qwen3", "qwen3_moe"} {
+		t.Run(arch, func(t *testing.T) {
+			p := newPair(t, arch, 0)
+			greedyN := func(n int) session.GenerateParams { return session.GenerateParams{MaxTokens: n} }
+			p.open("a")
+			p1, p2 := prompt(37, 1), prompt(9, 2)
+			p.append("a", p1)
+			g1 := p.generate("a", greedyN(6))
+			if want := greedy(t, p.inproc, p1, 6); !slices.Equal(g1, want) {
+				t.Fatalf("worker greedy %v, cold %v", g1, want)
+			}
+			p.append("a", p2)
+			seed := uint64(7)
+			p.generate("a", session.GenerateParams{MaxTokens: 8, Sampling: session.SamplingParams{Temperature: 0.9, TopP: 0.95, Seed: &seed},
+				Logprobs: true, TopLogprobs: 3})
+			for _, at := range []int{1, 16, 23, 40} {
+				name := fmt.Sprint("fork", at)
+				p.fork("a", name, at)
+				p.generate(name, greedyN(4))
+			}
+			p.truncate("a", 17)
+			p.generate("a", greedyN(3))
+			// Prefix reuse: a new session with the same first 37 tokens.
+			p.open("b")
+			r := p.append("b", slices.Concat(p1, prompt(5, 3)))
+			if r.Reused == 0 {
+				t.Errorf("no prefix reuse over the worker: %+v", r)
+			}
+			p.generate("b", greedyN(5))
+			// Prompt logprobs (AllLogits frames).
+			toks := prompt(40, 4)
+			a, err := p.local.PromptLogprobs(bg, 1, arch, toks, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := p.remote.PromptLogprobs(bg, 1, arch, toks, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range a {
+				if a[i].Logprob != b[i].Logprob || a[i].ID != b[i].ID {
+					t.Fatalf("prompt logprob %d: %+v vs %+v", i, a[i], b[i])
+				}
+			}
+		})
+	}
+}
+
+// TestEvictionOverWorker: a small pool with a host tier makes the cache
+// move blocks through ReadKVBlock/WriteKVBlock/CopyKVBlock; tokens stay
+// exact.
+func TestEvictionOverWorker(t *testing.T) {
+	px := startProxy(t, "qwen3", time.Minute)
+	m := inProcess(t, "qwen3")
+	cfg := func(r session.Runner) session.ModelConfig {
+		return session.ModelConfig{Name: "qwen3", Model: r, KVBlocks: 8, BlockSize: 16, HostTierBytes: 64 << 20}
+	}
+	p := &pair{t: t, local: newManager(t, cfg(m)), remote: newManager(t, cfg(px)), model: "qwen3", ids: map[string][2]string{}, inproc: m}
+	for i := range 4 {
+		name := fmt.Sprint("s", i)
+		p.open(name)
+		p.append(name, prompt(50, int32(i%2)))
+		p.generate(name, session.GenerateParams{MaxTokens: 3})
+	}
+	p.fork("s0", "f", 20)
+	p.generate("f", session.GenerateParams{MaxTokens: 4})
+	p.generate("s1", session.GenerateParams{MaxTokens: 4})
+	if info := p.remote.Models()[0]; info.HostTierBytes == 0 {
+		t.Errorf("no block went through the host tier: %+v", info)
+	}
+}
+
+// TestKillWorker: kill -9 of the worker between requests and in the
+// middle of one: the proxy restarts it, the next forward reports the lost
+// KV, and every session continues with exactly the tokens of a cold run.
+func TestKillWorker(t *testing.T) {
+	px := startProxy(t, "qwen3", 2*time.Second)
+	m := inProcess(t, "qwen3")
+	mgr := newManager(t, session.ModelConfig{Name: "qwen3", Model: px, BlockSize: 16})
+	open := func(toks []int32) string {
+		info, err := mgr.Open(1, "qwen3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mgr.Append(bg, 1, info.ID, session.AppendInput{Tokens: toks}); err != nil {
+			t.Fatal(err)
+		}
+		return info.ID
+	}
+	gen := func(id string, n int) []int32 {
+		t.Helper()
+		before, _ := mgr.Tokens(1, id)
+		r, err := mgr.Generate(bg, 1, id, session.GenerateParams{MaxTokens: n}, nil)
+		if err != nil {
+			t.Fatalf("generate after a worker loss: %v", err)
+		}
+		if want := greedy(t, m, before, n); !slices.Equal(r.IDs, want) {
+			t.Fatalf("after a worker loss: %v, cold run %v", r.IDs, want)
+		}
+		return r.IDs
+	}
+	a, b := open(prompt(40, 1)), open(prompt(40, 1)) // b shares a's prefix blocks
+	gen(a, 5)
+	gen(b, 2)
+
+	// Between requests.
+	pid := px.PID()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return px.Restarts() >= 1 && px.Health() == nil }, "the worker to restart")
+	if px.PID() == pid {
+		t.Fatal("same pid after restart")
+	}
+	gen(a, 6)
+	gen(b, 3)
+	c := open(prompt(33, 1))
+	gen(c, 4)
+
+	// In the middle of a request: the worker is stopped (hangs), the
+	// request times out, the worker is killed and restarted, and the
+	// request is answered by the new one.
+	pid = px.PID()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	gen(a, 3)
+	if px.Restarts() != 2 {
+		t.Errorf("restarts %d, want 2", px.Restarts())
+	}
+	gen(b, 2)
+	if err := px.Ping(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRecurrentRefused: hybrid models do not start on a worker.
+func TestRecurrentRefused(t *testing.T) {
+	dir := fixture("qwen3_next")
+	if _, err := os.Stat(dir); err != nil {
+		t.Skip("no qwen3_next fixture")
+	}
+	_, err := Start(Options{Command: DefaultCommand(workerBinary(t), "cpu", 0),
+		Hello: Hello{Backend: "cpu", Threads: 1, Name: "hybrid", Path: dir}, Timeout: time.Minute})
+	if !errors.Is(err, ErrRecurrent) {
+		t.Fatalf("hybrid model on a worker: %v", err)
+	}
+}
+
+// TestBadModel: a checkpoint the worker cannot load fails Start with the
+// worker's own message.
+func TestBadModel(t *testing.T) {
+	_, err := Start(Options{Command: DefaultCommand(workerBinary(t), "cpu", 0),
+		Hello: Hello{Backend: "cpu", Name: "missing", Path: filepath.Join(t.TempDir(), "nope")}, Timeout: time.Minute})
+	var re *RemoteError
+	if !errors.As(err, &re) {
+		t.Fatalf("missing checkpoint: %v", err)
+	}
+	_, err = Start(Options{Command: DefaultCommand(workerBinary(t), "tpu", 0),
+		Hello: Hello{Backend: "tpu", Name: "x", Path: fixture("qwen3")}, Timeout: time.Minute})
+	if err == nil {
+		t.Fatal("unknown backend accepted")
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
