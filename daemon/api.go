@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/pocketllm/pocketllm/client/apitype"
+	"github.com/pocketllm/pocketllm/daemon/worker"
 	"github.com/pocketllm/pocketllm/session"
 	"github.com/valyala/fasthttp"
 )
@@ -32,7 +33,8 @@ func StatusOf(err error) int {
 		return fasthttp.StatusBadRequest
 	case errors.Is(err, session.ErrQueueFull):
 		return fasthttp.StatusTooManyRequests
-	case errors.Is(err, session.ErrClosed), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, session.ErrClosed), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, worker.ErrWorkerLost):
 		return fasthttp.StatusServiceUnavailable
 	}
 	return fasthttp.StatusInternalServerError
@@ -53,12 +55,16 @@ func (s *Server) serveHealth(ctx *fasthttp.RequestCtx) {
 		methodNotAllowed(ctx, "GET")
 		return
 	}
-	h := apitype.Health{Status: s.status(), Models: []string{}}
+	h := apitype.Health{Models: []string{}}
+	h.Status, h.Message = s.status()
 	for _, m := range s.ModelInfos() {
 		h.Models = append(h.Models, m.Name)
 	}
+	if ws := s.workerHealth(); len(ws) > 0 {
+		h.Workers = ws
+	}
 	status := fasthttp.StatusOK
-	if h.Status != "ok" {
+	if h.Status != "ok" && h.Status != "no_models" {
 		status = fasthttp.StatusServiceUnavailable
 	}
 	WriteJSON(ctx, status, h)

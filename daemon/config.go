@@ -52,8 +52,13 @@ type ModelConfig struct {
 	Name string `toml:"name"`
 	// Path is a checkpoint directory or a .gguf file.
 	Path string `toml:"path"`
-	// Backend is "cpu" (default) or "cuda".
+	// Backend is "cpu" (default, in process), "cuda" (a pocket-worker
+	// rank process per device) or "cpu-worker" (the CPU backend in a
+	// pocket-worker process: the worker path without a GPU).
 	Backend string `toml:"backend"`
+	// Worker is the pocket-worker binary for the worker backends
+	// (default: $POCKET_WORKER, else next to pocketd, else on $PATH).
+	Worker string `toml:"worker"`
 	// Devices are GPU ordinals for the cuda backend.
 	Devices []int `toml:"devices"`
 	// TensorParallel is the number of ranks (default: len(Devices) or 1).
@@ -63,6 +68,8 @@ type ModelConfig struct {
 
 	// demo marks the built-in demo model (set by --demo, not by the file).
 	demo bool
+	// logger is the server's, for the worker supervisors' logs.
+	logger *slog.Logger
 }
 
 // CacheConfig is the [cache] table.
@@ -165,9 +172,9 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%s.path: missing", key)
 		}
 		switch m.Backend {
-		case "", "cpu", "cuda":
+		case "", "cpu", "cuda", "cpu-worker":
 		default:
-			return fmt.Errorf("%s.backend: %q is not cpu or cuda", key, m.Backend)
+			return fmt.Errorf("%s.backend: %q is not cpu, cuda or cpu-worker", key, m.Backend)
 		}
 		for _, d := range m.Devices {
 			if d < 0 {

@@ -6,21 +6,35 @@ import (
 	"fmt"
 
 	"github.com/pocketllm/pocketllm/client/apitype"
+	"github.com/pocketllm/pocketllm/daemon/worker"
 	"github.com/pocketllm/pocketllm/kernels/cpu"
-	"github.com/pocketllm/pocketllm/models"
 	"github.com/pocketllm/pocketllm/models/checkpoint"
 	"github.com/pocketllm/pocketllm/models/demo"
 	"github.com/pocketllm/pocketllm/models/tokenizer"
+	"github.com/pocketllm/pocketllm/session"
 )
 
 // Loaded is a model ready to be handed to the session manager.
 type Loaded struct {
-	Model     *models.Model
+	// Model runs the forward passes: a *models.Model in process, or a
+	// *worker.Proxy for a model held by a worker process.
+	Model     session.Runner
 	Tokenizer *tokenizer.Tokenizer // nil: token-only sessions
 	EOS       []int32
 	Info      apitype.Model
 	// Close releases the weights once the manager has shut down.
 	Close func() error
+	// Worker, when set, is the model's worker process (for /health).
+	Worker WorkerStatus
+}
+
+// WorkerStatus is what /health and systemd's STATUS show of a model's
+// worker process (*worker.Proxy implements it).
+type WorkerStatus interface {
+	// Health is nil while the worker serves, and says why not otherwise.
+	Health() error
+	PID() int
+	Restarts() int
 }
 
 // An Engine loads a model for one kind of backend. The in-process CPU
@@ -40,14 +54,68 @@ func (f EngineFunc) Load(ctx context.Context, m ModelConfig) (*Loaded, error) { 
 // worker engine.
 var ErrNoCUDA = errors.New("cuda backend not built into this binary")
 
-// DefaultEngines are the engines of this binary, by backend name.
+// DefaultEngines are the engines of this binary, by backend name: "cpu"
+// in process, "cuda" and "cpu-worker" in pocket-worker processes (see
+// package daemon/worker).
 func DefaultEngines() map[string]Engine {
 	return map[string]Engine{
-		"cpu": EngineFunc(loadCPU),
-		"cuda": EngineFunc(func(context.Context, ModelConfig) (*Loaded, error) {
-			return nil, ErrNoCUDA
-		}),
+		"cpu":        EngineFunc(loadCPU),
+		"cuda":       EngineFunc(loadWorker),
+		"cpu-worker": EngineFunc(loadWorker),
 	}
+}
+
+// loadWorker starts a pocket-worker serve-rank process that loads the
+// model and serves it to the scheduler through a worker.Proxy.
+func loadWorker(_ context.Context, m ModelConfig) (*Loaded, error) {
+	backend := m.Backend
+	if backend == "cpu-worker" {
+		backend = "cpu"
+	}
+	if m.TensorParallel > 1 || len(m.Devices) > 1 {
+		return nil, fmt.Errorf("backend %s: tensor parallelism over several workers is not wired into pocketd yet; list one device", m.Backend)
+	}
+	device := 0
+	if len(m.Devices) == 1 {
+		device = m.Devices[0]
+	}
+	bin, err := worker.FindBinary(m.Worker)
+	if err != nil {
+		if backend == "cuda" {
+			err = fmt.Errorf("%w: %w", ErrNoCUDA, err)
+		}
+		return nil, err
+	}
+	var tok *tokenizer.Tokenizer
+	if m.demo {
+		tok, err = demo.Tokenizer()
+	} else {
+		tok, err = loadTokenizer(m.Path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	p, err := worker.Start(worker.Options{
+		Command: worker.DefaultCommand(bin, backend, device),
+		Hello:   worker.Hello{Backend: backend, Device: device, Threads: m.Threads, Name: m.ModelName(), Path: m.Path, Demo: m.demo},
+		Logger:  m.logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	cfg := p.ModelConfig()
+	eos := p.EOS()
+	if tok != nil {
+		for _, id := range tok.EOS() {
+			if !containsID(eos, id) {
+				eos = append(eos, id)
+			}
+		}
+	}
+	info := apitype.Model{Name: m.ModelName(), Architecture: cfg.Arch(), Backend: m.Backend, Path: m.Path,
+		VocabSize: cfg.VocabSize, ContextLength: cfg.MaxPositions,
+		Tokenizer: tok != nil, ChatTemplate: tok != nil && tok.HasChatTemplate()}
+	return &Loaded{Model: p, Tokenizer: tok, EOS: eos, Info: info, Close: p.Close, Worker: p}, nil
 }
 
 // loadCPU opens a checkpoint (or the built-in demo) and binds it to the

@@ -56,10 +56,17 @@ type Server struct {
 	reqCtx    context.Context
 	reqCancel context.CancelFunc
 
-	mu     sync.Mutex
-	models []apitype.Model
-	closes []func() error
-	lns    *Listeners
+	mu      sync.Mutex
+	models  []apitype.Model
+	workers []namedWorker
+	closes  []func() error
+	lns     *Listeners
+}
+
+// namedWorker is a model served by a worker process.
+type namedWorker struct {
+	name string
+	w    WorkerStatus
 }
 
 // New builds a server; Run starts it. The /v0 and health routes are
@@ -143,18 +150,76 @@ func (s *Server) Addrs() (unix, http net.Addr) {
 	return unix, http
 }
 
-// status is the health status word.
-func (s *Server) status() string {
+// NoModelsMessage explains the "no_models" health status.
+const NoModelsMessage = "no models configured: list [[model]] tables in the config file (or pass --model DIR, or --demo) and restart pocketd"
+
+// status is the health status word and, when not "ok", why.
+func (s *Server) status() (string, string) {
 	select {
 	case <-s.stopping:
-		return "stopping"
+		return "stopping", ""
 	default:
 	}
 	select {
 	case <-s.ready:
-		return "ok"
 	default:
-		return "loading"
+		return "loading", ""
+	}
+	if len(s.cfg.Models) == 0 {
+		return "no_models", NoModelsMessage
+	}
+	var down []string
+	for _, w := range s.workerHealth() {
+		if w.Error != "" {
+			down = append(down, fmt.Sprintf("model %s: %s", w.Model, w.Error))
+		}
+	}
+	if len(down) > 0 {
+		return "degraded", strings.Join(down, "; ")
+	}
+	return "ok", ""
+}
+
+// workerHealth describes the models served by worker processes.
+func (s *Server) workerHealth() []apitype.WorkerHealth {
+	s.mu.Lock()
+	ws := append([]namedWorker(nil), s.workers...)
+	s.mu.Unlock()
+	out := make([]apitype.WorkerHealth, 0, len(ws))
+	for _, w := range ws {
+		h := apitype.WorkerHealth{Model: w.name, PID: w.w.PID(), Restarts: w.w.Restarts()}
+		if err := w.w.Health(); err != nil {
+			h.Error = err.Error()
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// watchWorkers reports worker losses and recoveries to systemd (STATUS=)
+// and the log until ctx ends.
+func (s *Server) watchWorkers(ctx context.Context, readyMsg string) {
+	last := ""
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		st, msg := s.status()
+		if st != "ok" && st != "degraded" || msg == last {
+			continue
+		}
+		last = msg
+		if st == "ok" {
+			s.log.Info("workers serving again")
+			s.notify.Status(readyMsg)
+		} else {
+			s.log.Warn("degraded", "reason", msg)
+			s.notify.Status("degraded: " + msg)
+		}
 	}
 }
 
@@ -210,10 +275,15 @@ func (s *Server) Run(ctx context.Context) error {
 		if lns.HTTP != nil {
 			msg += " and http://" + lns.HTTP.Addr().String()
 		}
+		if len(s.cfg.Models) == 0 {
+			msg += "; " + NoModelsMessage
+			s.log.Warn(NoModelsMessage)
+		}
 		s.log.Info("ready", "models", len(s.ModelInfos()))
 		s.notify.Ready(msg)
 		wdCtx, wdStop := context.WithCancel(ctx)
 		go s.notify.Watchdog(wdCtx, s.alive)
+		go s.watchWorkers(wdCtx, msg)
 		select {
 		case <-ctx.Done():
 		case err := <-serveErr:
@@ -237,6 +307,7 @@ func (s *Server) load(ctx context.Context) error {
 		name := m.ModelName()
 		s.notify.Status(fmt.Sprintf("loading model %s (%d/%d)", name, i+1, len(s.cfg.Models)))
 		start := time.Now()
+		m.logger = s.log.With("component", "worker")
 		l, err := s.engines[m.Backend].Load(ctx, m)
 		if err != nil {
 			mgr.Shutdown(context.Background())
@@ -244,6 +315,9 @@ func (s *Server) load(ctx context.Context) error {
 		}
 		s.mu.Lock()
 		s.closes = append(s.closes, l.Close)
+		if l.Worker != nil {
+			s.workers = append(s.workers, namedWorker{name, l.Worker})
+		}
 		s.mu.Unlock()
 		err = mgr.AddModel(session.ModelConfig{Name: name, Model: l.Model, Tokenizer: l.Tokenizer, EOS: l.EOS,
 			KVBlocks: s.cfg.Cache.KVBlocks, BlockSize: s.cfg.Cache.BlockSize, HostTierBytes: s.cfg.Cache.HostTierBytes,
@@ -394,7 +468,8 @@ func (s *Server) handler(on Scope, log *slog.Logger) fasthttp.RequestHandler {
 			return
 		}
 		if r.scope&BeforeReady == 0 && !s.waitReady() {
-			WriteError(ctx, fasthttp.StatusServiceUnavailable, "pocketd is "+s.status())
+			st, _ := s.status()
+			WriteError(ctx, fasthttp.StatusServiceUnavailable, "pocketd is "+st)
 			return
 		}
 		r.h(ctx)

@@ -8,9 +8,25 @@ import "time"
 // Health is GET /v0/health (and the TCP /health).
 type Health struct {
 	// Status is "ok" when ready, "loading" while models load (HTTP 503),
-	// "stopping" while draining (HTTP 503).
+	// "degraded" while a model's worker process restarts (HTTP 503),
+	// "no_models" when the configuration lists no model (HTTP 200: the
+	// daemon runs, but has nothing to serve), "stopping" while draining
+	// (HTTP 503).
 	Status string   `json:"status"`
 	Models []string `json:"models"`
+	// Message explains a status other than "ok".
+	Message string `json:"message,omitempty"`
+	// Workers describes the models served by worker processes.
+	Workers []WorkerHealth `json:"workers,omitempty"`
+}
+
+// WorkerHealth is the state of one model's worker process.
+type WorkerHealth struct {
+	Model    string `json:"model"`
+	PID      int    `json:"pid"` // 0 while restarting
+	Restarts int    `json:"restarts"`
+	// Error says why the worker is not serving (empty when it is).
+	Error string `json:"error,omitempty"`
 }
 
 // Model describes one served model (GET /v0/models).

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -54,7 +53,7 @@ produces nonsense text.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.config, "config", "", "TOML config `FILE` (see packaging/pocketd.toml)")
 	fl.StringArrayVar(&f.models, "model", nil, "serve the checkpoint `DIR` (or .gguf file); repeatable; replaces the config's models")
-	fl.StringVar(&f.backend, "backend", "", "backend of every model: cpu or cuda")
+	fl.StringVar(&f.backend, "backend", "", "backend of every model: cpu (in process), cuda (a pocket-worker process per GPU) or cpu-worker")
 	fl.StringVar(&f.devices, "devices", "", "GPU ordinals of every model, e.g. 0,1")
 	fl.IntVar(&f.tp, "tp", 0, "tensor-parallel ranks of every model")
 	fl.StringVar(&f.socket, "socket", "", "Unix socket `PATH` (default $XDG_RUNTIME_DIR/pocketd.sock, else /run/pocketd/pocketd.sock)")
@@ -106,9 +105,6 @@ func serveConfig(cmd *cobra.Command, f *serveFlags) (*daemon.Config, error) {
 	}
 	if f.demo {
 		cfg.Models = append(cfg.Models, daemon.DemoModel())
-	}
-	if len(cfg.Models) == 0 {
-		return nil, errors.New("no models to serve: pass --model DIR, list [[model]] in --config, or try --demo")
 	}
 	if set("socket") {
 		cfg.Server.Socket = f.socket
