@@ -29,6 +29,11 @@ type benchResult struct {
 	DecodeTokensPerS  float64 `json:"decode_tokens_per_s"`
 	TTFTms            float64 `json:"ttft_ms"`
 	WeightBytes       int64   `json:"weight_bytes"`
+	// DecodeReadBytes is the weight bytes one decode step reads (all but
+	// an untied embedding table, of which it reads one row); RooflineTokS
+	// is 4.26 TB/s (GPU.md's measured read bandwidth) over it.
+	DecodeReadBytes int64   `json:"decode_read_bytes"`
+	RooflineTokS    float64 `json:"roofline_tokens_per_s"`
 	// ResidentBytes is device memory this process allocated (weights,
 	// KV, activations); HostResidentBytes is the process's VmRSS.
 	ResidentBytes     int64   `json:"resident_bytes"`
@@ -74,6 +79,11 @@ func runBench(args []string) error {
 	}
 	r := &benchResult{Model: ck.Name, Backend: g.Name(), Device: g.DeviceName(), PromptTokens: *promptTokens,
 		NewTokens: *newTokens, WeightBytes: m.WeightBytes(), LoadSeconds: time.Since(t0).Seconds(), GEMM: g.GEMMLibrary()}
+	r.DecodeReadBytes = r.WeightBytes
+	if e, err := ck.Source.Weight("model.embed_tokens.weight"); err == nil && !m.Config.TieEmbeddings {
+		r.DecodeReadBytes -= int64(len(e.Data))
+	}
+	r.RooflineTokS = 4.26e12 / float64(r.DecodeReadBytes)
 	P, N := *promptTokens, *newTokens
 	m.MaxChunk = max(m.MaxChunk, P)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -138,6 +148,8 @@ func runBench(args []string) error {
 	if *asJSON {
 		return json.NewEncoder(os.Stdout).Encode(r)
 	}
+	fmt.Printf("decode reads %.2f GB of weights per token: roofline %.0f tok/s at 4.26 TB/s; decode at %.1f%% of it\n",
+		float64(r.DecodeReadBytes)/1e9, r.RooflineTokS, 100*r.DecodeTokensPerS/r.RooflineTokS)
 	fmt.Printf("%s on %s: prefill %d tokens at %.0f tok/s (ttft %.1f ms); decode %d tokens at %.1f tok/s (%s; eager %.1f, graph %.1f, agreement %s %s)\n",
 		r.Model, r.Device, P, r.PrefillTokensPerS, r.TTFTms, N, r.DecodeTokensPerS, r.DecodeMode, r.EagerDecodePerS,
 		r.GraphDecodePerS, r.GraphAgreement, r.GraphError)

@@ -320,6 +320,7 @@ func (c *conf) run() {
 		c.check("ScatterAdd", "rows=5 dim=70", dg, dh, 20*dim, tolExact)
 	}
 	c.attention()
+	c.quant()
 }
 
 // attention checks StoreKV, CopyKVBlock and Attention (decode and prefill

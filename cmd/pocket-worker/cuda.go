@@ -13,6 +13,7 @@ func init() {
 	commands["parity"] = runParity
 	commands["bench"] = runBench
 	commands["tp"] = runTP
+	commands["qbench"] = runQBench
 }
 
 // openDevice parses --device and opens that GPU.

@@ -25,6 +25,7 @@ func runSynth(args []string) error {
 	shape := fs.String("shape", "llama3-8b", fmt.Sprint("model shape: ", synth.Names()))
 	out := fs.String("out", "", "output directory")
 	seed := fs.Uint64("seed", 1, "random seed")
+	format := fs.String("format", "bf16", "bf16 (config.json + model.safetensors) or q4_k_m (one model.gguf)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -36,7 +37,16 @@ func runSynth(args []string) error {
 		return fmt.Errorf("--out is required")
 	}
 	start := time.Now()
-	n, err := writeSynth(*out, s, *seed)
+	var n int64
+	var err error
+	switch *format {
+	case "bf16":
+		n, err = writeSynth(*out, s, *seed)
+	case "q4_k_m":
+		n, err = writeSynthGGUF(*out, s, *seed)
+	default:
+		return fmt.Errorf("unknown --format %q (bf16, q4_k_m)", *format)
+	}
 	if err != nil {
 		return err
 	}

@@ -82,9 +82,10 @@ type Backend struct {
 	amax    cu.DevicePtr
 	cap     *capture
 
-	pending []gemv // single-row bf16 GEMVs on one input, not yet launched
-	lt      lt     // cuBLASLt prefill GEMMs (cublaslt.go)
-	attn128 int    // prefill attention kernel for head dim 128
+	pending []gemv    // single-row bf16 GEMVs on one input, not yet launched
+	lt      lt        // cuBLASLt prefill GEMMs (cublaslt.go)
+	q       *quantMod // GGUF block-format kernels (quant.go), loaded on first use
+	attn128 int       // prefill attention kernel for head dim 128
 
 	poolMu sync.Mutex
 	free   map[int64][]cu.DevicePtr

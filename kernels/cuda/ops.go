@@ -11,6 +11,7 @@ import (
 	"gorgonia.org/cu"
 
 	"github.com/pocketllm/pocketllm/kernels"
+	"github.com/pocketllm/pocketllm/kernels/quant"
 )
 
 // tensor is a weight resident on the device in its stored format.
@@ -29,9 +30,7 @@ func (b *Backend) LoadWeight(w *kernels.Weight) (kernels.Tensor, error) {
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
-	switch w.DType {
-	case kernels.F32, kernels.F16, kernels.BF16, kernels.F8E4M3:
-	default:
+	if !loadable(w.DType) {
 		return nil, fmt.Errorf("cuda: %s: %s: %w", w.Name, w.DType, kernels.ErrUnsupported)
 	}
 	var vec []float32
@@ -39,13 +38,24 @@ func (b *Backend) LoadWeight(w *kernels.Weight) (kernels.Tensor, error) {
 		if w.DType == kernels.F8E4M3 {
 			return nil, fmt.Errorf("cuda: %s: FP8 vector: %w", w.Name, kernels.ErrUnsupported)
 		}
-		vec = decodeVector(w)
+		var err error
+		if vec, err = decodeVector(w); err != nil {
+			return nil, err
+		}
 	}
 	if !b.enter() {
 		b.exit()
 		return nil, b.err
 	}
 	defer b.exit()
+	if isQuant(w.DType) {
+		t, err := b.loadQuant(w)
+		if err == nil && vec != nil {
+			t.vec = b.upload(unsafe.Pointer(&vec[0]), int64(len(vec))*4)
+			err = b.err
+		}
+		return t, err
+	}
 	t := &tensor{w: w}
 	t.data = b.upload(unsafe.Pointer(&w.Data[0]), int64(len(w.Data)))
 	if w.DType == kernels.F8E4M3 {
@@ -70,8 +80,11 @@ func (b *Backend) upload(src unsafe.Pointer, n int64) cu.DevicePtr {
 }
 
 // decodeVector widens a 1-D weight to float32 on the host (a few KB).
-func decodeVector(w *kernels.Weight) []float32 {
+func decodeVector(w *kernels.Weight) ([]float32, error) {
 	out := make([]float32, w.Elems())
+	if isQuant(w.DType) {
+		return out, quant.DequantizeRow(w.DType, w.Data, out)
+	}
 	for i := range out {
 		switch w.DType {
 		case kernels.F32:
@@ -82,7 +95,7 @@ func decodeVector(w *kernels.Weight) []float32 {
 			out[i] = f16(binary.LittleEndian.Uint16(w.Data[2*i:]))
 		}
 	}
-	return out
+	return out, nil
 }
 
 func f16(h uint16) float32 { return kernels.F16ToF32(h) }
@@ -108,6 +121,10 @@ func (b *Backend) Embed(dst kernels.Buf, table kernels.Tensor, ids []int32) {
 	}
 	defer b.exit()
 	t := table.(*tensor)
+	if isQuant(t.w.DType) {
+		b.quantEmbed(dst, t, ids)
+		return
+	}
 	ip := b.put(kIDs, words(ids))
 	b.run(fEmbed, len(ids), 1, 256, cat([]uint64{ptr(dptr(dst))}, t.wargs(), []uint64{ptr(ip), i32(t.w.Cols())})...)
 }
@@ -124,6 +141,11 @@ func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Tensor, rows int) {
 	}
 	defer b.exit()
 	t := w.(*tensor)
+	if isQuant(t.w.DType) {
+		b.flush()
+		b.quantMatMul(dst, x, t, rows)
+		return
+	}
 	out, in := t.w.Rows(), t.w.Cols()
 	y, xp := ptr(dptr(dst)), ptr(dptr(x))
 	fp8ok := t.w.DType == kernels.F8E4M3 && in%16 == 0 && t.w.ScaleBlock[1]%16 == 0

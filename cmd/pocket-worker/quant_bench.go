@@ -1,0 +1,87 @@
+//go:build cuda
+
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/pocketllm/pocketllm/kernels"
+	"github.com/pocketllm/pocketllm/kernels/cuda"
+)
+
+// runQBench times the block-format GEMVs alone on Qwen3-8B's matrix shapes:
+// 4 different weights per shape (more than the L2 holds), 64 GEMVs per CUDA
+// graph, replayed; reports µs per GEMV and the weight-read bandwidth.
+func runQBench(args []string) error {
+	fs := flag.NewFlagSet("qbench", flag.ContinueOnError)
+	dev := deviceFlag(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	g, err := openDevice(*dev)
+	if err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	type shape struct {
+		dt      kernels.DType
+		out, in int
+	}
+	fmt.Printf("%-6s %-14s %10s %10s\n", "format", "out×in", "µs/GEMV", "GB/s")
+	for _, s := range []shape{{kernels.Q4_K, 4096, 4096}, {kernels.Q4_K, 1024, 4096}, {kernels.Q4_K, 12288, 4096},
+		{kernels.Q4_K, 4096, 12288}, {kernels.Q6_K, 4096, 12288}, {kernels.Q6_K, 151936, 4096}, {kernels.Q8_0, 12288, 4096}} {
+		nw := 4
+		if s.out*s.in > 100e6 {
+			nw = 1
+		}
+		var ws []kernels.Tensor
+		var bytes int
+		for range nw {
+			w := &kernels.Weight{Name: "w", DType: s.dt, Shape: []int{s.out, s.in}, Data: randomBlocks(rng, s.dt, s.out, s.in, 1e-3)}
+			t, err := g.LoadWeight(w)
+			if err != nil {
+				return err
+			}
+			ws = append(ws, t)
+			bytes = len(w.Data)
+		}
+		x := g.NewBuf(s.in)
+		v := make([]float32, s.in)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		g.Write(x, 0, v)
+		y := g.NewBuf(s.out)
+		const per = 64
+		if err := g.BeginCapture(); err != nil {
+			return err
+		}
+		for i := range per {
+			g.MatMul(y, x, ws[i%nw], 1)
+		}
+		g.Read(y, 0, make([]float32, 1))
+		gr, err := g.EndCapture()
+		if err != nil {
+			return err
+		}
+		_ = gr.Launch(cuda.Step{})
+		if err := g.Sync(); err != nil {
+			return err
+		}
+		const reps = 10
+		t0 := time.Now()
+		for range reps {
+			_ = gr.Launch(cuda.Step{})
+		}
+		if err := g.Sync(); err != nil {
+			return err
+		}
+		us := float64(time.Since(t0).Microseconds()) / (reps * per)
+		gr.Close()
+		fmt.Printf("%-6s %-14s %10.2f %10.0f\n", s.dt, fmt.Sprintf("%d×%d", s.out, s.in), us, float64(bytes)/us/1e3)
+	}
+	return nil
+}

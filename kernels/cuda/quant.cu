@@ -1,0 +1,458 @@
+// GGUF block-format kernels of the CUDA backend (quant.go): the weights stay
+// in device memory exactly as the file stores them and are decoded in
+// registers. Every format is described by one function, sub32, that decodes
+// 32 consecutive elements of a row (one "sub-block") into two groups of 16:
+//
+//     w[i] = a[g]*q[i] - b[g]      (g = i/16, every product rounded, no FMA)
+//
+// which is exactly how kernels/quant's dequantizers compute each element
+// (ggml's dequantize_row_*), so Embed and the prefill dequantization are
+// bit-identical to the CPU, and the GEMV computes
+// Σ w·x = Σ_g a[g]·Σ q·x − b[g]·Σ x in fp32 (the factored form the CPU's
+// DotRow uses too).
+//
+// Blocks are only 1-, 2-, 4-, 8- or 16-byte aligned (Q6_K is 210 bytes,
+// MXFP4 17), so bytes are read as aligned 32-bit words and realigned with
+// funnel shifts; the upload pads every tensor so the extra word past the
+// last block is inside the allocation.
+//
+// Compiled to compute_90 PTX by `go generate` (quant.go); the PTX is
+// committed and embedded.
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+// kernels.DType numbers.
+#define Q8_0 4
+#define Q4_0 5
+#define Q4_1 6
+#define Q5_0 7
+#define Q5_1 8
+#define Q2_K 9
+#define Q3_K 10
+#define Q4_K 11
+#define Q5_K 12
+#define Q6_K 13
+#define IQ4_NL 21
+#define IQ4_XS 22
+#define MXFP4 23
+
+__device__ __forceinline__ float h2f(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)h)); }
+
+// u2f converts 0 <= n < 2^23 to float exactly without an I2F (quarter rate).
+__device__ __forceinline__ float u2f(uint32_t n) { return __uint_as_float(0x4B000000u | n) - 8388608.f; }
+// s2f converts -2^15 <= v < 2^15 exactly.
+__device__ __forceinline__ float s2f(int v) { return __uint_as_float(0x4B000000u | (uint32_t)(v + 32768)) - 8421376.f; }
+
+__device__ __forceinline__ uint32_t ldw(const uint32_t* p) { return __ldg(p); }
+
+// ldu reads N 32-bit little-endian words starting at any byte address.
+template <int N>
+__device__ __forceinline__ void ldu(const uint8_t* p, uint32_t (&o)[N]) {
+    uintptr_t a = (uintptr_t)p;
+    const uint32_t* w = (const uint32_t*)(a & ~(uintptr_t)3);
+    uint32_t sh = (uint32_t)(a & 3) * 8;
+    uint32_t t[N + 1];
+#pragma unroll
+    for (int i = 0; i <= N; i++) t[i] = ldw(w + i);
+#pragma unroll
+    for (int i = 0; i < N; i++) o[i] = __funnelshift_r(t[i], t[i + 1], sh);
+}
+
+__device__ __forceinline__ uint32_t byteAt(const uint32_t* w, int i) { return (w[i >> 2] >> (8 * (i & 3))) & 0xffu; }
+
+// kvalues of IQ4_NL/IQ4_XS and doubled FP4 of MXFP4, indexed by nibble.
+__constant__ float kIQ4[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+__constant__ float kFP4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+template <int F> struct Fmt;
+// BE: elements per block, BB: bytes per block, HASB: whether b can be non-zero.
+template <> struct Fmt<Q8_0> { enum { BE = 32, BB = 34, HASB = 0, LUT = 0 }; };
+template <> struct Fmt<Q4_0> { enum { BE = 32, BB = 18, HASB = 0, LUT = 0 }; };
+template <> struct Fmt<Q4_1> { enum { BE = 32, BB = 20, HASB = 1, LUT = 0 }; };
+template <> struct Fmt<Q5_0> { enum { BE = 32, BB = 22, HASB = 0, LUT = 0 }; };
+template <> struct Fmt<Q5_1> { enum { BE = 32, BB = 24, HASB = 1, LUT = 0 }; };
+template <> struct Fmt<Q2_K> { enum { BE = 256, BB = 84, HASB = 1, LUT = 0 }; };
+template <> struct Fmt<Q3_K> { enum { BE = 256, BB = 110, HASB = 0, LUT = 0 }; };
+template <> struct Fmt<Q4_K> { enum { BE = 256, BB = 144, HASB = 1, LUT = 0 }; };
+template <> struct Fmt<Q5_K> { enum { BE = 256, BB = 176, HASB = 1, LUT = 0 }; };
+template <> struct Fmt<Q6_K> { enum { BE = 256, BB = 210, HASB = 0, LUT = 0 }; };
+template <> struct Fmt<IQ4_NL> { enum { BE = 32, BB = 18, HASB = 0, LUT = 1 }; };
+template <> struct Fmt<IQ4_XS> { enum { BE = 256, BB = 136, HASB = 0, LUT = 1 }; };
+template <> struct Fmt<MXFP4> { enum { BE = 32, BB = 17, HASB = 0, LUT = 2 }; };
+
+// 6-bit scale and min of sub-block j from Q4_K/Q5_K's 12 packed bytes.
+__device__ __forceinline__ void scaleMinK4(int j, const uint32_t* s, uint32_t& d, uint32_t& m) {
+    if (j < 4) {
+        d = byteAt(s, j) & 63;
+        m = byteAt(s, j + 4) & 63;
+    } else {
+        d = (byteAt(s, j + 4) & 0xF) | ((byteAt(s, j - 4) >> 6) << 4);
+        m = (byteAt(s, j + 4) >> 4) | ((byteAt(s, j) >> 6) << 4);
+    }
+}
+
+// sub32 decodes sub-block s of the block at blk: q[32], a[2], b[2].
+// lut: the block's shared-memory codebook for the LUT formats.
+template <int F>
+__device__ __forceinline__ void sub32(const uint8_t* blk, int s, float (&q)[32], float (&a)[2], float (&b)[2],
+                                      const float* lut) {
+    b[0] = b[1] = 0.f;
+    if (F == Q8_0) {
+        uint32_t w[9];
+        ldu<9>(blk, w); // d (2 bytes) then 32 int8
+        float d = h2f(w[0] & 0xffff);
+        a[0] = a[1] = d;
+#pragma unroll
+        for (int i = 0; i < 32; i++) q[i] = s2f((int)(int8_t)byteAt(w, i + 2));
+    } else if (F == Q4_0 || F == IQ4_NL || F == Q5_0 || F == MXFP4) {
+        // [scale][qh: Q5_0][16 bytes of nibbles]
+        const int off = F == Q5_0 ? 6 : (F == MXFP4 ? 1 : 2);
+        uint32_t w[4], h[2];
+        ldu<4>(blk + off, w);
+        float d;
+        if (F == MXFP4) {
+            uint32_t e = blk[0];
+            d = e < 2 ? __uint_as_float(0x00200000u << e) : __uint_as_float((e - 1) << 23);
+        } else {
+            ldu<2>(blk, h);
+            d = h2f(h[0] & 0xffff);
+        }
+        uint32_t qh = F == Q5_0 ? __funnelshift_r(h[0], h[1], 16) : 0;
+        a[0] = a[1] = d;
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            uint32_t lo = byteAt(w, j) & 15, hi = byteAt(w, j) >> 4;
+            if (F == Q4_0) {
+                q[j] = s2f((int)lo - 8);
+                q[j + 16] = s2f((int)hi - 8);
+            } else if (F == Q5_0) {
+                uint32_t h0 = ((qh >> j) << 4) & 0x10, h1 = (qh >> (j + 12)) & 0x10;
+                q[j] = s2f((int)(lo | h0) - 16);
+                q[j + 16] = s2f((int)(hi | h1) - 16);
+            } else {
+                q[j] = lut[lo];
+                q[j + 16] = lut[hi];
+            }
+        }
+    } else if (F == Q4_1 || F == Q5_1) {
+        // [d][m][qh: Q5_1][16 bytes]: y = q*d + m
+        const int off = F == Q5_1 ? 8 : 4;
+        uint32_t h[2], w[4];
+        ldu<2>(blk, h);
+        ldu<4>(blk + off, w);
+        float d = h2f(h[0] & 0xffff), m = h2f(h[0] >> 16);
+        a[0] = a[1] = d;
+        b[0] = b[1] = -m;
+        uint32_t qh = h[1];
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            uint32_t lo = byteAt(w, j) & 15, hi = byteAt(w, j) >> 4;
+            if (F == Q5_1) {
+                lo |= ((qh >> j) << 4) & 0x10;
+                hi |= (qh >> (j + 12)) & 0x10;
+            }
+            q[j] = u2f(lo);
+            q[j + 16] = u2f(hi);
+        }
+    } else if (F == Q4_K || F == Q5_K) {
+        uint32_t hd[4], w[8];
+        ldu<4>(blk, hd); // d, dmin, scales[12]
+        const int qoff = F == Q5_K ? 48 : 16;
+        ldu<8>(blk + qoff + 32 * (s >> 1), w);
+        uint32_t sc, mn;
+        scaleMinK4(s, hd + 1, sc, mn);
+        float d = h2f(hd[0] & 0xffff), dmin = h2f(hd[0] >> 16);
+        a[0] = a[1] = d * u2f(sc);
+        b[0] = b[1] = dmin * u2f(mn);
+        uint32_t qh[8];
+        if (F == Q5_K) ldu<8>(blk + 16, qh);
+        const int shift = (s & 1) * 4;
+#pragma unroll
+        for (int l = 0; l < 32; l++) {
+            uint32_t v = (byteAt(w, l) >> shift) & 15;
+            if (F == Q5_K) v |= ((byteAt(qh, l) >> s) & 1) << 4;
+            q[l] = u2f(v);
+        }
+    } else if (F == Q6_K) {
+        const int n = s >> 2, k = s & 3;
+        uint32_t ql[8], qh[8], sc[4];
+        ldu<8>(blk + 64 * n + 32 * (k & 1), ql);
+        ldu<8>(blk + 128 + 32 * n, qh);
+        ldu<4>(blk + 192, sc); // 16 scales; d at 208 follows
+        uint32_t dd[1];
+        ldu<1>(blk + 208, dd);
+        float d = h2f(dd[0] & 0xffff);
+        a[0] = d * s2f((int)(int8_t)byteAt(sc, 8 * n + 2 * k));
+        a[1] = d * s2f((int)(int8_t)byteAt(sc, 8 * n + 2 * k + 1));
+        const int lsh = (k >> 1) * 4, hsh = 2 * k;
+#pragma unroll
+        for (int l = 0; l < 32; l++) {
+            int v = (int)(((byteAt(ql, l) >> lsh) & 15) | (((byteAt(qh, l) >> hsh) & 3) << 4)) - 32;
+            q[l] = s2f(v);
+        }
+    } else if (F == Q2_K) {
+        // scales[16], qs[64], d, dmin
+        const int n = s >> 2, k = s & 3;
+        uint32_t sc[4], w[8], dd[1];
+        ldu<4>(blk, sc);
+        ldu<8>(blk + 16 + 32 * n, w);
+        ldu<1>(blk + 80, dd);
+        float d = h2f(dd[0] & 0xffff), mn = h2f(dd[0] >> 16);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            uint32_t v = byteAt(sc, 8 * n + 2 * k + h);
+            a[h] = d * u2f(v & 15);
+            b[h] = mn * u2f(v >> 4);
+        }
+#pragma unroll
+        for (int l = 0; l < 32; l++) q[l] = u2f((byteAt(w, l) >> (2 * k)) & 3);
+    } else if (F == Q3_K) {
+        // hmask[32], qs[64], scales[12], d
+        const int n = s >> 2, k = s & 3;
+        uint32_t hm[8], w[8], p[3], dd[1];
+        ldu<8>(blk, hm);
+        ldu<8>(blk + 32 + 32 * n, w);
+        ldu<3>(blk + 96, p);
+        ldu<1>(blk + 108, dd);
+        float d = h2f(dd[0] & 0xffff);
+        const uint32_t km1 = 0x03030303u, km2 = 0x0f0f0f0fu;
+        uint32_t aux[4] = {(p[0] & km2) | (((p[2] >> 0) & km1) << 4), (p[1] & km2) | (((p[2] >> 2) & km1) << 4),
+                           ((p[0] >> 4) & km2) | (((p[2] >> 4) & km1) << 4),
+                           ((p[1] >> 4) & km2) | (((p[2] >> 6) & km1) << 4)};
+#pragma unroll
+        for (int h = 0; h < 2; h++) a[h] = d * s2f((int)(int8_t)byteAt(aux, 8 * n + 2 * k + h) - 32);
+        const uint32_t m = 1u << (4 * n + k);
+#pragma unroll
+        for (int l = 0; l < 32; l++) {
+            int v = (int)((byteAt(w, l) >> (2 * k)) & 3);
+            if ((byteAt(hm, l) & m) == 0) v -= 4;
+            q[l] = s2f(v);
+        }
+    } else if (F == IQ4_XS) {
+        // d, scales_h (u16), scales_l[4], qs[128]
+        uint32_t hd[2], w[4];
+        ldu<2>(blk, hd);
+        ldu<4>(blk + 8 + 16 * s, w);
+        float d = h2f(hd[0] & 0xffff);
+        uint32_t sh = hd[0] >> 16;
+        int ls = (int)((byteAt(hd + 1, s >> 1) >> (4 * (s & 1))) & 0xf) | (int)(((sh >> (2 * s)) & 3) << 4);
+        a[0] = a[1] = d * s2f(ls - 32);
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            q[j] = lut[byteAt(w, j) & 15];
+            q[j + 16] = lut[byteAt(w, j) >> 4];
+        }
+    }
+}
+
+template <int F>
+__device__ __forceinline__ const float* loadLUT(float* sh) {
+    if (Fmt<F>::LUT == 0) return nullptr;
+    if (threadIdx.x < 16) sh[threadIdx.x] = Fmt<F>::LUT == 1 ? kIQ4[threadIdx.x] : kFP4[threadIdx.x];
+    __syncthreads();
+    return sh;
+}
+
+// sub-block t of a row: its block's address and the sub index within.
+template <int F>
+__device__ __forceinline__ const uint8_t* subAddr(const uint8_t* row, int t, int& s) {
+    const int spb = Fmt<F>::BE / 32;
+    s = t % spb;
+    return row + (long)(t / spb) * Fmt<F>::BB;
+}
+
+__device__ __forceinline__ float warpSum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// ---------------------------------------------------------------- GEMV
+// y[r, o] = Σ_k x[r, k] w[o, k] for NR activation rows. A block of 256
+// threads is 8/wpg groups of wpg warps; each group computes R output rows,
+// its threads striding over the row's 32-element sub-blocks, so that x is
+// loaded once per sub-block for R rows. Sums are fp32.
+#define R 2
+template <int F, int NR>
+__device__ __forceinline__ void qgemv(float* __restrict__ y, const float* __restrict__ x, const uint8_t* __restrict__ w,
+                                      int out, int in, long rowBytes, int wpg) {
+    __shared__ float lutS[16];
+    __shared__ float red[8][NR * R];
+    const float* lut = loadLUT<F>(lutS);
+    const int gs = 32 * wpg, G = 8 / wpg;
+    const int grp = threadIdx.x / gs, t0 = threadIdx.x % gs;
+    const int o0 = (blockIdx.x * G + grp) * R;
+    const int nsub = in >> 5;
+    float acc[NR][R];
+#pragma unroll
+    for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int i = 0; i < R; i++) acc[r][i] = 0.f;
+    const uint8_t* rows[R];
+#pragma unroll
+    for (int i = 0; i < R; i++) rows[i] = w + (long)min(o0 + i, out - 1) * rowBytes;
+    if (o0 < out) {
+        for (int t = t0; t < nsub; t += gs) {
+            float q[R][32], a[R][2], b[R][2];
+#pragma unroll
+            for (int i = 0; i < R; i++) {
+                int s;
+                const uint8_t* blk = subAddr<F>(rows[i], t, s);
+                sub32<F>(blk, s, q[i], a[i], b[i], lut);
+            }
+#pragma unroll
+            for (int r = 0; r < NR; r++) {
+                const float4* xr = (const float4*)(x + (long)r * in + 32 * t);
+                float xv[32];
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    float4 v = __ldg(xr + j);
+                    xv[4 * j] = v.x;
+                    xv[4 * j + 1] = v.y;
+                    xv[4 * j + 2] = v.z;
+                    xv[4 * j + 3] = v.w;
+                }
+                float sx0 = 0.f, sx1 = 0.f;
+                if (Fmt<F>::HASB) {
+#pragma unroll
+                    for (int j = 0; j < 16; j++) {
+                        sx0 += xv[j];
+                        sx1 += xv[j + 16];
+                    }
+                }
+#pragma unroll
+                for (int i = 0; i < R; i++) {
+                    float d0 = 0.f, d1 = 0.f, e0 = 0.f, e1 = 0.f;
+#pragma unroll
+                    for (int j = 0; j < 16; j += 2) {
+                        d0 = fmaf(q[i][j], xv[j], d0);
+                        e0 = fmaf(q[i][j + 1], xv[j + 1], e0);
+                        d1 = fmaf(q[i][j + 16], xv[j + 16], d1);
+                        e1 = fmaf(q[i][j + 17], xv[j + 17], e1);
+                    }
+                    float v = a[i][0] * (d0 + e0) + a[i][1] * (d1 + e1);
+                    if (Fmt<F>::HASB) v -= b[i][0] * sx0 + b[i][1] * sx1;
+                    acc[r][i] += v;
+                }
+            }
+        }
+    }
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+    for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int i = 0; i < R; i++) {
+            float v = warpSum(acc[r][i]);
+            if (lane == 0) red[warp][r * R + i] = v;
+        }
+    __syncthreads();
+    if (warp % wpg == 0 && lane < NR * R) {
+        int r = lane / R, i = lane % R;
+        float v = 0.f;
+        for (int k = 0; k < wpg; k++) v += red[warp + k][lane];
+        if (o0 + i < out) y[(long)r * out + o0 + i] = v;
+    }
+}
+
+// ---------------------------------------------------------------- decode
+// One thread per 32-element sub-block: exactly the CPU's values.
+template <int F>
+__device__ __forceinline__ void decode32(const uint8_t* row, int t, float (&v)[32], const float* lut) {
+    float q[32], a[2], b[2];
+    int s;
+    const uint8_t* blk = subAddr<F>(row, t, s);
+    sub32<F>(blk, s, q, a, b, lut);
+#pragma unroll
+    for (int j = 0; j < 32; j++) v[j] = __fsub_rn(__fmul_rn(a[j >> 4], q[j]), b[j >> 4]);
+}
+
+// Embed: dst[i, :] = row ids[i] of the table, in float32.
+template <int F>
+__device__ __forceinline__ void qembed(float* dst, const uint8_t* w, const int* ids, int cols, long rowBytes) {
+    __shared__ float lutS[16];
+    const float* lut = loadLUT<F>(lutS);
+    const uint8_t* row = w + (long)ids[blockIdx.x] * rowBytes;
+    for (int t = threadIdx.x; t < cols / 32; t += blockDim.x) {
+        float v[32];
+        decode32<F>(row, t, v, lut);
+        float4* d = (float4*)(dst + (long)blockIdx.x * cols + 32 * t);
+#pragma unroll
+        for (int j = 0; j < 8; j++) d[j] = make_float4(v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]);
+    }
+}
+
+__device__ __forceinline__ uint32_t bf16bits(float f) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0u;
+    return (u + 0x7fffu + ((u >> 16) & 1)) >> 16;
+}
+
+// Dequantize rows [0, rows) to bf16 (row-major [rows, cols]) for the
+// prefill GEMM: one thread per sub-block.
+template <int F>
+__device__ __forceinline__ void qdeq_bf16(uint16_t* dst, const uint8_t* w, int rows, int cols, long rowBytes) {
+    __shared__ float lutS[16];
+    const float* lut = loadLUT<F>(lutS);
+    long nsub = (long)rows * (cols / 32);
+    long t = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= nsub) return;
+    int r = (int)(t / (cols / 32)), c = (int)(t % (cols / 32));
+    float v[32];
+    decode32<F>(w + (long)r * rowBytes, c, v, lut);
+    uint4* d = (uint4*)(dst + (long)r * cols + 32 * c);
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        uint32_t p[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) p[k] = bf16bits(v[8 * j + 2 * k]) | (bf16bits(v[8 * j + 2 * k + 1]) << 16);
+        d[j] = make_uint4(p[0], p[1], p[2], p[3]);
+    }
+}
+
+// copy_cols: y[r, c0+c] = t[r, c] for c < n (a chunked prefill GEMM's
+// output into the full-width destination).
+extern "C" __global__ void copy_cols(float* y, const float* t, int rows, int n, int ld, int c0) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long)rows * n) return;
+    int r = (int)(i / n), c = (int)(i % n);
+    y[(long)r * ld + c0 + c] = t[i];
+}
+
+#define QFMT(F, name)                                                                                             \
+    extern "C" __global__ void __launch_bounds__(256)                                                             \
+        qgemv_##name##_1(float* y, const float* x, const uint8_t* w, int out, int in, long rb, int wpg) {         \
+        qgemv<F, 1>(y, x, w, out, in, rb, wpg);                                                                   \
+    }                                                                                                             \
+    extern "C" __global__ void __launch_bounds__(256)                                                             \
+        qgemv_##name##_2(float* y, const float* x, const uint8_t* w, int out, int in, long rb, int wpg) {         \
+        qgemv<F, 2>(y, x, w, out, in, rb, wpg);                                                                   \
+    }                                                                                                             \
+    extern "C" __global__ void __launch_bounds__(256)                                                             \
+        qgemv_##name##_4(float* y, const float* x, const uint8_t* w, int out, int in, long rb, int wpg) {         \
+        qgemv<F, 4>(y, x, w, out, in, rb, wpg);                                                                   \
+    }                                                                                                             \
+    extern "C" __global__ void __launch_bounds__(256)                                                             \
+        qgemv_##name##_8(float* y, const float* x, const uint8_t* w, int out, int in, long rb, int wpg) {         \
+        qgemv<F, 8>(y, x, w, out, in, rb, wpg);                                                                   \
+    }                                                                                                             \
+    extern "C" __global__ void qembed_##name(float* dst, const uint8_t* w, const int* ids, int cols, long rb) {   \
+        qembed<F>(dst, w, ids, cols, rb);                                                                         \
+    }                                                                                                             \
+    extern "C" __global__ void __launch_bounds__(256)                                                             \
+        qdeq_##name(uint16_t* dst, const uint8_t* w, int rows, int cols, long rb) {                              \
+        qdeq_bf16<F>(dst, w, rows, cols, rb);                                                                     \
+    }
+
+QFMT(Q8_0, q8_0)
+QFMT(Q4_0, q4_0)
+QFMT(Q4_1, q4_1)
+QFMT(Q5_0, q5_0)
+QFMT(Q5_1, q5_1)
+QFMT(Q2_K, q2_k)
+QFMT(Q3_K, q3_k)
+QFMT(Q4_K, q4_k)
+QFMT(Q5_K, q5_k)
+QFMT(Q6_K, q6_k)
+QFMT(IQ4_NL, iq4_nl)
+QFMT(IQ4_XS, iq4_xs)
+QFMT(MXFP4, mxfp4)

@@ -1,0 +1,222 @@
+//go:build cuda
+
+package cuda
+
+//go:generate nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o quant.ptx quant.cu
+
+import (
+	_ "embed"
+	"fmt"
+	"strings"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+// GGUF block formats on the GPU (kernels in quant.cu): the blocks are
+// uploaded as stored and decoded in registers by
+//   - MatMul with ≤ 8 rows: a GEMV per format (qgemv_*), fp32 sums;
+//   - MatMul with more rows (prefill): the weight is dequantized to bf16 into
+//     a scratch buffer, at most quantScratch bytes of it at a time (row
+//     chunks of the matrix; never a resident full-precision copy), and
+//     multiplied by cuBLASLt (or the built-in bf16 GEMM without it);
+//   - Embed: the requested rows decoded exactly to float32.
+//
+// The module is loaded on the first quantized weight, so bf16/FP8-only
+// models never JIT it.
+
+//go:embed quant.ptx
+var quantPTX string
+
+// quantNames maps the executable block formats to their kernel suffix.
+var quantNames = map[kernels.DType]string{
+	kernels.Q8_0: "q8_0", kernels.Q4_0: "q4_0", kernels.Q4_1: "q4_1", kernels.Q5_0: "q5_0", kernels.Q5_1: "q5_1",
+	kernels.Q2_K: "q2_k", kernels.Q3_K: "q3_k", kernels.Q4_K: "q4_k", kernels.Q5_K: "q5_k", kernels.Q6_K: "q6_k",
+	kernels.IQ4_NL: "iq4_nl", kernels.IQ4_XS: "iq4_xs", kernels.MXFP4: "mxfp4",
+}
+
+// loadable reports whether LoadWeight accepts d: the stored formats the
+// kernels read, plus the block formats above. kernels.Executes("cuda", d)
+// must agree (quant_test.go checks).
+func loadable(d kernels.DType) bool {
+	switch d {
+	case kernels.F32, kernels.F16, kernels.BF16, kernels.F8E4M3:
+		return true
+	}
+	_, ok := quantNames[d]
+	return ok
+}
+
+func isQuant(d kernels.DType) bool { _, ok := quantNames[d]; return ok }
+
+// quantPad is extra device memory after each block tensor: the kernels read
+// aligned words and may touch up to 8 bytes past the last block.
+const quantPad = 64
+
+// QuantScratchBytes bounds the bf16 scratch of a block-format prefill GEMM
+// (conformance lowers it to exercise the chunked path).
+var QuantScratchBytes = 256 << 20
+
+type quantFns struct {
+	gemv  [4]cFunc // NR = 1, 2, 4, 8
+	embed cFunc
+	deq   cFunc
+}
+
+type quantMod struct {
+	fns     map[kernels.DType]*quantFns
+	copy    cFunc
+	scratch cu.DevicePtr // bf16 dequantized rows
+	scrN    int64
+	tmp     cu.DevicePtr // fp32 output of a chunked GEMM
+	tmpN    int64
+}
+
+// quantModule loads the quant kernels once (context current).
+func (b *Backend) quantModule() (*quantMod, error) {
+	if b.q != nil {
+		return b.q, nil
+	}
+	mod, err := cu.LoadData(quantPTX)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: load quant PTX: %w", err)
+	}
+	get := func(name string) (cFunc, error) {
+		f, err := mod.Function(name)
+		if err != nil {
+			return nil, fmt.Errorf("cuda: kernel %s: %w", name, err)
+		}
+		return cfunc(f), nil
+	}
+	q := &quantMod{fns: map[kernels.DType]*quantFns{}}
+	if q.copy, err = get("copy_cols"); err != nil {
+		return nil, err
+	}
+	for dt, n := range quantNames {
+		fs := &quantFns{}
+		for i, nr := range []int{1, 2, 4, 8} {
+			if fs.gemv[i], err = get(fmt.Sprintf("qgemv_%s_%d", n, nr)); err != nil {
+				return nil, err
+			}
+		}
+		if fs.embed, err = get("qembed_" + n); err != nil {
+			return nil, err
+		}
+		if fs.deq, err = get("qdeq_" + n); err != nil {
+			return nil, err
+		}
+		q.fns[dt] = fs
+	}
+	b.q = q
+	return q, nil
+}
+
+// QuantFormats lists the GGUF block formats this backend executes.
+func QuantFormats() string {
+	var s []string
+	for d := kernels.DType(0); d.Valid(); d++ {
+		if isQuant(d) {
+			s = append(s, d.String())
+		}
+	}
+	return strings.Join(s, " ")
+}
+
+// loadQuant uploads a block-format weight as stored (plus padding).
+func (b *Backend) loadQuant(w *kernels.Weight) (*tensor, error) {
+	if _, err := b.quantModule(); err != nil {
+		return nil, err
+	}
+	t := &tensor{w: w}
+	n := int64(len(w.Data))
+	t.data = b.alloc(n + quantPad)
+	if t.data != 0 {
+		b.fail(cu.MemsetD8(t.data, 0, n+quantPad))
+		b.fail(cu.MemcpyHtoD(t.data, unsafe.Pointer(&w.Data[0]), n))
+	}
+	if b.err != nil {
+		return nil, fmt.Errorf("load %s: %w", w.Name, b.err)
+	}
+	return t, nil
+}
+
+func (b *Backend) qrun(f cFunc, gx, bx int, args ...uint64) {
+	if b.err != nil || gx == 0 {
+		return
+	}
+	b.a(args...)
+	b.fail(launch(f, gx, 1, bx, b.s, &b.args, b.nargs))
+}
+
+func (t *tensor) rowBytes() int {
+	rb, _ := t.w.DType.RowBytes(t.w.Cols())
+	return rb
+}
+
+// quantEmbed decodes the rows ids of a block-format table.
+func (b *Backend) quantEmbed(dst kernels.Buf, t *tensor, ids []int32) {
+	fs := b.q.fns[t.w.DType]
+	ip := b.put(kIDs, words(ids))
+	cols := t.w.Cols()
+	b.qrun(fs.embed, len(ids), min(256, 32*cdiv(cols/32, 32)), ptr(dptr(dst)), ptr(t.data), ptr(ip), i32(cols), uint64(t.rowBytes()))
+}
+
+// quantMatMul is MatMul for a block-format weight (deferred GEMVs already
+// flushed).
+func (b *Backend) quantMatMul(dst, x kernels.Buf, t *tensor, rows int) {
+	fs := b.q.fns[t.w.DType]
+	out, in := t.w.Rows(), t.w.Cols()
+	y, xp := dptr(dst), dptr(x)
+	if rows <= 8 {
+		nsub := in / 32
+		wpg := 1
+		for wpg < 8 && nsub >= 64*wpg {
+			wpg *= 2
+		}
+		perBlock := 8 / wpg * 2 // groups × R rows
+		for r := 0; r < rows; {
+			k := 3
+			for 1<<k > rows-r {
+				k--
+			}
+			nr := 1 << k
+			b.qrun(fs.gemv[k], cdiv(out, perBlock), 256, ptr(y+cu.DevicePtr(r*out*4)), ptr(xp+cu.DevicePtr(r*in*4)),
+				ptr(t.data), i32(out), i32(in), uint64(t.rowBytes()), i32(wpg))
+			r += nr
+		}
+		return
+	}
+	// Prefill: dequantize row chunks to bf16 and multiply.
+	chunk := max(64, QuantScratchBytes/(2*in)/64*64)
+	chunk = min(chunk, out)
+	need := int64(chunk) * int64(in) * 2
+	if need > b.q.scrN {
+		// The old scratch is not freed: queued work may still read it.
+		b.q.scratch, b.q.scrN = b.alloc(need), need
+	}
+	for c0 := 0; c0 < out && b.err == nil; c0 += chunk {
+		n := min(chunk, out-c0)
+		b.qrun(fs.deq, cdiv(n*in/32, 256), 256, ptr(b.q.scratch), ptr(t.data+cu.DevicePtr(c0*t.rowBytes())), i32(n), i32(in),
+			uint64(t.rowBytes()))
+		yc := y
+		if n != out {
+			if tn := int64(rows) * int64(chunk) * 4; tn > b.q.tmpN {
+				b.q.tmp, b.q.tmpN = b.alloc(tn), tn
+			}
+			yc = b.q.tmp
+		}
+		if b.ltGemm(yc, xp, b.q.scratch, rows, n, in) {
+			if yc == b.lt.bfSrc {
+				b.lt.bfSrc = 0
+			}
+		} else {
+			b.run(fGemmBF16, cdiv(n, 64), cdiv(rows, 64), 128, ptr(yc), ptr(xp), ptr(b.q.scratch), 0,
+				uint64(kernels.BF16), 0, 0, 0, i32(rows), i32(n), i32(in))
+		}
+		if n != out {
+			b.qrun(b.q.copy, cdiv(rows*n, 256), 256, ptr(y), ptr(yc), i32(rows), i32(n), i32(out), i32(c0))
+		}
+	}
+}
