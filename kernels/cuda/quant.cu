@@ -292,6 +292,19 @@ __device__ __forceinline__ void qgemv(float* __restrict__ y, const float* __rest
 #pragma unroll
     for (int i = 0; i < R; i++) rows[i] = w + (long)min(o0 + i, out - 1) * rowBytes;
     if (o0 < out) {
+        // Ask L2 for every byte this thread will read before decoding any
+        // of it, so that all of its DRAM reads are in flight at once (each
+        // thread has several sub-blocks; without this each is a separate
+        // round trip).
+        const int bpt = Fmt<F>::BB * 32 / Fmt<F>::BE; // bytes per sub-block, rounded down
+        for (int t = t0; t < nsub; t += gs) {
+#pragma unroll
+            for (int i = 0; i < R; i++) {
+                const uint8_t* p = rows[i] + (long)t * bpt;
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(p + bpt));
+            }
+        }
         for (int t = t0; t < nsub; t += gs) {
             float q[R][32], a[R][2], b[R][2];
 #pragma unroll

@@ -17,7 +17,7 @@ import (
 
 // GGUF block formats on the GPU (kernels in quant.cu): the blocks are
 // uploaded as stored and decoded in registers by
-//   - MatMul with ≤ 8 rows: a GEMV per format (qgemv_*), fp32 sums;
+//   - MatMul with ≤ 32 rows: a GEMV per format (qgemv_*, passes of ≤ 8 rows), fp32 sums;
 //   - MatMul with more rows (prefill): the weight is dequantized to bf16 into
 //     a scratch buffer, at most quantScratch bytes of it at a time (row
 //     chunks of the matrix; never a resident full-precision copy), and
@@ -54,6 +54,11 @@ func isQuant(d kernels.DType) bool { _, ok := quantNames[d]; return ok }
 // quantPad is extra device memory after each block tensor: the kernels read
 // aligned words and may touch up to 8 bytes past the last block.
 const quantPad = 64
+
+// quantGEMVRows is the most activation rows that go through the GEMV
+// kernels (fp32 throughout, in passes of up to 8 rows) rather than the bf16
+// GEMM: decode, small MoE groups and short prompts stay exact to fp32.
+const quantGEMVRows = 32
 
 // QuantScratchBytes bounds the bf16 scratch of a block-format prefill GEMM
 // (conformance lowers it to exercise the chunked path).
@@ -169,10 +174,12 @@ func (b *Backend) quantMatMul(dst, x kernels.Buf, t *tensor, rows int) {
 	fs := b.q.fns[t.w.DType]
 	out, in := t.w.Rows(), t.w.Cols()
 	y, xp := dptr(dst), dptr(x)
-	if rows <= 8 {
+	if rows <= quantGEMVRows {
+		// Warps per group: about four sub-blocks per thread (prefetched
+		// together), 16/wpg output rows per block.
 		nsub := in / 32
 		wpg := 1
-		for wpg < 8 && nsub >= 64*wpg {
+		for wpg < 8 && nsub >= 256*wpg {
 			wpg *= 2
 		}
 		perBlock := 8 / wpg * 2 // groups × R rows
