@@ -177,8 +177,8 @@ func fillSynthBlocks(b []byte, dt kernels.DType, seed, first uint64, std float64
 			defer wg.Done()
 			for k := lo; k < hi; k++ {
 				blk := b[k*bb : (k+1)*bb]
-				x := splitmix(seed + (first+uint64(k))*0x9e3779b97f4a7c15)
-				next := func() uint64 { x = splitmix(x); return x }
+				x := synth.Splitmix(seed + (first+uint64(k))*0x9e3779b97f4a7c15)
+				next := func() uint64 { x = synth.Splitmix(x); return x }
 				unit := func() float64 { return float64(next()>>11) / (1 << 53) }
 				switch dt {
 				case kernels.F32:

@@ -23,7 +23,8 @@ func newSynthCmd() *cobra.Command {
 			if out == "" {
 				return fmt.Errorf("--out is required")
 			}
-			return synth.Write(out, s, seed)
+			_, err := synth.Write(out, s, seed)
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&shape, "shape", "qwen3-0.6b", "model shape: "+fmt.Sprint(synth.Names()))

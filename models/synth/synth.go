@@ -1,19 +1,20 @@
 // Package synth writes random-weight checkpoints of real model shapes, for
 // benchmarks and for the demo model: the bytes of a 0.6B or 8B model without
-// downloading one. Weights are bf16 drawn from a seeded generator, so a
-// shape and seed always give the same file.
+// downloading one. Weights are bf16 drawn from a seeded counter-based
+// generator, so a shape and seed always give the same file.
 package synth
 
 import (
-	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
+	"sync"
 )
 
 // Shape is the hyper-parameters of a dense Llama/Qwen3-style model.
@@ -91,35 +92,36 @@ func (s Shape) Config() ([]byte, error) {
 // isNorm reports whether a tensor is a norm scale (initialised near 1).
 func isNorm(t Tensor) bool { return len(t.Shape) == 1 }
 
-// Write writes dir/config.json and dir/model.safetensors.
-func Write(dir string, s Shape, seed uint64) error {
+// Write writes dir/config.json and dir/model.safetensors and returns the
+// bytes of weights written.
+func Write(dir string, s Shape, seed uint64) (int64, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+		return 0, err
 	}
 	cfg, err := s.Config()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644); err != nil {
-		return err
+		return 0, err
 	}
 	f, err := os.Create(filepath.Join(dir, "model.safetensors"))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer f.Close()
-	w := bufio.NewWriterSize(f, 1<<20)
-	if err := Encode(w, s, seed); err != nil {
-		return err
+	n, err := Encode(f, s, seed)
+	if err != nil {
+		return 0, err
 	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	return f.Close()
+	return n, f.Close()
 }
 
-// Encode streams the safetensors bytes of a random checkpoint to w.
-func Encode(w *bufio.Writer, s Shape, seed uint64) error {
+// Encode streams the safetensors bytes of a random checkpoint to w. Values
+// come from a counter-based generator (splitmix64 of seed, tensor and
+// element index) filled by all cores, so an 8B model takes seconds, and a
+// shape and seed always give the same bytes.
+func Encode(w io.Writer, s Shape, seed uint64) (int64, error) {
 	ts := s.Tensors()
 	header := map[string]any{"__metadata__": map[string]string{"format": "pt", "generator": "pocketllm synth"}}
 	var off int64
@@ -133,39 +135,69 @@ func Encode(w *bufio.Writer, s Shape, seed uint64) error {
 	}
 	h, err := json.Marshal(header)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for (len(h)+8)%8 != 0 {
 		h = append(h, ' ')
 	}
 	var n8 [8]byte
 	binary.LittleEndian.PutUint64(n8[:], uint64(len(h)))
-	w.Write(n8[:])
-	w.Write(h)
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	for _, t := range ts {
-		elems := 1
+	if _, err := w.Write(append(n8[:], h...)); err != nil {
+		return 0, err
+	}
+	const chunk = 64 << 20
+	buf := make([]byte, chunk)
+	for ti, t := range ts {
+		elems := int64(1)
 		for _, d := range t.Shape {
-			elems *= d
+			elems *= int64(d)
 		}
 		// Scale like an initialiser: std ~ 1/sqrt(fan_in), so activations
-		// stay in range through many layers.
+		// stay in range through many layers; norm scales sit near 1.
 		std := float32(1 / math.Sqrt(float64(t.Shape[len(t.Shape)-1])))
-		var b [2]byte
-		for i := 0; i < elems; i++ {
-			var v float32
-			if isNorm(t) {
-				v = 1 + 0.1*(rng.Float32()-0.5)
-			} else {
-				v = (rng.Float32()*2 - 1) * std * 1.7
+		for done := int64(0); done < elems; {
+			n := min(elems-done, chunk/2)
+			fillBF16(buf[:2*n], seed^uint64(ti)<<40, uint64(done), std, isNorm(t))
+			if _, err := w.Write(buf[:2*n]); err != nil {
+				return 0, err
 			}
-			binary.LittleEndian.PutUint16(b[:], uint16(math.Float32bits(v)>>16))
-			if _, err := w.Write(b[:]); err != nil {
-				return err
-			}
+			done += n
 		}
 	}
-	return nil
+	return off, nil
+}
+
+// fillBF16 writes len(b)/2 values: uniform(±1.7·std) for matrices, 1±0.05
+// for norm scales; element i of the call is element ctr+i of the tensor.
+func fillBF16(b []byte, seed, ctr uint64, std float32, norm bool) {
+	n := len(b) / 2
+	workers := runtime.GOMAXPROCS(0)
+	per := (n + workers - 1) / workers
+	var wg sync.WaitGroup
+	for lo := 0; lo < n; lo += per {
+		wg.Add(1)
+		go func(lo, hi int) {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				u := float32(Splitmix(seed+ctr+uint64(i))>>40) / (1 << 24) // [0,1)
+				v := (u*2 - 1) * std * 1.7
+				if norm {
+					v = 1 + 0.1*(u-0.5)
+				}
+				binary.LittleEndian.PutUint16(b[2*i:], uint16(math.Float32bits(v)>>16))
+			}
+		}(lo, min(lo+per, n))
+	}
+	wg.Wait()
+}
+
+// Splitmix is the splitmix64 mixing function: a counter-based generator
+// that any goroutine can evaluate at any index.
+func Splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
 }
 
 // Names lists the named shapes, sorted.
