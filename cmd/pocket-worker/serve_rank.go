@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -13,10 +14,28 @@ import (
 	"github.com/pocketllm/pocketllm/kernels/cpu"
 )
 
-// rankBackends make a rank's backend by name; serve_rank_cuda.go adds
-// "cuda" when built with the tag.
-var rankBackends = map[string]func(device, threads int) (kernels.Backend, error){
-	"cpu": func(_, threads int) (kernels.Backend, error) { return cpu.New(threads), nil },
+// rankBackend makes a rank's backend and, for a tensor-parallel group,
+// joins the rank's collective.
+type rankBackend struct {
+	new  func(device, threads, world int) (kernels.Backend, error)
+	join func(be kernels.Backend, g worker.Group) (kernels.Collective, io.Closer, error)
+}
+
+// rankBackends are the backends by name; serve_rank_cuda.go adds "cuda"
+// when built with the tag.
+var rankBackends = map[string]rankBackend{
+	"cpu": {
+		new: func(_, threads, _ int) (kernels.Backend, error) { return cpu.New(threads), nil },
+		// CPU ranks meet at rank 0's Unix socket in the daemon's
+		// rendezvous directory (cpu.Group).
+		join: func(be kernels.Backend, g worker.Group) (kernels.Collective, io.Closer, error) {
+			c, err := cpu.JoinGroup(be, g.Dir, g.Rank, g.World, g.JoinTimeout, g.Timeout)
+			if err != nil {
+				return nil, nil, err
+			}
+			return c, c, nil
+		},
+	},
 }
 
 // runServeRank serves one rank for pocketd over the socket it inherited
@@ -27,11 +46,12 @@ func runServeRank(args []string) error {
 	fs := flag.NewFlagSet("serve-rank", flag.ContinueOnError)
 	backend := fs.String("backend", "cpu", "backend: cpu or cuda")
 	device := fs.Int("device", 0, "GPU ordinal")
+	rank := fs.Int("rank", 0, "tensor-parallel rank (for logs: the daemon's hello says which rank to be)")
 	fd := fs.Int("fd", 3, "file descriptor of the connection to pocketd")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	newBackend, ok := rankBackends[*backend]
+	rb, ok := rankBackends[*backend]
 	if !ok {
 		var names []string
 		for n := range rankBackends {
@@ -50,6 +70,6 @@ func runServeRank(args []string) error {
 		return fmt.Errorf("serve-rank: fd %d: %w", *fd, err)
 	}
 	defer conn.Close()
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("rank", *device, "pid", os.Getpid())
-	return worker.ServeRank(conn, worker.RankOptions{Backend: *backend, Device: *device, NewBackend: newBackend, Logger: log})
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("rank", *rank, "device", *device, "pid", os.Getpid())
+	return worker.ServeRank(conn, worker.RankOptions{Backend: *backend, Device: *device, NewBackend: rb.new, Join: rb.join, Logger: log})
 }

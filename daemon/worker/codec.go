@@ -13,7 +13,7 @@ import (
 )
 
 // Version is the protocol version both sides must speak.
-const Version = 1
+const Version = 2
 
 // msgType is a frame's message type.
 type msgType uint8

@@ -1,7 +1,8 @@
 // Package worker runs a model in a separate rank process (cmd/pocket-worker
-// serve-rank) and drives it from pocketd: the wire protocol, the
-// daemon-side Proxy that implements session.Runner and kernels.KVOps over
-// it, the supervision that restarts a lost worker, and the rank side's
+// serve-rank), or in the N rank processes of a tensor-parallel group, and
+// drives it from pocketd: the wire protocol, the daemon-side Proxy that
+// implements session.Runner and kernels.KVOps over it, the supervision
+// that restarts a lost worker (rebuilds a group), and the rank side's
 // server loop (ServeRank), which any kernels.Backend can run behind.
 //
 // # Protocol
@@ -16,7 +17,9 @@
 //
 //	daemon → worker                      worker → daemon
 //	Hello{version, backend, device,      Ready{version, config JSON, KV shape,
-//	      threads, model, KV pool spec}        recurrent, EOS ids, weight bytes}
+//	      threads, model, KV pool spec,        recurrent, EOS ids, weight bytes}
+//	      rank, world, rendezvous dir,
+//	      join and collective timeouts}
 //	NewKVPool{spec}                      OK
 //	Forward{start, want, tokens, table}  Logits{float32[]} (empty for NoLogits)
 //	CopyKVBlock{dst, src}                OK
@@ -29,12 +32,32 @@
 // shared memory). A worker holds one KV pool; the Hello of a restarted
 // worker carries its spec so the pool comes back with the process.
 //
+// # Tensor-parallel groups
+//
+// With Options.World = N the supervisor starts N serve-rank processes
+// (rank r on Options.Devices[r]) and makes a private rendezvous directory
+// (mode 0700, a new one per generation, removed with the group) that it
+// names in every rank's Hello. The ranks join each other there before
+// loading: CPU ranks connect to rank 0's Unix socket (cpu.Group, a
+// float32 sum with a deadline per all-reduce); CUDA ranks get the NCCL
+// unique id that rank 0 makes and writes there (the daemon links no
+// NCCL), then join the communicator. Each rank loads only its shard
+// (models.NewRank with its Plan) and allocates only its KV heads. Every
+// request goes to every rank alike, sent and answered concurrently (a
+// rank blocks in its collectives until all have the request); rank 0
+// returns the logits, the others empty lists. To the cache a group's KV
+// block is the ranks' blocks one after the other, so ReadKVBlock
+// concatenates them and WriteKVBlock splits them. A rank whose collective
+// fails or times out answers a fatal Error and exits.
+//
 // # Failure
 //
 // A worker that exits, hangs past the request timeout, or sends a frame
 // that does not decode is lost: the Proxy kills it, its calls return an
 // error wrapping ErrWorkerLost, and the supervisor starts a new process,
-// repeats the handshake and reallocates the pool. The first Forward after
+// repeats the handshake and reallocates the pool. In a group, the loss of
+// any rank (or ranks that disagree on a reply) loses the whole group: all
+// ranks are killed and a new group, with a new rendezvous, is started. The first Forward after
 // a loss returns an error that also wraps session.ErrKVLost, so the
 // scheduler drops all KV and recomputes it from the durable token
 // histories. Models with recurrent state (hybrid architectures) are

@@ -40,9 +40,9 @@ func fakeProxy(t testing.TB) (*Proxy, *kvPool, net.Conn) {
 	p := &Proxy{opts: Options{Timeout: 2 * time.Second}, log: slog.New(slog.DiscardHandler),
 		cfg: &models.Config{VocabSize: 8}, changed: make(chan struct{}), kvGen: 1}
 	uc := conns[0].(*net.UnixConn)
-	p.cur = &proc{gen: 1, conn: uc, r: bufio.NewReader(uc), exited: make(chan struct{})}
+	p.cur = &group{gen: 1, ranks: []*proc{{gen: 1, conn: uc, r: bufio.NewReader(uc), exited: make(chan struct{})}}, down: make(chan struct{})}
 	p.gen = 1
-	kp := &kvPool{p: p, spec: spec}
+	kp := &kvPool{p: p, spec: spec, rank: spec}
 	p.pool = kp
 	return p, kp, conns[1]
 }
@@ -171,7 +171,7 @@ func FuzzRankRequests(f *testing.F) {
 			Pool: kernels.KVSpec{Layers: 0}}
 		in := append(rawFrame(msgHello, 0, h.encode()), raw...)
 		rw := &rwPair{r: bytes.NewReader(in), w: io.Discard}
-		err := ServeRank(rw, RankOptions{Backend: "cpu", NewBackend: func(_, th int) (kernels.Backend, error) { return cpu.New(th), nil }})
+		err := ServeRank(rw, RankOptions{Backend: "cpu", NewBackend: func(_, th, _ int) (kernels.Backend, error) { return cpu.New(th), nil }})
 		if errors.Is(err, ErrDeviceLost) {
 			t.Fatalf("rank panicked: %v", err)
 		}

@@ -3,6 +3,7 @@ package worker
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/pocketllm/pocketllm/kernels"
 	"github.com/pocketllm/pocketllm/models"
@@ -12,13 +13,23 @@ import (
 // and the KV pool to allocate right away (Blocks == 0: none yet).
 type Hello struct {
 	Version int
-	Backend string // "cpu", "cuda"
-	Device  int    // GPU ordinal (ignored by the CPU backend)
-	Threads int    // CPU backend goroutines (0: all cores)
-	Name    string // the model's name (for logs)
-	Path    string // checkpoint directory or .gguf file
-	Demo    bool   // the built-in demo model instead of Path
-	Pool    kernels.KVSpec
+	Backend string         // "cpu", "cuda"
+	Device  int            // GPU ordinal (ignored by the CPU backend)
+	Threads int            // CPU backend goroutines (0: all cores)
+	Name    string         // the model's name (for logs)
+	Path    string         // checkpoint directory or .gguf file
+	Demo    bool           // the built-in demo model instead of Path
+	Pool    kernels.KVSpec // this rank's pool (its KV heads only)
+
+	// Tensor parallelism: this process is rank Rank of World (World ≤ 1:
+	// the whole model, no group). The ranks meet in Rendezvous, a private
+	// directory the daemon made for this group (CPU ranks: rank 0's
+	// socket; CUDA ranks: the NCCL unique id rank 0 writes). Joining must
+	// finish within JoinTimeout, every collective within CollTimeout.
+	Rank, World int
+	Rendezvous  string
+	JoinTimeout time.Duration
+	CollTimeout time.Duration
 }
 
 func (h *Hello) encode() []byte {
@@ -31,6 +42,11 @@ func (h *Hello) encode() []byte {
 	e.str(h.Path)
 	e.u8(b2u(h.Demo))
 	e.spec(h.Pool)
+	e.i32(h.Rank)
+	e.i32(h.World)
+	e.str(h.Rendezvous)
+	e.u64(uint64(h.JoinTimeout))
+	e.u64(uint64(h.CollTimeout))
 	return e.b
 }
 
@@ -49,6 +65,11 @@ func decodeHello(p []byte) (Hello, error) {
 	h.Path = d.str("path")
 	h.Demo = d.u8("demo") != 0
 	h.Pool = d.spec("pool")
+	h.Rank = d.i32("rank")
+	h.World = d.i32("world")
+	h.Rendezvous = d.str("rendezvous")
+	h.JoinTimeout = time.Duration(d.u64("join timeout"))
+	h.CollTimeout = time.Duration(d.u64("collective timeout"))
 	return h, d.done("hello")
 }
 

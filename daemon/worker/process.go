@@ -17,10 +17,11 @@ import (
 	"github.com/pocketllm/pocketllm/kernels"
 )
 
-// Commander makes the command line of one worker start. The Proxy adds
-// the socketpair as ExtraFiles[0] (fd 3 in the worker) and takes over
-// stdout and stderr (their lines go to the log).
-type Commander func() *exec.Cmd
+// Commander makes the command line of one rank's start (rank 0 of 1
+// for a single worker). The Proxy adds the socketpair as ExtraFiles[0]
+// (fd 3 in the worker) and takes over stdout and stderr (their lines go
+// to the log).
+type Commander func(rank int) *exec.Cmd
 
 // FindBinary locates pocket-worker: bin when set, else $POCKET_WORKER,
 // else pocket-worker next to this executable, else on $PATH.
@@ -44,19 +45,28 @@ func FindBinary(bin string) (string, error) {
 	return b, nil
 }
 
-// DefaultCommand runs `BIN serve-rank --backend B --device N`.
-func DefaultCommand(bin, backend string, device int) Commander {
-	return func() *exec.Cmd {
-		return exec.Command(bin, "serve-rank", "--backend", backend, "--device", strconv.Itoa(device), "--fd", "3")
+// DefaultCommand runs `BIN serve-rank --backend B --device D --rank R`,
+// rank R on devices[R] (the device is ignored by the CPU backend; without
+// devices, rank R gets device R).
+func DefaultCommand(bin, backend string, devices ...int) Commander {
+	return func(rank int) *exec.Cmd {
+		dev := rank
+		if rank < len(devices) {
+			dev = devices[rank]
+		}
+		return exec.Command(bin, "serve-rank", "--backend", backend, "--device", strconv.Itoa(dev),
+			"--rank", strconv.Itoa(rank), "--fd", "3")
 	}
 }
 
 // proc is one worker process and its connection.
 type proc struct {
 	gen     int
+	rank    int
 	cmd     *exec.Cmd
 	conn    *net.UnixConn
 	r       *bufio.Reader
+	world   int // ranks in its group
 	ready   Ready
 	started time.Time
 	exited  chan struct{} // closed when the process has been waited for
@@ -82,32 +92,183 @@ func (pr *proc) pid() int {
 	return pr.cmd.Process.Pid
 }
 
-// stop closes the connection (the worker exits on EOF) and kills the
-// process if it has not exited after a while.
-func (pr *proc) stop() {
-	pr.conn.Close()
-	select {
-	case <-pr.exited:
-	case <-time.After(5 * time.Second):
-		pr.kill()
-		<-pr.exited
-	}
-}
-
 func (pr *proc) exitErr() error {
 	err := pr.waitErr
 	if err == nil {
 		err = errors.New("exited")
 	}
-	if t := pr.tail.String(); t != "" {
-		return fmt.Errorf("worker pid %d: %w; its last output: %s", pr.pid(), err, t)
-	}
-	return fmt.Errorf("worker pid %d: %w", pr.pid(), err)
+	return pr.wrap(err)
 }
 
-// spawn starts generation gen of the worker and runs the handshake,
-// allocating pool when it is set.
-func (p *Proxy) spawn(gen int, pool kernels.KVSpec) (*proc, error) {
+// wrap names the process (and its rank in a group) in err, with its last
+// lines of output.
+func (pr *proc) wrap(err error) error {
+	who := fmt.Sprintf("worker pid %d", pr.pid())
+	if pr.rank > 0 || pr.world > 1 {
+		who = fmt.Sprintf("rank %d (pid %d)", pr.rank, pr.pid())
+	}
+	if t := pr.tail.String(); t != "" {
+		return fmt.Errorf("%s: %w; its last output: %s", who, err, t)
+	}
+	return fmt.Errorf("%s: %w", who, err)
+}
+
+// group is the processes of one generation: one worker, or the ranks of
+// a tensor-parallel group, which live and die together.
+type group struct {
+	gen     int
+	ranks   []*proc
+	dir     string // the rendezvous directory ("" for one worker)
+	started time.Time
+	down    chan struct{} // closed when the first rank has exited
+	downErr error         // that rank's exit, set before down closes
+	once    sync.Once
+}
+
+// kill ends every rank (idempotent).
+func (g *group) kill() {
+	for _, pr := range g.ranks {
+		pr.kill()
+	}
+}
+
+// wait waits until every rank has exited, then removes the rendezvous
+// directory.
+func (g *group) wait() {
+	for _, pr := range g.ranks {
+		<-pr.exited
+	}
+	if g.dir != "" {
+		os.RemoveAll(g.dir)
+	}
+}
+
+// stop closes the connections (workers exit on EOF), kills what has not
+// exited after a while, and waits.
+func (g *group) stop() {
+	for _, pr := range g.ranks {
+		pr.conn.Close()
+	}
+	grace := time.After(5 * time.Second)
+	for _, pr := range g.ranks {
+		select {
+		case <-pr.exited:
+		case <-grace:
+			g.kill()
+		}
+	}
+	g.wait()
+}
+
+func (g *group) pids() []int {
+	out := make([]int, len(g.ranks))
+	for i, pr := range g.ranks {
+		out[i] = pr.pid()
+	}
+	return out
+}
+
+// each runs fn on every rank, concurrently when there are several (a
+// rank of a group blocks in its collectives until all have their
+// request), and returns the first failure in time; failed is called with
+// it at once, so that the other ranks can be unblocked.
+func (g *group) each(fn func(pr *proc) error, failed func(error)) error {
+	if len(g.ranks) == 1 {
+		err := fn(g.ranks[0])
+		if err != nil {
+			failed(err)
+		}
+		return err
+	}
+	var mu sync.Mutex
+	var first error
+	var wg sync.WaitGroup
+	for _, pr := range g.ranks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := fn(pr)
+			if err == nil {
+				return
+			}
+			mu.Lock()
+			isFirst := first == nil
+			if isFirst {
+				first = err
+			}
+			mu.Unlock()
+			if isFirst {
+				failed(err)
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// spawnGroup starts generation gen: every rank's process, the
+// handshakes (concurrently: the ranks of a group join each other while
+// loading), each rank's pool allocated when pool (the rank's share) is
+// set.
+func (p *Proxy) spawnGroup(gen int, pool kernels.KVSpec) (*group, error) {
+	g := &group{gen: gen, started: time.Now(), down: make(chan struct{})}
+	world := p.world()
+	if world > 1 {
+		dir, err := os.MkdirTemp("", "pocketd-tp-") // 0700: only our uid reaches the ranks' rendezvous
+		if err != nil {
+			return nil, fmt.Errorf("tensor-parallel rendezvous: %w", err)
+		}
+		g.dir = dir
+	}
+	fail := func(err error) (*group, error) {
+		g.kill()
+		g.wait()
+		return nil, fmt.Errorf("worker %s: %w", p.opts.Hello.Name, err)
+	}
+	for r := range world {
+		pr, err := p.startRank(gen, r)
+		if err != nil {
+			return fail(err)
+		}
+		g.ranks = append(g.ranks, pr)
+		go func() {
+			<-pr.exited
+			g.once.Do(func() {
+				g.downErr = pr.exitErr()
+				close(g.down)
+			})
+		}()
+	}
+	err := g.each(func(pr *proc) error {
+		if err := p.handshake(pr, g.dir, pool); err != nil {
+			// Its output explains more once it has exited (a refused
+			// Hello exits by itself).
+			select {
+			case <-pr.exited:
+			case <-time.After(time.Second):
+				pr.kill()
+				<-pr.exited
+			}
+			return pr.wrap(err)
+		}
+		return nil
+	}, func(error) { g.kill() })
+	if err != nil {
+		return fail(err)
+	}
+	r0 := g.ranks[0].ready
+	for _, pr := range g.ranks[1:] {
+		if r := pr.ready; string(r.Config) != string(r0.Config) || r.KV != r0.KV || r.Recurrent != r0.Recurrent {
+			return fail(fmt.Errorf("rank %d loaded a different model than rank 0 (KV %+v vs %+v)", pr.rank, r.KV, r0.KV))
+		}
+	}
+	p.log.Info("worker ready", "pids", g.pids(), "device", g.ranks[0].ready.Device, "generation", gen,
+		"took", time.Since(g.started).Round(time.Millisecond))
+	return g, nil
+}
+
+// startRank starts rank's process of generation gen and connects to it.
+func (p *Proxy) startRank(gen, rank int) (*proc, error) {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("socketpair: %w", err)
@@ -120,7 +281,7 @@ func (p *Proxy) spawn(gen int, pool kernels.KVSpec) (*proc, error) {
 		child.Close()
 		return nil, err
 	}
-	cmd := p.opts.Command()
+	cmd := p.opts.Command(rank)
 	cmd.ExtraFiles = []*os.File{child}
 	cmd.Stdout, cmd.Stderr = outW, outW
 	// The worker also dies with the daemon (it exits on EOF as well).
@@ -133,8 +294,11 @@ func (p *Proxy) spawn(gen int, pool kernels.KVSpec) (*proc, error) {
 		outR.Close()
 		return nil, fmt.Errorf("start worker %s: %w", cmd.Path, err)
 	}
-	pr := &proc{gen: gen, cmd: cmd, started: time.Now(), exited: make(chan struct{})}
+	pr := &proc{gen: gen, rank: rank, world: p.world(), cmd: cmd, started: time.Now(), exited: make(chan struct{})}
 	log := p.log.With("pid", cmd.Process.Pid)
+	if pr.world > 1 {
+		log = log.With("rank", rank)
+	}
 	go func() {
 		defer outR.Close()
 		sc := bufio.NewScanner(outR)
@@ -156,21 +320,17 @@ func (p *Proxy) spawn(gen int, pool kernels.KVSpec) (*proc, error) {
 	}
 	pr.conn = fc.(*net.UnixConn)
 	pr.r = bufio.NewReaderSize(pr.conn, 1<<16)
-	if err := p.handshake(pr, pool); err != nil {
-		pr.kill()
-		<-pr.exited
-		if t := pr.tail.String(); t != "" {
-			err = fmt.Errorf("%w; its last output: %s", err, t)
-		}
-		return nil, fmt.Errorf("worker %s: %w", p.opts.Hello.Name, err)
-	}
-	log.Info("worker ready", "device", pr.ready.Device, "generation", gen, "took", time.Since(pr.started).Round(time.Millisecond))
 	return pr, nil
 }
 
-func (p *Proxy) handshake(pr *proc, pool kernels.KVSpec) error {
+func (p *Proxy) handshake(pr *proc, dir string, pool kernels.KVSpec) error {
 	h := p.opts.Hello
 	h.Version, h.Pool = Version, pool
+	h.Rank, h.World, h.Rendezvous = pr.rank, pr.world, dir
+	h.JoinTimeout, h.CollTimeout = p.opts.StartTimeout, p.opts.CollectiveTimeout
+	if pr.rank < len(p.opts.Devices) {
+		h.Device = p.opts.Devices[pr.rank]
+	}
 	pr.conn.SetDeadline(time.Now().Add(p.opts.StartTimeout))
 	defer pr.conn.SetDeadline(time.Time{})
 	if err := writeFrame(pr.conn, msgHello, 0, h.encode(), nil); err != nil {
@@ -195,7 +355,7 @@ func (p *Proxy) handshake(pr *proc, pool kernels.KVSpec) error {
 	if err != nil {
 		return fmt.Errorf("handshake: %w", err)
 	}
-	if p.cfg != nil && (r.KV != p.ready.KV || string(r.Config) != string(p.ready.Config)) {
+	if p.cfg != nil && (r.KV != p.rankKV || string(r.Config) != string(p.ready.Config)) {
 		return fmt.Errorf("handshake: the restarted worker loaded a different model")
 	}
 	pr.ready = r

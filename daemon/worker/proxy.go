@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,16 +28,25 @@ var ErrRecurrent = errors.New("models with recurrent state (hybrid architectures
 
 // Options configure a worker Proxy.
 type Options struct {
-	// Command starts a worker process; its ExtraFiles[0] (fd 3) must be the
-	// worker's end of the socketpair (see Start). Nil: the default
-	// pocket-worker command line.
+	// Command starts a worker process (one per rank); its ExtraFiles[0]
+	// (fd 3) must be the worker's end of the socketpair (see Start). Nil:
+	// the default pocket-worker command line.
 	Command Commander
-	// Hello is what every (re)started worker is asked to load; Version
-	// and Pool are filled in by the Proxy.
+	// Hello is what every (re)started worker is asked to load; Version,
+	// Pool and the group fields are filled in by the Proxy.
 	Hello Hello
+	// World is the number of tensor-parallel ranks (0 or 1: one worker
+	// holds the whole model). Rank r runs on Devices[r] when Devices is
+	// set (else on Hello.Device).
+	World   int
+	Devices []int
 	// Timeout bounds one request (default 5 minutes); a worker that does
-	// not answer in time is killed and restarted.
+	// not answer in time is killed and restarted (with its whole group).
 	Timeout time.Duration
+	// CollectiveTimeout bounds one collective inside a rank of a group
+	// (default: Timeout): a rank that waits longer for its peers fails,
+	// and the group is rebuilt.
+	CollectiveTimeout time.Duration
 	// StartTimeout bounds a start: process launch, model load and
 	// handshake (default 15 minutes).
 	StartTimeout time.Duration
@@ -45,15 +55,22 @@ type Options struct {
 	Logger     *slog.Logger
 }
 
-// Proxy is a model held by a worker process. It implements session.Runner
-// (and kernels.KVOps for the cache) by sending each call to the worker,
-// one at a time, and supervises the process: a lost worker is restarted
-// with the same model and pool.
+// Proxy is a model held by a worker process, or by the rank processes of
+// a tensor-parallel group. It implements session.Runner (and kernels.KVOps
+// for the cache) by sending each call to the worker (every rank: the same
+// request; rank 0's logits are the answer), one at a time, and supervises
+// the processes: a lost worker, or any lost rank, is replaced with the
+// same model and pool (a group is rebuilt whole).
+//
+// A group's KV pool, as the cache sees it, holds every rank's KV heads: a
+// block is the ranks' blocks one after the other (rank 0's first), which
+// is what ReadKVBlock returns and WriteKVBlock takes.
 type Proxy struct {
-	opts  Options
-	log   *slog.Logger
-	ready Ready
-	cfg   *models.Config
+	opts   Options
+	log    *slog.Logger
+	ready  Ready // the group's: KV counts every rank's heads
+	rankKV kernels.KVSpec
+	cfg    *models.Config
 
 	req sync.Mutex // one request at a time; guards kvGen and nextID
 	// kvGen is the worker generation whose KV memory the scheduler's
@@ -63,7 +80,7 @@ type Proxy struct {
 	nextID uint32
 
 	mu       sync.Mutex
-	cur      *proc
+	cur      *group
 	changed  chan struct{} // closed and replaced when cur changes
 	gen      int
 	lastErr  error
@@ -92,33 +109,68 @@ func Start(opts Options) (*Proxy, error) {
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = 5 * time.Second
 	}
+	if opts.CollectiveTimeout <= 0 {
+		opts.CollectiveTimeout = opts.Timeout
+	}
+	opts.World = max(opts.World, 1)
+	if len(opts.Devices) > 0 && len(opts.Devices) < opts.World {
+		return nil, fmt.Errorf("worker %s: %d devices for %d tensor-parallel ranks", opts.Hello.Name, len(opts.Devices), opts.World)
+	}
 	if opts.Command == nil {
-		opts.Command = DefaultCommand("", opts.Hello.Backend, opts.Hello.Device)
+		devs := opts.Devices
+		if len(devs) == 0 {
+			devs = []int{opts.Hello.Device}
+		}
+		opts.Command = DefaultCommand("", opts.Hello.Backend, devs...)
 	}
 	p := &Proxy{opts: opts, log: opts.Logger, changed: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), kvGen: -1}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
 	p.log = p.log.With("model", opts.Hello.Name, "backend", opts.Hello.Backend)
-	pr, err := p.spawn(1, kernels.KVSpec{})
+	if opts.World > 1 {
+		p.log = p.log.With("tp", opts.World)
+	}
+	g, err := p.spawnGroup(1, kernels.KVSpec{})
 	if err != nil {
 		return nil, err
 	}
-	if pr.ready.Recurrent {
-		pr.kill()
-		<-pr.exited
+	r0 := g.ranks[0].ready
+	if r0.Recurrent {
+		g.kill()
+		g.wait()
 		return nil, fmt.Errorf("model %s: %w", opts.Hello.Name, ErrRecurrent)
 	}
 	var cfg models.Config
-	if err := json.Unmarshal(pr.ready.Config, &cfg); err != nil {
-		pr.kill()
-		<-pr.exited
+	if err := json.Unmarshal(r0.Config, &cfg); err != nil {
+		g.kill()
+		g.wait()
 		return nil, fmt.Errorf("model %s: worker's config: %w", opts.Hello.Name, err)
 	}
-	p.ready, p.cfg = pr.ready, &cfg
-	p.gen, p.cur = 1, pr
-	go p.supervise(pr)
+	p.ready, p.rankKV, p.cfg = groupReady(g), r0.KV, &cfg
+	p.gen, p.cur = 1, g
+	go p.supervise(g)
 	return p, nil
+}
+
+// world is the number of ranks.
+func (p *Proxy) world() int { return max(p.opts.World, 1) }
+
+// groupReady is the group's view of its ranks' Ready: KV holds every
+// rank's heads, weight bytes add up.
+func groupReady(g *group) Ready {
+	r := g.ranks[0].ready
+	r.KV.KVHeads *= len(g.ranks)
+	if len(g.ranks) > 1 {
+		devs := make([]string, len(g.ranks))
+		r.WeightBytes = 0
+		for i, pr := range g.ranks {
+			devs[i] = pr.ready.Device
+			r.WeightBytes += pr.ready.WeightBytes
+		}
+		r.Device = fmt.Sprintf("%d ranks: %s", len(g.ranks), strings.Join(devs, ", "))
+	}
+	return r
 }
 
 // ModelConfig implements session.Runner.
@@ -140,11 +192,14 @@ func (p *Proxy) KVOps() kernels.KVOps { return p }
 // EOS is the checkpoint's end-of-sequence ids, as the worker read them.
 func (p *Proxy) EOS() []int32 { return p.ready.EOS }
 
-// WeightBytes is the model's weight bytes read per token.
+// WeightBytes is the model's weight bytes read per token (all ranks').
 func (p *Proxy) WeightBytes() int64 { return p.ready.WeightBytes }
 
-// Device describes the worker's device.
+// Device describes the worker's device (each rank's, for a group).
 func (p *Proxy) Device() string { return p.ready.Device }
+
+// World is the number of tensor-parallel ranks (1: one worker).
+func (p *Proxy) World() int { return p.world() }
 
 // Health is nil while a worker serves, and says why not otherwise (a
 // restart in progress).
@@ -154,27 +209,41 @@ func (p *Proxy) Health() error {
 	switch {
 	case p.closed:
 		return ErrClosed
+	case p.cur == nil && p.world() > 1:
+		return fmt.Errorf("tensor-parallel group of %d ranks rebuilding (rebuild %d) after: %v", p.world(), p.restarts, p.lastErr)
 	case p.cur == nil:
 		return fmt.Errorf("worker restarting (restart %d) after: %v", p.restarts, p.lastErr)
 	}
 	return nil
 }
 
-// Restarts counts the worker restarts so far.
+// Restarts counts the worker restarts (group rebuilds) so far.
 func (p *Proxy) Restarts() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.restarts
 }
 
-// PID is the current worker's process id (0 while none runs).
+// PID is the current worker's process id (rank 0's for a group; 0
+// while none runs).
 func (p *Proxy) PID() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cur == nil {
 		return 0
 	}
-	return p.cur.pid()
+	return p.cur.ranks[0].pid()
+}
+
+// PIDs are the current ranks' process ids, in rank order (nil while
+// none runs).
+func (p *Proxy) PIDs() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cur == nil {
+		return nil
+	}
+	return p.cur.pids()
 }
 
 // Close stops the worker (it exits when its connection closes) and the
@@ -198,19 +267,23 @@ func (p *Proxy) notifyLocked() {
 	p.changed = make(chan struct{})
 }
 
-// supervise restarts the worker whenever it is lost, until Close.
-func (p *Proxy) supervise(pr *proc) {
+// supervise replaces the worker (the whole group) whenever it is lost,
+// until Close.
+func (p *Proxy) supervise(g *group) {
 	defer close(p.done)
 	backoff := time.Duration(0)
 	for {
 		select {
-		case <-pr.exited:
+		case <-g.down:
 		case <-p.stop:
-			pr.stop()
+			g.stop()
 			return
 		}
-		p.lose(pr, pr.exitErr())
-		if time.Since(pr.started) > 30*time.Second {
+		p.lose(g, g.downErr)
+		// Every rank must be gone (its device free, its peers' sockets
+		// closed) before the next generation starts.
+		g.wait()
+		if time.Since(g.started) > 30*time.Second {
 			backoff = 0
 		}
 		for {
@@ -224,10 +297,10 @@ func (p *Proxy) supervise(pr *proc) {
 			gen := p.gen + 1
 			var spec kernels.KVSpec
 			if p.pool != nil {
-				spec = p.pool.spec
+				spec = p.pool.rank
 			}
 			p.mu.Unlock()
-			np, err := p.spawn(gen, spec)
+			ng, err := p.spawnGroup(gen, spec)
 			if err != nil {
 				p.log.Error("worker restart failed", "err", err, "retry_in", backoff)
 				p.mu.Lock()
@@ -238,36 +311,37 @@ func (p *Proxy) supervise(pr *proc) {
 			p.mu.Lock()
 			if p.closed {
 				p.mu.Unlock()
-				np.stop()
+				ng.stop()
 				return
 			}
-			p.gen, p.cur = gen, np
+			p.gen, p.cur = gen, ng
 			p.notifyLocked()
-			pr = np
+			g = ng
 			p.mu.Unlock()
-			p.log.Info("worker restarted", "pid", np.pid(), "generation", gen)
+			p.log.Info("worker restarted", "pids", ng.pids(), "generation", gen)
 			break
 		}
 	}
 }
 
-// lose marks pr as gone (idempotent): calls wait for the next worker.
-func (p *Proxy) lose(pr *proc, err error) {
-	pr.kill()
+// lose marks g as gone (idempotent) and kills all its ranks: calls wait
+// for the next generation.
+func (p *Proxy) lose(g *group, err error) {
+	g.kill()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cur != pr {
+	if p.cur != g {
 		return
 	}
 	p.cur = nil
 	p.lastErr = err
 	p.restarts++
 	p.notifyLocked()
-	p.log.Warn("worker lost", "pid", pr.pid(), "err", err)
+	p.log.Warn("worker lost", "pids", g.pids(), "err", err)
 }
 
 // worker waits (up to the request timeout) for a serving worker.
-func (p *Proxy) worker() (*proc, error) {
+func (p *Proxy) worker() (*group, error) {
 	timer := time.NewTimer(p.opts.Timeout)
 	defer timer.Stop()
 	for {
@@ -288,45 +362,93 @@ func (p *Proxy) worker() (*proc, error) {
 	}
 }
 
-// call sends one request and reads its reply (p.req held). Transport
-// failures lose the worker and wrap ErrWorkerLost; Error frames become
-// *RemoteError (a fatal one loses the worker too).
-func (p *Proxy) call(pr *proc, typ msgType, payload, extra []byte, want msgType, limit int) ([]byte, error) {
+// rankReq is one rank's request payload; limit bounds its reply.
+type rankReq struct {
+	payload, extra []byte
+	limit          int
+}
+
+// call sends one request to every rank and reads their replies (p.req
+// held); the replies' payloads come back in rank order. Transport
+// failures lose the worker (the whole group) and wrap ErrWorkerLost; an
+// Error frame becomes *RemoteError when every rank sent the same one (a
+// fatal one, or ranks that disagree, lose the group too).
+func (p *Proxy) call(g *group, typ msgType, req func(rank int) rankReq, want msgType) ([][]byte, error) {
 	p.nextID++
 	id := p.nextID
-	pr.conn.SetDeadline(time.Now().Add(p.opts.Timeout))
-	err := writeFrame(pr.conn, typ, id, payload, extra)
-	var f frame
-	if err == nil {
-		f, err = readFrame(pr.r, max(limit, 1<<16))
-	}
-	if err == nil && f.id != id {
-		err = fmt.Errorf("%w: reply id %d to request %d", ErrBadFrame, f.id, id)
-	}
-	if err == nil && f.typ == msgError {
-		re, derr := decodeError(f.payload)
-		if derr != nil {
-			err = derr
-		} else if re.Code == codeFatal {
-			err = re
-		} else {
-			return nil, re
+	out := make([][]byte, len(g.ranks))
+	remote := make([]*RemoteError, len(g.ranks))
+	err := g.each(func(pr *proc) error {
+		rq := req(pr.rank)
+		pr.conn.SetDeadline(time.Now().Add(p.opts.Timeout))
+		err := writeFrame(pr.conn, typ, id, rq.payload, rq.extra)
+		var f frame
+		if err == nil {
+			f, err = readFrame(pr.r, max(rq.limit, 1<<16))
+		}
+		if err == nil && f.id != id {
+			err = fmt.Errorf("%w: reply id %d to request %d", ErrBadFrame, f.id, id)
+		}
+		if err == nil && f.typ == msgError {
+			re, derr := decodeError(f.payload)
+			if derr != nil {
+				err = derr
+			} else if re.Code == codeFatal {
+				err = re
+			} else {
+				remote[pr.rank] = re
+				return nil
+			}
+		}
+		if err == nil && f.typ != want {
+			err = fmt.Errorf("%w: %s reply to %s", ErrBadFrame, f.typ, typ)
+		}
+		if err != nil {
+			if len(g.ranks) > 1 {
+				err = fmt.Errorf("rank %d (pid %d): %w", pr.rank, pr.pid(), err)
+			}
+			return err
+		}
+		out[pr.rank] = f.payload
+		return nil
+	}, func(err error) { p.lose(g, err) })
+	if err == nil && remote[0] != nil {
+		for r, re := range remote {
+			if re == nil || re.Code != remote[0].Code {
+				err = fmt.Errorf("ranks disagree: rank 0 failed with %v, rank %d with %v", remote[0], r, re)
+				p.lose(g, err)
+				break
+			}
+		}
+		if err == nil {
+			return nil, remote[0]
 		}
 	}
-	if err == nil && f.typ != want {
-		err = fmt.Errorf("%w: %s reply to %s", ErrBadFrame, f.typ, typ)
+	if err == nil {
+		for r, re := range remote {
+			if re != nil {
+				err = fmt.Errorf("ranks disagree: rank 0 succeeded, rank %d failed with %v", r, re)
+				p.lose(g, err)
+				break
+			}
+		}
 	}
 	if err != nil {
-		p.lose(pr, err)
 		return nil, fmt.Errorf("%s: %w: %w", typ, ErrWorkerLost, err)
 	}
-	return f.payload, nil
+	return out, nil
+}
+
+// same is a request that every rank gets alike.
+func same(payload []byte, limit int) func(int) rankReq {
+	return func(int) rankReq { return rankReq{payload: payload, limit: limit} }
 }
 
 // kvPool is the Proxy's handle on the worker's KV pool.
 type kvPool struct {
 	p    *Proxy
-	spec kernels.KVSpec
+	spec kernels.KVSpec // the group's: every rank's heads
+	rank kernels.KVSpec // each rank's share
 }
 
 func (k *kvPool) Spec() kernels.KVSpec { return k.spec }
@@ -337,6 +459,12 @@ func (p *Proxy) NewKVPool(spec kernels.KVSpec) (kernels.KVPool, error) {
 	if err := validSpec(spec); err != nil {
 		return nil, err
 	}
+	rank := spec
+	if n := p.world(); spec.KVHeads%n != 0 {
+		return nil, fmt.Errorf("worker: KV pool of %d heads over %d ranks", spec.KVHeads, n)
+	} else {
+		rank.KVHeads /= n
+	}
 	p.req.Lock()
 	defer p.req.Unlock()
 	p.mu.Lock()
@@ -345,20 +473,20 @@ func (p *Proxy) NewKVPool(spec kernels.KVSpec) (kernels.KVPool, error) {
 		return nil, fmt.Errorf("worker: a worker holds one KV pool, and it has one")
 	}
 	p.mu.Unlock()
-	pr, err := p.worker()
+	g, err := p.worker()
 	if err != nil {
 		return nil, err
 	}
 	var e enc
-	e.spec(spec)
-	if _, err := p.call(pr, msgNewKVPool, e.b, nil, msgOK, 0); err != nil {
+	e.spec(rank)
+	if _, err := p.call(g, msgNewKVPool, same(e.b, 0), msgOK); err != nil {
 		return nil, fmt.Errorf("new kv pool: %w", err)
 	}
-	kp := &kvPool{p: p, spec: spec}
+	kp := &kvPool{p: p, spec: spec, rank: rank}
 	p.mu.Lock()
 	p.pool = kp
 	p.mu.Unlock()
-	p.kvGen = pr.gen
+	p.kvGen = g.gen
 	return kp, nil
 }
 
@@ -410,32 +538,44 @@ func (p *Proxy) Forward(seq models.Seq, tokens []int32, want models.Logits) ([]f
 
 	p.req.Lock()
 	defer p.req.Unlock()
-	pr, err := p.worker()
+	g, err := p.worker()
 	if err != nil {
 		return nil, p.lostKV(err)
 	}
 	switch {
 	case p.kvGen == -1:
-		p.kvGen = pr.gen
-	case p.kvGen != pr.gen:
-		return nil, p.lostKV(fmt.Errorf("%w: restarted (generation %d)", ErrWorkerLost, pr.gen))
+		p.kvGen = g.gen
+	case p.kvGen != g.gen:
+		return nil, p.lostKV(fmt.Errorf("%w: restarted (generation %d)", ErrWorkerLost, g.gen))
 	}
-	reply, err := p.call(pr, msgForward, req.encode(), nil, msgLogits, int(outBytes)+64)
+	// Every rank runs the step (on its heads, joined by its collectives);
+	// rank 0 returns the logits, the others an empty list.
+	replies, err := p.call(g, msgForward, same(req.encode(), int(outBytes)+64), msgLogits)
 	if err != nil {
 		if errors.Is(err, ErrWorkerLost) {
 			return nil, p.lostKV(err)
 		}
 		return nil, err
 	}
-	d := dec{b: reply}
-	logits := d.f32s("logits")
-	err = d.done("logits")
-	if err == nil && int64(len(logits))*4 != outBytes {
-		err = fmt.Errorf("%w: %d logits, want %d", ErrBadFrame, len(logits), outBytes/4)
-	}
-	if err != nil { // the worker does not speak the protocol: replace it
-		p.lose(pr, err)
-		return nil, p.lostKV(fmt.Errorf("forward: %w: %w", ErrWorkerLost, err))
+	var logits []float32
+	for r, reply := range replies {
+		d := dec{b: reply}
+		l := d.f32s("logits")
+		err = d.done("logits")
+		want := outBytes
+		if r > 0 {
+			want = 0
+		}
+		if err == nil && int64(len(l))*4 != want {
+			err = fmt.Errorf("%w: rank %d: %d logits, want %d", ErrBadFrame, r, len(l), want/4)
+		}
+		if err != nil { // the worker does not speak the protocol: replace it
+			p.lose(g, err)
+			return nil, p.lostKV(fmt.Errorf("forward: %w: %w", ErrWorkerLost, err))
+		}
+		if r == 0 {
+			logits = l
+		}
 	}
 	if want == models.NoLogits {
 		return nil, nil
@@ -443,25 +583,26 @@ func (p *Proxy) Forward(seq models.Seq, tokens []int32, want models.Logits) ([]f
 	return logits, nil
 }
 
-// blockOp runs a KV block request (p.req held by the caller); the
-// KVOps methods have no error results, so failures are logged: a lost
-// worker's KV is reported by the next Forward (session.ErrKVLost).
-func (p *Proxy) blockOp(what string, kp kernels.KVPool, typ msgType, payload, extra []byte, want msgType, limit int) []byte {
+// blockOp runs a KV block request on every rank (p.req held by the
+// caller); the KVOps methods have no error results, so failures are
+// logged: a lost worker's KV is reported by the next Forward
+// (session.ErrKVLost).
+func (p *Proxy) blockOp(what string, kp kernels.KVPool, typ msgType, req func(int) rankReq, want msgType) [][]byte {
 	if _, err := p.ownPool(kp); err != nil {
 		p.log.Error(what, "err", err)
 		return nil
 	}
-	pr, err := p.worker()
+	g, err := p.worker()
 	if err != nil {
 		p.log.Error(what, "err", err)
 		return nil
 	}
-	reply, err := p.call(pr, typ, payload, extra, want, limit)
+	replies, err := p.call(g, typ, req, want)
 	if err != nil {
 		p.log.Error(what, "err", err)
 		return nil
 	}
-	return reply
+	return replies
 }
 
 // CopyKVBlock implements kernels.KVOps.
@@ -471,55 +612,66 @@ func (p *Proxy) CopyKVBlock(kp kernels.KVPool, dst, src int) {
 	e.i32(src)
 	p.req.Lock()
 	defer p.req.Unlock()
-	p.blockOp("copy kv block", kp, msgCopyBlock, e.b, nil, msgOK, 0)
+	p.blockOp("copy kv block", kp, msgCopyBlock, same(e.b, 0), msgOK)
 }
 
-// ReadKVBlock implements kernels.KVOps. On failure dst is zeroed; the
-// loss is reported by the next Forward, and the cache then drops every
-// block, including any host copy made from dst.
+// ReadKVBlock implements kernels.KVOps: the ranks' shares of the block,
+// in rank order. On failure dst is zeroed; the loss is reported by the
+// next Forward, and the cache then drops every block, including any host
+// copy made from dst.
 func (p *Proxy) ReadKVBlock(kp kernels.KVPool, block int, dst []float32) {
 	var e enc
 	e.i32(block)
+	n := p.world()
+	per := len(dst) / n
 	p.req.Lock()
 	defer p.req.Unlock()
-	reply := p.blockOp("read kv block", kp, msgReadBlock, e.b, nil, msgBlock, len(dst)*4+64)
-	d := dec{b: reply}
-	n := d.count(4, "block")
-	if reply == nil || n != len(dst) || len(d.b) != 4*n {
-		if reply != nil {
-			err := fmt.Errorf("%w: %d floats, want %d", ErrBadFrame, n, len(dst))
-			p.log.Error("read kv block", "err", err)
-			p.mu.Lock()
-			pr := p.cur
-			p.mu.Unlock()
-			if pr != nil {
-				p.lose(pr, err)
-			}
-		}
+	replies := p.blockOp("read kv block", kp, msgReadBlock, same(e.b, per*4+64), msgBlock)
+	if replies == nil {
 		clear(dst)
 		return
 	}
-	copy(f32Bytes(dst), d.b)
+	for r, reply := range replies {
+		d := dec{b: reply}
+		got := d.count(4, "block")
+		if got != per || len(d.b) != 4*got || per*n != len(dst) {
+			err := fmt.Errorf("%w: rank %d: %d floats, want %d", ErrBadFrame, r, got, per)
+			p.log.Error("read kv block", "err", err)
+			p.mu.Lock()
+			g := p.cur
+			p.mu.Unlock()
+			if g != nil {
+				p.lose(g, err)
+			}
+			clear(dst)
+			return
+		}
+		copy(f32Bytes(dst[r*per:(r+1)*per]), d.b)
+	}
 }
 
-// WriteKVBlock implements kernels.KVOps.
+// WriteKVBlock implements kernels.KVOps: each rank gets its share of src.
 func (p *Proxy) WriteKVBlock(kp kernels.KVPool, block int, src []float32) {
-	var e enc
-	e.i32(block)
-	e.f32sHeader(len(src))
+	n := p.world()
+	per := len(src) / n
 	p.req.Lock()
 	defer p.req.Unlock()
-	p.blockOp("write kv block", kp, msgWriteBlock, e.b, f32Bytes(src), msgOK, 0)
+	p.blockOp("write kv block", kp, msgWriteBlock, func(r int) rankReq {
+		var e enc
+		e.i32(block)
+		e.f32sHeader(per)
+		return rankReq{payload: e.b, extra: f32Bytes(src[r*per : (r+1)*per])}
+	}, msgOK)
 }
 
 // Ping checks that the worker answers.
 func (p *Proxy) Ping() error {
 	p.req.Lock()
 	defer p.req.Unlock()
-	pr, err := p.worker()
+	g, err := p.worker()
 	if err != nil {
 		return err
 	}
-	_, err = p.call(pr, msgPing, nil, nil, msgOK, 0)
+	_, err = p.call(g, msgPing, same(nil, 0), msgOK)
 	return err
 }

@@ -22,9 +22,45 @@ type RankOptions struct {
 	Backend string
 	// Device is the GPU ordinal the process was started for.
 	Device int
-	// NewBackend makes the backend once the Hello has arrived.
-	NewBackend func(device, threads int) (kernels.Backend, error)
-	Logger     *slog.Logger
+	// NewBackend makes the backend once the Hello has arrived; world is
+	// the size of the rank's tensor-parallel group (1: none).
+	NewBackend func(device, threads, world int) (kernels.Backend, error)
+	// Join makes this rank's collective for a tensor-parallel group
+	// (Hello.World > 1): it returns once every rank has joined. Nil: the
+	// worker serves whole models only.
+	Join   func(be kernels.Backend, g Group) (kernels.Collective, io.Closer, error)
+	Logger *slog.Logger
+}
+
+// Group is a rank's place in its tensor-parallel group, from the Hello.
+type Group struct {
+	Rank, World int
+	// Dir is the group's private rendezvous directory.
+	Dir string
+	// JoinTimeout bounds the join; Timeout bounds each collective.
+	JoinTimeout, Timeout time.Duration
+}
+
+// ErrGroupBroken is wrapped by the fatal error of a rank whose
+// collective failed (a peer gone or hung): the group must be rebuilt.
+var ErrGroupBroken = errors.New("tensor-parallel group broken")
+
+// stickyComm remembers the first failure of a collective: after it the
+// rank's state is unknown (peers may have stopped mid-step), so the rank
+// reports a fatal error and exits.
+type stickyComm struct {
+	c   kernels.Collective
+	err error
+}
+
+func (s *stickyComm) AllReduceSum(b kernels.Buf, n int) error {
+	if s.err != nil {
+		return s.err
+	}
+	if err := s.c.AllReduceSum(b, n); err != nil {
+		s.err = fmt.Errorf("%w: %w", ErrGroupBroken, err)
+	}
+	return s.err
 }
 
 // ErrDeviceLost is returned by ServeRank when the backend reported an
@@ -41,6 +77,8 @@ type rank struct {
 	be    kernels.Backend
 	pool  kernels.KVPool
 	spec  kernels.KVSpec
+	group Group       // World ≤ 1: the whole model
+	comm  *stickyComm // nil without a group
 }
 
 // ServeRank serves one daemon over conn: the handshake, then requests
@@ -89,10 +127,35 @@ func (rk *rank) hello(f frame) (func(), error) {
 	if h.Backend != rk.opts.Backend {
 		return nil, fmt.Errorf("%w: hello asks for backend %q, this worker runs %q", errBadRequest, h.Backend, rk.opts.Backend)
 	}
+	world := max(h.World, 1)
+	if h.Rank < 0 || h.Rank >= world {
+		return nil, fmt.Errorf("%w: rank %d of %d", errBadRequest, h.Rank, world)
+	}
+	if world > 1 && (rk.opts.Join == nil || h.Rendezvous == "" || h.JoinTimeout <= 0 || h.CollTimeout <= 0) {
+		return nil, fmt.Errorf("%w: tensor-parallel rank %d of %d: this worker cannot join a %s group (rendezvous %q, timeouts %v/%v)",
+			errBadRequest, h.Rank, world, h.Backend, h.Rendezvous, h.JoinTimeout, h.CollTimeout)
+	}
 	start := time.Now()
-	be, err := rk.opts.NewBackend(h.Device, h.Threads)
+	be, err := rk.opts.NewBackend(h.Device, h.Threads, world)
 	if err != nil {
 		return nil, fmt.Errorf("backend %s device %d: %w", h.Backend, h.Device, err)
+	}
+	var plan *models.Plan
+	var commCloser io.Closer
+	if world > 1 {
+		rk.group = Group{Rank: h.Rank, World: world, Dir: h.Rendezvous, JoinTimeout: h.JoinTimeout, Timeout: h.CollTimeout}
+		c, closer, err := rk.opts.Join(be, rk.group)
+		if err != nil {
+			return nil, fmt.Errorf("join tensor-parallel group as rank %d of %d: %w", h.Rank, world, err)
+		}
+		rk.comm, commCloser = &stickyComm{c: c}, closer
+		plan = &models.Plan{Rank: h.Rank, World: world, Comm: rk.comm}
+		rk.log.Info("joined tensor-parallel group", "rank", h.Rank, "world", world, "took", time.Since(start).Round(time.Millisecond))
+	}
+	closeComm := func() {
+		if commCloser != nil {
+			commCloser.Close()
+		}
 	}
 	var ck *checkpoint.Checkpoint
 	if h.Demo {
@@ -101,25 +164,28 @@ func (rk *rank) hello(f frame) (func(), error) {
 		ck, err = checkpoint.Open(h.Path)
 	}
 	if err != nil {
+		closeComm()
 		return nil, err
 	}
 	if h.Name != "" {
 		ck.Name = h.Name
 	}
-	m, err := ck.Model(be)
+	m, err := models.NewRank(ck.Name, ck.Config, ck.Source, be, plan)
 	if err != nil {
 		ck.Close()
+		closeComm()
 		return nil, err
 	}
 	rk.model, rk.be = m, be
+	closeAll := func() { ck.Close(); closeComm() }
 	cfg, err := json.Marshal(m.Config)
 	if err != nil {
-		ck.Close()
+		closeAll()
 		return nil, err
 	}
 	if h.Pool.Blocks > 0 {
 		if err := rk.newPool(h.Pool); err != nil {
-			ck.Close()
+			closeAll()
 			return nil, err
 		}
 	}
@@ -130,11 +196,12 @@ func (rk *rank) hello(f frame) (func(), error) {
 	r := Ready{Version: Version, Backend: be.Name(), Device: dev, Config: cfg, KV: m.KVSpec(0, 0),
 		Recurrent: m.NewState() != nil, EOS: ck.EOS(), WeightBytes: m.WeightBytes()}
 	if err := writeFrame(rk.w, msgReady, f.id, r.encode(), nil); err != nil {
-		ck.Close()
+		closeAll()
 		return nil, err
 	}
-	rk.log.Info("rank ready", "model", ck.Name, "backend", be.Name(), "device", dev, "took", time.Since(start).Round(time.Millisecond))
-	return func() { ck.Close() }, nil
+	rk.log.Info("rank ready", "model", ck.Name, "backend", be.Name(), "device", dev, "rank", h.Rank, "world", world,
+		"took", time.Since(start).Round(time.Millisecond))
+	return closeAll, nil
 }
 
 func (rk *rank) newPool(spec kernels.KVSpec) error {
@@ -163,6 +230,12 @@ func (rk *rank) serve(f frame) (err error) {
 		}
 	}()
 	typ, payload, extra, reqErr := rk.handle(f)
+	if rk.comm != nil && rk.comm.err != nil {
+		err = fmt.Errorf("%w: %s: %w", ErrDeviceLost, f.typ, rk.comm.err)
+		rk.log.Error("rank failed", "err", err)
+		writeFrame(rk.w, msgError, f.id, encodeError(codeFatal, err.Error()), nil)
+		return err
+	}
 	if e, ok := rk.be.(interface{ Err() error }); ok {
 		if derr := e.Err(); derr != nil {
 			err = fmt.Errorf("%w: %s: %w", ErrDeviceLost, f.typ, derr)
@@ -277,6 +350,9 @@ func (rk *rank) forward(req forwardReq) (msgType, []byte, []byte, error) {
 	logits, err := rk.model.Forward(seq, req.tokens, req.want)
 	if err != nil {
 		return 0, nil, nil, err
+	}
+	if rk.group.Rank != 0 {
+		logits = nil // every rank has the full logits; rank 0 returns them
 	}
 	var e enc
 	e.f32sHeader(len(logits))

@@ -3,7 +3,9 @@ package worker
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +20,20 @@ import (
 	"github.com/pocketllm/pocketllm/models/checkpoint"
 	"github.com/pocketllm/pocketllm/session"
 )
+
+// tpFlag runs the tests that take a world (sessions, eviction, kill)
+// over tensor-parallel groups of that many CPU rank processes only:
+// `go test ./daemon/worker -tp 2`. By default they run over a whole-model
+// worker and over a group of 2.
+var tpFlag = flag.Int("tp", 0, "tensor-parallel ranks of the workers under test (0: 1 and 2)")
+
+// worlds are the group sizes the world-taking tests run over.
+func worlds() []int {
+	if *tpFlag > 0 {
+		return []int{*tpFlag}
+	}
+	return []int{1, 2}
+}
 
 var (
 	binOnce sync.Once
@@ -57,18 +73,30 @@ func fixture(arch string) string {
 	return filepath.Join("..", "..", "models", "testdata", "models", arch)
 }
 
-// startProxy runs arch's fixture in a real pocket-worker subprocess.
-func startProxy(t testing.TB, arch string, timeout time.Duration) *Proxy {
+// startProxy runs arch's fixture in real pocket-worker subprocesses:
+// one worker (world 1) or the CPU ranks of a tensor-parallel group.
+func startProxy(t testing.TB, arch string, world int, timeout time.Duration) *Proxy {
 	t.Helper()
-	p, err := Start(Options{
-		Command: DefaultCommand(workerBinary(t), "cpu", 0),
-		Hello:   Hello{Backend: "cpu", Threads: 1, Name: arch, Path: fixture(arch)},
-		Timeout: timeout, MaxBackoff: 200 * time.Millisecond,
-	})
+	return startWith(t, arch, Options{World: world, Timeout: timeout})
+}
+
+// startWith is startProxy with more options.
+func startWith(t testing.TB, arch string, o Options) *Proxy {
+	t.Helper()
+	o.Command = DefaultCommand(workerBinary(t), "cpu")
+	o.Hello = Hello{Backend: "cpu", Threads: 1, Name: arch, Path: fixture(arch)}
+	o.MaxBackoff = 200 * time.Millisecond
+	p, err := Start(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
+	if got := len(p.PIDs()); got != max(o.World, 1) {
+		t.Fatalf("%d rank processes, want %d", got, o.World)
+	}
+	if n := p.ModelConfig().NumKVHeads; o.World > 1 && p.rankKV.KVHeads != max(n/o.World, 1) {
+		t.Fatalf("each rank holds %d KV heads of %d: not sharded over %d ranks", p.rankKV.KVHeads, n, o.World)
+	}
 	return p
 }
 
@@ -234,8 +262,8 @@ func (p *pair) truncate(name string, n int) {
 	}
 }
 
-func newPair(t *testing.T, arch string, kvBlocks int) *pair {
-	px := startProxy(t, arch, time.Minute)
+func newPair(t *testing.T, arch string, world, kvBlocks int) *pair {
+	px := startProxy(t, arch, world, time.Minute)
 	m := inProcess(t, arch)
 	cfg := func(r session.Runner) session.ModelConfig {
 		return session.ModelConfig{Name: arch, Model: r, KVBlocks: kvBlocks, BlockSize: 16}
@@ -245,62 +273,83 @@ func newPair(t *testing.T, arch string, kvBlocks int) *pair {
 }
 
 // TestSessionsOverWorker: append, generate (greedy and sampled), fork,
-// truncate and prefix reuse over a worker give exactly the tokens and the
-// reuse counts of the in-process model.
+// truncate and prefix reuse over a worker, and over a tensor-parallel
+// group of CPU rank processes, give exactly the tokens and the reuse
+// counts of the in-process (TP1) model.
 func TestSessionsOverWorker(t *testing.T) {
-	for _, arch := range []string{"qwen3", "qwen3_moe"} {
-		t.Run(arch, func(t *testing.T) {
-			p := newPair(t, arch, 0)
-			greedyN := func(n int) session.GenerateParams { return session.GenerateParams{MaxTokens: n} }
-			p.open("a")
-			p1, p2 := prompt(37, 1), prompt(9, 2)
-			p.append("a", p1)
-			g1 := p.generate("a", greedyN(6))
-			if want := greedy(t, p.inproc, p1, 6); !slices.Equal(g1, want) {
-				t.Fatalf("worker greedy %v, cold %v", g1, want)
-			}
-			p.append("a", p2)
-			seed := uint64(7)
-			p.generate("a", session.GenerateParams{MaxTokens: 8, Sampling: session.SamplingParams{Temperature: 0.9, TopP: 0.95, Seed: &seed},
-				Logprobs: true, TopLogprobs: 3})
-			for _, at := range []int{1, 16, 23, 40} {
-				name := fmt.Sprint("fork", at)
-				p.fork("a", name, at)
-				p.generate(name, greedyN(4))
-			}
-			p.truncate("a", 17)
-			p.generate("a", greedyN(3))
-			// Prefix reuse: a new session with the same first 37 tokens.
-			p.open("b")
-			r := p.append("b", slices.Concat(p1, prompt(5, 3)))
-			if r.Reused == 0 {
-				t.Errorf("no prefix reuse over the worker: %+v", r)
-			}
-			p.generate("b", greedyN(5))
-			// Prompt logprobs (AllLogits frames).
-			toks := prompt(40, 4)
-			a, err := p.local.PromptLogprobs(bg, 1, arch, toks, 2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := p.remote.PromptLogprobs(bg, 1, arch, toks, 2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range a {
-				if a[i].Logprob != b[i].Logprob || a[i].ID != b[i].ID {
-					t.Fatalf("prompt logprob %d: %+v vs %+v", i, a[i], b[i])
-				}
-			}
-		})
+	for _, world := range worlds() {
+		for _, arch := range []string{"qwen3", "qwen3_moe"} {
+			t.Run(fmt.Sprintf("tp%d/%s", world, arch), func(t *testing.T) { sessionsParity(t, arch, world) })
+		}
 	}
+}
+
+func sessionsParity(t *testing.T, arch string, world int) {
+	p := newPair(t, arch, world, 0)
+	greedyN := func(n int) session.GenerateParams { return session.GenerateParams{MaxTokens: n} }
+	p.open("a")
+	p1, p2 := prompt(37, 1), prompt(9, 2)
+	p.append("a", p1)
+	g1 := p.generate("a", greedyN(6))
+	if want := greedy(t, p.inproc, p1, 6); !slices.Equal(g1, want) {
+		t.Fatalf("worker greedy %v, cold %v", g1, want)
+	}
+	p.append("a", p2)
+	seed := uint64(7)
+	p.generate("a", session.GenerateParams{MaxTokens: 8, Sampling: session.SamplingParams{Temperature: 0.9, TopP: 0.95, Seed: &seed},
+		Logprobs: true, TopLogprobs: 3})
+	for _, at := range []int{1, 16, 23, 40} {
+		name := fmt.Sprint("fork", at)
+		p.fork("a", name, at)
+		p.generate(name, greedyN(4))
+	}
+	p.truncate("a", 17)
+	p.generate("a", greedyN(3))
+	// Prefix reuse: a new session with the same first 37 tokens.
+	p.open("b")
+	r := p.append("b", slices.Concat(p1, prompt(5, 3)))
+	if r.Reused == 0 {
+		t.Errorf("no prefix reuse over the worker: %+v", r)
+	}
+	p.generate("b", greedyN(5))
+	// Prompt logprobs (AllLogits frames).
+	toks := prompt(40, 4)
+	a, err := p.local.PromptLogprobs(bg, 1, arch, toks, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.remote.PromptLogprobs(bg, 1, arch, toks, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range a {
+		if a[i].ID != b[i].ID || !closeLogprob(a[i].Logprob, b[i].Logprob, world) {
+			t.Fatalf("prompt logprob %d: %+v vs %+v", i, a[i], b[i])
+		}
+	}
+}
+
+// closeLogprob: a whole-model worker computes exactly what the process
+// does; a group sums partial products in another order (float32
+// rounding, ~1e-7 relative).
+func closeLogprob(a, b float32, world int) bool {
+	if world == 1 {
+		return a == b
+	}
+	return math.Abs(float64(a-b)) <= 1e-4*max(1, math.Abs(float64(a)))
 }
 
 // TestEvictionOverWorker: a small pool with a host tier makes the cache
 // move blocks through ReadKVBlock/WriteKVBlock/CopyKVBlock; tokens stay
 // exact.
 func TestEvictionOverWorker(t *testing.T) {
-	px := startProxy(t, "qwen3", time.Minute)
+	for _, world := range worlds() {
+		t.Run(fmt.Sprintf("tp%d", world), func(t *testing.T) { eviction(t, world) })
+	}
+}
+
+func eviction(t *testing.T, world int) {
+	px := startProxy(t, "qwen3", world, time.Minute)
 	m := inProcess(t, "qwen3")
 	cfg := func(r session.Runner) session.ModelConfig {
 		return session.ModelConfig{Name: "qwen3", Model: r, KVBlocks: 8, BlockSize: 16, HostTierBytes: 64 << 20}
@@ -324,7 +373,13 @@ func TestEvictionOverWorker(t *testing.T) {
 // middle of one: the proxy restarts it, the next forward reports the lost
 // KV, and every session continues with exactly the tokens of a cold run.
 func TestKillWorker(t *testing.T) {
-	px := startProxy(t, "qwen3", 2*time.Second)
+	for _, world := range worlds() {
+		t.Run(fmt.Sprintf("tp%d", world), func(t *testing.T) { killWorker(t, world) })
+	}
+}
+
+func killWorker(t *testing.T, world int) {
+	px := startProxy(t, "qwen3", world, 2*time.Second)
 	m := inProcess(t, "qwen3")
 	mgr := newManager(t, session.ModelConfig{Name: "qwen3", Model: px, BlockSize: 16})
 	open := func(toks []int32) string {
@@ -379,6 +434,109 @@ func TestKillWorker(t *testing.T) {
 		t.Errorf("restarts %d, want 2", px.Restarts())
 	}
 	gen(b, 2)
+	if err := px.Ping(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestKillRank: in a tensor-parallel group of 2 CPU rank processes, kill
+// -9 of one rank between requests and in the middle of a generation, and
+// a rank stopped (SIGSTOP) so that its peer waits in a collective: each
+// time the whole group is rebuilt (the stopped rank is caught by the
+// collective's deadline, well before the request's), and every session
+// continues with exactly the tokens of a cold single-device run.
+func TestKillRank(t *testing.T) {
+	px := startWith(t, "qwen3", Options{World: 2, Timeout: time.Minute, CollectiveTimeout: time.Second})
+	m := inProcess(t, "qwen3")
+	mgr := newManager(t, session.ModelConfig{Name: "qwen3", Model: px, BlockSize: 16})
+	open := func(toks []int32) string {
+		info, err := mgr.Open(1, "qwen3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mgr.Append(bg, 1, info.ID, session.AppendInput{Tokens: toks}); err != nil {
+			t.Fatal(err)
+		}
+		return info.ID
+	}
+	gen := func(id string, n int) {
+		t.Helper()
+		before, _ := mgr.Tokens(1, id)
+		r, err := mgr.Generate(bg, 1, id, session.GenerateParams{MaxTokens: n}, nil)
+		if err != nil {
+			t.Fatalf("generate after a rank loss: %v", err)
+		}
+		if want := greedy(t, m, before, n); !slices.Equal(r.IDs, want) {
+			t.Fatalf("after a rank loss: %v, cold run %v", r.IDs, want)
+		}
+	}
+	rebuilt := func(old []int, restarts int) {
+		t.Helper()
+		waitFor(t, func() bool { return px.Restarts() >= restarts && px.Health() == nil }, "the group to be rebuilt")
+		if px.Restarts() != restarts {
+			t.Fatalf("restarts %d, want %d", px.Restarts(), restarts)
+		}
+		now := px.PIDs()
+		if len(now) != 2 {
+			t.Fatalf("rank pids %v", now)
+		}
+		for _, p := range now {
+			if slices.Contains(old, p) {
+				t.Fatalf("rank pids %v after the rebuild, %v before: the group was not rebuilt whole", now, old)
+			}
+		}
+	}
+	a, b := open(prompt(40, 1)), open(prompt(40, 1))
+	gen(a, 5)
+	gen(b, 2)
+
+	// kill -9 of rank 1 between requests: the group is unhealthy until
+	// rebuilt.
+	pids := px.PIDs()
+	if err := syscall.Kill(pids[1], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	rebuilt(pids, 1)
+	gen(a, 6)
+	gen(b, 3)
+
+	// kill -9 of rank 1 while a generation runs: the generation completes
+	// on the new group.
+	pids = px.PIDs()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		time.Sleep(30 * time.Millisecond)
+		syscall.Kill(pids[1], syscall.SIGKILL)
+	}()
+	start := time.Now()
+	gen(a, 150)
+	took, lostDuring := time.Since(start), px.Restarts() == 2
+	<-done
+	rebuilt(pids, 2)
+	t.Logf("kill -9 during a generation of 150 tokens (%v): lost during it: %v", took.Round(time.Millisecond), lostDuring)
+	gen(b, 2)
+
+	// A stopped rank: its peer's collective misses its 1 s deadline (the
+	// request's is a minute), the peer reports the broken group, and the
+	// group is rebuilt; the request is answered by the new one.
+	for i, stop := range []int{1, 0} {
+		pids = px.PIDs()
+		if err := syscall.Kill(pids[stop], syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		gen(a, 3)
+		d := time.Since(start)
+		if d > 20*time.Second {
+			t.Errorf("stopped rank %d: the request took %v; the collective deadline is 1s", stop, d)
+		}
+		t.Logf("rank %d stopped: answered by the rebuilt group after %v", stop, d.Round(time.Millisecond))
+		rebuilt(pids, 3+i)
+	}
+	gen(b, 2)
+	c := open(prompt(33, 2))
+	gen(c, 4)
 	if err := px.Ping(); err != nil {
 		t.Fatal(err)
 	}
