@@ -59,9 +59,13 @@ type ModelConfig struct {
 	// Worker is the pocket-worker binary for the worker backends
 	// (default: $POCKET_WORKER, else next to pocketd, else on $PATH).
 	Worker string `toml:"worker"`
-	// Devices are GPU ordinals for the cuda backend.
+	// Devices are GPU ordinals for the cuda backend, one per rank
+	// (default 0..tensor_parallel-1).
 	Devices []int `toml:"devices"`
-	// TensorParallel is the number of ranks (default: len(Devices) or 1).
+	// TensorParallel is the number of ranks (default: len(Devices) or 1):
+	// rank processes of one tensor-parallel group, each holding 1/N of
+	// the model, for the worker backends (cuda: one GPU per rank;
+	// cpu-worker: CPU rank processes joined over Unix sockets).
 	TensorParallel int `toml:"tensor_parallel"`
 	// Threads bounds the CPU backend's goroutines (0: all cores).
 	Threads int `toml:"threads"`
@@ -184,6 +188,9 @@ func (c *Config) Validate() error {
 		if m.TensorParallel < 0 {
 			return fmt.Errorf("%s.tensor_parallel: must not be negative", key)
 		}
+		if err := m.validateTP(key); err != nil {
+			return err
+		}
 		if m.Threads < 0 {
 			return fmt.Errorf("%s.threads: must not be negative", key)
 		}
@@ -209,6 +216,44 @@ func (m ModelConfig) ModelName() string {
 		return m.Name
 	}
 	return strings.TrimSuffix(filepath.Base(filepath.Clean(m.Path)), ".gguf")
+}
+
+// Ranks is the model's tensor-parallel ranks: tensor_parallel, else one
+// per listed device, else 1.
+func (m ModelConfig) Ranks() int {
+	switch {
+	case m.TensorParallel > 0:
+		return m.TensorParallel
+	case len(m.Devices) > 0:
+		return len(m.Devices)
+	}
+	return 1
+}
+
+// validateTP checks the combination of backend, devices and
+// tensor_parallel (what the model's shapes allow is checked when it
+// loads).
+func (m ModelConfig) validateTP(key string) error {
+	n := m.Ranks()
+	switch m.Backend {
+	case "", "cpu":
+		if n > 1 {
+			return fmt.Errorf("%s.tensor_parallel: %d ranks need backend cpu-worker or cuda (the in-process cpu backend runs one)", key, n)
+		}
+		return nil
+	case "cuda":
+		if len(m.Devices) > 0 && len(m.Devices) != n {
+			return fmt.Errorf("%s.tensor_parallel: %d ranks, but devices lists %d GPUs (one per rank)", key, n, len(m.Devices))
+		}
+		seen := map[int]bool{}
+		for _, d := range m.Devices {
+			if seen[d] {
+				return fmt.Errorf("%s.devices: GPU %d listed twice (one rank per GPU)", key, d)
+			}
+			seen[d] = true
+		}
+	}
+	return nil
 }
 
 // withDefaults returns a copy with every zero field set to its default.

@@ -67,6 +67,9 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"missing version", "[server]\nlisten = \"127.0.0.1:1\"\n", "version"},
 		{"future version", "version = 2\n", "version"},
 		{"syntax", "version = 1\n[server\n", "line 3"},
+		{"tp in process", "version = 1\n[[model]]\npath = \"/m\"\ntensor_parallel = 2\n", "model[0].tensor_parallel"},
+		{"tp over too few GPUs", "version = 1\n[[model]]\npath = \"/m\"\nbackend = \"cuda\"\ndevices = [0]\ntensor_parallel = 2\n", "model[0].tensor_parallel"},
+		{"tp over the same GPU", "version = 1\n[[model]]\npath = \"/m\"\nbackend = \"cuda\"\ndevices = [1, 1]\n", "model[0].devices"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseConfig([]byte(tc.edit))

@@ -8,6 +8,7 @@ import (
 	"github.com/pocketllm/pocketllm/client/apitype"
 	"github.com/pocketllm/pocketllm/daemon/worker"
 	"github.com/pocketllm/pocketllm/kernels/cpu"
+	"github.com/pocketllm/pocketllm/models"
 	"github.com/pocketllm/pocketllm/models/checkpoint"
 	"github.com/pocketllm/pocketllm/models/demo"
 	"github.com/pocketllm/pocketllm/models/tokenizer"
@@ -65,19 +66,32 @@ func DefaultEngines() map[string]Engine {
 	}
 }
 
-// loadWorker starts a pocket-worker serve-rank process that loads the
-// model and serves it to the scheduler through a worker.Proxy.
+// loadWorker starts the pocket-worker serve-rank process that loads the
+// model (or, with tensor_parallel = N, the N rank processes of a
+// tensor-parallel group, each loading its shard) and serves it to the
+// scheduler through a worker.Proxy.
 func loadWorker(_ context.Context, m ModelConfig) (*Loaded, error) {
 	backend := m.Backend
 	if backend == "cpu-worker" {
 		backend = "cpu"
 	}
-	if m.TensorParallel > 1 || len(m.Devices) > 1 {
-		return nil, fmt.Errorf("backend %s: tensor parallelism over several workers is not wired into pocketd yet; list one device", m.Backend)
+	n := m.Ranks()
+	var devices []int // one per rank; CPU ranks have none
+	if backend == "cuda" {
+		devices = m.Devices
+		if len(devices) == 0 {
+			for r := range n {
+				devices = append(devices, r)
+			}
+		}
+		if len(devices) != n {
+			return nil, fmt.Errorf("tensor_parallel = %d, but devices lists %d GPUs (one per rank)", n, len(devices))
+		}
 	}
-	device := 0
-	if len(m.Devices) == 1 {
-		device = m.Devices[0]
+	if n > 1 {
+		if err := checkTP(m, n); err != nil {
+			return nil, err
+		}
 	}
 	bin, err := worker.FindBinary(m.Worker)
 	if err != nil {
@@ -96,8 +110,10 @@ func loadWorker(_ context.Context, m ModelConfig) (*Loaded, error) {
 		return nil, err
 	}
 	p, err := worker.Start(worker.Options{
-		Command: worker.DefaultCommand(bin, backend, device),
-		Hello:   worker.Hello{Backend: backend, Device: device, Threads: m.Threads, Name: m.ModelName(), Path: m.Path, Demo: m.demo},
+		Command: worker.DefaultCommand(bin, backend, devices...),
+		Hello:   worker.Hello{Backend: backend, Threads: m.Threads, Name: m.ModelName(), Path: m.Path, Demo: m.demo},
+		World:   n,
+		Devices: devices,
 		Logger:  m.logger,
 	})
 	if err != nil {
@@ -116,6 +132,27 @@ func loadWorker(_ context.Context, m ModelConfig) (*Loaded, error) {
 		VocabSize: cfg.VocabSize, ContextLength: cfg.MaxPositions,
 		Tokenizer: tok != nil, ChatTemplate: tok != nil && tok.HasChatTemplate()}
 	return &Loaded{Model: p, Tokenizer: tok, EOS: eos, Info: info, Close: p.Close, Worker: p}, nil
+}
+
+// checkTP refuses, before any rank starts, a model that cannot be divided
+// over n ranks: an architecture without a sharding plan (hybrid, MLA) or
+// heads that do not divide.
+func checkTP(m ModelConfig, n int) error {
+	var ck *checkpoint.Checkpoint
+	var err error
+	if m.demo {
+		ck, err = demo.Open()
+	} else {
+		ck, err = checkpoint.Open(m.Path)
+	}
+	if err != nil {
+		return err
+	}
+	defer ck.Close()
+	if err := models.CheckTP(ck.Config, n); err != nil {
+		return fmt.Errorf("tensor_parallel = %d: %s (%s) cannot be split over %d ranks: %w", n, m.ModelName(), ck.Config.Arch(), n, err)
+	}
+	return nil
 }
 
 // loadCPU opens a checkpoint (or the built-in demo) and binds it to the

@@ -82,6 +82,22 @@ func NewRank(name string, cfg *Config, src Source, be kernels.Backend, plan *Pla
 	return &Model{Name: name, Config: cfg, Backend: be, net: net, MaxChunk: 512}, nil
 }
 
+// CheckTP reports, before anything is loaded, whether a model of cfg can
+// be divided over world ranks (the architecture has a plan, the heads
+// divide); NewRank checks the same and, while loading, each tensor's
+// split. It returns nil for world ≤ 1.
+func CheckTP(cfg *Config, world int) error {
+	if world <= 1 {
+		return nil
+	}
+	return (&Plan{World: world, Comm: noComm{}}).check(cfg)
+}
+
+// noComm stands in for a collective when only the shapes are checked.
+type noComm struct{}
+
+func (noComm) AllReduceSum(kernels.Buf, int) error { return nil }
+
 // check rejects groups the model's shapes cannot be divided over.
 func (p *Plan) check(c *Config) error {
 	n := p.World
