@@ -75,5 +75,8 @@ func (c *conf) quantMatMul(dt kernels.DType, rows, out, in int) {
 	if rows > 32 { // the bf16 prefill GEMM
 		tol = tolBF16
 	}
+	if rows == 1 && cuda.QuantInt8Act(dt) { // int8-rounded activations (dp4a GEMV)
+		tol = tolBF16
+	}
 	c.check("QMatMul", fmt.Sprintf("%s rows=%d out=%d in=%d", dt, rows, out, in), yg, yh, rows*out, tol)
 }

@@ -7,6 +7,7 @@ package cuda
 import (
 	_ "embed"
 	"fmt"
+	"os"
 	"strings"
 	"unsafe"
 
@@ -18,6 +19,10 @@ import (
 // GGUF block formats on the GPU (kernels in quant.cu): the blocks are
 // uploaded as stored and decoded in registers by
 //   - MatMul with ≤ 32 rows: a GEMV per format (qgemv_*, passes of ≤ 8 rows), fp32 sums;
+//     except one row (decode) of Q4_K, Q6_K and Q8_0: the activations are
+//     rounded to int8 per 32 elements (qx_quant) and the GEMV (qgemv8_*)
+//     sums by dp4a, llama.cpp's mmvq scheme (NMSE ~1e-5; POCKET_QGEMV=exact
+//     keeps the fp32 GEMV for these too);
 //   - MatMul with more rows (prefill): the weight is dequantized to bf16 into
 //     a scratch buffer, at most quantScratch bytes of it at a time (row
 //     chunks of the matrix; never a resident full-precision copy), and
@@ -64,8 +69,16 @@ const quantGEMVRows = 32
 // (conformance lowers it to exercise the chunked path).
 var QuantScratchBytes = 256 << 20
 
+// int8Act lists the formats with an int8-activation batch-1 GEMV (qgemv8_*).
+var int8Act = map[kernels.DType]bool{kernels.Q4_K: true, kernels.Q6_K: true, kernels.Q8_0: true}
+
+// QuantInt8Act reports whether a one-row MatMul of d rounds the activations
+// to int8 (so conformance knows its tolerance).
+func QuantInt8Act(d kernels.DType) bool { return int8Act[d] && os.Getenv("POCKET_QGEMV") != "exact" }
+
 type quantFns struct {
 	gemv  [4]cFunc // NR = 1, 2, 4, 8
+	gemv8 cFunc    // one row, int8 activations (nil: none)
 	embed cFunc
 	deq   cFunc
 }
@@ -73,6 +86,10 @@ type quantFns struct {
 type quantMod struct {
 	fns     map[kernels.DType]*quantFns
 	copy    cFunc
+	qx      cFunc        // qx_quant
+	xq      cu.DevicePtr // int8 activations: xs (float2 per 32) then xq
+	xqN     int64
+	int8    bool
 	scratch cu.DevicePtr // bf16 dequantized rows
 	scrN    int64
 	tmp     cu.DevicePtr // fp32 output of a chunked GEMM
@@ -99,10 +116,19 @@ func (b *Backend) quantModule() (*quantMod, error) {
 	if q.copy, err = get("copy_cols"); err != nil {
 		return nil, err
 	}
+	if q.qx, err = get("qx_quant"); err != nil {
+		return nil, err
+	}
+	q.int8 = os.Getenv("POCKET_QGEMV") != "exact"
 	for dt, n := range quantNames {
 		fs := &quantFns{}
 		for i, nr := range []int{1, 2, 4, 8} {
 			if fs.gemv[i], err = get(fmt.Sprintf("qgemv_%s_%d", n, nr)); err != nil {
+				return nil, err
+			}
+		}
+		if int8Act[dt] {
+			if fs.gemv8, err = get("qgemv8_" + n); err != nil {
 				return nil, err
 			}
 		}
@@ -174,6 +200,21 @@ func (b *Backend) quantMatMul(dst, x kernels.Buf, t *tensor, rows int) {
 	fs := b.q.fns[t.w.DType]
 	out, in := t.w.Rows(), t.w.Cols()
 	y, xp := dptr(dst), dptr(x)
+	if rows == 1 && b.q.int8 && fs.gemv8 != nil && in%256 == 0 {
+		// xs: in/32 float2 {d, Σq}; xq: in int8, 256-byte aligned.
+		xsB := int64(in/32*8+255) &^ 255
+		if need := xsB + int64(in); need > b.q.xqN {
+			// The old buffer is not freed: queued work or a captured
+			// graph may still use it.
+			n := max(need, 1<<20)
+			b.q.xq, b.q.xqN = b.alloc(n), n
+		}
+		xs, xq := b.q.xq, b.q.xq+cu.DevicePtr(xsB)
+		b.qrun(b.q.qx, cdiv(in/4, 256), 256, ptr(xq), ptr(xs), ptr(xp), i32(in))
+		b.qrun(fs.gemv8, cdiv(out, 4), 128, ptr(y), ptr(xq), ptr(xs), ptr(t.data), i32(out), i32(in),
+			uint64(t.rowBytes()))
+		return
+	}
 	if rows <= quantGEMVRows {
 		// Warps per group: about four sub-blocks per thread (prefetched
 		// together), 16/wpg output rows per block.
