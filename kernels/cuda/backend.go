@@ -6,7 +6,6 @@ import (
 	_ "embed"
 	"fmt"
 	"math"
-	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -129,7 +128,7 @@ func New(ordinal int) (*Backend, error) {
 	}
 	b.openLt()
 	b.attn128 = fAttnPrefill128x3
-	if os.Getenv("POCKET_ATTN_OCC") == "2" {
+	if switches.attnOcc2 {
 		b.attn128 = fAttnPrefill128
 	}
 	return b, nil

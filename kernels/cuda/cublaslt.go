@@ -104,7 +104,6 @@ import "C"
 
 import (
 	"fmt"
-	"os"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -129,7 +128,7 @@ type lt struct {
 // openLt loads cuBLASLt (POCKET_CUBLASLT=0 turns it off). Called with the
 // context current.
 func (b *Backend) openLt() {
-	if os.Getenv("POCKET_CUBLASLT") == "0" {
+	if switches.noCublasLt {
 		b.lt.err = fmt.Errorf("disabled by POCKET_CUBLASLT=0")
 		return
 	}

@@ -7,7 +7,6 @@ package cuda
 import (
 	_ "embed"
 	"fmt"
-	"os"
 	"strings"
 	"unsafe"
 
@@ -74,7 +73,7 @@ var int8Act = map[kernels.DType]bool{kernels.Q4_K: true, kernels.Q6_K: true, ker
 
 // QuantInt8Act reports whether a one-row MatMul of d rounds the activations
 // to int8 (so conformance knows its tolerance).
-func QuantInt8Act(d kernels.DType) bool { return int8Act[d] && os.Getenv("POCKET_QGEMV") != "exact" }
+func QuantInt8Act(d kernels.DType) bool { return int8Act[d] && !switches.exactQGEMV }
 
 type quantFns struct {
 	gemv  [4]cFunc // NR = 1, 2, 4, 8
@@ -119,7 +118,7 @@ func (b *Backend) quantModule() (*quantMod, error) {
 	if q.qx, err = get("qx_quant"); err != nil {
 		return nil, err
 	}
-	q.int8 = os.Getenv("POCKET_QGEMV") != "exact"
+	q.int8 = !switches.exactQGEMV
 	for dt, n := range quantNames {
 		fs := &quantFns{}
 		for i, nr := range []int{1, 2, 4, 8} {

@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 
 	"gorgonia.org/cu"
@@ -56,7 +55,7 @@ func NewRank(ordinal int) (*Backend, error) {
 	}
 	b.openLt()
 	b.attn128 = fAttnPrefill128x3
-	if os.Getenv("POCKET_ATTN_OCC") == "2" {
+	if switches.attnOcc2 {
 		b.attn128 = fAttnPrefill128
 	}
 	return b, nil

@@ -1,0 +1,23 @@
+//go:build cuda
+
+package cuda
+
+import "os"
+
+// switches are the backend's A/B measurement knobs. They are read from the
+// environment once, here and nowhere else, because they exist for
+// benchmarking on a GPU host (pocket-worker conformance/bench runs with
+// and without them), not as configuration a user sets.
+//
+//	POCKET_CUBLASLT=0    prefill GEMMs use the built-in tf32 kernel, not cuBLASLt
+//	POCKET_ATTN_OCC=2    the 2-blocks-per-SM prefill attention variant
+//	POCKET_QGEMV=exact   GGUF one-row GEMVs keep float32 activations (no int8 dp4a path)
+var switches = struct {
+	noCublasLt bool
+	attnOcc2   bool
+	exactQGEMV bool
+}{
+	noCublasLt: os.Getenv("POCKET_CUBLASLT") == "0",
+	attnOcc2:   os.Getenv("POCKET_ATTN_OCC") == "2",
+	exactQGEMV: os.Getenv("POCKET_QGEMV") == "exact",
+}
