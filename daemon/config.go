@@ -67,7 +67,8 @@ type ModelConfig struct {
 	// the model, for the worker backends (cuda: one GPU per rank;
 	// cpu-worker: CPU rank processes joined over Unix sockets).
 	TensorParallel int `toml:"tensor_parallel"`
-	// Threads bounds the CPU backend's goroutines (0: all cores).
+	// Threads bounds the CPU backend's goroutines (0: all cores; for
+	// cpu-worker ranks of a group, each rank's share of them).
 	Threads int `toml:"threads"`
 
 	// demo marks the built-in demo model (set by --demo, not by the file).

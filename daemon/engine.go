@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 
 	"github.com/pocketllm/pocketllm/client/apitype"
 	"github.com/pocketllm/pocketllm/daemon/worker"
@@ -88,9 +89,14 @@ func loadWorker(_ context.Context, m ModelConfig) (*Loaded, error) {
 			return nil, fmt.Errorf("tensor_parallel = %d, but devices lists %d GPUs (one per rank)", n, len(devices))
 		}
 	}
+	threads := m.Threads
 	if n > 1 {
 		if err := checkTP(m, n); err != nil {
 			return nil, err
+		}
+		if backend == "cpu" && threads == 0 {
+			// CPU ranks share the cores rather than each taking them all.
+			threads = max(1, runtime.NumCPU()/n)
 		}
 	}
 	bin, err := worker.FindBinary(m.Worker)
@@ -111,7 +117,7 @@ func loadWorker(_ context.Context, m ModelConfig) (*Loaded, error) {
 	}
 	p, err := worker.Start(worker.Options{
 		Command: worker.DefaultCommand(bin, backend, devices...),
-		Hello:   worker.Hello{Backend: backend, Threads: m.Threads, Name: m.ModelName(), Path: m.Path, Demo: m.demo},
+		Hello:   worker.Hello{Backend: backend, Threads: threads, Name: m.ModelName(), Path: m.Path, Demo: m.demo},
 		World:   n,
 		Devices: devices,
 		Logger:  m.logger,

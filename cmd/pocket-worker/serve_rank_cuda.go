@@ -110,8 +110,10 @@ func (w *ncclRank) watch() {
 	}
 }
 
-// Close stops the watchdog and destroys the communicator.
+// Close stops the watchdog and aborts the communicator: the rank is
+// exiting (the daemon closed its connection, or the group broke), and
+// ncclCommDestroy could wait on peers that are already gone.
 func (w *ncclRank) Close() error {
 	close(w.stop)
-	return w.Comm.Close()
+	return w.Abort()
 }
