@@ -325,6 +325,37 @@ type progress struct {
 	reused, computed int
 	logits           []float32 // at the last token, once done
 	done             bool
+	// argmax: the last step took the runner's greedy path (logits nil);
+	// id is the argmax of the last token's logits.
+	argmax bool
+	id     int32
+}
+
+// next picks the token after a finished prefill: the runner's argmax
+// when the step took the greedy path, else sampled from the logits.
+func (pr progress) next(s *sampler) int32 {
+	if pr.argmax {
+		return pr.id
+	}
+	return s.sample(pr.logits)
+}
+
+// greedyRunner is the runner's argmax-only path when a generation with
+// p may take it: the runner has one, the model is attention-only, and
+// every step picks the plain argmax (greedy, as the sampler decides it,
+// with no penalties) and wants no logprobs. Stop strings read only the
+// ids. Nil: steps return the logits.
+func (e *engine) greedyRunner(p GenerateParams) GreedyRunner {
+	g, ok := e.model.(GreedyRunner)
+	s := p.Sampling
+	switch {
+	case !ok, e.recurrent, p.Logprobs, p.TopLogprobs > 0,
+		!(s.Temperature <= 0 || s.TopK == 1),
+		s.RepetitionPenalty != 0 && s.RepetitionPenalty != 1,
+		s.PresencePenalty != 0, s.FrequencyPenalty != 0:
+		return nil
+	}
+	return g
 }
 
 // ensure advances sq's KV toward covering all of toks, and returns the
@@ -334,15 +365,19 @@ type progress struct {
 // prefilling at most budget tokens (kvMu held). A recurrent sequence's
 // prefill is split so that pieces end on the snapshot positions, where
 // the state is stored.
-func (e *engine) ensure(sq *seqState, toks []int32, budget int) (progress, error) {
-	pr, err := e.ensureOnce(sq, toks, budget)
+//
+// With g (see greedyRunner), a last step that computes the last token
+// asks g for its argmax only (pr.argmax); logits known already are
+// returned as they are.
+func (e *engine) ensure(sq *seqState, toks []int32, budget int, g GreedyRunner) (progress, error) {
+	pr, err := e.ensureOnce(sq, toks, budget, g)
 	if errors.Is(err, ErrKVLost) { // all KV was dropped: recompute from the tokens
-		pr, err = e.ensureOnce(sq, toks, budget)
+		pr, err = e.ensureOnce(sq, toks, budget, g)
 	}
 	return pr, err
 }
 
-func (e *engine) ensureOnce(sq *seqState, toks []int32, budget int) (progress, error) {
+func (e *engine) ensureOnce(sq *seqState, toks []int32, budget int, g GreedyRunner) (progress, error) {
 	var pr progress
 	n := len(toks)
 	e.tick++
@@ -385,6 +420,16 @@ func (e *engine) ensureOnce(sq *seqState, toks []int32, budget int) (progress, e
 		}
 		if end == n || e.snapEvery.At(end) {
 			want = models.LastLogits // a snapshot keeps them
+		}
+		if end == n && g != nil && !e.recurrent {
+			id, err := e.forwardArgmax(sq, toks, end, g)
+			if err != nil {
+				return pr, err
+			}
+			pr.computed += end - start
+			sq.logits = nil
+			pr.argmax, pr.id, pr.done = true, id, true
+			break
 		}
 		logits, err := e.forward(sq, toks, end, want)
 		if err != nil {
@@ -494,18 +539,46 @@ func (e *engine) prevKey(sq *seqState, bi int) cache.Key {
 // need, runs the model and registers the blocks it completed in the prefix
 // index.
 func (e *engine) forward(sq *seqState, toks []int32, end int, want models.Logits) ([]float32, error) {
+	var logits []float32
+	err := e.advance(sq, toks, end, func(seq models.Seq, t []int32) (err error) {
+		logits, err = e.model.Forward(seq, t, want)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if e.snapEvery.At(end) {
+		e.snapshot(sq, logits, want)
+	}
+	return logits, nil
+}
+
+// forwardArgmax is forward with the runner's greedy path: the argmax of
+// the last token's logits instead of the logits (attention-only models:
+// no snapshot wants the logits).
+func (e *engine) forwardArgmax(sq *seqState, toks []int32, end int, g GreedyRunner) (int32, error) {
+	var id int32
+	err := e.advance(sq, toks, end, func(seq models.Seq, t []int32) (err error) {
+		id, err = g.ForwardArgmax(seq, t)
+		return err
+	})
+	return id, err
+}
+
+// advance is forward's work around the model call run.
+func (e *engine) advance(sq *seqState, toks []int32, end int, run func(models.Seq, []int32) error) error {
 	start := sq.kvLen
 	if start >= end {
-		return nil, fmt.Errorf("forward: nothing to compute")
+		return fmt.Errorf("forward: nothing to compute")
 	}
 	if end > e.ctxLen {
-		return nil, fmt.Errorf("%w: %d tokens, model allows %d", ErrContextLength, end, e.ctxLen)
+		return fmt.Errorf("%w: %d tokens, model allows %d", ErrContextLength, end, e.ctxLen)
 	}
 	if start%e.bs != 0 {
 		last := len(sq.table) - 1
 		b, err := e.pool.Writable(sq.table[last], func() (int32, error) { return e.alloc(sq) })
 		if err != nil {
-			return nil, err
+			return err
 		}
 		sq.table[last] = b
 	}
@@ -513,7 +586,7 @@ func (e *engine) forward(sq *seqState, toks []int32, end int, want models.Logits
 		b, err := e.alloc(sq)
 		if err != nil {
 			e.truncateKV(sq, start) // release the blocks taken so far
-			return nil, err
+			return err
 		}
 		sq.table = append(sq.table, b)
 	}
@@ -521,8 +594,7 @@ func (e *engine) forward(sq *seqState, toks []int32, end int, want models.Logits
 		sq.state = e.model.NewState()
 	}
 	seq := models.Seq{Pool: e.pool.KV(), Table: sq.table, Start: start, State: sq.state}
-	logits, err := e.model.Forward(seq, toks[start:end], want)
-	if err != nil {
+	if err := run(seq, toks[start:end]); err != nil {
 		if errors.Is(err, ErrKVLost) {
 			e.invalidateAll()
 		} else if e.recurrent {
@@ -530,7 +602,7 @@ func (e *engine) forward(sq *seqState, toks []int32, end int, want models.Logits
 		} else {
 			e.truncateKV(sq, start) // release blocks allocated for nothing
 		}
-		return nil, fmt.Errorf("model %s: %w", e.name, err)
+		return fmt.Errorf("model %s: %w", e.name, err)
 	}
 	sq.kvLen = end
 	for bi := len(sq.keys); bi < end/e.bs; bi++ {
@@ -538,10 +610,7 @@ func (e *engine) forward(sq *seqState, toks []int32, end int, want models.Logits
 		sq.keys = append(sq.keys, k)
 		e.pool.Register(sq.table[bi], k)
 	}
-	if e.snapEvery.At(end) {
-		e.snapshot(sq, logits, want)
-	}
-	return logits, nil
+	return nil
 }
 
 // snapshot stores sq's recurrent state at kvLen, a snapshot position,

@@ -129,13 +129,14 @@ func (e *engine) checkTokens(toks []int32) error {
 }
 
 // prefill brings sq's KV up to all of toks, one budgeted scheduler step
-// at a time, and returns the logits at the last token.
-func (e *engine) prefill(ctx context.Context, sq *seqState, toks []int32) (progress, error) {
+// at a time, and returns the logits at the last token (or, with g, maybe
+// only their argmax: see ensure).
+func (e *engine) prefill(ctx context.Context, sq *seqState, toks []int32, g GreedyRunner) (progress, error) {
 	var total progress
 	for {
 		var pr progress
 		err := e.submit(ctx, func() (err error) {
-			pr, err = e.ensure(sq, toks, stepBudget)
+			pr, err = e.ensure(sq, toks, stepBudget, g)
 			return err
 		})
 		total.reused += pr.reused
@@ -145,6 +146,7 @@ func (e *engine) prefill(ctx context.Context, sq *seqState, toks []int32) (progr
 		}
 		if pr.done {
 			total.logits, total.done = pr.logits, true
+			total.argmax, total.id = pr.argmax, pr.id
 			return total, nil
 		}
 	}
@@ -191,7 +193,7 @@ func (m *Manager) Append(ctx context.Context, owner Owner, id string, in AppendI
 	sq.active++
 	e.kvMu.Unlock()
 	defer e.use(sq, -1)
-	pr, err := e.prefill(ctx, sq, toks)
+	pr, err := e.prefill(ctx, sq, toks, nil)
 	m.prefilled.Add(int64(pr.computed))
 	if err == nil {
 		err = m.commit(s, toks)
@@ -304,6 +306,7 @@ func (m *Manager) generate(ctx context.Context, e *engine, sq *seqState, toks []
 	st := newStopper(e.tok, p.Stop)
 	res.FinishReason = "length"
 	first := true
+	greedy := e.greedyRunner(p)
 	var err error
 	for len(res.IDs) < maxNew {
 		if closing != nil && closing.Load() {
@@ -311,7 +314,7 @@ func (m *Manager) generate(ctx context.Context, e *engine, sq *seqState, toks []
 			break
 		}
 		var pr progress
-		pr, err = e.prefill(ctx, sq, toks)
+		pr, err = e.prefill(ctx, sq, toks, greedy)
 		m.prefilled.Add(int64(pr.computed))
 		if first {
 			// Positions of the prompt computed now: everything else was reused.
@@ -323,7 +326,7 @@ func (m *Manager) generate(ctx context.Context, e *engine, sq *seqState, toks []
 		if err != nil {
 			break
 		}
-		id := smp.sample(pr.logits)
+		id := pr.next(smp)
 		smp.observe(id)
 		toks = append(toks, id)
 		res.IDs = append(res.IDs, id)

@@ -32,3 +32,28 @@ var _ Runner = (*models.Model)(nil)
 // block's contents are gone, not only this call's. The scheduler then drops
 // all KV state and rebuilds it from the sessions' token histories.
 var ErrKVLost = errors.New("kv memory lost")
+
+// GreedyRunner is a Runner that can return, instead of the logits, only
+// the argmax of the last token's logits (Argmax's rule). A generation
+// whose steps need nothing else (greedy decoding without penalties or
+// logprobs) asks for that, e.g. so that a worker process does not ship a
+// vocabulary of floats per token.
+type GreedyRunner interface {
+	Runner
+	// ForwardArgmax is Forward(seq, tokens, models.LastLogits) followed
+	// by Argmax of the logits.
+	ForwardArgmax(seq models.Seq, tokens []int32) (int32, error)
+}
+
+// Argmax is the index of the largest logit, the lowest index on ties,
+// as greedy sampling picks it (a NaN never replaces the best so far).
+// Runners implementing GreedyRunner use it to pick the same token.
+func Argmax(logits []float32) int32 {
+	best := 0
+	for i, v := range logits {
+		if v > logits[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
