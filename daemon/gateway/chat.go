@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bufio"
 	"time"
 
 	"github.com/pocketllm/pocketllm/daemon"
@@ -10,16 +9,6 @@ import (
 )
 
 // POST /v1/chat/completions.
-
-type chatCompletion struct {
-	ID                string       `json:"id"`
-	Object            string       `json:"object"`
-	Created           int64        `json:"created"`
-	Model             string       `json:"model"`
-	SystemFingerprint string       `json:"system_fingerprint"`
-	Choices           []chatChoice `json:"choices"`
-	Usage             *usage       `json:"usage"`
-}
 
 type chatChoice struct {
 	Index        int           `json:"index"`
@@ -50,16 +39,6 @@ type topLogprobJS struct {
 	Token   string  `json:"token"`
 	Logprob float64 `json:"logprob"`
 	Bytes   []int   `json:"bytes"`
-}
-
-type chatChunk struct {
-	ID                string        `json:"id"`
-	Object            string        `json:"object"`
-	Created           int64         `json:"created"`
-	Model             string        `json:"model"`
-	SystemFingerprint string        `json:"system_fingerprint"`
-	Choices           []chunkChoice `json:"choices"`
-	Usage             *usage        `json:"usage,omitempty"`
 }
 
 type chunkChoice struct {
@@ -131,74 +110,31 @@ func (g *Gateway) serveChat(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, fromSession(err))
 		return
 	}
-	daemon.WriteJSON(ctx, fasthttp.StatusOK, chatCompletion{
+	daemon.WriteJSON(ctx, fasthttp.StatusOK, completionObject[chatChoice]{
 		ID: id, Object: "chat.completion", Created: created.Unix(), Model: p.m.name, SystemFingerprint: fingerprint,
 		Choices: []chatChoice{{Message: chatOut{Role: "assistant", Content: res.Text}, Logprobs: lps, FinishReason: res.FinishReason}},
 		Usage:   usageOf(res.Usage),
 	})
 }
 
-// streamChat replies with chat.completion.chunk events. An error before
-// the first token gets a plain error reply with its status.
+// streamChat replies with chat.completion.chunk events.
 func (g *Gateway) streamChat(ctx *fasthttp.RequestCtx, j *job, p *prepared, id string, created time.Time, start time.Time) {
-	gen := g.start(p, start)
-	first, ok := gen.next()
-	if !ok && gen.err != nil {
-		gen.cancel()
-		writeError(ctx, fromSession(gen.err))
-		return
+	empty := ""
+	cs := chunkStream[chunkChoice]{
+		route: "chat", id: id, object: "chat.completion.chunk", created: created,
+		opening:  &chunkChoice{Delta: chunkDelta{Role: "assistant", Content: &empty}},
+		textOpen: `"delta":{"content":`, textClose: `},"logprobs":null,"finish_reason":null}]}`,
+		closing: func(reason *string) chunkChoice {
+			return chunkChoice{Delta: chunkDelta{}, FinishReason: reason}
+		},
+		includeUsage: j.includeUsage,
 	}
-	sseHeaders(ctx)
-	prefix := chunkPrefix(id, "chat.completion.chunk", p.m.name, created)
-	chunk := func(c chunkChoice) chatChunk {
-		return chatChunk{ID: id, Object: "chat.completion.chunk", Created: created.Unix(), Model: p.m.name,
-			SystemFingerprint: fingerprint, Choices: []chunkChoice{c}}
+	if j.params.Logprobs {
+		cs.scored = func(ev session.TokenEvent) chunkChoice {
+			text := ev.Text
+			return chunkChoice{Delta: chunkDelta{Content: &text},
+				Logprobs: &chatLogprobs{Content: []tokenLogprob{p.m.chatLogprob(ev)}}}
+		}
 	}
-	log := g.srv.Logger()
-	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
-		defer gen.cancel()
-		s := newSSE(w)
-		empty := ""
-		if s.event(chunk(chunkChoice{Delta: chunkDelta{Role: "assistant", Content: &empty}})) != nil {
-			return
-		}
-		var buf []byte
-		for ev, more := first, ok; more; ev, more = gen.next() {
-			var err error
-			switch {
-			case j.params.Logprobs:
-				text := ev.Text
-				err = s.event(chunk(chunkChoice{Delta: chunkDelta{Content: &text},
-					Logprobs: &chatLogprobs{Content: []tokenLogprob{p.m.chatLogprob(ev)}}}))
-			case ev.Text != "":
-				buf = append(append(buf[:0], prefix...), `"delta":{"content":`...)
-				buf = appendJSONString(buf, ev.Text)
-				buf = append(buf, `},"logprobs":null,"finish_reason":null}]}`...)
-				err = s.raw(buf)
-			}
-			if err != nil {
-				gen.cancel() // the client is gone: stop at the next token
-				<-gen.done
-				log.Debug("client went away during a chat stream", "id", id, "generated", len(gen.res.IDs))
-				return
-			}
-		}
-		if gen.err != nil {
-			s.fail(fromSession(gen.err))
-			return
-		}
-		reason := gen.res.FinishReason
-		if s.event(chunk(chunkChoice{Delta: chunkDelta{}, FinishReason: &reason})) != nil {
-			return
-		}
-		if j.includeUsage {
-			c := chunk(chunkChoice{})
-			c.Choices = []chunkChoice{}
-			c.Usage = usageOf(gen.res.Usage)
-			if s.event(c) != nil {
-				return
-			}
-		}
-		s.done()
-	})
+	streamChunks(g, ctx, p, start, cs)
 }

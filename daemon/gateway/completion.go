@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bufio"
 	"time"
 
 	"github.com/pocketllm/pocketllm/daemon"
@@ -11,16 +10,6 @@ import (
 
 // POST /v1/completions: a text prompt or token ids; echo returns the
 // prompt too, and with logprobs the prompt tokens' log-probabilities.
-
-type textCompletion struct {
-	ID                string       `json:"id"`
-	Object            string       `json:"object"`
-	Created           int64        `json:"created"`
-	Model             string       `json:"model"`
-	SystemFingerprint string       `json:"system_fingerprint"`
-	Choices           []textChoice `json:"choices"`
-	Usage             *usage       `json:"usage,omitempty"`
-}
 
 type textChoice struct {
 	Text         string          `json:"text"`
@@ -131,75 +120,35 @@ func (g *Gateway) serveCompletion(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	reason := res.FinishReason
-	daemon.WriteJSON(ctx, fasthttp.StatusOK, textCompletion{
+	daemon.WriteJSON(ctx, fasthttp.StatusOK, completionObject[textChoice]{
 		ID: id, Object: "text_completion", Created: created.Unix(), Model: p.m.name, SystemFingerprint: fingerprint,
 		Choices: []textChoice{{Text: echo + res.Text, Logprobs: lps, FinishReason: &reason}},
 		Usage:   usageOf(res.Usage),
 	})
 }
 
+// streamCompletion replies with text_completion events, the echoed
+// prompt first.
 func (g *Gateway) streamCompletion(ctx *fasthttp.RequestCtx, j *job, p *prepared, id string, created, start time.Time, echo string, lps *legacyLogprobs) {
-	gen := g.start(p, start)
-	first, ok := gen.next()
-	if !ok && gen.err != nil {
-		gen.cancel()
-		writeError(ctx, fromSession(gen.err))
-		return
+	cs := chunkStream[textChoice]{
+		route: "completion", id: id, object: "text_completion", created: created,
+		textOpen: `"text":`, textClose: `,"logprobs":null,"finish_reason":null}]}`,
+		closing: func(reason *string) textChoice {
+			return textChoice{FinishReason: reason}
+		},
+		includeUsage: j.includeUsage,
 	}
-	sseHeaders(ctx)
-	chunk := func(c textChoice) textCompletion {
-		return textCompletion{ID: id, Object: "text_completion", Created: created.Unix(), Model: p.m.name,
-			SystemFingerprint: fingerprint, Choices: []textChoice{c}}
+	if echo != "" || lps != nil && len(lps.Tokens) > 0 {
+		cs.opening = &textChoice{Text: echo, Logprobs: lps}
 	}
-	prefix := chunkPrefix(id, "text_completion", p.m.name, created)
-	log := g.srv.Logger()
-	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
-		defer gen.cancel()
-		s := newSSE(w)
+	if lps != nil {
 		offset := len(echo)
-		if echo != "" || lps != nil && len(lps.Tokens) > 0 {
-			if s.event(chunk(textChoice{Text: echo, Logprobs: lps})) != nil {
-				return
-			}
-		}
-		var buf []byte
-		for ev, more := first, ok; more; ev, more = gen.next() {
-			var err error
-			switch {
-			case lps != nil:
-				one := newLegacyLogprobs()
-				one.add(p.m, ev, true, offset)
-				err = s.event(chunk(textChoice{Text: ev.Text, Logprobs: one}))
-			case ev.Text != "":
-				buf = append(append(buf[:0], prefix...), `"text":`...)
-				buf = appendJSONString(buf, ev.Text)
-				buf = append(buf, `,"logprobs":null,"finish_reason":null}]}`...)
-				err = s.raw(buf)
-			}
+		cs.scored = func(ev session.TokenEvent) textChoice {
+			one := newLegacyLogprobs()
+			one.add(p.m, ev, true, offset)
 			offset += len(ev.Text)
-			if err != nil {
-				gen.cancel()
-				<-gen.done
-				log.Debug("client went away during a completion stream", "id", id, "generated", len(gen.res.IDs))
-				return
-			}
+			return textChoice{Text: ev.Text, Logprobs: one}
 		}
-		if gen.err != nil {
-			s.fail(fromSession(gen.err))
-			return
-		}
-		reason := gen.res.FinishReason
-		if s.event(chunk(textChoice{FinishReason: &reason})) != nil {
-			return
-		}
-		if j.includeUsage {
-			c := chunk(textChoice{})
-			c.Choices = []textChoice{}
-			c.Usage = usageOf(gen.res.Usage)
-			if s.event(c) != nil {
-				return
-			}
-		}
-		s.done()
-	})
+	}
+	streamChunks(g, ctx, p, start, cs)
 }

@@ -1,0 +1,101 @@
+package gateway
+
+import (
+	"bufio"
+	"time"
+
+	"github.com/pocketllm/pocketllm/session"
+	"github.com/valyala/fasthttp"
+)
+
+// completionObject is a completion reply of either route, whole or one
+// streamed chunk; C is the route's choice.
+type completionObject[C any] struct {
+	ID                string `json:"id"`
+	Object            string `json:"object"`
+	Created           int64  `json:"created"`
+	Model             string `json:"model"`
+	SystemFingerprint string `json:"system_fingerprint"`
+	Choices           []C    `json:"choices"`
+	Usage             *usage `json:"usage,omitempty"`
+}
+
+// chunkStream is what a streamed completion route sends around the
+// generated tokens; streamChunks sends the rest.
+type chunkStream[C any] struct {
+	route      string // names the route in the log
+	id, object string
+	created    time.Time
+	// opening is sent before the first token (nil: nothing).
+	opening *C
+	// scored is a token's choice with its logprobs (nil: none asked for;
+	// a token's text goes out pre-encoded between textOpen and textClose).
+	scored              func(ev session.TokenEvent) C
+	textOpen, textClose string
+	// closing is the choice carrying the finish reason.
+	closing      func(reason *string) C
+	includeUsage bool
+}
+
+// streamChunks replies with cs's chunks around p's generated tokens. An
+// error before the first token gets a plain error reply with its status.
+func streamChunks[C any](g *Gateway, ctx *fasthttp.RequestCtx, p *prepared, start time.Time, cs chunkStream[C]) {
+	gen := g.start(p, start)
+	first, ok := gen.next()
+	if !ok && gen.err != nil {
+		gen.cancel()
+		writeError(ctx, fromSession(gen.err))
+		return
+	}
+	sseHeaders(ctx)
+	prefix := chunkPrefix(cs.id, cs.object, p.m.name, cs.created)
+	chunk := func(c C) completionObject[C] {
+		return completionObject[C]{ID: cs.id, Object: cs.object, Created: cs.created.Unix(), Model: p.m.name,
+			SystemFingerprint: fingerprint, Choices: []C{c}}
+	}
+	log := g.srv.Logger()
+	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer gen.cancel()
+		s := newSSE(w)
+		if cs.opening != nil && s.event(chunk(*cs.opening)) != nil {
+			return
+		}
+		var buf []byte
+		for ev, more := first, ok; more; ev, more = gen.next() {
+			var err error
+			switch {
+			case cs.scored != nil:
+				err = s.event(chunk(cs.scored(ev)))
+			case ev.Text != "":
+				buf = append(append(buf[:0], prefix...), cs.textOpen...)
+				buf = appendJSONString(buf, ev.Text)
+				buf = append(buf, cs.textClose...)
+				err = s.raw(buf)
+			}
+			if err != nil {
+				gen.cancel() // the client is gone: stop at the next token
+				<-gen.done
+				log.Debug("client went away during a "+cs.route+" stream", "id", cs.id, "generated", len(gen.res.IDs))
+				return
+			}
+		}
+		if gen.err != nil {
+			s.fail(fromSession(gen.err))
+			return
+		}
+		reason := gen.res.FinishReason
+		if s.event(chunk(cs.closing(&reason))) != nil {
+			return
+		}
+		if cs.includeUsage {
+			var zero C
+			c := chunk(zero)
+			c.Choices = []C{}
+			c.Usage = usageOf(gen.res.Usage)
+			if s.event(c) != nil {
+				return
+			}
+		}
+		s.done()
+	})
+}
