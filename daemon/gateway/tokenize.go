@@ -28,10 +28,19 @@ func (m *modelInfo) js() modelJS {
 	return modelJS{ID: m.name, Object: "model", Created: m.created, OwnedBy: "pocketd", ContextLength: m.ctxLen, MaxModelLen: m.ctxLen}
 }
 
+// allowGet reports whether ctx is a GET, answering any other method with
+// 405.
+func allowGet(ctx *fasthttp.RequestCtx) bool {
+	if ctx.IsGet() {
+		return true
+	}
+	ctx.Response.Header.Set("Allow", "GET")
+	writeError(ctx, &apiError{status: fasthttp.StatusMethodNotAllowed, msg: "method " + string(ctx.Method()) + " not allowed; use GET"})
+	return false
+}
+
 func (g *Gateway) serveModels(ctx *fasthttp.RequestCtx) {
-	if !ctx.IsGet() {
-		ctx.Response.Header.Set("Allow", "GET")
-		writeError(ctx, &apiError{status: fasthttp.StatusMethodNotAllowed, msg: "method " + string(ctx.Method()) + " not allowed; use GET"})
+	if !allowGet(ctx) {
 		return
 	}
 	g.loadModels()
@@ -43,9 +52,7 @@ func (g *Gateway) serveModels(ctx *fasthttp.RequestCtx) {
 }
 
 func (g *Gateway) serveModel(ctx *fasthttp.RequestCtx) {
-	if !ctx.IsGet() {
-		ctx.Response.Header.Set("Allow", "GET")
-		writeError(ctx, &apiError{status: fasthttp.StatusMethodNotAllowed, msg: "method " + string(ctx.Method()) + " not allowed; use GET"})
+	if !allowGet(ctx) {
 		return
 	}
 	name := strings.TrimPrefix(string(ctx.Path()), "/v1/models/")
@@ -86,6 +93,18 @@ type detokenizeResponse struct {
 	Prompt string `json:"prompt"`
 }
 
+// tokenizerModel is the model named, which must have a tokenizer.
+func (g *Gateway) tokenizerModel(name string) (*modelInfo, *apiError) {
+	m, aerr := g.model(name)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if m.tok == nil {
+		return nil, badParam("model", "model %s has no tokenizer", m.name)
+	}
+	return m, nil
+}
+
 func (g *Gateway) serveTokenize(ctx *fasthttp.RequestCtx) {
 	var r tokenizeRequest
 	if aerr := decodeJSON(ctx.PostBody(), &r); aerr != nil {
@@ -96,13 +115,9 @@ func (g *Gateway) serveTokenize(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, badParam("prompt", `give exactly one of "prompt" or "messages"`))
 		return
 	}
-	m, aerr := g.model(r.Model)
+	m, aerr := g.tokenizerModel(r.Model)
 	if aerr != nil {
 		writeError(ctx, aerr)
-		return
-	}
-	if m.tok == nil {
-		writeError(ctx, badParam("model", "model %s has no tokenizer", m.name))
 		return
 	}
 	text := ""
@@ -146,13 +161,9 @@ func (g *Gateway) serveDetokenize(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, badParam("tokens", "tokens: missing"))
 		return
 	}
-	m, aerr := g.model(r.Model)
+	m, aerr := g.tokenizerModel(r.Model)
 	if aerr != nil {
 		writeError(ctx, aerr)
-		return
-	}
-	if m.tok == nil {
-		writeError(ctx, badParam("model", "model %s has no tokenizer", m.name))
 		return
 	}
 	for i, id := range r.Tokens {
