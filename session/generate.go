@@ -159,6 +159,44 @@ func (e *engine) use(sq *seqState, d int) {
 	e.kvMu.Unlock()
 }
 
+// lockedWithEngine locks session id (see locked) and finds its model's
+// engine; on an error the session is not left locked.
+func (m *Manager) lockedWithEngine(ctx context.Context, owner Owner, id string) (*session, *engine, error) {
+	s, err := m.locked(ctx, owner, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	e, err := m.engine(s.model)
+	if err != nil {
+		s.release()
+		return nil, nil, err
+	}
+	return s, e, nil
+}
+
+// enter admits a request on s to e and marks s's sequence busy; leave
+// undoes both.
+func (e *engine) enter(s *session) (sq *seqState, leave func(), err error) {
+	if err := e.admit(); err != nil {
+		return nil, nil, err
+	}
+	e.kvMu.Lock()
+	sq = e.seqOf(s)
+	sq.active++
+	e.kvMu.Unlock()
+	return sq, func() {
+		e.use(sq, -1)
+		e.leave()
+	}, nil
+}
+
+// rollback drops sq's KV past its first n positions.
+func (e *engine) rollback(sq *seqState, n int) {
+	e.kvMu.Lock()
+	e.truncateKV(sq, n)
+	e.kvMu.Unlock()
+}
+
 // Append adds tokens to a session and prefills their KV, reusing the live
 // KV of the session and cached prefix blocks.
 func (m *Manager) Append(ctx context.Context, owner Owner, id string, in AppendInput) (AppendResult, error) {
@@ -166,15 +204,11 @@ func (m *Manager) Append(ctx context.Context, owner Owner, id string, in AppendI
 		return AppendResult{}, err
 	}
 	defer m.end()
-	s, err := m.locked(ctx, owner, id)
+	s, e, err := m.lockedWithEngine(ctx, owner, id)
 	if err != nil {
 		return AppendResult{}, err
 	}
 	defer s.release()
-	e, err := m.engine(s.model)
-	if err != nil {
-		return AppendResult{}, err
-	}
 	add, err := e.encode(in)
 	if err != nil {
 		return AppendResult{}, err
@@ -184,24 +218,18 @@ func (m *Manager) Append(ctx context.Context, owner Owner, id string, in AppendI
 	if len(toks) > e.ctxLen {
 		return AppendResult{}, fmt.Errorf("%w: %d tokens, model %s allows %d", ErrContextLength, len(toks), e.name, e.ctxLen)
 	}
-	if err := e.admit(); err != nil {
+	sq, leave, err := e.enter(s)
+	if err != nil {
 		return AppendResult{}, err
 	}
-	defer e.leave()
-	e.kvMu.Lock()
-	sq := e.seqOf(s)
-	sq.active++
-	e.kvMu.Unlock()
-	defer e.use(sq, -1)
+	defer leave()
 	pr, err := e.prefill(ctx, sq, toks, nil)
 	m.prefilled.Add(int64(pr.computed))
 	if err == nil {
 		err = m.commit(s, toks)
 	}
 	if err != nil {
-		e.kvMu.Lock()
-		e.truncateKV(sq, old) // the session is unchanged
-		e.kvMu.Unlock()
+		e.rollback(sq, old) // the session is unchanged
 		return AppendResult{}, err
 	}
 	return AppendResult{Tokens: len(toks), Reused: pr.reused, Prefilled: pr.computed}, nil
@@ -216,30 +244,20 @@ func (m *Manager) Generate(ctx context.Context, owner Owner, id string, p Genera
 		return GenerateResult{}, err
 	}
 	defer m.end()
-	s, err := m.locked(ctx, owner, id)
+	s, e, err := m.lockedWithEngine(ctx, owner, id)
 	if err != nil {
 		return GenerateResult{}, err
 	}
 	defer s.release()
-	e, err := m.engine(s.model)
+	sq, leave, err := e.enter(s)
 	if err != nil {
 		return GenerateResult{}, err
 	}
-	if err := e.admit(); err != nil {
-		return GenerateResult{}, err
-	}
-	defer e.leave()
-	e.kvMu.Lock()
-	sq := e.seqOf(s)
-	sq.active++
-	e.kvMu.Unlock()
-	defer e.use(sq, -1)
+	defer leave()
 	res, toks, err := m.generate(ctx, e, sq, slices.Clone(s.tokens), p, onToken, &s.closing)
 	if len(res.IDs) > 0 {
 		if cerr := m.commit(s, toks); cerr != nil {
-			e.kvMu.Lock()
-			e.truncateKV(sq, len(s.tokens))
-			e.kvMu.Unlock()
+			e.rollback(sq, len(s.tokens))
 			return GenerateResult{}, cerr
 		}
 	}
