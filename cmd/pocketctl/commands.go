@@ -272,30 +272,25 @@ func (s *samplingFlags) add(cmd *cobra.Command, temp float64, maxTokens int) {
 }
 
 func (s *samplingFlags) request(cmd *cobra.Command) apitype.Generate {
-	r := apitype.Generate{MaxTokens: &s.maxTokens, Temperature: &s.temperature, Stop: s.stop}
 	set := cmd.Flags().Changed
-	if set("top-p") {
-		r.TopP = &s.topP
+	return apitype.Generate{
+		MaxTokens: &s.maxTokens, Temperature: &s.temperature, Stop: s.stop,
+		TopP:              ifSet(set("top-p"), &s.topP),
+		TopK:              ifSet(set("top-k"), &s.topK),
+		MinP:              ifSet(set("min-p"), &s.minP),
+		Seed:              ifSet(set("seed"), &s.seed),
+		RepetitionPenalty: ifSet(set("repetition-penalty"), &s.repetitionPenalty),
+		PresencePenalty:   ifSet(set("presence-penalty"), &s.presence),
+		FrequencyPenalty:  ifSet(set("frequency-penalty"), &s.frequency),
 	}
-	if set("top-k") {
-		r.TopK = &s.topK
+}
+
+// ifSet is v when its flag was set, else nil (the daemon's default).
+func ifSet[T any](set bool, v *T) *T {
+	if set {
+		return v
 	}
-	if set("min-p") {
-		r.MinP = &s.minP
-	}
-	if set("seed") {
-		r.Seed = &s.seed
-	}
-	if set("repetition-penalty") {
-		r.RepetitionPenalty = &s.repetitionPenalty
-	}
-	if set("presence-penalty") {
-		r.PresencePenalty = &s.presence
-	}
-	if set("frequency-penalty") {
-		r.FrequencyPenalty = &s.frequency
-	}
-	return r
+	return nil
 }
 
 func newGenerateCmd(a *app) *cobra.Command {
