@@ -13,7 +13,7 @@ import (
 )
 
 // Version is the protocol version both sides must speak.
-const Version = 2
+const Version = 3
 
 // msgType is a frame's message type.
 type msgType uint8
@@ -31,11 +31,13 @@ const (
 	msgLogits
 	msgBlock
 	msgError
+	msgForwardArgmax
+	msgToken
 )
 
 func (t msgType) String() string {
 	names := [...]string{"?", "hello", "ready", "new-kv-pool", "forward", "copy-block", "read-block",
-		"write-block", "ping", "ok", "logits", "block", "error"}
+		"write-block", "ping", "ok", "logits", "block", "error", "forward-argmax", "token"}
 	if int(t) < len(names) {
 		return names[t]
 	}

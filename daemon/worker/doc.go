@@ -22,11 +22,18 @@
 //	      join and collective timeouts}
 //	NewKVPool{spec}                      OK
 //	Forward{start, want, tokens, table}  Logits{float32[]} (empty for NoLogits)
+//	ForwardArgmax{same, want=Last}       Token{int32}: the argmax of the last
+//	                                           token's logits (session.Argmax)
 //	CopyKVBlock{dst, src}                OK
 //	ReadKVBlock{block}                   Block{float32[]}
 //	WriteKVBlock{block, float32[]}       OK
 //	Ping                                 OK
 //	                                     Error{code, message} for any request
+//
+// Greedy generations (no penalties, no logprobs) step with ForwardArgmax
+// (session.GreedyRunner): the rank computes the argmax from its logits
+// on the host, with the session's tie rule (the lowest index), so the
+// daemon gets 4 bytes per token instead of the vocabulary's floats.
 //
 // KV blocks and logits travel inline in frames (not yet through memfd
 // shared memory). A worker holds one KV pool; the Hello of a restarted

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pocketllm/pocketllm/kernels"
@@ -79,6 +80,8 @@ type Proxy struct {
 	kvGen  int
 	nextID uint32
 
+	argmaxSteps atomic.Int64
+
 	mu       sync.Mutex
 	cur      *group
 	changed  chan struct{} // closed and replaced when cur changes
@@ -92,8 +95,8 @@ type Proxy struct {
 }
 
 var (
-	_ session.Runner = (*Proxy)(nil)
-	_ kernels.KVOps  = (*Proxy)(nil)
+	_ session.GreedyRunner = (*Proxy)(nil)
+	_ kernels.KVOps        = (*Proxy)(nil)
 )
 
 // Start launches the worker, waits for its handshake and starts
@@ -506,17 +509,6 @@ func (p *Proxy) lostKV(err error) error {
 
 // Forward implements session.Runner.
 func (p *Proxy) Forward(seq models.Seq, tokens []int32, want models.Logits) ([]float32, error) {
-	if seq.State != nil {
-		return nil, ErrRecurrent
-	}
-	kp, err := p.ownPool(seq.Pool)
-	if err != nil {
-		return nil, err
-	}
-	if len(tokens) == 0 {
-		return nil, errors.New("forward: no tokens")
-	}
-	vocab := p.cfg.VocabSize
 	var rows int
 	switch want {
 	case models.LastLogits:
@@ -527,9 +519,79 @@ func (p *Proxy) Forward(seq models.Seq, tokens []int32, want models.Logits) ([]f
 	default:
 		return nil, fmt.Errorf("forward: logits mode %d", want)
 	}
-	outBytes := int64(rows) * int64(vocab) * 4
+	outBytes := int64(rows) * int64(p.cfg.VocabSize) * 4
 	if outBytes > MaxFrame-64 {
 		return nil, fmt.Errorf("forward: %d rows of logits exceed a frame; ask for fewer", rows)
+	}
+	// Every rank runs the step (on its heads, joined by its collectives);
+	// rank 0 returns the logits, the others an empty list.
+	var logits []float32
+	err := p.step(seq, tokens, want, msgForward, msgLogits, int(outBytes)+64, func(r int, reply []byte) error {
+		d := dec{b: reply}
+		l := d.f32s("logits")
+		err := d.done("logits")
+		want := outBytes
+		if r > 0 {
+			want = 0
+		}
+		if err == nil && int64(len(l))*4 != want {
+			err = fmt.Errorf("%w: rank %d: %d logits, want %d", ErrBadFrame, r, len(l), want/4)
+		}
+		if r == 0 {
+			logits = l
+		}
+		return err
+	})
+	if err != nil || want == models.NoLogits {
+		return nil, err
+	}
+	return logits, nil
+}
+
+// ForwardArgmax implements session.GreedyRunner: the worker runs the
+// step and answers only the argmax of the last token's logits (every
+// rank of a group computes it from its full logits; rank 0's is taken),
+// so a greedy decode step moves 4 bytes back instead of the vocabulary.
+func (p *Proxy) ForwardArgmax(seq models.Seq, tokens []int32) (int32, error) {
+	vocab := p.cfg.VocabSize
+	var id int32
+	err := p.step(seq, tokens, models.LastLogits, msgForwardArgmax, msgToken, 64, func(r int, reply []byte) error {
+		d := dec{b: reply}
+		v := d.i32("token")
+		if err := d.done("token"); err != nil {
+			return err
+		}
+		if v < 0 || v >= vocab {
+			return fmt.Errorf("%w: rank %d: token %d outside the vocabulary (%d)", ErrBadFrame, r, v, vocab)
+		}
+		if r == 0 {
+			id = int32(v)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	p.argmaxSteps.Add(1)
+	return id, nil
+}
+
+// ArgmaxSteps counts the steps answered by ForwardArgmax.
+func (p *Proxy) ArgmaxSteps() int64 { return p.argmaxSteps.Load() }
+
+// step sends a forward request of type typ to every rank and hands each
+// rank's reply of type reply (at most limit bytes) to decode, in rank
+// order (p.req held). A reply that does not decode loses the group.
+func (p *Proxy) step(seq models.Seq, tokens []int32, want models.Logits, typ, reply msgType, limit int, decode func(rank int, reply []byte) error) error {
+	if seq.State != nil {
+		return ErrRecurrent
+	}
+	kp, err := p.ownPool(seq.Pool)
+	if err != nil {
+		return err
+	}
+	if len(tokens) == 0 {
+		return errors.New("forward: no tokens")
 	}
 	// Only the blocks that cover the positions travel.
 	end := seq.Start + len(tokens)
@@ -540,47 +602,28 @@ func (p *Proxy) Forward(seq models.Seq, tokens []int32, want models.Logits) ([]f
 	defer p.req.Unlock()
 	g, err := p.worker()
 	if err != nil {
-		return nil, p.lostKV(err)
+		return p.lostKV(err)
 	}
 	switch {
 	case p.kvGen == -1:
 		p.kvGen = g.gen
 	case p.kvGen != g.gen:
-		return nil, p.lostKV(fmt.Errorf("%w: restarted (generation %d)", ErrWorkerLost, g.gen))
+		return p.lostKV(fmt.Errorf("%w: restarted (generation %d)", ErrWorkerLost, g.gen))
 	}
-	// Every rank runs the step (on its heads, joined by its collectives);
-	// rank 0 returns the logits, the others an empty list.
-	replies, err := p.call(g, msgForward, same(req.encode(), int(outBytes)+64), msgLogits)
+	replies, err := p.call(g, typ, same(req.encode(), limit), reply)
 	if err != nil {
 		if errors.Is(err, ErrWorkerLost) {
-			return nil, p.lostKV(err)
+			return p.lostKV(err)
 		}
-		return nil, err
+		return err
 	}
-	var logits []float32
-	for r, reply := range replies {
-		d := dec{b: reply}
-		l := d.f32s("logits")
-		err = d.done("logits")
-		want := outBytes
-		if r > 0 {
-			want = 0
-		}
-		if err == nil && int64(len(l))*4 != want {
-			err = fmt.Errorf("%w: rank %d: %d logits, want %d", ErrBadFrame, r, len(l), want/4)
-		}
-		if err != nil { // the worker does not speak the protocol: replace it
+	for r, b := range replies {
+		if err := decode(r, b); err != nil { // the worker does not speak the protocol: replace it
 			p.lose(g, err)
-			return nil, p.lostKV(fmt.Errorf("forward: %w: %w", ErrWorkerLost, err))
-		}
-		if r == 0 {
-			logits = l
+			return p.lostKV(fmt.Errorf("%s: %w: %w", typ, ErrWorkerLost, err))
 		}
 	}
-	if want == models.NoLogits {
-		return nil, nil
-	}
-	return logits, nil
+	return nil
 }
 
 // blockOp runs a KV block request on every rank (p.req held by the

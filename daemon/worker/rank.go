@@ -13,6 +13,7 @@ import (
 	"github.com/pocketllm/pocketllm/models"
 	"github.com/pocketllm/pocketllm/models/checkpoint"
 	"github.com/pocketllm/pocketllm/models/demo"
+	"github.com/pocketllm/pocketllm/session"
 )
 
 // RankOptions configure ServeRank.
@@ -288,6 +289,26 @@ func (rk *rank) handle(f frame) (typ msgType, payload, extra []byte, err error) 
 			return 0, nil, nil, err
 		}
 		return rk.forward(req)
+	case msgForwardArgmax:
+		if err := needPool(); err != nil {
+			return 0, nil, nil, err
+		}
+		req, err := decodeForward(f.payload)
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		if req.want != models.LastLogits {
+			return 0, nil, nil, fmt.Errorf("%w: forward-argmax of logits mode %d", errBadRequest, req.want)
+		}
+		logits, err := rk.run(req)
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		// Every rank has the full logits and answers their argmax (the
+		// session's tie rule); the daemon takes rank 0's.
+		var e enc
+		e.i32(int(session.Argmax(logits)))
+		return msgToken, e.b, nil, nil
 	case msgCopyBlock:
 		if err := needPool(); err != nil {
 			return 0, nil, nil, err
@@ -329,25 +350,30 @@ func (rk *rank) handle(f frame) (typ msgType, payload, extra []byte, err error) 
 	return 0, nil, nil, fmt.Errorf("%w: unexpected %s request", errBadRequest, f.typ)
 }
 
-func (rk *rank) forward(req forwardReq) (msgType, []byte, []byte, error) {
+// run checks a Forward request and runs it.
+func (rk *rank) run(req forwardReq) ([]float32, error) {
 	if rk.model.NewState() != nil {
-		return 0, nil, nil, fmt.Errorf("%w: %w", kernels.ErrUnsupported, ErrRecurrent)
+		return nil, fmt.Errorf("%w: %w", kernels.ErrUnsupported, ErrRecurrent)
 	}
 	if req.start < 0 {
-		return 0, nil, nil, fmt.Errorf("%w: negative start %d", errBadRequest, req.start)
+		return nil, fmt.Errorf("%w: negative start %d", errBadRequest, req.start)
 	}
 	vocab := rk.model.Config.VocabSize
 	switch req.want {
 	case models.LastLogits, models.NoLogits:
 	case models.AllLogits:
 		if int64(len(req.tokens))*int64(vocab)*4 > MaxFrame-64 {
-			return 0, nil, nil, fmt.Errorf("%w: %d rows of logits exceed a frame", errBadRequest, len(req.tokens))
+			return nil, fmt.Errorf("%w: %d rows of logits exceed a frame", errBadRequest, len(req.tokens))
 		}
 	default:
-		return 0, nil, nil, fmt.Errorf("%w: logits mode %d", errBadRequest, req.want)
+		return nil, fmt.Errorf("%w: logits mode %d", errBadRequest, req.want)
 	}
 	seq := models.Seq{Pool: rk.pool, Table: req.table, Start: req.start}
-	logits, err := rk.model.Forward(seq, req.tokens, req.want)
+	return rk.model.Forward(seq, req.tokens, req.want)
+}
+
+func (rk *rank) forward(req forwardReq) (msgType, []byte, []byte, error) {
+	logits, err := rk.run(req)
 	if err != nil {
 		return 0, nil, nil, err
 	}
