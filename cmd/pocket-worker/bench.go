@@ -8,12 +8,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/pocketllm/pocketllm/kernels/cuda"
 
+	"github.com/pocketllm/pocketllm/internal/procstat"
 	"github.com/pocketllm/pocketllm/models"
 	"github.com/pocketllm/pocketllm/models/checkpoint"
 )
@@ -141,7 +140,7 @@ func runBench(args []string) error {
 		}
 	}
 	r.ResidentBytes = g.Resident
-	r.HostResidentBytes = residentBytes()
+	r.HostResidentBytes = procstat.ResidentBytes()
 	if err := g.Err(); err != nil {
 		return err
 	}
@@ -190,19 +189,4 @@ func timedGraphDecode(r *benchResult, g *cuda.Backend, m *models.Model, seq mode
 	}
 	r.GraphDecodePerS = float64(n-1) / time.Since(t0).Seconds()
 	return out, g.Err()
-}
-
-// residentBytes reads VmRSS from /proc/self/status.
-func residentBytes() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb * 1024
-		}
-	}
-	return 0
 }

@@ -7,14 +7,13 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 	"unsafe"
 
 	"github.com/spf13/cobra"
 
+	"github.com/pocketllm/pocketllm/internal/procstat"
 	"github.com/pocketllm/pocketllm/models"
 )
 
@@ -140,23 +139,8 @@ func bench(m *models.Model, promptTokens, newTokens int) (*benchResult, error) {
 		DecodeTokensPerS:  float64(newTokens) / decode.Seconds(),
 		TTFTms:            float64(ttft.Microseconds()) / 1000,
 		WeightBytes:       m.WeightBytes(),
-		ResidentBytes:     residentBytes(),
+		ResidentBytes:     procstat.ResidentBytes(),
 	}, nil
-}
-
-// residentBytes reads VmRSS from /proc/self/status.
-func residentBytes() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb * 1024
-		}
-	}
-	return 0
 }
 
 // readBandwidth measures how fast threads goroutines can stream a buffer
