@@ -10,8 +10,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/pocketllm/pocketllm/kernels/cuda"
-
 	"github.com/pocketllm/pocketllm/internal/procstat"
 	"github.com/pocketllm/pocketllm/models"
 	"github.com/pocketllm/pocketllm/models/checkpoint"
@@ -124,7 +122,8 @@ func runBench(args []string) error {
 	r.DecodeTokensPerS, r.DecodeMode = r.EagerDecodePerS, "eager"
 	// Graph decode: the same continuation, one graph launch per token.
 	// The first replay is a warm-up (graph upload) and is not timed.
-	graphTok, gerr := timedGraphDecode(r, g, m, seq, P, first, N)
+	graphTok, graphPerS, gerr := graphDecode(g, m, seq, P, first, N)
+	r.GraphDecodePerS = graphPerS
 	if gerr != nil {
 		r.GraphError = gerr.Error()
 	} else {
@@ -153,40 +152,4 @@ func runBench(args []string) error {
 		r.Model, r.Device, P, r.PrefillTokensPerS, r.TTFTms, N, r.DecodeTokensPerS, r.DecodeMode, r.EagerDecodePerS,
 		r.GraphDecodePerS, r.GraphAgreement, r.GraphError)
 	return nil
-}
-
-// timedGraphDecode is graphDecode with the replays after the first timed
-// (the first one uploads the graph to the device).
-func timedGraphDecode(r *benchResult, g *cuda.Backend, m *models.Model, seq models.Seq, start int, first int32, n int) ([]int32, error) {
-	if err := g.BeginCapture(); err != nil {
-		return nil, err
-	}
-	seq.Start = start
-	_, ferr := m.Forward(seq, []int32{first}, models.LastLogits)
-	gr, err := g.EndCapture()
-	if ferr != nil {
-		return nil, ferr
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer gr.Close()
-	bs := seq.Pool.Spec().BlockSize
-	out := make([]int32, 0, n)
-	next := first
-	var t0 time.Time
-	for i := 0; i < n; i++ {
-		if i == 1 {
-			t0 = time.Now()
-		}
-		out = append(out, next)
-		pos := start + i
-		st := cuda.Step{ID: next, Pos: int32(pos), Slot: seq.Table[pos/bs]*int32(bs) + int32(pos%bs), Table: seq.Table}
-		if err := gr.Launch(st); err != nil {
-			return out, err
-		}
-		next = g.Argmax(gr.Out, gr.OutLen)
-	}
-	r.GraphDecodePerS = float64(n-1) / time.Since(t0).Seconds()
-	return out, g.Err()
 }

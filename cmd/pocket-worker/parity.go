@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"time"
 
 	"github.com/pocketllm/pocketllm/kernels"
 	"github.com/pocketllm/pocketllm/kernels/cuda"
@@ -161,7 +162,7 @@ func parityOne(g *cuda.Backend, dir string, tol float64) error {
 		next = argmax(l)
 	}
 	// Graph replay of the same continuation.
-	graphTok, gerr := graphDecode(g, m, seq, T, first, len(ref.greedy))
+	graphTok, _, gerr := graphDecode(g, m, seq, T, first, len(ref.greedy))
 	agree := func(got []int32) int {
 		n := 0
 		for i := range ref.greedy {
@@ -194,32 +195,38 @@ func parityOne(g *cuda.Backend, dir string, tol float64) error {
 
 // graphDecode captures one single-token Forward at position start and
 // replays it n times, sampling greedily on the device. seq's KV for
-// positions before start must be in place.
-func graphDecode(g *cuda.Backend, m *models.Model, seq models.Seq, start int, first int32, n int) ([]int32, error) {
+// positions before start must be in place. perS is the replays after the
+// first (which uploads the graph to the device) in tokens per second; 0
+// when a replay failed.
+func graphDecode(g *cuda.Backend, m *models.Model, seq models.Seq, start int, first int32, n int) (out []int32, perS float64, err error) {
 	if err := g.BeginCapture(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	seq.Start = start
 	_, ferr := m.Forward(seq, []int32{first}, models.LastLogits)
 	gr, err := g.EndCapture()
 	if ferr != nil {
-		return nil, ferr
+		return nil, 0, ferr
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer gr.Close()
 	bs := seq.Pool.Spec().BlockSize
-	out := make([]int32, 0, n)
+	out = make([]int32, 0, n)
 	next := first
+	var t0 time.Time
 	for i := 0; i < n; i++ {
+		if i == 1 {
+			t0 = time.Now()
+		}
 		out = append(out, next)
 		pos := start + i
 		st := cuda.Step{ID: next, Pos: int32(pos), Slot: seq.Table[pos/bs]*int32(bs) + int32(pos%bs), Table: seq.Table}
 		if err := gr.Launch(st); err != nil {
-			return out, err
+			return out, 0, err
 		}
 		next = g.Argmax(gr.Out, gr.OutLen)
 	}
-	return out, g.Err()
+	return out, float64(n-1) / time.Since(t0).Seconds(), g.Err()
 }
