@@ -1,0 +1,89 @@
+package session
+
+import (
+	"context"
+	"math"
+	"slices"
+	"sync/atomic"
+	"testing"
+
+	"github.com/pocketllm/pocketllm/models"
+)
+
+// argmaxModel is a Runner with the greedy path, counting its steps.
+type argmaxModel struct {
+	*models.Model
+	steps atomic.Int64
+}
+
+func (a *argmaxModel) ForwardArgmax(seq models.Seq, tokens []int32) (int32, error) {
+	l, err := a.Forward(seq, tokens, models.LastLogits)
+	if err != nil {
+		return 0, err
+	}
+	a.steps.Add(1)
+	return Argmax(l[len(l)-a.Config.VocabSize:]), nil
+}
+
+// TestArgmaxMatchesSampler: Argmax picks what greedy sampling picks,
+// ties (the lowest index), infinities and NaNs included.
+func TestArgmaxMatchesSampler(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	for _, l := range [][]float32{
+		{1, 3, 3, 2}, {5, 5, 5}, {-1, -1}, {0, inf, inf}, {nan, 1, 2}, {1, nan, 2}, {2, nan, 2},
+		{float32(math.Inf(-1)), -3}, {0}, {float32(math.Copysign(0, -1)), 0},
+	} {
+		s := newSampler(SamplingParams{}, nil)
+		if got, want := Argmax(l), s.sample(l); got != want {
+			t.Errorf("%v: Argmax %d, sampler %d", l, got, want)
+		}
+	}
+}
+
+// TestGreedyRunnerPath: greedy generations (stop strings too) over a
+// GreedyRunner take its argmax path and give the full-logits tokens and
+// text; logprobs and penalties keep the logits.
+func TestGreedyRunnerPath(t *testing.T) {
+	m, tok := loadDemo(t)
+	am := &argmaxModel{Model: m}
+	plain := newManager(t, t.TempDir(), ModelConfig{Name: "demo", Model: m, Tokenizer: tok})
+	fast := newManager(t, t.TempDir(), ModelConfig{Name: "demo", Model: am, Tokenizer: tok})
+	ctx := context.Background()
+	pr := prompt(23, 4)
+	for i := range pr {
+		pr[i] %= int32(m.Config.VocabSize)
+	}
+	for _, gp := range []GenerateParams{
+		{MaxTokens: 12},
+		{MaxTokens: 12, Stop: []string{"e", " t"}},
+		{MaxTokens: 6, Sampling: SamplingParams{TopK: 1, Temperature: 2}},
+	} {
+		before := am.steps.Load()
+		a, err := plain.Complete(ctx, 1, "demo", pr, gp, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := fast.Complete(ctx, 1, "demo", pr, gp, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(a.IDs, b.IDs) || a.Text != b.Text || a.FinishReason != b.FinishReason || a.Usage != b.Usage {
+			t.Fatalf("%+v: full logits %v %q %s, argmax path %v %q %s", gp, a.IDs, a.Text, a.FinishReason, b.IDs, b.Text, b.FinishReason)
+		}
+		if n := am.steps.Load() - before; n != int64(len(b.IDs)) {
+			t.Fatalf("%+v: %d argmax steps for %d tokens", gp, n, len(b.IDs))
+		}
+	}
+	before := am.steps.Load()
+	for _, gp := range []GenerateParams{
+		{MaxTokens: 4, Logprobs: true},
+		{MaxTokens: 4, Sampling: SamplingParams{FrequencyPenalty: 0.5}},
+	} {
+		if _, err := fast.Complete(ctx, 1, "demo", pr, gp, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := am.steps.Load() - before; n != 0 {
+		t.Fatalf("%d argmax steps for generations that need logits", n)
+	}
+}
