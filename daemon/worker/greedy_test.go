@@ -1,10 +1,12 @@
 package worker
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
 
+	"github.com/pocketllm/pocketllm/models"
 	"github.com/pocketllm/pocketllm/session"
 )
 
@@ -71,5 +73,39 @@ func TestGreedyArgmaxOverWorker(t *testing.T) {
 				t.Fatalf("complete: %d argmax-only steps, want 5", n)
 			}
 		})
+	}
+}
+
+// TestMalformedTokenReplies: a Token reply that does not decode, or names
+// no token of the vocabulary, loses the worker; a good one is the id.
+func TestMalformedTokenReplies(t *testing.T) {
+	tokenPayload := func(v int) []byte {
+		var e enc
+		e.i32(v)
+		return e.b
+	}
+	for name, raw := range map[string][]byte{
+		"short":          rawFrame(msgToken, 1, []byte{1, 0}),
+		"trailing bytes": rawFrame(msgToken, 1, append(tokenPayload(1), 0)),
+		"negative":       rawFrame(msgToken, 1, tokenPayload(-1)),
+		"past the vocab": rawFrame(msgToken, 1, tokenPayload(8)),
+		"logits reply":   rawFrame(msgLogits, 1, logitsPayload(8)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			p, kp, peer := fakeProxy(t)
+			go answer(peer, raw)
+			_, err := p.ForwardArgmax(models.Seq{Pool: kp, Table: []int32{0}}, []int32{1})
+			if !errors.Is(err, ErrWorkerLost) || !errors.Is(err, session.ErrKVLost) {
+				t.Fatalf("want a lost worker, got %v", err)
+			}
+			if p.ArgmaxSteps() != 0 {
+				t.Fatal("a failed step counted")
+			}
+		})
+	}
+	p, kp, peer := fakeProxy(t)
+	go answer(peer, rawFrame(msgToken, 1, tokenPayload(7)))
+	if id, err := p.ForwardArgmax(models.Seq{Pool: kp, Table: []int32{0}}, []int32{1}); err != nil || id != 7 || p.ArgmaxSteps() != 1 {
+		t.Fatalf("good reply: %d %v (%d steps)", id, err, p.ArgmaxSteps())
 	}
 }
