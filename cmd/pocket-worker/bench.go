@@ -13,6 +13,7 @@ import (
 	"github.com/pocketllm/pocketllm/internal/procstat"
 	"github.com/pocketllm/pocketllm/models"
 	"github.com/pocketllm/pocketllm/models/checkpoint"
+	"github.com/pocketllm/pocketllm/session"
 )
 
 // benchResult is DESIGN.md's bench contract plus the GPU's own numbers.
@@ -101,7 +102,7 @@ func runBench(args []string) error {
 	if err != nil {
 		return err
 	}
-	first := argmax(logits)
+	first := session.Argmax(logits)
 	prefill := time.Since(start)
 	r.PrefillTokensPerS = float64(P) / prefill.Seconds()
 	r.TTFTms = float64(prefill.Microseconds()) / 1000
@@ -116,7 +117,7 @@ func runBench(args []string) error {
 		if err != nil {
 			return err
 		}
-		next = argmax(l)
+		next = session.Argmax(l)
 	}
 	r.EagerDecodePerS = float64(N) / time.Since(start).Seconds()
 	r.DecodeTokensPerS, r.DecodeMode = r.EagerDecodePerS, "eager"

@@ -15,6 +15,7 @@ import (
 	"github.com/pocketllm/pocketllm/models"
 	"github.com/pocketllm/pocketllm/models/checkpoint"
 	"github.com/pocketllm/pocketllm/models/safetensors"
+	"github.com/pocketllm/pocketllm/session"
 )
 
 // runParity checks fixture checkpoints on the GPU against their
@@ -81,16 +82,6 @@ func loadReference(dir string) (*reference, error) {
 	return &r, nil
 }
 
-func argmax(v []float32) int32 {
-	best := 0
-	for i, x := range v {
-		if x > v[best] {
-			best = i
-		}
-	}
-	return int32(best)
-}
-
 // newSeq gives a sequence a private pool of n tokens; blocks of 4 in
 // reverse order exercise the block-table indexing.
 func newSeq(m *models.Model, n, bs int, reverse bool) (models.Seq, error) {
@@ -144,12 +135,12 @@ func parityOne(g *cuda.Backend, dir string, tol float64) error {
 	rel := maxDiff / maxRef
 	top1 := 0
 	for p := 0; p < T; p++ {
-		if argmax(logits[p*V:(p+1)*V]) == argmax(ref.logits[p*V:(p+1)*V]) {
+		if session.Argmax(logits[p*V:(p+1)*V]) == session.Argmax(ref.logits[p*V:(p+1)*V]) {
 			top1++
 		}
 	}
 	// Eager greedy decode.
-	next := argmax(logits[(T-1)*V:])
+	next := session.Argmax(logits[(T-1)*V:])
 	first := next
 	eager := make([]int32, 0, len(ref.greedy))
 	for i := range ref.greedy {
@@ -159,7 +150,7 @@ func parityOne(g *cuda.Backend, dir string, tol float64) error {
 		if err != nil {
 			return err
 		}
-		next = argmax(l)
+		next = session.Argmax(l)
 	}
 	// Graph replay of the same continuation.
 	graphTok, _, gerr := graphDecode(g, m, seq, T, first, len(ref.greedy))

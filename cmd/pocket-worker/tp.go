@@ -23,6 +23,7 @@ import (
 	"github.com/pocketllm/pocketllm/kernels/cuda"
 	"github.com/pocketllm/pocketllm/models"
 	"github.com/pocketllm/pocketllm/models/checkpoint"
+	"github.com/pocketllm/pocketllm/session"
 )
 
 // runTP measures tensor parallelism on one host: ranks are separate
@@ -268,7 +269,7 @@ func runTPRank(o *tpOpts) (err error) {
 	var tokens []int32
 	var refLogits []float32
 	if o.world == 1 {
-		tokens = []int32{argmax(promptLogits)}
+		tokens = []int32{session.Argmax(promptLogits)}
 		refLogits = append(make([]float32, 0, (N+1)*V), promptLogits...)
 	} else {
 		if tokens, refLogits, err = readRef(o.ref, N, V); err != nil {
@@ -288,7 +289,7 @@ func runTPRank(o *tpOpts) (err error) {
 			return err
 		}
 		if o.world == 1 {
-			tokens = append(tokens, argmax(l))
+			tokens = append(tokens, session.Argmax(l))
 		}
 		stepLogits = append(stepLogits, l)
 	}
@@ -304,7 +305,7 @@ func runTPRank(o *tpOpts) (err error) {
 		agree := 0
 		var errSum float64
 		for i, l := range stepLogits {
-			if argmax(l) == tokens[i+1] {
+			if session.Argmax(l) == tokens[i+1] {
 				agree++
 			}
 			e := tpRelErr(l, refLogits[(i+1)*V:(i+2)*V])

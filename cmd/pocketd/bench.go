@@ -15,6 +15,7 @@ import (
 
 	"github.com/pocketllm/pocketllm/internal/procstat"
 	"github.com/pocketllm/pocketllm/models"
+	"github.com/pocketllm/pocketllm/session"
 )
 
 // benchResult is the contract of `pocketd bench --json` (DESIGN.md).
@@ -116,7 +117,7 @@ func bench(m *models.Model, promptTokens, newTokens int) (*benchResult, error) {
 		return nil, err
 	}
 	prefill := time.Since(start)
-	next := argmax(logits)
+	next := session.Argmax(logits)
 	decodeStart := time.Now()
 	var ttft time.Duration
 	for i := range newTokens {
@@ -125,7 +126,7 @@ func bench(m *models.Model, promptTokens, newTokens int) (*benchResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		next = argmax(l)
+		next = session.Argmax(l)
 		if i == 0 {
 			ttft = time.Since(start)
 		}

@@ -78,13 +78,3 @@ func parseIDs(s string) ([]int32, error) {
 	}
 	return ids, nil
 }
-
-func argmax(v []float32) int32 {
-	best := 0
-	for i, x := range v {
-		if x > v[best] {
-			best = i
-		}
-	}
-	return int32(best)
-}
