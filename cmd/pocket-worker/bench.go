@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/pocketllm/pocketllm/internal/kvseq"
 	"github.com/pocketllm/pocketllm/internal/procstat"
 	"github.com/pocketllm/pocketllm/models"
 	"github.com/pocketllm/pocketllm/models/checkpoint"
@@ -89,7 +90,7 @@ func runBench(args []string) error {
 	for i := range prompt {
 		prompt[i] = int32(rng.IntN(m.Config.VocabSize))
 	}
-	seq, err := newSeq(m, P+N, 16, false)
+	seq, err := kvseq.Private(m, P+N, 16, false)
 	if err != nil {
 		return err
 	}

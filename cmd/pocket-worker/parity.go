@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/pocketllm/pocketllm/internal/kvseq"
 	"github.com/pocketllm/pocketllm/kernels"
 	"github.com/pocketllm/pocketllm/kernels/cuda"
 	"github.com/pocketllm/pocketllm/models"
@@ -82,24 +83,6 @@ func loadReference(dir string) (*reference, error) {
 	return &r, nil
 }
 
-// newSeq gives a sequence a private pool of n tokens; blocks of 4 in
-// reverse order exercise the block-table indexing.
-func newSeq(m *models.Model, n, bs int, reverse bool) (models.Seq, error) {
-	blocks := (n + bs - 1) / bs
-	pool, err := m.Backend.NewKVPool(m.KVSpec(blocks, bs))
-	if err != nil {
-		return models.Seq{}, err
-	}
-	table := make([]int32, blocks)
-	for i := range table {
-		table[i] = int32(i)
-		if reverse {
-			table[i] = int32(blocks - 1 - i)
-		}
-	}
-	return models.Seq{Pool: pool, Table: table, State: m.NewState()}, nil
-}
-
 func parityOne(g *cuda.Backend, dir string, tol float64) error {
 	ck, err := checkpoint.Open(dir)
 	if err != nil {
@@ -116,7 +99,7 @@ func parityOne(g *cuda.Backend, dir string, tol float64) error {
 	}
 	V := m.Config.VocabSize
 	T := len(ref.ids)
-	seq, err := newSeq(m, T+len(ref.greedy), 4, true)
+	seq, err := kvseq.Private(m, T+len(ref.greedy), 4, true)
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/pocketllm/pocketllm/internal/kvseq"
 	"github.com/pocketllm/pocketllm/kernels"
 	"github.com/pocketllm/pocketllm/kernels/cuda"
 	"github.com/pocketllm/pocketllm/models"
@@ -249,7 +250,7 @@ func runTPRank(o *tpOpts) (err error) {
 	for i := range prompt {
 		prompt[i] = int32(rng.IntN(V))
 	}
-	seq, err := newSeq(m, P+N+1, 16, false)
+	seq, err := kvseq.Private(m, P+N+1, 16, false)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pocketllm/pocketllm/internal/kvseq"
 	"github.com/pocketllm/pocketllm/internal/procstat"
 	"github.com/pocketllm/pocketllm/models"
 	"github.com/pocketllm/pocketllm/session"
@@ -107,7 +108,7 @@ func bench(m *models.Model, promptTokens, newTokens int) (*benchResult, error) {
 	for i := range prompt {
 		prompt[i] = int32(rng.IntN(m.Config.VocabSize))
 	}
-	seq, err := newSeq(m, promptTokens+newTokens)
+	seq, err := kvseq.Private(m, promptTokens+newTokens, 16, false)
 	if err != nil {
 		return nil, err
 	}

@@ -44,21 +44,6 @@ func loadModel(path, backend string, threads int) (*checkpoint.Checkpoint, *mode
 	return ck, m, nil
 }
 
-// newSeq gives one sequence a private KV pool covering n tokens.
-func newSeq(m *models.Model, n int) (models.Seq, error) {
-	const bs = 16
-	blocks := max((n+bs-1)/bs, 1)
-	pool, err := m.Backend.NewKVPool(m.KVSpec(blocks, bs))
-	if err != nil {
-		return models.Seq{}, err
-	}
-	table := make([]int32, blocks)
-	for i := range table {
-		table[i] = int32(i)
-	}
-	return models.Seq{Pool: pool, Table: table, State: m.NewState()}, nil
-}
-
 // parseIDs parses "1,2,3".
 func parseIDs(s string) ([]int32, error) {
 	var ids []int32

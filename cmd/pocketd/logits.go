@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pocketllm/pocketllm/internal/kvseq"
 	"github.com/pocketllm/pocketllm/models"
 	"github.com/pocketllm/pocketllm/models/safetensors"
 )
@@ -30,7 +31,7 @@ func newLogitsCmd() *cobra.Command {
 				return err
 			}
 			defer ck.Close()
-			seq, err := newSeq(m, len(toks))
+			seq, err := kvseq.Private(m, len(toks), 16, false)
 			if err != nil {
 				return err
 			}
