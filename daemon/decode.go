@@ -9,6 +9,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/pocketllm/pocketllm/client/apitype"
 	"github.com/pocketllm/pocketllm/models/tokenizer"
 	"github.com/pocketllm/pocketllm/session"
 )
@@ -131,25 +132,10 @@ func decodeAppend(body []byte) (session.AppendInput, error) {
 	return in, nil
 }
 
-// generateRequest mirrors apitype.Generate.
-type generateRequest struct {
-	MaxTokens         *int     `json:"max_tokens"`
-	Temperature       *float64 `json:"temperature"`
-	TopP              *float64 `json:"top_p"`
-	TopK              *int     `json:"top_k"`
-	MinP              *float64 `json:"min_p"`
-	Seed              *uint64  `json:"seed"`
-	RepetitionPenalty *float64 `json:"repetition_penalty"`
-	PresencePenalty   *float64 `json:"presence_penalty"`
-	FrequencyPenalty  *float64 `json:"frequency_penalty"`
-	Stop              []string `json:"stop"`
-	Logprobs          bool     `json:"logprobs"`
-	TopLogprobs       int      `json:"top_logprobs"`
-	Stream            bool     `json:"stream"`
-}
-
+// decodeGenerate decodes POST /v0/sessions/{id}/generate, the body the
+// client sends as apitype.Generate.
 func decodeGenerate(body []byte) (session.GenerateParams, bool, error) {
-	var r generateRequest
+	var r apitype.Generate
 	if err := decodeStrict(body, &r); err != nil {
 		return session.GenerateParams{}, false, err
 	}
