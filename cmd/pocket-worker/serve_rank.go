@@ -48,6 +48,7 @@ func runServeRank(args []string) error {
 	device := fs.Int("device", 0, "GPU ordinal")
 	rank := fs.Int("rank", 0, "tensor-parallel rank (for logs: the daemon's hello says which rank to be)")
 	fd := fs.Int("fd", 3, "file descriptor of the connection to pocketd")
+	shmFD := fs.Int("shm-fd", 4, "file descriptor of the shared-memory region pocketd passes (used only when its hello says so)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -71,5 +72,7 @@ func runServeRank(args []string) error {
 	}
 	defer conn.Close()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("rank", *rank, "device", *device, "pid", os.Getpid())
-	return worker.ServeRank(conn, worker.RankOptions{Backend: *backend, Device: *device, NewBackend: rb.new, Join: rb.join, Logger: log})
+	shm := os.NewFile(uintptr(*shmFD), "pocketd-shm")
+	return worker.ServeRank(conn, worker.RankOptions{Backend: *backend, Device: *device, NewBackend: rb.new, Join: rb.join,
+		Shared: shm, Logger: log})
 }

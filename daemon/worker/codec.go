@@ -13,7 +13,7 @@ import (
 )
 
 // Version is the protocol version both sides must speak.
-const Version = 3
+const Version = 4
 
 // msgType is a frame's message type.
 type msgType uint8
@@ -33,11 +33,15 @@ const (
 	msgError
 	msgForwardArgmax
 	msgToken
+	msgWriteBlockShared
+	msgBlockShared
+	msgLogitsShared
 )
 
 func (t msgType) String() string {
 	names := [...]string{"?", "hello", "ready", "new-kv-pool", "forward", "copy-block", "read-block",
-		"write-block", "ping", "ok", "logits", "block", "error", "forward-argmax", "token"}
+		"write-block", "ping", "ok", "logits", "block", "error", "forward-argmax", "token",
+		"write-block-shared", "block-shared", "logits-shared"}
 	if int(t) < len(names) {
 		return names[t]
 	}

@@ -35,8 +35,17 @@
 // on the host, with the session's tie rule (the lowest index), so the
 // daemon gets 4 bytes per token instead of the vocabulary's floats.
 //
-// KV blocks and logits travel inline in frames (not yet through memfd
-// shared memory). A worker holds one KV pool; the Hello of a restarted
+// Shared memory: each rank gets a memfd region (Options.SharedBytes,
+// default 64 MiB; sealed against resizing) as fd 4, whose size the Hello
+// gives; the worker maps it and says so in Ready. Then bulk data that
+// fits travels there and frames carry {offset u64, count u32} instead:
+// WriteKVBlockShared{block, ref} (the daemon pwrites the block first),
+// BlockShared{ref} and LogitsShared{ref} replies (the daemon preads
+// them, after checking the reference lies inside the region). Data that
+// does not fit, or a worker without the region, uses the inline frames
+// above. One request at a time per rank keeps the region free between
+// them. A reference outside the region is a malformed frame: the worker
+// is lost. A worker holds one KV pool; the Hello of a restarted
 // worker carries its spec so the pool comes back with the process.
 //
 // # Tensor-parallel groups

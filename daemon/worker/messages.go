@@ -30,6 +30,10 @@ type Hello struct {
 	Rendezvous  string
 	JoinTimeout time.Duration
 	CollTimeout time.Duration
+
+	// Shared is the size of the shared-memory region the worker got as
+	// fd 4 (0: none): bulk data may travel there instead of in frames.
+	Shared int64
 }
 
 func (h *Hello) encode() []byte {
@@ -47,6 +51,7 @@ func (h *Hello) encode() []byte {
 	e.str(h.Rendezvous)
 	e.u64(uint64(h.JoinTimeout))
 	e.u64(uint64(h.CollTimeout))
+	e.u64(uint64(h.Shared))
 	return e.b
 }
 
@@ -70,6 +75,7 @@ func decodeHello(p []byte) (Hello, error) {
 	h.Rendezvous = d.str("rendezvous")
 	h.JoinTimeout = time.Duration(d.u64("join timeout"))
 	h.CollTimeout = time.Duration(d.u64("collective timeout"))
+	h.Shared = int64(d.u64("shared"))
 	return h, d.done("hello")
 }
 
@@ -83,6 +89,7 @@ type Ready struct {
 	Recurrent   bool // the model keeps per-sequence recurrent state
 	EOS         []int32
 	WeightBytes int64
+	Shared      bool // the worker mapped the shared-memory region
 }
 
 func (r *Ready) encode() []byte {
@@ -95,6 +102,7 @@ func (r *Ready) encode() []byte {
 	e.u8(b2u(r.Recurrent))
 	e.i32s(r.EOS)
 	e.u64(uint64(r.WeightBytes))
+	e.u8(b2u(r.Shared))
 	return e.b
 }
 
@@ -111,6 +119,7 @@ func decodeReady(p []byte) (Ready, error) {
 	r.Recurrent = d.u8("recurrent") != 0
 	r.EOS = d.i32s("eos")
 	r.WeightBytes = int64(d.u64("weight bytes"))
+	r.Shared = d.u8("shared") != 0
 	return r, d.done("ready")
 }
 

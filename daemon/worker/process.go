@@ -19,8 +19,9 @@ import (
 
 // Commander makes the command line of one rank's start (rank 0 of 1
 // for a single worker). The Proxy adds the socketpair as ExtraFiles[0]
-// (fd 3 in the worker) and takes over stdout and stderr (their lines go
-// to the log).
+// (fd 3 in the worker) and the shared-memory region, when there is one,
+// as ExtraFiles[1] (fd 4), and takes over stdout and stderr (their lines
+// go to the log).
 type Commander func(rank int) *exec.Cmd
 
 // FindBinary locates pocket-worker: bin when set, else $POCKET_WORKER,
@@ -73,6 +74,11 @@ type proc struct {
 	waitErr error
 	tail    tail
 	once    sync.Once
+	// shm is the rank's shared-memory region (a sealed memfd of shmSize
+	// bytes), which the daemon reads and writes with pread/pwrite;
+	// shmSize is 0 when there is none or the worker did not map it.
+	shm     *os.File
+	shmSize int64
 }
 
 // kill ends the process and its connection (idempotent).
@@ -283,6 +289,14 @@ func (p *Proxy) startRank(gen, rank int) (*proc, error) {
 	}
 	cmd := p.opts.Command(rank)
 	cmd.ExtraFiles = []*os.File{child}
+	var shm *os.File
+	if size := p.sharedBytes(); size > 0 {
+		if shm, err = newShared(fmt.Sprintf("pocketd-rank%d", rank), size); err != nil {
+			p.log.Warn("no shared memory for the worker: bulk data travels in frames", "err", err)
+		} else {
+			cmd.ExtraFiles = append(cmd.ExtraFiles, shm)
+		}
+	}
 	cmd.Stdout, cmd.Stderr = outW, outW
 	// The worker also dies with the daemon (it exits on EOF as well).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -292,9 +306,12 @@ func (p *Proxy) startRank(gen, rank int) (*proc, error) {
 	outW.Close()
 	if err != nil {
 		outR.Close()
+		if shm != nil {
+			shm.Close()
+		}
 		return nil, fmt.Errorf("start worker %s: %w", cmd.Path, err)
 	}
-	pr := &proc{gen: gen, rank: rank, world: p.world(), cmd: cmd, started: time.Now(), exited: make(chan struct{})}
+	pr := &proc{gen: gen, rank: rank, world: p.world(), cmd: cmd, started: time.Now(), exited: make(chan struct{}), shm: shm}
 	log := p.log.With("pid", cmd.Process.Pid)
 	if pr.world > 1 {
 		log = log.With("rank", rank)
@@ -310,6 +327,9 @@ func (p *Proxy) startRank(gen, rank int) (*proc, error) {
 	}()
 	go func() {
 		pr.waitErr = cmd.Wait()
+		if shm != nil {
+			shm.Close() // a read in flight fails (os.File is safe to close concurrently)
+		}
 		close(pr.exited)
 	}()
 	fc, err := net.FileConn(parent)
@@ -328,6 +348,9 @@ func (p *Proxy) handshake(pr *proc, dir string, pool kernels.KVSpec) error {
 	h.Version, h.Pool = Version, pool
 	h.Rank, h.World, h.Rendezvous = pr.rank, pr.world, dir
 	h.JoinTimeout, h.CollTimeout = p.opts.StartTimeout, p.opts.CollectiveTimeout
+	if pr.shm != nil {
+		h.Shared = p.sharedBytes()
+	}
 	if pr.rank < len(p.opts.Devices) {
 		h.Device = p.opts.Devices[pr.rank]
 	}
@@ -359,6 +382,9 @@ func (p *Proxy) handshake(pr *proc, dir string, pool kernels.KVSpec) error {
 		return fmt.Errorf("handshake: the restarted worker loaded a different model")
 	}
 	pr.ready = r
+	if r.Shared && pr.shm != nil {
+		pr.shmSize = h.Shared
+	}
 	return nil
 }
 

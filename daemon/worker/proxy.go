@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -53,7 +54,12 @@ type Options struct {
 	StartTimeout time.Duration
 	// MaxBackoff bounds the wait between failed restarts (default 5s).
 	MaxBackoff time.Duration
-	Logger     *slog.Logger
+	// SharedBytes is the size of each rank's shared-memory region (a
+	// memfd the worker maps), through which KV blocks and logits that fit
+	// travel instead of in frames (0: DefaultSharedBytes; negative: none,
+	// everything in frames). At most MaxSharedBytes.
+	SharedBytes int64
+	Logger      *slog.Logger
 }
 
 // Proxy is a model held by a worker process, or by the rank processes of
@@ -81,6 +87,8 @@ type Proxy struct {
 	nextID uint32
 
 	argmaxSteps atomic.Int64
+	// shared counts the transfers that went through shared memory.
+	shared struct{ logits, reads, writes atomic.Int64 }
 
 	mu       sync.Mutex
 	cur      *group
@@ -154,6 +162,18 @@ func Start(opts Options) (*Proxy, error) {
 	p.gen, p.cur = 1, g
 	go p.supervise(g)
 	return p, nil
+}
+
+// sharedBytes is each rank's shared-memory region size (0: none).
+func (p *Proxy) sharedBytes() int64 {
+	switch n := p.opts.SharedBytes; {
+	case n < 0:
+		return 0
+	case n == 0:
+		return DefaultSharedBytes
+	default:
+		return min(n+(-n&4095), MaxSharedBytes) // whole pages
+	}
 }
 
 // world is the number of ranks.
@@ -365,8 +385,10 @@ func (p *Proxy) worker() (*group, error) {
 	}
 }
 
-// rankReq is one rank's request payload; limit bounds its reply.
+// rankReq is one rank's request payload (of type typ, 0: the call's);
+// limit bounds its reply.
 type rankReq struct {
+	typ            msgType
 	payload, extra []byte
 	limit          int
 }
@@ -376,15 +398,18 @@ type rankReq struct {
 // failures lose the worker (the whole group) and wrap ErrWorkerLost; an
 // Error frame becomes *RemoteError when every rank sent the same one (a
 // fatal one, or ranks that disagree, lose the group too).
-func (p *Proxy) call(g *group, typ msgType, req func(rank int) rankReq, want msgType) ([][]byte, error) {
+func (p *Proxy) call(g *group, typ msgType, req func(pr *proc) rankReq, want ...msgType) ([]frame, error) {
 	p.nextID++
 	id := p.nextID
-	out := make([][]byte, len(g.ranks))
+	out := make([]frame, len(g.ranks))
 	remote := make([]*RemoteError, len(g.ranks))
 	err := g.each(func(pr *proc) error {
-		rq := req(pr.rank)
+		rq := req(pr)
+		if rq.typ == 0 {
+			rq.typ = typ
+		}
 		pr.conn.SetDeadline(time.Now().Add(p.opts.Timeout))
-		err := writeFrame(pr.conn, typ, id, rq.payload, rq.extra)
+		err := writeFrame(pr.conn, rq.typ, id, rq.payload, rq.extra)
 		var f frame
 		if err == nil {
 			f, err = readFrame(pr.r, max(rq.limit, 1<<16))
@@ -403,7 +428,7 @@ func (p *Proxy) call(g *group, typ msgType, req func(rank int) rankReq, want msg
 				return nil
 			}
 		}
-		if err == nil && f.typ != want {
+		if err == nil && !slices.Contains(want, f.typ) {
 			err = fmt.Errorf("%w: %s reply to %s", ErrBadFrame, f.typ, typ)
 		}
 		if err != nil {
@@ -412,7 +437,7 @@ func (p *Proxy) call(g *group, typ msgType, req func(rank int) rankReq, want msg
 			}
 			return err
 		}
-		out[pr.rank] = f.payload
+		out[pr.rank] = f
 		return nil
 	}, func(err error) { p.lose(g, err) })
 	if err == nil && remote[0] != nil {
@@ -443,8 +468,8 @@ func (p *Proxy) call(g *group, typ msgType, req func(rank int) rankReq, want msg
 }
 
 // same is a request that every rank gets alike.
-func same(payload []byte, limit int) func(int) rankReq {
-	return func(int) rankReq { return rankReq{payload: payload, limit: limit} }
+func same(payload []byte, limit int) func(*proc) rankReq {
+	return func(*proc) rankReq { return rankReq{payload: payload, limit: limit} }
 }
 
 // kvPool is the Proxy's handle on the worker's KV pool.
@@ -524,24 +549,36 @@ func (p *Proxy) Forward(seq models.Seq, tokens []int32, want models.Logits) ([]f
 		return nil, fmt.Errorf("forward: %d rows of logits exceed a frame; ask for fewer", rows)
 	}
 	// Every rank runs the step (on its heads, joined by its collectives);
-	// rank 0 returns the logits, the others an empty list.
+	// rank 0 returns the logits (in its shared memory when they fit), the
+	// others an empty list.
 	var logits []float32
-	err := p.step(seq, tokens, want, msgForward, msgLogits, int(outBytes)+64, func(r int, reply []byte) error {
-		d := dec{b: reply}
-		l := d.f32s("logits")
-		err := d.done("logits")
+	err := p.step(seq, tokens, want, msgForward, int(outBytes)+64, func(pr *proc, f frame) error {
+		d := dec{b: f.payload}
+		var l []float32
+		var err error
+		if f.typ == msgLogitsShared {
+			ref := d.ref("logits")
+			if err = d.done("logits"); err == nil {
+				l = make([]float32, ref.count)
+				err = readShared(pr.shm, pr.shmSize, ref, l, "logits")
+				p.shared.logits.Add(1)
+			}
+		} else {
+			l = d.f32s("logits")
+			err = d.done("logits")
+		}
 		want := outBytes
-		if r > 0 {
+		if pr.rank > 0 {
 			want = 0
 		}
 		if err == nil && int64(len(l))*4 != want {
-			err = fmt.Errorf("%w: rank %d: %d logits, want %d", ErrBadFrame, r, len(l), want/4)
+			err = fmt.Errorf("%w: rank %d: %d logits, want %d", ErrBadFrame, pr.rank, len(l), want/4)
 		}
-		if r == 0 {
+		if pr.rank == 0 {
 			logits = l
 		}
 		return err
-	})
+	}, msgLogits, msgLogitsShared)
 	if err != nil || want == models.NoLogits {
 		return nil, err
 	}
@@ -555,8 +592,9 @@ func (p *Proxy) Forward(seq models.Seq, tokens []int32, want models.Logits) ([]f
 func (p *Proxy) ForwardArgmax(seq models.Seq, tokens []int32) (int32, error) {
 	vocab := p.cfg.VocabSize
 	var id int32
-	err := p.step(seq, tokens, models.LastLogits, msgForwardArgmax, msgToken, 64, func(r int, reply []byte) error {
-		d := dec{b: reply}
+	err := p.step(seq, tokens, models.LastLogits, msgForwardArgmax, 64, func(pr *proc, f frame) error {
+		r := pr.rank
+		d := dec{b: f.payload}
 		v := d.i32("token")
 		if err := d.done("token"); err != nil {
 			return err
@@ -568,7 +606,7 @@ func (p *Proxy) ForwardArgmax(seq models.Seq, tokens []int32) (int32, error) {
 			id = int32(v)
 		}
 		return nil
-	})
+	}, msgToken)
 	if err != nil {
 		return 0, err
 	}
@@ -580,9 +618,9 @@ func (p *Proxy) ForwardArgmax(seq models.Seq, tokens []int32) (int32, error) {
 func (p *Proxy) ArgmaxSteps() int64 { return p.argmaxSteps.Load() }
 
 // step sends a forward request of type typ to every rank and hands each
-// rank's reply of type reply (at most limit bytes) to decode, in rank
-// order (p.req held). A reply that does not decode loses the group.
-func (p *Proxy) step(seq models.Seq, tokens []int32, want models.Logits, typ, reply msgType, limit int, decode func(rank int, reply []byte) error) error {
+// rank's reply (of a type in reply, at most limit bytes) to decode, in
+// rank order (p.req held). A reply that does not decode loses the group.
+func (p *Proxy) step(seq models.Seq, tokens []int32, want models.Logits, typ msgType, limit int, decode func(pr *proc, f frame) error, reply ...msgType) error {
 	if seq.State != nil {
 		return ErrRecurrent
 	}
@@ -610,15 +648,15 @@ func (p *Proxy) step(seq models.Seq, tokens []int32, want models.Logits, typ, re
 	case p.kvGen != g.gen:
 		return p.lostKV(fmt.Errorf("%w: restarted (generation %d)", ErrWorkerLost, g.gen))
 	}
-	replies, err := p.call(g, typ, same(req.encode(), limit), reply)
+	replies, err := p.call(g, typ, same(req.encode(), limit), reply...)
 	if err != nil {
 		if errors.Is(err, ErrWorkerLost) {
 			return p.lostKV(err)
 		}
 		return err
 	}
-	for r, b := range replies {
-		if err := decode(r, b); err != nil { // the worker does not speak the protocol: replace it
+	for r, f := range replies {
+		if err := decode(g.ranks[r], f); err != nil { // the worker does not speak the protocol: replace it
 			p.lose(g, err)
 			return p.lostKV(fmt.Errorf("%s: %w: %w", typ, ErrWorkerLost, err))
 		}
@@ -629,23 +667,24 @@ func (p *Proxy) step(seq models.Seq, tokens []int32, want models.Logits, typ, re
 // blockOp runs a KV block request on every rank (p.req held by the
 // caller); the KVOps methods have no error results, so failures are
 // logged: a lost worker's KV is reported by the next Forward
-// (session.ErrKVLost).
-func (p *Proxy) blockOp(what string, kp kernels.KVPool, typ msgType, req func(int) rankReq, want msgType) [][]byte {
+// (session.ErrKVLost). It returns the group and the replies, in rank
+// order (nil on failure).
+func (p *Proxy) blockOp(what string, kp kernels.KVPool, typ msgType, req func(*proc) rankReq, want ...msgType) (*group, []frame) {
 	if _, err := p.ownPool(kp); err != nil {
 		p.log.Error(what, "err", err)
-		return nil
+		return nil, nil
 	}
 	g, err := p.worker()
 	if err != nil {
 		p.log.Error(what, "err", err)
-		return nil
+		return nil, nil
 	}
-	replies, err := p.call(g, typ, req, want)
+	replies, err := p.call(g, typ, req, want...)
 	if err != nil {
 		p.log.Error(what, "err", err)
-		return nil
+		return nil, nil
 	}
-	return replies
+	return g, replies
 }
 
 // CopyKVBlock implements kernels.KVOps.
@@ -659,9 +698,10 @@ func (p *Proxy) CopyKVBlock(kp kernels.KVPool, dst, src int) {
 }
 
 // ReadKVBlock implements kernels.KVOps: the ranks' shares of the block,
-// in rank order. On failure dst is zeroed; the loss is reported by the
-// next Forward, and the cache then drops every block, including any host
-// copy made from dst.
+// in rank order, each from the rank's shared memory or inline in its
+// reply. On failure dst is zeroed; the loss is reported by the next
+// Forward, and the cache then drops every block, including any host copy
+// made from dst.
 func (p *Proxy) ReadKVBlock(kp kernels.KVPool, block int, dst []float32) {
 	var e enc
 	e.i32(block)
@@ -669,41 +709,58 @@ func (p *Proxy) ReadKVBlock(kp kernels.KVPool, block int, dst []float32) {
 	per := len(dst) / n
 	p.req.Lock()
 	defer p.req.Unlock()
-	replies := p.blockOp("read kv block", kp, msgReadBlock, same(e.b, per*4+64), msgBlock)
+	g, replies := p.blockOp("read kv block", kp, msgReadBlock, same(e.b, per*4+64), msgBlock, msgBlockShared)
 	if replies == nil {
 		clear(dst)
 		return
 	}
-	for r, reply := range replies {
-		d := dec{b: reply}
-		got := d.count(4, "block")
-		if got != per || len(d.b) != 4*got || per*n != len(dst) {
-			err := fmt.Errorf("%w: rank %d: %d floats, want %d", ErrBadFrame, r, got, per)
-			p.log.Error("read kv block", "err", err)
-			p.mu.Lock()
-			g := p.cur
-			p.mu.Unlock()
-			if g != nil {
-				p.lose(g, err)
+	for r, f := range replies {
+		part := dst[r*per : (r+1)*per]
+		d := dec{b: f.payload}
+		var err error
+		if per*n != len(dst) {
+			err = fmt.Errorf("read kv block: %d floats over %d ranks", len(dst), n)
+		} else if f.typ == msgBlockShared {
+			ref := d.ref("block")
+			if err = d.done("block"); err == nil {
+				err = readShared(g.ranks[r].shm, g.ranks[r].shmSize, ref, part, "block")
+				p.shared.reads.Add(1)
 			}
+		} else if got := d.count(4, "block"); got != per || len(d.b) != 4*got {
+			err = fmt.Errorf("%w: rank %d: %d floats, want %d", ErrBadFrame, r, got, per)
+		} else {
+			copy(f32Bytes(part), d.b)
+		}
+		if err != nil {
+			p.log.Error("read kv block", "rank", r, "err", err)
+			p.lose(g, err)
 			clear(dst)
 			return
 		}
-		copy(f32Bytes(dst[r*per:(r+1)*per]), d.b)
 	}
 }
 
-// WriteKVBlock implements kernels.KVOps: each rank gets its share of src.
+// WriteKVBlock implements kernels.KVOps: each rank gets its share of src,
+// through its shared memory when it fits, else inline.
 func (p *Proxy) WriteKVBlock(kp kernels.KVPool, block int, src []float32) {
 	n := p.world()
 	per := len(src) / n
 	p.req.Lock()
 	defer p.req.Unlock()
-	p.blockOp("write kv block", kp, msgWriteBlock, func(r int) rankReq {
+	p.blockOp("write kv block", kp, msgWriteBlock, func(pr *proc) rankReq {
+		part := src[pr.rank*per : (pr.rank+1)*per]
 		var e enc
 		e.i32(block)
+		if int64(per)*4 <= pr.shmSize && per > 0 {
+			// One request at a time: the region is free until the reply.
+			if _, err := pr.shm.WriteAt(f32Bytes(part), 0); err == nil {
+				e.ref(shmRef{count: per})
+				p.shared.writes.Add(1)
+				return rankReq{typ: msgWriteBlockShared, payload: e.b}
+			}
+		}
 		e.f32sHeader(per)
-		return rankReq{payload: e.b, extra: f32Bytes(src[r*per : (r+1)*per])}
+		return rankReq{payload: e.b, extra: f32Bytes(part)}
 	}, msgOK)
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/pocketllm/pocketllm/kernels"
@@ -29,7 +30,10 @@ type RankOptions struct {
 	// Join makes this rank's collective for a tensor-parallel group
 	// (Hello.World > 1): it returns once every rank has joined. Nil: the
 	// worker serves whole models only.
-	Join   func(be kernels.Backend, g Group) (kernels.Collective, io.Closer, error)
+	Join func(be kernels.Backend, g Group) (kernels.Collective, io.Closer, error)
+	// Shared is the shared-memory region the daemon passed (fd 4), mapped
+	// when the Hello gives its size; nil: bulk data travels in frames.
+	Shared *os.File
 	Logger *slog.Logger
 }
 
@@ -80,6 +84,7 @@ type rank struct {
 	spec  kernels.KVSpec
 	group Group       // World ≤ 1: the whole model
 	comm  *stickyComm // nil without a group
+	shm   *mapping    // nil: no shared memory
 }
 
 // ServeRank serves one daemon over conn: the handshake, then requests
@@ -190,12 +195,18 @@ func (rk *rank) hello(f frame) (func(), error) {
 			return nil, err
 		}
 	}
+	if h.Shared > 0 && rk.opts.Shared != nil {
+		// Without the region the frames carry the data: not fatal.
+		if rk.shm, err = mapShared(rk.opts.Shared, h.Shared); err != nil {
+			rk.log.Warn("no shared memory: bulk data travels in frames", "err", err)
+		}
+	}
 	dev := be.Name()
 	if d, ok := be.(interface{ DeviceName() string }); ok {
 		dev = d.DeviceName()
 	}
 	r := Ready{Version: Version, Backend: be.Name(), Device: dev, Config: cfg, KV: m.KVSpec(0, 0),
-		Recurrent: m.NewState() != nil, EOS: ck.EOS(), WeightBytes: m.WeightBytes()}
+		Recurrent: m.NewState() != nil, EOS: ck.EOS(), WeightBytes: m.WeightBytes(), Shared: rk.shm != nil}
 	if err := writeFrame(rk.w, msgReady, f.id, r.encode(), nil); err != nil {
 		closeAll()
 		return nil, err
@@ -327,9 +338,20 @@ func (rk *rank) handle(f frame) (typ msgType, payload, extra []byte, err error) 
 		if err := d.done("read-block"); err != nil {
 			return 0, nil, nil, err
 		}
-		buf := make([]float32, rk.spec.BytesPerBlock()/4)
-		rk.be.ReadKVBlock(rk.pool, b, buf)
+		n := int(rk.spec.BytesPerBlock() / 4)
 		var e enc
+		if rk.shm.fits(n) { // straight into shared memory
+			ref := shmRef{count: n}
+			buf, err := rk.shm.floats(ref, "block")
+			if err != nil {
+				return 0, nil, nil, err
+			}
+			rk.be.ReadKVBlock(rk.pool, b, buf)
+			e.ref(ref)
+			return msgBlockShared, e.b, nil, nil
+		}
+		buf := make([]float32, n)
+		rk.be.ReadKVBlock(rk.pool, b, buf)
 		e.f32sHeader(len(buf))
 		return msgBlock, e.b, f32Bytes(buf), nil
 	case msgWriteBlock:
@@ -343,6 +365,24 @@ func (rk *rank) handle(f frame) (typ msgType, payload, extra []byte, err error) 
 		}
 		if int64(len(data)) != rk.spec.BytesPerBlock()/4 {
 			return 0, nil, nil, fmt.Errorf("%w: block data of %d floats, want %d", errBadRequest, len(data), rk.spec.BytesPerBlock()/4)
+		}
+		rk.be.WriteKVBlock(rk.pool, b, data)
+		return msgOK, nil, nil, nil
+	case msgWriteBlockShared:
+		if err := needPool(); err != nil {
+			return 0, nil, nil, err
+		}
+		b := block("block")
+		ref := d.ref("data")
+		if err := d.done("write-block-shared"); err != nil {
+			return 0, nil, nil, err
+		}
+		if int64(ref.count) != rk.spec.BytesPerBlock()/4 {
+			return 0, nil, nil, fmt.Errorf("%w: block data of %d floats, want %d", errBadRequest, ref.count, rk.spec.BytesPerBlock()/4)
+		}
+		data, err := rk.shm.floats(ref, "block data")
+		if err != nil {
+			return 0, nil, nil, err
 		}
 		rk.be.WriteKVBlock(rk.pool, b, data)
 		return msgOK, nil, nil, nil
@@ -381,6 +421,16 @@ func (rk *rank) forward(req forwardReq) (msgType, []byte, []byte, error) {
 		logits = nil // every rank has the full logits; rank 0 returns them
 	}
 	var e enc
+	if rk.shm.fits(len(logits)) {
+		ref := shmRef{count: len(logits)}
+		buf, err := rk.shm.floats(ref, "logits")
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		copy(buf, logits)
+		e.ref(ref)
+		return msgLogitsShared, e.b, nil, nil
+	}
 	e.f32sHeader(len(logits))
 	return msgLogits, e.b, f32Bytes(logits), nil
 }
