@@ -5,14 +5,17 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"sync"
 	"time"
 	"unsafe"
 
 	"github.com/spf13/cobra"
 
+	"github.com/pocketllm/pocketllm/daemon/worker"
 	"github.com/pocketllm/pocketllm/internal/kvseq"
 	"github.com/pocketllm/pocketllm/internal/procstat"
 	"github.com/pocketllm/pocketllm/models"
@@ -37,7 +40,7 @@ type benchResult struct {
 
 func newBenchCmd() *cobra.Command {
 	var model, backend string
-	var promptTokens, newTokens, threads int
+	var promptTokens, newTokens, threads, device int
 	var asJSON, roofline bool
 	var cpuProfile string
 	cmd := &cobra.Command{
@@ -47,6 +50,9 @@ func newBenchCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if promptTokens < 1 || newTokens < 1 {
 				return fmt.Errorf("--prompt-tokens and --new-tokens must be positive")
+			}
+			if backend == "cuda" {
+				return benchOnWorker(cmd, model, device, promptTokens, newTokens, asJSON)
 			}
 			ck, m, err := loadModel(model, backend, threads)
 			if err != nil {
@@ -95,6 +101,7 @@ func newBenchCmd() *cobra.Command {
 	f.IntVar(&promptTokens, "prompt-tokens", 128, "prompt length")
 	f.IntVar(&newTokens, "new-tokens", 32, "tokens to decode")
 	f.IntVar(&threads, "threads", 0, "CPU threads (0: all)")
+	f.IntVar(&device, "device", 0, "GPU ordinal (backend cuda)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	f.BoolVar(&roofline, "roofline", true, "measure memory read bandwidth and report the decode roofline (CPU)")
@@ -180,4 +187,25 @@ func readBandwidth(threads int) float64 {
 	}
 	_ = unsafe.Sizeof(buf)
 	return best
+}
+
+// benchOnWorker runs the benchmark in pocket-worker, the binary that links
+// CUDA (pocketd itself stays cgo-free): same flags, same JSON contract,
+// measured where the weights live.
+func benchOnWorker(cmd *cobra.Command, model string, device, promptTokens, newTokens int, asJSON bool) error {
+	bin, err := worker.FindBinary("")
+	if err != nil {
+		return fmt.Errorf("backend cuda: %w", err)
+	}
+	args := []string{"bench", "--model", model, "--device", strconv.Itoa(device),
+		"--prompt-tokens", strconv.Itoa(promptTokens), "--new-tokens", strconv.Itoa(newTokens)}
+	if asJSON {
+		args = append(args, "--json")
+	}
+	c := exec.CommandContext(cmd.Context(), bin, args...)
+	c.Stdout, c.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
+	if err := c.Run(); err != nil {
+		return fmt.Errorf("%s bench: %w", bin, err)
+	}
+	return nil
 }
