@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/pocketllm/pocketllm/client"
+	"github.com/pocketllm/pocketllm/packaging/manpage"
 	"github.com/spf13/cobra"
 )
 
@@ -60,7 +61,7 @@ cannot see or touch them.`,
 		newForkCmd(a),
 		newTruncateCmd(a),
 		newChatCmd(a),
-		newGenManCmd(),
 	)
+	root.AddCommand(manpage.Command(root))
 	return root
 }

@@ -11,6 +11,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/pocketllm/pocketllm/packaging/manpage"
 )
 
 func main() {
@@ -30,6 +32,8 @@ func main() {
 		newBenchCmd(),
 		newSynthCmd(),
 	)
+	// The hidden gen-man writes the man pages the .deb installs.
+	root.AddCommand(manpage.Command(root))
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "pocketd:", err)
 		os.Exit(1)
