@@ -73,6 +73,42 @@ func TestHybridSplitPrefill(t *testing.T) {
 	}
 }
 
+// A long prompt in one pass (the CPU backend's chunked delta rule, over
+// 64 tokens) gives the logits of the same prompt in pieces of at most 64
+// tokens (the token-by-token recurrence), state carried across chunks
+// and passes.
+func TestHybridLongPrefill(t *testing.T) {
+	for _, arch := range []string{"qwen3_5", "qwen3_next"} {
+		t.Run(arch, func(t *testing.T) {
+			m, ref := openHybrid(t, arch)
+			const n = 200
+			ids := make([]int32, n)
+			for i := range ids {
+				ids[i] = ref.ids[(i*7+i/len(ref.ids))%len(ref.ids)]
+			}
+			whole := newSeq(t, m, n)
+			want, err := m.Forward(whole, ids, models.AllLogits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seq := newSeq(t, m, n)
+			var got []float32
+			for lo := 0; lo < n; lo += 64 {
+				hi := min(lo+64, n)
+				seq.Start = lo
+				l, err := m.Forward(seq, ids[lo:hi], models.AllLogits)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, l...)
+			}
+			if e := relErr(got, want); e > 1e-5 {
+				t.Errorf("relative error %.3g between one pass and 64-token pieces", e)
+			}
+		})
+	}
+}
+
 // A Clone()d state, and a state restored from a Snapshot, continue
 // exactly as the original does; the state refuses a pass that does not
 // start where it stands.

@@ -6,10 +6,13 @@ import (
 	"github.com/pocketllm/pocketllm/kernels"
 )
 
-// The Gated DeltaNet ops run the plain token-by-token recurrence: it is the
-// exact definition (the chunked form used by GPU kernels is an algebraic
-// rearrangement of it), it costs O(DK·DV) per token and head, and decode
-// needs exactly this step anyway.
+// The Gated DeltaNet delta rule has two exact forms. Decode and passes of
+// up to deltaChunk tokens run the plain token-by-token recurrence (the
+// definition, O(DK·DV) per token and head). Longer prefill passes run the
+// chunked form (deltanet_chunk.go), an algebraic rearrangement with about
+// the same arithmetic that runs as contiguous dot products instead of
+// scalar passes over the whole state per token: ~2.2× faster for a
+// 512-token prefill at Qwen3-Next's shape on a 2-core AVX2 machine.
 
 var _ kernels.HybridOps = (*Backend)(nil)
 
@@ -67,8 +70,19 @@ func l2normalize(dst, v []float32, scale float32) {
 }
 
 // GatedDeltaRule implements kernels.HybridOps, in parallel over value
-// heads (each head's state is independent).
+// heads (each head's state is independent). Passes longer than
+// deltaChunk tokens take the chunked form when chunkedPrefill is set;
+// shorter passes and decode run the recurrence.
 func (b *Backend) GatedDeltaRule(dst, qkv, a, bb, state kernels.Buf, aLog, dtBias kernels.Tensor, rows int, s kernels.DeltaShape) {
+	if chunkedPrefill && rows > deltaChunk {
+		b.gatedDeltaRuleChunked(dst, qkv, a, bb, state, aLog, dtBias, rows, s)
+		return
+	}
+	b.gatedDeltaRuleRecurrent(dst, qkv, a, bb, state, aLog, dtBias, rows, s)
+}
+
+// gatedDeltaRuleRecurrent is the token-by-token recurrence.
+func (b *Backend) gatedDeltaRuleRecurrent(dst, qkv, a, bb, state kernels.Buf, aLog, dtBias kernels.Tensor, rows int, s kernels.DeltaShape) {
 	dk, dv, nv := s.DK, s.DV, s.VHeads
 	rep := nv / s.KHeads
 	cd, kd := s.ConvDim(), s.KHeads*s.DK

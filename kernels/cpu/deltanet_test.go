@@ -33,6 +33,12 @@ func randVec(r *rand.Rand, n int, scale float64) []float32 {
 // naiveDeltaRule is transformers' torch_recurrent_gated_delta_rule written
 // out in float64, one token and head at a time.
 func naiveDeltaRule(qkv, a, b, state, aLog, dtBias []float32, rows int, s kernels.DeltaShape) []float64 {
+	out, _ := naiveDeltaRuleState(qkv, a, b, state, aLog, dtBias, rows, s)
+	return out
+}
+
+// naiveDeltaRuleState is naiveDeltaRule that also returns the final state.
+func naiveDeltaRuleState(qkv, a, b, state, aLog, dtBias []float32, rows int, s kernels.DeltaShape) ([]float64, []float64) {
 	nv, dk, dv, kd := s.VHeads, s.DK, s.DV, s.KHeads*s.DK
 	S := make([]float64, len(state))
 	for i, x := range state {
@@ -79,7 +85,7 @@ func naiveDeltaRule(qkv, a, b, state, aLog, dtBias []float32, rows int, s kernel
 			}
 		}
 	}
-	return out
+	return out, S
 }
 
 // The kernel against the written-out recurrence, with a non-zero initial
@@ -112,6 +118,89 @@ func TestGatedDeltaRule(t *testing.T) {
 	}
 	if e := maxDiff / maxRef; e > 1e-5 {
 		t.Errorf("relative error %.3g against the float64 recurrence", e)
+	}
+}
+
+func relErr(got []float32, want []float64) float64 {
+	var maxDiff, maxRef float64
+	for i, w := range want {
+		maxDiff = math.Max(maxDiff, math.Abs(float64(got[i])-w))
+		maxRef = math.Max(maxRef, math.Abs(w))
+	}
+	return maxDiff / maxRef
+}
+
+// The chunked form against the float64 recurrence, outputs and final
+// state, across chunk boundaries, with a carried initial state; and the
+// state it leaves continues correctly into a recurrent decode step.
+func TestGatedDeltaRuleChunked(t *testing.T) {
+	shapes := []kernels.DeltaShape{
+		{KHeads: 2, VHeads: 6, DK: 8, DV: 12, ConvKernel: 4},
+		{KHeads: 1, VHeads: 1, DK: 16, DV: 16, ConvKernel: 4},
+		{KHeads: 2, VHeads: 4, DK: 40, DV: 24, ConvKernel: 4},
+	}
+	for si, s := range shapes {
+		for _, rows := range []int{1, 63, 64, 65, 200, 257} {
+			r := rand.New(rand.NewPCG(uint64(si), uint64(rows)))
+			be := New(2)
+			qkv := randVec(r, (rows+1)*s.ConvDim(), 1)
+			a, b := randVec(r, (rows+1)*s.VHeads, 1), randVec(r, (rows+1)*s.VHeads, 1)
+			state := randVec(r, s.RecStateLen(), 0.5)
+			aLog, dtBias := randVec(r, s.VHeads, 0.3), randVec(r, s.VHeads, 0.3)
+			for i := range aLog {
+				aLog[i] -= 3 // slow decay: the state matters across chunks
+			}
+			want, wantS := naiveDeltaRuleState(qkv, a, b, state, aLog, dtBias, rows+1, s)
+			buf := func(v []float32) kernels.Buf { x := be.NewBuf(len(v)); be.Write(x, 0, v); return x }
+			al, dt := f32Tensor(t, be, []int{s.VHeads}, aLog), f32Tensor(t, be, []int{s.VHeads}, dtBias)
+			od := s.VHeads * s.DV
+			dst, st := be.NewBuf(rows*od), buf(state)
+			be.gatedDeltaRuleChunked(dst, buf(qkv[:rows*s.ConvDim()]), buf(a[:rows*s.VHeads]), buf(b[:rows*s.VHeads]), st, al, dt, rows, s)
+			got := make([]float32, dst.Len())
+			be.Read(dst, 0, got)
+			if e := relErr(got, want[:rows*od]); e > 1e-5 {
+				t.Errorf("shape %d rows %d: output relative error %.3g", si, rows, e)
+			}
+			// One decode step on the carried state.
+			dst1 := be.NewBuf(od)
+			be.GatedDeltaRule(dst1, buf(qkv[rows*s.ConvDim():]), buf(a[rows*s.VHeads:]), buf(b[rows*s.VHeads:]), st, al, dt, 1, s)
+			got1 := make([]float32, od)
+			be.Read(dst1, 0, got1)
+			if e := relErr(got1, want[rows*od:]); e > 1e-5 {
+				t.Errorf("shape %d rows %d: decode after chunked prefill relative error %.3g", si, rows, e)
+			}
+			gotS := make([]float32, st.Len())
+			be.Read(st, 0, gotS)
+			if e := relErr(gotS, wantS); e > 1e-5 {
+				t.Errorf("shape %d rows %d: final state relative error %.3g", si, rows, e)
+			}
+		}
+	}
+}
+
+// Recurrence against chunked form for a 512-token prefill at the real
+// Qwen3-Next shape.
+func BenchmarkGatedDeltaRulePrefill(b *testing.B) {
+	const rows = 512
+	for _, mode := range []string{"recurrent", "chunked"} {
+		b.Run(mode, func(b *testing.B) {
+			r := rand.New(rand.NewPCG(1, 2))
+			s := kernels.DeltaShape{KHeads: 16, VHeads: 32, DK: 128, DV: 128, ConvKernel: 4}
+			be := New(0)
+			mk := func(n int) kernels.Buf { x := be.NewBuf(n); be.Write(x, 0, randVec(r, n, 1)); return x }
+			qkv, a, bb, st := mk(rows*s.ConvDim()), mk(rows*s.VHeads), mk(rows*s.VHeads), be.NewBuf(s.RecStateLen())
+			dst := be.NewBuf(rows * s.VHeads * s.DV)
+			aLog, dt := f32Tensor(b, be, []int{s.VHeads}, randVec(r, s.VHeads, 1)), f32Tensor(b, be, []int{s.VHeads}, randVec(r, s.VHeads, 1))
+			run := be.gatedDeltaRuleRecurrent
+			if mode == "chunked" {
+				run = be.gatedDeltaRuleChunked
+			}
+			b.ResetTimer()
+			for range b.N {
+				run(dst, qkv, a, bb, st, aLog, dt, rows, s)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows), "ns/token")
+		})
 	}
 }
 
