@@ -95,17 +95,29 @@ type Backend struct {
 
 var _ kernels.Backend = (*Backend)(nil)
 
-// New creates a context on GPU ordinal and loads the kernels.
+// New creates a private context on GPU ordinal and loads the kernels.
 func New(ordinal int) (*Backend, error) {
+	return newBackend(ordinal, func(dev cu.Device) (cu.CUContext, error) {
+		ctx, err := dev.MakeContext(cu.SchedAuto)
+		if err != nil {
+			return ctx, fmt.Errorf("cuda: context on device %d: %w", ordinal, err)
+		}
+		return ctx, nil
+	})
+}
+
+// newBackend makes the context with makeCtx (which leaves it current on
+// this locked thread), then the stream, the kernels and cuBLASLt.
+func newBackend(ordinal int, makeCtx func(cu.Device) (cu.CUContext, error)) (*Backend, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	dev, err := cu.GetDevice(ordinal)
 	if err != nil {
 		return nil, fmt.Errorf("cuda: device %d: %w", ordinal, err)
 	}
-	ctx, err := dev.MakeContext(cu.SchedAuto)
+	ctx, err := makeCtx(dev)
 	if err != nil {
-		return nil, fmt.Errorf("cuda: context on device %d: %w", ordinal, err)
+		return nil, err
 	}
 	b := &Backend{dev: dev, ctx: ctx, rope: map[ropeKey]cu.DevicePtr{}, free: map[int64][]cu.DevicePtr{}}
 	if b.stream, err = cu.MakeStream(cu.NonBlocking); err != nil {

@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"fmt"
-	"runtime"
 
 	"gorgonia.org/cu"
 )
@@ -17,46 +16,15 @@ import (
 // another context then fails ("unhandled cuda error", seen on NCCL 2.28).
 // Sharing the primary context puts our kernels, our stream and NCCL's
 // resources in one context.
-//
-// The body mirrors New apart from the context; New could take the
-// primary context itself (one line), and then this constructor can go.
 func NewRank(ordinal int) (*Backend, error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	dev, err := cu.GetDevice(ordinal)
-	if err != nil {
-		return nil, fmt.Errorf("cuda: device %d: %w", ordinal, err)
-	}
-	ctx, err := dev.RetainPrimaryCtx()
-	if err != nil {
-		return nil, fmt.Errorf("cuda: primary context on device %d: %w", ordinal, err)
-	}
-	if err := cu.SetCurrentContext(ctx); err != nil {
-		return nil, fmt.Errorf("cuda: primary context on device %d: %w", ordinal, err)
-	}
-	b := &Backend{dev: dev, ctx: ctx, rope: map[ropeKey]cu.DevicePtr{}, free: map[int64][]cu.DevicePtr{}}
-	if b.stream, err = cu.MakeStream(cu.NonBlocking); err != nil {
-		return nil, fmt.Errorf("cuda: stream: %w", err)
-	}
-	b.s = cstream(b.stream)
-	mod, err := cu.LoadData(ptx)
-	if err != nil {
-		return nil, fmt.Errorf("cuda: load PTX: %w", err)
-	}
-	for i, name := range funcNames {
-		f, err := mod.Function(name)
+	return newBackend(ordinal, func(dev cu.Device) (cu.CUContext, error) {
+		ctx, err := dev.RetainPrimaryCtx()
 		if err != nil {
-			return nil, fmt.Errorf("cuda: kernel %s: %w", name, err)
+			return ctx, fmt.Errorf("cuda: primary context on device %d: %w", ordinal, err)
 		}
-		b.fn[i] = cfunc(f)
-	}
-	if b.sms, err = dev.Attribute(cu.MultiprocessorCount); err != nil {
-		return nil, err
-	}
-	b.openLt()
-	b.attn128 = fAttnPrefill128x3
-	if switches.attnOcc2 {
-		b.attn128 = fAttnPrefill128
-	}
-	return b, nil
+		if err := cu.SetCurrentContext(ctx); err != nil {
+			return ctx, fmt.Errorf("cuda: primary context on device %d: %w", ordinal, err)
+		}
+		return ctx, nil
+	})
 }
