@@ -16,7 +16,17 @@ var archs = map[string]archInfo{
 	"qwen3":    {"Qwen3ForCausalLM", "qwen3"},
 	"qwen3moe": {"Qwen3MoeForCausalLM", "qwen3_moe"},
 	"llama":    {"LlamaForCausalLM", "llama"},
+	// GLM-4.5: llama.cpp counts the multi-token-prediction layers in
+	// block_count (nextn_predict_layers of them, at the end).
+	"glm4moe":    {"Glm4MoeForCausalLM", "glm4_moe"},
+	"minimax-m2": {"MiniMaxM2ForCausalLM", "minimax_m2"},
 }
+
+// llama.cpp's expert_gating_func values.
+const (
+	gatingSoftmax = 1
+	gatingSigmoid = 2
+)
 
 // ErrArch is returned by Config for architectures without a mapping.
 var ErrArch = fmt.Errorf("%w: unsupported architecture", ErrFormat)
@@ -77,6 +87,9 @@ func (f *File) Config() (*models.Config, error) {
 		}
 		c.DecoderSparseStep = 1
 	}
+	if err := f.moeConfig(arch, &c, u); err != nil {
+		return nil, err
+	}
 	if typ, ok := m.String(arch + ".rope.scaling.type"); ok && typ == "linear" {
 		factor, _ := m.Float(arch + ".rope.scaling.factor")
 		c.RopeScaling = &models.RopeScaling{Type: "linear", RopeType: "linear", Factor: factor}
@@ -96,4 +109,47 @@ func (f *File) Config() (*models.Config, error) {
 		return nil, fmt.Errorf("gguf %s: %w", arch, err)
 	}
 	return out, nil
+}
+
+// moeConfig fills the keys of the sigmoid-routed MoE families from their
+// llama.cpp spellings.
+func (f *File) moeConfig(arch string, c *models.Config, u func(string) int) error {
+	m := f.Metadata
+	if arch != "glm4moe" && arch != "minimax-m2" {
+		return nil
+	}
+	if g := u("expert_gating_func"); g != 0 && g != gatingSigmoid {
+		return fmt.Errorf("%w: %s expert_gating_func %d (the model code routes by sigmoid)", ErrFormat, arch, g)
+	}
+	c.ScoringFunc = "sigmoid"
+	if c.HeadDim == 0 && c.NumHeads > 0 {
+		c.HeadDim = c.HiddenSize / c.NumHeads
+	}
+	// rope.dimension_count is the rotated width of each head.
+	if rd := u("rope.dimension_count"); rd > 0 && rd < c.HeadDim {
+		c.PartialRotaryFactor = float64(rd) / float64(c.HeadDim)
+	}
+	qn, hasQNorm := f.Tensor("blk.0.attn_q_norm.weight")
+	c.UseQKNorm = hasQNorm
+	switch arch {
+	case "glm4moe":
+		c.NumLayers -= u("nextn_predict_layers")
+		c.NRoutedExperts = c.NumExperts
+		c.NSharedExperts = u("expert_shared_count")
+		c.FirstKDenseReplace = u("leading_dense_block_count")
+		c.RoutedScalingFactor, _ = m.Float(arch + ".expert_weights_scale")
+		c.NormTopKProb, _ = m.Bool(arch + ".expert_weights_norm")
+		c.NGroup, c.TopKGroup = max(u("expert_group_count"), 1), max(u("expert_group_used_count"), 1)
+	case "minimax-m2":
+		c.NumLocalExperts = c.NumExperts
+		if c.MoEIntermediateSize > 0 {
+			c.IntermediateSize = c.MoEIntermediateSize
+		}
+		c.NormTopKProb = true
+		// The q/k norms span all heads at once (qk_norm_type per_layer).
+		if hasQNorm && len(qn.Shape) == 1 && qn.Shape[0] == c.NumHeads*c.HeadDim {
+			c.QKNormType = "per_layer"
+		}
+	}
+	return nil
 }

@@ -29,6 +29,39 @@ var blockNames = map[string]string{
 	"ffn_down_exps": "mlp.experts.%d.down_proj",
 }
 
+// archBlockNames override blockNames for one architecture.
+var archBlockNames = map[string]map[string]string{
+	"glm4moe": {
+		// GLM-4.5's post_attention_layernorm is llama.cpp's ATTN_POST_NORM.
+		"post_attention_norm": "post_attention_layernorm",
+		"ffn_gate_shexp":      "mlp.shared_experts.gate_proj",
+		"ffn_up_shexp":        "mlp.shared_experts.up_proj",
+		"ffn_down_shexp":      "mlp.shared_experts.down_proj",
+		"exp_probs_b":         "mlp.gate.e_score_correction",
+	},
+	"minimax-m2": {
+		"ffn_gate_inp":  "block_sparse_moe.gate",
+		"ffn_gate_exps": "block_sparse_moe.experts.%d.w1",
+		"ffn_up_exps":   "block_sparse_moe.experts.%d.w3",
+		"ffn_down_exps": "block_sparse_moe.experts.%d.w2",
+		"exp_probs_b":   "block_sparse_moe.e_score_correction",
+	},
+}
+
+// nextnNames maps the multi-token-prediction tensors of a block
+// (blk.N.nextn.X) onto transformers' names under model.layers.N; the model
+// code binds none of them (they belong to layers past num_hidden_layers).
+var nextnNames = map[string]string{
+	"eh_proj":          "eh_proj",
+	"embed_tokens":     "embed_tokens",
+	"enorm":            "enorm",
+	"hnorm":            "hnorm",
+	"shared_head_head": "shared_head.head",
+	"shared_head_norm": "shared_head.norm",
+}
+
+var nextnRe = regexp.MustCompile(`^blk\.(\d+)\.nextn\.([a-z_]+)\.(weight|bias)$`)
+
 var globalNames = map[string]string{
 	"token_embd.weight":  "model.embed_tokens.weight",
 	"output_norm.weight": "model.norm.weight",
@@ -93,10 +126,21 @@ func (f *File) Source() (models.Source, error) {
 			}
 			continue
 		}
+		if m := nextnRe.FindStringSubmatch(t.Name); m != nil {
+			if hf, ok := nextnNames[m[2]]; ok {
+				if err := add("model.layers."+m[1]+"."+hf+"."+m[3], entry{gguf: t.Name, expert: -1}); err != nil {
+					return nil, err
+				}
+				continue
+			}
+		}
 		m := blockRe.FindStringSubmatch(t.Name)
 		hf, known := "", false
 		if m != nil {
-			hf, known = blockNames[m[2]]
+			hf, known = archBlockNames[arch][m[2]]
+			if !known {
+				hf, known = blockNames[m[2]]
+			}
 		}
 		if !known {
 			if err := add(t.Name, entry{gguf: t.Name, expert: -1}); err != nil {
@@ -113,13 +157,18 @@ func (f *File) Source() (models.Source, error) {
 			}
 			continue
 		}
+		suffix := "." + m[3]
+		if m[2] == "exp_probs_b" {
+			// transformers spells the correction bias e_score_correction_bias.
+			suffix = "_" + m[3]
+		}
 		e := entry{gguf: t.Name, expert: -1}
 		if arch == "llama" && m[2] == "attn_q" {
 			e.unperm = heads
 		} else if arch == "llama" && m[2] == "attn_k" {
 			e.unperm = kvHeads
 		}
-		if err := add(prefix+hf+"."+m[3], e); err != nil {
+		if err := add(prefix+hf+suffix, e); err != nil {
 			return nil, err
 		}
 	}
