@@ -20,6 +20,9 @@ var archs = map[string]archInfo{
 	// block_count (nextn_predict_layers of them, at the end).
 	"glm4moe":    {"Glm4MoeForCausalLM", "glm4_moe"},
 	"minimax-m2": {"MiniMaxM2ForCausalLM", "minimax_m2"},
+	// deepseek2 is also DeepSeek-V2/V2.5 (softmax routing, no correction
+	// bias), which moeConfig rejects: only the V3 router is implemented.
+	"deepseek2": {"DeepseekV3ForCausalLM", "deepseek_v3"},
 }
 
 // llama.cpp's expert_gating_func values.
@@ -93,6 +96,10 @@ func (f *File) Config() (*models.Config, error) {
 	if typ, ok := m.String(arch + ".rope.scaling.type"); ok && typ == "linear" {
 		factor, _ := m.Float(arch + ".rope.scaling.factor")
 		c.RopeScaling = &models.RopeScaling{Type: "linear", RopeType: "linear", Factor: factor}
+	} else if ok && typ != "none" {
+		// yarn and the others are not mapped yet: refuse rather than run
+		// the model with the wrong positions.
+		return nil, fmt.Errorf("%w: %s rope.scaling.type %q is not mapped", ErrFormat, arch, typ)
 	}
 	if id, ok := m.Uint("tokenizer.ggml.bos_token_id"); ok {
 		c.BOSTokenID = json.RawMessage(fmt.Sprint(id))
@@ -115,11 +122,14 @@ func (f *File) Config() (*models.Config, error) {
 // llama.cpp spellings.
 func (f *File) moeConfig(arch string, c *models.Config, u func(string) int) error {
 	m := f.Metadata
-	if arch != "glm4moe" && arch != "minimax-m2" {
+	if arch != "glm4moe" && arch != "minimax-m2" && arch != "deepseek2" {
 		return nil
 	}
 	if g := u("expert_gating_func"); g != 0 && g != gatingSigmoid {
 		return fmt.Errorf("%w: %s expert_gating_func %d (the model code routes by sigmoid)", ErrFormat, arch, g)
+	}
+	if arch == "deepseek2" {
+		return f.mlaConfig(c, u)
 	}
 	c.ScoringFunc = "sigmoid"
 	if c.HeadDim == 0 && c.NumHeads > 0 {
@@ -151,5 +161,49 @@ func (f *File) moeConfig(arch string, c *models.Config, u func(string) int) erro
 			c.QKNormType = "per_layer"
 		}
 	}
+	return nil
+}
+
+// mlaConfig reads DeepSeek-V3's keys. The converter writes MLA as MQA:
+// head_count_kv 1, key_length kv_lora_rank+rope, value_length
+// kv_lora_rank, with the per-head sizes in key_length_mla and
+// value_length_mla (files from before that split state the per-head sizes
+// in key_length and value_length and carry attn_kv_b unsplit).
+func (f *File) mlaConfig(c *models.Config, u func(string) int) error {
+	const arch = "deepseek2"
+	m := f.Metadata
+	// V2 files have no gating func and no correction bias and route by
+	// softmax; V3 files carry exp_probs_b (and, from newer converters, the
+	// sigmoid gating func).
+	if _, ok := f.Tensor(fmt.Sprintf("blk.%d.exp_probs_b.bias", u("leading_dense_block_count"))); !ok && u("expert_gating_func") != gatingSigmoid {
+		return fmt.Errorf("%w: deepseek2 without sigmoid routing (DeepSeek-V2) is not supported", ErrArch)
+	}
+	c.ScoringFunc = "sigmoid"
+	c.NumKVHeads = c.NumHeads
+	c.QLoraRank = u("attention.q_lora_rank")
+	c.KVLoraRank = u("attention.kv_lora_rank")
+	c.QKRopeHeadDim = u("rope.dimension_count")
+	kl, vl := u("attention.key_length_mla"), u("attention.value_length_mla")
+	if kl == 0 {
+		kl, vl = u("attention.key_length"), u("attention.value_length")
+	}
+	c.QKNopeHeadDim, c.VHeadDim = kl-c.QKRopeHeadDim, vl
+	c.HeadDim = c.QKRopeHeadDim
+	// llama.cpp rotates deepseek2's rope dims as interleaved pairs.
+	c.RopeInterleave = true
+	if n := u("nextn_predict_layers"); n > 0 {
+		if _, ok := f.Tensor(fmt.Sprintf("blk.%d.nextn.eh_proj.weight", c.NumLayers-1)); ok {
+			c.NumLayers -= n
+		}
+	}
+	c.NRoutedExperts = c.NumExperts
+	c.NSharedExperts = u("expert_shared_count")
+	c.FirstKDenseReplace = u("leading_dense_block_count")
+	c.RoutedScalingFactor = 1
+	if v, ok := m.Float(arch + ".expert_weights_scale"); ok {
+		c.RoutedScalingFactor = v
+	}
+	c.NormTopKProb, _ = m.Bool(arch + ".expert_weights_norm")
+	c.NGroup, c.TopKGroup = max(u("expert_group_count"), 1), max(u("expert_group_used_count"), 1)
 	return nil
 }

@@ -119,8 +119,7 @@ type family struct {
 	meta func(cfg map[string]any) []ggufKV
 	// tensor maps one HF tensor to its GGUF tensors (nil: dropped, or held
 	// for stacking); blockCount is the converter's block count.
-	experts      []string // per-expert weight names stacked into _exps, in HF spelling
-	expertPrefix string   // e.g. "mlp.experts." or "block_sparse_moe.experts."
+	expertPrefix string // e.g. "mlp.experts." or "block_sparse_moe.experts."
 	expertNames  map[string]string
 	names        map[string]string // HF suffix under model.layers.N. → llama.cpp name
 	transform    func(cfg map[string]any, bid int, name string, t hfTensor) []ggufTensor
@@ -192,6 +191,12 @@ func textModelKV(arch string, cfg map[string]any) []ggufKV {
 	}
 	if _, ok := cfg["num_experts_per_tok"]; ok {
 		kvs = append(kvs, ggufKV{arch + ".expert_used_count", u("num_experts_per_tok")})
+	}
+	if _, ok := cfg["n_group"]; ok {
+		kvs = append(kvs, ggufKV{arch + ".expert_group_count", u("n_group")})
+	}
+	if _, ok := cfg["topk_group"]; ok {
+		kvs = append(kvs, ggufKV{arch + ".expert_group_used_count", u("topk_group")})
 	}
 	return kvs
 }
@@ -273,9 +278,7 @@ func convertFixture(t *testing.T, fam family) string {
 		}
 		if fam.transform != nil {
 			if ts := fam.transform(cfg, bid, rest, ht); ts != nil {
-				for _, x := range ts {
-					out = append(out, x)
-				}
+				out = append(out, ts...)
 				continue
 			}
 		}
@@ -373,6 +376,78 @@ var families = []family{
 				ggufKV{a + ".rope.dimension_count", rd})
 		},
 	},
+	{
+		// DeepseekV2Model (also DeepseekV3ForCausalLM): MLA written as MQA
+		// (head_count_kv 1, key/value_length of the latent cache, per-head
+		// sizes in *_length_mla), kv_b_proj split into attn_k_b
+		// (transposed) and attn_v_b, experts stacked, shared experts as
+		// *_shexp, e_score_correction_bias as exp_probs_b.bias, MTP layers
+		// skipped. The fixture states no scoring_func, so no
+		// expert_gating_func is written (exp_probs_b marks V3 routing).
+		fixture: "deepseek_v3", arch: "deepseek2",
+		expertPrefix: "mlp.experts.",
+		expertNames: map[string]string{"gate_proj.weight": "ffn_gate_exps.weight",
+			"up_proj.weight": "ffn_up_exps.weight", "down_proj.weight": "ffn_down_exps.weight"},
+		names: map[string]string{
+			"self_attn.q_a_proj.weight":           "attn_q_a.weight",
+			"self_attn.q_a_layernorm.weight":      "attn_q_a_norm.weight",
+			"self_attn.q_b_proj.weight":           "attn_q_b.weight",
+			"self_attn.kv_a_proj_with_mqa.weight": "attn_kv_a_mqa.weight",
+			"self_attn.kv_a_layernorm.weight":     "attn_kv_a_norm.weight",
+		},
+		transform: splitKVB,
+		meta: func(cfg map[string]any) []ggufKV {
+			const a = "deepseek2"
+			u := func(k string) uint32 { return uint32(num(cfg, k)) }
+			kvs := textModelKV(a, cfg)
+			kvs = setKV(kvs, a+".attention.head_count_kv", uint32(1))
+			kvs = setKV(kvs, a+".attention.key_length", u("kv_lora_rank")+u("qk_rope_head_dim"))
+			kvs = setKV(kvs, a+".attention.value_length", u("kv_lora_rank"))
+			return append(kvs,
+				ggufKV{a + ".leading_dense_block_count", u("first_k_dense_replace")},
+				ggufKV{a + ".vocab_size", u("vocab_size")},
+				ggufKV{a + ".attention.q_lora_rank", u("q_lora_rank")},
+				ggufKV{a + ".attention.kv_lora_rank", u("kv_lora_rank")},
+				ggufKV{a + ".attention.key_length_mla", u("qk_nope_head_dim") + u("qk_rope_head_dim")},
+				ggufKV{a + ".attention.value_length_mla", u("v_head_dim")},
+				ggufKV{a + ".expert_feed_forward_length", u("moe_intermediate_size")},
+				ggufKV{a + ".expert_count", u("n_routed_experts")},
+				ggufKV{a + ".expert_shared_count", u("n_shared_experts")},
+				ggufKV{a + ".expert_weights_scale", float32(num(cfg, "routed_scaling_factor"))},
+				ggufKV{a + ".expert_weights_norm", cfg["norm_topk_prob"] == true},
+				ggufKV{a + ".rope.dimension_count", u("qk_rope_head_dim")})
+		},
+	},
+}
+
+// splitKVB is DeepseekV2Model's kv_b_proj split: kv_b [h*(nope+v), rank]
+// viewed [h, nope+v, rank], split into k_b [h, nope, rank] transposed to
+// [h, rank, nope] and v_b [h, v, rank].
+func splitKVB(cfg map[string]any, bid int, name string, t hfTensor) []ggufTensor {
+	if name != "self_attn.kv_b_proj.weight" {
+		return nil
+	}
+	h := int(num(cfg, "num_attention_heads"))
+	nope, dv := int(num(cfg, "qk_nope_head_dim")), int(num(cfg, "v_head_dim"))
+	rank := t.shape[1]
+	const es = 2 // BF16
+	kb := make([]byte, h*rank*nope*es)
+	var vb []byte
+	for hh := 0; hh < h; hh++ {
+		base := hh * (nope + dv) * rank
+		for i := 0; i < nope; i++ {
+			for r := 0; r < rank; r++ {
+				src := (base + i*rank + r) * es
+				dst := ((hh*rank+r)*nope + i) * es
+				copy(kb[dst:dst+es], t.data[src:src+es])
+			}
+		}
+		vb = append(vb, t.data[(base+nope*rank)*es:(base+(nope+dv)*rank)*es]...)
+	}
+	return []ggufTensor{
+		{name: fmt.Sprintf("blk.%d.attn_k_b.weight", bid), typ: 30, shape: []int{h, rank, nope}, data: kb},
+		{name: fmt.Sprintf("blk.%d.attn_v_b.weight", bid), typ: 30, shape: []int{h, dv, rank}, data: vb},
+	}
 }
 
 func partial(cfg map[string]any, def float64) float64 {

@@ -1,11 +1,14 @@
 package gguf
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"regexp"
 	"sort"
 
 	"github.com/pocketllm/pocketllm/kernels"
+	"github.com/pocketllm/pocketllm/kernels/quant"
 	"github.com/pocketllm/pocketllm/models"
 )
 
@@ -38,6 +41,18 @@ var archBlockNames = map[string]map[string]string{
 		"ffn_up_shexp":        "mlp.shared_experts.up_proj",
 		"ffn_down_shexp":      "mlp.shared_experts.down_proj",
 		"exp_probs_b":         "mlp.gate.e_score_correction",
+	},
+	"deepseek2": {
+		"attn_q_a":       "self_attn.q_a_proj",
+		"attn_q_a_norm":  "self_attn.q_a_layernorm",
+		"attn_q_b":       "self_attn.q_b_proj",
+		"attn_kv_a_mqa":  "self_attn.kv_a_proj_with_mqa",
+		"attn_kv_a_norm": "self_attn.kv_a_layernorm",
+		"attn_kv_b":      "self_attn.kv_b_proj",
+		"ffn_gate_shexp": "mlp.shared_experts.gate_proj",
+		"ffn_up_shexp":   "mlp.shared_experts.up_proj",
+		"ffn_down_shexp": "mlp.shared_experts.down_proj",
+		"exp_probs_b":    "mlp.gate.e_score_correction",
 	},
 	"minimax-m2": {
 		"ffn_gate_inp":  "block_sparse_moe.gate",
@@ -73,8 +88,9 @@ var blockRe = regexp.MustCompile(`^blk\.(\d+)\.([a-z_]+)\.(weight|bias)$`)
 // entry is how a transformers-named weight is made from the file.
 type entry struct {
 	gguf   string
-	expert int // row slice of a stacked expert tensor, or -1
-	unperm int // >0: undo llama.cpp's rope permutation with this many heads
+	expert int    // row slice of a stacked expert tensor, or -1
+	unperm int    // >0: undo llama.cpp's rope permutation with this many heads
+	vb     string // deepseek2: gguf is attn_k_b, vb attn_v_b; rejoin into kv_b_proj
 }
 
 // source serves a File under transformers names.
@@ -135,6 +151,23 @@ func (f *File) Source() (models.Source, error) {
 			}
 		}
 		m := blockRe.FindStringSubmatch(t.Name)
+		if m != nil && arch == "deepseek2" && (m[2] == "attn_k_b" || m[2] == "attn_v_b") && m[3] == "weight" {
+			// Rejoined into kv_b_proj below, unless the file also has it.
+			kb, vb := "blk."+m[1]+".attn_k_b.weight", "blk."+m[1]+".attn_v_b.weight"
+			_, hasKVB := f.Tensor("blk." + m[1] + ".attn_kv_b.weight")
+			_, hasVB := f.Tensor(vb)
+			_, hasKB := f.Tensor(kb)
+			if hasKVB || !hasKB || !hasVB {
+				if err := add(t.Name, entry{gguf: t.Name, expert: -1}); err != nil {
+					return nil, err
+				}
+			} else if m[2] == "attn_k_b" {
+				if err := add("model.layers."+m[1]+".self_attn.kv_b_proj.weight", entry{gguf: kb, vb: vb, expert: -1}); err != nil {
+					return nil, err
+				}
+			}
+			continue
+		}
 		hf, known := "", false
 		if m != nil {
 			hf, known = archBlockNames[arch][m[2]]
@@ -190,6 +223,13 @@ func (s *source) Weight(name string) (*kernels.Weight, error) {
 		return nil, err
 	}
 	w.Name = name
+	if e.vb != "" {
+		v, err := s.f.Weight(e.vb)
+		if err != nil {
+			return nil, err
+		}
+		return joinKVB(name, w, v)
+	}
 	if e.expert >= 0 {
 		rows, cols := w.Shape[1], w.Shape[2]
 		return w.RowSlice(name, e.expert*rows, (e.expert+1)*rows, []int{rows, cols})
@@ -224,4 +264,69 @@ func unpermute(w *kernels.Weight, heads int) (*kernels.Weight, error) {
 	}
 	w.Data = out
 	return w, nil
+}
+
+// joinKVB undoes the deepseek2 converter's split of kv_b_proj
+// [heads*(nope+v), rank] into attn_k_b [heads, rank, nope] (each head's
+// nope rows transposed) and attn_v_b [heads, v, rank]: per head, the nope
+// rows of kv_b are k_b's columns, then v_b's rows. Float formats are moved
+// element by element (exact); block formats are dequantized to F32, since
+// k_b's blocks run along nope and kv_b's along rank.
+func joinKVB(name string, k, v *kernels.Weight) (*kernels.Weight, error) {
+	if len(k.Shape) != 3 || len(v.Shape) != 3 || k.Shape[0] != v.Shape[0] || k.Shape[1] != v.Shape[2] {
+		return nil, fmt.Errorf("%w: %s: attn_k_b %v and attn_v_b %v do not pair", ErrFormat, name, k.Shape, v.Shape)
+	}
+	heads, rank, nope, dv := k.Shape[0], k.Shape[1], k.Shape[2], v.Shape[1]
+	es := map[kernels.DType]int{kernels.F32: 4, kernels.F16: 2, kernels.BF16: 2}
+	dt, size := k.DType, es[k.DType]
+	if k.DType != v.DType || size == 0 {
+		kf, err := toF32(k)
+		if err != nil {
+			return nil, err
+		}
+		vf, err := toF32(v)
+		if err != nil {
+			return nil, err
+		}
+		k, v, dt, size = kf, vf, kernels.F32, 4
+	}
+	out := make([]byte, heads*(nope+dv)*rank*size)
+	for h := 0; h < heads; h++ {
+		base := h * (nope + dv) * rank
+		for i := 0; i < nope; i++ {
+			for r := 0; r < rank; r++ {
+				src := ((h*rank+r)*nope + i) * size
+				dst := (base + i*rank + r) * size
+				copy(out[dst:dst+size], k.Data[src:src+size])
+			}
+		}
+		vs := h * dv * rank * size
+		copy(out[(base+nope*rank)*size:], v.Data[vs:vs+dv*rank*size])
+	}
+	w := &kernels.Weight{Name: name, DType: dt, Shape: []int{heads * (nope + dv), rank}, Data: out}
+	return w, w.Validate()
+}
+
+// toF32 dequantizes a weight of any supported format to F32.
+func toF32(w *kernels.Weight) (*kernels.Weight, error) {
+	cols := w.Shape[len(w.Shape)-1]
+	rows := 1
+	for _, d := range w.Shape[:len(w.Shape)-1] {
+		rows *= d
+	}
+	rb, err := w.DType.RowBytes(cols)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 4*rows*cols)
+	row := make([]float32, cols)
+	for r := 0; r < rows; r++ {
+		if err := quant.DequantizeRow(w.DType, w.Data[r*rb:(r+1)*rb], row); err != nil {
+			return nil, fmt.Errorf("%s: %w", w.Name, err)
+		}
+		for i, x := range row {
+			binary.LittleEndian.PutUint32(out[4*(r*cols+i):], math.Float32bits(x))
+		}
+	}
+	return &kernels.Weight{Name: w.Name, DType: kernels.F32, Shape: w.Shape, Data: out}, nil
 }
