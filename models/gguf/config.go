@@ -23,6 +23,9 @@ var archs = map[string]archInfo{
 	// deepseek2 is also DeepSeek-V2/V2.5 (softmax routing, no correction
 	// bias), which moeConfig rejects: only the V3 router is implemented.
 	"deepseek2": {"DeepseekV3ForCausalLM", "deepseek_v3"},
+	// Qwen3-Next: Gated DeltaNet hybrid (the linear-attention sizes are
+	// the ssm.* keys).
+	"qwen3next": {"Qwen3NextForCausalLM", "qwen3_next"},
 }
 
 // llama.cpp's expert_gating_func values.
@@ -89,6 +92,11 @@ func (f *File) Config() (*models.Config, error) {
 			c.NormTopKProb = v
 		}
 		c.DecoderSparseStep = 1
+	}
+	if arch == "qwen3next" {
+		if err := f.hybridConfig(arch, &c, u); err != nil {
+			return nil, err
+		}
 	}
 	if err := f.moeConfig(arch, &c, u); err != nil {
 		return nil, err
@@ -205,5 +213,40 @@ func (f *File) mlaConfig(c *models.Config, u func(string) int) error {
 	}
 	c.NormTopKProb, _ = m.Bool(arch + ".expert_weights_norm")
 	c.NGroup, c.TopKGroup = max(u("expert_group_count"), 1), max(u("expert_group_used_count"), 1)
+	return nil
+}
+
+// hybridConfig reads the Gated DeltaNet hybrids' keys: ssm.group_count key
+// heads of ssm.state_size, ssm.time_step_rank value heads sharing
+// ssm.inner_size, ssm.conv_kernel, every full_attention_interval-th layer
+// full attention with rope.dimension_count rotated dims.
+func (f *File) hybridConfig(arch string, c *models.Config, u func(string) int) error {
+	m := f.Metadata
+	c.LinearNumKeyHeads = u("ssm.group_count")
+	c.LinearNumValueHeads = u("ssm.time_step_rank")
+	c.LinearKeyHeadDim = u("ssm.state_size")
+	c.LinearConvKernelDim = u("ssm.conv_kernel")
+	if c.LinearNumValueHeads > 0 {
+		c.LinearValueHeadDim = u("ssm.inner_size") / c.LinearNumValueHeads
+	}
+	c.FullAttentionInterval = u("full_attention_interval")
+	if c.FullAttentionInterval <= 0 {
+		return fmt.Errorf("%w: %s without full_attention_interval", ErrFormat, arch)
+	}
+	if c.HeadDim == 0 && c.NumHeads > 0 {
+		c.HeadDim = c.HiddenSize / c.NumHeads
+	}
+	if rd := u("rope.dimension_count"); rd > 0 && rd < c.HeadDim {
+		c.PartialRotaryFactor = float64(rd) / float64(c.HeadDim)
+	}
+	if arch == "qwen3next" {
+		c.SharedExpertSize = u("expert_shared_feed_forward_length")
+		c.DecoderSparseStep = 1
+		// llama.cpp's qwen3next graph renormalises the top-k weights.
+		c.NormTopKProb = true
+		if v, ok := m.Bool(arch + ".expert_weights_norm"); ok {
+			c.NormTopKProb = v
+		}
+	}
 	return nil
 }

@@ -123,6 +123,12 @@ type family struct {
 	expertNames  map[string]string
 	names        map[string]string // HF suffix under model.layers.N. → llama.cpp name
 	transform    func(cfg map[string]any, bid int, name string, t hfTensor) []ggufTensor
+	// pre, when set, sees every tensor first under its full HF name (the
+	// value changes a converter makes before renaming).
+	pre func(name string, t hfTensor) hfTensor
+	// f32 converts an F32 copy of the fixture (exact), for families whose
+	// converter computes on the weights in the checkpoint's dtype.
+	f32 bool
 }
 
 var commonNames = map[string]string{
@@ -237,11 +243,18 @@ func convertFixture(t *testing.T, fam family) string {
 	}
 	stacks := map[string][][]byte{} // gguf name → per-expert data
 	stackShape := map[string][]int{}
+	stackDType := map[string]string{}
 	for _, n := range names {
 		tt, _ := st.Tensor(n)
 		ht := hfTensor{shape: append([]int(nil), tt.Shape...), data: tt.Data, dtype: tt.DType}
 		if tt.DType != "BF16" && tt.DType != "F32" {
 			t.Fatalf("%s: dtype %s", n, tt.DType)
+		}
+		if fam.f32 && ht.dtype == "BF16" {
+			ht.data, ht.dtype = bf16ToF32(ht.data), "F32"
+		}
+		if fam.pre != nil {
+			ht = fam.pre(n, ht)
 		}
 		switch n {
 		case "model.embed_tokens.weight":
@@ -274,6 +287,7 @@ func convertFixture(t *testing.T, fam family) string {
 			}
 			stacks[gn][e] = ht.data
 			stackShape[gn] = ht.shape
+			stackDType[gn] = ht.dtype
 			continue
 		}
 		if fam.transform != nil {
@@ -299,7 +313,7 @@ func convertFixture(t *testing.T, fam family) string {
 			}
 			data = append(data, p...)
 		}
-		emit(gn, hfTensor{shape: append([]int{len(parts)}, stackShape[gn]...), data: data, dtype: "BF16"})
+		emit(gn, hfTensor{shape: append([]int{len(parts)}, stackShape[gn]...), data: data, dtype: stackDType[gn]})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	kvs := fam.meta(cfg)

@@ -91,6 +91,8 @@ type entry struct {
 	expert int    // row slice of a stacked expert tensor, or -1
 	unperm int    // >0: undo llama.cpp's rope permutation with this many heads
 	vb     string // deepseek2: gguf is attn_k_b, vb attn_v_b; rejoin into kv_b_proj
+	op     int    // qwen3next: a transformation to undo (opALog, …)
+	gate   string // opQKVZ: the attn_gate tensor
 }
 
 // source serves a File under transformers names.
@@ -98,6 +100,7 @@ type source struct {
 	f       *File
 	entries map[string]entry
 	names   []string
+	dims    deltaDims // qwen3next
 }
 
 // Source maps the file's llama.cpp tensor names onto transformers names
@@ -135,7 +138,22 @@ func (f *File) Source() (models.Source, error) {
 		s.names = append(s.names, name)
 		return nil
 	}
+	hybrid := arch == "qwen3next"
+	if hybrid {
+		d, err := f.deltaDims(arch)
+		if err != nil {
+			return nil, err
+		}
+		s.dims = d
+	}
 	for _, t := range f.tensors {
+		if hybrid {
+			if done, err := s.addHybrid(t.Name, add); err != nil {
+				return nil, err
+			} else if done {
+				continue
+			}
+		}
 		if hf, ok := globalNames[t.Name]; ok {
 			if err := add(hf, entry{gguf: t.Name, expert: -1}); err != nil {
 				return nil, err
@@ -223,6 +241,24 @@ func (s *source) Weight(name string) (*kernels.Weight, error) {
 		return nil, err
 	}
 	w.Name = name
+	switch e.op {
+	case opALog:
+		return mapF32(w, func(x float64) float64 { return math.Log(-x) })
+	case opMinus1:
+		return mapF32(w, func(x float64) float64 { return x - 1 })
+	case opConv:
+		if len(w.Shape) != 2 {
+			return nil, fmt.Errorf("%w: %s: conv shape %v", ErrFormat, name, w.Shape)
+		}
+		w.Shape = []int{w.Shape[0], 1, w.Shape[1]}
+		return w, nil
+	case opQKVZ:
+		z, err := s.f.Weight(e.gate)
+		if err != nil {
+			return nil, err
+		}
+		return joinQKVZ(name, w, z, s.dims)
+	}
 	if e.vb != "" {
 		v, err := s.f.Weight(e.vb)
 		if err != nil {

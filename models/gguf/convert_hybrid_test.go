@@ -1,0 +1,106 @@
+package gguf_test
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Qwen3NextModel: the DeltaNet tensors renamed to ssm_*, A_log stored as
+// ssm_a = -exp(A_log), dt_bias as ssm_dt.bias, conv1d squeezed to [C, K],
+// every zero-centred norm (all but linear_attn.norm) stored as 1+w,
+// in_proj_qkvz regrouped from per-key-head [q, k, v, z] blocks into
+// attn_qkv (all q, all k, all v) and attn_gate (z), in_proj_ba kept as
+// ssm_ba, the shared expert as *_shexp and its gate as
+// ffn_gate_inp_shexp. The converter computes -exp and +1 in the
+// checkpoint's dtype; the test converts an F32 copy so that the GGUF
+// holds the reference's weights to float32 rounding.
+var qwen3NextFamily = family{
+	fixture: "qwen3_next", arch: "qwen3next", f32: true,
+	expertPrefix: "mlp.experts.",
+	expertNames: map[string]string{"gate_proj.weight": "ffn_gate_exps.weight",
+		"up_proj.weight": "ffn_up_exps.weight", "down_proj.weight": "ffn_down_exps.weight"},
+	names: map[string]string{
+		"post_attention_layernorm.weight":    "post_attention_norm.weight",
+		"linear_attn.in_proj_ba.weight":      "ssm_ba.weight",
+		"linear_attn.out_proj.weight":        "ssm_out.weight",
+		"linear_attn.norm.weight":            "ssm_norm.weight",
+		"linear_attn.dt_bias":                "ssm_dt.bias",
+		"mlp.shared_expert.gate_proj.weight": "ffn_gate_shexp.weight",
+		"mlp.shared_expert.up_proj.weight":   "ffn_up_shexp.weight",
+		"mlp.shared_expert.down_proj.weight": "ffn_down_shexp.weight",
+		"mlp.shared_expert_gate.weight":      "ffn_gate_inp_shexp.weight",
+	},
+	pre: func(name string, t hfTensor) hfTensor {
+		if strings.HasSuffix(name, "norm.weight") && !strings.HasSuffix(name, "linear_attn.norm.weight") {
+			t.data = mapF32Bytes(t.data, func(x float32) float32 { return x + 1 })
+		}
+		return t
+	},
+	transform: func(cfg map[string]any, bid int, name string, t hfTensor) []ggufTensor {
+		blk := fmt.Sprintf("blk.%d.", bid)
+		switch name {
+		case "linear_attn.A_log":
+			return []ggufTensor{{name: blk + "ssm_a", shape: t.shape, data: mapF32Bytes(t.data, func(x float32) float32 {
+				return -float32(math.Exp(float64(x)))
+			})}}
+		case "linear_attn.conv1d.weight":
+			return []ggufTensor{{name: blk + "ssm_conv1d.weight", shape: []int{t.shape[0], t.shape[2]}, data: t.data}}
+		case "linear_attn.in_proj_qkvz.weight":
+			return splitQKVZ(cfg, blk, t)
+		}
+		return nil
+	},
+	meta: func(cfg map[string]any) []ggufKV {
+		const a = "qwen3next"
+		u := func(k string) uint32 { return uint32(num(cfg, k)) }
+		kvs := textModelKV(a, cfg)
+		return append(kvs,
+			ggufKV{a + ".expert_feed_forward_length", u("moe_intermediate_size")},
+			ggufKV{a + ".expert_shared_feed_forward_length", u("shared_expert_intermediate_size")},
+			ggufKV{a + ".ssm.conv_kernel", u("linear_conv_kernel_dim")},
+			ggufKV{a + ".ssm.state_size", u("linear_key_head_dim")},
+			ggufKV{a + ".ssm.group_count", u("linear_num_key_heads")},
+			ggufKV{a + ".ssm.time_step_rank", u("linear_num_value_heads")},
+			ggufKV{a + ".ssm.inner_size", u("linear_value_head_dim") * u("linear_num_value_heads")},
+			ggufKV{a + ".full_attention_interval", u("full_attention_interval")},
+			ggufKV{a + ".rope.dimension_count", uint32(num(cfg, "head_dim") * partial(cfg, 0.25))})
+	},
+}
+
+func init() { families = append(families, qwen3NextFamily) }
+
+// mapF32Bytes applies fn to F32 bytes.
+func mapF32Bytes(b []byte, fn func(float32) float32) []byte {
+	out := make([]byte, len(b))
+	for i := 0; i+4 <= len(b); i += 4 {
+		binary.LittleEndian.PutUint32(out[i:], math.Float32bits(fn(math.Float32frombits(binary.LittleEndian.Uint32(b[i:])))))
+	}
+	return out
+}
+
+// splitQKVZ is the converter's in_proj_qkvz regrouping: rows grouped per
+// key head as [q, k, v, z] become attn_qkv (every head's q, then k, then
+// v) and attn_gate (every head's z). F32 rows.
+func splitQKVZ(cfg map[string]any, blk string, t hfTensor) []ggufTensor {
+	kh, vh := int(num(cfg, "linear_num_key_heads")), int(num(cfg, "linear_num_value_heads"))
+	dk, dv := int(num(cfg, "linear_key_head_dim")), int(num(cfg, "linear_value_head_dim"))
+	vg := vh / kh * dv
+	rb := 4 * t.shape[1]
+	group := 2*dk + 2*vg
+	rows := func(lo, n int) []byte { return t.data[lo*rb : (lo+n)*rb] }
+	var q, k, v, z []byte
+	for h := range kh {
+		base := h * group
+		q = append(q, rows(base, dk)...)
+		k = append(k, rows(base+dk, dk)...)
+		v = append(v, rows(base+2*dk, vg)...)
+		z = append(z, rows(base+2*dk+vg, vg)...)
+	}
+	qkv := append(append(q, k...), v...)
+	return []ggufTensor{
+		{name: blk + "attn_qkv.weight", shape: []int{len(qkv) / rb, t.shape[1]}, data: qkv},
+		{name: blk + "attn_gate.weight", shape: []int{len(z) / rb, t.shape[1]}, data: z},
+	}
+}
