@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/pocketllm/pocketllm/cache"
 )
 
 // ConfigVersion is the only config file version this daemon reads.
@@ -82,6 +84,56 @@ type CacheConfig struct {
 	KVBlocks      int   `toml:"kv_blocks"`
 	BlockSize     int   `toml:"block_size"`
 	HostTierBytes int64 `toml:"host_tier_bytes"`
+	// SnapshotBytes bounds the host memory for snapshots of a hybrid
+	// model's recurrent state, per model (0: the default, 1 GiB).
+	SnapshotBytes int64 `toml:"snapshot_bytes"`
+	// SnapshotIntervals says where hybrid sequences are snapshotted (nil:
+	// cache.DefaultIntervals).
+	SnapshotIntervals *SnapshotIntervals `toml:"snapshot_intervals"`
+}
+
+// SnapshotIntervals is cache.snapshot_intervals, an inline table
+// { dense = 256, until = 4096, sparse = 4096 }: a snapshot every dense
+// tokens up to until, then every sparse tokens. All three keys are
+// required, positive and multiples of block_size, and until is a multiple
+// of dense (the daemon does not silently round them as cache.Intervals
+// would).
+type SnapshotIntervals struct {
+	Dense  int `toml:"dense"`
+	Until  int `toml:"until"`
+	Sparse int `toml:"sparse"`
+}
+
+// Intervals is the session policy the table configures (the zero
+// Intervals, which means the default, when iv is nil).
+func (iv *SnapshotIntervals) Intervals() cache.Intervals {
+	if iv == nil {
+		return cache.Intervals{}
+	}
+	return cache.Intervals{Dense: iv.Dense, Until: iv.Until, Sparse: iv.Sparse}
+}
+
+// validate checks the table against the block size bs.
+func (iv *SnapshotIntervals) validate(bs int) error {
+	if iv == nil {
+		return nil
+	}
+	const key = "cache.snapshot_intervals"
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"dense", iv.Dense}, {"until", iv.Until}, {"sparse", iv.Sparse}} {
+		switch {
+		case f.v <= 0:
+			return fmt.Errorf("%s.%s: must be a positive number of tokens, got %d", key, f.name, f.v)
+		case f.v%bs != 0:
+			return fmt.Errorf("%s.%s: %d is not a multiple of cache.block_size (%d)", key, f.name, f.v, bs)
+		}
+	}
+	if iv.Until%iv.Dense != 0 {
+		return fmt.Errorf("%s.until: %d is not a multiple of dense (%d)", key, iv.Until, iv.Dense)
+	}
+	return nil
 }
 
 // LimitsConfig is the [limits] table.
@@ -202,12 +254,16 @@ func (c *Config) Validate() error {
 		names[name] = true
 	}
 	for key, v := range map[string]int64{"cache.kv_blocks": int64(c.Cache.KVBlocks), "cache.block_size": int64(c.Cache.BlockSize),
-		"cache.host_tier_bytes": c.Cache.HostTierBytes, "limits.queue": int64(c.Limits.Queue), "limits.max_body_bytes": int64(c.Limits.MaxBodyBytes)} {
+		"cache.host_tier_bytes": c.Cache.HostTierBytes, "cache.snapshot_bytes": c.Cache.SnapshotBytes, "limits.queue": int64(c.Limits.Queue), "limits.max_body_bytes": int64(c.Limits.MaxBodyBytes)} {
 		if v < 0 {
 			return fmt.Errorf("%s: must not be negative, got %d", key, v)
 		}
 	}
-	return nil
+	bs := c.Cache.BlockSize
+	if bs == 0 {
+		bs = DefaultBlockSize
+	}
+	return c.Cache.SnapshotIntervals.validate(bs)
 }
 
 // ModelName is the name clients use: Name, else the base name of Path

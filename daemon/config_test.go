@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pocketllm/pocketllm/cache"
 )
 
 const goodConfig = `
@@ -33,6 +35,8 @@ threads = 4
 kv_blocks = 1024
 block_size = 16
 host_tier_bytes = 1073741824
+snapshot_bytes = 536870912
+snapshot_intervals = { dense = 128, until = 2048, sparse = 1024 }
 
 [limits]
 queue = 64
@@ -48,6 +52,54 @@ func TestParseConfig(t *testing.T) {
 		c.Models[0].TensorParallel != 2 || len(c.Models[0].Devices) != 2 || c.Cache.HostTierBytes != 1<<30 ||
 		c.Limits.Queue != 64 || c.Server.LogLevel != "debug" {
 		t.Fatalf("parsed %+v", c)
+	}
+	if c.Cache.SnapshotBytes != 512<<20 || c.Cache.SnapshotIntervals.Intervals() != (cache.Intervals{Dense: 128, Until: 2048, Sparse: 1024}) {
+		t.Fatalf("parsed cache %+v, intervals %+v", c.Cache, c.Cache.SnapshotIntervals)
+	}
+}
+
+func TestSnapshotConfig(t *testing.T) {
+	// Left out: the session defaults (the zero values).
+	c, err := ParseConfig([]byte("version = 1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Cache.SnapshotBytes != 0 || c.Cache.SnapshotIntervals != nil || c.Cache.SnapshotIntervals.Intervals() != (cache.Intervals{}) {
+		t.Fatalf("defaults: %+v", c.Cache)
+	}
+	// Intervals are checked against the configured block size, and the
+	// accepted ones are already aligned (cache.Intervals.Aligned keeps them).
+	c, err = ParseConfig([]byte("version = 1\n[cache]\nblock_size = 32\nsnapshot_intervals = { dense = 64, until = 512, sparse = 256 }\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if iv := c.Cache.SnapshotIntervals.Intervals(); iv.Aligned(32) != iv || iv != (cache.Intervals{Dense: 64, Until: 512, Sparse: 256}) {
+		t.Fatalf("intervals %+v", iv)
+	}
+	// The standard table form works as well as the inline one.
+	if _, err := ParseConfig([]byte("version = 1\n[cache.snapshot_intervals]\ndense = 256\nuntil = 4096\nsparse = 4096\n")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, cache, want string }{
+		{"negative bytes", "snapshot_bytes = -1", "cache.snapshot_bytes"},
+		{"bytes wrong type", `snapshot_bytes = "1G"`, "cache.snapshot_bytes"},
+		{"intervals wrong type", "snapshot_intervals = 256", "cache.snapshot_intervals"},
+		{"unknown interval key", "snapshot_intervals = { dense = 256, until = 4096, sparse = 4096, every = 1 }", "cache.snapshot_intervals.every"},
+		{"missing sparse", "snapshot_intervals = { dense = 256, until = 4096 }", "cache.snapshot_intervals.sparse: must be a positive"},
+		{"empty table", "snapshot_intervals = {}", "cache.snapshot_intervals.dense: must be a positive"},
+		{"zero dense", "snapshot_intervals = { dense = 0, until = 4096, sparse = 4096 }", "cache.snapshot_intervals.dense"},
+		{"negative until", "snapshot_intervals = { dense = 256, until = -16, sparse = 4096 }", "cache.snapshot_intervals.until"},
+		{"dense off the blocks", "snapshot_intervals = { dense = 100, until = 4000, sparse = 4096 }", "cache.snapshot_intervals.dense: 100 is not a multiple of cache.block_size (16)"},
+		{"sparse off the blocks", "snapshot_intervals = { dense = 256, until = 4096, sparse = 1000 }", "cache.snapshot_intervals.sparse"},
+		{"off a configured block size", "block_size = 64\nsnapshot_intervals = { dense = 32, until = 4096, sparse = 4096 }", "cache.snapshot_intervals.dense: 32 is not a multiple of cache.block_size (64)"},
+		{"until off dense", "snapshot_intervals = { dense = 256, until = 4000, sparse = 4096 }", "cache.snapshot_intervals.until: 4000 is not a multiple of dense (256)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig([]byte("version = 1\n[cache]\n" + tc.cache + "\n"))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one naming %q", err, tc.want)
+			}
+		})
 	}
 }
 
