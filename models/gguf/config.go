@@ -26,6 +26,9 @@ var archs = map[string]archInfo{
 	// Qwen3-Next: Gated DeltaNet hybrid (the linear-attention sizes are
 	// the ssm.* keys).
 	"qwen3next": {"Qwen3NextForCausalLM", "qwen3_next"},
+	// Qwen3.5 (dense): its multimodal rope (rope.dimension_sections)
+	// reduces to plain rope for text.
+	"qwen35": {"Qwen3_5ForCausalLM", "qwen3_5_text"},
 }
 
 // llama.cpp's expert_gating_func values.
@@ -93,7 +96,7 @@ func (f *File) Config() (*models.Config, error) {
 		}
 		c.DecoderSparseStep = 1
 	}
-	if arch == "qwen3next" {
+	if arch == "qwen3next" || arch == "qwen35" {
 		if err := f.hybridConfig(arch, &c, u); err != nil {
 			return nil, err
 		}

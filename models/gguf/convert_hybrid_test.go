@@ -104,3 +104,87 @@ func splitQKVZ(cfg map[string]any, blk string, t hfTensor) []ggufTensor {
 		{name: blk + "attn_gate.weight", shape: []int{len(z) / rb, t.shape[1]}, data: z},
 	}
 }
+
+// Qwen3_5TextModel: Qwen3NextModel's renames and value changes on separate
+// projections (in_proj_qkv → attn_qkv, in_proj_z → attn_gate, in_proj_a/b
+// → ssm_alpha/ssm_beta), after _LinearAttentionVReorderBase has moved the
+// value heads from grouped-by-key-head to tiled order in in_proj_qkv's v
+// rows, in_proj_z, in_proj_a/b, A_log, dt_bias, conv1d's v channels and
+// out_proj's columns; rope.dimension_sections defaults to [11, 11, 10, 0].
+var qwen35Family = family{
+	fixture: "qwen3_5", arch: "qwen35", f32: true,
+	expertPrefix: "mlp.experts.", // none: dense
+	names: map[string]string{
+		"post_attention_layernorm.weight": "post_attention_norm.weight",
+		"linear_attn.norm.weight":         "ssm_norm.weight",
+	},
+	pre: func(name string, t hfTensor) hfTensor {
+		return qwen3NextFamily.pre(name, t)
+	},
+	transform: func(cfg map[string]any, bid int, name string, t hfTensor) []ggufTensor {
+		blk := fmt.Sprintf("blk.%d.", bid)
+		kh, vh := int(num(cfg, "linear_num_key_heads")), int(num(cfg, "linear_num_value_heads"))
+		dk, dv := int(num(cfg, "linear_key_head_dim")), int(num(cfg, "linear_value_head_dim"))
+		rows := func(data []byte, cols, off, hd int) []byte { // reorder heads of hd rows from row off
+			return tileHeads(data, 4*cols, off, kh, vh/kh, hd)
+		}
+		switch name {
+		case "linear_attn.in_proj_qkv.weight":
+			return []ggufTensor{{name: blk + "attn_qkv.weight", shape: t.shape, data: rows(t.data, t.shape[1], 2*kh*dk, dv)}}
+		case "linear_attn.in_proj_z.weight":
+			return []ggufTensor{{name: blk + "attn_gate.weight", shape: t.shape, data: rows(t.data, t.shape[1], 0, dv)}}
+		case "linear_attn.in_proj_a.weight":
+			return []ggufTensor{{name: blk + "ssm_alpha.weight", shape: t.shape, data: rows(t.data, t.shape[1], 0, 1)}}
+		case "linear_attn.in_proj_b.weight":
+			return []ggufTensor{{name: blk + "ssm_beta.weight", shape: t.shape, data: rows(t.data, t.shape[1], 0, 1)}}
+		case "linear_attn.dt_bias":
+			return []ggufTensor{{name: blk + "ssm_dt.bias", shape: t.shape, data: rows(t.data, 1, 0, 1)}}
+		case "linear_attn.A_log":
+			a := mapF32Bytes(rows(t.data, 1, 0, 1), func(x float32) float32 { return -float32(math.Exp(float64(x))) })
+			return []ggufTensor{{name: blk + "ssm_a", shape: t.shape, data: a}}
+		case "linear_attn.conv1d.weight":
+			return []ggufTensor{{name: blk + "ssm_conv1d.weight", shape: []int{t.shape[0], t.shape[2]}, data: rows(t.data, t.shape[2], 2*kh*dk, dv)}}
+		case "linear_attn.out_proj.weight":
+			// Columns: reorder each row's value heads.
+			cols := t.shape[1]
+			out := make([]byte, 0, len(t.data))
+			for r := range t.shape[0] {
+				out = append(out, tileHeads(t.data[4*r*cols:4*(r+1)*cols], 4, 0, kh, vh/kh, dv)...)
+			}
+			return []ggufTensor{{name: blk + "ssm_out.weight", shape: t.shape, data: out}}
+		}
+		return nil
+	},
+	meta: func(cfg map[string]any) []ggufKV {
+		const a = "qwen35"
+		kvs := qwen3NextFamily.meta(cfg)
+		for i := range kvs {
+			kvs[i].key = strings.Replace(kvs[i].key, "qwen3next", a, 1)
+		}
+		kvs = setKV(kvs, "general.architecture", a)
+		var keep []ggufKV
+		for _, kv := range kvs {
+			if !strings.Contains(kv.key, "expert") {
+				keep = append(keep, kv)
+			}
+		}
+		return append(keep, ggufKV{a + ".rope.dimension_sections", []int32{11, 11, 10, 0}})
+	},
+}
+
+func init() { families = append(families, qwen35Family) }
+
+// tileHeads is _reorder_v_heads: the r·kh heads of hd lines (of lineBytes)
+// starting at line off go from grouped (head k·r+j) to tiled (j·kh+k).
+func tileHeads(data []byte, lineBytes, off, kh, r, hd int) []byte {
+	out := append([]byte(nil), data...)
+	hb := hd * lineBytes
+	base := off * lineBytes
+	for k := range kh {
+		for j := range r {
+			src, dst := base+(k*r+j)*hb, base+(j*kh+k)*hb
+			copy(out[dst:dst+hb], data[src:src+hb])
+		}
+	}
+	return out
+}

@@ -19,29 +19,111 @@ const (
 	opQKVZ   // in_proj_qkvz is stored as attn_qkv (all q, all k, all v) and attn_gate (z)
 )
 
+// qwen35's converter reorders the value heads from grouped by key head to
+// tiled order in these tensors; the source puts them back.
+const (
+	tileNone = iota
+	tileRows // rows of value heads [VHeads·DV, …]: in_proj_z
+	tileV    // rows after the q and k channels: in_proj_qkv, conv1d
+	tileHead // one row (or value) per value head: in_proj_a/b, A_log, dt_bias
+	tileCols // columns of value heads: out_proj
+)
+
 type hybridName struct {
-	hf string
-	op int
+	hf   string
+	op   int
+	tile int
 }
 
 // hybridNames maps a qwen3next block tensor (the name after blk.N.) onto
 // transformers' name under model.layers.N.
 var hybridNames = map[string]hybridName{
-	"ssm_a":                      {"linear_attn.A_log", opALog},
-	"ssm_dt.bias":                {"linear_attn.dt_bias", opNone},
-	"ssm_conv1d.weight":          {"linear_attn.conv1d.weight", opConv},
-	"ssm_norm.weight":            {"linear_attn.norm.weight", opNone},
-	"ssm_out.weight":             {"linear_attn.out_proj.weight", opNone},
-	"ssm_ba.weight":              {"linear_attn.in_proj_ba.weight", opNone},
-	"attn_qkv.weight":            {"linear_attn.in_proj_qkvz.weight", opQKVZ},
-	"attn_norm.weight":           {"input_layernorm.weight", opMinus1},
-	"post_attention_norm.weight": {"post_attention_layernorm.weight", opMinus1},
-	"attn_q_norm.weight":         {"self_attn.q_norm.weight", opMinus1},
-	"attn_k_norm.weight":         {"self_attn.k_norm.weight", opMinus1},
-	"ffn_gate_inp_shexp.weight":  {"mlp.shared_expert_gate.weight", opNone},
-	"ffn_gate_shexp.weight":      {"mlp.shared_expert.gate_proj.weight", opNone},
-	"ffn_up_shexp.weight":        {"mlp.shared_expert.up_proj.weight", opNone},
-	"ffn_down_shexp.weight":      {"mlp.shared_expert.down_proj.weight", opNone},
+	"ssm_a":                      {"linear_attn.A_log", opALog, tileNone},
+	"ssm_dt.bias":                {"linear_attn.dt_bias", opNone, tileNone},
+	"ssm_conv1d.weight":          {"linear_attn.conv1d.weight", opConv, tileNone},
+	"ssm_norm.weight":            {"linear_attn.norm.weight", opNone, tileNone},
+	"ssm_out.weight":             {"linear_attn.out_proj.weight", opNone, tileNone},
+	"ssm_ba.weight":              {"linear_attn.in_proj_ba.weight", opNone, tileNone},
+	"attn_qkv.weight":            {"linear_attn.in_proj_qkvz.weight", opQKVZ, tileNone},
+	"attn_norm.weight":           {"input_layernorm.weight", opMinus1, tileNone},
+	"post_attention_norm.weight": {"post_attention_layernorm.weight", opMinus1, tileNone},
+	"attn_q_norm.weight":         {"self_attn.q_norm.weight", opMinus1, tileNone},
+	"attn_k_norm.weight":         {"self_attn.k_norm.weight", opMinus1, tileNone},
+	"ffn_gate_inp_shexp.weight":  {"mlp.shared_expert_gate.weight", opNone, tileNone},
+	"ffn_gate_shexp.weight":      {"mlp.shared_expert.gate_proj.weight", opNone, tileNone},
+	"ffn_up_shexp.weight":        {"mlp.shared_expert.up_proj.weight", opNone, tileNone},
+	"ffn_down_shexp.weight":      {"mlp.shared_expert.down_proj.weight", opNone, tileNone},
+}
+
+// qwen35Names are qwen35's (Qwen3.5, separate projections).
+var qwen35Names = map[string]hybridName{
+	"ssm_a":                      {"linear_attn.A_log", opALog, tileHead},
+	"ssm_dt.bias":                {"linear_attn.dt_bias", opNone, tileHead},
+	"ssm_conv1d.weight":          {"linear_attn.conv1d.weight", opConv, tileV},
+	"ssm_norm.weight":            {"linear_attn.norm.weight", opNone, tileNone},
+	"ssm_out.weight":             {"linear_attn.out_proj.weight", opNone, tileCols},
+	"ssm_alpha.weight":           {"linear_attn.in_proj_a.weight", opNone, tileHead},
+	"ssm_beta.weight":            {"linear_attn.in_proj_b.weight", opNone, tileHead},
+	"attn_qkv.weight":            {"linear_attn.in_proj_qkv.weight", opNone, tileV},
+	"attn_gate.weight":           {"linear_attn.in_proj_z.weight", opNone, tileRows},
+	"attn_norm.weight":           {"input_layernorm.weight", opMinus1, tileNone},
+	"post_attention_norm.weight": {"post_attention_layernorm.weight", opMinus1, tileNone},
+	"attn_q_norm.weight":         {"self_attn.q_norm.weight", opMinus1, tileNone},
+	"attn_k_norm.weight":         {"self_attn.k_norm.weight", opMinus1, tileNone},
+}
+
+// untile puts the value heads of w back from tiled order (value head j of
+// key head k at j·KHeads+k) into transformers' grouped order (k·r+j). For
+// rows it moves whole rows (exact in any format); for columns and vectors
+// it works on F32 values.
+func untile(w *kernels.Weight, kind int, d deltaDims) (*kernels.Weight, error) {
+	r := d.vHeads / d.kHeads
+	if kind == tileNone || r == 1 {
+		return w, nil
+	}
+	off, hd := 0, d.dv
+	switch kind {
+	case tileV:
+		off = 2 * d.kHeads * d.dk
+	case tileHead:
+		hd = 1
+	}
+	if kind == tileCols || len(w.Shape) == 1 {
+		f, err := toF32(w)
+		if err != nil {
+			return nil, err
+		}
+		f.Name = w.Name
+		w = f
+	}
+	var unit, lines, stride int // bytes per element moved, lines, bytes per line
+	if kind == tileCols || len(w.Shape) == 1 {
+		cols := w.Shape[len(w.Shape)-1]
+		unit, lines, stride = 4, len(w.Data)/(4*cols), 4*cols
+	} else {
+		rb, err := w.DType.RowBytes(w.Shape[len(w.Shape)-1])
+		if err != nil {
+			return nil, err
+		}
+		unit, lines, stride = rb, 1, len(w.Data)
+	}
+	span := d.vHeads * hd * unit
+	if (off*unit)+span > stride {
+		return nil, fmt.Errorf("%w: %s %v does not hold %d value heads of %d", ErrFormat, w.Name, w.Shape, d.vHeads, hd)
+	}
+	out := append([]byte(nil), w.Data...)
+	hb := hd * unit
+	for l := range lines {
+		base := l*stride + off*unit
+		for k := range d.kHeads {
+			for j := range r {
+				src, dst := base+(j*d.kHeads+k)*hb, base+(k*r+j)*hb
+				copy(out[dst:dst+hb], w.Data[src:src+hb])
+			}
+		}
+	}
+	w.Data = out
+	return w, nil
 }
 
 // deltaDims are the linear-attention sizes the qkvz regrouping needs.
@@ -119,6 +201,10 @@ var hybridBlockRe = regexp.MustCompile(`^blk\.(\d+)\.(.+)$`)
 // addHybrid adds the qwen3next tensors whose names or values the
 // converter changed; it reports false for the others.
 func (s *source) addHybrid(name string, add func(string, entry) error) (bool, error) {
+	names := hybridNames
+	if s.arch == "qwen35" {
+		names = qwen35Names
+	}
 	if name == "output_norm.weight" {
 		return true, add("model.norm.weight", entry{gguf: name, expert: -1, op: opMinus1})
 	}
@@ -126,17 +212,17 @@ func (s *source) addHybrid(name string, add func(string, entry) error) (bool, er
 	if m == nil {
 		return false, nil
 	}
-	if m[2] == "attn_gate.weight" {
+	if m[2] == "attn_gate.weight" && s.arch == "qwen3next" {
 		if _, ok := s.f.Tensor("blk." + m[1] + ".attn_qkv.weight"); ok {
 			return true, nil // joined into in_proj_qkvz
 		}
 		return false, nil
 	}
-	h, ok := hybridNames[m[2]]
+	h, ok := names[m[2]]
 	if !ok {
 		return false, nil
 	}
-	e := entry{gguf: name, expert: -1, op: h.op}
+	e := entry{gguf: name, expert: -1, op: h.op, tile: h.tile}
 	if h.op == opQKVZ {
 		e.gate = "blk." + m[1] + ".attn_gate.weight"
 		if _, ok := s.f.Tensor(e.gate); !ok {

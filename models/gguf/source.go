@@ -93,6 +93,7 @@ type entry struct {
 	vb     string // deepseek2: gguf is attn_k_b, vb attn_v_b; rejoin into kv_b_proj
 	op     int    // qwen3next: a transformation to undo (opALog, …)
 	gate   string // opQKVZ: the attn_gate tensor
+	tile   int    // qwen35: value heads to put back in grouped order
 }
 
 // source serves a File under transformers names.
@@ -100,7 +101,8 @@ type source struct {
 	f       *File
 	entries map[string]entry
 	names   []string
-	dims    deltaDims // qwen3next
+	dims    deltaDims // qwen3next, qwen35
+	arch    string
 }
 
 // Source maps the file's llama.cpp tensor names onto transformers names
@@ -117,7 +119,7 @@ type source struct {
 // qwen3 and qwen3moe are stored unpermuted and are served in place.
 func (f *File) Source() (models.Source, error) {
 	arch, _ := f.Metadata.String("general.architecture")
-	s := &source{f: f, entries: map[string]entry{}}
+	s := &source{f: f, entries: map[string]entry{}, arch: arch}
 	var heads, kvHeads int
 	if arch == "llama" {
 		h, _ := f.Metadata.Uint(arch + ".attention.head_count")
@@ -138,7 +140,7 @@ func (f *File) Source() (models.Source, error) {
 		s.names = append(s.names, name)
 		return nil
 	}
-	hybrid := arch == "qwen3next"
+	hybrid := arch == "qwen3next" || arch == "qwen35"
 	if hybrid {
 		d, err := f.deltaDims(arch)
 		if err != nil {
@@ -241,6 +243,11 @@ func (s *source) Weight(name string) (*kernels.Weight, error) {
 		return nil, err
 	}
 	w.Name = name
+	if e.tile != tileNone {
+		if w, err = untile(w, e.tile, s.dims); err != nil {
+			return nil, err
+		}
+	}
 	switch e.op {
 	case opALog:
 		return mapF32(w, func(x float64) float64 { return math.Log(-x) })
