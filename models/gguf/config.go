@@ -107,6 +107,8 @@ func (f *File) Config() (*models.Config, error) {
 	if typ, ok := m.String(arch + ".rope.scaling.type"); ok && typ == "linear" {
 		factor, _ := m.Float(arch + ".rope.scaling.factor")
 		c.RopeScaling = &models.RopeScaling{Type: "linear", RopeType: "linear", Factor: factor}
+	} else if ok && typ == "yarn" && arch == "deepseek2" {
+		c.RopeScaling = yarnScaling(m, arch)
 	} else if ok && typ != "none" {
 		// yarn and the others are not mapped yet: refuse rather than run
 		// the model with the wrong positions.
@@ -252,4 +254,25 @@ func (f *File) hybridConfig(arch string, c *models.Config, u func(string) int) e
 		}
 	}
 	return nil
+}
+
+// yarnScaling reads DeepSeek-V3's yarn keys. The converter writes factor,
+// original_context_length and yarn_log_multiplier = 0.1·mscale_all_dim
+// (DeepSeek-V3 states mscale equal to mscale_all_dim, so the cos/sin
+// factor is 1 and only the softmax scale changes), and, from newer
+// converters, yarn_beta_fast/slow (absent: the model's defaults 32 and 1).
+func yarnScaling(m *Metadata, arch string) *models.RopeScaling {
+	p := arch + ".rope.scaling."
+	rs := &models.RopeScaling{Type: "yarn", RopeType: "yarn"}
+	rs.Factor, _ = m.Float(p + "factor")
+	if v, ok := m.Uint(p + "original_context_length"); ok && v < 1<<40 {
+		rs.OriginalMaxPositionEmbeddings = int(v)
+	}
+	if v, ok := m.Float(p + "yarn_log_multiplier"); ok && v != 0 {
+		rs.MScaleAllDim = v / 0.1
+		rs.MScale = rs.MScaleAllDim
+	}
+	rs.BetaFast, _ = m.Float(p + "yarn_beta_fast")
+	rs.BetaSlow, _ = m.Float(p + "yarn_beta_slow")
+	return rs
 }

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"testing"
+
+	"github.com/pocketllm/pocketllm/models/gguf"
 )
 
 // Qwen3NextModel: the DeltaNet tensors renamed to ssm_*, A_log stored as
@@ -187,4 +190,37 @@ func tileHeads(data []byte, lineBytes, off, kh, r, hd int) []byte {
 		}
 	}
 	return out
+}
+
+// TestDeepseek2YarnConfig: DeepSeek-V3's yarn keys as the converter writes
+// them (factor, original context, yarn_log_multiplier = 0.1·mscale_all_dim)
+// become transformers' rope_scaling.
+func TestDeepseek2YarnConfig(t *testing.T) {
+	fam := families[2]
+	if fam.arch != "deepseek2" {
+		t.Fatalf("families[2] is %s", fam.arch)
+	}
+	meta := fam.meta
+	fam.meta = func(cfg map[string]any) []ggufKV {
+		const p = "deepseek2.rope.scaling."
+		return append(meta(cfg),
+			ggufKV{p + "type", "yarn"},
+			ggufKV{p + "factor", float32(40)},
+			ggufKV{p + "original_context_length", uint32(4096)},
+			ggufKV{p + "yarn_log_multiplier", float32(0.1)})
+	}
+	f, err := gguf.Open(convertFixture(t, fam))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	c, err := f.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := c.RopeScaling
+	if rs == nil || rs.RopeType != "yarn" || rs.Factor != 40 || rs.OriginalMaxPositionEmbeddings != 4096 ||
+		math.Abs(rs.MScaleAllDim-1) > 1e-6 || math.Abs(rs.MScale-1) > 1e-6 {
+		t.Fatalf("rope_scaling %+v", rs)
+	}
 }
