@@ -37,6 +37,9 @@ type WorkerStatus interface {
 	Health() error
 	PID() int
 	Restarts() int
+	// Ranks lists every rank process of the model's group (one for a
+	// single worker).
+	Ranks() []worker.RankStatus
 }
 
 // An Engine loads a model for one kind of backend. The in-process CPU

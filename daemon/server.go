@@ -191,6 +191,13 @@ func (s *Server) workerHealth() []apitype.WorkerHealth {
 		if err := w.w.Health(); err != nil {
 			h.Error = err.Error()
 		}
+		for _, r := range w.w.Ranks() {
+			rh := apitype.RankHealth{Rank: r.Rank, PID: r.PID, Device: r.Device, Restarts: r.Restarts}
+			if r.GPU >= 0 {
+				rh.GPU = &r.GPU
+			}
+			h.Ranks = append(h.Ranks, rh)
+		}
 		out = append(out, h)
 	}
 	return out

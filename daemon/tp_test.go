@@ -95,6 +95,7 @@ func TestTPGroupModel(t *testing.T) {
 	if px.World() != 2 || len(px.PIDs()) != 2 {
 		t.Fatalf("TP2 model runs %d ranks (%v)", px.World(), px.PIDs())
 	}
+	checkRanks(t, health(t, c).Workers[0], px.PIDs(), 0)
 
 	zero := 0.0
 	gen := func(id string, n int) []int32 {
@@ -183,6 +184,12 @@ func TestTPGroupModel(t *testing.T) {
 	}
 	if h := health(t, c); h.Status != "ok" || h.Workers[0].Restarts != 1 || h.Workers[0].PID == pids[0] {
 		t.Fatalf("health after the rebuild: %+v (rank 0 was pid %d)", h, pids[0])
+	} else {
+		now := px.PIDs()
+		if slices.Contains(now, pids[0]) || slices.Contains(now, pids[1]) {
+			t.Fatalf("ranks %v after the rebuild, were %v", now, pids)
+		}
+		checkRanks(t, h.Workers[0], now, 1)
 	}
 	before, err := c.Tokens(ctx, s.tp)
 	if err != nil {
@@ -330,5 +337,20 @@ func TestTPRefused(t *testing.T) {
 				t.Fatalf("error %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// checkRanks checks that a TP worker's /health entry lists each of its
+// ranks, in order, with the given pids and restarts, and rank 0's pid at
+// the top level too.
+func checkRanks(t *testing.T, w apitype.WorkerHealth, pids []int, restarts int) {
+	t.Helper()
+	if len(w.Ranks) != len(pids) || w.PID != pids[0] {
+		t.Fatalf("health lists ranks %+v (pid %d), want pids %v", w.Ranks, w.PID, pids)
+	}
+	for i, r := range w.Ranks {
+		if r.Rank != i || r.PID != pids[i] || r.Restarts != restarts || r.GPU != nil || r.Device == "" {
+			t.Errorf("health rank %d: %+v, want pid %d, %d restarts, a CPU device", i, r, pids[i], restarts)
+		}
 	}
 }

@@ -27,6 +27,23 @@ type WorkerHealth struct {
 	Restarts int    `json:"restarts"`
 	// Error says why the worker is not serving (empty when it is).
 	Error string `json:"error,omitempty"`
+	// Ranks lists every rank process of the model's tensor-parallel group,
+	// in rank order (one entry for a single worker); PID above is rank 0's.
+	Ranks []RankHealth `json:"ranks,omitempty"`
+}
+
+// RankHealth is the state of one rank process of a worker group.
+type RankHealth struct {
+	Rank int `json:"rank"`
+	PID  int `json:"pid"` // 0 while the group is rebuilt
+	// GPU is the rank's GPU ordinal (absent for a CPU rank).
+	GPU *int `json:"gpu,omitempty"`
+	// Device describes the rank's device, as the rank reports it (empty
+	// while the group is rebuilt).
+	Device string `json:"device,omitempty"`
+	// Restarts counts the rank's restarts: the group's rebuilds, since a
+	// group is restarted whole.
+	Restarts int `json:"restarts"`
 }
 
 // Model describes one served model (GET /v0/models).

@@ -269,6 +269,40 @@ func (p *Proxy) PIDs() []int {
 	return p.cur.pids()
 }
 
+// RankStatus is one rank process of a model's worker group (the one
+// worker, rank 0, when the model is not tensor-parallel).
+type RankStatus struct {
+	Rank int
+	// PID is the rank's process id (0 while the group is rebuilt).
+	PID int
+	// GPU is the rank's GPU ordinal (-1: none, a CPU rank).
+	GPU int
+	// Device is the device as the rank described it ("" while the group
+	// is rebuilt).
+	Device string
+	// Restarts counts the group's rebuilds: a group lives and dies
+	// whole, so every rank has been restarted as often as the group.
+	Restarts int
+}
+
+// Ranks describes every rank of the group, in rank order.
+func (p *Proxy) Ranks() []RankStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]RankStatus, p.world())
+	for r := range out {
+		out[r] = RankStatus{Rank: r, GPU: -1, Restarts: p.restarts}
+		if r < len(p.opts.Devices) {
+			out[r].GPU = p.opts.Devices[r]
+		}
+		if p.cur != nil && r < len(p.cur.ranks) {
+			pr := p.cur.ranks[r]
+			out[r].PID, out[r].Device = pr.pid(), pr.ready.Device
+		}
+	}
+	return out
+}
+
 // Close stops the worker (it exits when its connection closes) and the
 // supervision.
 func (p *Proxy) Close() error {
