@@ -24,6 +24,7 @@ func newStatusCmd(a *app) *cobra.Command {
 			if err != nil {
 				if h.Status != "" && !a.json {
 					fmt.Fprintf(a.out, "pocketd: %s\n", h.Status)
+					printWorkers(a.out, h.Workers)
 				}
 				return err
 			}
@@ -32,11 +33,55 @@ func newStatusCmd(a *app) *cobra.Command {
 				return err
 			}
 			if a.json {
-				return a.printJSON(map[string]any{"status": h.Status, "models": h.Models, "sessions": len(sess)})
+				v := map[string]any{"status": h.Status, "models": h.Models, "sessions": len(sess)}
+				if len(h.Workers) > 0 {
+					v["workers"] = h.Workers
+				}
+				return a.printJSON(v)
 			}
 			fmt.Fprintf(a.out, "pocketd: %s\nmodels: %s\nyour sessions: %d\n", h.Status, strings.Join(h.Models, ", "), len(sess))
+			printWorkers(a.out, h.Workers)
 			return nil
 		},
+	}
+}
+
+// printWorkers shows the worker processes of the models served by them:
+// a line per rank of each model's group, then why a model is not serving.
+func printWorkers(w io.Writer, ws []apitype.WorkerHealth) {
+	if len(ws) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "workers:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  MODEL\tRANK\tPID\tGPU\tDEVICE\tRESTARTS")
+	dash := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return s
+	}
+	for _, wh := range ws {
+		ranks := wh.Ranks
+		if len(ranks) == 0 { // an older daemon: rank 0 only
+			ranks = []apitype.RankHealth{{PID: wh.PID, Restarts: wh.Restarts}}
+		}
+		for _, r := range ranks {
+			gpu, pid := "-", "-"
+			if r.GPU != nil {
+				gpu = strconv.Itoa(*r.GPU)
+			}
+			if r.PID != 0 {
+				pid = strconv.Itoa(r.PID)
+			}
+			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%d\n", wh.Model, r.Rank, pid, gpu, dash(r.Device), r.Restarts)
+		}
+	}
+	tw.Flush()
+	for _, wh := range ws {
+		if wh.Error != "" {
+			fmt.Fprintf(w, "  %s: %s\n", wh.Model, wh.Error)
+		}
 	}
 }
 

@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pocketllm/pocketllm/client"
+	"github.com/pocketllm/pocketllm/client/apitype"
 )
 
 var pocketd string
@@ -168,5 +172,42 @@ func TestGenMan(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(dir, "pocketctl-chat.1"))
 	if err != nil || !strings.Contains(string(b), ".SH OPTIONS") {
 		t.Fatalf("man page: %v %s", err, b)
+	}
+}
+
+// TestStatusWorkers checks that status lists every rank of a worker group,
+// against a stand-in daemon that serves a /health with a TP2 model.
+func TestStatusWorkers(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "pocketd.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu0, gpu1 := 0, 1
+	health := apitype.Health{Status: "ok", Models: []string{"big"}, Workers: []apitype.WorkerHealth{{
+		Model: "big", PID: 4242, Restarts: 1, Ranks: []apitype.RankHealth{
+			{Rank: 0, PID: 4242, GPU: &gpu0, Device: "H200", Restarts: 1},
+			{Rank: 1, PID: 4343, GPU: &gpu1, Device: "H200", Restarts: 1},
+		}}}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v0/health", func(w http.ResponseWriter, _ *http.Request) { json.NewEncoder(w).Encode(health) })
+	mux.HandleFunc("GET /v0/sessions", func(w http.ResponseWriter, _ *http.Request) { json.NewEncoder(w).Encode(apitype.Sessions{}) })
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+
+	out := mustCtl(t, sock, "", "status")
+	t.Logf("status:\n%s", out)
+	for _, re := range []string{`(?m)^\s+big\s+0\s+4242\s+0\s+H200\s+1$`, `(?m)^\s+big\s+1\s+4343\s+1\s+H200\s+1$`} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("status does not match %s:\n%s", re, out)
+		}
+	}
+	var js struct{ Workers []apitype.WorkerHealth }
+	if err := json.Unmarshal([]byte(mustCtl(t, sock, "", "--json", "status")), &js); err != nil {
+		t.Fatal(err)
+	}
+	if len(js.Workers) != 1 || len(js.Workers[0].Ranks) != 2 || js.Workers[0].Ranks[1].PID != 4343 {
+		t.Fatalf("status --json workers: %+v", js.Workers)
 	}
 }
