@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/pocketllm/pocketllm/cache"
+	"github.com/pocketllm/pocketllm/client/apitype"
 )
 
 const goodConfig = `
@@ -148,5 +150,38 @@ func TestLoadConfigMissingVsInvalid(t *testing.T) {
 	os.WriteFile(good, []byte(goodConfig), 0o644)
 	if _, err := LoadConfig(good); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSnapshotConfigReachesSessions serves a hybrid model with snapshot
+// intervals far denser than the default (which takes none in 100 tokens):
+// the snapshots held after a prompt show that the [cache] keys reach the
+// session manager.
+func TestSnapshotConfigReachesSessions(t *testing.T) {
+	m := fixtureModel("qwen3_next")
+	m.Name = "hybrid"
+	cfg := Config{Version: 1, Models: []ModelConfig{m}}
+	cfg.Cache.SnapshotBytes = 64 << 20
+	cfg.Cache.SnapshotIntervals = &SnapshotIntervals{Dense: 16, Until: 32, Sparse: 32}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ts := startServerConfig(t, cfg)
+	c := ts.client()
+	ctx := context.Background()
+	s, err := c.NewSession(ctx, "hybrid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AppendTokens(ctx, s.ID, tpToks(100, 3)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Generate(ctx, s.ID, apitype.Generate{MaxTokens: intp(1), Temperature: f64(0)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	infos := ts.srv.Sessions().Models()
+	// At 16, 32, 64 and 96 tokens (dense alone would give 6, the default 0).
+	if len(infos) != 1 || infos[0].Snapshots != 4 || infos[0].SnapshotBytes > cfg.Cache.SnapshotBytes {
+		t.Fatalf("model info %+v: want 4 snapshots (every 16 tokens up to 32, then every 32), at most %d bytes", infos, cfg.Cache.SnapshotBytes)
 	}
 }

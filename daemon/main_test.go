@@ -77,8 +77,14 @@ type testServer struct {
 
 func startServer(t *testing.T, models ...ModelConfig) *testServer {
 	t.Helper()
+	return startServerConfig(t, Config{Version: 1, Models: models})
+}
+
+// startServerConfig is startServer with cfg's [cache] and [limits] (its
+// [server] table is the test's).
+func startServerConfig(t *testing.T, cfg Config) *testServer {
+	t.Helper()
 	dir := sharedDir(t)
-	cfg := Config{Version: 1, Models: models}
 	cfg.Server.Socket = filepath.Join(dir, "pocketd.sock")
 	cfg.Server.Listen = "127.0.0.1:0"
 	cfg.Server.StateDir = filepath.Join(dir, "state")
