@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pocketllm/pocketllm/cache"
 	"github.com/pocketllm/pocketllm/daemon"
 	"github.com/pocketllm/pocketllm/packaging"
 )
@@ -118,6 +119,23 @@ func TestDefaultConfig(t *testing.T) {
 	}
 	if len(cfg.Models) != 0 {
 		t.Errorf("default config lists %d models, want none", len(cfg.Models))
+	}
+}
+
+// TestDefaultConfigExamples checks that the commented-out examples of the
+// [cache] table are accepted once uncommented.
+func TestDefaultConfigExamples(t *testing.T) {
+	cfg := string(packaging.DefaultConfig())
+	const ex = "# snapshot_intervals = "
+	if !strings.Contains(cfg, ex) {
+		t.Fatalf("the default config has no %q example", ex)
+	}
+	c, err := daemon.ParseConfig([]byte(strings.Replace(cfg, ex, ex[2:], 1)))
+	if err != nil {
+		t.Fatalf("uncommented snapshot_intervals: %v", err)
+	}
+	if c.Cache.SnapshotIntervals.Intervals() != cache.DefaultIntervals {
+		t.Errorf("the documented snapshot_intervals %+v are not the default %+v", c.Cache.SnapshotIntervals, cache.DefaultIntervals)
 	}
 }
 
