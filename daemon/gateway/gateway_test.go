@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -64,9 +65,12 @@ func TestStatelessPrefixReuse(t *testing.T) {
 	d := sharedDaemon(t)
 	c := goClient(d)
 	ctx := context.Background()
+	// A random nonce leads the system text, inside the first KV block, so
+	// that no earlier request (another test, or an earlier -count run
+	// against the shared daemon) shares a block with this conversation.
 	conv := []openai.ChatCompletionMessageParamUnion{
-		openai.SystemMessage("You are a helpful assistant who answers in one short paragraph."),
-		openai.UserMessage(fmt.Sprintf("Conversation %d: what is a prefix cache, and why does it help a chat?", time.Now().UnixNano())),
+		openai.SystemMessage(fmt.Sprintf("%08x You are a helpful assistant who answers in one short paragraph.", rand.Uint32())),
+		openai.UserMessage("What is a prefix cache, and why does it help a chat?"),
 	}
 	r1, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "demo", Messages: conv, MaxTokens: openai.Int(10), Temperature: openai.Float(0)})
 	if err != nil {
