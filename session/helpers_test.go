@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"github.com/pocketllm/pocketllm/internal/kvseq"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -74,36 +75,9 @@ func prompt(n int, salt int32) []int32 {
 // pool, no session machinery): the reference every session path must match.
 func greedy(t testing.TB, m *models.Model, toks []int32, n int) []int32 {
 	t.Helper()
-	const bs = 16
-	blocks := (len(toks) + n + bs) / bs
-	pool, err := m.Backend.NewKVPool(m.KVSpec(blocks, bs))
+	out, err := kvseq.Greedy(m, toks, n)
 	if err != nil {
 		t.Fatal(err)
-	}
-	table := make([]int32, blocks)
-	for i := range table {
-		table[i] = int32(i)
-	}
-	seq := models.Seq{Pool: pool, Table: table, State: m.NewState()}
-	logits, err := m.Forward(seq, toks, models.LastLogits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []int32
-	pos := len(toks)
-	for range n {
-		best := int32(0)
-		for i, v := range logits {
-			if v > logits[best] {
-				best = int32(i)
-			}
-		}
-		out = append(out, best)
-		seq.Start = pos
-		pos++
-		if logits, err = m.Forward(seq, []int32{best}, models.LastLogits); err != nil {
-			t.Fatal(err)
-		}
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/pocketllm/pocketllm/internal/kvseq"
 	"math"
 	"os"
 	"os/exec"
@@ -144,34 +145,9 @@ func prompt(n int, salt int32) []int32 {
 // private pool: the cold reference (the session tests' helper).
 func greedy(t testing.TB, m *models.Model, toks []int32, n int) []int32 {
 	t.Helper()
-	const bs = 16
-	blocks := (len(toks) + n + bs) / bs
-	pool, err := m.Backend.NewKVPool(m.KVSpec(blocks, bs))
+	out, err := kvseq.Greedy(m, toks, n)
 	if err != nil {
 		t.Fatal(err)
-	}
-	table := make([]int32, blocks)
-	for i := range table {
-		table[i] = int32(i)
-	}
-	seq := models.Seq{Pool: pool, Table: table}
-	logits, err := m.Forward(seq, toks, models.LastLogits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []int32
-	for range n {
-		best := int32(0)
-		for i, v := range logits {
-			if v > logits[best] {
-				best = int32(i)
-			}
-		}
-		out = append(out, best)
-		seq.Start = len(toks) + len(out) - 1
-		if logits, err = m.Forward(seq, []int32{best}, models.LastLogits); err != nil {
-			t.Fatal(err)
-		}
 	}
 	return out
 }

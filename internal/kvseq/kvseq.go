@@ -22,3 +22,32 @@ func Private(m *models.Model, n, blockSize int, reverse bool) (models.Seq, error
 	}
 	return models.Seq{Pool: pool, Table: table, State: m.NewState()}, nil
 }
+
+// Greedy decodes n tokens after toks with the model alone, on a private
+// pool: the cold reference that every session, worker and tensor-parallel
+// path is checked against. Ties go to the lowest id, as session.Argmax.
+func Greedy(m *models.Model, toks []int32, n int) ([]int32, error) {
+	seq, err := Private(m, len(toks)+n, 16, false)
+	if err != nil {
+		return nil, err
+	}
+	logits, err := m.Forward(seq, toks, models.LastLogits)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int32, 0, n)
+	for range n {
+		best := int32(0)
+		for i, v := range logits {
+			if v > logits[best] {
+				best = int32(i)
+			}
+		}
+		out = append(out, best)
+		seq.Start = len(toks) + len(out) - 1
+		if logits, err = m.Forward(seq, []int32{best}, models.LastLogits); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
