@@ -2,11 +2,11 @@ package session
 
 import (
 	"context"
-	"github.com/pocketllm/pocketllm/internal/kvseq"
 	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/pocketllm/pocketllm/internal/kvseq"
 	"github.com/pocketllm/pocketllm/kernels/cpu"
 	"github.com/pocketllm/pocketllm/models"
 	"github.com/pocketllm/pocketllm/models/checkpoint"
