@@ -53,6 +53,7 @@ type Model struct {
 
 	mu      sync.Mutex
 	scratch *Scratch
+	moved   uint64 // see ScratchGen
 }
 
 // Network is what an architecture file builds: its layers bound to backend
@@ -174,7 +175,11 @@ func (m *Model) Forward(seq Seq, tokens []int32, want Logits) ([]float32, error)
 func (m *Model) pass(seq Seq, tokens []int32, want Logits) *Pass {
 	rows := len(tokens)
 	if m.scratch == nil || m.scratch.rows < rows {
+		if m.scratch != nil {
+			m.moved++
+		}
 		m.scratch = newScratch(m.Backend, m.Config, max(rows, 1))
+		m.scratch.moved = &m.moved
 	}
 	p := &Pass{Tokens: tokens, Seq: seq, Rows: rows, Logits: want, Scratch: m.scratch,
 		Pos: make([]int32, rows), Slots: make([]int32, rows),
@@ -191,6 +196,17 @@ func (m *Model) pass(seq Seq, tokens []int32, want Logits) *Pass {
 		}
 	}
 	return p
+}
+
+// ScratchGen changes whenever a scratch buffer that an earlier pass used
+// is replaced (a pass with more rows, or a buffer grown), and only then: a
+// recorded replay of a pass (a CUDA graph holds the buffers' addresses)
+// stays valid while it is unchanged. Buffers allocated for the first time
+// do not change it.
+func (m *Model) ScratchGen() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.moved
 }
 
 // ModelConfig returns the checkpoint's hyper-parameters (the scheduler

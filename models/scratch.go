@@ -13,6 +13,9 @@ type Scratch struct {
 	X kernels.Buf
 	// Logits receives the LM head output of the rows asked for.
 	Logits kernels.Buf
+	// moved counts, with the model, the buffers replaced by larger ones
+	// (see Model.ScratchGen); nil for a scratch of no model.
+	moved *uint64
 }
 
 func newScratch(be kernels.Backend, c *Config, rows int) *Scratch {
@@ -24,6 +27,9 @@ func newScratch(be kernels.Backend, c *Config, rows int) *Scratch {
 func (s *Scratch) Buf(name string, n int) kernels.Buf {
 	b, ok := s.bufs[name]
 	if !ok || b.Len() < n {
+		if ok && s.moved != nil {
+			*s.moved++
+		}
 		b = s.be.NewBuf(n)
 		s.bufs[name] = b
 	}
