@@ -1,119 +1,17 @@
 package models
 
 import (
+	"errors"
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/pocketllm/pocketllm/kernels"
 )
 
-// Router is the expert-selection rule of a mixture-of-experts layer. It
-// covers the variants of the families we serve: softmax (Qwen3-MoE,
-// MiniMax) or sigmoid (DeepSeek-V3, GLM-4.5) scores, an optional
-// selection-only correction bias, grouped top-k, renormalisation of the
-// chosen weights and a routed scaling factor.
-type Router struct {
-	Experts, TopK   int
-	Sigmoid         bool
-	NormTopK        bool
-	Bias            []float32 // e_score_correction_bias: used for selection only
-	Groups, TopKGrp int       // grouped top-k (n_group, topk_group); 0 or 1 disables
-	Scale           float32   // routed_scaling_factor; 0 means 1
-	// NormSoftmaxAfter: select on raw logits' top-k, then softmax over the
-	// chosen ones (equivalent to softmax-then-renormalise).
-}
-
-// Route picks experts for one token from its router logits, returning the
-// expert ids and their combine weights.
-func (r *Router) Route(logits []float32, ids []int32, weights []float32) {
-	n := r.Experts
-	scores := make([]float32, n)
-	if r.Sigmoid {
-		for i, v := range logits[:n] {
-			scores[i] = float32(1 / (1 + math.Exp(-float64(v))))
-		}
-	} else {
-		m := slices.Max(logits[:n])
-		var sum float64
-		for i, v := range logits[:n] {
-			e := math.Exp(float64(v - m))
-			scores[i] = float32(e)
-			sum += e
-		}
-		for i := range scores {
-			scores[i] = float32(float64(scores[i]) / sum)
-		}
-	}
-	sel := scores
-	if r.Bias != nil {
-		sel = make([]float32, n)
-		for i := range sel {
-			sel[i] = scores[i] + r.Bias[i]
-		}
-	}
-	allowed := make([]bool, n)
-	if r.Groups > 1 && r.TopKGrp > 0 && r.TopKGrp < r.Groups {
-		per := n / r.Groups
-		type gs struct {
-			g int
-			s float32
-		}
-		groups := make([]gs, r.Groups)
-		for g := range groups {
-			// A group's score is the sum of its two best members.
-			part := slices.Clone(sel[g*per : (g+1)*per])
-			slices.SortFunc(part, func(a, b float32) int { return cmpDesc(a, b) })
-			groups[g] = gs{g, part[0]}
-			if len(part) > 1 {
-				groups[g].s += part[1]
-			}
-		}
-		slices.SortStableFunc(groups, func(a, b gs) int { return cmpDesc(a.s, b.s) })
-		for _, g := range groups[:r.TopKGrp] {
-			for i := g.g * per; i < (g.g+1)*per; i++ {
-				allowed[i] = true
-			}
-		}
-	} else {
-		for i := range allowed {
-			allowed[i] = true
-		}
-	}
-	order := make([]int, 0, n)
-	for i := range n {
-		if allowed[i] {
-			order = append(order, i)
-		}
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmpDesc(sel[a], sel[b]) })
-	var sum float32
-	for k := 0; k < r.TopK; k++ {
-		ids[k] = int32(order[k])
-		weights[k] = scores[order[k]]
-		sum += weights[k]
-	}
-	scale := r.Scale
-	if scale == 0 {
-		scale = 1
-	}
-	for k := 0; k < r.TopK; k++ {
-		if r.NormTopK && sum > 0 {
-			weights[k] /= sum
-		}
-		weights[k] *= scale
-	}
-}
-
-func cmpDesc(a, b float32) int {
-	switch {
-	case a > b:
-		return -1
-	case a < b:
-		return 1
-	}
-	return 0
-}
+// Router is the expert-selection rule of a mixture-of-experts layer
+// (kernels.Router holds the reference implementation every backend's
+// device routing reproduces).
+type Router = kernels.Router
 
 // MoE is a routed mixture of SwiGLU experts with optional shared experts.
 type MoE struct {
@@ -124,12 +22,76 @@ type MoE struct {
 	Shared     *MLP
 	SharedGate kernels.Tensor // optional sigmoid gate on the shared expert [1, hidden]
 	hidden     int
+
+	// dev is the backend's device-routed form of the layer (kernels.MoEOps),
+	// bound on the first pass; nil (with bound set) keeps host routing.
+	dev   kernels.ExpertSet
+	ops   kernels.MoEOps
+	bound bool
 }
 
-// Forward implements FFN. Routing runs on the host (the router logits are
-// experts×rows floats); expert GEMMs run on the backend over the rows
-// routed to each expert.
+// bind asks the backend for device routing once. ErrUnsupported (no
+// MoEOps, or expert weights in a format without indexed kernels) keeps the
+// host path; any other error is the layer's.
+func (m *MoE) bind() error {
+	if m.bound {
+		return nil
+	}
+	m.bound = true
+	ops, ok := m.be.(kernels.MoEOps)
+	if !ok {
+		return nil
+	}
+	n := len(m.Experts)
+	gate, up, down := make([]kernels.Tensor, n), make([]kernels.Tensor, n), make([]kernels.Tensor, n)
+	for i, e := range m.Experts {
+		gate[i], up[i], down[i] = e.Gate, e.Up, e.Down
+	}
+	set, err := ops.NewExperts(&m.Router, gate, up, down)
+	switch {
+	case errors.Is(err, kernels.ErrUnsupported):
+		return nil
+	case err != nil:
+		return fmt.Errorf("moe: %w", err)
+	}
+	m.ops, m.dev = ops, set
+	return nil
+}
+
+// Forward implements FFN: on the device when the backend routes (no host
+// round trip, so a decode step can be captured), else on the host.
 func (m *MoE) Forward(p *Pass, in, out kernels.Buf) error {
+	if err := m.bind(); err != nil {
+		return err
+	}
+	if m.dev == nil {
+		return m.forwardHost(p, in, out)
+	}
+	be, s, rows, hid := m.be, p.Scratch, p.Rows, m.hidden
+	lb := s.Buf("moe.logits", rows*m.Router.Experts)
+	be.MatMul(lb, in, m.Gate, rows)
+	sel := s.Buf("moe.sel", kernels.RouteLen(rows, m.Router.TopK))
+	m.ops.MoERoute(m.dev, sel, lb, rows)
+	m.ops.MoEExperts(m.dev, out, in, sel, rows)
+	if m.Shared == nil {
+		return nil
+	}
+	xout := s.Buf("moe.out", rows*hid)
+	m.Shared.forwardRows(s, in, xout, rows)
+	if m.SharedGate == nil {
+		be.Add(out, out, xout, rows*hid)
+		return nil
+	}
+	gb := s.Buf("moe.sgate", rows)
+	be.MatMul(gb, in, m.SharedGate, rows)
+	m.ops.MoEAddGated(out, xout, gb, rows, hid)
+	return nil
+}
+
+// forwardHost routes on the host (the router logits are experts×rows
+// floats); expert GEMMs run on the backend over the rows routed to each
+// expert.
+func (m *MoE) forwardHost(p *Pass, in, out kernels.Buf) error {
 	be, s, rows, hid := m.be, p.Scratch, p.Rows, m.hidden
 	e, k := m.Router.Experts, m.Router.TopK
 	lb := s.Buf("moe.logits", rows*e)
