@@ -1,0 +1,220 @@
+// Gated DeltaNet kernels of the CUDA backend (hybrid.go): the optional
+// kernels.HybridOps that Qwen3-Next and Qwen3.5 need. The CPU backend
+// (kernels/cpu/deltanet.go) is the reference; the scalar functions the CPU
+// evaluates in float64 (sigmoid, softplus, exp of the decay, the L2 and RMS
+// sums) are evaluated in double here too, so that fp32 results agree to a
+// few ulps.
+//
+// Compiled to compute_90 PTX by `go generate` (hybrid.go); the PTX is
+// committed and embedded.
+#include <cuda_fp16.h>
+
+// kernels.DType numbers of the formats a conv1d weight may be stored in.
+#define DT_F32 0
+#define DT_F16 1
+#define DT_BF16 2
+
+__device__ __forceinline__ float loadW(const void* w, int dt, long i) {
+    if (dt == DT_F32) return ((const float*)w)[i];
+    if (dt == DT_F16) return __half2float(((const __half*)w)[i]);
+    return __uint_as_float((unsigned)((const unsigned short*)w)[i] << 16);
+}
+
+__device__ __forceinline__ float sigmoidD(float x) { return (float)(1.0 / (1.0 + exp(-(double)x))); }
+
+__device__ __forceinline__ double warpSumD(double v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// ---------------------------------------------------------------- CausalConv1D
+
+#define CMAXK 8  // largest convolution width (Qwen3-Next uses 4)
+
+// One thread per channel walks the rows in order with the last K-1 inputs
+// in registers, then leaves them in state. K is a template parameter so
+// that every window index is a constant and the window stays in registers
+// (with a run-time width nvcc moved it to local memory).
+template <int K>
+__device__ void conv1d(float* dst, const float* x, float* state, const void* w, int wdt, int rows, int ch) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= ch) return;
+    float wt[K], win[K];  // win[0..K-1): oldest first
+#pragma unroll
+    for (int j = 0; j < K; j++) wt[j] = loadW(w, wdt, (long)c * K + j);
+#pragma unroll
+    for (int j = 0; j < K - 1; j++) win[j] = state[(long)j * ch + c];
+    for (int t = 0; t < rows; t++) {
+        float cur = x[(long)t * ch + c];
+        float acc = 0.f;
+#pragma unroll
+        for (int j = 0; j < K - 1; j++) acc = __fadd_rn(acc, __fmul_rn(wt[j], win[j]));
+        acc = __fadd_rn(acc, __fmul_rn(wt[K - 1], cur));
+        dst[(long)t * ch + c] = acc * sigmoidD(acc);
+#pragma unroll
+        for (int j = 0; j < K - 2; j++) win[j] = win[j + 1];
+        if (K > 1) win[K - 2] = cur;
+    }
+#pragma unroll
+    for (int j = 0; j < K - 1; j++) state[(long)j * ch + c] = win[j];
+}
+
+#define CONV(K)                                                                                                 \
+    extern "C" __global__ void causal_conv1d_##K(float* dst, const float* x, float* state, const void* w, int wdt, \
+                                                int rows, int ch) {                                             \
+        conv1d<K>(dst, x, state, w, wdt, rows, ch);                                                             \
+    }
+CONV(1)
+CONV(2)
+CONV(3)
+CONV(4)
+CONV(5)
+CONV(6)
+CONV(7)
+CONV(8)
+
+// ---------------------------------------------------------------- GatedDeltaRule
+
+#define GW 8      // warps per block
+#define GMAXR 32  // state rows per thread: DK ≤ GW*GMAXR = 256
+
+// One block per (value head, 32 state columns). Thread (warp, lane) holds
+// column j0+lane of state rows warp, warp+GW, ... in registers for the
+// whole pass, so the state is read and written once however many tokens
+// the pass has; per token the block runs the recurrence
+//
+//     S *= decay;  delta = beta*(v - Sᵀk);  S += k ⊗ delta;  out = Sᵀq
+//
+// with the column sums Sᵀk and Sᵀq reduced across warps in shared memory.
+// Every column is independent, so the blocks need no communication.
+// Tokens run in order (no chunked form yet): prefill costs rows × a few
+// block barriers.
+extern "C" __global__ void __launch_bounds__(GW * 32)
+    gated_delta_rule(float* out, const float* qkv, const float* a, const float* b, float* state, const float* aLog,
+                     const float* dtBias, int rows, int kheads, int vheads, int dk, int dv) {
+    __shared__ float qs[GW * GMAXR], ks[GW * GMAXR];
+    __shared__ float red[GW][32];
+    __shared__ double ssq[GW], ssk[GW];
+    __shared__ float gate[2];  // decay, beta of the current token
+    int tiles = (dv + 31) / 32;
+    int h = blockIdx.x / tiles, j = (blockIdx.x % tiles) * 32 + (threadIdx.x & 31);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    bool col = j < dv;
+    int kh = h / (vheads / kheads), kd = kheads * dk;
+    long cd = 2L * kd + (long)vheads * dv;
+    float* S = state + (long)h * dk * dv;
+    float s[GMAXR];
+#pragma unroll
+    for (int m = 0; m < GMAXR; m++) {
+        int i = warp + GW * m;
+        s[m] = col && i < dk ? S[(long)i * dv + j] : 0.f;
+    }
+    double negA = -exp((double)aLog[h]);
+    float qscale = (float)(1.0 / sqrt((double)dk));
+    for (int t = 0; t < rows; t++) {
+        const float* row = qkv + t * cd;
+        double pq = 0, pk = 0;
+        for (int i = threadIdx.x; i < dk; i += blockDim.x) {
+            float xq = row[kh * dk + i], xk = row[kd + kh * dk + i];
+            qs[i] = xq;
+            ks[i] = xk;
+            pq += (double)xq * xq;
+            pk += (double)xk * xk;
+        }
+        pq = warpSumD(pq);
+        pk = warpSumD(pk);
+        if (lane == 0) {
+            ssq[warp] = pq;
+            ssk[warp] = pk;
+        }
+        if (threadIdx.x == 0) {
+            double x = (double)(a[(long)t * vheads + h] + dtBias[h]);
+            double sp = x > 20 ? x : log1p(exp(x));  // torch softplus
+            gate[0] = (float)exp(negA * sp);
+            gate[1] = sigmoidD(b[(long)t * vheads + h]);
+        }
+        __syncthreads();  // (1) q, k, sums and gates ready
+        double tq = 0, tk = 0;
+#pragma unroll
+        for (int w = 0; w < GW; w++) {
+            tq += ssq[w];
+            tk += ssk[w];
+        }
+        // fla's l2norm: x * rsqrt(Σx² + 1e-6), the factor rounded to fp32
+        // first as on the CPU.
+        float iq = (float)(1.0 / sqrt(tq + 1e-6)) * qscale, ik = (float)(1.0 / sqrt(tk + 1e-6));
+        float decay = gate[0], beta = gate[1];
+        float mem = 0.f;
+#pragma unroll
+        for (int m = 0; m < GMAXR; m++) {
+            int i = warp + GW * m;
+            if (i < dk) {
+                s[m] *= decay;
+                mem += s[m] * (ks[i] * ik);
+            }
+        }
+        red[warp][lane] = mem;
+        __syncthreads();  // (2) partial Sᵀk of every warp
+        float tot = 0.f;
+#pragma unroll
+        for (int w = 0; w < GW; w++) tot += red[w][lane];
+        float v = col ? row[2L * kd + (long)h * dv + j] : 0.f;
+        float delta = (v - tot) * beta;
+        float o = 0.f;
+#pragma unroll
+        for (int m = 0; m < GMAXR; m++) {
+            int i = warp + GW * m;
+            if (i < dk) {
+                s[m] += (ks[i] * ik) * delta;
+                o += s[m] * (qs[i] * iq);
+            }
+        }
+        __syncthreads();  // (3) everyone has read red (Sᵀk)
+        red[warp][lane] = o;
+        __syncthreads();  // (4) partial Sᵀq of every warp
+        if (warp == 0 && col) {
+            float y = 0.f;
+#pragma unroll
+            for (int w = 0; w < GW; w++) y += red[w][lane];
+            out[((long)t * vheads + h) * dv + j] = y;
+        }
+        // The next token's writes to qs/ks/ssq/gate come after every
+        // thread's last read of them (before barrier 4); its first write
+        // to red comes after its barrier 1, which warp 0 reaches only
+        // after reading red above.
+    }
+#pragma unroll
+    for (int m = 0; m < GMAXR; m++) {
+        int i = warp + GW * m;
+        if (col && i < dk) S[(long)i * dv + j] = s[m];
+    }
+}
+
+// ---------------------------------------------------------------- RMSNormGated, SigmoidMul
+
+// One block per row: dst = x/rms(x) * w * silu(z). Every thread reads and
+// writes only its own elements, after the sum barrier, so dst may be x.
+extern "C" __global__ void rms_norm_gated(float* dst, const float* x, const float* z, const float* w, int dim,
+                                          float eps) {
+    __shared__ double part[32];
+    long r = blockIdx.x;
+    const float* xr = x + r * dim;
+    double ss = 0;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += (double)xr[i] * xr[i];
+    ss = warpSumD(ss);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    double tot = 0;
+    for (int i = 0; i < (int)(blockDim.x >> 5); i++) tot += part[i];
+    float inv = (float)(1.0 / sqrt(tot / dim + (double)eps));
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        float g = z[r * dim + i];
+        dst[r * dim + i] = __fmul_rn(__fmul_rn(__fmul_rn(xr[i], inv), w[i]), __fmul_rn(g, sigmoidD(g)));
+    }
+}
+
+extern "C" __global__ void sigmoid_mul(float* x, const float* gate, long n) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] *= sigmoidD(gate[i]);
+}

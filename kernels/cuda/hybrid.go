@@ -1,0 +1,163 @@
+//go:build cuda
+
+package cuda
+
+//go:generate nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o hybrid.ptx hybrid.cu
+
+import (
+	_ "embed"
+	"fmt"
+
+	"gorgonia.org/cu"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+// Gated DeltaNet ops (kernels.HybridOps) on the GPU, kernels in hybrid.cu.
+// The module is loaded on the first call, so models without linear
+// attention never JIT it. No op uploads host data or reads device data,
+// so a decode step that runs them stays graph-capturable; the recurrent
+// state is updated in place in its device buffer.
+
+//go:embed hybrid.ptx
+var hybridPTX string
+
+var _ kernels.HybridOps = (*Backend)(nil)
+
+// Limits of the kernels (hybrid.cu: CMAXK, GW*GMAXR).
+const (
+	maxConvKernel = 8
+	maxDeltaDK    = 256
+)
+
+type hybridMod struct {
+	conv      [maxConvKernel]cFunc // causal_conv1d_K
+	delta     cFunc
+	normGated cFunc
+	sigmoid   cFunc
+}
+
+// hybridModule loads the kernels once (context current).
+func (b *Backend) hybridModule() (*hybridMod, error) {
+	if b.hy != nil {
+		return b.hy, nil
+	}
+	mod, err := cu.LoadData(hybridPTX)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: load hybrid PTX: %w", err)
+	}
+	m := &hybridMod{}
+	names := map[string]*cFunc{"gated_delta_rule": &m.delta, "rms_norm_gated": &m.normGated, "sigmoid_mul": &m.sigmoid}
+	for k := 1; k <= maxConvKernel; k++ {
+		names[fmt.Sprintf("causal_conv1d_%d", k)] = &m.conv[k-1]
+	}
+	for name, f := range names {
+		fn, err := mod.Function(name)
+		if err != nil {
+			return nil, fmt.Errorf("cuda: kernel %s: %w", name, err)
+		}
+		*f = cfunc(fn)
+	}
+	b.hy = m
+	return m, nil
+}
+
+// hybridEnter is enter plus the module; false means skip the op (the
+// failure, if any, is recorded in b.err).
+func (b *Backend) hybridEnter() (*hybridMod, bool) {
+	if !b.enter() {
+		return nil, false
+	}
+	m, err := b.hybridModule()
+	if err != nil {
+		b.fail(err)
+		return nil, false
+	}
+	return m, true
+}
+
+// xrun launches a kernel of a lazily loaded module on a gx×gy grid.
+func (b *Backend) xrun(f cFunc, gx, gy, bx int, args ...uint64) {
+	if b.err != nil || gx <= 0 || gy <= 0 {
+		return
+	}
+	b.a(args...)
+	b.fail(launch(f, gx, gy, bx, b.s, &b.args, b.nargs))
+}
+
+// vecOf returns the float32 device copy of a 1-D weight (LoadWeight
+// makes one for every vector), failing the backend when there is none.
+func (b *Backend) vecOf(w kernels.Tensor, what string) cu.DevicePtr {
+	t, ok := w.(*tensor)
+	if !ok || t.vec == 0 {
+		b.fail(fmt.Errorf("cuda: %s must be a 1-D weight of this backend: %w", what, kernels.ErrUnsupported))
+		return 0
+	}
+	return t.vec
+}
+
+// CausalConv1D implements kernels.HybridOps: one thread per channel.
+func (b *Backend) CausalConv1D(dst, x, state kernels.Buf, w kernels.Tensor, rows int, s kernels.DeltaShape) {
+	m, ok := b.hybridEnter()
+	defer b.exit()
+	if !ok {
+		return
+	}
+	t, isT := w.(*tensor)
+	switch {
+	case !isT:
+		b.fail(fmt.Errorf("cuda: conv1d weight of another backend: %w", kernels.ErrUnsupported))
+		return
+	case s.ConvKernel < 1 || s.ConvKernel > maxConvKernel:
+		b.fail(fmt.Errorf("cuda: conv1d kernel width %d outside 1..%d: %w", s.ConvKernel, maxConvKernel, kernels.ErrUnsupported))
+		return
+	case t.w.DType != kernels.F32 && t.w.DType != kernels.F16 && t.w.DType != kernels.BF16:
+		b.fail(fmt.Errorf("cuda: conv1d weight %s in %s: %w", t.w.Name, t.w.DType, kernels.ErrUnsupported))
+		return
+	case t.w.Elems() != s.ConvDim()*s.ConvKernel:
+		b.fail(fmt.Errorf("cuda: conv1d weight %s has %d elements, want %d×%d", t.w.Name, t.w.Elems(), s.ConvDim(), s.ConvKernel))
+		return
+	}
+	ch := s.ConvDim()
+	b.xrun(m.conv[s.ConvKernel-1], cdiv(ch, 128), 1, 128, ptr(dptr(dst)), ptr(dptr(x)), ptr(dptr(state)), ptr(t.data),
+		uint64(t.w.DType), i32(rows), i32(ch))
+}
+
+// GatedDeltaRule implements kernels.HybridOps: one block per value head
+// and 32 state columns, the state in registers for the whole pass.
+func (b *Backend) GatedDeltaRule(dst, qkv, a, bb, state kernels.Buf, aLog, dtBias kernels.Tensor, rows int, s kernels.DeltaShape) {
+	m, ok := b.hybridEnter()
+	defer b.exit()
+	if !ok {
+		return
+	}
+	if s.DK < 1 || s.DK > maxDeltaDK || s.DV < 1 || s.KHeads < 1 || s.VHeads%s.KHeads != 0 {
+		b.fail(fmt.Errorf("cuda: delta rule shape %+v (key head dim ≤ %d): %w", s, maxDeltaDK, kernels.ErrUnsupported))
+		return
+	}
+	al, dt := b.vecOf(aLog, "A_log"), b.vecOf(dtBias, "dt_bias")
+	b.xrun(m.delta, s.VHeads*cdiv(s.DV, 32), 1, 256, ptr(dptr(dst)), ptr(dptr(qkv)), ptr(dptr(a)), ptr(dptr(bb)),
+		ptr(dptr(state)), ptr(al), ptr(dt), i32(rows), i32(s.KHeads), i32(s.VHeads), i32(s.DK), i32(s.DV))
+}
+
+// RMSNormGated implements kernels.HybridOps: one block per row.
+func (b *Backend) RMSNormGated(dst, x, z kernels.Buf, w kernels.Tensor, rows, dim int, eps float32) {
+	m, ok := b.hybridEnter()
+	defer b.exit()
+	if !ok {
+		return
+	}
+	wv := b.vecOf(w, "gated norm weight")
+	b.xrun(m.normGated, rows, 1, min(256, 32*cdiv(dim, 32)), ptr(dptr(dst)), ptr(dptr(x)), ptr(dptr(z)), ptr(wv),
+		i32(dim), f32(eps))
+}
+
+// SigmoidMul implements kernels.HybridOps.
+func (b *Backend) SigmoidMul(x, gate kernels.Buf, n int) {
+	m, ok := b.hybridEnter()
+	defer b.exit()
+	if !ok {
+		return
+	}
+	b.xrun(m.sigmoid, cdiv(n, 256), 1, 256, ptr(dptr(x)), ptr(dptr(gate)), uint64(n))
+}

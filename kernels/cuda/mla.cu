@@ -1,0 +1,398 @@
+// Multi-head latent attention kernels of the CUDA backend (mla.go): the
+// optional kernels.MLAOps that DeepSeek-V3 and V3.2 need. The CPU backend
+// (kernels/cpu/mla.go) is the reference.
+//
+// Every query head reads the same cached row per position ([latent ;
+// rope key], HeadDimK wide, the latent doubling as the value), so a block
+// serves MH heads of one query row: each tile of cached rows is loaded
+// into shared memory once and scored by one warp per head. Like
+// attn_partial/attn_combine in kernels.cu it is split-K flash decoding:
+// each block covers a range of the row's positions and writes an
+// unnormalised partial (acc, max, sum); mla_combine merges the ranges.
+//
+// DeepSeek sparse attention first scores every visible position with the
+// lightning indexer (dsa_scores) and picks each row's TopK positions
+// (dsa_topk); the attention then walks that list instead of 0..pos.
+//
+// Compiled to compute_90 PTX by `go generate` (mla.go); the PTX is
+// committed and embedded.
+
+__device__ __forceinline__ float warpSum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// ---------------------------------------------------------------- attention
+
+#define MH 8        // heads (warps) per block
+#define MTILE 8     // cached rows per shared-memory tile
+#define MMAXD 1024  // largest HeadDimK (DeepSeek: 576)
+#define MREG (MMAXD / 32)
+
+// part[(row*heads+h)*splits + split][0..dv) = Σ e^{s-m} v, then m, l.
+// sel/cnt: the DSA position lists (sel[row*topk + i], cnt[row] of them),
+// or null for all positions 0..start+row.
+extern "C" __global__ void __launch_bounds__(MH * 32)
+    mla_partial(float* part, const float* q, const float* K, const int* table, const int* startp, const int* sel,
+                const int* cnt, int heads, int dk, int dv, int bs, int chunk, int topk, float scale) {
+    __shared__ float tile[MTILE * MMAXD];
+    int groups = (heads + MH - 1) / MH;
+    int row = blockIdx.x / groups, h = (blockIdx.x % groups) * MH + (threadIdx.x >> 5);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int splits = gridDim.y;
+    int n = sel ? cnt[row] : *startp + row + 1;
+    int lo = blockIdx.y * chunk, hi = min(lo + chunk, n);
+    bool live = h < heads;
+    float qv[MREG], acc[MREG];
+    const float* qr = q + ((long)row * heads + (live ? h : 0)) * dk;
+#pragma unroll
+    for (int i = 0; i < MREG; i++) {
+        int d = lane + 32 * i;
+        qv[i] = d < dk ? qr[d] * scale : 0.f;
+        acc[i] = 0.f;
+    }
+    float m = -INFINITY, l = 0.f;
+    for (int base = lo; base < hi; base += MTILE) {
+        int np = min(MTILE, hi - base);
+        // One warp per cached row of the tile.
+        for (int p = warp; p < np; p += MH) {
+            int pos = sel ? sel[(long)row * topk + base + p] : base + p;
+            long slot = (long)table[pos / bs] * bs + pos % bs;
+            const float* kp = K + slot * dk;
+            for (int d = lane; d < dk; d += 32) tile[p * dk + d] = kp[d];
+        }
+        __syncthreads();
+        for (int p = 0; p < np; p++) {
+            const float* kr = tile + p * dk;
+            float s = 0.f;
+#pragma unroll
+            for (int i = 0; i < MREG; i++) {
+                int d = lane + 32 * i;
+                if (d < dk) s += qv[i] * kr[d];
+            }
+            s = warpSum(s);
+            float mn = fmaxf(m, s);
+            float corr = expf(m - mn), e = expf(s - mn);
+            l = l * corr + e;
+#pragma unroll
+            for (int i = 0; i < MREG; i++) {
+                int d = lane + 32 * i;
+                if (d < dv) acc[i] = acc[i] * corr + e * kr[d];
+            }
+            m = mn;
+        }
+        __syncthreads();  // the tile is overwritten next
+    }
+    if (!live) return;
+    float* out = part + (((long)row * heads + h) * splits + blockIdx.y) * (dv + 2);
+#pragma unroll
+    for (int i = 0; i < MREG; i++) {
+        int d = lane + 32 * i;
+        if (d < dv) out[d] = acc[i];
+    }
+    if (lane == 0) {
+        out[dv] = m;
+        out[dv + 1] = l;
+    }
+}
+
+// Merges the splits of one (row, head), as attn_combine. splits ≤ 256; a
+// split that saw no position has m = -inf and weighs nothing (split 0
+// always holds position 0 or the first selected one).
+extern "C" __global__ void mla_combine(float* dst, const float* part, int splits, int dv) {
+    __shared__ float fac[256];
+    __shared__ float red[32];
+    long rh = blockIdx.x;
+    const float* p = part + rh * splits * (dv + 2);
+    float M = -INFINITY;
+    for (int s = 0; s < splits; s++) M = fmaxf(M, p[s * (dv + 2) + dv]);
+    for (int s = threadIdx.x; s < splits; s += blockDim.x) {
+        float ms = p[s * (dv + 2) + dv];
+        fac[s] = ms == -INFINITY ? 0.f : expf(ms - M);
+    }
+    __syncthreads();
+    float L = 0.f;
+    for (int s = threadIdx.x; s < splits; s += blockDim.x) L += fac[s] * p[s * (dv + 2) + dv + 1];
+    L = warpSum(L);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = L;
+    __syncthreads();
+    L = 0.f;
+    for (int w = 0; w < (int)(blockDim.x >> 5); w++) L += red[w];
+    float inv = 1.f / L;
+    for (int d = threadIdx.x; d < dv; d += blockDim.x) {
+        float o = 0.f;
+        for (int s = 0; s < splits; s++) o += fac[s] * p[s * (dv + 2) + d];
+        dst[rh * dv + d] = o * inv;
+    }
+}
+
+// ---------------------------------------------------------------- DSA scores
+
+#define DQMAX 8192  // indexer Heads*Dim held in shared memory (V3.2: 64×128)
+#define DREG 8      // Dim ≤ 256
+#define DTILE 64    // positions per block
+
+// scores[row*stride + t] for t < start+rows: Σ_h W[row,h]·relu(Scale·Q[row,h]·key_t)
+// for visible t (≤ start+row), -inf for the later positions of the pass
+// (the reference's masked [rows, context] matrix). One warp per position;
+// the heads are summed in order, each term only when positive, as on the
+// CPU. Blocks: rows × tiles of DTILE positions (x = row*tiles + tile).
+extern "C" __global__ void __launch_bounds__(256)
+    dsa_scores(float* scores, const float* Q, const float* W, const float* keys, const int* table, const int* startp,
+               int rows, int heads, int dim, int bs, int tiles, long stride, float scale) {
+    __shared__ float qs[DQMAX];
+    int row = blockIdx.x / tiles, t0 = (blockIdx.x % tiles) * DTILE;
+    int start = *startp, n = start + row + 1, nc = start + rows;
+    if (t0 >= nc) return;  // capture-time grids cover the whole table
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const float* qr = Q + (long)row * heads * dim;
+    for (int i = threadIdx.x; i < heads * dim; i += blockDim.x) qs[i] = qr[i];
+    __syncthreads();
+    const float* wr = W + (long)row * heads;
+    for (int t = t0 + warp; t < min(t0 + DTILE, nc); t += blockDim.x >> 5) {
+        float sc = -INFINITY;
+        if (t < n) {
+            long slot = (long)table[t / bs] * bs + t % bs;
+            const float* kp = keys + slot * dim;
+            float kv[DREG];
+#pragma unroll
+            for (int i = 0; i < DREG; i++) {
+                int d = lane + 32 * i;
+                kv[i] = d < dim ? kp[d] : 0.f;
+            }
+            sc = 0.f;
+            for (int hh = 0; hh < heads; hh++) {
+                float dot = 0.f;
+#pragma unroll
+                for (int i = 0; i < DREG; i++) {
+                    int d = lane + 32 * i;
+                    if (d < dim) dot += qs[hh * dim + d] * kv[i];
+                }
+                float x = warpSum(dot) * scale;
+                if (x > 0) sc += wr[hh] * x;
+            }
+        }
+        if (lane == 0) scores[(long)row * stride + t] = sc;
+    }
+}
+
+// ---------------------------------------------------------------- DSA top-k
+
+// Orderable key of a score: unsigned order equals float order, with -0
+// folded onto +0 (they compare equal on the CPU).
+__device__ __forceinline__ unsigned okey(float v) {
+    unsigned u = v == 0.f ? 0u : __float_as_uint(v);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// The CPU's exact top-k (kernels/cpu/mla.go topK: libstdc++'s nth_element,
+// or its partial_sort heap selection when k*64 <= n, with torch.topk's
+// comparator) on one thread, over values v and positions ix in place. It
+// only runs when exact ties straddle the selection boundary, the one case
+// where which positions win depends on the algorithm; the k best end in
+// ix[0..k).
+__device__ bool gtv(const float* v, int a, int b) { return v[a] > v[b]; }
+
+__device__ void swp(float* v, int* ix, int a, int b) {
+    float t = v[a];
+    v[a] = v[b];
+    v[b] = t;
+    int u = ix[a];
+    ix[a] = ix[b];
+    ix[b] = u;
+}
+
+// libstdc++ __adjust_heap + __push_heap on h = (v, ix)[0..n), the heap top
+// being the worst element; the value moving in is (val, vi).
+__device__ void adjustHeap(float* v, int* ix, int n, int hole, float val, int vi) {
+    int top = hole, child = hole;
+    while (child < (n - 1) / 2) {
+        child = 2 * (child + 1);
+        if (v[child] > v[child - 1]) child--;
+        v[hole] = v[child];
+        ix[hole] = ix[child];
+        hole = child;
+    }
+    if (n % 2 == 0 && child == (n - 2) / 2) {
+        child = 2 * (child + 1);
+        v[hole] = v[child - 1];
+        ix[hole] = ix[child - 1];
+        hole = child - 1;
+    }
+    for (int parent = (hole - 1) / 2; hole > top && v[parent] > val; parent = (hole - 1) / 2) {
+        v[hole] = v[parent];
+        ix[hole] = ix[parent];
+        hole = parent;
+    }
+    v[hole] = val;
+    ix[hole] = vi;
+}
+
+__device__ void heapSelect(float* v, int* ix, int n, int k) {
+    if (k >= 2) {
+        for (int parent = (k - 2) / 2;; parent--) {
+            adjustHeap(v, ix, k, parent, v[parent], ix[parent]);
+            if (parent == 0) break;
+        }
+    }
+    for (int i = k; i < n; i++) {
+        if (v[i] > v[0]) {
+            float val = v[i];
+            int vi = ix[i];
+            v[i] = v[0];
+            ix[i] = ix[0];
+            adjustHeap(v, ix, k, 0, val, vi);
+        }
+    }
+}
+
+__device__ void exactTopK(float* v, int* ix, int n, int k) {
+    if (k <= 0 || k >= n) return;
+    if ((long)k * 64 <= n) {
+        heapSelect(v, ix, n, k);
+        return;
+    }
+    int first = 0, last = n, nth = k - 1;
+    for (int depth = 2 * (31 - __clz(n)); last - first > 3; depth--) {
+        if (depth == 0) {
+            heapSelect(v + first, ix + first, last - first, nth - first + 1);
+            swp(v, ix, first, nth);
+            return;
+        }
+        // __unguarded_partition_pivot: median of (first+1, mid, last-1) to first.
+        int mid = first + (last - first) / 2;
+        int a = first + 1, mm = mid, z = last - 1;
+        if (gtv(v, a, mm)) {
+            if (gtv(v, mm, z)) swp(v, ix, first, mm);
+            else if (gtv(v, a, z)) swp(v, ix, first, z);
+            else swp(v, ix, first, a);
+        } else if (gtv(v, a, z)) swp(v, ix, first, a);
+        else if (gtv(v, mm, z)) swp(v, ix, first, z);
+        else swp(v, ix, first, mm);
+        int lo = first + 1, hi = last;
+        for (;;) {
+            while (gtv(v, lo, first)) lo++;
+            hi--;
+            while (gtv(v, first, hi)) hi--;
+            if (lo >= hi) break;
+            swp(v, ix, lo, hi);
+            lo++;
+        }
+        if (lo <= nth) first = lo;
+        else last = lo;
+    }
+    // __insertion_sort of what is left.
+    for (int i = first + 1; i < last; i++) {
+        float val = v[i];
+        int vi = ix[i];
+        if (val > v[first]) {
+            for (int j = i; j > first; j--) {
+                v[j] = v[j - 1];
+                ix[j] = ix[j - 1];
+            }
+            v[first] = val;
+            ix[first] = vi;
+            continue;
+        }
+        int j = i;
+        while (val > v[j - 1]) {
+            v[j] = v[j - 1];
+            ix[j] = ix[j - 1];
+            j--;
+        }
+        v[j] = val;
+        ix[j] = vi;
+    }
+}
+
+// One block (256 threads) per query row writes the row's attended
+// positions, ascending, to sel[row*topk ..] and their count to cnt[row]:
+// all of 0..pos when at most topk are visible, else the topk best scores.
+// The k-th largest score is found by a 4-pass radix select (8 bits a pass)
+// over the visible positions; when the positions at or above it are
+// exactly topk (no tie straddles the boundary) they are the answer, else
+// the CPU's algorithm decides the ties (exactTopK, one thread). The
+// selected positions are marked in flag (aux, reused) and compacted in
+// position order by a block-wide scan.
+extern "C" __global__ void __launch_bounds__(256)
+    dsa_topk(float* scores, int* aux, int* sel, int* cnt, const int* startp, int rows, long stride, int topk) {
+    __shared__ unsigned hist[256];
+    __shared__ unsigned sPrefix, sMask;
+    __shared__ int sNeed, sEq;
+    __shared__ int wsum[8];
+    __shared__ int sBase;
+    int row = blockIdx.x, tid = threadIdx.x;
+    int start = *startp, n = start + row + 1, nc = start + rows;
+    float* v = scores + (long)row * stride;
+    int* flag = aux + (long)row * stride;
+    int* out = sel + (long)row * topk;
+    if (n <= topk) {
+        for (int t = tid; t < n; t += blockDim.x) out[t] = t;
+        if (tid == 0) cnt[row] = n;
+        return;
+    }
+    if (tid == 0) {
+        sPrefix = 0;
+        sMask = 0;
+        sNeed = topk;
+    }
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        hist[tid] = 0;
+        __syncthreads();
+        unsigned prefix = sPrefix, mask = sMask;
+        for (int t = tid; t < n; t += blockDim.x) {
+            unsigned k = okey(v[t]);
+            if ((k & mask) == prefix) atomicAdd(&hist[(k >> shift) & 255], 1u);
+        }
+        __syncthreads();
+        if (tid == 0) {
+            int need = sNeed, d = 255;
+            for (; d > 0 && (int)hist[d] < need; d--) need -= hist[d];
+            sNeed = need;
+            sEq = hist[d];
+            sPrefix = prefix | ((unsigned)d << shift);
+            sMask = mask | (255u << shift);
+        }
+        __syncthreads();
+    }
+    unsigned thr = sPrefix;
+    bool exact = sNeed == sEq;  // every score equal to the threshold is taken
+    if (exact) {
+        for (int t = tid; t < nc; t += blockDim.x) flag[t] = t < n && okey(v[t]) >= thr;
+    } else {
+        // Candidates as the CPU sees them: all start+rows positions, the
+        // later ones at -inf (dsa_scores wrote them), in position order.
+        if (tid == 0) {
+            for (int t = 0; t < nc; t++) flag[t] = t;
+            exactTopK(v, flag, nc, topk);
+        }
+        __syncthreads();
+        // flag[0..topk) holds the chosen positions: turn the chosen ones
+        // into marks in v (the scores are no longer needed).
+        for (int t = tid; t < nc; t += blockDim.x) v[t] = 0.f;
+        __syncthreads();
+        for (int i = tid; i < topk; i += blockDim.x) v[flag[i]] = 1.f;
+        __syncthreads();
+        for (int t = tid; t < nc; t += blockDim.x) flag[t] = v[t] != 0.f;
+    }
+    if (tid == 0) sBase = 0;
+    __syncthreads();
+    int warp = tid >> 5, lane = tid & 31;
+    for (int t0 = 0; t0 < nc; t0 += blockDim.x) {
+        int t = t0 + tid;
+        bool f = t < nc && flag[t];
+        unsigned ballot = __ballot_sync(0xffffffffu, f);
+        if (lane == 0) wsum[warp] = __popc(ballot);
+        __syncthreads();
+        int off = sBase;
+        for (int w = 0; w < warp; w++) off += wsum[w];
+        off += __popc(ballot & ((1u << lane) - 1));
+        if (f && off < topk) out[off] = t;
+        __syncthreads();
+        if (tid == 0)
+            for (int w = 0; w < (int)(blockDim.x >> 5); w++) sBase += wsum[w];
+        __syncthreads();
+    }
+    if (tid == 0) cnt[row] = min(sBase, topk);
+}

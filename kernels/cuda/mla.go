@@ -1,0 +1,158 @@
+//go:build cuda
+
+package cuda
+
+//go:generate nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o mla.ptx mla.cu
+
+import (
+	_ "embed"
+	"fmt"
+
+	"gorgonia.org/cu"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+// Latent attention (kernels.MLAOps) on the GPU, kernels in mla.cu, loaded
+// on first use. Like Attention it uploads only the block table and the
+// start position (through b.put) and sizes its grids and scratch by the
+// table's capacity under graph capture, so one captured decode step
+// serves every position up to it; DSA's selection runs on the device and
+// is never read back.
+
+//go:embed mla.ptx
+var mlaPTX string
+
+var _ kernels.MLAOps = (*Backend)(nil)
+
+// Limits of the kernels (mla.cu: MMAXD, DQMAX, DREG).
+const (
+	maxMLAHeadDim = 1024
+	maxDSAQ       = 8192
+	maxDSADim     = 256
+)
+
+type mlaMod struct {
+	partial, combine, scores, topk cFunc
+	// Scratch, grown as needed and never freed (queued work or a
+	// captured graph may still use an old one): the split partials, and
+	// DSA's scores, marks and selected positions (with their counts).
+	part, dsa       cu.DevicePtr
+	partN, dsaBytes int64
+}
+
+func (b *Backend) mlaModule() (*mlaMod, error) {
+	if b.mla != nil {
+		return b.mla, nil
+	}
+	mod, err := cu.LoadData(mlaPTX)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: load MLA PTX: %w", err)
+	}
+	m := &mlaMod{}
+	for name, f := range map[string]*cFunc{"mla_partial": &m.partial, "mla_combine": &m.combine,
+		"dsa_scores": &m.scores, "dsa_topk": &m.topk} {
+		fn, err := mod.Function(name)
+		if err != nil {
+			return nil, fmt.Errorf("cuda: kernel %s: %w", name, err)
+		}
+		*f = cfunc(fn)
+	}
+	b.mla = m
+	return m, nil
+}
+
+// scratch returns at least n bytes at *p (capacity *have).
+func (b *Backend) scratch(p *cu.DevicePtr, have *int64, n int64) cu.DevicePtr {
+	if n > *have {
+		*have = max(n, 1<<20)
+		*p = b.alloc(*have)
+	}
+	return *p
+}
+
+// MLAttention implements kernels.MLAOps: split-K flash decoding over the
+// shared latent rows, eight heads of a row per block (mla.cu).
+func (b *Backend) MLAttention(dst, q kernels.Buf, kp kernels.KVPool, layer int, seq kernels.AttnSeq, rows, heads, dv int, scale float32, dsa *kernels.DSA) {
+	if !b.enter() {
+		b.exit()
+		return
+	}
+	defer b.exit()
+	m, err := b.mlaModule()
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	p, ok := kp.(*kvPool)
+	if !ok {
+		b.fail(fmt.Errorf("cuda: KV pool of another backend: %w", kernels.ErrUnsupported))
+		return
+	}
+	s := p.spec
+	dk := s.HeadDimK
+	switch {
+	case s.KVHeads != 1 || dk > maxMLAHeadDim || dv < 1 || dv > dk:
+		b.fail(fmt.Errorf("cuda: latent attention over %d KV heads of width %d (≤ %d), value width %d: %w",
+			s.KVHeads, dk, maxMLAHeadDim, dv, kernels.ErrUnsupported))
+		return
+	case rows < 1 || heads < 1:
+		return
+	}
+	// Positions the kernels may see: the pass's, or under capture the
+	// table's capacity (the start is only known on the device then).
+	ctx := seq.Start + rows
+	if b.cap != nil {
+		ctx = len(seq.Table) * s.BlockSize
+	}
+	tp := b.put(kTable, words(seq.Table))
+	st := b.put(kStart, []uint32{uint32(seq.Start)})
+	var sel, cnt cu.DevicePtr
+	listLen, topk := ctx, 0
+	if dsa != nil {
+		if sel, cnt = b.dsaSelect(m, p, layer, tp, st, rows, ctx, dsa); b.err != nil {
+			return
+		}
+		listLen, topk = min(ctx, dsa.TopK), dsa.TopK
+	}
+	groups := cdiv(heads, 8)
+	// Aim at 16 blocks per SM, ranges of at least 8 positions, ≤ 256 splits.
+	splits := 1
+	if want := cdiv(16*b.sms, rows*groups); want > 1 {
+		splits = min(want, max(cdiv(listLen, 8), 1), 256)
+	}
+	chunk := cdiv(listLen, splits)
+	part := b.scratch(&m.part, &m.partN, int64(rows*heads*splits)*int64(dv+2)*4)
+	b.xrun(m.partial, rows*groups, splits, 256, ptr(part), ptr(dptr(q)), ptr(p.kLayer(layer)), ptr(tp), ptr(st),
+		ptr(sel), ptr(cnt), i32(heads), i32(dk), i32(dv), i32(s.BlockSize), i32(chunk), i32(topk), f32(scale))
+	b.xrun(m.combine, rows*heads, 1, 128, ptr(dptr(dst)), ptr(part), i32(splits), i32(dv))
+}
+
+// dsaSelect scores every visible position with the indexer and leaves
+// each row's attended positions in device scratch: sel [rows, TopK]
+// (ascending) and their counts cnt [rows]. ctx bounds the positions.
+func (b *Backend) dsaSelect(m *mlaMod, p *kvPool, layer int, table, start cu.DevicePtr, rows, ctx int, d *kernels.DSA) (sel, cnt cu.DevicePtr) {
+	switch {
+	case d.Heads < 1 || d.Dim < 1 || d.Dim > maxDSADim || d.Heads*d.Dim > maxDSAQ || d.TopK < 1:
+		b.fail(fmt.Errorf("cuda: DSA with %d heads of width %d (width ≤ %d, heads×width ≤ %d), top %d: %w",
+			d.Heads, d.Dim, maxDSADim, maxDSAQ, d.TopK, kernels.ErrUnsupported))
+		return 0, 0
+	case p.spec.HeadDimV != d.Dim:
+		b.fail(fmt.Errorf("cuda: DSA keys of width %d, the pool's V rows are %d wide", d.Dim, p.spec.HeadDimV))
+		return 0, 0
+	}
+	// Layout: scores f32 [rows, ctx], marks i32 [rows, ctx], sel i32
+	// [rows, TopK], cnt i32 [rows], each part 256-byte aligned.
+	al := func(n int64) int64 { return (n + 255) &^ 255 }
+	sb := al(int64(rows) * int64(ctx) * 4)
+	selB := al(int64(rows) * int64(d.TopK) * 4)
+	base := b.scratch(&m.dsa, &m.dsaBytes, 2*sb+selB+al(int64(rows)*4))
+	scores, marks := base, base+cu.DevicePtr(sb)
+	sel, cnt = marks+cu.DevicePtr(sb), marks+cu.DevicePtr(sb+selB)
+	tiles := cdiv(ctx, 64)
+	b.xrun(m.scores, rows*tiles, 1, 256, ptr(scores), ptr(dptr(d.Q)), ptr(dptr(d.W)), ptr(p.vLayer(layer)), ptr(table),
+		ptr(start), i32(rows), i32(d.Heads), i32(d.Dim), i32(p.spec.BlockSize), i32(tiles), uint64(ctx), f32(d.Scale))
+	b.xrun(m.topk, rows, 1, 256, ptr(scores), ptr(marks), ptr(sel), ptr(cnt), ptr(start), i32(rows), uint64(ctx),
+		i32(d.TopK))
+	return sel, cnt
+}
