@@ -7,12 +7,13 @@ package kernels
 var capabilities = map[string]func(DType) bool{
 	"cpu": func(d DType) bool { return d.Valid() },
 	"cuda": func(d DType) bool {
-		// Stored formats, and the GGUF block formats with GEMV/Embed/
-		// prefill kernels in kernels/cuda/quant.cu. The IQ1/IQ2/IQ3
-		// lattice formats have no CUDA kernels yet.
+		// Stored formats, and every GGUF block format: each has GEMV,
+		// Embed and prefill kernels in kernels/cuda/quant.cu (the IQ1..IQ3
+		// lattice formats in quant_iq.cuh).
 		switch d {
 		case F32, F16, BF16, F8E4M3,
-			Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4:
+			Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4,
+			IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S:
 			return true
 		}
 		return false

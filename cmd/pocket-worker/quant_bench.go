@@ -31,7 +31,12 @@ func runQBench(args []string) error {
 	}
 	fmt.Printf("%-6s %-14s %10s %10s\n", "format", "out×in", "µs/GEMV", "GB/s")
 	for _, s := range []shape{{kernels.Q4_K, 4096, 4096}, {kernels.Q4_K, 1024, 4096}, {kernels.Q4_K, 12288, 4096},
-		{kernels.Q4_K, 4096, 12288}, {kernels.Q6_K, 4096, 12288}, {kernels.Q6_K, 151936, 4096}, {kernels.Q8_0, 12288, 4096}} {
+		{kernels.Q4_K, 4096, 12288}, {kernels.Q6_K, 4096, 12288}, {kernels.Q6_K, 151936, 4096}, {kernels.Q8_0, 12288, 4096},
+		// The lattice formats of UD-IQ1_M / UD-Q2_K_XL MoE checkpoints, on
+		// an expert's shape and a dense one.
+		{kernels.IQ1_M, 1536, 4096}, {kernels.IQ1_S, 1536, 4096}, {kernels.IQ2_XXS, 1536, 4096},
+		{kernels.IQ2_XS, 4096, 4096}, {kernels.IQ2_S, 4096, 4096}, {kernels.IQ3_XXS, 4096, 4096},
+		{kernels.IQ3_S, 4096, 12288}} {
 		nw := 4
 		if s.out*s.in > 100e6 {
 			nw = 1

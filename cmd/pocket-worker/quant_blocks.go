@@ -14,11 +14,14 @@ var f16Fields = map[kernels.DType][]int{
 	kernels.Q8_0: {0}, kernels.Q4_0: {0}, kernels.Q4_1: {0, 2}, kernels.Q5_0: {0}, kernels.Q5_1: {0, 2},
 	kernels.Q2_K: {80, 82}, kernels.Q3_K: {108}, kernels.Q4_K: {0, 2}, kernels.Q5_K: {0, 2}, kernels.Q6_K: {208},
 	kernels.IQ4_NL: {0}, kernels.IQ4_XS: {0},
+	kernels.IQ1_S: {0}, kernels.IQ2_XXS: {0}, kernels.IQ2_XS: {0}, kernels.IQ2_S: {0}, kernels.IQ3_XXS: {0},
+	kernels.IQ3_S: {0},
 }
 
 // randomBlocks returns rows×cols elements of dt as random but valid blocks:
 // random quant bits and sub-block scales, fp16 scales of magnitude about
-// scale (MXFP4: an E8M0 exponent near 2^-6).
+// scale (MXFP4: an E8M0 exponent near 2^-6). Every bit pattern of the
+// other fields is a valid block, lattice indices and signs included.
 func randomBlocks(rng *rand.Rand, dt kernels.DType, rows, cols int, scale float64) []byte {
 	rb, err := dt.RowBytes(cols)
 	if err != nil {
@@ -33,8 +36,18 @@ func randomBlocks(rng *rand.Rand, dt kernels.DType, rows, cols int, scale float6
 	bb := dt.BlockBytes()
 	for o := 0; o < len(b); o += bb {
 		blk := b[o : o+bb]
-		if dt == kernels.MXFP4 {
+		switch dt {
+		case kernels.MXFP4:
 			blk[0] = byte(118 + rng.IntN(6))
+			continue
+		case kernels.IQ1_M:
+			// d is spread over the top nibbles of the four 16-bit
+			// sub-scale words at byte 48.
+			h := f32ToF16bits(float32(scale * (0.5 + rng.Float64())))
+			for i := 0; i < 4; i++ {
+				w := binary.LittleEndian.Uint16(blk[48+2*i:])
+				binary.LittleEndian.PutUint16(blk[48+2*i:], w&0x0fff|(h>>(4*i)&15)<<12)
+			}
 			continue
 		}
 		for _, off := range f16Fields[dt] {

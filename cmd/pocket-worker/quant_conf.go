@@ -7,6 +7,7 @@ import (
 
 	"github.com/pocketllm/pocketllm/kernels"
 	"github.com/pocketllm/pocketllm/kernels/cuda"
+	"github.com/pocketllm/pocketllm/kernels/quant"
 )
 
 // quant checks the GGUF block-format kernels against the CPU backend (whose
@@ -29,6 +30,11 @@ func (c *conf) quant() {
 		if dt == kernels.Q4_K || dt == kernels.Q6_K || dt == kernels.Q8_0 {
 			shapes = append(shapes, mm{1, 4096, 4096}, mm{1, 1024, 12288}, mm{2, 4096, 4096}, mm{130, 1024, 4096})
 		}
+		if _, _, lattice := quant.Lattice(dt); lattice {
+			// Wider rows take 2 and 4 warps per output row; a MoE-expert
+			// shape with a ragged row pass (7 = 4 + 2 + 1).
+			shapes = append(shapes, mm{1, 1024, 12288}, mm{7, 256, 2048}, mm{2, 300, 16384}, mm{64, 512, 4096})
+		}
 		for _, s := range shapes {
 			c.quantMatMul(dt, s.rows, s.out, s.in)
 		}
@@ -50,6 +56,8 @@ func (c *conf) quant() {
 	cuda.QuantScratchBytes = 64 * 512 * 2
 	c.quantMatMul(kernels.Q4_K, 40, 200, 512)
 	c.quantMatMul(kernels.Q6_K, 40, 200, 512)
+	c.quantMatMul(kernels.IQ2_XXS, 40, 200, 512)
+	c.quantMatMul(kernels.IQ1_M, 40, 200, 512)
 	cuda.QuantScratchBytes = old
 }
 

@@ -32,6 +32,13 @@
 #define Q4_K 11
 #define Q5_K 12
 #define Q6_K 13
+#define IQ1_S 14
+#define IQ1_M 15
+#define IQ2_XXS 16
+#define IQ2_XS 17
+#define IQ2_S 18
+#define IQ3_XXS 19
+#define IQ3_S 20
 #define IQ4_NL 21
 #define IQ4_XS 22
 #define MXFP4 23
@@ -76,6 +83,13 @@ template <> struct Fmt<Q3_K> { enum { BE = 256, BB = 110, HASB = 0, LUT = 0 }; }
 template <> struct Fmt<Q4_K> { enum { BE = 256, BB = 144, HASB = 1, LUT = 0 }; };
 template <> struct Fmt<Q5_K> { enum { BE = 256, BB = 176, HASB = 1, LUT = 0 }; };
 template <> struct Fmt<Q6_K> { enum { BE = 256, BB = 210, HASB = 0, LUT = 0 }; };
+template <> struct Fmt<IQ1_S> { enum { BE = 256, BB = 50, HASB = 0, LUT = 0 }; };
+template <> struct Fmt<IQ1_M> { enum { BE = 256, BB = 56, HASB = 0, LUT = 0 }; };
+template <> struct Fmt<IQ2_XXS> { enum { BE = 256, BB = 66, HASB = 0, LUT = 0 }; };
+template <> struct Fmt<IQ2_XS> { enum { BE = 256, BB = 74, HASB = 0, LUT = 0 }; };
+template <> struct Fmt<IQ2_S> { enum { BE = 256, BB = 82, HASB = 0, LUT = 0 }; };
+template <> struct Fmt<IQ3_XXS> { enum { BE = 256, BB = 98, HASB = 0, LUT = 0 }; };
+template <> struct Fmt<IQ3_S> { enum { BE = 256, BB = 110, HASB = 0, LUT = 0 }; };
 template <> struct Fmt<IQ4_NL> { enum { BE = 32, BB = 18, HASB = 0, LUT = 1 }; };
 template <> struct Fmt<IQ4_XS> { enum { BE = 256, BB = 136, HASB = 0, LUT = 1 }; };
 template <> struct Fmt<MXFP4> { enum { BE = 32, BB = 17, HASB = 0, LUT = 2 }; };
@@ -90,6 +104,8 @@ __device__ __forceinline__ void scaleMinK4(int j, const uint32_t* s, uint32_t& d
         m = (byteAt(s, j + 4) >> 4) | ((byteAt(s, j) >> 6) << 4);
     }
 }
+
+#include "quant_iq.cuh"
 
 // sub32 decodes sub-block s of the block at blk: q[32], a[2], b[2].
 // lut: the block's shared-memory codebook for the LUT formats.
@@ -242,6 +258,8 @@ __device__ __forceinline__ void sub32(const uint8_t* blk, int s, float (&q)[32],
             q[j] = lut[byteAt(w, j) & 15];
             q[j + 16] = lut[byteAt(w, j) >> 4];
         }
+    } else if (F >= IQ1_S && F <= IQ3_S) {
+        subIQ<F>(blk, s, q, a);
     }
 }
 
@@ -679,6 +697,13 @@ QFMT(Q3_K, q3_k)
 QFMT(Q4_K, q4_k)
 QFMT(Q5_K, q5_k)
 QFMT(Q6_K, q6_k)
+QFMT(IQ1_S, iq1_s)
+QFMT(IQ1_M, iq1_m)
+QFMT(IQ2_XXS, iq2_xxs)
+QFMT(IQ2_XS, iq2_xs)
+QFMT(IQ2_S, iq2_s)
+QFMT(IQ3_XXS, iq3_xxs)
+QFMT(IQ3_S, iq3_s)
 QFMT(IQ4_NL, iq4_nl)
 QFMT(IQ4_XS, iq4_xs)
 QFMT(MXFP4, mxfp4)

@@ -13,6 +13,7 @@ import (
 	"gorgonia.org/cu"
 
 	"github.com/pocketllm/pocketllm/kernels"
+	"github.com/pocketllm/pocketllm/kernels/quant"
 )
 
 // GGUF block formats on the GPU (kernels in quant.cu): the blocks are
@@ -28,6 +29,10 @@ import (
 //     multiplied by cuBLASLt (or the built-in bf16 GEMM without it);
 //   - Embed: the requested rows decoded exactly to float32.
 //
+// The lattice formats (IQ1_S .. IQ3_S) decode with codebooks in device
+// globals that the module load fills from kernels/quant's tables
+// (uploadLattices), so there is one transcription of them, on the Go side.
+//
 // The module is loaded on the first quantized weight, so bf16/FP8-only
 // models never JIT it.
 
@@ -39,6 +44,15 @@ var quantNames = map[kernels.DType]string{
 	kernels.Q8_0: "q8_0", kernels.Q4_0: "q4_0", kernels.Q4_1: "q4_1", kernels.Q5_0: "q5_0", kernels.Q5_1: "q5_1",
 	kernels.Q2_K: "q2_k", kernels.Q3_K: "q3_k", kernels.Q4_K: "q4_k", kernels.Q5_K: "q5_k", kernels.Q6_K: "q6_k",
 	kernels.IQ4_NL: "iq4_nl", kernels.IQ4_XS: "iq4_xs", kernels.MXFP4: "mxfp4",
+	kernels.IQ1_S: "iq1_s", kernels.IQ1_M: "iq1_m", kernels.IQ2_XXS: "iq2_xxs", kernels.IQ2_XS: "iq2_xs",
+	kernels.IQ2_S: "iq2_s", kernels.IQ3_XXS: "iq3_xxs", kernels.IQ3_S: "iq3_s",
+}
+
+// latticeGlobals names the device codebook (quant_iq.cuh) that each
+// lattice format decodes with; IQ1_M shares IQ1_S's.
+var latticeGlobals = map[kernels.DType]string{
+	kernels.IQ1_S: "gridIQ1S", kernels.IQ1_M: "gridIQ1S", kernels.IQ2_XXS: "gridIQ2XXS", kernels.IQ2_XS: "gridIQ2XS",
+	kernels.IQ2_S: "gridIQ2S", kernels.IQ3_XXS: "gridIQ3XXS", kernels.IQ3_S: "gridIQ3S",
 }
 
 // loadable reports whether LoadWeight accepts d: the stored formats the
@@ -84,6 +98,7 @@ type quantFns struct {
 
 type quantMod struct {
 	fns     map[kernels.DType]*quantFns
+	iqErr   error // why the lattice codebooks could not be filled (their formats then refuse to load)
 	copy    cFunc
 	qx      cFunc        // qx_quant
 	xq      cu.DevicePtr // int8 activations: xs (float2 per 32) then xq
@@ -119,6 +134,7 @@ func (b *Backend) quantModule() (*quantMod, error) {
 		return nil, err
 	}
 	q.int8 = !switches.exactQGEMV
+	q.iqErr = uploadLattices(mod)
 	for dt, n := range quantNames {
 		fs := &quantFns{}
 		for i, nr := range []int{1, 2, 4, 8} {
@@ -154,10 +170,44 @@ func QuantFormats() string {
 	return strings.Join(s, " ")
 }
 
+// uploadLattices copies the IQ codebooks into the module's device
+// globals, checking each global's size against the table (a mismatch means
+// quant_iq.cuh and kernels/quant disagree on a format).
+func uploadLattices(mod cu.Module) error {
+	done := map[string]bool{}
+	for dt, name := range latticeGlobals {
+		if done[name] {
+			continue
+		}
+		vals, _, ok := quant.Lattice(dt)
+		if !ok {
+			return fmt.Errorf("cuda: no codebook for %s", dt)
+		}
+		p, size, err := mod.Global(name)
+		if err != nil {
+			return fmt.Errorf("cuda: codebook %s: %w", name, err)
+		}
+		if size != int64(len(vals)) {
+			return fmt.Errorf("cuda: codebook %s holds %d bytes, %s has %d", name, size, dt, len(vals))
+		}
+		if err := cu.MemcpyHtoD(p, unsafe.Pointer(&vals[0]), size); err != nil {
+			return fmt.Errorf("cuda: codebook %s: %w", name, err)
+		}
+		done[name] = true
+	}
+	return nil
+}
+
 // loadQuant uploads a block-format weight as stored (plus padding).
 func (b *Backend) loadQuant(w *kernels.Weight) (*tensor, error) {
-	if _, err := b.quantModule(); err != nil {
+	q, err := b.quantModule()
+	if err != nil {
 		return nil, err
+	}
+	if _, lattice := latticeGlobals[w.DType]; lattice && q.iqErr != nil {
+		// Only the lattice formats depend on the codebooks: the others
+		// keep working.
+		return nil, fmt.Errorf("load %s: %w", w.Name, q.iqErr)
 	}
 	t := &tensor{w: w}
 	n := int64(len(w.Data))
