@@ -22,7 +22,9 @@ import (
 // runParity checks fixture checkpoints on the GPU against their
 // references: prompt logits (max|Δ|/max|ref|), top-1 agreement per prompt
 // position, the KV-cached greedy continuation run eagerly, and the same
-// continuation replayed as one CUDA graph per token (dense models).
+// continuation replayed as one CUDA graph per token (models whose decode
+// step keeps no host logic: not MoE routing on the host, not MLA's
+// zero-filled scratch; the others report it as n/a).
 func runParity(args []string) error {
 	fs := flag.NewFlagSet("parity", flag.ContinueOnError)
 	dev := deviceFlag(fs)
@@ -122,6 +124,9 @@ func parityOne(g *cuda.Backend, dir string, tol float64) error {
 			top1++
 		}
 	}
+	// The graph replay below decodes again from the prompt's end: keep a
+	// recurrent state as the prompt left it.
+	rewind := rewinder(seq, T)
 	// Eager greedy decode.
 	next := session.Argmax(logits[(T-1)*V:])
 	first := next
@@ -136,6 +141,9 @@ func parityOne(g *cuda.Backend, dir string, tol float64) error {
 		next = session.Argmax(l)
 	}
 	// Graph replay of the same continuation.
+	if err := rewind(); err != nil {
+		return err
+	}
 	graphTok, _, gerr := graphDecode(g, m, seq, T, first, len(ref.greedy))
 	agree := func(got []int32) int {
 		n := 0
@@ -165,6 +173,19 @@ func parityOne(g *cuda.Backend, dir string, tol float64) error {
 		return gerr
 	}
 	return nil
+}
+
+// rewinder returns a function that puts seq's recurrent state (hybrid
+// models; nothing for others) back to what it holds now, pos tokens: a
+// recurrent state cannot be truncated like a KV cache, so a second decode
+// of the same continuation must restore it.
+func rewinder(seq models.Seq, pos int) func() error {
+	rs, ok := seq.State.(models.RecurrentState)
+	if !ok {
+		return func() error { return nil }
+	}
+	snap := rs.Snapshot()
+	return func() error { return rs.Restore(snap, pos) }
 }
 
 // graphDecode captures one single-token Forward at position start and

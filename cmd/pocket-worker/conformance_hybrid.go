@@ -1,0 +1,216 @@
+//go:build cuda
+
+package main
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+// hybrid checks the optional op sets of the hybrid and latent-attention
+// architectures against the CPU backend: kernels.HybridOps (Gated
+// DeltaNet) and kernels.MLAOps (MLA, with and without DeepSeek sparse
+// attention), on fixture-sized and real-model shapes.
+func (c *conf) hybrid() {
+	c.deltaNet()
+	c.latentAttention()
+}
+
+// skip counts a case the GPU backend could not even set up as failed,
+// without touching the (still healthy) CUDA context.
+func (c *conf) skip(op, shape string, err error) {
+	c.n++
+	c.failed++
+	fmt.Printf("%-12s %-40s FAIL (%v)\n", op, shape, err)
+}
+
+func (c *conf) deltaNet() {
+	type dn struct {
+		s    kernels.DeltaShape
+		rows int
+	}
+	fixture := kernels.DeltaShape{KHeads: 2, VHeads: 4, DK: 16, DV: 16, ConvKernel: 4}
+	next := kernels.DeltaShape{KHeads: 16, VHeads: 32, DK: 128, DV: 128, ConvKernel: 4}
+	for _, s := range []dn{
+		{fixture, 1}, {fixture, 9}, {fixture, 2},
+		{kernels.DeltaShape{KHeads: 2, VHeads: 6, DK: 8, DV: 12, ConvKernel: 4}, 9},
+		{kernels.DeltaShape{KHeads: 1, VHeads: 2, DK: 256, DV: 40, ConvKernel: 2}, 5},
+		{kernels.DeltaShape{KHeads: 3, VHeads: 3, DK: 100, DV: 70, ConvKernel: 1}, 3},
+		{next, 1}, {next, 64}, {next, 200},
+	} {
+		sh := s.s
+		name := fmt.Sprintf("k=%d v=%d dk=%d dv=%d conv=%d rows=%d", sh.KHeads, sh.VHeads, sh.DK, sh.DV, sh.ConvKernel, s.rows)
+		cd := sh.ConvDim()
+
+		// CausalConv1D: output and the state it leaves.
+		wg, wh := c.weight(kernels.BF16, []int{cd, 1, sh.ConvKernel}, [2]int{})
+		xg, xh := c.pair(c.randn(s.rows * cd))
+		cg, ch := c.pair(c.randn(sh.ConvStateLen()))
+		yg, yh := c.outPair(s.rows * cd)
+		c.g.CausalConv1D(yg, xg, cg, wg, s.rows, sh)
+		c.c.CausalConv1D(yh, xh, ch, wh, s.rows, sh)
+		c.check("CausalConv1D", name, yg, yh, s.rows*cd, tolExact)
+		c.check("CausalConv1D", name+" state", cg, ch, sh.ConvStateLen(), tolExact)
+
+		// GatedDeltaRule on the convolved rows, from a non-zero state with
+		// slow decay (A ≈ e^-2) so that the state carries across tokens.
+		vd := sh.VHeads * sh.DV
+		ag, ah := c.pair(c.randn(s.rows * sh.VHeads))
+		bg, bh := c.pair(c.randn(s.rows * sh.VHeads))
+		st := c.randn(sh.RecStateLen())
+		for i := range st {
+			st[i] *= 0.5
+		}
+		sg, sth := c.pair(st)
+		aLog := c.randn(sh.VHeads)
+		for i := range aLog {
+			aLog[i] = 0.3*aLog[i] - 2
+		}
+		alg, alh := c.vector(aLog)
+		dtg, dth := c.vector(c.randn(sh.VHeads))
+		og, oh := c.outPair(s.rows * vd)
+		c.g.GatedDeltaRule(og, yg, ag, bg, sg, alg, dtg, s.rows, sh)
+		c.c.GatedDeltaRule(oh, yh, ah, bh, sth, alh, dth, s.rows, sh)
+		c.check("DeltaRule", name, og, oh, s.rows*vd, tolExact)
+		c.check("DeltaRule", name+" state", sg, sth, sh.RecStateLen(), tolExact)
+
+		// RMSNormGated in place, as the DeltaNet mixer calls it.
+		nw, nh := c.weight(kernels.BF16, []int{sh.DV}, [2]int{})
+		zg, zh := c.pair(c.randn(s.rows * vd))
+		c.g.RMSNormGated(og, og, zg, nw, s.rows*sh.VHeads, sh.DV, 1e-6)
+		c.c.RMSNormGated(oh, oh, zh, nh, s.rows*sh.VHeads, sh.DV, 1e-6)
+		c.check("RMSNormGated", name, og, oh, s.rows*vd, tolExact)
+	}
+	// RMSNormGated into another buffer, wide rows.
+	for _, s := range [][2]int{{3, 1000}, {1, 4096}} {
+		rows, dim := s[0], s[1]
+		wg, wh := c.weight(kernels.F32, []int{dim}, [2]int{})
+		xg, xh := c.pair(c.randn(rows * dim))
+		zg, zh := c.pair(c.randn(rows * dim))
+		yg, yh := c.outPair(rows * dim)
+		c.g.RMSNormGated(yg, xg, zg, wg, rows, dim, 1e-6)
+		c.c.RMSNormGated(yh, xh, zh, wh, rows, dim, 1e-6)
+		c.check("RMSNormGated", fmt.Sprintf("rows=%d dim=%d", rows, dim), yg, yh, rows*dim, tolExact)
+	}
+	for _, n := range []int{1, 1000, 32*128*3 + 5} {
+		xg, xh := c.pair(c.randn(n))
+		gg, gh := c.pair(c.randn(n))
+		c.g.SigmoidMul(xg, gg, n)
+		c.c.SigmoidMul(xh, gh, n)
+		c.check("SigmoidMul", fmt.Sprintf("n=%d", n), xg, xh, n, tolExact)
+	}
+}
+
+// vector loads v as a float32 1-D weight on both backends.
+func (c *conf) vector(v []float32) (g, h kernels.Tensor) {
+	w := &kernels.Weight{Name: "vec", DType: kernels.F32, Shape: []int{len(v)}, Data: make([]byte, 4*len(v))}
+	for i, x := range v {
+		bits := math.Float32bits(x)
+		w.Data[4*i], w.Data[4*i+1], w.Data[4*i+2], w.Data[4*i+3] = byte(bits), byte(bits>>8), byte(bits>>16), byte(bits>>24)
+	}
+	return c.load(w)
+}
+
+// mlaCase is one latent-attention check: heads query heads over a cache
+// of [latent (r) ; rope (dr)] rows. With idxHeads > 0 it is DeepSeek
+// sparse attention with an indexer of idxHeads × idxDim selecting topk;
+// zeroKeys is the share of positions whose indexer key is zero (their
+// score is exactly 0, so ties straddle the selection boundary and the
+// CPU's tie rule decides).
+type mlaCase struct {
+	heads, r, dr, bs, start, rows int
+	idxHeads, idxDim, topk        int
+	zeroKeys                      float64
+}
+
+func (c *conf) latentAttention() {
+	for _, s := range []mlaCase{
+		// Dense MLA: the fixtures' shape, then DeepSeek-V3's 128 × (512+64).
+		{heads: 4, r: 32, dr: 8, bs: 4, start: 37, rows: 1},
+		{heads: 4, r: 32, dr: 8, bs: 4, start: 0, rows: 9},
+		{heads: 4, r: 32, dr: 8, bs: 4, start: 20, rows: 9},
+		{heads: 12, r: 64, dr: 16, bs: 16, start: 300, rows: 3},
+		{heads: 128, r: 512, dr: 64, bs: 16, start: 600, rows: 1},
+		{heads: 16, r: 512, dr: 64, bs: 16, start: 100, rows: 20},
+		// DSA: the fixture's indexer (top 8), prefill and decode, with and
+		// without boundary ties; then V3.2's 64 × 128 indexer.
+		{heads: 4, r: 32, dr: 8, bs: 4, start: 0, rows: 20, idxHeads: 4, idxDim: 16, topk: 8},
+		{heads: 4, r: 32, dr: 8, bs: 4, start: 30, rows: 1, idxHeads: 4, idxDim: 16, topk: 8},
+		{heads: 4, r: 32, dr: 8, bs: 4, start: 30, rows: 1, idxHeads: 4, idxDim: 16, topk: 8, zeroKeys: 0.8},
+		{heads: 4, r: 32, dr: 8, bs: 4, start: 5, rows: 30, idxHeads: 4, idxDim: 16, topk: 8, zeroKeys: 0.6},
+		{heads: 4, r: 32, dr: 8, bs: 4, start: 600, rows: 1, idxHeads: 4, idxDim: 16, topk: 8, zeroKeys: 0.99},
+		{heads: 16, r: 64, dr: 8, bs: 16, start: 2000, rows: 2, idxHeads: 64, idxDim: 128, topk: 256},
+		{heads: 16, r: 64, dr: 8, bs: 16, start: 3000, rows: 1, idxHeads: 64, idxDim: 128, topk: 2048, zeroKeys: 0.5},
+		{heads: 128, r: 512, dr: 64, bs: 64, start: 4000, rows: 1, idxHeads: 64, idxDim: 128, topk: 2048},
+	} {
+		c.mlaOne(s)
+	}
+}
+
+func (c *conf) mlaOne(s mlaCase) {
+	dk, dv := s.r+s.dr, s.r
+	op := "MLAttention"
+	name := fmt.Sprintf("heads=%d dk=%d bs=%d start=%d rows=%d", s.heads, dk, s.bs, s.start, s.rows)
+	if s.idxHeads > 0 {
+		op = "MLA+DSA"
+		name += fmt.Sprintf(" idx=%d×%d top=%d", s.idxHeads, s.idxDim, s.topk)
+		if s.zeroKeys > 0 {
+			name += fmt.Sprintf(" ties=%.0f%%", 100*s.zeroKeys)
+		}
+	}
+	ctx := s.start + s.rows
+	blocks := (ctx+s.bs-1)/s.bs + 1
+	spec := kernels.KVSpec{Layers: 2, Blocks: blocks, BlockSize: s.bs, KVHeads: 1, HeadDimK: dk, HeadDimV: s.idxDim}
+	pg, err := c.g.NewKVPool(spec)
+	if err != nil {
+		c.skip(op, name, err)
+		return
+	}
+	ph, err := c.c.NewKVPool(spec)
+	if err != nil {
+		c.skip(op, name, err)
+		return
+	}
+	// A shuffled block table, as attention() uses.
+	perm := c.rng.Perm(blocks)
+	table := make([]int32, (ctx+s.bs-1)/s.bs)
+	for i := range table {
+		table[i] = int32(perm[i])
+	}
+	slots := make([]int32, ctx)
+	for p := range slots {
+		slots[p] = table[p/s.bs]*int32(s.bs) + int32(p%s.bs)
+	}
+	kg, kh := c.pair(c.randn(ctx * dk))
+	var vg, vh kernels.Buf
+	if s.idxDim > 0 {
+		keys := c.randn(ctx * s.idxDim)
+		for p := range ctx {
+			if c.rng.Float64() < s.zeroKeys {
+				clear(keys[p*s.idxDim : (p+1)*s.idxDim])
+			}
+		}
+		vg, vh = c.pair(keys)
+	}
+	c.g.StoreKV(pg, 1, kg, vg, slots)
+	c.c.StoreKV(ph, 1, kh, vh, slots)
+	qn := s.rows * s.heads * dk
+	qg, qh := c.pair(c.randn(qn))
+	var dg, dh *kernels.DSA
+	if s.idxHeads > 0 {
+		iqg, iqh := c.pair(c.randn(s.rows * s.idxHeads * s.idxDim))
+		iwg, iwh := c.pair(c.randn(s.rows * s.idxHeads))
+		sc := float32(1 / math.Sqrt(float64(s.idxDim)*float64(s.idxHeads)))
+		dg = &kernels.DSA{Q: iqg, W: iwg, Heads: s.idxHeads, Dim: s.idxDim, TopK: s.topk, Scale: sc}
+		dh = &kernels.DSA{Q: iqh, W: iwh, Heads: s.idxHeads, Dim: s.idxDim, TopK: s.topk, Scale: sc}
+	}
+	on := s.rows * s.heads * dv
+	yg, yh := c.outPair(on)
+	seq := kernels.AttnSeq{Table: table, Start: s.start}
+	scale := float32(1 / math.Sqrt(float64(dk)))
+	c.g.MLAttention(yg, qg, pg, 1, seq, s.rows, s.heads, dv, scale, dg)
+	c.c.MLAttention(yh, qh, ph, 1, seq, s.rows, s.heads, dv, scale, dh)
+	c.check(op, name, yg, yh, on, tolExact)
+}
