@@ -3,6 +3,7 @@ package models_test
 import (
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -101,12 +102,16 @@ type rankRun struct {
 	steps  [][]float32
 	bytes  int64
 	err    error
+	calls  map[string]int // composedFused's, when fused
 }
 
 // runRanks builds world CPU ranks of the fixture in dir and runs the
 // prompt and a KV-cached greedy decode of n tokens on all of them in
 // goroutines, joined by a localGroup.
-func runRanks(t *testing.T, dir string, world int, ids []int32, n int) []rankRun {
+//
+// With fused set the ranks' backend has composedFused's kernels.FusedOps,
+// so that decode steps take the fused path through the all-reduce blocks.
+func runRanks(t *testing.T, dir string, world int, ids []int32, n int, fused ...bool) []rankRun {
 	t.Helper()
 	ck, err := checkpoint.Open(dir)
 	if err != nil {
@@ -131,7 +136,12 @@ func runRanks(t *testing.T, dir string, world int, ids []int32, n int) []rankRun
 			if world > 1 {
 				plan = &models.Plan{Rank: r, World: world, Comm: &localRank{g: g, be: be, rank: r}}
 			}
-			m, err := models.NewRank(ck.Name, ck.Config, ck.Source, be, plan)
+			var mbe kernels.Backend = be
+			if len(fused) > 0 && fused[0] {
+				res.calls = map[string]int{}
+				mbe = &composedFused{Backend: be, calls: res.calls}
+			}
+			m, err := models.NewRank(ck.Name, ck.Config, ck.Source, mbe, plan)
 			if err != nil {
 				res.err = err
 				return
@@ -206,6 +216,28 @@ func TestTensorParallelCPU(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTensorParallelFusedCPU checks the fused one-token path of
+// tensor-parallel blocks (partial sums, all-reduce, then the residual add):
+// every rank's decode logits equal the unfused ranks' bit for bit.
+func TestTensorParallelFusedCPU(t *testing.T) {
+	dir := filepath.Join("testdata", "models", "qwen3")
+	ref := loadReference(t, dir)
+	plain := runRanks(t, dir, 2, ref.ids, len(ref.greedy))
+	fused := runRanks(t, dir, 2, ref.ids, len(ref.greedy), true)
+	for r := range plain {
+		if fused[r].calls["MatMulAdd"] != 0 || fused[r].calls["NormSwiGLU"] == 0 || fused[r].calls["NormMatMul"] == 0 {
+			t.Errorf("rank %d: fused calls %v: want norm-GEMVs and no residual-add GEMV (the add follows the all-reduce)", r, fused[r].calls)
+		}
+		for i := range plain[r].steps {
+			for j, v := range plain[r].steps[i] {
+				if math.Float32bits(fused[r].steps[i][j]) != math.Float32bits(v) {
+					t.Fatalf("rank %d step %d logit %d: fused %v, unfused %v", r, i, j, fused[r].steps[i][j], v)
+				}
+			}
+		}
 	}
 }
 

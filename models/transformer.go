@@ -94,18 +94,18 @@ func (d *Decoder) Forward(p *Pass) error {
 	normed := s.Buf("normed", rows*hid)
 	delta := s.Buf("delta", rows*hid)
 	be.Embed(x, d.Embed, p.Tokens)
+	fu, _ := be.(kernels.FusedOps)
+	if rows != 1 {
+		fu = nil // the fused kernels are for one-token steps
+	}
 	for i := range d.Layers {
 		l := &d.Layers[i]
-		be.RMSNorm(normed, x, l.AttnNorm, rows, hid, eps)
-		if err := l.Mixer.Forward(p, normed, delta); err != nil {
+		if err := d.residual(p, l.Mixer, l.AttnNorm, eps, fu, normed, delta); err != nil {
 			return fmt.Errorf("layer %d: %w", i, err)
 		}
-		be.Add(x, x, delta, rows*hid)
-		be.RMSNorm(normed, x, l.FFNNorm, rows, hid, eps)
-		if err := l.FFN.Forward(p, normed, delta); err != nil {
+		if err := d.residual(p, l.FFN, l.FFNNorm, eps, fu, normed, delta); err != nil {
 			return fmt.Errorf("layer %d: %w", i, err)
 		}
-		be.Add(x, x, delta, rows*hid)
 	}
 	switch p.Logits {
 	case NoLogits:
@@ -222,10 +222,26 @@ func (a *Attention) Forward(p *Pass, in, out kernels.Buf) error {
 		be.Gather(q, qOut, unitGather(rows*a.Heads, 2, []int{0}), a.Dim)
 		be.Gather(gate, qOut, unitGather(rows*a.Heads, 2, []int{1}), a.Dim)
 	}
+	if p.Seq.Pool == nil {
+		return fmt.Errorf("attention: no KV pool")
+	}
+	a.normRopeStore(p, q, k, v)
+	be.Attention(att, q, p.Seq.Pool, a.KVLayer, p.Attn, rows, a.Heads, a.Scale)
+	if a.gate != nil {
+		a.gate.SigmoidMul(att, gate, rows*qw)
+	}
+	be.MatMul(out, att, a.O, rows)
+	return nil
+}
+
+// normRopeStore applies the optional q/k norms and the rotary embedding to
+// q and k, and stores k and v in the KV pool.
+func (a *Attention) normRopeStore(p *Pass, q, k, v kernels.Buf) {
+	be, rows := a.be, p.Rows
 	if a.QNorm != nil {
 		if a.fullWidthQKNorm {
-			be.RMSNorm(q, q, a.QNorm, rows, qw, a.Eps)
-			be.RMSNorm(k, k, a.KNorm, rows, kw, a.Eps)
+			be.RMSNorm(q, q, a.QNorm, rows, a.Heads*a.Dim, a.Eps)
+			be.RMSNorm(k, k, a.KNorm, rows, a.KVHeads*a.Dim, a.Eps)
 		} else {
 			be.RMSNorm(q, q, a.QNorm, rows*a.Heads, a.Dim, a.Eps)
 			be.RMSNorm(k, k, a.KNorm, rows*a.KVHeads, a.Dim, a.Eps)
@@ -233,16 +249,7 @@ func (a *Attention) Forward(p *Pass, in, out kernels.Buf) error {
 	}
 	be.RoPE(q, p.Pos, a.Heads, a.Dim, &a.Rope)
 	be.RoPE(k, p.Pos, a.KVHeads, a.Dim, &a.Rope)
-	if p.Seq.Pool == nil {
-		return fmt.Errorf("attention: no KV pool")
-	}
 	be.StoreKV(p.Seq.Pool, a.KVLayer, k, v, p.Slots)
-	be.Attention(att, q, p.Seq.Pool, a.KVLayer, p.Attn, rows, a.Heads, a.Scale)
-	if a.gate != nil {
-		a.gate.SigmoidMul(att, gate, rows*qw)
-	}
-	be.MatMul(out, att, a.O, rows)
-	return nil
 }
 
 // MLP is the SwiGLU feed-forward block: down(silu(gate(x)) * up(x)).

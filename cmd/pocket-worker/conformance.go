@@ -88,10 +88,17 @@ func (c *conf) outPair(n int) (g, h kernels.Buf) {
 }
 
 func (c *conf) check(op, shape string, g, h kernels.Buf, n int, tol float64) {
-	c.n++
 	a, b := make([]float32, n), make([]float32, n)
 	c.g.Read(g, 0, a)
 	c.c.Read(h, 0, b)
+	c.compare(op, shape, a, b, tol)
+}
+
+// compare is check of values already on the host: a from the GPU, b from
+// the CPU.
+func (c *conf) compare(op, shape string, a, b []float32, tol float64) {
+	c.n++
+	n := len(a)
 	var num, den float64
 	unwritten := 0
 	for i := range a {
@@ -320,6 +327,7 @@ func (c *conf) run() {
 		c.check("ScatterAdd", "rows=5 dim=70", dg, dh, 20*dim, tolExact)
 	}
 	c.attention()
+	c.fused()
 	c.quant()
 }
 

@@ -35,7 +35,6 @@ const (
 	fScatterAdd
 	fStoreKV
 	fAttnPartial
-	fAttnCombine
 	fArgmax
 	fGemvMulti
 	fToBF16
@@ -49,7 +48,7 @@ const (
 
 var funcNames = func() []string {
 	n := []string{"embed", "matmul_generic", "gemm_generic", "gemm_bf16", "gemm_fp8", "rmsnorm", "add", "add_bias",
-		"swiglu", "rope", "gather", "scatter_add", "store_kv", "attn_partial", "attn_combine", "argmax", "gemv_bf16_multi",
+		"swiglu", "rope", "gather", "scatter_add", "store_kv", "attn_partial", "argmax", "gemv_bf16_multi",
 		"to_bf16", "attn_prefill_64", "attn_prefill_128", "attn_prefill_128_3"}
 	for i := 1; i <= 8; i++ {
 		n = append(n, fmt.Sprintf("gemv_bf16_%d", i))
@@ -69,6 +68,7 @@ type Backend struct {
 	stream cu.Stream
 	s      cStream
 	fn     [numFuncs]cFunc
+	dec    [numDecodeFuncs]cFunc // decode.cu
 	sms    int
 	args   [32]uint64
 	nargs  int
@@ -78,8 +78,12 @@ type Backend struct {
 	rope    map[ropeKey]cu.DevicePtr
 	part    cu.DevicePtr // attention partials
 	partN   int64
-	amax    cu.DevicePtr
-	cap     *capture
+	// counters: one per (row, head) of a decode attention, for the
+	// last-split-merges scheme of attn_partial.
+	counters  cu.DevicePtr
+	countersN int
+	amax      cu.DevicePtr
+	cap       *capture
 
 	pending []gemv     // single-row bf16 GEMVs on one input, not yet launched
 	lt      lt         // cuBLASLt prefill GEMMs (cublaslt.go)
@@ -136,6 +140,9 @@ func newBackend(ordinal int, makeCtx func(cu.Device) (cu.CUContext, error)) (*Ba
 			return nil, fmt.Errorf("cuda: kernel %s: %w", name, err)
 		}
 		b.fn[i] = cfunc(f)
+	}
+	if err := b.loadDecode(); err != nil {
+		return nil, err
 	}
 	if b.sms, err = dev.Attribute(cu.MultiprocessorCount); err != nil {
 		return nil, err

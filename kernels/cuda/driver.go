@@ -11,12 +11,39 @@ package cuda
 #cgo linux CFLAGS: -I/usr/local/cuda/include -I/usr/include
 #cgo linux LDFLAGS: -L/usr/local/cuda/lib64 -L/usr/lib/x86_64-linux-gnu
 #include <cuda.h>
+#include <string.h>
 
 static CUresult pl_launch(CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned shm, CUstream s,
                           unsigned long long *a, int n) {
 	void *params[32];
 	for (int i = 0; i < n && i < 32; i++) params[i] = &a[i];
 	return cuLaunchKernel(f, gx, gy, 1, bx, 1, 1, shm, s, params, NULL);
+}
+
+// pl_launch_pdl is pl_launch with programmatic stream serialization: the
+// kernel may start before its predecessor on the stream has finished and
+// waits for it itself (griddepcontrol.wait; see decode.cu).
+static CUresult pl_launch_pdl(CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned shm, CUstream s,
+                              unsigned long long *a, int n) {
+	void *params[32];
+	for (int i = 0; i < n && i < 32; i++) params[i] = &a[i];
+	CUlaunchAttribute attr;
+	memset(&attr, 0, sizeof attr);
+	attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+	attr.value.programmaticStreamSerializationAllowed = 1;
+	CUlaunchConfig cfg;
+	memset(&cfg, 0, sizeof cfg);
+	cfg.gridDimX = gx;
+	cfg.gridDimY = gy;
+	cfg.gridDimZ = 1;
+	cfg.blockDimX = bx;
+	cfg.blockDimY = 1;
+	cfg.blockDimZ = 1;
+	cfg.sharedMemBytes = shm;
+	cfg.hStream = s;
+	cfg.attrs = &attr;
+	cfg.numAttrs = 1;
+	return cuLaunchKernelEx(&cfg, f, params, NULL);
 }
 
 static CUresult pl_begin_capture(CUstream s) {
@@ -73,6 +100,13 @@ func cstream(s cu.Stream) C.CUstream   { return *(*C.CUstream)(unsafe.Pointer(&s
 // must not be Go stack memory: the caller passes a field of the Backend).
 func launch(f C.CUfunction, gx, gy, bx int, s C.CUstream, args *[32]uint64, n int) error {
 	return cuErr("launch", C.pl_launch(f, C.uint(gx), C.uint(gy), C.uint(bx), 0, s,
+		(*C.ulonglong)(unsafe.Pointer(&args[0])), C.int(n)))
+}
+
+// launchPDL is launch with programmatic dependent launch (the kernel must
+// call griddepcontrol.wait before it touches its predecessor's results).
+func launchPDL(f C.CUfunction, gx, gy, bx int, s C.CUstream, args *[32]uint64, n int) error {
+	return cuErr("launch", C.pl_launch_pdl(f, C.uint(gx), C.uint(gy), C.uint(bx), 0, s,
 		(*C.ulonglong)(unsafe.Pointer(&args[0])), C.int(n)))
 }
 

@@ -6,26 +6,13 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "common.cuh"
+
 // Weight dtypes, as kernels.DType numbers them.
 #define DT_F32 0
 #define DT_F16 1
 #define DT_BF16 2
 #define DT_F8 3
-
-__device__ __forceinline__ float bf16f(uint16_t v) { return __uint_as_float(((uint32_t)v) << 16); }
-
-// fp8e4m3 (fn: no infinities) to float.
-__device__ __forceinline__ float fp8f(uint8_t v) {
-    uint32_t s = (v & 0x80u) << 24;
-    uint32_t e = (v >> 3) & 0xfu;
-    uint32_t m = v & 7u;
-    if (e == 15 && m == 7) return __uint_as_float(0x7fc00000u);
-    if (e == 0) {
-        float f = (float)m * (1.0f / 512.0f); // m/8 * 2^-6
-        return s ? -f : f;
-    }
-    return __uint_as_float(s | ((e + 120u) << 23) | (m << 20));
-}
 
 // Weight view: generic element access for any dtype. Kernels take it as
 // flat parameters (WPARAMS) so that every launch argument is one word.
@@ -48,12 +35,6 @@ __device__ __forceinline__ float wload(const W& w, long r, long c, long cols) {
     }
 }
 
-__device__ __forceinline__ float warpSum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
 // ---------------------------------------------------------------- Embed
 extern "C" __global__ void embed(float* dst, WPARAMS, const int* ids, int cols) {
     WMAKE;
@@ -68,14 +49,6 @@ extern "C" __global__ void embed(float* dst, WPARAMS, const int* ids, int cols) 
 // lane streams 16-byte chunks of the weight row, four loads in flight,
 // bypassing L1 (the weights are read once), and keeps NR fp32 sums.
 // bf16: in % 8 == 0. 8 warps (256 threads) per block.
-__device__ __forceinline__ uint4 ldstream(const uint4* p) {
-    uint4 r;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                 : "l"(p));
-    return r;
-}
-
 template <int NR>
 __device__ __forceinline__ void bf16dot(float* acc, uint4 a, const float* __restrict__ x, int in, int c) {
     float wa[8];
@@ -479,15 +452,44 @@ extern "C" __global__ void store_kv(float* K, float* V, const float* k, const fl
     if (i < vw) V[s * vw + i] = v[r * vw + i];
 }
 
+// combineSplits merges the splits of one (row, head) with the block's 128
+// threads: every warp finds the global max, each split's weight is
+// computed once into shared memory. splits ≤ 256.
+// Partials are read with ld.global.cg (L2): other blocks wrote them.
+__device__ void combineSplits(float* dst, const float* part, long rh, int splits, int dv) {
+    __shared__ float fac[256];
+    const float* p = part + rh * splits * (dv + 2);
+    int lane = threadIdx.x & 31;
+    float M = -INFINITY;
+    for (int s = lane; s < splits; s += 32) M = fmaxf(M, __ldcg(p + s * (dv + 2) + dv));
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    for (int s = threadIdx.x; s < splits; s += blockDim.x) {
+        float ms = __ldcg(p + s * (dv + 2) + dv);
+        fac[s] = ms == -INFINITY ? 0.f : expf(ms - M);
+    }
+    __syncthreads();
+    float L = 0.f;
+    for (int s = lane; s < splits; s += 32) L += fac[s] * __ldcg(p + s * (dv + 2) + dv + 1);
+    L = warpSum(L);
+    float inv = 1.f / L;
+    for (int d = threadIdx.x; d < dv; d += blockDim.x) {
+        float o = 0.f;
+        for (int s = 0; s < splits; s++) o += fac[s] * __ldcg(p + s * (dv + 2) + d);
+        dst[rh * dv + d] = o * inv;
+    }
+}
+
 // Split-K attention (flash-decoding): block (row·head, split) covers
 // positions [split·chunk, min(+chunk, ctx)) of query row `row` with 4 warps
 // (one position per warp at a time, online softmax), and writes a partial
-// (acc[dv], max, sum) that attn_combine merges. Head dims up to 256.
+// (acc[dv], max, sum); the last split to finish merges them into dst.
+// Head dims up to 256.
 #define MAXD 8
-extern "C" __global__ void __launch_bounds__(128) attn_partial(float* part, const float* q, const float* K,
-                                                               const float* V, const int* table, const int* startp,
-                                                               int heads, int kvh, int dk, int dv, int bs, int chunk,
-                                                               float scale) {
+extern "C" __global__ void __launch_bounds__(128) attn_partial(float* dst, float* part, int* counters,
+                                                               const float* q, const float* K, const float* V,
+                                                               const int* table, const int* startp, int heads, int kvh,
+                                                               int dk, int dv, int bs, int chunk, float scale) {
     __shared__ float sm[4], sl[4], sacc[4][MAXD * 32];
     int rh = blockIdx.x, row = rh / heads, h = rh % heads, kh = h / (heads / kvh);
     int splits = gridDim.y;
@@ -547,32 +549,20 @@ extern "C" __global__ void __launch_bounds__(128) attn_partial(float* part, cons
     for (int d = threadIdx.x; d < dv; d += blockDim.x)
         out[d] = sacc[0][d] * f[0] + sacc[1][d] * f[1] + sacc[2][d] * f[2] + sacc[3][d] * f[3];
     if (threadIdx.x == 0) { out[dv] = M; out[dv + 1] = L; }
-}
-
-// Merges the splits of one (row, head): every warp finds the global max,
-// each split's weight is computed once into shared memory. splits ≤ 256.
-extern "C" __global__ void attn_combine(float* dst, const float* part, int splits, int dv) {
-    __shared__ float fac[256];
-    long rh = blockIdx.x;
-    const float* p = part + rh * splits * (dv + 2);
-    int lane = threadIdx.x & 31;
-    float M = -INFINITY;
-    for (int s = lane; s < splits; s += 32) M = fmaxf(M, p[s * (dv + 2) + dv]);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-    for (int s = threadIdx.x; s < splits; s += blockDim.x) {
-        float ms = p[s * (dv + 2) + dv];
-        fac[s] = ms == -INFINITY ? 0.f : expf(ms - M);
+    // The last split of this (row, head) to finish merges them all (the
+    // threadfence-reduction pattern), which saves a second launch per
+    // layer; it leaves the counter at zero for the next pass.
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(counters + rh, 1) == splits - 1;
+        if (last) counters[rh] = 0;
     }
     __syncthreads();
-    float L = 0.f;
-    for (int s = lane; s < splits; s += 32) L += fac[s] * p[s * (dv + 2) + dv + 1];
-    L = warpSum(L);
-    float inv = 1.f / L;
-    for (int d = threadIdx.x; d < dv; d += blockDim.x) {
-        float o = 0.f;
-        for (int s = 0; s < splits; s++) o += fac[s] * p[s * (dv + 2) + d];
-        dst[rh * dv + d] = o * inv;
+    if (last) {
+        __threadfence();
+        combineSplits(dst, part, rh, splits, dv);
     }
 }
 

@@ -98,7 +98,8 @@ func (b *Backend) StoreKV(kp kernels.KVPool, layer int, k, v kernels.Buf, slots 
 // and V head dims of 64 or 128) run the flash kernel attn_prefill on the
 // bf16 tensor cores; everything else runs split-K flash-decoding. Each
 // (row, head) is cut into splits of whole position chunks so that the grid
-// fills the GPU even for one query row; a second kernel merges the splits.
+// fills the GPU even for one query row; the last split of each (row, head)
+// to finish merges them (no second launch).
 // Under graph capture the split count follows the block table's capacity,
 // so the same graph serves every position up to it.
 func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, seq kernels.AttnSeq, rows, heads int, scale float32) {
@@ -140,11 +141,18 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 		b.Resident += b.partN
 		b.part = p
 	}
+	if rows*heads > b.countersN {
+		// Split counters start at zero and every pass leaves them there.
+		// Like part, an old array stays allocated for captured graphs.
+		b.countersN = max(rows*heads, 4096)
+		b.counters = b.alloc(int64(b.countersN) * 4)
+		b.fail(cu.MemsetD32Async(b.counters, 0, int64(b.countersN), b.stream))
+	}
 	tp := b.put(kTable, words(seq.Table))
 	st := b.put(kStart, []uint32{uint32(seq.Start)})
-	b.run(fAttnPartial, rows*heads, splits, 128, ptr(b.part), ptr(dptr(q)), ptr(p.kLayer(layer)), ptr(p.vLayer(layer)),
-		ptr(tp), ptr(st), i32(heads), i32(s.KVHeads), i32(s.HeadDimK), i32(s.HeadDimV), i32(s.BlockSize), i32(chunk), f32(scale))
-	b.run(fAttnCombine, rows*heads, 1, 128, ptr(dptr(dst)), ptr(b.part), i32(splits), i32(s.HeadDimV))
+	b.run(fAttnPartial, rows*heads, splits, 128, ptr(dptr(dst)), ptr(b.part), ptr(b.counters), ptr(dptr(q)),
+		ptr(p.kLayer(layer)), ptr(p.vLayer(layer)), ptr(tp), ptr(st), i32(heads), i32(s.KVHeads), i32(s.HeadDimK),
+		i32(s.HeadDimV), i32(s.BlockSize), i32(chunk), f32(scale))
 }
 
 // ReadKVBlock implements kernels.Backend: per layer, the block's K slots

@@ -293,12 +293,7 @@ func (b *Backend) RoPE(x kernels.Buf, pos []int32, heads, headDim int, r *kernel
 	}
 	defer b.exit()
 	half := r.RotaryDim / 2
-	key := ropeKey{unsafe.SliceData(r.InvFreq), half}
-	fp, ok := b.rope[key]
-	if !ok {
-		fp = b.upload(unsafe.Pointer(&r.InvFreq[0]), int64(half)*4)
-		b.rope[key] = fp
-	}
+	fp := b.ropeFreq(r)
 	scale := r.Scale
 	if scale == 0 {
 		scale = 1
@@ -311,6 +306,19 @@ func (b *Backend) RoPE(x kernels.Buf, pos []int32, heads, headDim int, r *kernel
 	n := len(pos) * heads * half
 	b.run(fRoPE, cdiv(n, 256), 1, 256, ptr(dptr(x)), ptr(pp), ptr(fp), i32(len(pos)), i32(heads), i32(headDim),
 		i32(half), i32(neox), f32(scale))
+}
+
+// ropeFreq is the device copy of r's inverse frequencies, uploaded once
+// per RoPE table.
+func (b *Backend) ropeFreq(r *kernels.RoPE) cu.DevicePtr {
+	half := r.RotaryDim / 2
+	key := ropeKey{unsafe.SliceData(r.InvFreq), half}
+	fp, ok := b.rope[key]
+	if !ok {
+		fp = b.upload(unsafe.Pointer(&r.InvFreq[0]), int64(half)*4)
+		b.rope[key] = fp
+	}
+	return fp
 }
 
 // Gather implements kernels.Backend.

@@ -12,12 +12,18 @@ import "os"
 //	POCKET_CUBLASLT=0    prefill GEMMs use the built-in tf32 kernel, not cuBLASLt
 //	POCKET_ATTN_OCC=2    the 2-blocks-per-SM prefill attention variant
 //	POCKET_QGEMV=exact   GGUF one-row GEMVs keep float32 activations (no int8 dp4a path)
+//	POCKET_FUSED=0       no fused decode kernels (kernels.FusedOps declines every call)
+//	POCKET_PDL=0         fused decode kernels launch without programmatic dependent launch
 var switches = struct {
 	noCublasLt bool
 	attnOcc2   bool
 	exactQGEMV bool
+	noFused    bool
+	noPDL      bool
 }{
 	noCublasLt: os.Getenv("POCKET_CUBLASLT") == "0",
 	attnOcc2:   os.Getenv("POCKET_ATTN_OCC") == "2",
 	exactQGEMV: os.Getenv("POCKET_QGEMV") == "exact",
+	noFused:    os.Getenv("POCKET_FUSED") == "0",
+	noPDL:      os.Getenv("POCKET_PDL") == "0",
 }

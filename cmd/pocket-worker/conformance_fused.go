@@ -1,0 +1,154 @@
+//go:build cuda
+
+package main
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+// fused checks the CUDA backend's kernels.FusedOps against the CPU running
+// the unfused sequence each op stands for, at real decode shapes (Llama-3-8B,
+// Qwen3-30B-A3B, ragged small ones).
+func (c *conf) fused() {
+	// NormMatMul: q, k, v (or one matrix) from the un-normed residual.
+	for _, s := range []struct{ in, outs []int }{
+		{[]int{4096}, []int{4096, 1024, 1024}}, {[]int{2048}, []int{4096, 512, 512}}, {[]int{72}, []int{1000}},
+		{[]int{64}, []int{40, 8, 8, 24}}, {[]int{5120}, []int{6144}},
+	} {
+		in := s.in[0]
+		x := c.randn(in)
+		xg, xh := c.pair(x)
+		ng, nh := c.weight(kernels.F32, []int{in}, [2]int{})
+		normed := c.c.NewBuf(in)
+		c.c.RMSNorm(normed, xh, nh, 1, in, 1e-6)
+		var dg, dh []kernels.Buf
+		var wg []kernels.Tensor
+		for _, out := range s.outs {
+			g, h := c.weight(kernels.BF16, []int{out, in}, [2]int{})
+			yg, yh := c.outPair(out)
+			c.c.MatMul(yh, normed, h, 1)
+			wg, dg, dh = append(wg, g), append(dg, yg), append(dh, yh)
+		}
+		if !c.g.NormMatMul(dg, xg, ng, 1e-6, wg, 1) {
+			c.declined("NormMatMul", fmt.Sprint(s))
+			continue
+		}
+		for i, out := range s.outs {
+			c.check("NormMatMul", fmt.Sprintf("in=%d out=%v #%d", in, s.outs, i), dg[i], dh[i], out, tolExact*10)
+		}
+	}
+	// NormSwiGLU: gate, up and the activation.
+	for _, s := range []struct{ out, in int }{{14336, 4096}, {768, 2048}, {12288, 4096}, {100, 64}, {3, 8}} {
+		xg, xh := c.pair(c.randn(s.in))
+		ng, nh := c.weight(kernels.F32, []int{s.in}, [2]int{})
+		gg, gh := c.weight(kernels.BF16, []int{s.out, s.in}, [2]int{})
+		ug, uh := c.weight(kernels.BF16, []int{s.out, s.in}, [2]int{})
+		ag, ah := c.outPair(s.out)
+		normed, u := c.c.NewBuf(s.in), c.c.NewBuf(s.out)
+		c.c.RMSNorm(normed, xh, nh, 1, s.in, 1e-5)
+		c.c.MatMul(ah, normed, gh, 1)
+		c.c.MatMul(u, normed, uh, 1)
+		c.c.SwiGLU(ah, ah, u, s.out)
+		if !c.g.NormSwiGLU(ag, xg, ng, 1e-5, gg, ug, 1) {
+			c.declined("NormSwiGLU", fmt.Sprint(s))
+			continue
+		}
+		c.check("NormSwiGLU", fmt.Sprintf("out=%d in=%d", s.out, s.in), ag, ah, s.out, tolExact*10)
+	}
+	// MatMulAdd: the output projections and the residual add.
+	for _, s := range []struct{ out, in int }{{4096, 14336}, {4096, 4096}, {2048, 768}, {130, 64}, {5, 8}} {
+		acc := c.randn(s.out)
+		ag, ah := c.pair(acc)
+		xg, xh := c.pair(c.randn(s.in))
+		wg, wh := c.weight(kernels.BF16, []int{s.out, s.in}, [2]int{})
+		y := c.c.NewBuf(s.out)
+		c.c.MatMul(y, xh, wh, 1)
+		c.c.Add(ah, ah, y, s.out)
+		if !c.g.MatMulAdd(ag, xg, wg, 1) {
+			c.declined("MatMulAdd", fmt.Sprint(s))
+			continue
+		}
+		c.check("MatMulAdd", fmt.Sprintf("out=%d in=%d", s.out, s.in), ag, ah, s.out, tolExact*10)
+	}
+	c.ropeStore()
+}
+
+// ropeStore checks RoPEStoreKV: q and k in place, and the K/V cache rows
+// it stored, read back per block.
+func (c *conf) ropeStore() {
+	for _, s := range []struct {
+		heads, kvh, hd, rd, rows int
+		neox, norm               bool
+	}{{32, 8, 128, 128, 1, true, false}, {32, 8, 128, 128, 1, true, true}, {16, 4, 64, 64, 1, false, true},
+		{24, 4, 256, 64, 1, true, true}, {4, 2, 16, 8, 3, false, false}} {
+		const bs, blocks = 4, 6
+		spec := kernels.KVSpec{Layers: 2, Blocks: blocks, BlockSize: bs, KVHeads: s.kvh, HeadDimK: s.hd, HeadDimV: s.hd}
+		pg, err := c.g.NewKVPool(spec)
+		if err != nil {
+			panic(err)
+		}
+		ph, _ := c.c.NewKVPool(spec)
+		inv := make([]float32, s.rd/2)
+		for i := range inv {
+			inv[i] = float32(math.Pow(1e6, -2*float64(i)/float64(s.rd)))
+		}
+		r := &kernels.RoPE{InvFreq: inv, RotaryDim: s.rd, NeoX: s.neox}
+		pos, slots := make([]int32, s.rows), make([]int32, s.rows)
+		for i := range pos {
+			pos[i] = int32(c.rng.IntN(30000))
+			slots[i] = int32(c.rng.IntN(blocks * bs))
+		}
+		slots = uniqueSlots(slots, blocks*bs)
+		qn, kn := s.rows*s.heads*s.hd, s.rows*s.kvh*s.hd
+		qg, qh := c.pair(c.randn(qn))
+		kg, kh := c.pair(c.randn(kn))
+		vg, vh := c.pair(c.randn(kn))
+		var nqg, nqh, nkg, nkh kernels.Tensor
+		if s.norm {
+			nqg, nqh = c.weight(kernels.F32, []int{s.hd}, [2]int{})
+			nkg, nkh = c.weight(kernels.F32, []int{s.hd}, [2]int{})
+			c.c.RMSNorm(qh, qh, nqh, s.rows*s.heads, s.hd, 1e-6)
+			c.c.RMSNorm(kh, kh, nkh, s.rows*s.kvh, s.hd, 1e-6)
+		}
+		c.c.RoPE(qh, pos, s.heads, s.hd, r)
+		c.c.RoPE(kh, pos, s.kvh, s.hd, r)
+		c.c.StoreKV(ph, 1, kh, vh, slots)
+		shape := fmt.Sprintf("heads=%d/%d hd=%d rot=%d rows=%d neox=%v norm=%v", s.heads, s.kvh, s.hd, s.rd, s.rows, s.neox, s.norm)
+		if !c.g.RoPEStoreKV(qg, kg, vg, nqg, nkg, 1e-6, pg, 1, pos, slots, s.heads, s.kvh, s.hd, r) {
+			c.declined("RoPEStoreKV", shape)
+			continue
+		}
+		c.check("RoPEStoreKV", "q "+shape, qg, qh, qn, 1e-9)
+		c.check("RoPEStoreKV", "k "+shape, kg, kh, kn, 1e-9)
+		n := int(spec.BytesPerBlock() / 4)
+		a, b := make([]float32, blocks*n), make([]float32, blocks*n)
+		for blk := range blocks {
+			c.g.ReadKVBlock(pg, blk, a[blk*n:(blk+1)*n])
+			c.c.ReadKVBlock(ph, blk, b[blk*n:(blk+1)*n])
+		}
+		c.compare("RoPEStoreKV", "cache "+shape, a, b, 1e-9)
+	}
+}
+
+// uniqueSlots replaces repeated slots (two rows may not share one).
+func uniqueSlots(slots []int32, n int) []int32 {
+	seen := map[int32]bool{}
+	for i, s := range slots {
+		for seen[s] {
+			s = (s + 1) % int32(n)
+		}
+		seen[s] = true
+		slots[i] = s
+	}
+	return slots
+}
+
+// declined counts a fused op that refused a shape it should take.
+func (c *conf) declined(op, shape string) {
+	c.n++
+	c.failed++
+	fmt.Printf("%-12s %-40s declined  FAIL\n", op, shape)
+}

@@ -1,0 +1,126 @@
+package models
+
+import (
+	"fmt"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+// One-token steps on a backend with kernels.FusedOps: a residual block
+// (norm, block, add) of the common builders runs as a few fused kernels
+// instead of a dozen small ones (see kernels.FusedOps for why that
+// matters). Where the backend declines an op (a weight format without a
+// fused kernel), that op runs unfused, so the values are the same either
+// way; blocks with no fused path (MoE, MLA, DeltaNet) run as before.
+
+// block is a residual block's function: a Mixer or an FFN.
+type block interface {
+	Forward(p *Pass, in, out kernels.Buf) error
+}
+
+// fusedBlock is a block with a fused one-token path.
+type fusedBlock interface {
+	// forwardFused computes y = f(rmsnorm(x; norm)) for the pass's one row
+	// and adds it to x (add) or writes it to out. It reports false, having
+	// done nothing, when this variant of the block has no fused path.
+	forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Buf, norm kernels.Tensor, eps float32, add bool) (bool, error)
+}
+
+// residual runs x += f(rmsnorm(x)) for one residual block, fused when fu
+// is set (one-token steps on a backend that has it) and f allows.
+func (d *Decoder) residual(p *Pass, f block, norm kernels.Tensor, eps float32, fu kernels.FusedOps, normed, delta kernels.Buf) error {
+	x := p.Scratch.X
+	if fb, ok := f.(fusedBlock); ok && fu != nil {
+		if done, err := fb.forwardFused(p, fu, x, delta, norm, eps, true); done || err != nil {
+			return err
+		}
+	}
+	n := p.Rows * d.cfg.HiddenSize
+	d.be.RMSNorm(normed, x, norm, p.Rows, d.cfg.HiddenSize, eps)
+	if err := f.Forward(p, normed, delta); err != nil {
+		return err
+	}
+	d.be.Add(x, x, delta, n)
+	return nil
+}
+
+// project computes x += w·in (add), or out = w·in.
+func project(be kernels.Backend, fu kernels.FusedOps, x, out, in kernels.Buf, w kernels.Tensor, width int, add bool) {
+	if add && fu.MatMulAdd(x, in, w, 1) {
+		return
+	}
+	be.MatMul(out, in, w, 1)
+	if add {
+		be.Add(x, x, out, width)
+	}
+}
+
+// forwardFused implements fusedBlock: the q/k/v projections read the
+// un-normed residual (the norm is applied inside the GEMV), q/k norms,
+// RoPE and the KV store are one kernel, the output projection adds into
+// the residual.
+func (a *Attention) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Buf, norm kernels.Tensor, eps float32, add bool) (bool, error) {
+	if a.gate != nil {
+		return false, nil // q_proj interleaves query and gate per head
+	}
+	if p.Seq.Pool == nil {
+		return true, fmt.Errorf("attention: no KV pool")
+	}
+	be, s := a.be, p.Scratch
+	qw, kw := a.Heads*a.Dim, a.KVHeads*a.Dim
+	q, k, v, att := s.Buf("q", qw), s.Buf("k", kw), s.Buf("v", kw), s.Buf("att", qw)
+	if !fu.NormMatMul([]kernels.Buf{q, k, v}, x, norm, eps, []kernels.Tensor{a.Q, a.K, a.V}, 1) {
+		normed := s.Buf("normed", a.hidden)
+		be.RMSNorm(normed, x, norm, 1, a.hidden, eps)
+		be.MatMul(q, normed, a.Q, 1)
+		be.MatMul(k, normed, a.K, 1)
+		be.MatMul(v, normed, a.V, 1)
+	}
+	if a.QBias != nil {
+		be.AddBias(q, a.QBias, 1, qw)
+		be.AddBias(k, a.KBias, 1, kw)
+		be.AddBias(v, a.VBias, 1, kw)
+	}
+	if a.fullWidthQKNorm || !fu.RoPEStoreKV(q, k, v, a.QNorm, a.KNorm, a.Eps, p.Seq.Pool, a.KVLayer, p.Pos, p.Slots,
+		a.Heads, a.KVHeads, a.Dim, &a.Rope) {
+		a.normRopeStore(p, q, k, v)
+	}
+	be.Attention(att, q, p.Seq.Pool, a.KVLayer, p.Attn, 1, a.Heads, a.Scale)
+	project(be, fu, x, out, att, a.O, a.hidden, add)
+	return true, nil
+}
+
+// forwardFused implements fusedBlock: gate, up and the activation are one
+// kernel that norms its input; the down projection adds into the residual.
+func (m *MLP) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Buf, norm kernels.Tensor, eps float32, add bool) (bool, error) {
+	be, s := m.be, p.Scratch
+	act := s.Buf("mlp.gate", m.inter)
+	if !fu.NormSwiGLU(act, x, norm, eps, m.Gate, m.Up, 1) {
+		normed := s.Buf("normed", m.hidden)
+		be.RMSNorm(normed, x, norm, 1, m.hidden, eps)
+		u := s.Buf("mlp.up", m.inter)
+		be.MatMul(act, normed, m.Gate, 1)
+		be.MatMul(u, normed, m.Up, 1)
+		be.SwiGLU(act, act, u, m.inter)
+	}
+	project(be, fu, x, out, act, m.Down, m.hidden, add)
+	return true, nil
+}
+
+// forwardFused implements fusedBlock for a tensor-parallel block: the
+// inner block writes its partial sum, the group sums it, and the sum is
+// added to the residual.
+func (r *allReduce) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Buf, norm kernels.Tensor, eps float32, add bool) (bool, error) {
+	fb, ok := r.inner.(fusedBlock)
+	if !ok || !add {
+		return false, nil
+	}
+	if done, err := fb.forwardFused(p, fu, x, out, norm, eps, false); !done || err != nil {
+		return done, err
+	}
+	if err := r.comm.AllReduceSum(out, p.Rows*r.width); err != nil {
+		return true, fmt.Errorf("tp all-reduce: %w", err)
+	}
+	p.Scratch.be.Add(x, x, out, r.width)
+	return true, nil
+}

@@ -1,0 +1,143 @@
+package models_test
+
+import (
+	"math"
+	"path/filepath"
+	"testing"
+
+	"github.com/pocketllm/pocketllm/kernels"
+	"github.com/pocketllm/pocketllm/kernels/cpu"
+	"github.com/pocketllm/pocketllm/models"
+	"github.com/pocketllm/pocketllm/models/checkpoint"
+)
+
+// composedFused gives the CPU backend kernels.FusedOps made of its own
+// unfused ops, so that a model's fused one-token path (models/fused.go)
+// can be checked in CI without a GPU: it must take the fused calls and
+// produce exactly the unfused logits. With decline set it refuses every
+// call, which must also change nothing.
+type composedFused struct {
+	*cpu.Backend
+	decline bool
+	calls   map[string]int
+}
+
+func (c *composedFused) NormMatMul(dst []kernels.Buf, x kernels.Buf, norm kernels.Tensor, eps float32, ws []kernels.Tensor, rows int) bool {
+	c.calls["NormMatMul"]++
+	if c.decline {
+		return false
+	}
+	in := ws[0].Weight().Cols()
+	normed := c.NewBuf(rows * in)
+	c.RMSNorm(normed, x, norm, rows, in, eps)
+	for i, w := range ws {
+		c.MatMul(dst[i], normed, w, rows)
+	}
+	return true
+}
+
+func (c *composedFused) NormSwiGLU(act, x kernels.Buf, norm kernels.Tensor, eps float32, gate, up kernels.Tensor, rows int) bool {
+	c.calls["NormSwiGLU"]++
+	if c.decline {
+		return false
+	}
+	in, out := gate.Weight().Cols(), gate.Weight().Rows()
+	normed, u := c.NewBuf(rows*in), c.NewBuf(rows*out)
+	c.RMSNorm(normed, x, norm, rows, in, eps)
+	c.MatMul(act, normed, gate, rows)
+	c.MatMul(u, normed, up, rows)
+	c.SwiGLU(act, act, u, rows*out)
+	return true
+}
+
+func (c *composedFused) MatMulAdd(acc, x kernels.Buf, w kernels.Tensor, rows int) bool {
+	c.calls["MatMulAdd"]++
+	if c.decline {
+		return false
+	}
+	out := w.Weight().Rows()
+	y := c.NewBuf(rows * out)
+	c.MatMul(y, x, w, rows)
+	c.Add(acc, acc, y, rows*out)
+	return true
+}
+
+func (c *composedFused) RoPEStoreKV(q, k, v kernels.Buf, qNorm, kNorm kernels.Tensor, eps float32, p kernels.KVPool, layer int,
+	pos, slots []int32, heads, kvHeads, headDim int, r *kernels.RoPE) bool {
+	c.calls["RoPEStoreKV"]++
+	if c.decline {
+		return false
+	}
+	rows := len(pos)
+	if qNorm != nil {
+		c.RMSNorm(q, q, qNorm, rows*heads, headDim, eps)
+		c.RMSNorm(k, k, kNorm, rows*kvHeads, headDim, eps)
+	}
+	c.RoPE(q, pos, heads, headDim, r)
+	c.RoPE(k, pos, kvHeads, headDim, r)
+	c.StoreKV(p, layer, k, v, slots)
+	return true
+}
+
+// decodeLogits prefills the fixture's prompt, then decodes steps tokens
+// greedily, returning every step's logits.
+func decodeLogits(t *testing.T, dir string, be kernels.Backend, steps int) []float32 {
+	t.Helper()
+	ck, err := checkpoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	m, err := ck.Model(be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := loadReference(t, dir)
+	seq := newSeq(t, m, len(ref.ids)+steps)
+	l, err := m.Forward(seq, ref.ids, models.LastLogits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []float32
+	for i := range steps {
+		seq.Start = len(ref.ids) + i
+		if l, err = m.Forward(seq, []int32{argmax(l)}, models.LastLogits); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, l...)
+	}
+	return all
+}
+
+func TestFusedDecodePath(t *testing.T) {
+	for _, tc := range []struct {
+		arch  string
+		fused []string // calls the fused path must make
+	}{
+		{"llama", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEStoreKV"}},
+		{"qwen3", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEStoreKV"}}, // per-head q/k norms
+		{"qwen3_moe", []string{"NormMatMul", "MatMulAdd", "RoPEStoreKV"}},           // attention fused, experts not
+		{"minimax_m2", []string{"NormMatMul", "MatMulAdd"}},                         // full-width q/k norm: unfused RoPE
+		{"glm4_moe", []string{"NormMatMul", "MatMulAdd", "RoPEStoreKV"}},            // q/k/v biases
+	} {
+		t.Run(tc.arch, func(t *testing.T) {
+			dir := filepath.Join("testdata", "models", tc.arch)
+			const steps = 6
+			want := decodeLogits(t, dir, cpu.New(0), steps)
+			for _, decline := range []bool{false, true} {
+				fb := &composedFused{Backend: cpu.New(0), decline: decline, calls: map[string]int{}}
+				got := decodeLogits(t, dir, fb, steps)
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("decline=%v: logit %d = %v, unfused %v", decline, i, got[i], want[i])
+					}
+				}
+				for _, name := range tc.fused {
+					if fb.calls[name] == 0 {
+						t.Errorf("decline=%v: the fused path never called %s (calls %v)", decline, name, fb.calls)
+					}
+				}
+			}
+		})
+	}
+}
