@@ -31,9 +31,16 @@
 //	                                     Error{code, message} for any request
 //
 // Greedy generations (no penalties, no logprobs) step with ForwardArgmax
-// (session.GreedyRunner): the rank computes the argmax from its logits
-// on the host, with the session's tie rule (the lowest index), so the
-// daemon gets 4 bytes per token instead of the vocabulary's floats.
+// (session.GreedyRunner): the rank computes the argmax from its logits,
+// with the session's tie rule (the lowest index), so the daemon gets 4
+// bytes per token instead of the vocabulary's floats.
+//
+// Single-token steps (ForwardArgmax, and Forward of the last logits) are
+// replayed as recorded graphs when the backend can record them
+// (RankOptions.Graphs: CUDA graphs), one recording per block-table length
+// bucket (graphs.go); a greedy step then takes its argmax on the device
+// and reads back one int32. Other steps, and every step after a recording
+// failed, run eagerly.
 //
 // Shared memory: each rank gets a memfd region (Options.SharedBytes,
 // default 64 MiB; sealed against resizing) as fd 4, whose size the Hello

@@ -34,6 +34,9 @@ type RankOptions struct {
 	// Shared is the shared-memory region the daemon passed (fd 4), mapped
 	// when the Hello gives its size; nil: bulk data travels in frames.
 	Shared *os.File
+	// Graphs gives the backend's decode-step recorder, or nil (eager
+	// steps only; also when Graphs itself is nil). See graphs.go.
+	Graphs func(be kernels.Backend) StepGrapher
 	Logger *slog.Logger
 }
 
@@ -85,6 +88,9 @@ type rank struct {
 	group Group       // World ≤ 1: the whole model
 	comm  *stickyComm // nil without a group
 	shm   *mapping    // nil: no shared memory
+
+	graphs *graphCache // nil: decode steps run eagerly
+	padded []int32     // padTable's buffer
 }
 
 // ServeRank serves one daemon over conn: the handshake, then requests
@@ -200,6 +206,12 @@ func (rk *rank) hello(f frame) (func(), error) {
 		if rk.shm, err = mapShared(rk.opts.Shared, h.Shared); err != nil {
 			rk.log.Warn("no shared memory: bulk data travels in frames", "err", err)
 		}
+		rk.pinShared()
+	}
+	if rk.opts.Graphs != nil && m.NewState() == nil {
+		if rec := rk.opts.Graphs(be); rec != nil {
+			rk.graphs = newGraphCache(rec, maxGraphs)
+		}
 	}
 	dev := be.Name()
 	if d, ok := be.(interface{ DeviceName() string }); ok {
@@ -227,6 +239,7 @@ func (rk *rank) newPool(spec kernels.KVSpec) error {
 	if err != nil {
 		return err
 	}
+	rk.graphs.reset() // they address the old pool
 	rk.pool, rk.spec = p, spec
 	return nil
 }
@@ -310,6 +323,15 @@ func (rk *rank) handle(f frame) (typ msgType, payload, extra []byte, err error) 
 		}
 		if req.want != models.LastLogits {
 			return 0, nil, nil, fmt.Errorf("%w: forward-argmax of logits mode %d", errBadRequest, req.want)
+		}
+		if g, ok := rk.replay(req); ok {
+			id, err := rk.graphToken(g)
+			if err != nil {
+				return 0, nil, nil, err
+			}
+			var e enc
+			e.i32(int(id))
+			return msgToken, e.b, nil, nil
 		}
 		logits, err := rk.run(req)
 		if err != nil {
@@ -413,6 +435,9 @@ func (rk *rank) run(req forwardReq) ([]float32, error) {
 }
 
 func (rk *rank) forward(req forwardReq) (msgType, []byte, []byte, error) {
+	if g, ok := rk.replay(req); ok {
+		return rk.graphLogits(g)
+	}
 	logits, err := rk.run(req)
 	if err != nil {
 		return 0, nil, nil, err

@@ -1,0 +1,152 @@
+package worker
+
+import "math/bits"
+
+// Graph replay of decode steps.
+//
+// A single-token decode step is hundreds of kernel launches when run
+// eagerly from Go; a backend that can record them (CUDA graphs) replays
+// the step with one launch. A recording fixes everything but the step's
+// token id, position, KV slot and block table contents: in particular the
+// block table's length (the attention kernels' split count is chosen on
+// the host from it while recording). So graphs are keyed by a table
+// length bucket: a step whose sequence covers n blocks runs the graph of
+// the smallest power of two ≥ max(n, minBucket), its table padded to that
+// length with the sequence's first block. The padding is never read: the
+// attention kernel takes the context length from the step's position on
+// the device and reads table entries only below it; the store writes only
+// the step's slot. Powers of two keep the number of recordings a sequence
+// needs logarithmic in its length, at the price of attention splits sized
+// for up to twice the context (the splits past it return at once).
+//
+// A recording also holds the addresses of the model's scratch buffers and
+// of the KV pool: the cache is dropped when either changes
+// (Model.ScratchGen, a new pool). It holds at most maxGraphs recordings,
+// least recently used first out. A recording that fails (an architecture
+// whose step reads device data on the host, such as MoE routing) turns
+// replay off for the rank's life: every later step runs eagerly, and the
+// failure is not retried.
+
+// Step is one single-token decode step, as a recorded graph replays it.
+type Step struct {
+	ID, Pos, Slot int32
+	// Table is the sequence's blocks padded to the graph's bucket length.
+	Table []int32
+}
+
+// StepGrapher is what a backend offers to record decode steps (optional:
+// RankOptions.Graphs).
+type StepGrapher interface {
+	// Capture records the ops that fwd queues (one single-token forward
+	// pass with LastLogits) without running them.
+	Capture(fwd func() error) (StepGraph, error)
+}
+
+// StepGraph is a recorded decode step.
+type StepGraph interface {
+	// Launch writes the step's inputs and queues the replay.
+	Launch(s Step) error
+	// Argmax waits for the replay and returns the index of the largest
+	// logit (the lowest index among equals), computed on the device.
+	Argmax() (int32, error)
+	// Logits waits for the replay and copies the logits into dst.
+	Logits(dst []float32) error
+	// Close frees the recording.
+	Close()
+}
+
+const (
+	// maxGraphs bounds the recordings a rank keeps (each holds a device
+	// arena and the instantiated graph).
+	maxGraphs = 8
+	// minBucket is the smallest table length recorded (64 positions at
+	// the default block size): short sequences share one graph.
+	minBucket = 4
+)
+
+// bucketFor is the table length of the graph that serves a sequence
+// covering blocks blocks.
+func bucketFor(blocks int) int {
+	if blocks <= minBucket {
+		return minBucket
+	}
+	return 1 << bits.Len(uint(blocks-1))
+}
+
+type graphEntry struct {
+	bucket int
+	g      StepGraph
+}
+
+// graphCache holds a rank's recordings, most recently used last.
+type graphCache struct {
+	rec     StepGrapher
+	limit   int
+	entries []graphEntry
+	gen     uint64 // the scratch generation the entries were recorded under
+	off     error  // the recording failure that turned replay off
+	// captures and replays count, for tests and logs.
+	captures, replays int
+}
+
+func newGraphCache(rec StepGrapher, limit int) *graphCache {
+	return &graphCache{rec: rec, limit: max(limit, 1)}
+}
+
+// usable reports whether steps may be replayed (nil-safe).
+func (c *graphCache) usable() bool { return c != nil && c.off == nil }
+
+// reset closes every recording (nil-safe).
+func (c *graphCache) reset() {
+	if c == nil {
+		return
+	}
+	for _, e := range c.entries {
+		e.g.Close()
+	}
+	c.entries = c.entries[:0]
+}
+
+// graph returns the recording for bucket, recording one with capture when
+// there is none. gen reads the scratch generation; recordings made under
+// another are dropped first. An error is a failed recording: replay is
+// off from then on.
+func (c *graphCache) graph(bucket int, gen func() uint64, capture func() (StepGraph, error)) (StepGraph, error) {
+	if c.off != nil {
+		return nil, c.off
+	}
+	c.sync(gen())
+	for i, e := range c.entries {
+		if e.bucket == bucket {
+			copy(c.entries[i:], c.entries[i+1:])
+			c.entries[len(c.entries)-1] = e
+			c.replays++
+			return e.g, nil
+		}
+	}
+	g, err := capture()
+	if err != nil {
+		c.off = err
+		c.reset()
+		return nil, err
+	}
+	c.captures++
+	// The recording pass itself may have replaced buffers (a first step
+	// with no eager pass before it): then only it is current.
+	c.sync(gen())
+	if len(c.entries) >= c.limit {
+		c.entries[0].g.Close()
+		c.entries = append(c.entries[:0], c.entries[1:]...)
+	}
+	c.entries = append(c.entries, graphEntry{bucket, g})
+	c.replays++
+	return g, nil
+}
+
+// sync drops the recordings when the scratch generation moved.
+func (c *graphCache) sync(gen uint64) {
+	if gen != c.gen {
+		c.reset()
+		c.gen = gen
+	}
+}

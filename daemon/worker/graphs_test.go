@@ -1,0 +1,273 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"testing"
+
+	"github.com/pocketllm/pocketllm/kernels"
+	"github.com/pocketllm/pocketllm/kernels/cpu"
+	"github.com/pocketllm/pocketllm/models"
+	"github.com/pocketllm/pocketllm/session"
+)
+
+func TestBucketFor(t *testing.T) {
+	for _, c := range [][2]int{{0, 4}, {1, 4}, {4, 4}, {5, 8}, {8, 8}, {9, 16}, {17, 32}, {512, 512}, {513, 1024}} {
+		if got := bucketFor(c[0]); got != c[1] {
+			t.Errorf("bucketFor(%d) = %d, want %d", c[0], got, c[1])
+		}
+	}
+}
+
+// stubGraph is a recording that only counts.
+type stubGraph struct {
+	bucket int
+	closed *[]int
+}
+
+func (g *stubGraph) Launch(Step) error          { return nil }
+func (g *stubGraph) Argmax() (int32, error)     { return 0, nil }
+func (g *stubGraph) Logits(dst []float32) error { return nil }
+func (g *stubGraph) Close()                     { *g.closed = append(*g.closed, g.bucket) }
+func cacheBuckets(c *graphCache) (b []int) {
+	for _, e := range c.entries {
+		b = append(b, e.bucket)
+	}
+	return b
+}
+
+// TestGraphCache: recordings are reused per bucket, the least recently
+// used is closed past the limit, a scratch generation change drops them
+// all, and a failed recording turns replay off without being retried.
+func TestGraphCache(t *testing.T) {
+	var closed []int
+	c := newGraphCache(nil, 2)
+	var gen uint64
+	recorded := 0
+	get := func(bucket int) {
+		t.Helper()
+		g, err := c.graph(bucket, func() uint64 { return gen }, func() (StepGraph, error) {
+			recorded++
+			return &stubGraph{bucket: bucket, closed: &closed}, nil
+		})
+		if err != nil || g.(*stubGraph).bucket != bucket {
+			t.Fatalf("bucket %d: %v %v", bucket, g, err)
+		}
+	}
+	get(4)
+	get(8)
+	get(4) // reused, now the most recent
+	if recorded != 2 || !slices.Equal(cacheBuckets(c), []int{8, 4}) {
+		t.Fatalf("%d recordings, cache %v", recorded, cacheBuckets(c))
+	}
+	get(16) // evicts 8
+	if recorded != 3 || !slices.Equal(closed, []int{8}) || !slices.Equal(cacheBuckets(c), []int{4, 16}) {
+		t.Fatalf("%d recordings, closed %v, cache %v", recorded, closed, cacheBuckets(c))
+	}
+	gen++ // the scratch moved: every recording is stale
+	get(4)
+	if recorded != 4 || !slices.Equal(closed, []int{8, 4, 16}) || !slices.Equal(cacheBuckets(c), []int{4}) {
+		t.Fatalf("%d recordings, closed %v, cache %v", recorded, closed, cacheBuckets(c))
+	}
+	c.reset()
+	if len(c.entries) != 0 || !c.usable() {
+		t.Fatal("reset")
+	}
+	boom := errors.New("boom")
+	for range 3 {
+		_, err := c.graph(8, func() uint64 { return gen }, func() (StepGraph, error) { recorded++; return nil, boom })
+		if !errors.Is(err, boom) {
+			t.Fatalf("failed recording: %v", err)
+		}
+	}
+	if recorded != 5 || c.usable() {
+		t.Fatalf("a failed recording was retried (%d) or left replay on", recorded)
+	}
+	var nilCache *graphCache
+	nilCache.reset()
+	if nilCache.usable() {
+		t.Fatal("a nil cache is usable")
+	}
+}
+
+// fakeGrapher stands in for CUDA graphs on the CPU: a "recording" runs
+// the pass (to check that Model.Forward accepts the padded table) and a
+// replay runs the step eagerly with exactly the inputs a CUDA graph would
+// get, checking the constraints a graph imposes.
+type fakeGrapher struct {
+	rk       *rank
+	fail     error
+	captures int
+	open     int
+	launched int
+}
+
+func (f *fakeGrapher) Capture(fwd func() error) (StepGraph, error) {
+	f.captures++
+	if f.fail != nil {
+		return nil, f.fail
+	}
+	if err := fwd(); err != nil {
+		return nil, err
+	}
+	f.open++
+	return &fakeGraph{f: f}, nil
+}
+
+type fakeGraph struct {
+	f      *fakeGrapher
+	n      int // table length fixed by the first launch
+	logits []float32
+}
+
+func (g *fakeGraph) Launch(s Step) error {
+	rk := g.f.rk
+	bs := int32(rk.spec.BlockSize)
+	switch {
+	case g.n == 0:
+		g.n = len(s.Table)
+	case len(s.Table) != g.n:
+		return fmt.Errorf("launch with a %d-block table, recorded with %d", len(s.Table), g.n)
+	}
+	if s.Slot != s.Table[s.Pos/bs]*bs+s.Pos%bs {
+		return fmt.Errorf("slot %d for position %d", s.Slot, s.Pos)
+	}
+	seq := models.Seq{Pool: rk.pool, Table: slices.Clone(s.Table), Start: int(s.Pos)}
+	l, err := rk.model.Forward(seq, []int32{s.ID}, models.LastLogits)
+	g.logits = l
+	g.f.launched++
+	return err
+}
+
+func (g *fakeGraph) Argmax() (int32, error)     { return session.Argmax(g.logits), nil }
+func (g *fakeGraph) Logits(dst []float32) error { copy(dst, g.logits); return nil }
+func (g *fakeGraph) Close()                     { g.f.open-- }
+
+// newGraphRank is an in-process CPU rank serving the qwen3 fixture with a
+// pool of blocks blocks of bs tokens and the fake recorder.
+func newGraphRank(t *testing.T, blocks, bs int) (*rank, *fakeGrapher) {
+	t.Helper()
+	f := &fakeGrapher{}
+	rk := &rank{opts: RankOptions{Backend: "cpu",
+		NewBackend: func(_, _, _ int) (kernels.Backend, error) { return cpu.New(1), nil },
+		Graphs:     func(kernels.Backend) StepGrapher { return f }},
+		log: slog.New(slog.DiscardHandler), w: io.Discard}
+	h := Hello{Version: Version, Backend: "cpu", Threads: 1, Name: "qwen3", Path: fixture("qwen3"),
+		Pool: inProcess(t, "qwen3").KVSpec(blocks, bs)}
+	closeFn, err := rk.hello(frame{typ: msgHello, payload: h.encode()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(closeFn)
+	if rk.graphs == nil {
+		t.Fatal("no graph cache")
+	}
+	f.rk = rk
+	return rk, f
+}
+
+// step sends one forward request for tokens at start over table (cut to
+// the blocks the positions cover, as the Proxy sends it) and returns the
+// token or the logits.
+func step(rk *rank, typ msgType, table []int32, start int, tokens []int32, want models.Logits) (int32, []float32, error) {
+	bs := rk.spec.BlockSize
+	nb := min(len(table), (start+len(tokens)+bs-1)/bs)
+	req := forwardReq{start: start, want: want, tokens: tokens, table: table[:nb]}
+	typ, payload, extra, err := rk.handle(frame{typ: typ, payload: req.encode()})
+	if err != nil {
+		return 0, nil, err
+	}
+	d := dec{b: append(slices.Clip(payload), extra...)}
+	switch typ {
+	case msgToken:
+		v := d.i32("token")
+		return int32(v), nil, d.done("token")
+	case msgLogits:
+		l := d.f32s("logits")
+		return 0, l, d.done("logits")
+	}
+	return 0, nil, fmt.Errorf("reply %s", typ)
+}
+
+// TestGraphDecodeExact: greedy decode served by replays (padded tables,
+// several buckets) gives exactly the cold greedy tokens; buffers replaced
+// by a longer pass, and a new pool, drop the recordings; a failed
+// recording leaves every step eager, still exact, and is not retried.
+func TestGraphDecodeExact(t *testing.T) {
+	const bs, blocks = 4, 64
+	toks := prompt(30, 9)
+	const n = 40 // positions 30..69: 8..18 blocks, buckets 8, 16 and 32
+	want := greedy(t, inProcess(t, "qwen3"), toks, n)
+	table := make([]int32, blocks)
+	for i := range table {
+		table[i] = int32(blocks - 1 - i) // backwards, so that padding with the first block is not block 0
+	}
+	decode := func(rk *rank) []int32 {
+		t.Helper()
+		_, l, err := step(rk, msgForward, table, 0, toks, models.LastLogits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := []int32{session.Argmax(l)}
+		for len(out) < n {
+			id, _, err := step(rk, msgForwardArgmax, table, len(toks)+len(out)-1, out[len(out)-1:], models.LastLogits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, id)
+		}
+		return out
+	}
+
+	rk, f := newGraphRank(t, blocks, bs)
+	if got := decode(rk); !slices.Equal(got, want) {
+		t.Fatalf("replayed greedy %v,\ncold %v", got, want)
+	}
+	if f.captures != 3 || f.launched != n-1 || f.open != 3 {
+		t.Fatalf("%d recordings (want 3), %d replays (want %d), %d open", f.captures, f.launched, n-1, f.open)
+	}
+	// A one-token Forward with logits replays too, and its logits agree.
+	pos := len(toks) + n - 1
+	_, l, err := step(rk, msgForward, table, pos, want[n-1:], models.LastLogits)
+	if err != nil || len(l) != rk.model.Config.VocabSize || f.launched != n {
+		t.Fatalf("logits step: %d logits, %v, %d replays", len(l), err, f.launched)
+	}
+	// Input the eager path refuses is not replayed (and keeps replay on).
+	if _, _, err := step(rk, msgForwardArgmax, table, pos, []int32{-1}, models.LastLogits); err == nil {
+		t.Fatal("a token outside the vocabulary was accepted")
+	}
+	if !rk.graphs.usable() || f.launched != n {
+		t.Fatal("a refused step reached the graphs")
+	}
+	// A pass with more rows than any before replaces the scratch.
+	if _, _, err := step(rk, msgForward, table, 0, prompt(48, 2), models.NoLogits); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := step(rk, msgForwardArgmax, table, 48, []int32{7}, models.LastLogits); err != nil {
+		t.Fatal(err)
+	}
+	if f.captures != 4 || f.open != 1 {
+		t.Fatalf("after the scratch moved: %d recordings (want 4), %d open (want 1)", f.captures, f.open)
+	}
+	// A new pool drops them too.
+	var e enc
+	e.spec(rk.spec)
+	if _, _, _, err := rk.handle(frame{typ: msgNewKVPool, payload: e.b}); err != nil || f.open != 0 {
+		t.Fatalf("new pool: %v, %d open", err, f.open)
+	}
+	if got := decode(rk); !slices.Equal(got, want) {
+		t.Fatalf("replayed greedy on the new pool %v,\ncold %v", got, want)
+	}
+
+	rk, f = newGraphRank(t, blocks, bs)
+	f.fail = errors.New("cannot record")
+	if got := decode(rk); !slices.Equal(got, want) {
+		t.Fatalf("eager after a failed recording %v,\ncold %v", got, want)
+	}
+	if f.captures != 1 || f.launched != 0 || rk.graphs.usable() {
+		t.Fatalf("failed recording: %d attempts (want 1), %d replays", f.captures, f.launched)
+	}
+}

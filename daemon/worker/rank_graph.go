@@ -1,0 +1,146 @@
+package worker
+
+import (
+	"fmt"
+
+	"github.com/pocketllm/pocketllm/models"
+	"github.com/pocketllm/pocketllm/session"
+)
+
+// replay runs a single-token LastLogits step as a recorded graph (see
+// graphs.go). ok is false when no graph serves the step: several tokens,
+// another logits mode, input the eager path must refuse with its own
+// error, or replay off; the caller then runs the step eagerly. In a
+// tensor-parallel group every rank replays its own recording, whose
+// all-reduces were recorded with it; a rank that runs a step eagerly
+// instead issues the same all-reduces in the same order, so ranks need not
+// agree on the path.
+func (rk *rank) replay(req forwardReq) (StepGraph, bool) {
+	if !rk.graphs.usable() || len(req.tokens) != 1 || req.want != models.LastLogits || rk.pool == nil {
+		return nil, false
+	}
+	blocks, ok := rk.stepBlocks(req)
+	if !ok {
+		return nil, false
+	}
+	bucket := bucketFor(blocks)
+	table := rk.padTable(req.table[:blocks], bucket)
+	g, err := rk.graphs.graph(bucket, rk.model.ScratchGen, func() (StepGraph, error) {
+		seq := models.Seq{Pool: rk.pool, Table: table, Start: req.start}
+		return rk.graphs.rec.Capture(func() error {
+			_, err := rk.model.Forward(seq, req.tokens, models.LastLogits)
+			return err
+		})
+	})
+	if err != nil {
+		rk.log.Warn("decode graphs off: every step runs eagerly from now on", "err", err)
+		return nil, false
+	}
+	bs := rk.spec.BlockSize
+	pos := req.start
+	s := Step{ID: req.tokens[0], Pos: int32(pos), Slot: table[pos/bs]*int32(bs) + int32(pos%bs), Table: table}
+	if err := g.Launch(s); err != nil {
+		// Launch fails before queuing anything, or the device state is
+		// lost (which serve reports): either way the eager path answers.
+		rk.graphs.off = err
+		rk.graphs.reset()
+		rk.log.Warn("decode graphs off: every step runs eagerly from now on", "err", err)
+		return nil, false
+	}
+	if rk.graphs.captures == 1 && rk.graphs.replays == 1 {
+		rk.log.Info("decode steps replay recorded graphs", "bucket", bucket)
+	}
+	return g, true
+}
+
+// stepBlocks makes the checks Model.Forward makes of a one-token step (a
+// replay does not pass through it) and returns how many blocks the step's
+// positions cover; ok false leaves the step to the eager path, which
+// answers the error.
+func (rk *rank) stepBlocks(req forwardReq) (int, bool) {
+	cfg := rk.model.Config
+	if t := req.tokens[0]; req.start < 0 || t < 0 || int(t) >= cfg.VocabSize {
+		return 0, false
+	}
+	end := req.start + 1
+	if cfg.MaxPositions > 0 && end > cfg.MaxPositions {
+		return 0, false
+	}
+	bs := rk.spec.BlockSize
+	n := (end + bs - 1) / bs
+	if len(req.table) < n {
+		return 0, false
+	}
+	for _, b := range req.table[:n] {
+		if b < 0 || int(b) >= rk.spec.Blocks {
+			return 0, false
+		}
+	}
+	return n, true
+}
+
+// padTable is table padded to n entries with its first block (never read:
+// see graphs.go), in a buffer the rank reuses.
+func (rk *rank) padTable(table []int32, n int) []int32 {
+	if cap(rk.padded) < n {
+		rk.padded = make([]int32, n)
+	}
+	p := rk.padded[:n]
+	copy(p, table)
+	for i := len(table); i < n; i++ {
+		p[i] = table[0]
+	}
+	return p
+}
+
+// graphToken is the greedy token of a replayed step, found on the device.
+func (rk *rank) graphToken(g StepGraph) (int32, error) {
+	id, err := g.Argmax()
+	if err != nil {
+		return 0, err
+	}
+	vocab := rk.model.Config.VocabSize
+	if id >= 0 && int(id) < vocab {
+		return id, nil
+	}
+	// No largest logit (all NaN): session.Argmax's answer, on the host.
+	logits := make([]float32, vocab)
+	if err := g.Logits(logits); err != nil {
+		return 0, err
+	}
+	return session.Argmax(logits), nil
+}
+
+// graphLogits answers a replayed msgForward step: rank 0 sends the
+// logits (read straight into shared memory when it fits), the others
+// wait for the replay and send none.
+func (rk *rank) graphLogits(g StepGraph) (msgType, []byte, []byte, error) {
+	if rk.group.Rank != 0 {
+		if _, err := g.Argmax(); err != nil { // waits for the replay
+			return 0, nil, nil, err
+		}
+		var e enc
+		e.f32sHeader(0)
+		return msgLogits, e.b, nil, nil
+	}
+	n := rk.model.Config.VocabSize
+	var e enc
+	if rk.shm.fits(n) {
+		ref := shmRef{count: n}
+		buf, err := rk.shm.floats(ref, "logits")
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		if err := g.Logits(buf); err != nil {
+			return 0, nil, nil, err
+		}
+		e.ref(ref)
+		return msgLogitsShared, e.b, nil, nil
+	}
+	logits := make([]float32, n)
+	if err := g.Logits(logits); err != nil {
+		return 0, nil, nil, fmt.Errorf("read replayed logits: %w", err)
+	}
+	e.f32sHeader(n)
+	return msgLogits, e.b, f32Bytes(logits), nil
+}
