@@ -329,6 +329,7 @@ func (c *conf) run() {
 	c.attention()
 	c.fused()
 	c.quant()
+	c.hybrid()
 }
 
 // attention checks StoreKV, CopyKVBlock and Attention (decode and prefill
