@@ -19,6 +19,8 @@ import (
 type rankBackend struct {
 	new  func(device, threads, world int) (kernels.Backend, error)
 	join func(be kernels.Backend, g worker.Group) (kernels.Collective, io.Closer, error)
+	// graphs records decode steps for replay; nil: eager steps only.
+	graphs func(be kernels.Backend) worker.StepGrapher
 }
 
 // rankBackends are the backends by name; serve_rank_cuda.go adds "cuda"
@@ -74,5 +76,5 @@ func runServeRank(args []string) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("rank", *rank, "device", *device, "pid", os.Getpid())
 	shm := os.NewFile(uintptr(*shmFD), "pocketd-shm")
 	return worker.ServeRank(conn, worker.RankOptions{Backend: *backend, Device: *device, NewBackend: rb.new, Join: rb.join,
-		Shared: shm, Logger: log})
+		Graphs: rb.graphs, Shared: shm, Logger: log})
 }

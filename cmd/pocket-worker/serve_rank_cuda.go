@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	rankBackends["cuda"] = rankBackend{new: newCUDARank, join: joinNCCL}
+	rankBackends["cuda"] = rankBackend{new: newCUDARank, join: joinNCCL, graphs: cudaGraphs}
 }
 
 // newCUDARank is a rank's CUDA backend: a private context for a whole

@@ -1,0 +1,85 @@
+//go:build cuda
+
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/pocketllm/pocketllm/daemon/worker"
+	"github.com/pocketllm/pocketllm/kernels"
+	"github.com/pocketllm/pocketllm/kernels/cuda"
+)
+
+// noGraphs turns decode-step replay off in serve-rank (POCKET_GRAPHS=0):
+// an A/B switch for measuring on a GPU host, read once here like the
+// backend's own (kernels/cuda/switches.go). pocketd's environment reaches
+// the ranks it starts.
+var noGraphs = os.Getenv("POCKET_GRAPHS") == "0"
+
+// cudaGraphs is the CUDA rank's decode-step recorder: CUDA graphs
+// (cuda.Backend.BeginCapture, cuda.Graph).
+func cudaGraphs(be kernels.Backend) worker.StepGrapher {
+	b, ok := be.(*cuda.Backend)
+	if !ok || noGraphs {
+		return nil
+	}
+	return cudaGrapher{b}
+}
+
+type cudaGrapher struct{ b *cuda.Backend }
+
+// Capture implements worker.StepGrapher. The capture is always ended,
+// also when fwd fails or panics, so that the stream leaves capture mode
+// and later ops run.
+func (c cudaGrapher) Capture(fwd func() error) (worker.StepGraph, error) {
+	if err := c.b.BeginCapture(); err != nil {
+		return nil, err
+	}
+	ferr := func() (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("panic while recording a decode step: %v", p)
+			}
+		}()
+		return fwd()
+	}()
+	g, err := c.b.EndCapture()
+	if ferr != nil {
+		if g != nil {
+			g.Close()
+		}
+		return nil, fmt.Errorf("record decode step: %w", ferr)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("record decode step: %w", err)
+	}
+	return cudaGraph{g, c.b}, nil
+}
+
+type cudaGraph struct {
+	g *cuda.Graph
+	b *cuda.Backend
+}
+
+func (c cudaGraph) Launch(s worker.Step) error {
+	return c.g.Launch(cuda.Step{ID: s.ID, Pos: s.Pos, Slot: s.Slot, Table: s.Table})
+}
+
+// Argmax reads back one int32, not the logits.
+func (c cudaGraph) Argmax() (int32, error) {
+	b := c.b
+	id := b.Argmax(c.g.Out, c.g.OutLen)
+	return id, b.Err()
+}
+
+func (c cudaGraph) Logits(dst []float32) error {
+	if len(dst) != c.g.OutLen {
+		return fmt.Errorf("replayed step has %d logits, asked for %d", c.g.OutLen, len(dst))
+	}
+	b := c.b
+	b.Read(c.g.Out, 0, dst)
+	return b.Err()
+}
+
+func (c cudaGraph) Close() { c.g.Close() }

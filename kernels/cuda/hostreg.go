@@ -1,0 +1,40 @@
+//go:build cuda
+
+package cuda
+
+// Page-locking host memory that the Go runtime does not own (a worker's
+// shared-memory mapping), so that copies between it and the device are
+// DMA transfers instead of being staged by the driver.
+
+/*
+#include <cuda.h>
+
+static CUresult pl_host_register(void *p, size_t n) {
+	return cuMemHostRegister(p, n, CU_MEMHOSTREGISTER_PORTABLE);
+}
+*/
+import "C"
+
+import (
+	"errors"
+	"os"
+	"unsafe"
+)
+
+// PinHost page-locks b (whole pages from its start; b must not be Go heap
+// memory, e.g. an mmap'd region) for the life of the process: there is no
+// unpin, because the callers map such regions once and never unmap them.
+func (b *Backend) PinHost(p []byte) error {
+	n := len(p) &^ (os.Getpagesize() - 1)
+	if n == 0 || uintptr(unsafe.Pointer(&p[0]))%uintptr(os.Getpagesize()) != 0 {
+		return errors.New("cuda: pin host memory: not a page-aligned region of whole pages")
+	}
+	if !b.enter() {
+		b.exit()
+		return b.err
+	}
+	defer b.exit()
+	// A failure here (no memory to lock, a kernel that refuses) leaves
+	// the context healthy: it is the caller's to report, not b.err.
+	return cuErr("pin host memory", C.pl_host_register(unsafe.Pointer(&p[0]), C.size_t(n)))
+}
