@@ -30,11 +30,12 @@ __device__ __forceinline__ float warpSum(float v) {
 #define MMAXD 1024  // largest HeadDimK (DeepSeek: 576)
 #define MREG (MMAXD / 32)
 
-// part[(row*heads+h)*splits + split][0..dv) = Σ e^{s-m} v, then m, l.
-// sel/cnt: the DSA position lists (sel[row*topk + i], cnt[row] of them),
+// part[(row*heads+h)*splits + split][0..dv) = Σ e^{s-m} v, then m, l;
+// with one split (long prefill passes) the normalised output goes straight
+// to dst instead, and no combine runs. sel/cnt: the DSA position lists (sel[row*topk + i], cnt[row] of them),
 // or null for all positions 0..start+row.
 extern "C" __global__ void __launch_bounds__(MH * 32)
-    mla_partial(float* part, const float* q, const float* K, const int* table, const int* startp, const int* sel,
+    mla_partial(float* dst, float* part, const float* q, const float* K, const int* table, const int* startp, const int* sel,
                 const int* cnt, int heads, int dk, int dv, int bs, int chunk, int topk, float scale) {
     __shared__ float tile[MTILE * MMAXD];
     int groups = (heads + MH - 1) / MH;
@@ -85,6 +86,16 @@ extern "C" __global__ void __launch_bounds__(MH * 32)
         __syncthreads();  // the tile is overwritten next
     }
     if (!live) return;
+    if (splits == 1) {
+        float inv = 1.f / l;  // l > 0: position 0 (or the first selected one) is in range
+        float* o = dst + ((long)row * heads + h) * dv;
+#pragma unroll
+        for (int i = 0; i < MREG; i++) {
+            int d = lane + 32 * i;
+            if (d < dv) o[d] = acc[i] * inv;
+        }
+        return;
+    }
     float* out = part + (((long)row * heads + h) * splits + blockIdx.y) * (dv + 2);
 #pragma unroll
     for (int i = 0; i < MREG; i++) {
@@ -170,7 +181,7 @@ extern "C" __global__ void __launch_bounds__(256)
                     if (d < dim) dot += qs[hh * dim + d] * kv[i];
                 }
                 float x = warpSum(dot) * scale;
-                if (x > 0) sc += wr[hh] * x;
+                if (x > 0) sc = __fadd_rn(sc, __fmul_rn(wr[hh], x));  // unfused, as on the CPU
             }
         }
         if (lane == 0) scores[(long)row * stride + t] = sc;

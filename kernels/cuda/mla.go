@@ -122,10 +122,15 @@ func (b *Backend) MLAttention(dst, q kernels.Buf, kp kernels.KVPool, layer int, 
 		splits = min(want, max(cdiv(listLen, 8), 1), 256)
 	}
 	chunk := cdiv(listLen, splits)
-	part := b.scratch(&m.part, &m.partN, int64(rows*heads*splits)*int64(dv+2)*4)
-	b.xrun(m.partial, rows*groups, splits, 256, ptr(part), ptr(dptr(q)), ptr(p.kLayer(layer)), ptr(tp), ptr(st),
+	var part cu.DevicePtr
+	if splits > 1 {
+		part = b.scratch(&m.part, &m.partN, int64(rows*heads*splits)*int64(dv+2)*4)
+	}
+	b.xrun(m.partial, rows*groups, splits, 256, ptr(dptr(dst)), ptr(part), ptr(dptr(q)), ptr(p.kLayer(layer)), ptr(tp), ptr(st),
 		ptr(sel), ptr(cnt), i32(heads), i32(dk), i32(dv), i32(s.BlockSize), i32(chunk), i32(topk), f32(scale))
-	b.xrun(m.combine, rows*heads, 1, 128, ptr(dptr(dst)), ptr(part), i32(splits), i32(dv))
+	if splits > 1 {
+		b.xrun(m.combine, rows*heads, 1, 128, ptr(dptr(dst)), ptr(part), i32(splits), i32(dv))
+	}
 }
 
 // dsaSelect scores every visible position with the indexer and leaves
