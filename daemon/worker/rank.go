@@ -91,6 +91,7 @@ type rank struct {
 
 	graphs *graphCache // nil: decode steps run eagerly
 	padded []int32     // padTable's buffer
+	warm   bool        // a single-token step ran eagerly (see replay)
 }
 
 // ServeRank serves one daemon over conn: the handshake, then requests
@@ -431,7 +432,11 @@ func (rk *rank) run(req forwardReq) ([]float32, error) {
 		return nil, fmt.Errorf("%w: logits mode %d", errBadRequest, req.want)
 	}
 	seq := models.Seq{Pool: rk.pool, Table: req.table, Start: req.start}
-	return rk.model.Forward(seq, req.tokens, req.want)
+	logits, err := rk.model.Forward(seq, req.tokens, req.want)
+	if err == nil && len(req.tokens) == 1 {
+		rk.warm = true
+	}
+	return logits, err
 }
 
 func (rk *rank) forward(req forwardReq) (msgType, []byte, []byte, error) {

@@ -15,8 +15,14 @@ import (
 // all-reduces were recorded with it; a rank that runs a step eagerly
 // instead issues the same all-reduces in the same order, so ranks need not
 // agree on the path.
+//
+// Nothing is recorded before one single-token step has run eagerly: the
+// backend then has the buffers such a step needs allocated and
+// initialised by ordinary ops (a buffer first allocated while recording
+// would be initialised only by the recording, so the eager path after a
+// failed recording would find it uninitialised).
 func (rk *rank) replay(req forwardReq) (StepGraph, bool) {
-	if !rk.graphs.usable() || len(req.tokens) != 1 || req.want != models.LastLogits || rk.pool == nil {
+	if !rk.graphs.usable() || !rk.warm || len(req.tokens) != 1 || req.want != models.LastLogits || rk.pool == nil {
 		return nil, false
 	}
 	blocks, ok := rk.stepBlocks(req)
