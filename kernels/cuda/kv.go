@@ -35,8 +35,15 @@ func (b *Backend) NewKVPool(s kernels.KVSpec) (kernels.KVPool, error) {
 	if s.Layers <= 0 || s.Blocks <= 0 || s.BlockSize <= 0 || s.KVHeads <= 0 || s.HeadDimK <= 0 || s.HeadDimV < 0 {
 		return nil, fmt.Errorf("cuda: bad KV spec %+v", s)
 	}
-	if s.HeadDimK > 256 || s.HeadDimV > 256 {
-		return nil, fmt.Errorf("cuda: head dim %d/%d over 256: %w", s.HeadDimK, s.HeadDimV, kernels.ErrUnsupported)
+	// Standard attention reads head dims up to 256; a latent (MLA) cache,
+	// one shared "head" of kv_lora_rank+rope (576 in DeepSeek-V3), is read
+	// by mla.cu up to 1024.
+	limit := 256
+	if s.KVHeads == 1 {
+		limit = 1024
+	}
+	if s.HeadDimK > limit || s.HeadDimV > limit {
+		return nil, fmt.Errorf("cuda: head dim %d/%d over %d: %w", s.HeadDimK, s.HeadDimV, limit, kernels.ErrUnsupported)
 	}
 	p := &kvPool{spec: s, kw: s.KVHeads * s.HeadDimK, vw: s.KVHeads * s.HeadDimV, slots: s.Blocks * s.BlockSize}
 	kb := int64(s.Layers) * int64(p.slots) * int64(p.kw) * 4
@@ -110,6 +117,11 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 	defer b.exit()
 	p := kp.(*kvPool)
 	s := p.spec
+	if s.HeadDimK > 256 || s.HeadDimV > 256 {
+		b.fail(fmt.Errorf("cuda: attention over head dim %d/%d (over 256; a latent cache is read by MLAttention): %w",
+			s.HeadDimK, s.HeadDimV, kernels.ErrUnsupported))
+		return
+	}
 	if rows >= 16 && s.HeadDimK == s.HeadDimV && (s.HeadDimK == 64 || s.HeadDimK == 128) && heads%s.KVHeads == 0 {
 		// Prefill: the flash kernel on the tensor cores.
 		f := b.attn128
