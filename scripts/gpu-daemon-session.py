@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Session costs through a running pocketd, measured as a client sees them.
+
+Drives the /v0 API over the daemon's Unix socket with random token ids,
+greedy: the cold time to first token of a long session, an append of 64
+tokens to it, a fork at its middle, and decode speed on both. Issue #5's
+bars: append ≤ 5% and fork ≤ 10% of the cold TTFT. Standard library only,
+so it runs on the GPU machine as it is.
+
+    scripts/gpu-daemon-session.py --socket /tmp/p.sock --model l8b --vocab 128256 --context 7680
+"""
+import argparse
+import http.client
+import json
+import random
+import socket
+import statistics
+import time
+
+
+class UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path):
+        super().__init__("pocketd", timeout=600)
+        self.path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(self.path)
+
+
+class Client:
+    def __init__(self, path):
+        self.conn = UnixConnection(path)
+
+    def call(self, method, url, body=None):
+        self.conn.request(method, url, body=None if body is None else json.dumps(body),
+                          headers={"Content-Type": "application/json"})
+        r = self.conn.getresponse()
+        data = r.read()
+        if r.status >= 300:
+            raise RuntimeError(f"{method} {url}: {r.status} {data[:300]!r}")
+        return json.loads(data) if data else None
+
+    def session(self, model):
+        return self.call("POST", "/v0/sessions", {"model": model})["id"]
+
+    def append(self, sid, tokens):
+        return self.call("POST", f"/v0/sessions/{sid}/append", {"tokens": tokens})
+
+    def generate(self, sid, n):
+        return self.call("POST", f"/v0/sessions/{sid}/generate", {"max_tokens": n, "temperature": 0})
+
+    def fork(self, sid, at):
+        return self.call("POST", f"/v0/sessions/{sid}/fork", {"at": at})["id"]
+
+
+def ttft(c, sid, tokens):
+    """Append tokens and generate one: the time to first token a client sees."""
+    t0 = time.perf_counter()
+    if tokens:
+        c.append(sid, tokens)
+    c.generate(sid, 1)
+    return time.perf_counter() - t0
+
+
+def decode_rate(c, sid, n):
+    t0 = time.perf_counter()
+    out = c.generate(sid, n)
+    dt = time.perf_counter() - t0
+    got = len(out.get("ids") or out.get("tokens") or [])
+    return (got or n) / dt
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--socket", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--vocab", type=int, required=True)
+    ap.add_argument("--context", type=int, default=7680)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    rng = random.Random(5)
+    toks = lambda n: [rng.randrange(a.vocab) for _ in range(n)]
+    c = Client(a.socket)
+    # Warm-up: module JIT, scratch buffers, graph recording.
+    w = c.session(a.model)
+    ttft(c, w, toks(600))
+    decode_rate(c, w, 32)
+    res = {"context": a.context}
+    cold = []
+    for _ in range(2):
+        s = c.session(a.model)
+        cold.append(ttft(c, s, toks(a.context)))
+    res["cold_ttft_ms"] = [round(x * 1e3, 1) for x in cold]
+    cold_ms = min(cold) * 1e3
+    app = [ttft(c, s, toks(64)) * 1e3 for _ in range(5)]
+    res["append64_ms"] = [round(x, 1) for x in app]
+    res["append64_share"] = round(statistics.median(app) / cold_ms, 4)
+    half = a.context // 2
+    fk = []
+    for _ in range(3):
+        f = c.fork(s, half)
+        fk.append(ttft(c, f, []) * 1e3)
+    res["fork_ms"] = [round(x, 1) for x in fk]
+    res["fork_share"] = round(statistics.median(fk) / cold_ms, 4)
+    res["decode_fork_tok_s"] = round(decode_rate(c, f, 64), 1)
+    res["decode_long_tok_s"] = round(decode_rate(c, s, 128), 1)
+    short = c.session(a.model)
+    ttft(c, short, toks(512))
+    res["decode_512ctx_tok_s"] = round(decode_rate(c, short, 128), 1)
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()

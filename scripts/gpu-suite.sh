@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The GPU checks of the project in one command, for a device lease: op
+# conformance, fixture parity (safetensors and GGUF), benchmarks of the
+# real shapes, the daemon over a CUDA worker, tensor parallelism. Each
+# stage writes its log to $OUT/<stage>.txt (or ./gpu-out) and is bounded
+# by a timeout, so one hang costs one stage.
+#
+#   BIN=.gpud bash scripts/gpu-suite.sh conf parity l8b daemon tp ...
+#
+# BIN holds pocketd and pocket-worker (built here with -tags cuda for the
+# worker; gzipped copies are unpacked). Models are generated on the GPU
+# host by `pocket-worker synth` (random weights of real shapes).
+set -u
+export NCCL_NVLS_ENABLE=0 NCCL_CUMEM_ENABLE=0
+D=${BIN:-.gpud}
+O=${OUT:-./gpu-out}
+mkdir -p "$O"
+for f in "$D"/*.gz; do [ -e "$f" ] && gunzip -f "$f"; done
+chmod +x "$D"/* 2>/dev/null
+W="$D/pocket-worker"
+step() { # name seconds command...
+  local name=$1 secs=$2; shift 2
+  echo "== $name: $*" | tee -a "$O/$stage.txt"
+  local t0=$(date +%s)
+  timeout "$secs" "$@" >>"$O/$stage.txt" 2>&1
+  local rc=$?
+  echo "== $name: rc=$rc in $(( $(date +%s) - t0 )) s" | tee -a "$O/$stage.txt"
+}
+model() { # shape dir [synth flags]
+  [ -e "$2/.done" ] || { $W synth --shape "$1" --out "$2" "${@:3}" >/dev/null 2>&1 && touch "$2/.done"; }
+}
+gguf_fixtures() {
+  for d in models/gguf/testdata/*/; do
+    n=$(basename "$d")
+    [ -f "$d/model.gguf.gz" ] || continue
+    mkdir -p /tmp/gg/$n && gunzip -c "$d/model.gguf.gz" >/tmp/gg/$n/model.gguf && cp "$d"/reference.safetensors /tmp/gg/$n/ 2>/dev/null
+  done
+}
+for stage in "$@"; do
+  case $stage in
+  conf) step conformance 300 $W conformance ;;
+  parity)
+    step parity-safetensors 300 $W parity -skip-unsupported models/testdata/models/*/
+    gguf_fixtures
+    step parity-gguf 300 $W parity -skip-unsupported /tmp/gg/*/ ;;
+  l8b) # issue #5's decode bar: ≥ 240 tok/s; A/B of the fused kernels and PDL
+    model llama3-8b /tmp/l8b
+    step bench 120 $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json
+    POCKET_PDL=0 step bench-nopdl 120 $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json
+    POCKET_FUSED=0 step bench-unfused 120 $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json ;;
+  q8b) # prefill bar: ≥ 30k tok/s at 4096
+    model qwen3-8b /tmp/q8b
+    step bench-4096 120 $W bench --model /tmp/q8b --prompt-tokens 4096 --new-tokens 16 --json
+    step bench-512 120 $W bench --model /tmp/q8b --prompt-tokens 512 --new-tokens 128 --json ;;
+  q4km)
+    [ -e /tmp/q4/.done ] || { $W synth --shape qwen3-8b --format q4_k_m --out /tmp/q4 >/dev/null 2>&1 && touch /tmp/q4/.done; }
+    step bench-q4km 180 $W bench --model /tmp/q4/model.gguf --prompt-tokens 128 --new-tokens 64 --json
+    step qbench 180 $W qbench ;;
+  daemon) # session costs and decode through pocketd
+    model llama3-8b /tmp/l8b
+    rm -rf /tmp/st-d
+    $D/pocketd serve --model /tmp/l8b --backend cuda --devices 0 --socket /tmp/pd.sock --listen off --state-dir /tmp/st-d \
+      >"$O/daemon-log.txt" 2>&1 &
+    pid=$!
+    for i in $(seq 1 120); do curl -s --unix-socket /tmp/pd.sock http://pocketd/v0/health 2>/dev/null | grep -q '"ok"' && break; sleep 1; done
+    step session 300 python3 scripts/gpu-daemon-session.py --socket /tmp/pd.sock --model l8b --vocab 128256 --context 7680
+    kill $pid; wait $pid 2>/dev/null ;;
+  decode) BIN=$D step daemon-decode 400 bash scripts/gpu-daemon-decode.sh "${DECODE:-tp1}" ;;
+  tp) # issue #7: TP2 vs TP1 agreement and speed-up
+    model llama3-8b /tmp/l8b
+    step tp2 300 $W tp --model /tmp/l8b --tp 2 --devices 0,1 --prompt-tokens 128 --steps 256 --timeout 45s ;;
+  *) echo "unknown stage $stage" | tee -a "$O/errors.txt" ;;
+  esac
+done
