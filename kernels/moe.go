@@ -73,6 +73,30 @@ func (r *Router) Check() error {
 	return nil
 }
 
+// ExpertShapes checks the router and the weights given to NewExperts and
+// returns the hidden and intermediate widths of the experts.
+func ExpertShapes(r *Router, gate, up, down []Tensor) (hidden, inter int, err error) {
+	if err := r.Check(); err != nil {
+		return 0, 0, err
+	}
+	if len(gate) != r.Experts || len(up) != r.Experts || len(down) != r.Experts {
+		return 0, 0, fmt.Errorf("moe: %d/%d/%d expert weights for %d experts", len(gate), len(up), len(down), r.Experts)
+	}
+	for i := range gate {
+		if gate[i] == nil || up[i] == nil || down[i] == nil {
+			return 0, 0, fmt.Errorf("moe: expert %d has no weights", i)
+		}
+		g, u, d := gate[i].Weight(), up[i].Weight(), down[i].Weight()
+		if i == 0 {
+			inter, hidden = g.Rows(), g.Cols()
+		}
+		if g.Rows() != inter || g.Cols() != hidden || u.Rows() != inter || u.Cols() != hidden || d.Rows() != hidden || d.Cols() != inter {
+			return 0, 0, fmt.Errorf("moe: expert %d shapes %v %v %v, want [%d %d] twice and [%d %d]", i, g.Shape, u.Shape, d.Shape, inter, hidden, hidden, inter)
+		}
+	}
+	return hidden, inter, nil
+}
+
 // Route picks experts for one token from its router logits, returning the
 // expert ids and their combine weights.
 //

@@ -32,6 +32,9 @@ type binder struct {
 	// plan, when set, makes the binder load one tensor-parallel rank's
 	// slice of each tensor (tp.go); nil loads whole tensors.
 	plan *Plan
+	// record, when set, sees every tensor the architecture asks for with
+	// the shape it expects (ExpectedTensors).
+	record func(name string, shape []int)
 }
 
 func newBinder(cfg *Config, src Source, be kernels.Backend) *binder {
@@ -69,6 +72,9 @@ func (b *binder) tensor(name string, shape ...int) kernels.Tensor {
 
 // optional loads a tensor if the source has it, else returns nil.
 func (b *binder) optional(name string, shape ...int) kernels.Tensor {
+	if b.record != nil { // listing what a full checkpoint holds
+		return b.tensor(name, shape...)
+	}
 	if _, err := b.src.Weight(name); errors.Is(err, ErrMissingTensor) {
 		return nil
 	}
@@ -76,6 +82,9 @@ func (b *binder) optional(name string, shape ...int) kernels.Tensor {
 }
 
 func (b *binder) weight(name string, shape []int) (*kernels.Weight, error) {
+	if b.record != nil {
+		b.record(name, shape)
+	}
 	w, err := b.src.Weight(name)
 	if err != nil {
 		return nil, err

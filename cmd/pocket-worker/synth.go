@@ -9,21 +9,20 @@ import (
 	"github.com/pocketllm/pocketllm/models/synth"
 )
 
-// runSynth writes a random checkpoint of a named shape on the GPU machine
-// itself (weights are never carried there): bf16 safetensors through
-// models/synth, or a Q4_K_M-style GGUF.
+// runSynth writes a random checkpoint on the GPU machine itself (weights
+// are never carried there): a named dense shape or preset, or any
+// config.json, as safetensors through models/synth (bf16 or FP8), or a
+// dense shape as a Q4_K_M-style GGUF.
 func runSynth(args []string) error {
 	fs := flag.NewFlagSet("synth", flag.ContinueOnError)
-	shape := fs.String("shape", "llama3-8b", fmt.Sprint("model shape: ", synth.Names()))
+	shape := fs.String("shape", "llama3-8b", fmt.Sprint("model shape or preset: ", synth.AllNames()))
+	config := fs.String("config", "", "config.json of any supported architecture (instead of --shape)")
+	layers := fs.Int("layers", 0, "keep only the first N decoder layers (default: the shape's)")
 	out := fs.String("out", "", "output directory")
 	seed := fs.Uint64("seed", 1, "random seed")
-	format := fs.String("format", "bf16", "bf16 (config.json + model.safetensors) or q4_k_m (one model.gguf)")
+	format := fs.String("format", "", "bf16, fp8 (safetensors) or q4_k_m (one model.gguf; dense shapes); default: the shape's own")
 	if err := fs.Parse(args); err != nil {
 		return err
-	}
-	s, ok := synth.Shapes[*shape]
-	if !ok {
-		return fmt.Errorf("unknown shape %q (known: %v)", *shape, synth.Names())
 	}
 	if *out == "" {
 		return fmt.Errorf("--out is required")
@@ -31,13 +30,23 @@ func runSynth(args []string) error {
 	start := time.Now()
 	var n int64
 	var err error
-	switch *format {
-	case "bf16":
-		n, err = synth.Write(*out, s, *seed)
-	case "q4_k_m":
+	if *format == "q4_k_m" {
+		s, ok := synth.Shapes[*shape]
+		if !ok || *config != "" {
+			return fmt.Errorf("q4_k_m: only the dense shapes %v", synth.Names())
+		}
+		if *layers > 0 {
+			s.Layers = *layers
+		}
 		n, err = writeSynthGGUF(*out, s, *seed)
-	default:
-		return fmt.Errorf("unknown --format %q (bf16, q4_k_m)", *format)
+	} else {
+		var cfg []byte
+		if *config != "" {
+			if cfg, err = os.ReadFile(*config); err != nil {
+				return err
+			}
+		}
+		n, err = synth.Generate(*out, *shape, cfg, *format, *layers, *seed)
 	}
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -9,25 +10,36 @@ import (
 )
 
 func newSynthCmd() *cobra.Command {
-	var shape, out string
+	var shape, out, config, format string
+	var layers int
 	var seed uint64
 	cmd := &cobra.Command{
-		Use:   "synth --shape NAME --out DIR",
-		Short: "Write a random-weight bf16 checkpoint of a real model shape (for benchmarks)",
-		Args:  cobra.NoArgs,
+		Use:   "synth (--shape NAME | --config FILE) --out DIR",
+		Short: "Write a random-weight checkpoint of a real model shape or any config.json (for benchmarks)",
+		Long: "Writes config.json and model.safetensors with random weights: a named shape or preset, or\n" +
+			"whatever registered architecture --config names (tensors as `pocketd inspect` expects them).\n" +
+			"--layers keeps the first N layers at full width; --format fp8 stores the layers' projections\n" +
+			"as FP8 E4M3 with 128×128 block scales.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, ok := synth.Shapes[shape]
-			if !ok {
-				return fmt.Errorf("unknown shape %q (known: %v)", shape, synth.Names())
-			}
 			if out == "" {
 				return fmt.Errorf("--out is required")
 			}
-			_, err := synth.Write(out, s, seed)
+			var cfg []byte
+			if config != "" {
+				var err error
+				if cfg, err = os.ReadFile(config); err != nil {
+					return err
+				}
+			}
+			_, err := synth.Generate(out, shape, cfg, format, layers, seed)
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&shape, "shape", "qwen3-0.6b", "model shape: "+fmt.Sprint(synth.Names()))
+	cmd.Flags().StringVar(&shape, "shape", "qwen3-0.6b", "model shape or preset: "+fmt.Sprint(synth.AllNames()))
+	cmd.Flags().StringVar(&config, "config", "", "config.json of any supported architecture (instead of --shape)")
+	cmd.Flags().StringVar(&format, "format", "", "bf16 or fp8 (default: the shape's own)")
+	cmd.Flags().IntVar(&layers, "layers", 0, "keep only the first N decoder layers (default: the shape's)")
 	cmd.Flags().StringVar(&out, "out", "", "output directory")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "random seed")
 	return cmd

@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/pocketllm/pocketllm/kernels"
@@ -23,33 +22,9 @@ type expertSet struct {
 
 func (s *expertSet) Router() *kernels.Router { return &s.r }
 
-// checkExperts validates the weights of an expert set and returns the
-// hidden and intermediate widths; the CUDA backend shares the rule.
-func checkExperts(r *kernels.Router, gate, up, down []kernels.Tensor) (hidden, inter int, err error) {
-	if err := r.Check(); err != nil {
-		return 0, 0, err
-	}
-	if len(gate) != r.Experts || len(up) != r.Experts || len(down) != r.Experts {
-		return 0, 0, fmt.Errorf("moe: %d/%d/%d expert weights for %d experts", len(gate), len(up), len(down), r.Experts)
-	}
-	for i := range gate {
-		if gate[i] == nil || up[i] == nil || down[i] == nil {
-			return 0, 0, fmt.Errorf("moe: expert %d has no weights", i)
-		}
-		g, u, d := gate[i].Weight(), up[i].Weight(), down[i].Weight()
-		if i == 0 {
-			inter, hidden = g.Rows(), g.Cols()
-		}
-		if g.Rows() != inter || g.Cols() != hidden || u.Rows() != inter || u.Cols() != hidden || d.Rows() != hidden || d.Cols() != inter {
-			return 0, 0, fmt.Errorf("moe: expert %d shapes %v %v %v, want [%d %d] twice and [%d %d]", i, g.Shape, u.Shape, d.Shape, inter, hidden, hidden, inter)
-		}
-	}
-	return hidden, inter, nil
-}
-
 // NewExperts implements kernels.MoEOps.
 func (b *Backend) NewExperts(r *kernels.Router, gate, up, down []kernels.Tensor) (kernels.ExpertSet, error) {
-	hidden, inter, err := checkExperts(r, gate, up, down)
+	hidden, inter, err := kernels.ExpertShapes(r, gate, up, down)
 	if err != nil {
 		return nil, err
 	}

@@ -12,9 +12,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
-	"sync"
 )
 
 // Shape is the hyper-parameters of a dense Llama/Qwen3-style model.
@@ -122,73 +120,26 @@ func Write(dir string, s Shape, seed uint64) (int64, error) {
 // element index) filled by all cores, so an 8B model takes seconds, and a
 // shape and seed always give the same bytes.
 func Encode(w io.Writer, s Shape, seed uint64) (int64, error) {
-	ts := s.Tensors()
-	header := map[string]any{"__metadata__": map[string]string{"format": "pt", "generator": "pocketllm synth"}}
-	var off int64
-	for _, t := range ts {
-		n := int64(2)
-		for _, d := range t.Shape {
-			n *= int64(d)
-		}
-		header[t.Name] = map[string]any{"dtype": "BF16", "shape": t.Shape, "data_offsets": []int64{off, off + n}}
-		off += n
+	var es []entry
+	for _, t := range s.Tensors() {
+		es = append(es, entry{name: t.Name, dtype: "BF16", shape: t.Shape, std: initStd(t.Shape), norm: isNorm(t)})
 	}
-	h, err := json.Marshal(header)
-	if err != nil {
-		return 0, err
-	}
-	for (len(h)+8)%8 != 0 {
-		h = append(h, ' ')
-	}
-	var n8 [8]byte
-	binary.LittleEndian.PutUint64(n8[:], uint64(len(h)))
-	if _, err := w.Write(append(n8[:], h...)); err != nil {
-		return 0, err
-	}
-	const chunk = 64 << 20
-	buf := make([]byte, chunk)
-	for ti, t := range ts {
-		elems := int64(1)
-		for _, d := range t.Shape {
-			elems *= int64(d)
-		}
-		// Scale like an initialiser: std ~ 1/sqrt(fan_in), so activations
-		// stay in range through many layers; norm scales sit near 1.
-		std := float32(1 / math.Sqrt(float64(t.Shape[len(t.Shape)-1])))
-		for done := int64(0); done < elems; {
-			n := min(elems-done, chunk/2)
-			fillBF16(buf[:2*n], seed^uint64(ti)<<40, uint64(done), std, isNorm(t))
-			if _, err := w.Write(buf[:2*n]); err != nil {
-				return 0, err
-			}
-			done += n
-		}
-	}
-	return off, nil
+	return encode(w, es, seed)
 }
 
 // fillBF16 writes len(b)/2 values: uniform(±1.7·std) for matrices, 1±0.05
 // for norm scales; element i of the call is element ctr+i of the tensor.
 func fillBF16(b []byte, seed, ctr uint64, std float32, norm bool) {
-	n := len(b) / 2
-	workers := runtime.GOMAXPROCS(0)
-	per := (n + workers - 1) / workers
-	var wg sync.WaitGroup
-	for lo := 0; lo < n; lo += per {
-		wg.Add(1)
-		go func(lo, hi int) {
-			defer wg.Done()
-			for i := lo; i < hi; i++ {
-				u := float32(Splitmix(seed+ctr+uint64(i))>>40) / (1 << 24) // [0,1)
-				v := (u*2 - 1) * std * 1.7
-				if norm {
-					v = 1 + 0.1*(u-0.5)
-				}
-				binary.LittleEndian.PutUint16(b[2*i:], uint16(math.Float32bits(v)>>16))
+	parallelFill(len(b)/2, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			u := float32(Splitmix(seed+ctr+uint64(i))>>40) / (1 << 24) // [0,1)
+			v := (u*2 - 1) * std * 1.7
+			if norm {
+				v = 1 + 0.1*(u-0.5)
 			}
-		}(lo, min(lo+per, n))
-	}
-	wg.Wait()
+			binary.LittleEndian.PutUint16(b[2*i:], uint16(math.Float32bits(v)>>16))
+		}
+	})
 }
 
 // Splitmix is the splitmix64 mixing function: a counter-based generator
