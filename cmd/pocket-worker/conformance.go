@@ -330,6 +330,7 @@ func (c *conf) run() {
 	c.fused()
 	c.quant()
 	c.hybrid()
+	c.moe()
 }
 
 // attention checks StoreKV, CopyKVBlock and Attention (decode and prefill

@@ -88,6 +88,7 @@ type Backend struct {
 	pending []gemv     // single-row bf16 GEMVs on one input, not yet launched
 	lt      lt         // cuBLASLt prefill GEMMs (cublaslt.go)
 	q       *quantMod  // GGUF block-format kernels (quant.go), loaded on first use
+	moe     *moeMod    // MoE routing and indexed experts (moe.go), loaded on first use
 	hy      *hybridMod // Gated DeltaNet kernels (hybrid.go), loaded on first use
 	mla     *mlaMod    // latent attention kernels (mla.go), loaded on first use
 	attn128 int        // prefill attention kernel for head dim 128

@@ -1,0 +1,185 @@
+//go:build cuda
+
+package main
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+// moe checks kernels.MoEOps against the CPU (the reference): routing must
+// pick the same experts (ids exact, ties included) with the same weights;
+// the indexed expert GEMVs (decode) sum in fp32 like the CPU; the grouped
+// prefill path goes through the prefill GEMMs (bf16/tf32 tolerances).
+func (c *conf) moe() {
+	c.moeRoute()
+	type ex struct {
+		name                   string
+		dt                     kernels.DType
+		experts, k, hid, inter int
+		block                  [2]int
+		rows                   []int
+	}
+	for _, s := range []ex{
+		// qwen3-30b-a3b widths (32 of its 128 experts keep the weights small).
+		{"qwen3-30b-a3b", kernels.BF16, 32, 8, 2048, 768, [2]int{}, []int{1, 3, 16, 40}},
+		{"qwen3-30b-a3b-fp8", kernels.F8E4M3, 32, 8, 2048, 768, [2]int{128, 128}, []int{1, 5, 24}},
+		// deepseek-v3 widths, FP8 as the checkpoint stores them.
+		{"deepseek-v3", kernels.F8E4M3, 16, 8, 7168, 2048, [2]int{128, 128}, []int{1, 2}},
+		// minimax-m2 widths.
+		{"minimax-m2", kernels.BF16, 16, 8, 3072, 1536, [2]int{}, []int{1}},
+		// fixture-like.
+		{"tiny", kernels.BF16, 8, 2, 64, 32, [2]int{}, []int{1, 7, 17}},
+		{"tiny-fp8", kernels.F8E4M3, 8, 2, 64, 32, [2]int{16, 16}, []int{1, 20}},
+	} {
+		r := &kernels.Router{Experts: s.experts, TopK: s.k, NormTopK: true}
+		sg, sh := c.moeExperts(r, s.dt, s.hid, s.inter, s.block)
+		for _, rows := range s.rows {
+			selg, selh := c.pair(c.moeSel(rows, s.experts, s.k))
+			xg, xh := c.pair(c.randn(rows * s.hid))
+			yg, yh := c.outPair(rows * s.hid)
+			c.g.MoEExperts(sg, yg, xg, selg, rows)
+			c.c.MoEExperts(sh, yh, xh, selh, rows)
+			tol := tolExact * 10
+			if rows > 16 { // grouped: the prefill GEMMs
+				tol = tolTF32
+				if s.dt == kernels.BF16 {
+					tol = tolBF16
+				}
+			}
+			c.check("MoEExperts", fmt.Sprintf("%s %s e=%d k=%d rows=%d", s.name, s.dt, s.experts, s.k, rows), yg, yh, rows*s.hid, tol)
+		}
+	}
+	for _, s := range [][2]int{{1, 2048}, {3, 100}, {37, 64}} {
+		rows, dim := s[0], s[1]
+		dg, dh := c.pair(c.randn(rows * dim))
+		srcg, srch := c.pair(c.randn(rows * dim))
+		gg, gh := c.pair(c.randn(rows))
+		c.g.MoEAddGated(dg, srcg, gg, rows, dim)
+		c.c.MoEAddGated(dh, srch, gh, rows, dim)
+		c.check("MoEAddGated", fmt.Sprintf("rows=%d dim=%d", rows, dim), dg, dh, rows*dim, tolExact)
+	}
+}
+
+// moeRoute compares routing for the families' rules, on continuous logits
+// and on logits rounded to quarters (many exact ties, which must break
+// toward the lower expert and group as the CPU breaks them).
+func (c *conf) moeRoute() {
+	for _, s := range []struct {
+		name string
+		r    kernels.Router
+		bias bool
+	}{
+		{"qwen3-30b-a3b", kernels.Router{Experts: 128, TopK: 8, NormTopK: true}, false},
+		{"qwen3-next", kernels.Router{Experts: 512, TopK: 10, NormTopK: true}, false},
+		{"softmax-nonorm", kernels.Router{Experts: 60, TopK: 4}, false},
+		{"deepseek-v3", kernels.Router{Experts: 256, TopK: 8, Sigmoid: true, NormTopK: true, Groups: 8, TopKGrp: 4, Scale: 2.5}, true},
+		{"glm4.5", kernels.Router{Experts: 160, TopK: 8, Sigmoid: true, NormTopK: true, Groups: 1, TopKGrp: 1, Scale: 2.5}, true},
+		{"minimax-m2", kernels.Router{Experts: 256, TopK: 8, Sigmoid: true, NormTopK: true}, true},
+		{"tiny-grouped", kernels.Router{Experts: 16, TopK: 4, Sigmoid: true, NormTopK: true, Groups: 4, TopKGrp: 2, Scale: 1.5}, true},
+		{"tiny", kernels.Router{Experts: 8, TopK: 2, NormTopK: true}, false},
+		{"max", kernels.Router{Experts: 1024, TopK: 32, Sigmoid: true, Groups: 64, TopKGrp: 8}, true},
+	} {
+		for _, ties := range []bool{false, true} {
+			r := s.r
+			if s.bias {
+				r.Bias = c.randn(r.Experts)
+				for i := range r.Bias {
+					r.Bias[i] = float32(math.Round(float64(r.Bias[i])*2)) / 8
+				}
+			}
+			// Experts of 16×16 bf16: only the router matters here.
+			sg, sh := c.moeExperts(&r, kernels.BF16, 16, 16, [2]int{})
+			for _, rows := range []int{1, 5, 64} {
+				lg := c.randn(rows * r.Experts)
+				if ties {
+					for i := range lg {
+						lg[i] = float32(math.Round(float64(lg[i])*4)) / 4
+					}
+				}
+				lgg, lgh := c.pair(lg)
+				selg, selh := c.outPair(kernels.RouteLen(rows, r.TopK))
+				c.g.MoERoute(sg, selg, lgg, rows)
+				c.c.MoERoute(sh, selh, lgh, rows)
+				c.check("MoERoute", fmt.Sprintf("%s ties=%v rows=%d", s.name, ties, rows), selg, selh, kernels.RouteLen(rows, r.TopK), tolExact)
+			}
+		}
+	}
+}
+
+// moeExperts makes random experts and binds them on both backends.
+func (c *conf) moeExperts(r *kernels.Router, dt kernels.DType, hid, inter int, block [2]int) (g, h kernels.ExpertSet) {
+	var ws [2][3][]kernels.Tensor // backend, matrix (gate, up, down), expert
+	for range r.Experts {
+		for m, shape := range [3][2]int{{inter, hid}, {inter, hid}, {hid, inter}} {
+			w := c.moeWeight(dt, shape[0], shape[1], block)
+			for b := range ws {
+				ws[b][m] = append(ws[b][m], w[b])
+			}
+		}
+	}
+	g, err := c.g.NewExperts(r, ws[0][0], ws[0][1], ws[0][2])
+	if err != nil {
+		panic(err)
+	}
+	if h, err = c.c.NewExperts(r, ws[1][0], ws[1][1], ws[1][2]); err != nil {
+		panic(err)
+	}
+	return g, h
+}
+
+// moeSel makes a routing buffer: k distinct experts per row, positive
+// weights.
+func (c *conf) moeSel(rows, experts, k int) []float32 {
+	sel := make([]float32, kernels.RouteLen(rows, k))
+	for r := range rows {
+		for j, id := range c.rng.Perm(experts)[:k] {
+			sel[r*2*k+j] = float32(id)
+			sel[r*2*k+k+j] = 0.05 + c.rng.Float32()
+		}
+	}
+	return sel
+}
+
+// moeWeight makes a random [out, in] expert matrix fast (bit patterns from
+// one 64-bit draw per four bf16 values, eight FP8 values), loaded on both.
+func (c *conf) moeWeight(dt kernels.DType, out, in int, block [2]int) [2]kernels.Tensor {
+	w := &kernels.Weight{Name: "expert", DType: dt, Shape: []int{out, in}}
+	n := out * in
+	switch dt {
+	case kernels.BF16:
+		w.Data = make([]byte, 2*n)
+		for i := 0; i < n; i += 4 {
+			u := c.rng.Uint64()
+			for j := 0; j < 4 && i+j < n; j++ {
+				h := uint16(u >> (16 * j))
+				// sign, exponent 2^-8..2^-5, mantissa.
+				binary.LittleEndian.PutUint16(w.Data[2*(i+j):], h&0x807f|uint16(119+(h>>7)&3)<<7)
+			}
+		}
+	case kernels.F8E4M3:
+		w.Data = make([]byte, n)
+		for i := 0; i < n; i += 8 {
+			u := c.rng.Uint64()
+			for j := 0; j < 8 && i+j < n; j++ {
+				v := byte(u >> (8 * j))
+				if v&0x7f == 0x7f { // NaN encodings
+					v &^= 1
+				}
+				w.Data[i+j] = v
+			}
+		}
+		w.ScaleBlock = block
+		w.Scale = make([]float32, ((out+block[0]-1)/block[0])*((in+block[1]-1)/block[1]))
+		for i := range w.Scale {
+			w.Scale[i] = float32((0.5 + c.rng.Float64()) / 64 / math.Sqrt(float64(in)))
+		}
+	default:
+		panic("moeWeight: " + dt.String())
+	}
+	g, h := c.load(w)
+	return [2]kernels.Tensor{g, h}
+}

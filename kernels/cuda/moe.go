@@ -1,0 +1,323 @@
+//go:build cuda
+
+package cuda
+
+//go:generate nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o moe.ptx moe.cu
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"slices"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+// kernels.MoEOps on the GPU (kernels in moe.cu). Routing runs on the
+// device; the experts' weights stay where LoadWeight put them and are
+// reached through a per-layer table of device pointers indexed by the
+// routed ids, so:
+//   - up to moeGEMVRows rows (decode): two launches, gate+up+SwiGLU for
+//     every (row, slot) and down with the weighted sum over the slots; no
+//     host read, so the step can be captured as a graph;
+//   - more rows (prefill): the routing is read back once per layer and the
+//     rows are grouped by expert as host routing does (Gather, the usual
+//     MatMuls, ScatterAdd), which reads each chosen expert once.
+//
+// bf16 and FP8 block-scaled experts are covered; other formats get
+// ErrUnsupported from NewExperts and the model keeps host routing. The
+// module is loaded on first use, so dense models never JIT it.
+
+//go:embed moe.ptx
+var moePTX string
+
+// moeGEMVRows is the most rows that take the indexed GEMV path: each row
+// reads its K experts' weights, which beats grouping (a host round trip
+// and five launches per expert) while rows×K stays near the expert count.
+const moeGEMVRows = 16
+
+// Limits of moe_route's shared arrays.
+const (
+	moeMaxExperts = 1024
+	moeMaxGroups  = 64
+	moeMaxTopK    = 32
+)
+
+type moeMod struct {
+	route, addGated      cFunc
+	gateupBF16, downBF16 cFunc
+	gateupFP8, downFP8   cFunc
+	h                    cu.DevicePtr // [rows, K, inter] SwiGLU outputs of the GEMV path
+	hN                   int64
+	grouped              [4]kernels.Buf // xin, gate, up, xout of the grouped path
+}
+
+// moeModule loads the MoE kernels once (context current).
+func (b *Backend) moeModule() (*moeMod, error) {
+	if b.moe != nil {
+		return b.moe, nil
+	}
+	mod, err := cu.LoadData(moePTX)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: load MoE PTX: %w", err)
+	}
+	m := &moeMod{}
+	for _, f := range []struct {
+		dst  *cFunc
+		name string
+	}{{&m.route, "moe_route"}, {&m.addGated, "moe_add_gated"}, {&m.gateupBF16, "moe_gateup_bf16"},
+		{&m.downBF16, "moe_down_bf16"}, {&m.gateupFP8, "moe_gateup_fp8"}, {&m.downFP8, "moe_down_fp8"}} {
+		fn, err := mod.Function(f.name)
+		if err != nil {
+			return nil, fmt.Errorf("cuda: kernel %s: %w", f.name, err)
+		}
+		*f.dst = cfunc(fn)
+	}
+	b.moe = m
+	return m, nil
+}
+
+// mrun launches a MoE kernel on a (gx, gy) grid (context current).
+func (b *Backend) mrun(f cFunc, gx, gy, bx int, args ...uint64) {
+	if b.err != nil || gx == 0 || gy == 0 {
+		return
+	}
+	b.a(args...)
+	b.fail(launch(f, gx, gy, bx, b.s, &b.args, b.nargs))
+}
+
+// expertSet is one MoE layer on the device.
+type expertSet struct {
+	r              kernels.Router
+	gate, up, down []kernels.Tensor
+	hidden, inter  int
+	dt             kernels.DType
+	b0, b1         int          // FP8 scale block
+	bias           cu.DevicePtr // e_score_correction_bias, or 0
+	// ptrs holds 6×Experts device addresses: gate, up and down weights,
+	// then their FP8 scales (0 for bf16).
+	ptrs cu.DevicePtr
+}
+
+func (s *expertSet) Router() *kernels.Router { return &s.r }
+
+func (s *expertSet) table(i int) uint64 { return ptr(s.ptrs) + uint64(i*s.r.Experts*8) }
+
+// moeFormat returns why the indexed kernels cannot run these experts ("":
+// they can): one dtype for all, bf16 or FP8 with one 16-aligned scale
+// block, widths the 16-byte loads divide, and moe_route's limits.
+func moeFormat(r *kernels.Router, ws []kernels.Tensor, hidden, inter int) string {
+	switch {
+	case r.Experts > moeMaxExperts || r.TopK > moeMaxTopK:
+		return fmt.Sprintf("top %d of %d experts", r.TopK, r.Experts)
+	case r.Grouped() && r.Groups > moeMaxGroups:
+		return fmt.Sprintf("%d expert groups", r.Groups)
+	}
+	w0 := ws[0].Weight()
+	for _, t := range ws {
+		w := t.Weight()
+		if w.DType != w0.DType || w.ScaleBlock != w0.ScaleBlock {
+			return "experts in mixed formats"
+		}
+	}
+	switch w0.DType {
+	case kernels.BF16:
+		if hidden%8 != 0 || inter%8 != 0 {
+			return fmt.Sprintf("bf16 widths %d/%d not multiples of 8", hidden, inter)
+		}
+	case kernels.F8E4M3:
+		if hidden%16 != 0 || inter%16 != 0 || w0.ScaleBlock[1]%16 != 0 {
+			return fmt.Sprintf("FP8 widths %d/%d or scale block %v not multiples of 16", hidden, inter, w0.ScaleBlock)
+		}
+	default:
+		return w0.DType.String() + " experts"
+	}
+	return ""
+}
+
+// NewExperts implements kernels.MoEOps.
+func (b *Backend) NewExperts(r *kernels.Router, gate, up, down []kernels.Tensor) (kernels.ExpertSet, error) {
+	hidden, inter, err := kernels.ExpertShapes(r, gate, up, down)
+	if err != nil {
+		return nil, err
+	}
+	all := slices.Concat(gate, up, down)
+	if why := moeFormat(r, all, hidden, inter); why != "" {
+		return nil, fmt.Errorf("cuda: MoE: %s: %w", why, kernels.ErrUnsupported)
+	}
+	tbl := make([]uint64, 6*r.Experts)
+	for i, t := range all {
+		d, ok := t.(*tensor)
+		if !ok {
+			return nil, fmt.Errorf("cuda: MoE: expert weight %T not loaded by this backend", t)
+		}
+		tbl[i], tbl[len(all)+i] = ptr(d.data), ptr(d.scale)
+	}
+	if !b.enter() {
+		b.exit()
+		return nil, b.err
+	}
+	defer b.exit()
+	if b.cap != nil {
+		return nil, errors.New("cuda: NewExperts during graph capture")
+	}
+	if _, err := b.moeModule(); err != nil {
+		return nil, err
+	}
+	w0 := gate[0].Weight()
+	s := &expertSet{r: *r, gate: gate, up: up, down: down, hidden: hidden, inter: inter, dt: w0.DType,
+		b0: w0.ScaleBlock[0], b1: w0.ScaleBlock[1]}
+	s.r.Bias = slices.Clone(r.Bias)
+	s.ptrs = b.upload(unsafe.Pointer(&tbl[0]), int64(len(tbl))*8)
+	if s.r.Bias != nil {
+		s.bias = b.upload(unsafe.Pointer(&s.r.Bias[0]), int64(len(s.r.Bias))*4)
+	}
+	if b.err != nil {
+		return nil, fmt.Errorf("cuda: MoE tables: %w", b.err)
+	}
+	return s, nil
+}
+
+// moeEnter is enter plus the module and the set's type (nil, false: the
+// op does nothing; the caller still exits).
+func (b *Backend) moeEnter(set kernels.ExpertSet) (*moeMod, *expertSet, bool) {
+	if !b.enter() {
+		return nil, nil, false
+	}
+	m, err := b.moeModule()
+	if err != nil {
+		b.fail(err)
+		return nil, nil, false
+	}
+	s, ok := set.(*expertSet)
+	if set != nil && !ok {
+		b.fail(fmt.Errorf("cuda: MoE op on a %T", set))
+		return nil, nil, false
+	}
+	return m, s, true
+}
+
+func bit(v bool) uint64 {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// MoERoute implements kernels.MoEOps: one block per row.
+func (b *Backend) MoERoute(set kernels.ExpertSet, sel, logits kernels.Buf, rows int) {
+	defer b.exit()
+	m, s, ok := b.moeEnter(set)
+	if !ok || s == nil {
+		return
+	}
+	r := &s.r
+	groups, topkGroup := 0, 0
+	if r.Grouped() {
+		groups, topkGroup = r.Groups, r.TopKGrp
+	}
+	scale := r.Scale
+	if scale == 0 {
+		scale = 1
+	}
+	b.mrun(m.route, rows, 1, 256, ptr(dptr(sel)), ptr(dptr(logits)), ptr(s.bias), i32(r.Experts), i32(r.TopK),
+		bit(r.Sigmoid), bit(r.NormTopK), i32(groups), i32(topkGroup), f32(scale))
+}
+
+// MoEExperts implements kernels.MoEOps.
+func (b *Backend) MoEExperts(set kernels.ExpertSet, dst, x, sel kernels.Buf, rows int) {
+	if rows > moeGEMVRows {
+		b.moeGrouped(set, dst, x, sel, rows)
+		return
+	}
+	defer b.exit()
+	m, s, ok := b.moeEnter(set)
+	if !ok || s == nil {
+		return
+	}
+	k, e, hid, inter := s.r.TopK, s.r.Experts, s.hidden, s.inter
+	if need := int64(rows*k*inter) * 4; need > m.hN {
+		// The old buffer is not freed: queued work or a captured graph
+		// may still use it.
+		m.hN = max(need, 1<<20)
+		m.h = b.alloc(m.hN)
+	}
+	y, h, xp, sp := ptr(dptr(dst)), ptr(m.h), ptr(dptr(x)), ptr(dptr(sel))
+	switch s.dt {
+	case kernels.BF16:
+		b.mrun(m.gateupBF16, cdiv(inter, 8), rows*k, 256, h, xp, sp, s.table(0), s.table(1), i32(inter), i32(hid), i32(k), i32(e))
+		b.mrun(m.downBF16, cdiv(hid, 8), rows, 256, y, h, sp, s.table(2), i32(hid), i32(inter), i32(k), i32(e))
+	case kernels.F8E4M3:
+		b.mrun(m.gateupFP8, cdiv(inter, 8), rows*k, 256, h, xp, sp, s.table(0), s.table(1), s.table(3), s.table(4),
+			i32(inter), i32(hid), i32(k), i32(e), i32(s.b0), i32(s.b1), i32(cdiv(hid, s.b1)))
+		b.mrun(m.downFP8, cdiv(hid, 8), rows, 256, y, h, sp, s.table(2), s.table(5), i32(hid), i32(inter), i32(k), i32(e),
+			i32(s.b0), i32(s.b1), i32(cdiv(inter, s.b1)))
+	}
+}
+
+// moeGrouped is MoEExperts for many rows: the routing comes back to the
+// host once and each chosen expert runs over its rows as host routing
+// would run it. It cannot be captured.
+func (b *Backend) moeGrouped(set kernels.ExpertSet, dst, x, sel kernels.Buf, rows int) {
+	m, s, ok := b.moeEnter(set)
+	if ok && b.cap != nil {
+		b.cap.err = fmt.Errorf("cuda: MoE over %d rows during graph capture: %w", rows, kernels.ErrUnsupported)
+		ok = false
+	}
+	if !ok || s == nil {
+		b.exit()
+		return
+	}
+	k, e, hid, inter := s.r.TopK, s.r.Experts, s.hidden, s.inter
+	b.fail(cu.MemsetD32Async(dptr(dst), 0, int64(rows*hid), b.stream))
+	b.exit()
+	route := make([]float32, kernels.RouteLen(rows, k))
+	b.Read(sel, 0, route)
+	perRow := make([][]int32, e)
+	perW := make([][]float32, e)
+	most := 0
+	for r := 0; r < rows; r++ {
+		for j := 0; j < k; j++ {
+			v := route[r*2*k+j]
+			if !(v >= 0 && v < float32(e)) { // also NaN after a failure
+				continue
+			}
+			id := int(v)
+			perRow[id] = append(perRow[id], int32(r))
+			perW[id] = append(perW[id], route[r*2*k+k+j])
+			most = max(most, len(perRow[id]))
+		}
+	}
+	buf := func(i, n int) kernels.Buf {
+		if m.grouped[i] == nil || m.grouped[i].Len() < n {
+			m.grouped[i] = b.NewBuf(n)
+		}
+		return m.grouped[i]
+	}
+	xin, g, u, xout := buf(0, most*hid), buf(1, most*inter), buf(2, most*inter), buf(3, most*hid)
+	for id, rs := range perRow {
+		n := len(rs)
+		if n == 0 {
+			continue
+		}
+		b.Gather(xin, x, rs, hid)
+		b.MatMul(g, xin, s.gate[id], n)
+		b.MatMul(u, xin, s.up[id], n)
+		b.SwiGLU(g, g, u, n*inter)
+		b.MatMul(xout, g, s.down[id], n)
+		b.ScatterAdd(dst, xout, rs, perW[id], hid)
+	}
+}
+
+// MoEAddGated implements kernels.MoEOps.
+func (b *Backend) MoEAddGated(dst, src, gate kernels.Buf, rows, dim int) {
+	defer b.exit()
+	m, _, ok := b.moeEnter(nil)
+	if !ok {
+		return
+	}
+	b.mrun(m.addGated, cdiv(rows*dim, 256), 1, 256, ptr(dptr(dst)), ptr(dptr(src)), ptr(dptr(gate)), i32(rows), i32(dim))
+}
