@@ -154,7 +154,7 @@ func (m *MLA) Forward(p *Pass, in, out kernels.Buf) error {
 	be.RMSNorm(lat, lat, m.KVANorm, rows, r, m.Eps)
 	be.MatMul(kpe, in, m.KVARope, rows)
 	be.RoPE(kpe, p.Pos, 1, dr, &m.Rope)
-	krow := zeroed(be, s.Buf("mla.krow", rows*kw), rows*kw)
+	krow := zeroed(be, s, s.Buf("mla.krow", rows*kw), rows*kw)
 	scatterCols(be, krow, lat, rows, kw, g, colBlock{0, r})
 	scatterCols(be, krow, kpe, rows, kw, g, colBlock{r, dr})
 
@@ -166,7 +166,7 @@ func (m *MLA) Forward(p *Pass, in, out kernels.Buf) error {
 	be.StoreKV(p.Seq.Pool, m.KVLayer, krow, ikey, p.Slots)
 
 	// Absorbed queries, per head [W_UK_hᵀ q_nope ; rotated q_pe].
-	qf := zeroed(be, s.Buf("mla.qf", rows*h*kw), rows*h*kw)
+	qf := zeroed(be, s, s.Buf("mla.qf", rows*h*kw), rows*h*kw)
 	qpe := s.Buf("mla.qpe", rows*h*dr)
 	src, dst := make([]colBlock, h), make([]colBlock, h)
 	for i := range h {
@@ -186,7 +186,7 @@ func (m *MLA) Forward(p *Pass, in, out kernels.Buf) error {
 	// Attention in latent space, then each head's W_UV and o_proj.
 	olat := s.Buf("mla.olat", rows*h*r)
 	m.ops.MLAttention(olat, qf, p.Seq.Pool, m.KVLayer, p.Attn, rows, h, r, m.Scale, dsa)
-	att := zeroed(be, s.Buf("mla.att", rows*h*dv), rows*h*dv)
+	att := zeroed(be, s, s.Buf("mla.att", rows*h*dv), rows*h*dv)
 	ol := s.Buf("mla.olat.h", rows*r)
 	ov := s.Buf("mla.ov.h", rows*dv)
 	for i := range h {
@@ -274,8 +274,10 @@ func scatterCols(be kernels.Backend, dst, src kernels.Buf, rows, dstW, g int, bl
 	be.ScatterAdd(dst, src, idx, ones, g)
 }
 
-func zeroed(be kernels.Backend, b kernels.Buf, n int) kernels.Buf {
-	be.Write(b, 0, make([]float32, n))
+// zeroed clears the first n elements of b (see Scratch.Zeros) and returns it.
+func zeroed(be kernels.Backend, s *Scratch, b kernels.Buf, n int) kernels.Buf {
+	z := s.Zeros(n)
+	be.Add(b, z, z, n)
 	return b
 }
 

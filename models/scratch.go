@@ -35,3 +35,9 @@ func (s *Scratch) Buf(name string, n int) kernels.Buf {
 	}
 	return b
 }
+
+// Zeros returns a buffer of at least n zeros: a scratch buffer that no op
+// writes (NewBuf zeroes it). Clearing a buffer by adding two of these is an
+// ordinary op, which a recorded decode step (a CUDA graph) replays; a host
+// Write could not be recorded.
+func (s *Scratch) Zeros(n int) kernels.Buf { return s.Buf("zeros", n) }

@@ -18,41 +18,20 @@
 __device__ __forceinline__ void pdlWait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void pdlLaunchDependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
-// blockInvRms returns rsqrt(mean(x²) + eps) over x[0:dim] to every thread
-// of the 256-thread block (the rmsnorm kernel's arithmetic).
-__device__ float blockInvRms(const float* __restrict__ x, int dim, float eps) {
-    __shared__ float red[8];
-    float s = 0.f;
-    if ((dim & 3) == 0) {
-        const float4* x4 = (const float4*)x;
-        for (int i = threadIdx.x; i < dim / 4; i += blockDim.x) {
-            float4 v = __ldg(x4 + i);
-            s += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-        }
-    } else {
-        for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-            float v = __ldg(x + i);
-            s += v * v;
-        }
-    }
-    s = warpSum(s);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = s;
-    __syncthreads();
-    float t = 0.f;
-#pragma unroll
-    for (int w = 0; w < 8; w++) t += red[w];
-    __syncthreads(); // red may be reused by the caller's reduction
-    return rsqrtf(t / dim + eps);
-}
-
-// chunkDot is one 16-byte chunk c (8 bf16 weights) against the activation:
-// x[8c..8c+8), times the norm weight when NORM (the 1/rms factor is common
-// to the whole row and is applied to the finished sum).
+// chunkDot is one 16-byte chunk c (8 bf16 weights) against the activation
+// x[8c..8c+8), times the norm weight when NORM. The norm's 1/rms factor is
+// common to the whole row, so it is applied to the finished sum; its sum
+// of squares is gathered on the way (ss), from the very x elements the
+// dot reads: the warps of a row together read all of x once, so no pass
+// over x precedes the streaming.
 template <bool NORM>
-__device__ __forceinline__ float chunkDot(uint4 a, const float* __restrict__ x, const float* __restrict__ nw, int c) {
+__device__ __forceinline__ float chunkDot(uint4 a, const float* __restrict__ x, const float* __restrict__ nw, int c,
+                                          float& ss) {
     const float4* x4 = (const float4*)x;
     float4 x0 = __ldg(x4 + 2 * c), x1 = __ldg(x4 + 2 * c + 1);
     if (NORM) {
+        ss += x0.x * x0.x + x0.y * x0.y + x0.z * x0.z + x0.w * x0.w + x1.x * x1.x + x1.y * x1.y + x1.z * x1.z +
+              x1.w * x1.w;
         const float4* n4 = (const float4*)nw;
         float4 n0 = __ldg(n4 + 2 * c), n1 = __ldg(n4 + 2 * c + 1);
         x0 = make_float4(x0.x * n0.x, x0.y * n0.y, x0.z * n0.z, x0.w * n0.w);
@@ -86,32 +65,38 @@ struct RowDot {
         }
     }
 
-    __device__ __forceinline__ float finish(const float* __restrict__ x, const float* __restrict__ nw, bool valid) {
+    // finish streams the rest of the row; ss collects the sum of squares
+    // of the x elements read (NORM).
+    __device__ __forceinline__ float finish(const float* __restrict__ x, const float* __restrict__ nw, bool valid,
+                                            float& ss) {
         float acc = 0.f;
         if (!valid) return acc;
         if (pre) {
-            acc += chunkDot<NORM>(p[0], x, nw, c) + chunkDot<NORM>(p[1], x, nw, c + stride) +
-                   chunkDot<NORM>(p[2], x, nw, c + 2 * stride) + chunkDot<NORM>(p[3], x, nw, c + 3 * stride);
+            acc += chunkDot<NORM>(p[0], x, nw, c, ss) + chunkDot<NORM>(p[1], x, nw, c + stride, ss) +
+                   chunkDot<NORM>(p[2], x, nw, c + 2 * stride, ss) + chunkDot<NORM>(p[3], x, nw, c + 3 * stride, ss);
             c += 4 * stride;
         }
         for (; c + 3 * stride < chunks; c += 4 * stride) {
             uint4 a0 = ldstream(w + c), a1 = ldstream(w + c + stride);
             uint4 a2 = ldstream(w + c + 2 * stride), a3 = ldstream(w + c + 3 * stride);
-            acc += chunkDot<NORM>(a0, x, nw, c) + chunkDot<NORM>(a1, x, nw, c + stride) +
-                   chunkDot<NORM>(a2, x, nw, c + 2 * stride) + chunkDot<NORM>(a3, x, nw, c + 3 * stride);
+            acc += chunkDot<NORM>(a0, x, nw, c, ss) + chunkDot<NORM>(a1, x, nw, c + stride, ss) +
+                   chunkDot<NORM>(a2, x, nw, c + 2 * stride, ss) + chunkDot<NORM>(a3, x, nw, c + 3 * stride, ss);
         }
-        for (; c < chunks; c += stride) acc += chunkDot<NORM>(ldstream(w + c), x, nw, c);
+        for (; c < chunks; c += stride) acc += chunkDot<NORM>(ldstream(w + c), x, nw, c, ss);
         return acc;
     }
 };
 
-// rowSums leaves each warp's total in red[warp] (every thread may read
-// them after the call).
-__device__ __forceinline__ void rowSums(float* red, float acc) {
-    float s = warpSum(acc);
+// rowSums leaves each warp's total of v in red[warp] (every thread may
+// read them after the call).
+__device__ __forceinline__ void rowSums(float* red, float v) {
+    float s = warpSum(v);
     if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = s;
     __syncthreads();
 }
+
+// invRms is rsqrt(mean(x²) + eps) from the sum of squares of x.
+__device__ __forceinline__ float invRms(float ss, int in, float eps) { return rsqrtf(ss / in + eps); }
 
 // gemv_norm_multi: y_i = W_i · rmsnorm(x) for up to four matrices sharing
 // the input (q, k, v). Blocks [0,n0) do matrix 0, [n0,n1) matrix 1, ...;
@@ -120,7 +105,7 @@ extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi(
     const float* __restrict__ x, const float* __restrict__ nw, float eps, int in, int wpr, float* y0,
     const uint16_t* w0, int out0, int n0, float* y1, const uint16_t* w1, int out1, int n1, float* y2,
     const uint16_t* w2, int out2, int n2, float* y3, const uint16_t* w3, int out3) {
-    __shared__ float red[8];
+    __shared__ float red[8], red2[8];
     int b = blockIdx.x;
     float* y;
     const uint16_t* w;
@@ -141,12 +126,14 @@ extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi(
     d.prefetch(w + (long)(valid ? o : 0) * in, in, (warp % wpr) * 32 + lane, 32 * wpr, valid);
     pdlLaunchDependents();
     pdlWait();
-    float inv = blockInvRms(x, in, eps);
-    rowSums(red, d.finish(x, nw, valid));
+    float ss = 0.f;
+    float dot = d.finish(x, nw, valid, ss);
+    rowSums(red2, ss);
+    rowSums(red, dot);
     if (lane == 0 && warp % wpr == 0 && valid) {
-        float t = 0.f;
-        for (int i = 0; i < wpr; i++) t += red[warp + i];
-        y[o] = t * inv;
+        float t = 0.f, q = 0.f;
+        for (int i = 0; i < wpr; i++) t += red[warp + i], q += red2[warp + i];
+        y[o] = t * invRms(q, in, eps);
     }
 }
 
@@ -162,7 +149,8 @@ extern "C" __global__ void __launch_bounds__(256) gemv_add(float* acc, const flo
     d.prefetch(w + (long)(valid ? o : 0) * in, in, (warp % wpr) * 32 + lane, 32 * wpr, valid);
     pdlLaunchDependents();
     pdlWait();
-    rowSums(red, d.finish(x, nullptr, valid));
+    float ss = 0.f;
+    rowSums(red, d.finish(x, nullptr, valid, ss));
     if (lane == 0 && warp % wpr == 0 && valid) {
         float t = 0.f;
         for (int i = 0; i < wpr; i++) t += red[warp + i];
@@ -178,7 +166,7 @@ extern "C" __global__ void __launch_bounds__(256) gemv_norm_swiglu(float* act, c
                                                                    const float* __restrict__ nw, float eps,
                                                                    const uint16_t* wg, const uint16_t* wu, int out,
                                                                    int in, int wpr) {
-    __shared__ float red[8];
+    __shared__ float red[8], red2[8];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int P = 4 / wpr, v = warp / wpr;
     int o = blockIdx.x * P + v % P;
@@ -188,16 +176,20 @@ extern "C" __global__ void __launch_bounds__(256) gemv_norm_swiglu(float* act, c
     d.prefetch(w + (long)(valid ? o : 0) * in, in, (warp % wpr) * 32 + lane, 32 * wpr, valid);
     pdlLaunchDependents();
     pdlWait();
-    float inv = blockInvRms(x, in, eps);
-    rowSums(red, d.finish(x, nw, valid));
+    float ss = 0.f;
+    float dot = d.finish(x, nw, valid, ss);
+    rowSums(red2, ss);
+    rowSums(red, dot);
     if ((int)threadIdx.x < P) {
         int oo = blockIdx.x * P + threadIdx.x;
         if (oo < out) {
-            float g = 0.f, u = 0.f;
+            float g = 0.f, u = 0.f, q = 0.f;
             for (int i = 0; i < wpr; i++) {
                 g += red[threadIdx.x * wpr + i];
                 u += red[(P + threadIdx.x) * wpr + i];
+                q += red2[threadIdx.x * wpr + i]; // the gate warps read all of x
             }
+            float inv = invRms(q, in, eps);
             g *= inv;
             u *= inv;
             act[oo] = g / (1.f + expf(-g)) * u;

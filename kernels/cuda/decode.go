@@ -82,7 +82,7 @@ func normVec(w kernels.Tensor, n int) cu.DevicePtr {
 
 // NormMatMul implements kernels.FusedOps.
 func (b *Backend) NormMatMul(dst []kernels.Buf, x kernels.Buf, norm kernels.Tensor, eps float32, ws []kernels.Tensor, rows int) bool {
-	if switches.noFused || rows != 1 || len(ws) == 0 || len(ws) > 4 || len(dst) != len(ws) {
+	if !switches.fused["qkv"] || rows != 1 || len(ws) == 0 || len(ws) > 4 || len(dst) != len(ws) {
 		return false
 	}
 	in := ws[0].Weight().Cols()
@@ -124,7 +124,7 @@ func (b *Backend) NormMatMul(dst []kernels.Buf, x kernels.Buf, norm kernels.Tens
 
 // NormSwiGLU implements kernels.FusedOps.
 func (b *Backend) NormSwiGLU(act, x kernels.Buf, norm kernels.Tensor, eps float32, gate, up kernels.Tensor, rows int) bool {
-	if switches.noFused || rows != 1 {
+	if !switches.fused["mlp"] || rows != 1 {
 		return false
 	}
 	in := gate.Weight().Cols()
@@ -149,7 +149,7 @@ func (b *Backend) NormSwiGLU(act, x kernels.Buf, norm kernels.Tensor, eps float3
 
 // MatMulAdd implements kernels.FusedOps.
 func (b *Backend) MatMulAdd(acc, x kernels.Buf, w kernels.Tensor, rows int) bool {
-	if switches.noFused || rows != 1 {
+	if !switches.fused["add"] || rows != 1 {
 		return false
 	}
 	in := w.Weight().Cols()
@@ -171,7 +171,7 @@ func (b *Backend) MatMulAdd(acc, x kernels.Buf, w kernels.Tensor, rows int) bool
 func (b *Backend) RoPEStoreKV(q, k, v kernels.Buf, qNorm, kNorm kernels.Tensor, eps float32, kp kernels.KVPool, layer int,
 	pos, slots []int32, heads, kvHeads, headDim int, r *kernels.RoPE) bool {
 	p, ok := kp.(*kvPool)
-	if switches.noFused || !ok || len(pos) == 0 || len(pos) != len(slots) || headDim > 256 || r.RotaryDim > headDim ||
+	if !switches.fused["rope"] || !ok || len(pos) == 0 || len(pos) != len(slots) || headDim > 256 || r.RotaryDim > headDim ||
 		r.RotaryDim%2 != 0 || p.spec.KVHeads != kvHeads || p.spec.HeadDimK != headDim || p.spec.HeadDimV != headDim ||
 		layer < 0 || layer >= p.spec.Layers {
 		return false

@@ -20,7 +20,8 @@ import (
 // stream; Graph.Launch rewrites the dynamic ones for the next step with one
 // copy and replays the graph. A Read during capture is not performed but
 // remembered as the step's output (the logits); a step that needs device
-// data on the host mid-way (MoE routing) cannot be captured.
+// data on the host mid-way (MoE routing on the host, for expert formats
+// without kernels.MoEOps) cannot be captured.
 //
 // A Graph refers to the activation buffers the captured Forward used: it
 // stays valid while the model's scratch buffers do (no pass with more rows

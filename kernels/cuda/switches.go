@@ -2,7 +2,10 @@
 
 package cuda
 
-import "os"
+import (
+	"os"
+	"strings"
+)
 
 // switches are the backend's A/B measurement knobs. They are read from the
 // environment once, here and nowhere else, because they exist for
@@ -12,18 +15,34 @@ import "os"
 //	POCKET_CUBLASLT=0    prefill GEMMs use the built-in tf32 kernel, not cuBLASLt
 //	POCKET_ATTN_OCC=2    the 2-blocks-per-SM prefill attention variant
 //	POCKET_QGEMV=exact   GGUF one-row GEMVs keep float32 activations (no int8 dp4a path)
-//	POCKET_FUSED=0       no fused decode kernels (kernels.FusedOps declines every call)
+//	POCKET_FUSED=0       no fused decode kernels (kernels.FusedOps declines every call);
+//	                     POCKET_FUSED=qkv,mlp,add,rope enables only the named ones
+//	                     (NormMatMul, NormSwiGLU, MatMulAdd, RoPEStoreKV)
 //	POCKET_PDL=0         fused decode kernels launch without programmatic dependent launch
 var switches = struct {
 	noCublasLt bool
 	attnOcc2   bool
 	exactQGEMV bool
-	noFused    bool
+	fused      map[string]bool
 	noPDL      bool
 }{
 	noCublasLt: os.Getenv("POCKET_CUBLASLT") == "0",
 	attnOcc2:   os.Getenv("POCKET_ATTN_OCC") == "2",
 	exactQGEMV: os.Getenv("POCKET_QGEMV") == "exact",
-	noFused:    os.Getenv("POCKET_FUSED") == "0",
+	fused:      fusedSwitch(os.Getenv("POCKET_FUSED")),
 	noPDL:      os.Getenv("POCKET_PDL") == "0",
+}
+
+func fusedSwitch(v string) map[string]bool {
+	on := map[string]bool{}
+	switch v {
+	case "", "1":
+		v = "qkv,mlp,add,rope"
+	case "0":
+		v = ""
+	}
+	for _, f := range strings.Split(v, ",") {
+		on[f] = true
+	}
+	return on
 }
