@@ -47,7 +47,23 @@ for stage in "$@"; do
     model llama3-8b /tmp/l8b
     step bench 120 $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json
     POCKET_PDL=0 step bench-nopdl 120 $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json
-    POCKET_FUSED=0 step bench-unfused 120 $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json ;;
+    POCKET_FUSED=0 step bench-unfused 120 $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json
+    for f in ${FUSED_AB:-}; do
+      POCKET_FUSED=$f step bench-fused-$f 120 $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json
+    done ;;
+  profile) # per-kernel device time of eager decode steps (ncu serialises kernels: no overlap)
+    model llama3-8b /tmp/l8b
+    step ncu 300 ncu --csv --metrics gpu__time_duration.sum --launch-skip ${NCU_SKIP:-1500} --launch-count ${NCU_COUNT:-600} \
+      -o /tmp/prof -f $W bench --model /tmp/l8b --prompt-tokens 16 --new-tokens 8
+    ncu --import /tmp/prof.ncu-rep --csv --metrics gpu__time_duration.sum >/tmp/prof.csv 2>/dev/null
+    python3 scripts/ncu-summary.py /tmp/prof.csv >>"$O/$stage.txt" 2>&1 ;;
+  slices) # issue #6: MoE slices and the hybrid FP8 model at real widths
+    for p in ${SLICES:-minimax-m2-slice deepseek-v3-slice qwen3.5-27b-fp8}; do
+      rm -rf /tmp/slice
+      step synth-$p 300 $W synth --shape $p --out /tmp/slice
+      step bench-$p 300 $W bench --model /tmp/slice --prompt-tokens ${SLICE_PROMPT:-512} --new-tokens 64 --json
+    done
+    rm -rf /tmp/slice ;;
   q8b) # prefill bar: ≥ 30k tok/s at 4096
     model qwen3-8b /tmp/q8b
     step bench-4096 120 $W bench --model /tmp/q8b --prompt-tokens 4096 --new-tokens 16 --json

@@ -1,0 +1,27 @@
+#!/usr/bin/env python3
+"""Summarise an `ncu --csv --metrics gpu__time_duration.sum` export: device
+time per kernel name (count, total, mean), largest first, and the total.
+Used by scripts/gpu-suite.sh's profile stage."""
+import csv
+import sys
+from collections import defaultdict
+
+rows = list(csv.reader(open(sys.argv[1])))
+head = next(i for i, r in enumerate(rows) if "Kernel Name" in r)
+cols = rows[head]
+name_i, val_i, unit_i = cols.index("Kernel Name"), cols.index("Metric Value"), cols.index("Metric Unit")
+tot, cnt = defaultdict(float), defaultdict(int)
+for r in rows[head + 1:]:
+    if len(r) <= val_i or not r[val_i]:
+        continue
+    v = float(r[val_i].replace(",", ""))
+    unit = r[unit_i]
+    us = v / 1000 if unit in ("nsecond", "ns") else v * 1000 if unit in ("msecond", "ms") else v
+    name = r[name_i].split("(")[0]
+    tot[name] += us
+    cnt[name] += 1
+total = sum(tot.values())
+print(f"{'kernel':40s} {'count':>6s} {'total us':>10s} {'mean us':>9s} {'share':>6s}")
+for n in sorted(tot, key=tot.get, reverse=True):
+    print(f"{n[:40]:40s} {cnt[n]:6d} {tot[n]:10.1f} {tot[n]/cnt[n]:9.2f} {100*tot[n]/total:5.1f}%")
+print(f"{'total':40s} {sum(cnt.values()):6d} {total:10.1f}")
