@@ -27,10 +27,11 @@ const (
 	dGemvAdd
 	dGemvNormSwiGLU
 	dRopeStore
+	dGemvR4
 	numDecodeFuncs
 )
 
-var decodeNames = [numDecodeFuncs]string{"gemv_norm_multi", "gemv_add", "gemv_norm_swiglu", "rope_store"}
+var decodeNames = [numDecodeFuncs]string{"gemv_norm_multi", "gemv_add", "gemv_norm_swiglu", "rope_store", "gemv_r4"}
 
 var _ kernels.FusedOps = (*Backend)(nil)
 
@@ -62,6 +63,20 @@ func (b *Backend) runDec(f, gx, gy, bx int, args ...uint64) {
 		return
 	}
 	b.fail(launchPDL(b.dec[f], gx, gy, bx, b.s, &b.args, b.nargs))
+}
+
+// groupRows is R of decode.cu: the weight rows one warp streams at once.
+const groupRows = 4
+
+// groupWarps picks how many warps share a group's columns: the fewest that
+// give two blocks (of 8 warps) per SM, while every lane keeps at least four
+// 16-byte chunks per row.
+func (b *Backend) groupWarps(groups, chunks int) int {
+	wpr := 1
+	for wpr < 8 && cdiv(groups, 8/wpr) < 2*b.sms && chunks >= 4*32*wpr*2 {
+		wpr *= 2
+	}
+	return wpr
 }
 
 // gemvable reports whether w is a bf16 matrix the fused GEMVs read: in
@@ -102,7 +117,8 @@ func (b *Backend) NormMatMul(dst []kernels.Buf, x kernels.Buf, norm kernels.Tens
 		return true
 	}
 	defer b.exit()
-	wpr := b.warpsPerRow(total, in/8)
+	wpr := b.groupWarps(cdiv(total, groupRows), in/8)
+	per := groupRows * 8 / wpr // rows per block
 	args := []uint64{ptr(dptr(x)), ptr(nv), f32(eps), i32(in), i32(wpr)}
 	blocks := 0
 	for i := range 4 {
@@ -112,7 +128,7 @@ func (b *Backend) NormMatMul(dst []kernels.Buf, x kernels.Buf, norm kernels.Tens
 		if i >= len(ws) {
 			out = 0
 		}
-		blocks += cdiv(out, 8/wpr)
+		blocks += cdiv(out, per)
 		args = append(args, ptr(dptr(dst[j])), ptr(t.data), i32(out))
 		if i < 3 {
 			args = append(args, i32(blocks))
@@ -141,8 +157,9 @@ func (b *Backend) NormSwiGLU(act, x kernels.Buf, norm kernels.Tensor, eps float3
 		return true
 	}
 	defer b.exit()
-	wpr := min(b.warpsPerRow(2*out, in/8), 4)
-	b.runDec(dGemvNormSwiGLU, cdiv(out, 4/wpr), 1, 256, ptr(dptr(act)), ptr(dptr(x)), ptr(nv), f32(eps),
+	// A group is two gate and two up rows: two outputs.
+	wpr := b.groupWarps(cdiv(out, 2), in/8)
+	b.runDec(dGemvNormSwiGLU, cdiv(out, 2*8/wpr), 1, 256, ptr(dptr(act)), ptr(dptr(x)), ptr(nv), f32(eps),
 		ptr(gate.(*tensor).data), ptr(up.(*tensor).data), i32(out), i32(in), i32(wpr))
 	return true
 }
@@ -162,8 +179,8 @@ func (b *Backend) MatMulAdd(acc, x kernels.Buf, w kernels.Tensor, rows int) bool
 	}
 	defer b.exit()
 	out := w.(*tensor).w.Rows()
-	wpr := b.warpsPerRow(out, in/8)
-	b.runDec(dGemvAdd, cdiv(out, 8/wpr), 1, 256, ptr(dptr(acc)), ptr(dptr(x)), ptr(w.(*tensor).data), i32(out), i32(in), i32(wpr))
+	wpr := b.groupWarps(cdiv(out, groupRows), in/8)
+	b.runDec(dGemvAdd, cdiv(out, groupRows*8/wpr), 1, 256, ptr(dptr(acc)), ptr(dptr(x)), ptr(w.(*tensor).data), i32(out), i32(in), i32(wpr))
 	return true
 }
 
@@ -201,5 +218,17 @@ func (b *Backend) RoPEStoreKV(q, k, v kernels.Buf, qNorm, kNorm kernels.Tensor, 
 	b.runDec(dRopeStore, heads+kvHeads, len(pos), 128, ptr(dptr(q)), ptr(dptr(k)), ptr(dptr(v)), ptr(nq), ptr(nk), f32(eps),
 		ptr(p.kLayer(layer)), ptr(p.vLayer(layer)), ptr(pp), ptr(sp), ptr(fp), i32(heads), i32(kvHeads), i32(headDim),
 		i32(r.RotaryDim/2), i32(neox), f32(scale))
+	return true
+}
+
+// gemvR4 launches y = w·x for one row of a bf16 weight on gemv_r4 (the
+// grouped GEMV of decode.cu) and reports whether it did: the deferred
+// single GEMVs of MatMul use it when the fused kernels are on.
+func (b *Backend) gemvR4(y, x, w uint64, out, in int) bool {
+	if !switches.fused["add"] {
+		return false
+	}
+	wpr := b.groupWarps(cdiv(out, groupRows), in/8)
+	b.runDec(dGemvR4, cdiv(out, groupRows*8/wpr), 1, 256, y, x, w, i32(out), i32(in), i32(wpr))
 	return true
 }

@@ -203,6 +203,9 @@ func (b *Backend) flush() {
 	b.pending = b.pending[:0]
 	if len(p) == 1 {
 		g := p[0]
+		if b.gemvR4(g.y, g.x, g.w, g.out, g.in) {
+			return
+		}
 		wpr := b.warpsPerRow(g.out, g.in/8)
 		b.run(fGemvBF16, cdiv(g.out, 8/wpr), 1, 256, g.y, g.x, g.w, i32(g.out), i32(g.in), i32(wpr))
 		return
