@@ -140,7 +140,12 @@ func (m *MLA) Forward(p *Pass, in, out kernels.Buf) error {
 	var qa kernels.Buf
 	if m.QA != nil {
 		qa = s.Buf("mla.qa", rows*m.QRank)
-		be.MatMul(qa, in, m.QA, rows)
+		if m.Indexer != nil {
+			// The indexer's queries come from this latent too.
+			kernels.MatMulPrecise(be, qa, in, m.QA, rows)
+		} else {
+			be.MatMul(qa, in, m.QA, rows)
+		}
 		be.RMSNorm(qa, qa, m.QANorm, rows, m.QRank, m.Eps)
 		be.MatMul(q, qa, m.QB, rows)
 	} else {
@@ -199,21 +204,25 @@ func (m *MLA) Forward(p *Pass, in, out kernels.Buf) error {
 }
 
 // forward computes the indexer's queries, weights and this pass's keys.
+// Every projection feeding the index scores keeps its activations at tf32
+// or better (kernels.PreciseMatMul): the hard top-k turns the error of
+// bf16-rounded activations into near-tie scores swapping places, i.e.
+// different attended tokens, which no later precision recovers.
 func (x *Indexer) forward(p *Pass, in, qa kernels.Buf) (*kernels.DSA, kernels.Buf) {
 	be, s, rows, d := p.Scratch.be, p.Scratch, p.Rows, x.Dim
 	q := s.Buf("dsa.q", rows*x.Heads*d)
-	be.MatMul(q, qa, x.WQB, rows)
+	kernels.MatMulPrecise(be, q, qa, x.WQB, rows)
 	be.RoPE(q, p.Pos, x.Heads, d, &x.Rope)
 	k := s.Buf("dsa.k", rows*d)
 	kc := s.Buf("dsa.kc", rows*d)
-	be.MatMul(k, in, x.WK, rows)
+	kernels.MatMulPrecise(be, k, in, x.WK, rows)
 	// LayerNorm(k) = RMSNorm(k - mean(k)) * w + b (eps 1e-6, as the reference).
-	be.MatMul(kc, k, x.Center, rows)
+	kernels.MatMulPrecise(be, kc, k, x.Center, rows)
 	be.RMSNorm(kc, kc, x.KNormW, rows, d, 1e-6)
 	be.AddBias(kc, x.KNormB, rows, d)
 	be.RoPE(kc, p.Pos, 1, d, &x.Rope)
 	w := s.Buf("dsa.w", rows*x.Heads)
-	be.MatMul(w, in, x.WProj, rows)
+	kernels.MatMulPrecise(be, w, in, x.WProj, rows)
 	return &kernels.DSA{Q: q, W: w, Heads: x.Heads, Dim: d, TopK: x.TopK, Scale: x.Scale}, kc
 }
 
