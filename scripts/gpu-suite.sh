@@ -52,9 +52,10 @@ for stage in "$@"; do
       POCKET_FUSED=$f step bench-fused-$f 120 $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json
     done ;;
   profile) # per-kernel device time of eager decode steps (ncu serialises kernels: no overlap)
-    model llama3-8b /tmp/l8b
-    step ncu 300 ncu --csv --metrics gpu__time_duration.sum --launch-skip ${NCU_SKIP:-1500} --launch-count ${NCU_COUNT:-600} \
-      -o /tmp/prof -f $W bench --model /tmp/l8b --prompt-tokens 16 --new-tokens 8
+    P=${PROF_SHAPE:-llama3-8b}
+    model $P /tmp/m-$P
+    step ncu-$P 300 ncu --csv --metrics gpu__time_duration.sum --launch-skip ${NCU_SKIP:-1500} --launch-count ${NCU_COUNT:-600} \
+      -o /tmp/prof -f $W bench --model /tmp/m-$P --prompt-tokens 16 --new-tokens 8
     ncu --import /tmp/prof.ncu-rep --csv --metrics gpu__time_duration.sum >/tmp/prof.csv 2>/dev/null
     python3 scripts/ncu-summary.py /tmp/prof.csv >>"$O/$stage.txt" 2>&1 ;;
   slices) # issue #6: MoE slices and the hybrid FP8 model at real widths
