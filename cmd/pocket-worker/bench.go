@@ -28,9 +28,13 @@ type benchResult struct {
 	DecodeTokensPerS  float64 `json:"decode_tokens_per_s"`
 	TTFTms            float64 `json:"ttft_ms"`
 	WeightBytes       int64   `json:"weight_bytes"`
-	// DecodeReadBytes is the weight bytes one decode step reads (all but
-	// an untied embedding table, of which it reads one row); RooflineTokS
-	// is 4.26 TB/s (GPU.md's measured read bandwidth) over it.
+	// DecodeReadBytes ("active read bytes", models.Model.DecodeReadBytes)
+	// is the weight bytes one decode step reads: everything but an untied
+	// embedding table (one row of it) and, in each mixture-of-experts
+	// layer, the routed experts a token does not select (top_k of
+	// n_routed: that share of the layer's expert bytes; shared experts,
+	// routers and dense layers in full). RooflineTokS is 4.26 TB/s
+	// (GPU.md's measured read bandwidth) over it.
 	DecodeReadBytes int64   `json:"decode_read_bytes"`
 	RooflineTokS    float64 `json:"roofline_tokens_per_s"`
 	// ResidentBytes is device memory this process allocated (weights,
@@ -78,10 +82,7 @@ func runBench(args []string) error {
 	}
 	r := &benchResult{Model: ck.Name, Backend: g.Name(), Device: g.DeviceName(), PromptTokens: *promptTokens,
 		NewTokens: *newTokens, WeightBytes: m.WeightBytes(), LoadSeconds: time.Since(t0).Seconds(), GEMM: g.GEMMLibrary()}
-	r.DecodeReadBytes = r.WeightBytes
-	if e, err := ck.Source.Weight("model.embed_tokens.weight"); err == nil && !m.Config.TieEmbeddings {
-		r.DecodeReadBytes -= int64(len(e.Data))
-	}
+	r.DecodeReadBytes = m.DecodeReadBytes()
 	r.RooflineTokS = 4.26e12 / float64(r.DecodeReadBytes)
 	P, N := *promptTokens, *newTokens
 	m.MaxChunk = max(m.MaxChunk, P)

@@ -24,15 +24,23 @@ import (
 
 // benchResult is the contract of `pocketd bench --json` (DESIGN.md).
 type benchResult struct {
-	Model              string  `json:"model"`
-	Backend            string  `json:"backend"`
-	Threads            int     `json:"threads"`
-	PromptTokens       int     `json:"prompt_tokens"`
-	NewTokens          int     `json:"new_tokens"`
-	PrefillTokensPerS  float64 `json:"prefill_tokens_per_s"`
-	DecodeTokensPerS   float64 `json:"decode_tokens_per_s"`
-	TTFTms             float64 `json:"ttft_ms"`
-	WeightBytes        int64   `json:"weight_bytes"`
+	Model             string  `json:"model"`
+	Backend           string  `json:"backend"`
+	Threads           int     `json:"threads"`
+	PromptTokens      int     `json:"prompt_tokens"`
+	NewTokens         int     `json:"new_tokens"`
+	PrefillTokensPerS float64 `json:"prefill_tokens_per_s"`
+	DecodeTokensPerS  float64 `json:"decode_tokens_per_s"`
+	TTFTms            float64 `json:"ttft_ms"`
+	WeightBytes       int64   `json:"weight_bytes"`
+	// DecodeReadBytes ("active read bytes", models.Model.DecodeReadBytes)
+	// is the weight bytes one decode step reads: everything but an untied
+	// embedding table (one row of it) and, in each mixture-of-experts
+	// layer, the routed experts a token does not select (top_k of
+	// n_routed: that share of the layer's expert bytes; shared experts,
+	// routers and dense layers in full). The roofline is the measured read
+	// bandwidth over it.
+	DecodeReadBytes    int64   `json:"decode_read_bytes"`
 	ResidentBytes      int64   `json:"resident_bytes"`
 	ReadBandwidthGBps  float64 `json:"read_bandwidth_gbps,omitempty"`
 	RooflineTokensPerS float64 `json:"roofline_tokens_per_s,omitempty"`
@@ -81,7 +89,7 @@ func newBenchCmd() *cobra.Command {
 			}
 			if roofline && m.Backend.Name() == "cpu" {
 				r.ReadBandwidthGBps = readBandwidth(r.Threads) / 1e9
-				r.RooflineTokensPerS = r.ReadBandwidthGBps * 1e9 / float64(r.WeightBytes)
+				r.RooflineTokensPerS = r.ReadBandwidthGBps * 1e9 / float64(r.DecodeReadBytes)
 			}
 			if asJSON {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
@@ -89,8 +97,8 @@ func newBenchCmd() *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), "%s on %s (%d threads): prefill %d tokens at %.1f tok/s, ttft %.1f ms; decode %d tokens at %.2f tok/s; weights %s, resident %s\n",
 				r.Model, r.Backend, r.Threads, r.PromptTokens, r.PrefillTokensPerS, r.TTFTms, r.NewTokens, r.DecodeTokensPerS, human(r.WeightBytes), human(r.ResidentBytes))
 			if r.RooflineTokensPerS > 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "read bandwidth %.1f GB/s → roofline %.2f tok/s; decode reaches %.0f%%\n",
-					r.ReadBandwidthGBps, r.RooflineTokensPerS, 100*r.DecodeTokensPerS/r.RooflineTokensPerS)
+				fmt.Fprintf(cmd.OutOrStdout(), "read bandwidth %.1f GB/s over %s read per token → roofline %.2f tok/s; decode reaches %.0f%%\n",
+					r.ReadBandwidthGBps, human(r.DecodeReadBytes), r.RooflineTokensPerS, 100*r.DecodeTokensPerS/r.RooflineTokensPerS)
 			}
 			return nil
 		},
@@ -148,6 +156,7 @@ func bench(m *models.Model, promptTokens, newTokens int) (*benchResult, error) {
 		DecodeTokensPerS:  float64(newTokens) / decode.Seconds(),
 		TTFTms:            float64(ttft.Microseconds()) / 1000,
 		WeightBytes:       m.WeightBytes(),
+		DecodeReadBytes:   m.DecodeReadBytes(),
 		ResidentBytes:     procstat.ResidentBytes(),
 	}, nil
 }
