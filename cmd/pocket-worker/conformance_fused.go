@@ -14,9 +14,15 @@ import (
 // Qwen3-30B-A3B, ragged small ones).
 func (c *conf) fused() {
 	// NormMatMul: q, k, v (or one matrix) from the un-normed residual.
-	for _, s := range []struct{ in, outs []int }{
-		{[]int{4096}, []int{4096, 1024, 1024}}, {[]int{2048}, []int{4096, 512, 512}}, {[]int{72}, []int{1000}},
-		{[]int{64}, []int{40, 8, 8, 24}}, {[]int{5120}, []int{6144}},
+	for _, s := range []struct {
+		dt       kernels.DType
+		in, outs []int
+	}{
+		{kernels.BF16, []int{4096}, []int{4096, 1024, 1024}}, {kernels.BF16, []int{2048}, []int{4096, 512, 512}},
+		{kernels.BF16, []int{72}, []int{1000}}, {kernels.BF16, []int{64}, []int{40, 8, 8, 24}},
+		{kernels.BF16, []int{5120}, []int{6144}},
+		{kernels.F8E4M3, []int{5120}, []int{12288, 1024, 1024}}, {kernels.F8E4M3, []int{64}, []int{40, 8, 8, 24}},
+		{kernels.F8E4M3, []int{2048}, []int{130}},
 	} {
 		in := s.in[0]
 		x := c.randn(in)
@@ -27,7 +33,7 @@ func (c *conf) fused() {
 		var dg, dh []kernels.Buf
 		var wg []kernels.Tensor
 		for _, out := range s.outs {
-			g, h := c.weight(kernels.BF16, []int{out, in}, [2]int{})
+			g, h := c.weight(s.dt, []int{out, in}, fusedBlock(s.dt, in))
 			yg, yh := c.outPair(out)
 			c.c.MatMul(yh, normed, h, 1)
 			wg, dg, dh = append(wg, g), append(dg, yg), append(dh, yh)
@@ -37,15 +43,19 @@ func (c *conf) fused() {
 			continue
 		}
 		for i, out := range s.outs {
-			c.check("NormMatMul", fmt.Sprintf("in=%d out=%v #%d", in, s.outs, i), dg[i], dh[i], out, tolExact*10)
+			c.check("NormMatMul", fmt.Sprintf("%s in=%d out=%v #%d", s.dt, in, s.outs, i), dg[i], dh[i], out, tolExact*10)
 		}
 	}
 	// NormSwiGLU: gate, up and the activation.
-	for _, s := range []struct{ out, in int }{{14336, 4096}, {768, 2048}, {12288, 4096}, {100, 64}, {3, 8}} {
+	for _, s := range []struct {
+		dt      kernels.DType
+		out, in int
+	}{{kernels.BF16, 14336, 4096}, {kernels.BF16, 768, 2048}, {kernels.BF16, 12288, 4096}, {kernels.BF16, 100, 64},
+		{kernels.BF16, 3, 8}, {kernels.F8E4M3, 17408, 5120}, {kernels.F8E4M3, 100, 64}, {kernels.F8E4M3, 3, 32}} {
 		xg, xh := c.pair(c.randn(s.in))
 		ng, nh := c.weight(kernels.F32, []int{s.in}, [2]int{})
-		gg, gh := c.weight(kernels.BF16, []int{s.out, s.in}, [2]int{})
-		ug, uh := c.weight(kernels.BF16, []int{s.out, s.in}, [2]int{})
+		gg, gh := c.weight(s.dt, []int{s.out, s.in}, fusedBlock(s.dt, s.in))
+		ug, uh := c.weight(s.dt, []int{s.out, s.in}, fusedBlock(s.dt, s.in))
 		ag, ah := c.outPair(s.out)
 		normed, u := c.c.NewBuf(s.in), c.c.NewBuf(s.out)
 		c.c.RMSNorm(normed, xh, nh, 1, s.in, 1e-5)
@@ -56,14 +66,18 @@ func (c *conf) fused() {
 			c.declined("NormSwiGLU", fmt.Sprint(s))
 			continue
 		}
-		c.check("NormSwiGLU", fmt.Sprintf("out=%d in=%d", s.out, s.in), ag, ah, s.out, tolExact*10)
+		c.check("NormSwiGLU", fmt.Sprintf("%s out=%d in=%d", s.dt, s.out, s.in), ag, ah, s.out, tolExact*10)
 	}
 	// MatMulAdd: the output projections and the residual add.
-	for _, s := range []struct{ out, in int }{{4096, 14336}, {4096, 4096}, {2048, 768}, {130, 64}, {5, 8}} {
+	for _, s := range []struct {
+		dt      kernels.DType
+		out, in int
+	}{{kernels.BF16, 4096, 14336}, {kernels.BF16, 4096, 4096}, {kernels.BF16, 2048, 768}, {kernels.BF16, 130, 64},
+		{kernels.BF16, 5, 8}, {kernels.F8E4M3, 5120, 17408}, {kernels.F8E4M3, 130, 64}} {
 		acc := c.randn(s.out)
 		ag, ah := c.pair(acc)
 		xg, xh := c.pair(c.randn(s.in))
-		wg, wh := c.weight(kernels.BF16, []int{s.out, s.in}, [2]int{})
+		wg, wh := c.weight(s.dt, []int{s.out, s.in}, fusedBlock(s.dt, s.in))
 		y := c.c.NewBuf(s.out)
 		c.c.MatMul(y, xh, wh, 1)
 		c.c.Add(ah, ah, y, s.out)
@@ -71,7 +85,7 @@ func (c *conf) fused() {
 			c.declined("MatMulAdd", fmt.Sprint(s))
 			continue
 		}
-		c.check("MatMulAdd", fmt.Sprintf("out=%d in=%d", s.out, s.in), ag, ah, s.out, tolExact*10)
+		c.check("MatMulAdd", fmt.Sprintf("%s out=%d in=%d", s.dt, s.out, s.in), ag, ah, s.out, tolExact*10)
 	}
 	c.ropeStore()
 }
@@ -131,6 +145,19 @@ func (c *conf) ropeStore() {
 		}
 		c.compare("RoPEStoreKV", "cache "+shape, a, b, 1e-9)
 	}
+}
+
+// fusedBlock is the FP8 scale block of a fused-op case: DeepSeek/Qwen's
+// [128, 128] for wide inputs, [16, 32] (rows of one group straddling scale
+// rows) for small ones; none for bf16.
+func fusedBlock(dt kernels.DType, in int) [2]int {
+	switch {
+	case dt != kernels.F8E4M3:
+		return [2]int{}
+	case in >= 128:
+		return [2]int{128, 128}
+	}
+	return [2]int{2, 32}
 }
 
 // uniqueSlots replaces repeated slots (two rows may not share one).

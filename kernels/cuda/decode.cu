@@ -9,8 +9,10 @@
 // results (griddepcontrol.wait). Launched without the attribute the wait
 // returns at once, so the kernels are correct either way.
 //
-// Activations are float32, weights bf16 (in % 8 == 0), one activation row.
+// Activations are float32, weights bf16 (in % 8 == 0) or FP8 E4M3 with
+// block scales (in % 16 == 0), one activation row.
 // Compiled to compute_90 PTX by `go generate` (decode.go).
+#include <cuda_fp16.h>
 #include <stdint.h>
 
 #include "common.cuh"
@@ -58,24 +60,56 @@ __device__ __forceinline__ float dot8(uint4 a, const X8& v) {
            __uint_as_float(a.w << 16) * v.b.z + __uint_as_float(a.w & 0xffff0000u) * v.b.w;
 }
 
+// e4m3x2 converts two FP8 E4M3 values (low byte first) to floats with the
+// hardware conversion (exact: every E4M3 value is an f16).
+__device__ __forceinline__ float2 e4m3x2(uint32_t v16) {
+    uint32_t h;
+    uint16_t in = (uint16_t)v16;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h) : "h"(in));
+    return __half22float2(*(__half2*)&h);
+}
+
+// dot4fp8 is 4 FP8 weights (one word) times 4 activations.
+__device__ __forceinline__ float dot4fp8(uint32_t a, float4 v) {
+    float2 lo = e4m3x2(a), hi = e4m3x2(a >> 16);
+    return lo.x * v.x + lo.y * v.y + hi.x * v.z + hi.y * v.w;
+}
+
+// Wt is a weight as the grouped GEMVs read it: bf16 (8 per 16-byte chunk)
+// or FP8 E4M3 (16 per chunk) with float32 block scales [rows/b0, nsc],
+// b1 columns per scale block (b1 % 16 == 0: a chunk never straddles one).
+struct Wt {
+    const uint8_t* p;
+    const float* scale;
+    int b0, b1, nsc;
+};
+
 // GroupDot is one warp's share of a group's R dot products: lane chunks
 // first, first+stride, ... Two chunk steps (2R loads) are in flight; the
 // first two are issued by prefetch, before the kernel waits for its
 // predecessor (weights are never written during a step).
-template <bool NORM>
+template <bool FP8, bool NORM>
 struct GroupDot {
     const uint4* w[R];
-    int chunks, stride, c;
+    const float* srow[R]; // FP8: each row's block scales
+    int chunks, stride, c, b1;
+    bool oneScale; // FP8: the group's rows share their scale block row
     uint4 p[2][R];
     bool pre;
 
-    // rows are the group's R weight rows (in bf16 elements each); an
+    // rows are the group's R row indices (clamped into the matrix); an
     // inactive warp (a group past the output) loads nothing.
-    __device__ __forceinline__ void prefetch(const uint16_t* const* rows, int in, int first, int strideChunks,
+    __device__ __forceinline__ void prefetch(const Wt& m, const int* rows, int in, int first, int strideChunks,
                                              bool active) {
+        long rowBytes = FP8 ? in : 2L * in;
 #pragma unroll
-        for (int r = 0; r < R; r++) w[r] = (const uint4*)rows[r];
-        chunks = active ? in >> 3 : 0;
+        for (int r = 0; r < R; r++) {
+            w[r] = (const uint4*)(m.p + rows[r] * rowBytes);
+            if (FP8) srow[r] = m.scale + (long)(rows[r] / m.b0) * m.nsc;
+        }
+        b1 = m.b1;
+        oneScale = FP8 && srow[0] == srow[R - 1];
+        chunks = active ? in / (FP8 ? 16 : 8) : 0;
         stride = strideChunks;
         c = first;
         pre = c + stride < chunks;
@@ -89,9 +123,21 @@ struct GroupDot {
 
     __device__ __forceinline__ void step(const uint4* a, const float* __restrict__ x, const float* __restrict__ nw,
                                          int cc, float* acc, float& ss) {
-        X8 v = loadX<NORM>(x, nw, cc, ss);
+        if (!FP8) {
+            X8 v = loadX<NORM>(x, nw, cc, ss);
 #pragma unroll
-        for (int r = 0; r < R; r++) acc[r] += dot8(a[r], v);
+            for (int r = 0; r < R; r++) acc[r] += dot8(a[r], v);
+            return;
+        }
+        // 16 activations: chunks 2cc and 2cc+1 of 8.
+        X8 v0 = loadX<NORM>(x, nw, 2 * cc, ss), v1 = loadX<NORM>(x, nw, 2 * cc + 1, ss);
+        int col = cc * 16 / b1;
+        float s0 = __ldg(srow[0] + col);
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            float t = dot4fp8(a[r].x, v0.a) + dot4fp8(a[r].y, v0.b) + dot4fp8(a[r].z, v1.a) + dot4fp8(a[r].w, v1.b);
+            acc[r] += t * (oneScale ? s0 : __ldg(srow[r] + col));
+        }
     }
 
     // finish streams the rest and leaves the warp's partial sums in acc
@@ -147,39 +193,25 @@ __device__ __forceinline__ float groupTotal(float (*red)[R + 1], int g, int wpr,
 // invRms is rsqrt(mean(x²) + eps) from the sum of squares of x.
 __device__ __forceinline__ float invRms(float ss, int in, float eps) { return rsqrtf(ss / in + eps); }
 
-// groupRows fills rows with the R rows of group base (clamped to the last
-// row: the extra results are not stored).
-__device__ __forceinline__ void groupRows(const uint16_t** rows, const uint16_t* w, int base, int out, int in) {
+// groupRows fills rows with the R rows of group base, clamped to the last
+// row (the extra results are not stored).
+__device__ __forceinline__ void groupRows(int* rows, int base, int out) {
 #pragma unroll
-    for (int r = 0; r < R; r++) rows[r] = w + (long)min(base + r, out - 1) * in;
+    for (int r = 0; r < R; r++) rows[r] = min(base + r, out - 1);
 }
 
-// gemv_norm_multi: y_i = W_i · rmsnorm(x) for up to four matrices sharing
-// the input (q, k, v). Blocks [0,n0) do matrix 0, [n0,n1) matrix 1, ...
-extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi(
-    const float* __restrict__ x, const float* __restrict__ nw, float eps, int in, int wpr, float* y0,
-    const uint16_t* w0, int out0, int n0, float* y1, const uint16_t* w1, int out1, int n1, float* y2,
-    const uint16_t* w2, int out2, int n2, float* y3, const uint16_t* w3, int out3) {
+// NormMulti: y_i = W_i · rmsnorm(x) for up to four matrices sharing the
+// input (q, k, v). Blocks [0,n0) do matrix 0, [n0,n1) matrix 1, ...
+template <bool FP8>
+__device__ __forceinline__ void normMulti(const float* __restrict__ x, const float* __restrict__ nw, float eps, int in,
+                                          int wpr, Wt wt, float* y, int out, int b) {
     __shared__ float red[8][R + 1];
-    int b = blockIdx.x;
-    float* y;
-    const uint16_t* w;
-    int out;
-    if (b < n0) {
-        y = y0, w = w0, out = out0;
-    } else if (b < n1) {
-        y = y1, w = w1, out = out1, b -= n0;
-    } else if (b < n2) {
-        y = y2, w = w2, out = out2, b -= n1;
-    } else {
-        y = y3, w = w3, out = out3, b -= n2;
-    }
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = 8 / wpr;
     int base = (b * G + warp / wpr) * R;
-    const uint16_t* rows[R];
-    groupRows(rows, w, base, out, in);
-    GroupDot<true> d;
-    d.prefetch(rows, in, (warp % wpr) * 32 + lane, 32 * wpr, base < out);
+    int rows[R];
+    groupRows(rows, base, out);
+    GroupDot<FP8, true> d;
+    d.prefetch(wt, rows, in, (warp % wpr) * 32 + lane, 32 * wpr, base < out);
     pdlLaunchDependents();
     pdlWait();
     float acc[R], ss = 0.f;
@@ -192,18 +224,38 @@ extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi(
     }
 }
 
+#define NORM_MULTI_ARGS                                                                                             \
+    const float *__restrict__ x, const float *__restrict__ nw, float eps, int in, int wpr, int b0, int b1, int nsc, \
+        float *y0, const uint8_t *w0, const float *s0, int out0, int n0, float *y1, const uint8_t *w1,               \
+        const float *s1, int out1, int n1, float *y2, const uint8_t *w2, const float *s2, int out2, int n2,          \
+        float *y3, const uint8_t *w3, const float *s3, int out3
+// The block's matrix by if-chain (an indexed array of the parameters would
+// live in local memory).
+#define NORM_MULTI_CALL(FP8)                                                                                        \
+    int b = blockIdx.x;                                                                                             \
+    if (b < n0)                                                                                                     \
+        normMulti<FP8>(x, nw, eps, in, wpr, Wt{w0, s0, b0, b1, nsc}, y0, out0, b);                                  \
+    else if (b < n1)                                                                                                \
+        normMulti<FP8>(x, nw, eps, in, wpr, Wt{w1, s1, b0, b1, nsc}, y1, out1, b - n0);                             \
+    else if (b < n2)                                                                                                \
+        normMulti<FP8>(x, nw, eps, in, wpr, Wt{w2, s2, b0, b1, nsc}, y2, out2, b - n1);                             \
+    else                                                                                                            \
+        normMulti<FP8>(x, nw, eps, in, wpr, Wt{w3, s3, b0, b1, nsc}, y3, out3, b - n2)
+
+extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi(NORM_MULTI_ARGS) { NORM_MULTI_CALL(false); }
+extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi8(NORM_MULTI_ARGS) { NORM_MULTI_CALL(true); }
+
 // gemvR is y = W · x (ADD: y += W · x, a projection and the residual add;
 // y must not alias x).
-template <bool ADD>
-__device__ __forceinline__ void gemvR(float* y, const float* __restrict__ x, const uint16_t* w, int out, int in,
-                                      int wpr) {
+template <bool FP8, bool ADD>
+__device__ __forceinline__ void gemvR(float* y, const float* __restrict__ x, Wt wt, int out, int in, int wpr) {
     __shared__ float red[8][R + 1];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = 8 / wpr;
     int base = (blockIdx.x * G + warp / wpr) * R;
-    const uint16_t* rows[R];
-    groupRows(rows, w, base, out, in);
-    GroupDot<false> d;
-    d.prefetch(rows, in, (warp % wpr) * 32 + lane, 32 * wpr, base < out);
+    int rows[R];
+    groupRows(rows, base, out);
+    GroupDot<FP8, false> d;
+    d.prefetch(wt, rows, in, (warp % wpr) * 32 + lane, 32 * wpr, base < out);
     pdlLaunchDependents();
     pdlWait();
     float acc[R], ss = 0.f;
@@ -219,35 +271,46 @@ __device__ __forceinline__ void gemvR(float* y, const float* __restrict__ x, con
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256) gemv_add(float* y, const float* __restrict__ x, const uint16_t* w,
-                                                           int out, int in, int wpr) {
-    gemvR<true>(y, x, w, out, in, wpr);
-}
+#define GEMV_ARGS \
+    float *y, const float *__restrict__ x, const uint8_t *w, const float *sc, int out, int in, int wpr, int b0, int b1, int nsc
+#define GEMV_KERNEL(NAME, FP8, ADD)                                                        \
+    extern "C" __global__ void __launch_bounds__(256) NAME(GEMV_ARGS) {                    \
+        gemvR<FP8, ADD>(y, x, Wt{w, sc, b0, b1, nsc}, out, in, wpr);                       \
+    }
+GEMV_KERNEL(gemv_add, false, true)
+GEMV_KERNEL(gemv_r4, false, false)
+GEMV_KERNEL(gemv_add8, true, true)
+GEMV_KERNEL(gemv_r48, true, false)
 
-extern "C" __global__ void __launch_bounds__(256) gemv_r4(float* y, const float* __restrict__ x, const uint16_t* w,
-                                                          int out, int in, int wpr) {
-    gemvR<false>(y, x, w, out, in, wpr);
-}
-
-// gemv_norm_swiglu: act = silu(Wg · rmsnorm(x)) * (Wu · rmsnorm(x)). A
-// group is gate rows o, o+1 and up rows o, o+1, so the activation is formed
-// where both dots end.
-extern "C" __global__ void __launch_bounds__(256) gemv_norm_swiglu(float* act, const float* __restrict__ x,
-                                                                   const float* __restrict__ nw, float eps,
-                                                                   const uint16_t* wg, const uint16_t* wu, int out,
-                                                                   int in, int wpr) {
+// normSwiGLU: act = silu(Wg · rmsnorm(x)) * (Wu · rmsnorm(x)). A group is
+// gate rows o, o+1 and up rows o, o+1, so the activation is formed where
+// both dots end.
+template <bool FP8>
+__device__ __forceinline__ void normSwiGLU(float* act, const float* __restrict__ x, const float* __restrict__ nw,
+                                           float eps, Wt gate, Wt up, int out, int in, int wpr) {
     __shared__ float red[8][R + 1];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = 8 / wpr;
     int base = (blockIdx.x * G + warp / wpr) * (R / 2);
-    const uint16_t* rows[R];
+    int rows[R];
+    groupRows(rows, base, out); // rows[0], rows[1]: this group's two outputs
+    GroupDot<FP8, true> d;
+    // Two GroupDots would double the registers: one dot of R rows whose
+    // first half reads the gate matrix and second half the up matrix, by
+    // giving the second half's rows as offsets from the gate pointer.
+    d.prefetch(gate, rows, in, (warp % wpr) * 32 + lane, 32 * wpr, base < out);
+    long rowBytes = FP8 ? in : 2L * in;
 #pragma unroll
     for (int j = 0; j < R / 2; j++) {
-        long o = min(base + j, out - 1);
-        rows[j] = wg + o * in;
-        rows[R / 2 + j] = wu + o * in;
+        d.w[R / 2 + j] = (const uint4*)(up.p + rows[j] * rowBytes);
+        if (FP8) d.srow[R / 2 + j] = up.scale + (long)(rows[j] / up.b0) * up.nsc;
     }
-    GroupDot<true> d;
-    d.prefetch(rows, in, (warp % wpr) * 32 + lane, 32 * wpr, base < out);
+    d.oneScale = false;
+    if (d.pre) {
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+#pragma unroll
+            for (int r = R / 2; r < R; r++) d.p[j][r] = ldstream(d.w[r] + d.c + j * d.stride);
+    }
     pdlLaunchDependents();
     pdlWait();
     float acc[R], ss = 0.f;
@@ -262,6 +325,16 @@ extern "C" __global__ void __launch_bounds__(256) gemv_norm_swiglu(float* act, c
             act[o] = gv / (1.f + expf(-gv)) * uv;
         }
     }
+}
+
+#define SWIGLU_ARGS                                                                                              \
+    float *act, const float *__restrict__ x, const float *__restrict__ nw, float eps, const uint8_t *wg,         \
+        const float *sg, const uint8_t *wu, const float *su, int out, int in, int wpr, int b0, int b1, int nsc
+extern "C" __global__ void __launch_bounds__(256) gemv_norm_swiglu(SWIGLU_ARGS) {
+    normSwiGLU<false>(act, x, nw, eps, Wt{wg, sg, b0, b1, nsc}, Wt{wu, su, b0, b1, nsc}, out, in, wpr);
+}
+extern "C" __global__ void __launch_bounds__(256) gemv_norm_swiglu8(SWIGLU_ARGS) {
+    normSwiGLU<true>(act, x, nw, eps, Wt{wg, sg, b0, b1, nsc}, Wt{wu, su, b0, b1, nsc}, out, in, wpr);
 }
 
 // rope_store: grid (heads + kvh, rows), 128 threads. Block h < heads is

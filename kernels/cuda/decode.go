@@ -22,16 +22,23 @@ import (
 //go:embed decode.ptx
 var decodePTX string
 
+// Kernel indices; each GEMV has a bf16 and an FP8 variant, the FP8 one at
+// index+1.
 const (
 	dGemvNormMulti = iota
+	dGemvNormMulti8
 	dGemvAdd
+	dGemvAdd8
 	dGemvNormSwiGLU
-	dRopeStore
+	dGemvNormSwiGLU8
 	dGemvR4
+	dGemvR48
+	dRopeStore
 	numDecodeFuncs
 )
 
-var decodeNames = [numDecodeFuncs]string{"gemv_norm_multi", "gemv_add", "gemv_norm_swiglu", "rope_store", "gemv_r4"}
+var decodeNames = [numDecodeFuncs]string{"gemv_norm_multi", "gemv_norm_multi8", "gemv_add", "gemv_add8",
+	"gemv_norm_swiglu", "gemv_norm_swiglu8", "gemv_r4", "gemv_r48", "rope_store"}
 
 var _ kernels.FusedOps = (*Backend)(nil)
 
@@ -79,11 +86,65 @@ func (b *Backend) groupWarps(groups, chunks int) int {
 	return wpr
 }
 
-// gemvable reports whether w is a bf16 matrix the fused GEMVs read: in
-// elements per row, a multiple of 8.
-func gemvable(w kernels.Tensor, in int) bool {
-	t, ok := w.(*tensor)
-	return ok && t.w.DType == kernels.BF16 && len(t.w.Shape) == 2 && t.w.Cols() == in && in%8 == 0 && t.data != 0
+// gform is the format of a set of weights the grouped GEMVs read
+// together: bf16 (8 elements per 16-byte chunk), or FP8 E4M3 with block
+// scales shared in shape (16 per chunk; a chunk never straddles a scale
+// block).
+type gform struct {
+	fp8        bool
+	b0, b1, in int
+	nsc        int
+}
+
+// chunks is the number of 16-byte chunks per row.
+func (f gform) chunks() int {
+	if f.fp8 {
+		return f.in / 16
+	}
+	return f.in / 8
+}
+
+// args are the kernels' trailing format arguments (b0, b1, nsc).
+func (f gform) args() []uint64 { return []uint64{i32(f.b0), i32(f.b1), i32(f.nsc)} }
+
+// formOf is the format of ws, all with in columns, or false when a grouped
+// GEMV cannot read them (another dtype, a shape off the chunking, mixed
+// formats).
+func formOf(in int, ws ...kernels.Tensor) (gform, bool) {
+	var f gform
+	for i, w := range ws {
+		t, ok := w.(*tensor)
+		if !ok || len(t.w.Shape) != 2 || t.w.Cols() != in || t.data == 0 {
+			return f, false
+		}
+		g := gform{in: in, b0: 1, b1: 16, nsc: 1}
+		switch t.w.DType {
+		case kernels.BF16:
+			if in%8 != 0 {
+				return f, false
+			}
+		case kernels.F8E4M3:
+			g = gform{fp8: true, in: in, b0: t.w.ScaleBlock[0], b1: t.w.ScaleBlock[1], nsc: t.nsc}
+			if in%16 != 0 || g.b0 <= 0 || g.b1 <= 0 || g.b1%16 != 0 || t.scale == 0 {
+				return f, false
+			}
+		default:
+			return f, false
+		}
+		if i > 0 && g != f {
+			return f, false
+		}
+		f = g
+	}
+	return f, len(ws) > 0
+}
+
+// variant is the kernel index of f's format (FP8: the next index).
+func (f gform) variant(k int) int {
+	if f.fp8 {
+		return k + 1
+	}
+	return k
 }
 
 // normVec is the float32 device copy of a norm weight of n elements, or 0.
@@ -105,9 +166,13 @@ func (b *Backend) NormMatMul(dst []kernels.Buf, x kernels.Buf, norm kernels.Tens
 	if nv == 0 || x.Len() < in {
 		return false
 	}
+	f, ok := formOf(in, ws...)
+	if !ok {
+		return false
+	}
 	total := 0
 	for i, w := range ws {
-		if !gemvable(w, in) || dst[i].Len() < w.Weight().Rows() {
+		if dst[i].Len() < w.Weight().Rows() {
 			return false
 		}
 		total += w.Weight().Rows()
@@ -117,9 +182,9 @@ func (b *Backend) NormMatMul(dst []kernels.Buf, x kernels.Buf, norm kernels.Tens
 		return true
 	}
 	defer b.exit()
-	wpr := b.groupWarps(cdiv(total, groupRows), in/8)
+	wpr := b.groupWarps(cdiv(total, groupRows), f.chunks())
 	per := groupRows * 8 / wpr // rows per block
-	args := []uint64{ptr(dptr(x)), ptr(nv), f32(eps), i32(in), i32(wpr)}
+	args := append([]uint64{ptr(dptr(x)), ptr(nv), f32(eps), i32(in), i32(wpr)}, f.args()...)
 	blocks := 0
 	for i := range 4 {
 		j := min(i, len(ws)-1)
@@ -129,12 +194,12 @@ func (b *Backend) NormMatMul(dst []kernels.Buf, x kernels.Buf, norm kernels.Tens
 			out = 0
 		}
 		blocks += cdiv(out, per)
-		args = append(args, ptr(dptr(dst[j])), ptr(t.data), i32(out))
+		args = append(args, ptr(dptr(dst[j])), ptr(t.data), ptr(t.scale), i32(out))
 		if i < 3 {
 			args = append(args, i32(blocks))
 		}
 	}
-	b.runDec(dGemvNormMulti, blocks, 1, 256, args...)
+	b.runDec(f.variant(dGemvNormMulti), blocks, 1, 256, args...)
 	return true
 }
 
@@ -145,11 +210,13 @@ func (b *Backend) NormSwiGLU(act, x kernels.Buf, norm kernels.Tensor, eps float3
 	}
 	in := gate.Weight().Cols()
 	nv := normVec(norm, in)
-	if nv == 0 || x.Len() < in || !gemvable(gate, in) || !gemvable(up, in) {
+	f, ok := formOf(in, gate, up)
+	if nv == 0 || !ok || x.Len() < in {
 		return false
 	}
-	out := gate.(*tensor).w.Rows()
-	if up.(*tensor).w.Rows() != out || act.Len() < out {
+	g, u := gate.(*tensor), up.(*tensor)
+	out := g.w.Rows()
+	if u.w.Rows() != out || act.Len() < out {
 		return false
 	}
 	if !b.enter() {
@@ -158,9 +225,10 @@ func (b *Backend) NormSwiGLU(act, x kernels.Buf, norm kernels.Tensor, eps float3
 	}
 	defer b.exit()
 	// A group is two gate and two up rows: two outputs.
-	wpr := b.groupWarps(cdiv(out, 2), in/8)
-	b.runDec(dGemvNormSwiGLU, cdiv(out, 2*8/wpr), 1, 256, ptr(dptr(act)), ptr(dptr(x)), ptr(nv), f32(eps),
-		ptr(gate.(*tensor).data), ptr(up.(*tensor).data), i32(out), i32(in), i32(wpr))
+	wpr := b.groupWarps(cdiv(out, 2), f.chunks())
+	args := []uint64{ptr(dptr(act)), ptr(dptr(x)), ptr(nv), f32(eps), ptr(g.data), ptr(g.scale), ptr(u.data), ptr(u.scale),
+		i32(out), i32(in), i32(wpr)}
+	b.runDec(f.variant(dGemvNormSwiGLU), cdiv(out, 2*8/wpr), 1, 256, append(args, f.args()...)...)
 	return true
 }
 
@@ -170,7 +238,8 @@ func (b *Backend) MatMulAdd(acc, x kernels.Buf, w kernels.Tensor, rows int) bool
 		return false
 	}
 	in := w.Weight().Cols()
-	if x.Len() < in || !gemvable(w, in) || acc.Len() < w.(*tensor).w.Rows() || dptr(acc) == dptr(x) {
+	f, ok := formOf(in, w)
+	if !ok || x.Len() < in || acc.Len() < w.Weight().Rows() || dptr(acc) == dptr(x) {
 		return false
 	}
 	if !b.enter() {
@@ -178,10 +247,17 @@ func (b *Backend) MatMulAdd(acc, x kernels.Buf, w kernels.Tensor, rows int) bool
 		return true
 	}
 	defer b.exit()
-	out := w.(*tensor).w.Rows()
-	wpr := b.groupWarps(cdiv(out, groupRows), in/8)
-	b.runDec(dGemvAdd, cdiv(out, groupRows*8/wpr), 1, 256, ptr(dptr(acc)), ptr(dptr(x)), ptr(w.(*tensor).data), i32(out), i32(in), i32(wpr))
+	b.gemvGroups(f.variant(dGemvAdd), ptr(dptr(acc)), ptr(dptr(x)), w.(*tensor), f)
 	return true
+}
+
+// gemvGroups launches one of the single-matrix grouped GEMVs (gemv_add,
+// gemv_r4 and their FP8 variants).
+func (b *Backend) gemvGroups(k int, y, x uint64, t *tensor, f gform) {
+	out := t.w.Rows()
+	wpr := b.groupWarps(cdiv(out, groupRows), f.chunks())
+	args := []uint64{y, x, ptr(t.data), ptr(t.scale), i32(out), i32(f.in), i32(wpr)}
+	b.runDec(k, cdiv(out, groupRows*8/wpr), 1, 256, append(args, f.args()...)...)
 }
 
 // RoPEStoreKV implements kernels.FusedOps.
@@ -221,14 +297,17 @@ func (b *Backend) RoPEStoreKV(q, k, v kernels.Buf, qNorm, kNorm kernels.Tensor, 
 	return true
 }
 
-// gemvR4 launches y = w·x for one row of a bf16 weight on gemv_r4 (the
-// grouped GEMV of decode.cu) and reports whether it did: the deferred
-// single GEMVs of MatMul use it when the fused kernels are on.
-func (b *Backend) gemvR4(y, x, w uint64, out, in int) bool {
+// gemvR4 launches y = w·x for one row of a bf16 or FP8 weight on the
+// grouped GEMV of decode.cu and reports whether it did: MatMul's one-row
+// GEMVs use it when the fused kernels are on.
+func (b *Backend) gemvR4(y, x uint64, t *tensor) bool {
 	if !switches.fused["add"] {
 		return false
 	}
-	wpr := b.groupWarps(cdiv(out, groupRows), in/8)
-	b.runDec(dGemvR4, cdiv(out, groupRows*8/wpr), 1, 256, y, x, w, i32(out), i32(in), i32(wpr))
+	f, ok := formOf(t.w.Cols(), t)
+	if !ok {
+		return false
+	}
+	b.gemvGroups(f.variant(dGemvR4), y, x, t, f)
 	return true
 }

@@ -140,6 +140,9 @@ func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Tensor, rows int) {
 		return
 	}
 	defer b.exit()
+	if dptr(dst) == b.lt.bfSrc {
+		b.lt.bfSrc = 0 // the converted GEMM input's source is overwritten
+	}
 	t := w.(*tensor)
 	if isQuant(t.w.DType) {
 		b.flush()
@@ -154,7 +157,7 @@ func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Tensor, rows int) {
 		if len(b.pending) > 0 && (b.pending[0].x != xp || b.pending[0].in != in || len(b.pending) == 4) {
 			b.flush()
 		}
-		b.pending = append(b.pending, gemv{y: y, x: xp, w: ptr(t.data), out: out, in: in})
+		b.pending = append(b.pending, gemv{y: y, x: xp, w: ptr(t.data), out: out, in: in, t: t})
 		return
 	}
 	b.flush()
@@ -163,6 +166,7 @@ func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Tensor, rows int) {
 		case bf16ok:
 			wpr := b.warpsPerRow(out, in/8)
 			b.run(fGemvBF16+rows-1, cdiv(out, 8/wpr), 1, 256, y, xp, ptr(t.data), i32(out), i32(in), i32(wpr))
+		case fp8ok && rows == 1 && b.gemvR4(y, xp, t):
 		case fp8ok:
 			wpr := b.warpsPerRow(out, in/16)
 			b.run(fGemvFP8+rows-1, cdiv(out, 8/wpr), 1, 256, y, xp, ptr(t.data), ptr(t.scale), i32(out), i32(in),
@@ -191,6 +195,7 @@ func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Tensor, rows int) {
 type gemv struct {
 	y, x, w uint64
 	out, in int
+	t       *tensor
 }
 
 // flush launches the deferred GEMVs: one kernel for one matrix, the
@@ -203,7 +208,7 @@ func (b *Backend) flush() {
 	b.pending = b.pending[:0]
 	if len(p) == 1 {
 		g := p[0]
-		if b.gemvR4(g.y, g.x, g.w, g.out, g.in) {
+		if b.gemvR4(g.y, g.x, g.t) {
 			return
 		}
 		wpr := b.warpsPerRow(g.out, g.in/8)
