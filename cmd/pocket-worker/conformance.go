@@ -340,7 +340,16 @@ func (c *conf) attention() {
 		heads, kvh, hd, bs, start, rows int
 	}{{4, 2, 16, 4, 37, 1}, {32, 8, 128, 16, 600, 1}, {8, 8, 64, 16, 5, 1}, {4, 2, 16, 4, 0, 9}, {4, 2, 16, 4, 20, 9},
 		{32, 8, 128, 16, 0, 200}, {6, 2, 256, 8, 100, 3}, {32, 8, 128, 16, 300, 130}, {8, 2, 64, 16, 0, 64},
-		{16, 4, 64, 8, 33, 100}, {4, 4, 128, 16, 1000, 16}, {6, 2, 256, 16, 10, 40}} {
+		{16, 4, 64, 8, 33, 100}, {4, 4, 128, 16, 1000, 16}, {6, 2, 256, 16, 10, 40},
+		// Decode shapes of attn_gqa: Llama-3 at a long context, wide
+		// groups (64/8; 48/4 and 64/4 split into head subgroups), no GQA,
+		// hd 256, odd head dims (80: idle column threads; 20: an odd count
+		// of float4 columns; 18: attn_partial), several rows (10/9: the first
+		// rows' contexts leave their last split empty), bs 64.
+		{32, 8, 128, 16, 8000, 1}, {64, 8, 128, 16, 700, 1}, {48, 4, 64, 16, 300, 2}, {64, 4, 128, 64, 200, 1},
+		{16, 16, 128, 16, 500, 1}, {24, 4, 256, 16, 900, 1}, {24, 4, 256, 64, 50, 5}, {40, 8, 80, 16, 130, 1},
+		{12, 4, 20, 8, 77, 3}, {4, 2, 18, 4, 50, 1}, {8, 2, 64, 16, 10, 9}, {32, 8, 128, 64, 2000, 4},
+		{32, 8, 128, 16, 511, 8}} {
 		ctx := s.start + s.rows
 		blocks := (ctx+s.bs-1)/s.bs + 2
 		spec := kernels.KVSpec{Layers: 2, Blocks: blocks, BlockSize: s.bs, KVHeads: s.kvh, HeadDimK: s.hd, HeadDimV: s.hd}

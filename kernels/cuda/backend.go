@@ -41,6 +41,7 @@ const (
 	fAttnPrefill64
 	fAttnPrefill128
 	fAttnPrefill128x3
+	fAttnGQA
 	fGemvBF16 // + rows-1, 8 of them
 	fGemvFP8  = fGemvBF16 + 8
 	numFuncs  = fGemvFP8 + 8
@@ -49,7 +50,7 @@ const (
 var funcNames = func() []string {
 	n := []string{"embed", "matmul_generic", "gemm_generic", "gemm_bf16", "gemm_fp8", "rmsnorm", "add", "add_bias",
 		"swiglu", "rope", "gather", "scatter_add", "store_kv", "attn_partial", "argmax", "gemv_bf16_multi",
-		"to_bf16", "attn_prefill_64", "attn_prefill_128", "attn_prefill_128_3"}
+		"to_bf16", "attn_prefill_64", "attn_prefill_128", "attn_prefill_128_3", "attn_gqa"}
 	for i := 1; i <= 8; i++ {
 		n = append(n, fmt.Sprintf("gemv_bf16_%d", i))
 	}

@@ -103,10 +103,12 @@ func (b *Backend) StoreKV(kp kernels.KVPool, layer int, k, v kernels.Buf, slots 
 
 // Attention implements kernels.Backend. Prefill passes (≥ 16 rows, equal K
 // and V head dims of 64 or 128) run the flash kernel attn_prefill on the
-// bf16 tensor cores; everything else runs split-K flash-decoding. Each
-// (row, head) is cut into splits of whole position chunks so that the grid
-// fills the GPU even for one query row; the last split of each (row, head)
-// to finish merges them (no second launch).
+// bf16 tensor cores; everything else runs split-K flash-decoding:
+// attn_gqa (a block per GQA group, so K/V are read once per kv head) where
+// the head dims are multiples of 4, else attn_partial (a block per query
+// head). The context is cut into splits of whole position chunks so that
+// the grid fills the GPU even for one query row; the last split of each
+// group to finish merges them (no second launch).
 // Under graph capture the split count follows the block table's capacity,
 // so the same graph serves every position up to it.
 func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, seq kernels.AttnSeq, rows, heads int, scale float32) {
@@ -138,14 +140,44 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 	if b.cap != nil {
 		ctx = len(seq.Table) * s.BlockSize
 	}
+	tp := b.put(kTable, words(seq.Table))
+	st := b.put(kStart, []uint32{uint32(seq.Start)})
+	if heads%s.KVHeads == 0 && s.HeadDimK%4 == 0 && s.HeadDimV%4 == 0 && s.HeadDimV > 0 {
+		// attn_gqa: one block per (row, kv head, ≤ 8 of its query heads,
+		// split), K/V read once per group. Splits: about 4 blocks per SM
+		// (its occupancy; one wave), chunks of at least 16 positions, ≤ 256
+		// splits. The kernel re-derives the chunk from the device-side
+		// context (≥ 16 positions), so a graph captured with splits for the
+		// table's capacity still spreads a short context over the splits.
+		g := heads / s.KVHeads
+		hg := cdiv(g, cdiv(g, 8))
+		groups := rows * s.KVHeads * cdiv(g, hg)
+		splits := 1
+		if want := cdiv(4*b.sms, groups); want > 1 {
+			splits = min(want, max(cdiv(ctx, 16), 1), 256)
+		}
+		b.attnScratch(rows*heads*splits*(s.HeadDimV+2), rows*heads)
+		b.run(fAttnGQA, groups, splits, 128, ptr(dptr(dst)), ptr(b.part), ptr(b.counters), ptr(dptr(q)),
+			ptr(p.kLayer(layer)), ptr(p.vLayer(layer)), ptr(tp), ptr(st), i32(heads), i32(s.KVHeads), i32(s.HeadDimK),
+			i32(s.HeadDimV), i32(s.BlockSize), i32(16), i32(hg), f32(scale))
+		return
+	}
 	// Aim at 16 blocks per SM, chunks of at least 8 positions, ≤ 256 splits.
 	splits := 1
 	if want := cdiv(16*b.sms, rows*heads); want > 1 {
 		splits = min(want, max(cdiv(ctx, 8), 1), 256)
 	}
 	chunk := cdiv(ctx, splits)
-	need := int64(rows*heads*splits) * int64(s.HeadDimV+2) * 4
-	if need > b.partN {
+	b.attnScratch(rows*heads*splits*(s.HeadDimV+2), rows*heads)
+	b.run(fAttnPartial, rows*heads, splits, 128, ptr(dptr(dst)), ptr(b.part), ptr(b.counters), ptr(dptr(q)),
+		ptr(p.kLayer(layer)), ptr(p.vLayer(layer)), ptr(tp), ptr(st), i32(heads), i32(s.KVHeads), i32(s.HeadDimK),
+		i32(s.HeadDimV), i32(s.BlockSize), i32(chunk), f32(scale))
+}
+
+// attnScratch makes the split-K partials hold floats floats and the
+// split counters number at least counters.
+func (b *Backend) attnScratch(floats, counters int) {
+	if need := int64(floats) * 4; need > b.partN {
 		// The old buffer is not freed: a captured graph may refer to it.
 		b.partN = max(need, 1<<20)
 		p, err := cu.MemAlloc(b.partN)
@@ -153,18 +185,13 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 		b.Resident += b.partN
 		b.part = p
 	}
-	if rows*heads > b.countersN {
+	if counters > b.countersN {
 		// Split counters start at zero and every pass leaves them there.
 		// Like part, an old array stays allocated for captured graphs.
-		b.countersN = max(rows*heads, 4096)
+		b.countersN = max(counters, 4096)
 		b.counters = b.alloc(int64(b.countersN) * 4)
 		b.fail(cu.MemsetD32Async(b.counters, 0, int64(b.countersN), b.stream))
 	}
-	tp := b.put(kTable, words(seq.Table))
-	st := b.put(kStart, []uint32{uint32(seq.Start)})
-	b.run(fAttnPartial, rows*heads, splits, 128, ptr(dptr(dst)), ptr(b.part), ptr(b.counters), ptr(dptr(q)),
-		ptr(p.kLayer(layer)), ptr(p.vLayer(layer)), ptr(tp), ptr(st), i32(heads), i32(s.KVHeads), i32(s.HeadDimK),
-		i32(s.HeadDimV), i32(s.BlockSize), i32(chunk), f32(scale))
 }
 
 // ReadKVBlock implements kernels.Backend: per layer, the block's K slots
