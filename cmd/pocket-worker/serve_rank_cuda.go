@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -76,20 +77,41 @@ func joinNCCL(be kernels.Backend, g worker.Group) (kernels.Collective, io.Closer
 	if err != nil {
 		return nil, nil, err
 	}
-	w := &ncclRank{Comm: c, stop: make(chan struct{})}
+	// The small (decode) all-reduces take the peer-memory kernel when
+	// every rank's GPU reaches the others' (POCKET_P2P=0: NCCL for all);
+	// its in-kernel waits give up after the collective timeout.
+	w := &ncclRank{Collective: c, comm: c, stop: make(chan struct{})}
+	p, err := b.NewP2P(c, g.Dir, g.JoinTimeout, g.Timeout)
+	switch {
+	case err == nil:
+		w.Collective, w.comm = p, p
+	case errors.Is(err, cuda.ErrP2PUnsupported):
+		fmt.Fprintf(os.Stderr, "pocket-worker serve-rank: rank %d: NCCL for every all-reduce: %v\n", g.Rank, err)
+	default:
+		c.Abort()
+		return nil, nil, err
+	}
 	go w.watch()
 	return w, w, nil
 }
 
-// ncclRank is a rank's communicator with a watchdog: NCCL reports a peer
+// ncclRank is a rank's collective (the peer-memory all-reduce with NCCL
+// for the large ones, or NCCL alone) with a watchdog: NCCL reports a peer
 // that died or a network failure asynchronously, and a collective waiting
-// on such a peer would never return; the watchdog aborts the communicator
-// (the pending collectives fail) and exits the process with status 3, so
-// the daemon rebuilds the group. A collective that hangs without an
-// error (a peer stopped) is caught by the daemon's request deadline, which
-// kills every rank of the group.
+// on such a peer would never return; the peer-memory kernel gives up
+// waiting after the collective timeout and raises a flag that AsyncError
+// reports. The watchdog then aborts the communicator (the pending
+// collectives fail) and exits the process with status 3, so the daemon
+// rebuilds the group. A collective that hangs without an error (a peer
+// stopped) is caught by the daemon's request deadline, which kills every
+// rank of the group.
 type ncclRank struct {
-	*cuda.Comm
+	kernels.Collective // comm
+	comm               interface {
+		Rank() int
+		AsyncError() error // *cuda.P2P's includes its kernels' peer timeouts
+		Abort() error
+	}
 	stop chan struct{}
 }
 
@@ -102,9 +124,9 @@ func (w *ncclRank) watch() {
 			return
 		case <-t.C:
 		}
-		if err := w.AsyncError(); err != nil {
-			fmt.Fprintf(os.Stderr, "pocket-worker serve-rank: rank %d: %v: aborting the communicator\n", w.Rank(), err)
-			w.Abort()
+		if err := w.comm.AsyncError(); err != nil {
+			fmt.Fprintf(os.Stderr, "pocket-worker serve-rank: rank %d: %v: aborting the communicator\n", w.comm.Rank(), err)
+			w.comm.Abort()
 			os.Exit(3)
 		}
 	}
@@ -115,5 +137,5 @@ func (w *ncclRank) watch() {
 // ncclCommDestroy could wait on peers that are already gone.
 func (w *ncclRank) Close() error {
 	close(w.stop)
-	return w.Abort()
+	return w.comm.Abort()
 }

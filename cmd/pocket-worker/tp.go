@@ -41,6 +41,11 @@ import (
 // replayed decode speed, decode speed with the all-reduces switched off
 // (compute alone), and an all-reduce microbenchmark at the step's message
 // sizes. With --rank the command is one rank (what the launcher starts).
+//
+// The small all-reduces (up to cuda.P2PMaxFloats) use the peer-memory
+// one-shot kernel (cuda.P2P) when every rank's GPU can reach the others';
+// POCKET_P2P=0 keeps NCCL for all of them (A/B). The all-reduce
+// microbenchmark times both where both exist.
 func runTP(args []string) error {
 	fs := flag.NewFlagSet("tp", flag.ContinueOnError)
 	model := fs.String("model", "", "checkpoint directory")
@@ -115,11 +120,14 @@ func parseDevices(s string, n int) ([]int, error) {
 
 // tpResult is one rank's measurements.
 type tpResult struct {
-	Rank          int     `json:"rank"`
-	World         int     `json:"world"`
-	Device        string  `json:"device"`
-	LoadS         float64 `json:"load_s"`
-	CommInitS     float64 `json:"comm_init_s,omitempty"`
+	Rank      int     `json:"rank"`
+	World     int     `json:"world"`
+	Device    string  `json:"device"`
+	LoadS     float64 `json:"load_s"`
+	CommInitS float64 `json:"comm_init_s,omitempty"`
+	// P2P is "on" when the small all-reduces use the peer-memory kernel,
+	// else why not (NCCL for all).
+	P2P           string  `json:"p2p,omitempty"`
 	WeightBytes   int64   `json:"weight_bytes"`
 	ResidentBytes int64   `json:"resident_bytes"`
 	PromptTokens  int     `json:"prompt_tokens"`
@@ -149,8 +157,15 @@ type arBench struct {
 // switchable is the rank's collective with an off switch (for timing the
 // step without communication; the logits are then wrong).
 type switchable struct {
-	c   *cuda.Comm
+	c   kernels.Collective // *cuda.P2P or *cuda.Comm
 	off bool
+}
+
+// tpComm is what the watchdog needs of the rank's collective (*cuda.Comm,
+// or *cuda.P2P, which adds its kernels' peer timeouts to AsyncError).
+type tpComm interface {
+	AsyncError() error
+	Abort() error
 }
 
 func (s *switchable) AllReduceSum(b kernels.Buf, n int) error {
@@ -173,7 +188,7 @@ func (w *watchdog) tick(what string) {
 	w.what.Store(what)
 }
 
-func (w *watchdog) start(rank int, timeout time.Duration, comm func() *cuda.Comm) {
+func (w *watchdog) start(rank int, timeout time.Duration, comm func() tpComm) {
 	w.tick("start")
 	go func() {
 		for {
@@ -202,8 +217,17 @@ func runTPRank(o *tpOpts) (err error) {
 	runtime.LockOSThread()
 	r := &tpResult{Rank: o.rank, World: o.world, PromptTokens: o.prompt, Steps: o.steps}
 	var comm atomic.Pointer[cuda.Comm]
+	var p2p atomic.Pointer[cuda.P2P]
 	var wd watchdog
-	wd.start(o.rank, o.timeout, comm.Load)
+	wd.start(o.rank, o.timeout, func() tpComm {
+		if p := p2p.Load(); p != nil {
+			return p
+		}
+		if c := comm.Load(); c != nil {
+			return c
+		}
+		return nil
+	})
 	g, err := cuda.NewRank(o.device)
 	if err != nil {
 		return err
@@ -223,9 +247,32 @@ func runTPRank(o *tpOpts) (err error) {
 			return err
 		}
 		comm.Store(c)
-		defer c.Close()
+		var coll kernels.Collective = c
+		wd.tick("p2p join")
+		p, err := g.NewP2P(c, filepath.Dir(o.idFile), o.timeout, o.timeout)
+		switch {
+		case err == nil:
+			r.P2P = "on"
+			p2p.Store(p)
+			coll = p
+			defer p.Close() // (closes c too)
+			// A quick check of the exchange before the model uses it:
+			// a tail that is not a whole float4, and the logits' size.
+			for _, n := range []int{4099, 128256} {
+				if err := p.CheckAllReduce(n); err != nil {
+					return err
+				}
+			}
+		case errors.Is(err, cuda.ErrP2PUnsupported):
+			r.P2P = err.Error()
+			fmt.Fprintf(os.Stderr, "pocket-worker tp rank %d: NCCL for every all-reduce: %v\n", o.rank, err)
+			defer c.Close()
+		default:
+			c.Abort() // (a peer that never joined: destroy could wait for it)
+			return err
+		}
 		r.CommInitS = time.Since(t0).Seconds()
-		sw = &switchable{c: c}
+		sw = &switchable{c: coll}
 		plan = &models.Plan{Rank: o.rank, World: o.world, Comm: sw}
 	}
 	wd.tick("load")
@@ -337,18 +384,30 @@ func runTPRank(o *tpOpts) (err error) {
 		r.NoCommEagerTokS = float64(N) / time.Since(t0).Seconds()
 		sw.off = false // (the graph decode below rewrites the KV of these positions)
 		c := comm.Load()
+		p := p2p.Load()
 		r.AllReducesPerStep = 2*m.Config.NumLayers + 1
-		for _, mode := range []string{"eager", "graph"} {
-			if mode == "graph" && !o.graph {
+		for _, mode := range []string{"eager", "graph", "p2p-eager", "p2p-graph"} {
+			isP2P := strings.HasPrefix(mode, "p2p-")
+			graph := strings.HasSuffix(mode, "graph")
+			if graph && !o.graph || isP2P && p == nil {
 				continue
 			}
 			for _, n := range []int{m.Config.HiddenSize, V} {
+				if isP2P && n > cuda.P2PMaxFloats {
+					continue
+				}
 				wd.tick(fmt.Sprintf("all-reduce bench %s %d", mode, n))
 				k := 2 * m.Config.NumLayers
 				if n == V {
 					k = 8
 				}
-				d, err := c.BenchAllReduce(n, k, 20, mode == "graph")
+				var d time.Duration
+				var err error
+				if isP2P {
+					d, err = p.BenchAllReduce(n, k, 20, graph)
+				} else {
+					d, err = c.BenchAllReduce(n, k, 20, graph)
+				}
 				if err != nil {
 					return fmt.Errorf("all-reduce bench (%s, %d floats): %w", mode, n, err)
 				}

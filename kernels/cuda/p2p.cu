@@ -1,0 +1,142 @@
+// One-shot all-reduce over peer-mapped (NVLink) memory for the small
+// all-reduces of tensor-parallel decode (p2p.go has the design and the
+// host side). Compiled to compute_90 PTX by `go generate` (p2p.go); the PTX
+// is committed and embedded.
+//
+// Every rank owns an exchange region in its own device memory, mapped into
+// every peer process with CUDA IPC:
+//
+//     flags: uint32 [P2P_MAXB blocks][P2P_MAXW sources]       (P2P_FLAG_BYTES)
+//     data:  float  [2 parities][world sources][slot floats]
+//
+// One call (one kernel, grid G, the same G and block size on every rank
+// because they depend only on n):
+//
+//  1. e = epoch+1, where epoch is a word in this rank's (unshared) device
+//     memory that the kernel itself advances (see 4), so a replayed graph
+//     uses a fresh value on every replay without host arguments.
+//  2. push: block b stores its elements of buf into slot [e&1][rank] of every
+//     peer's region (NVLink stores), then, after a barrier, thread q stores
+//     e into peer q's flag [b][rank] with st.release.sys: the barrier and the
+//     release (cumulative at system scope) make the block's data stores
+//     visible to peer q before the flag.
+//  3. wait: thread q spins with ld.acquire.sys on this rank's flag [b][q]
+//     until it reaches e (signed difference, so wrap-around is harmless),
+//     then a barrier; the block sums its elements over the sources in rank
+//     order 0..world-1 (its own from buf, the others from its slots, read
+//     past L1) and writes them back to buf: every rank computes the same
+//     additions in the same order, so all hold the same bits.
+//  4. the last block to finish (a counter in local memory) resets the
+//     counter and stores epoch = e for the next call.
+//
+// Why a slot of parity e&1 is free when a peer writes it: a rank in call e
+// has finished call e-1, in which it saw every peer's call-(e-1) flag, so
+// every peer had started call e-1 and (stream order) finished call e-2, the
+// last call that used parity e&1. A flag may be overwritten by the next
+// call's value before its waiter sees it (the writer can be one call
+// ahead, never two), hence "reached", not "equal".
+//
+// A spin is bounded by timeout_ns of %globaltimer: a peer that died or
+// stopped makes the waiting block give up, set err (local, so later calls
+// skip their waits and return at once) and *herr (mapped host memory that
+// the host polls without touching the stream); the sums are then garbage
+// and the host reports the group broken.
+#include <stdint.h>
+
+#define P2P_MAXW 8
+#define P2P_MAXB 128
+#define P2P_FLAG_BYTES (P2P_MAXB * P2P_MAXW * 4)
+
+__device__ __forceinline__ void st_release_sys(uint32_t* p, uint32_t v) {
+    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ uint32_t ld_acquire_sys(const uint32_t* p) {
+    uint32_t v;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ uint64_t globaltimer() {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+__device__ __forceinline__ float4 add4(float4 a, float4 b) {
+    return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+}
+
+// state: [0] epoch, [1] blocks done in the current call, [2] error (local).
+// peers: the exchange regions as mapped in this process, by rank (own
+// included). slot: floats per source slot (a multiple of 64). buf must be
+// 16-byte aligned; n <= slot.
+extern "C" __global__ void __launch_bounds__(512)
+    p2p_allreduce(float* buf, const uint64_t* peers, uint32_t* state, volatile uint32_t* herr, int n, int rank,
+                  int world, uint64_t slot, uint64_t timeout_ns) {
+    __shared__ uint32_t s_e, s_skip;
+    __shared__ uint8_t* s_peer[P2P_MAXW];
+    const int tid = threadIdx.x, b = blockIdx.x, G = gridDim.x, T = blockDim.x;
+    if (tid == 0) {
+        s_e = *(volatile uint32_t*)&state[0] + 1u;
+        s_skip = *(volatile uint32_t*)&state[2];
+    }
+    if (tid < world) s_peer[tid] = (uint8_t*)peers[tid];
+    __syncthreads();
+    const uint32_t e = s_e;
+    const uint64_t par = e & 1u;
+    const int n4 = n >> 2;
+    const float4* x4 = (const float4*)buf;
+
+    // 2. push
+    for (int q = 0; q < world; q++) {
+        if (q == rank) continue;
+        float* dst = (float*)(s_peer[q] + P2P_FLAG_BYTES) + (par * world + rank) * slot;
+        float4* d4 = (float4*)dst;
+        for (int i = b * T + tid; i < n4; i += G * T) d4[i] = x4[i];
+        if (b == 0)
+            for (int i = 4 * n4 + tid; i < n; i += T) dst[i] = buf[i];
+    }
+    __syncthreads();
+    if (tid < world && tid != rank)
+        st_release_sys((uint32_t*)s_peer[tid] + b * P2P_MAXW + rank, e);
+
+    // 3. wait
+    if (tid < world && tid != rank && !s_skip) {
+        const uint32_t* f = (const uint32_t*)s_peer[rank] + b * P2P_MAXW + tid;
+        if ((int32_t)(ld_acquire_sys(f) - e) < 0) {
+            const uint64_t t0 = globaltimer();
+            uint32_t spins = 0;
+            while ((int32_t)(ld_acquire_sys(f) - e) < 0) {
+                if ((++spins & 255u) == 0 && globaltimer() - t0 > timeout_ns) {
+                    atomicExch(&state[2], 1u);
+                    *herr = 1u;
+                    __threadfence_system();
+                    break;
+                }
+            }
+        }
+    }
+    __syncthreads();
+    const float* own = (const float*)(s_peer[rank] + P2P_FLAG_BYTES) + par * world * slot;
+    float4* y4 = (float4*)buf;
+    for (int i = b * T + tid; i < n4; i += G * T) {
+        float4 acc = rank == 0 ? x4[i] : __ldcg((const float4*)own + i);
+        for (int s = 1; s < world; s++) acc = add4(acc, s == rank ? x4[i] : __ldcg((const float4*)(own + s * slot) + i));
+        y4[i] = acc;
+    }
+    if (b == 0)
+        for (int i = 4 * n4 + tid; i < n; i += T) {
+            float acc = rank == 0 ? buf[i] : __ldcg(own + i);
+            for (int s = 1; s < world; s++) acc += s == rank ? buf[i] : __ldcg(own + s * slot + i);
+            buf[i] = acc;
+        }
+
+    // 4. the last block advances the epoch (every block read it in 1.)
+    if (tid == 0) {
+        if (atomicAdd(&state[1], 1u) == (uint32_t)G - 1u) {
+            state[1] = 0;
+            *(volatile uint32_t*)&state[0] = e;
+        }
+    }
+}
