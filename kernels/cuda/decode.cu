@@ -69,10 +69,26 @@ __device__ __forceinline__ float2 e4m3x2(uint32_t v16) {
     return __half22float2(*(__half2*)&h);
 }
 
-// dot4fp8 is 4 FP8 weights (one word) times 4 activations.
-__device__ __forceinline__ float dot4fp8(uint32_t a, float4 v) {
+// dot4fp8 is t plus 4 FP8 weights (one word) times 4 activations, by the
+// hardware conversion to f16 pairs.
+__device__ __forceinline__ float dot4fp8(uint32_t a, float4 v, float t) {
     float2 lo = e4m3x2(a), hi = e4m3x2(a >> 16);
-    return lo.x * v.x + lo.y * v.y + hi.x * v.z + hi.y * v.w;
+    t = fmaf(lo.x, v.x, t);
+    t = fmaf(lo.y, v.y, t);
+    t = fmaf(hi.x, v.z, t);
+    return fmaf(hi.y, v.w, t);
+}
+
+// dot4fp8i is dot4fp8 by integer ops instead of conversions: a byte's sign
+// and its 7 exponent/mantissa bits placed at a float's bit 31 and bits
+// 20..26 make that weight times 2^-120, exactly (subnormal weights become
+// float denormals; the NaN encoding, which no checkpoint's weights hold,
+// reads as 480·2^-120). The caller scales the chunk's sum by 2^120.
+__device__ __forceinline__ float dot4fp8i(uint32_t a, float4 v, float t) {
+    t = fmaf(__int_as_float(((int)(a << 24) >> 4) & 0x87F00000), v.x, t);
+    t = fmaf(__int_as_float(((int)(a << 16) >> 4) & 0x87F00000), v.y, t);
+    t = fmaf(__int_as_float(((int)(a << 8) >> 4) & 0x87F00000), v.z, t);
+    return fmaf(__int_as_float(((int)a >> 4) & 0x87F00000), v.w, t);
 }
 
 // Wt is a weight as the grouped GEMVs read it: bf16 (8 per 16-byte chunk)
@@ -88,12 +104,14 @@ struct Wt {
 // first, first+stride, ... Two chunk steps (2R loads) are in flight; the
 // first two are issued by prefetch, before the kernel waits for its
 // predecessor (weights are never written during a step).
-template <bool FP8, bool NORM>
+// WF is the weight format: 0 bf16, 1 FP8 by conversions, 2 FP8 by integer ops.
+template <int WF, bool NORM>
 struct GroupDot {
+    static constexpr bool FP8 = WF != 0;
     const uint4* w[R];
     const float* srow[R]; // FP8: each row's block scales
     int chunks, stride, c, b1;
-    bool oneScale; // FP8: the group's rows share their scale block row
+    bool sameScale[R]; // FP8: row r's scale row is row r-1's
     uint4 p[2][R];
     bool pre;
 
@@ -108,7 +126,8 @@ struct GroupDot {
             if (FP8) srow[r] = m.scale + (long)(rows[r] / m.b0) * m.nsc;
         }
         b1 = m.b1;
-        oneScale = FP8 && srow[0] == srow[R - 1];
+#pragma unroll
+        for (int r = 0; r < R; r++) sameScale[r] = r > 0 && srow[r] == srow[r - 1];
         chunks = active ? in / (FP8 ? 16 : 8) : 0;
         stride = strideChunks;
         c = first;
@@ -132,11 +151,25 @@ struct GroupDot {
         // 16 activations: chunks 2cc and 2cc+1 of 8.
         X8 v0 = loadX<NORM>(x, nw, 2 * cc, ss), v1 = loadX<NORM>(x, nw, 2 * cc + 1, ss);
         int col = cc * 16 / b1;
-        float s0 = __ldg(srow[0] + col);
+        float sc = 0.f;
 #pragma unroll
         for (int r = 0; r < R; r++) {
-            float t = dot4fp8(a[r].x, v0.a) + dot4fp8(a[r].y, v0.b) + dot4fp8(a[r].z, v1.a) + dot4fp8(a[r].w, v1.b);
-            acc[r] += t * (oneScale ? s0 : __ldg(srow[r] + col));
+            if (!sameScale[r]) sc = __ldg(srow[r] + col);
+            float t;
+            if (WF == 1) {
+                t = dot4fp8(a[r].x, v0.a, 0.f);
+                t = dot4fp8(a[r].y, v0.b, t);
+                t = dot4fp8(a[r].z, v1.a, t);
+                t = dot4fp8(a[r].w, v1.b, t);
+                acc[r] = fmaf(t, sc, acc[r]);
+            } else {
+                t = dot4fp8i(a[r].x, v0.a, 0.f);
+                t = dot4fp8i(a[r].y, v0.b, t);
+                t = dot4fp8i(a[r].z, v1.a, t);
+                t = dot4fp8i(a[r].w, v1.b, t);
+                // 2^120 in two factors: neither product overflows.
+                acc[r] = fmaf(t * 0x1p60f, sc * 0x1p60f, acc[r]);
+            }
         }
     }
 
@@ -202,7 +235,7 @@ __device__ __forceinline__ void groupRows(int* rows, int base, int out) {
 
 // NormMulti: y_i = W_i · rmsnorm(x) for up to four matrices sharing the
 // input (q, k, v). Blocks [0,n0) do matrix 0, [n0,n1) matrix 1, ...
-template <bool FP8>
+template <int WF>
 __device__ __forceinline__ void normMulti(const float* __restrict__ x, const float* __restrict__ nw, float eps, int in,
                                           int wpr, Wt wt, float* y, int out, int b) {
     __shared__ float red[8][R + 1];
@@ -210,7 +243,7 @@ __device__ __forceinline__ void normMulti(const float* __restrict__ x, const flo
     int base = (b * G + warp / wpr) * R;
     int rows[R];
     groupRows(rows, base, out);
-    GroupDot<FP8, true> d;
+    GroupDot<WF, true> d;
     d.prefetch(wt, rows, in, (warp % wpr) * 32 + lane, 32 * wpr, base < out);
     pdlLaunchDependents();
     pdlWait();
@@ -231,30 +264,31 @@ __device__ __forceinline__ void normMulti(const float* __restrict__ x, const flo
         float *y3, const uint8_t *w3, const float *s3, int out3
 // The block's matrix by if-chain (an indexed array of the parameters would
 // live in local memory).
-#define NORM_MULTI_CALL(FP8)                                                                                        \
+#define NORM_MULTI_CALL(WF)                                                                                        \
     int b = blockIdx.x;                                                                                             \
     if (b < n0)                                                                                                     \
-        normMulti<FP8>(x, nw, eps, in, wpr, Wt{w0, s0, b0, b1, nsc}, y0, out0, b);                                  \
+        normMulti<WF>(x, nw, eps, in, wpr, Wt{w0, s0, b0, b1, nsc}, y0, out0, b);                                  \
     else if (b < n1)                                                                                                \
-        normMulti<FP8>(x, nw, eps, in, wpr, Wt{w1, s1, b0, b1, nsc}, y1, out1, b - n0);                             \
+        normMulti<WF>(x, nw, eps, in, wpr, Wt{w1, s1, b0, b1, nsc}, y1, out1, b - n0);                             \
     else if (b < n2)                                                                                                \
-        normMulti<FP8>(x, nw, eps, in, wpr, Wt{w2, s2, b0, b1, nsc}, y2, out2, b - n1);                             \
+        normMulti<WF>(x, nw, eps, in, wpr, Wt{w2, s2, b0, b1, nsc}, y2, out2, b - n1);                             \
     else                                                                                                            \
-        normMulti<FP8>(x, nw, eps, in, wpr, Wt{w3, s3, b0, b1, nsc}, y3, out3, b - n2)
+        normMulti<WF>(x, nw, eps, in, wpr, Wt{w3, s3, b0, b1, nsc}, y3, out3, b - n2)
 
-extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi(NORM_MULTI_ARGS) { NORM_MULTI_CALL(false); }
-extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi8(NORM_MULTI_ARGS) { NORM_MULTI_CALL(true); }
+extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi(NORM_MULTI_ARGS) { NORM_MULTI_CALL(0); }
+extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi8(NORM_MULTI_ARGS) { NORM_MULTI_CALL(1); }
+extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi8i(NORM_MULTI_ARGS) { NORM_MULTI_CALL(2); }
 
 // gemvR is y = W · x (ADD: y += W · x, a projection and the residual add;
 // y must not alias x).
-template <bool FP8, bool ADD>
+template <int WF, bool ADD>
 __device__ __forceinline__ void gemvR(float* y, const float* __restrict__ x, Wt wt, int out, int in, int wpr) {
     __shared__ float red[8][R + 1];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = 8 / wpr;
     int base = (blockIdx.x * G + warp / wpr) * R;
     int rows[R];
     groupRows(rows, base, out);
-    GroupDot<FP8, false> d;
+    GroupDot<WF, false> d;
     d.prefetch(wt, rows, in, (warp % wpr) * 32 + lane, 32 * wpr, base < out);
     pdlLaunchDependents();
     pdlWait();
@@ -273,19 +307,21 @@ __device__ __forceinline__ void gemvR(float* y, const float* __restrict__ x, Wt 
 
 #define GEMV_ARGS \
     float *y, const float *__restrict__ x, const uint8_t *w, const float *sc, int out, int in, int wpr, int b0, int b1, int nsc
-#define GEMV_KERNEL(NAME, FP8, ADD)                                                        \
+#define GEMV_KERNEL(NAME, WF, ADD)                                                        \
     extern "C" __global__ void __launch_bounds__(256) NAME(GEMV_ARGS) {                    \
-        gemvR<FP8, ADD>(y, x, Wt{w, sc, b0, b1, nsc}, out, in, wpr);                       \
+        gemvR<WF, ADD>(y, x, Wt{w, sc, b0, b1, nsc}, out, in, wpr);                       \
     }
-GEMV_KERNEL(gemv_add, false, true)
-GEMV_KERNEL(gemv_r4, false, false)
-GEMV_KERNEL(gemv_add8, true, true)
-GEMV_KERNEL(gemv_r48, true, false)
+GEMV_KERNEL(gemv_add, 0, true)
+GEMV_KERNEL(gemv_r4, 0, false)
+GEMV_KERNEL(gemv_add8, 1, true)
+GEMV_KERNEL(gemv_r48, 1, false)
+GEMV_KERNEL(gemv_add8i, 2, true)
+GEMV_KERNEL(gemv_r48i, 2, false)
 
 // normSwiGLU: act = silu(Wg · rmsnorm(x)) * (Wu · rmsnorm(x)). A group is
 // gate rows o, o+1 and up rows o, o+1, so the activation is formed where
 // both dots end.
-template <bool FP8>
+template <int WF>
 __device__ __forceinline__ void normSwiGLU(float* act, const float* __restrict__ x, const float* __restrict__ nw,
                                            float eps, Wt gate, Wt up, int out, int in, int wpr) {
     __shared__ float red[8][R + 1];
@@ -293,7 +329,8 @@ __device__ __forceinline__ void normSwiGLU(float* act, const float* __restrict__
     int base = (blockIdx.x * G + warp / wpr) * (R / 2);
     int rows[R];
     groupRows(rows, base, out); // rows[0], rows[1]: this group's two outputs
-    GroupDot<FP8, true> d;
+    constexpr bool FP8 = WF != 0;
+    GroupDot<WF, true> d;
     // Two GroupDots would double the registers: one dot of R rows whose
     // first half reads the gate matrix and second half the up matrix, by
     // giving the second half's rows as offsets from the gate pointer.
@@ -304,7 +341,8 @@ __device__ __forceinline__ void normSwiGLU(float* act, const float* __restrict__
         d.w[R / 2 + j] = (const uint4*)(up.p + rows[j] * rowBytes);
         if (FP8) d.srow[R / 2 + j] = up.scale + (long)(rows[j] / up.b0) * up.nsc;
     }
-    d.oneScale = false;
+#pragma unroll
+    for (int r = 0; r < R; r++) d.sameScale[r] = r > 0 && d.srow[r] == d.srow[r - 1];
     if (d.pre) {
 #pragma unroll
         for (int j = 0; j < 2; j++)
@@ -331,10 +369,13 @@ __device__ __forceinline__ void normSwiGLU(float* act, const float* __restrict__
     float *act, const float *__restrict__ x, const float *__restrict__ nw, float eps, const uint8_t *wg,         \
         const float *sg, const uint8_t *wu, const float *su, int out, int in, int wpr, int b0, int b1, int nsc
 extern "C" __global__ void __launch_bounds__(256) gemv_norm_swiglu(SWIGLU_ARGS) {
-    normSwiGLU<false>(act, x, nw, eps, Wt{wg, sg, b0, b1, nsc}, Wt{wu, su, b0, b1, nsc}, out, in, wpr);
+    normSwiGLU<0>(act, x, nw, eps, Wt{wg, sg, b0, b1, nsc}, Wt{wu, su, b0, b1, nsc}, out, in, wpr);
 }
 extern "C" __global__ void __launch_bounds__(256) gemv_norm_swiglu8(SWIGLU_ARGS) {
-    normSwiGLU<true>(act, x, nw, eps, Wt{wg, sg, b0, b1, nsc}, Wt{wu, su, b0, b1, nsc}, out, in, wpr);
+    normSwiGLU<1>(act, x, nw, eps, Wt{wg, sg, b0, b1, nsc}, Wt{wu, su, b0, b1, nsc}, out, in, wpr);
+}
+extern "C" __global__ void __launch_bounds__(256) gemv_norm_swiglu8i(SWIGLU_ARGS) {
+    normSwiGLU<2>(act, x, nw, eps, Wt{wg, sg, b0, b1, nsc}, Wt{wu, su, b0, b1, nsc}, out, in, wpr);
 }
 
 // rope_store: grid (heads + kvh, rows), 128 threads. Block h < heads is

@@ -142,7 +142,7 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 	}
 	tp := b.put(kTable, words(seq.Table))
 	st := b.put(kStart, []uint32{uint32(seq.Start)})
-	if heads%s.KVHeads == 0 && s.HeadDimK%4 == 0 && s.HeadDimV%4 == 0 && s.HeadDimV > 0 {
+	if !switches.oldAttn && heads%s.KVHeads == 0 && s.HeadDimK%4 == 0 && s.HeadDimV%4 == 0 && s.HeadDimV > 0 {
 		// attn_gqa: one block per (row, kv head, ≤ 8 of its query heads,
 		// split), K/V read once per group. Splits: about 4 blocks per SM
 		// (its occupancy; one wave), chunks of at least 16 positions, ≤ 256

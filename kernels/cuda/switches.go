@@ -19,18 +19,24 @@ import (
 //	                     POCKET_FUSED=qkv,mlp,add,rope enables only the named ones
 //	                     (NormMatMul, NormSwiGLU, MatMulAdd, RoPEStoreKV)
 //	POCKET_PDL=0         fused decode kernels launch without programmatic dependent launch
+//	POCKET_FP8=int       grouped FP8 GEMVs decode weights by integer ops, not the e4m3x2 conversion
+//	POCKET_ATTN=partial  decode attention on attn_partial (per query head), not attn_gqa
 var switches = struct {
 	noCublasLt bool
 	attnOcc2   bool
 	exactQGEMV bool
 	fused      map[string]bool
 	noPDL      bool
+	fp8int     bool
+	oldAttn    bool
 }{
 	noCublasLt: os.Getenv("POCKET_CUBLASLT") == "0",
 	attnOcc2:   os.Getenv("POCKET_ATTN_OCC") == "2",
 	exactQGEMV: os.Getenv("POCKET_QGEMV") == "exact",
 	fused:      fusedSwitch(os.Getenv("POCKET_FUSED")),
 	noPDL:      os.Getenv("POCKET_PDL") == "0",
+	fp8int:     os.Getenv("POCKET_FP8") == "int",
+	oldAttn:    os.Getenv("POCKET_ATTN") == "partial",
 }
 
 func fusedSwitch(v string) map[string]bool {
