@@ -97,7 +97,8 @@ for stage in "$@"; do
   decode) BIN=$D step daemon-decode 400 bash scripts/gpu-daemon-decode.sh "${DECODE:-tp1}" ;;
   tp) # issue #7: TP2 vs TP1 agreement and speed-up
     model llama3-8b /tmp/l8b
-    step tp2 300 $W tp --model /tmp/l8b --tp 2 --devices 0,1 --prompt-tokens 128 --steps 256 --timeout 45s ;;
+    step tp2 300 $W tp --model /tmp/l8b --tp 2 --devices 0,1 --prompt-tokens 128 --steps 256 --timeout 45s
+    POCKET_P2P=0 step tp2-nccl 300 $W tp --model /tmp/l8b --tp 2 --devices 0,1 --prompt-tokens 128 --steps 256 --timeout 45s ;;
   *) echo "unknown stage $stage" | tee -a "$O/errors.txt" ;;
   esac
 done
