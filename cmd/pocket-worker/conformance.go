@@ -327,6 +327,9 @@ func (c *conf) run() {
 		c.check("ScatterAdd", "rows=5 dim=70", dg, dh, 20*dim, tolExact)
 	}
 	c.attention()
+	c.g.SetGQAFrom(1) // the same shapes on attn_gqa at every context length
+	c.attention()
+	c.g.SetGQAFrom(0)
 	c.fused()
 	c.quant()
 	c.hybrid()

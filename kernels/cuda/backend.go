@@ -83,6 +83,7 @@ type Backend struct {
 	// last-split-merges scheme of attn_partial.
 	counters  cu.DevicePtr
 	countersN int
+	gqaFrom   int // see SetGQAFrom
 	amax      cu.DevicePtr
 	cap       *capture
 

@@ -112,18 +112,19 @@ struct GroupDot {
     const float* srow[R]; // FP8: each row's block scales
     int chunks, stride, c, b1;
     bool sameScale[R]; // FP8: row r's scale row is row r-1's
-    uint4 p[2][R];
-    bool pre;
+    uint4 p[2][R]; // the next two steps' weights
 
-    // rows are the group's R row indices (clamped into the matrix); an
-    // inactive warp (a group past the output) loads nothing.
-    __device__ __forceinline__ void prefetch(const Wt& m, const int* rows, int in, int first, int strideChunks,
-                                             bool active) {
+    // rows are the group's R row indices (clamped into the matrix): rows
+    // [0, split) of m, the others of m2 (SwiGLU's gate and up); an inactive
+    // warp (a group past the output) loads nothing.
+    __device__ __forceinline__ void prefetch(const Wt& m, const Wt& m2, int split, const int* rows, int in, int first,
+                                             int strideChunks, bool active) {
         long rowBytes = FP8 ? in : 2L * in;
 #pragma unroll
         for (int r = 0; r < R; r++) {
-            w[r] = (const uint4*)(m.p + rows[r] * rowBytes);
-            if (FP8) srow[r] = m.scale + (long)(rows[r] / m.b0) * m.nsc;
+            const Wt& mr = r < split ? m : m2;
+            w[r] = (const uint4*)(mr.p + rows[r] * rowBytes);
+            if (FP8) srow[r] = mr.scale + (long)(rows[r] / mr.b0) * mr.nsc;
         }
         b1 = m.b1;
 #pragma unroll
@@ -131,13 +132,14 @@ struct GroupDot {
         chunks = active ? in / (FP8 ? 16 : 8) : 0;
         stride = strideChunks;
         c = first;
-        pre = c + stride < chunks;
-        if (pre) {
 #pragma unroll
-            for (int j = 0; j < 2; j++)
+        for (int j = 0; j < 2; j++)
+            if (c + j * stride < chunks) load(p[j], c + j * stride);
+    }
+
+    __device__ __forceinline__ void load(uint4* a, int cc) {
 #pragma unroll
-                for (int r = 0; r < R; r++) p[j][r] = ldstream(w[r] + c + j * stride);
-        }
+        for (int r = 0; r < R; r++) a[r] = ldstream(w[r] + cc);
     }
 
     __device__ __forceinline__ void step(const uint4* a, const float* __restrict__ x, const float* __restrict__ nw,
@@ -155,18 +157,15 @@ struct GroupDot {
 #pragma unroll
         for (int r = 0; r < R; r++) {
             if (!sameScale[r]) sc = __ldg(srow[r] + col);
-            float t;
+            // Four independent chains of four (a chain of sixteen would
+            // serialise on the FMA latency).
             if (WF == 1) {
-                t = dot4fp8(a[r].x, v0.a, 0.f);
-                t = dot4fp8(a[r].y, v0.b, t);
-                t = dot4fp8(a[r].z, v1.a, t);
-                t = dot4fp8(a[r].w, v1.b, t);
+                float t = (dot4fp8(a[r].x, v0.a, 0.f) + dot4fp8(a[r].y, v0.b, 0.f)) +
+                          (dot4fp8(a[r].z, v1.a, 0.f) + dot4fp8(a[r].w, v1.b, 0.f));
                 acc[r] = fmaf(t, sc, acc[r]);
             } else {
-                t = dot4fp8i(a[r].x, v0.a, 0.f);
-                t = dot4fp8i(a[r].y, v0.b, t);
-                t = dot4fp8i(a[r].z, v1.a, t);
-                t = dot4fp8i(a[r].w, v1.b, t);
+                float t = (dot4fp8i(a[r].x, v0.a, 0.f) + dot4fp8i(a[r].y, v0.b, 0.f)) +
+                          (dot4fp8i(a[r].z, v1.a, 0.f) + dot4fp8i(a[r].w, v1.b, 0.f));
                 // 2^120 in two factors: neither product overflows.
                 acc[r] = fmaf(t * 0x1p60f, sc * 0x1p60f, acc[r]);
             }
@@ -174,30 +173,25 @@ struct GroupDot {
     }
 
     // finish streams the rest and leaves the warp's partial sums in acc
-    // and (NORM) the sum of squares of the x elements it read in ss.
+    // and (NORM) the sum of squares of the x elements it read in ss. The
+    // loads run two steps ahead of the arithmetic, continuously (loading
+    // two steps, then computing both, left the DRAM queue empty while the
+    // second computed: ncu showed 43% of DRAM bandwidth, warps stalled on
+    // loads).
     __device__ __forceinline__ void finish(const float* __restrict__ x, const float* __restrict__ nw, float* acc,
                                            float& ss) {
 #pragma unroll
         for (int r = 0; r < R; r++) acc[r] = 0.f;
-        if (pre) {
+        for (; c < chunks; c += stride) {
+            uint4 next[R];
+            bool more = c + 2 * stride < chunks;
+            if (more) load(next, c + 2 * stride);
             step(p[0], x, nw, c, acc, ss);
-            step(p[1], x, nw, c + stride, acc, ss);
-            c += 2 * stride;
-        }
-        for (; c + stride < chunks; c += 2 * stride) {
-            uint4 a[2][R];
 #pragma unroll
-            for (int j = 0; j < 2; j++)
-#pragma unroll
-                for (int r = 0; r < R; r++) a[j][r] = ldstream(w[r] + c + j * stride);
-            step(a[0], x, nw, c, acc, ss);
-            step(a[1], x, nw, c + stride, acc, ss);
-        }
-        if (c < chunks) {
-            uint4 a[R];
-#pragma unroll
-            for (int r = 0; r < R; r++) a[r] = ldstream(w[r] + c);
-            step(a, x, nw, c, acc, ss);
+            for (int r = 0; r < R; r++) {
+                p[0][r] = p[1][r];
+                p[1][r] = next[r];
+            }
         }
     }
 };
@@ -244,7 +238,7 @@ __device__ __forceinline__ void normMulti(const float* __restrict__ x, const flo
     int rows[R];
     groupRows(rows, base, out);
     GroupDot<WF, true> d;
-    d.prefetch(wt, rows, in, (warp % wpr) * 32 + lane, 32 * wpr, base < out);
+    d.prefetch(wt, wt, R, rows, in, (warp % wpr) * 32 + lane, 32 * wpr, base < out);
     pdlLaunchDependents();
     pdlWait();
     float acc[R], ss = 0.f;
@@ -275,7 +269,7 @@ __device__ __forceinline__ void normMulti(const float* __restrict__ x, const flo
     else                                                                                                            \
         normMulti<WF>(x, nw, eps, in, wpr, Wt{w3, s3, b0, b1, nsc}, y3, out3, b - n2)
 
-extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi(NORM_MULTI_ARGS) { NORM_MULTI_CALL(0); }
+extern "C" __global__ void __launch_bounds__(256, 3) gemv_norm_multi(NORM_MULTI_ARGS) { NORM_MULTI_CALL(0); }
 extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi8(NORM_MULTI_ARGS) { NORM_MULTI_CALL(1); }
 extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi8i(NORM_MULTI_ARGS) { NORM_MULTI_CALL(2); }
 
@@ -289,7 +283,7 @@ __device__ __forceinline__ void gemvR(float* y, const float* __restrict__ x, Wt 
     int rows[R];
     groupRows(rows, base, out);
     GroupDot<WF, false> d;
-    d.prefetch(wt, rows, in, (warp % wpr) * 32 + lane, 32 * wpr, base < out);
+    d.prefetch(wt, wt, R, rows, in, (warp % wpr) * 32 + lane, 32 * wpr, base < out);
     pdlLaunchDependents();
     pdlWait();
     float acc[R], ss = 0.f;
@@ -308,7 +302,7 @@ __device__ __forceinline__ void gemvR(float* y, const float* __restrict__ x, Wt 
 #define GEMV_ARGS \
     float *y, const float *__restrict__ x, const uint8_t *w, const float *sc, int out, int in, int wpr, int b0, int b1, int nsc
 #define GEMV_KERNEL(NAME, WF, ADD)                                                        \
-    extern "C" __global__ void __launch_bounds__(256) NAME(GEMV_ARGS) {                    \
+    extern "C" __global__ void __launch_bounds__(256, 3) NAME(GEMV_ARGS) {                    \
         gemvR<WF, ADD>(y, x, Wt{w, sc, b0, b1, nsc}, out, in, wpr);                       \
     }
 GEMV_KERNEL(gemv_add, 0, true)
@@ -328,27 +322,12 @@ __device__ __forceinline__ void normSwiGLU(float* act, const float* __restrict__
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = 8 / wpr;
     int base = (blockIdx.x * G + warp / wpr) * (R / 2);
     int rows[R];
-    groupRows(rows, base, out); // rows[0], rows[1]: this group's two outputs
-    constexpr bool FP8 = WF != 0;
+    // Rows: gate o, o+1, then up o, o+1 (one GroupDot of R rows: two would
+    // double the registers).
+#pragma unroll
+    for (int j = 0; j < R / 2; j++) rows[j] = rows[R / 2 + j] = min(base + j, out - 1);
     GroupDot<WF, true> d;
-    // Two GroupDots would double the registers: one dot of R rows whose
-    // first half reads the gate matrix and second half the up matrix, by
-    // giving the second half's rows as offsets from the gate pointer.
-    d.prefetch(gate, rows, in, (warp % wpr) * 32 + lane, 32 * wpr, base < out);
-    long rowBytes = FP8 ? in : 2L * in;
-#pragma unroll
-    for (int j = 0; j < R / 2; j++) {
-        d.w[R / 2 + j] = (const uint4*)(up.p + rows[j] * rowBytes);
-        if (FP8) d.srow[R / 2 + j] = up.scale + (long)(rows[j] / up.b0) * up.nsc;
-    }
-#pragma unroll
-    for (int r = 0; r < R; r++) d.sameScale[r] = r > 0 && d.srow[r] == d.srow[r - 1];
-    if (d.pre) {
-#pragma unroll
-        for (int j = 0; j < 2; j++)
-#pragma unroll
-            for (int r = R / 2; r < R; r++) d.p[j][r] = ldstream(d.w[r] + d.c + j * d.stride);
-    }
+    d.prefetch(gate, up, R / 2, rows, in, (warp % wpr) * 32 + lane, 32 * wpr, base < out);
     pdlLaunchDependents();
     pdlWait();
     float acc[R], ss = 0.f;
@@ -368,13 +347,13 @@ __device__ __forceinline__ void normSwiGLU(float* act, const float* __restrict__
 #define SWIGLU_ARGS                                                                                              \
     float *act, const float *__restrict__ x, const float *__restrict__ nw, float eps, const uint8_t *wg,         \
         const float *sg, const uint8_t *wu, const float *su, int out, int in, int wpr, int b0, int b1, int nsc
-extern "C" __global__ void __launch_bounds__(256) gemv_norm_swiglu(SWIGLU_ARGS) {
+extern "C" __global__ void __launch_bounds__(256, 3) gemv_norm_swiglu(SWIGLU_ARGS) {
     normSwiGLU<0>(act, x, nw, eps, Wt{wg, sg, b0, b1, nsc}, Wt{wu, su, b0, b1, nsc}, out, in, wpr);
 }
-extern "C" __global__ void __launch_bounds__(256) gemv_norm_swiglu8(SWIGLU_ARGS) {
+extern "C" __global__ void __launch_bounds__(256, 3) gemv_norm_swiglu8(SWIGLU_ARGS) {
     normSwiGLU<1>(act, x, nw, eps, Wt{wg, sg, b0, b1, nsc}, Wt{wu, su, b0, b1, nsc}, out, in, wpr);
 }
-extern "C" __global__ void __launch_bounds__(256) gemv_norm_swiglu8i(SWIGLU_ARGS) {
+extern "C" __global__ void __launch_bounds__(256, 3) gemv_norm_swiglu8i(SWIGLU_ARGS) {
     normSwiGLU<2>(act, x, nw, eps, Wt{wg, sg, b0, b1, nsc}, Wt{wu, su, b0, b1, nsc}, out, in, wpr);
 }
 

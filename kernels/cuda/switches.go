@@ -20,7 +20,7 @@ import (
 //	                     (NormMatMul, NormSwiGLU, MatMulAdd, RoPEStoreKV)
 //	POCKET_PDL=0         fused decode kernels launch without programmatic dependent launch
 //	POCKET_FP8=int       grouped FP8 GEMVs decode weights by integer ops, not the e4m3x2 conversion
-//	POCKET_ATTN=partial  decode attention on attn_partial (per query head), not attn_gqa
+//	POCKET_ATTN=partial  decode attention always on attn_partial (per query head), never attn_gqa
 var switches = struct {
 	noCublasLt bool
 	attnOcc2   bool
