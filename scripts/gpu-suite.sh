@@ -63,6 +63,13 @@ for stage in "$@"; do
         --section SpeedOfLight --section ComputeWorkloadAnalysis --section SchedulerStats --section WarpStateStats \
         $W bench --model /tmp/m-qwen3.5-27b-fp8 --prompt-tokens 16 --new-tokens 4
     done ;;
+  gemvab) # grouped-GEMV grid sizing A/B (POCKET_GEMV_BLOCKS) on the bf16 and the FP8 model
+    model llama3-8b /tmp/l8b
+    model qwen3.5-27b-fp8 /tmp/m-qwen3.5-27b-fp8
+    for n in ${GEMV_BLOCKS:-2 3 4 6}; do
+      POCKET_GEMV_BLOCKS=$n step l8b-blocks-$n 120 $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json
+      POCKET_GEMV_BLOCKS=$n step q35-blocks-$n 200 $W bench --model /tmp/m-qwen3.5-27b-fp8 --prompt-tokens 512 --new-tokens 64 --json
+    done ;;
   profile) # per-kernel device time of eager decode steps (ncu serialises kernels: no overlap)
     P=${PROF_SHAPE:-llama3-8b}
     model $P /tmp/m-$P

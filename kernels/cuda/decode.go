@@ -82,11 +82,11 @@ func (b *Backend) runDec(f, gx, gy, bx int, args ...uint64) {
 const groupRows = 4
 
 // groupWarps picks how many warps share a group's columns: the fewest that
-// give two blocks (of 8 warps) per SM, while every lane keeps at least four
-// 16-byte chunks per row.
+// give switches.gemvBlocks blocks (of 8 warps) per SM (default 2), while
+// every lane keeps at least four 16-byte chunks per row.
 func (b *Backend) groupWarps(groups, chunks int) int {
 	wpr := 1
-	for wpr < 8 && cdiv(groups, 8/wpr) < 2*b.sms && chunks >= 4*32*wpr*2 {
+	for wpr < 8 && cdiv(groups, 8/wpr) < switches.gemvBlocks*b.sms && chunks >= 4*32*wpr*2 {
 		wpr *= 2
 	}
 	return wpr

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -21,6 +22,7 @@ import (
 //	POCKET_PDL=0         fused decode kernels launch without programmatic dependent launch
 //	POCKET_FP8=int       grouped FP8 GEMVs decode weights by integer ops, not the e4m3x2 conversion
 //	POCKET_ATTN=partial  decode attention always on attn_partial (per query head), never attn_gqa
+//	POCKET_GEMV_BLOCKS=N grouped GEMVs aim at N blocks per SM (default 2) when choosing warps per group
 var switches = struct {
 	noCublasLt bool
 	attnOcc2   bool
@@ -29,6 +31,7 @@ var switches = struct {
 	noPDL      bool
 	fp8int     bool
 	oldAttn    bool
+	gemvBlocks int
 }{
 	noCublasLt: os.Getenv("POCKET_CUBLASLT") == "0",
 	attnOcc2:   os.Getenv("POCKET_ATTN_OCC") == "2",
@@ -37,6 +40,7 @@ var switches = struct {
 	noPDL:      os.Getenv("POCKET_PDL") == "0",
 	fp8int:     os.Getenv("POCKET_FP8") == "int",
 	oldAttn:    os.Getenv("POCKET_ATTN") == "partial",
+	gemvBlocks: intSwitch("POCKET_GEMV_BLOCKS", 2, 1, 64),
 }
 
 func fusedSwitch(v string) map[string]bool {
@@ -51,4 +55,13 @@ func fusedSwitch(v string) map[string]bool {
 		on[f] = true
 	}
 	return on
+}
+
+// intSwitch is an integer switch in [lo, hi], def when unset or invalid.
+func intSwitch(name string, def, lo, hi int) int {
+	v, err := strconv.Atoi(os.Getenv(name))
+	if err != nil || v < lo || v > hi {
+		return def
+	}
+	return v
 }
