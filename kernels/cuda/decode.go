@@ -22,29 +22,22 @@ import (
 //go:embed decode.ptx
 var decodePTX string
 
-// Kernel indices; each GEMV has a bf16 variant and two FP8 ones (weights
-// converted by the hardware conversion, or by integer ops; see
-// switches.fp8int), at index+1 and index+2.
+// Kernel indices; each GEMV has a bf16 variant and an FP8 one at index+1.
 const (
 	dGemvNormMulti = iota
 	dGemvNormMulti8
-	dGemvNormMulti8i
 	dGemvAdd
 	dGemvAdd8
-	dGemvAdd8i
 	dGemvNormSwiGLU
 	dGemvNormSwiGLU8
-	dGemvNormSwiGLU8i
 	dGemvR4
 	dGemvR48
-	dGemvR48i
 	dRopeStore
 	numDecodeFuncs
 )
 
-var decodeNames = [numDecodeFuncs]string{"gemv_norm_multi", "gemv_norm_multi8", "gemv_norm_multi8i", "gemv_add",
-	"gemv_add8", "gemv_add8i", "gemv_norm_swiglu", "gemv_norm_swiglu8", "gemv_norm_swiglu8i", "gemv_r4", "gemv_r48",
-	"gemv_r48i", "rope_store"}
+var decodeNames = [numDecodeFuncs]string{"gemv_norm_multi", "gemv_norm_multi8", "gemv_add", "gemv_add8",
+	"gemv_norm_swiglu", "gemv_norm_swiglu8", "gemv_r4", "gemv_r48", "rope_store"}
 
 var _ kernels.FusedOps = (*Backend)(nil)
 
@@ -147,13 +140,10 @@ func formOf(in int, ws ...kernels.Tensor) (gform, bool) {
 
 // variant is the kernel index of f's format.
 func (f gform) variant(k int) int {
-	switch {
-	case !f.fp8:
-		return k
-	case switches.fp8int:
-		return k + 2
+	if f.fp8 {
+		return k + 1
 	}
-	return k + 1
+	return k
 }
 
 // normVec is the float32 device copy of a norm weight of n elements, or 0.

@@ -20,7 +20,6 @@ import (
 //	                     POCKET_FUSED=qkv,mlp,add,rope enables only the named ones
 //	                     (NormMatMul, NormSwiGLU, MatMulAdd, RoPEStoreKV)
 //	POCKET_PDL=0         fused decode kernels launch without programmatic dependent launch
-//	POCKET_FP8=int       grouped FP8 GEMVs decode weights by integer ops, not the e4m3x2 conversion
 //	POCKET_ATTN=partial  decode attention always on attn_partial (per query head), never attn_gqa
 //	POCKET_GEMV_BLOCKS=N grouped GEMVs aim at N blocks per SM (default 2) when choosing warps per group
 var switches = struct {
@@ -29,7 +28,6 @@ var switches = struct {
 	exactQGEMV bool
 	fused      map[string]bool
 	noPDL      bool
-	fp8int     bool
 	oldAttn    bool
 	gemvBlocks int
 }{
@@ -38,7 +36,6 @@ var switches = struct {
 	exactQGEMV: os.Getenv("POCKET_QGEMV") == "exact",
 	fused:      fusedSwitch(os.Getenv("POCKET_FUSED")),
 	noPDL:      os.Getenv("POCKET_PDL") == "0",
-	fp8int:     os.Getenv("POCKET_FP8") == "int",
 	oldAttn:    os.Getenv("POCKET_ATTN") == "partial",
 	gemvBlocks: intSwitch("POCKET_GEMV_BLOCKS", 2, 1, 64),
 }
