@@ -54,12 +54,11 @@ for stage in "$@"; do
     POCKET_ATTN=partial step bench-attn-partial 120 $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json
     step bench-8k 120 $W bench --model /tmp/l8b --prompt-tokens 8000 --new-tokens 128 --json
     POCKET_ATTN=partial step bench-8k-attn-partial 120 $W bench --model /tmp/l8b --prompt-tokens 8000 --new-tokens 128 --json ;;
-  q35) # issue #6: Qwen3.5-27B FP8 decode (bar: 85% of the weight-bytes roofline); FP8 conversion A/B
+  q35) # issue #6: Qwen3.5-27B FP8 decode (bar: 85% of the weight-bytes roofline); ncu detail of a GEMV
     model qwen3.5-27b-fp8 /tmp/m-qwen3.5-27b-fp8
     step bench-q35 200 $W bench --model /tmp/m-qwen3.5-27b-fp8 --prompt-tokens 512 --new-tokens 64 --json
-    POCKET_FP8=int step bench-q35-fp8int 200 $W bench --model /tmp/m-qwen3.5-27b-fp8 --prompt-tokens 512 --new-tokens 64 --json
-    for k in ${NCU_KERNELS:-gemv_add8 gemv_add8i}; do
-      step ncu-$k 120 env POCKET_FP8=$([ "${k%i}" != "$k" ] && echo int) ncu --kernel-name $k --launch-skip 4 --launch-count 1 \
+    for k in ${NCU_KERNELS:-gemv_add8}; do
+      step ncu-$k 120 ncu --kernel-name $k --launch-skip 4 --launch-count 1 \
         --section SpeedOfLight --section ComputeWorkloadAnalysis --section SchedulerStats --section WarpStateStats \
         $W bench --model /tmp/m-qwen3.5-27b-fp8 --prompt-tokens 16 --new-tokens 4
     done ;;
