@@ -1,11 +1,31 @@
 // Package cuda is the NVIDIA GPU Backend (build tag `cuda`): weights are
 // uploaded once in their stored format (bf16, f16, f32, FP8 E4M3 with
-// block scales — never a widened copy), activations and the paged KV pool
-// are float32 in device memory, and every op is a kernel from kernels.cu,
-// compiled to compute_90 PTX and embedded, except the bf16 prefill GEMMs,
-// which go to cuBLASLt (loaded with dlopen; cublaslt.go) when the host has
-// it, with the activations rounded to bf16 on the device. It links gorgonia.org/cu, whose
-// init exits on a host without a driver, so only the GPU rank binary
+// block scales, GGUF blocks — never a widened copy), activations and the
+// paged KV pool are float32 in device memory. Kernels are CUDA C compiled
+// to compute_90 PTX (each .cu has its `go generate` line) and embedded, one
+// module per concern, the optional ones loaded on first use:
+//
+//	kernels.cu  the Backend's ops: GEMV/GEMM, norms, RoPE, KV, attention
+//	            (decode: split-K attn_partial, attn_gqa from 2K positions;
+//	            prefill: flash attention on the bf16 tensor cores)
+//	decode.cu   kernels.FusedOps: the one-token step's grouped GEMVs (four
+//	            weight rows per warp, bf16/FP8) with the RMSNorm, SwiGLU
+//	            and residual add folded in, q/k norm + RoPE + KV store; they
+//	            use programmatic dependent launch to stream their weights
+//	            while the previous kernel drains
+//	quant.cu    GGUF block formats (quant.go)
+//	moe.cu      kernels.MoEOps: routing and indexed experts on the device
+//	hybrid.cu   kernels.HybridOps: Gated DeltaNet
+//	mla.cu      kernels.MLAOps: latent attention and DeepSeek sparse attention
+//	p2p.cu      the one-shot NVLink all-reduce of tensor-parallel groups
+//
+// Prefill GEMMs go to cuBLASLt (loaded with dlopen; cublaslt.go) when the
+// host has it, with the activations rounded to bf16 on the device
+// (kernels.PreciseMatMul keeps them at tf32 where a model needs it). NCCL
+// is loaded with dlopen too (nccl.go). A decode step is recorded once and
+// replayed as a CUDA graph (graph.go). The A/B switches for measurement
+// are read in one place, switches.go. It links gorgonia.org/cu, whose init
+// exits on a host without a driver, so only the GPU rank binary
 // (cmd/pocket-worker) imports it; without the tag this package is empty.
 //
 // Threading: a CUDA context is current per OS thread. Every Backend method
