@@ -206,6 +206,7 @@ func (e *engine) dropSeq(sq *seqState) {
 // blocks, so the rebuild is usually a lookup (kvMu held).
 func (e *engine) dropKV(sq *seqState) {
 	e.pool.ReleaseAll(sq.table)
+	freeState(sq.state)
 	sq.table, sq.keys, sq.kvLen, sq.state, sq.logits = nil, nil, 0, nil, nil
 }
 
@@ -270,6 +271,7 @@ func (e *engine) fork(src *seqState, at int) *seqState {
 			q, snap := e.snapshotBefore(src, at)
 			fresh, _ := e.model.NewState().(models.RecurrentState)
 			if snap == nil || fresh == nil || fresh.Restore(snap.State, q) != nil {
+				freeState(fresh)
 				return sq
 			}
 			sq.state, at, logits = fresh, q, snap.Logits
@@ -486,6 +488,8 @@ func (e *engine) reuseSnapshot(sq *seqState, toks []int32) int {
 	}
 	st, _ := sq.state.(models.RecurrentState)
 	if sq.kvLen == 0 || st == nil {
+		freeState(sq.state)
+		sq.state = nil
 		st, _ = e.model.NewState().(models.RecurrentState)
 	}
 	if st == nil {
@@ -512,6 +516,9 @@ func (e *engine) reuseSnapshot(sq *seqState, toks []int32) int {
 	snap := snaps[max(best, 1)-1]
 	if best == 0 || st.Restore(snap.State, snap.Pos) != nil {
 		e.pool.ReleaseAll(taken)
+		if st != sq.state {
+			freeState(st)
+		}
 		return 0
 	}
 	e.pool.ReleaseAll(taken[best:])
@@ -591,6 +598,7 @@ func (e *engine) advance(sq *seqState, toks []int32, end int, run func(models.Se
 		sq.table = append(sq.table, b)
 	}
 	if start == 0 && e.recurrent {
+		freeState(sq.state)
 		sq.state = e.model.NewState()
 	}
 	seq := models.Seq{Pool: e.pool.KV(), Table: sq.table, Start: start, State: sq.state}
@@ -624,7 +632,11 @@ func (e *engine) snapshot(sq *seqState, logits []float32, want models.Logits) {
 	if e.pool.HasSnapshot(k) {
 		return
 	}
-	snap := &cache.Snapshot{Pos: sq.kvLen, State: st.Snapshot()}
+	data := st.Snapshot()
+	if len(data) != st.Len() { // the runner could not read it (a worker lost)
+		return
+	}
+	snap := &cache.Snapshot{Pos: sq.kvLen, State: data}
 	if V := e.model.ModelConfig().VocabSize; want != models.NoLogits && len(logits) >= V {
 		snap.Logits = slices.Clone(logits[len(logits)-V:])
 	}
@@ -639,4 +651,13 @@ func (e *engine) invalidateAll() {
 		e.dropKV(sq)
 	}
 	e.pool.Invalidate()
+}
+
+// freeState releases a recurrent state the engine drops, for runners that
+// hold it outside this process (a worker's states implement Free); states
+// in this process are garbage collected.
+func freeState(st any) {
+	if f, ok := st.(interface{ Free() }); ok {
+		f.Free()
+	}
 }

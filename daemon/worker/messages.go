@@ -90,6 +90,9 @@ type Ready struct {
 	EOS         []int32
 	WeightBytes int64
 	Shared      bool // the worker mapped the shared-memory region
+	// StateLen is the number of float32 values of a recurrent state's
+	// snapshot (0 for attention-only models).
+	StateLen int64
 }
 
 func (r *Ready) encode() []byte {
@@ -103,6 +106,7 @@ func (r *Ready) encode() []byte {
 	e.i32s(r.EOS)
 	e.u64(uint64(r.WeightBytes))
 	e.u8(b2u(r.Shared))
+	e.u64(uint64(r.StateLen))
 	return e.b
 }
 
@@ -120,6 +124,10 @@ func decodeReady(p []byte) (Ready, error) {
 	r.EOS = d.i32s("eos")
 	r.WeightBytes = int64(d.u64("weight bytes"))
 	r.Shared = d.u8("shared") != 0
+	r.StateLen = int64(d.u64("state length"))
+	if d.err == nil && (r.StateLen < 0 || r.StateLen > MaxFrame/4 || r.Recurrent != (r.StateLen > 0)) {
+		d.err = fmt.Errorf("%w: recurrent %v with a state of %d values", ErrBadFrame, r.Recurrent, r.StateLen)
+	}
 	return r, d.done("ready")
 }
 
@@ -129,10 +137,12 @@ type forwardReq struct {
 	want   models.Logits
 	tokens []int32
 	table  []int32
+	state  uint64 // the sequence's recurrent state (see state.go); 0: none
 }
 
 func (f *forwardReq) encode() []byte {
 	var e enc
+	e.u64(f.state)
 	e.i32(f.start)
 	e.u8(uint8(f.want))
 	e.i32s(f.tokens)
@@ -142,7 +152,8 @@ func (f *forwardReq) encode() []byte {
 
 func decodeForward(p []byte) (forwardReq, error) {
 	d := dec{b: p}
-	f := forwardReq{start: d.i32("start"), want: models.Logits(d.u8("want"))}
+	f := forwardReq{state: d.u64("state")}
+	f.start, f.want = d.i32("start"), models.Logits(d.u8("want"))
 	f.tokens = d.i32s("tokens")
 	f.table = d.i32s("table")
 	return f, d.done("forward")

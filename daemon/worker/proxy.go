@@ -25,8 +25,10 @@ var ErrWorkerLost = errors.New("worker lost")
 var ErrClosed = errors.New("worker proxy closed")
 
 // ErrRecurrent refuses models with recurrent state (hybrid
-// architectures): their state does not cross the protocol yet.
-var ErrRecurrent = errors.New("models with recurrent state (hybrid architectures) are not supported on a worker yet")
+// architectures) on a tensor-parallel group: the sharding plan cannot
+// split their DeltaNet layers (models.NewRank refuses them too). A
+// whole-model worker serves them (state.go).
+var ErrRecurrent = errors.New("models with recurrent state (hybrid architectures) cannot run tensor-parallel")
 
 // Options configure a worker Proxy.
 type Options struct {
@@ -85,6 +87,8 @@ type Proxy struct {
 	// when the next generation is taken as is.
 	kvGen  int
 	nextID uint32
+
+	states stateBook // recurrent states (state.go)
 
 	argmaxSteps atomic.Int64
 	// shared counts the transfers that went through shared memory.
@@ -147,7 +151,7 @@ func Start(opts Options) (*Proxy, error) {
 		return nil, err
 	}
 	r0 := g.ranks[0].ready
-	if r0.Recurrent {
+	if r0.Recurrent && opts.World > 1 {
 		g.kill()
 		g.wait()
 		return nil, fmt.Errorf("model %s: %w", opts.Hello.Name, ErrRecurrent)
@@ -198,9 +202,6 @@ func groupReady(g *group) Ready {
 
 // ModelConfig implements session.Runner.
 func (p *Proxy) ModelConfig() *models.Config { return p.cfg }
-
-// NewState implements session.Runner: workers serve attention-only models.
-func (p *Proxy) NewState() any { return nil }
 
 // KVSpec implements session.Runner.
 func (p *Proxy) KVSpec(blocks, blockSize int) kernels.KVSpec {
@@ -655,8 +656,9 @@ func (p *Proxy) ArgmaxSteps() int64 { return p.argmaxSteps.Load() }
 // rank's reply (of a type in reply, at most limit bytes) to decode, in
 // rank order (p.req held). A reply that does not decode loses the group.
 func (p *Proxy) step(seq models.Seq, tokens []int32, want models.Logits, typ msgType, limit int, decode func(pr *proc, f frame) error, reply ...msgType) error {
-	if seq.State != nil {
-		return ErrRecurrent
+	st, err := p.ownState(seq.State)
+	if err != nil {
+		return err
 	}
 	kp, err := p.ownPool(seq.Pool)
 	if err != nil {
@@ -682,6 +684,23 @@ func (p *Proxy) step(seq models.Seq, tokens []int32, want models.Logits, typ msg
 	case p.kvGen != g.gen:
 		return p.lostKV(fmt.Errorf("%w: restarted (generation %d)", ErrWorkerLost, g.gen))
 	}
+	if err := p.flushFrees(g); err != nil {
+		return p.lostKV(err)
+	}
+	if st != nil {
+		// The worker advances the state in place: until the reply says
+		// it did, its position is unknown.
+		if req.state, err = p.live(g, st, true); err != nil {
+			if errors.Is(err, ErrWorkerLost) {
+				return p.lostKV(err)
+			}
+			return err
+		}
+		if st.pos != seq.Start {
+			return fmt.Errorf("%w: state holds %d tokens, pass starts at position %d", models.ErrState, st.pos, seq.Start)
+		}
+		st.pos = -1
+	}
 	replies, err := p.call(g, typ, same(req.encode(), limit), reply...)
 	if err != nil {
 		if errors.Is(err, ErrWorkerLost) {
@@ -694,6 +713,9 @@ func (p *Proxy) step(seq models.Seq, tokens []int32, want models.Logits, typ msg
 			p.lose(g, err)
 			return p.lostKV(fmt.Errorf("%s: %w: %w", typ, ErrWorkerLost, err))
 		}
+	}
+	if st != nil {
+		st.pos = seq.Start + len(tokens)
 	}
 	return nil
 }

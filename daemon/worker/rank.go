@@ -88,6 +88,9 @@ type rank struct {
 	group Group       // World ≤ 1: the whole model
 	comm  *stickyComm // nil without a group
 	shm   *mapping    // nil: no shared memory
+	// states are the sequences' recurrent states by id (hybrid models;
+	// nil for attention-only ones): see rank_state.go.
+	states map[uint64]models.RecurrentState
 
 	graphs *graphCache // nil: decode steps run eagerly
 	padded []int32     // padTable's buffer
@@ -209,7 +212,12 @@ func (rk *rank) hello(f frame) (func(), error) {
 		}
 		rk.pinShared()
 	}
-	if rk.opts.Graphs != nil && m.NewState() == nil {
+	var stateLen int64
+	if st, ok := m.NewState().(models.RecurrentState); ok {
+		rk.states, stateLen = map[uint64]models.RecurrentState{}, int64(st.Len())
+	}
+	// Recorded steps would bake in one state's buffers: hybrids run eagerly.
+	if rk.opts.Graphs != nil && rk.states == nil {
 		if rec := rk.opts.Graphs(be); rec != nil {
 			rk.graphs = newGraphCache(rec, maxGraphs)
 		}
@@ -219,7 +227,7 @@ func (rk *rank) hello(f frame) (func(), error) {
 		dev = d.DeviceName()
 	}
 	r := Ready{Version: Version, Backend: be.Name(), Device: dev, Config: cfg, KV: m.KVSpec(0, 0),
-		Recurrent: m.NewState() != nil, EOS: ck.EOS(), WeightBytes: m.WeightBytes(), Shared: rk.shm != nil}
+		Recurrent: rk.states != nil, EOS: ck.EOS(), WeightBytes: m.WeightBytes(), Shared: rk.shm != nil, StateLen: stateLen}
 	if err := writeFrame(rk.w, msgReady, f.id, r.encode(), nil); err != nil {
 		closeAll()
 		return nil, err
@@ -295,6 +303,9 @@ func (rk *rank) handle(f frame) (typ msgType, payload, extra []byte, err error) 
 			return fmt.Errorf("%w: %s before new-kv-pool", errBadRequest, f.typ)
 		}
 		return nil
+	}
+	if typ, payload, extra, ok, err := rk.handleState(f); ok {
+		return typ, payload, extra, err
 	}
 	switch f.typ {
 	case msgPing:
@@ -415,8 +426,16 @@ func (rk *rank) handle(f frame) (typ msgType, payload, extra []byte, err error) 
 
 // run checks a Forward request and runs it.
 func (rk *rank) run(req forwardReq) ([]float32, error) {
-	if rk.model.NewState() != nil {
-		return nil, fmt.Errorf("%w: %w", kernels.ErrUnsupported, ErrRecurrent)
+	var state any
+	switch {
+	case rk.states != nil && req.state == 0:
+		return nil, fmt.Errorf("%w: %w: forward without the sequence's recurrent state", errBadRequest, models.ErrState)
+	case req.state != 0:
+		st, err := rk.stateOf(req.state, "forward")
+		if err != nil {
+			return nil, err
+		}
+		state = st
 	}
 	if req.start < 0 {
 		return nil, fmt.Errorf("%w: negative start %d", errBadRequest, req.start)
@@ -431,7 +450,7 @@ func (rk *rank) run(req forwardReq) ([]float32, error) {
 	default:
 		return nil, fmt.Errorf("%w: logits mode %d", errBadRequest, req.want)
 	}
-	seq := models.Seq{Pool: rk.pool, Table: req.table, Start: req.start}
+	seq := models.Seq{Pool: rk.pool, Table: req.table, Start: req.start, State: state}
 	logits, err := rk.model.Forward(seq, req.tokens, req.want)
 	if err == nil && len(req.tokens) == 1 {
 		rk.warm = true

@@ -22,7 +22,7 @@ import (
 // would be initialised only by the recording, so the eager path after a
 // failed recording would find it uninitialised).
 func (rk *rank) replay(req forwardReq) (StepGraph, bool) {
-	if !rk.graphs.usable() || !rk.warm || len(req.tokens) != 1 || req.want != models.LastLogits || rk.pool == nil {
+	if !rk.graphs.usable() || !rk.warm || req.state != 0 || len(req.tokens) != 1 || req.want != models.LastLogits || rk.pool == nil {
 		return nil, false
 	}
 	blocks, ok := rk.stepBlocks(req)

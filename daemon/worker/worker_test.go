@@ -518,19 +518,6 @@ func TestKillRank(t *testing.T) {
 	}
 }
 
-// TestRecurrentRefused: hybrid models do not start on a worker.
-func TestRecurrentRefused(t *testing.T) {
-	dir := fixture("qwen3_next")
-	if _, err := os.Stat(dir); err != nil {
-		t.Skip("no qwen3_next fixture")
-	}
-	_, err := Start(Options{Command: DefaultCommand(workerBinary(t), "cpu", 0),
-		Hello: Hello{Backend: "cpu", Threads: 1, Name: "hybrid", Path: dir}, Timeout: time.Minute})
-	if !errors.Is(err, ErrRecurrent) {
-		t.Fatalf("hybrid model on a worker: %v", err)
-	}
-}
-
 // TestBadModel: a checkpoint the worker cannot load fails Start with the
 // worker's own message.
 func TestBadModel(t *testing.T) {

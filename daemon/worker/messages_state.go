@@ -1,0 +1,63 @@
+package worker
+
+import "fmt"
+
+// Recurrent-state requests (hybrid models; see state.go). A state lives
+// in the worker under a non-zero id that the daemon picks; ids are never
+// reused within a Proxy, so an id of a dead worker can never name a state
+// of its successor.
+//
+//	NewState{id}                         OK
+//	FreeStates{ids}                      OK (unknown ids are ignored)
+//	SnapshotState{id}                    Block{float32[]} or BlockShared{ref}
+//	RestoreState{id, pos, float32[]}     OK
+//	RestoreStateShared{id, pos, ref}     OK (the daemon pwrote the data first)
+//	CloneState{src, dst}                 OK (dst is a new id)
+//	ResetState{id}                       OK
+
+// maxFreeIDs bounds the ids of one FreeStates request (the daemon sends
+// at most this many at once).
+const maxFreeIDs = 1 << 16
+
+func encodeStateID(id uint64) []byte {
+	var e enc
+	e.u64(id)
+	return e.b
+}
+
+func encodeFreeStates(ids []uint64) []byte {
+	var e enc
+	e.u32(uint32(len(ids)))
+	for _, id := range ids {
+		e.u64(id)
+	}
+	return e.b
+}
+
+func decodeFreeStates(d *dec) []uint64 {
+	n := d.count(8, "ids")
+	if d.err == nil && n > maxFreeIDs {
+		d.err = fmt.Errorf("%w: %d ids to free (at most %d)", ErrBadFrame, n, maxFreeIDs)
+		return nil
+	}
+	ids := make([]uint64, 0, n)
+	for range n {
+		ids = append(ids, d.u64("id"))
+	}
+	return ids
+}
+
+// restoreHeader starts a RestoreState or RestoreStateShared payload.
+func restoreHeader(id uint64, pos int) *enc {
+	e := &enc{}
+	e.u64(id)
+	e.i32(pos)
+	return e
+}
+
+func encodeClone(src, dst uint64) []byte {
+	var e enc
+	e.u64(src)
+	e.u64(dst)
+	return e.b
+}

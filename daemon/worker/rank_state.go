@@ -1,0 +1,139 @@
+package worker
+
+import (
+	"fmt"
+
+	"github.com/pocketllm/pocketllm/models"
+)
+
+// maxStates bounds the recurrent states a rank holds at once: a daemon
+// that leaks them is refused rather than allowed to fill the device.
+const maxStates = 1 << 16
+
+// stateOf resolves a request's state id (rk.states is nil for
+// attention-only models, which take none).
+func (rk *rank) stateOf(id uint64, what string) (models.RecurrentState, error) {
+	if rk.states == nil {
+		return nil, fmt.Errorf("%w: %s: the model keeps no recurrent state", errBadRequest, what)
+	}
+	st, ok := rk.states[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s: no recurrent state %d", errBadRequest, what, id)
+	}
+	return st, nil
+}
+
+// addState registers a new state under a fresh id.
+func (rk *rank) addState(id uint64, st models.RecurrentState, what string) error {
+	if _, dup := rk.states[id]; dup || id == 0 {
+		return fmt.Errorf("%w: %s: state id %d in use or zero", errBadRequest, what, id)
+	}
+	if len(rk.states) >= maxStates {
+		return fmt.Errorf("%w: %s: %d recurrent states held already", errBadRequest, what, len(rk.states))
+	}
+	rk.states[id] = st
+	return nil
+}
+
+// handleState answers the recurrent-state requests; ok is false for
+// other types.
+func (rk *rank) handleState(f frame) (typ msgType, payload, extra []byte, ok bool, err error) {
+	d := dec{b: f.payload}
+	fail := func(err error) (msgType, []byte, []byte, bool, error) { return 0, nil, nil, true, err }
+	if rk.states == nil {
+		switch f.typ {
+		case msgNewState, msgFreeStates, msgSnapshotState, msgRestoreState, msgRestoreStateShared, msgCloneState, msgResetState:
+			return fail(fmt.Errorf("%w: %s: the model keeps no recurrent state", errBadRequest, f.typ))
+		}
+	}
+	switch f.typ {
+	case msgNewState:
+		id := d.u64("id")
+		if err := d.done("new-state"); err != nil {
+			return fail(err)
+		}
+		st, _ := rk.model.NewState().(models.RecurrentState)
+		if st == nil {
+			return fail(fmt.Errorf("new-state: the model made no recurrent state"))
+		}
+		return msgOK, nil, nil, true, rk.addState(id, st, "new-state")
+	case msgFreeStates:
+		ids := decodeFreeStates(&d)
+		if err := d.done("free-states"); err != nil {
+			return fail(err)
+		}
+		for _, id := range ids {
+			delete(rk.states, id)
+		}
+		return msgOK, nil, nil, true, nil
+	case msgSnapshotState:
+		id := d.u64("id")
+		if err := d.done("snapshot-state"); err != nil {
+			return fail(err)
+		}
+		st, err := rk.stateOf(id, "snapshot-state")
+		if err != nil {
+			return fail(err)
+		}
+		data := st.Snapshot()
+		var e enc
+		if rk.shm.fits(len(data)) {
+			ref := shmRef{count: len(data)}
+			buf, err := rk.shm.floats(ref, "state")
+			if err != nil {
+				return fail(err)
+			}
+			copy(buf, data)
+			e.ref(ref)
+			return msgBlockShared, e.b, nil, true, nil
+		}
+		e.f32sHeader(len(data))
+		return msgBlock, e.b, f32Bytes(data), true, nil
+	case msgRestoreState, msgRestoreStateShared:
+		id, pos := d.u64("id"), d.i32("pos")
+		var data []float32
+		if f.typ == msgRestoreState {
+			data = d.f32s("state")
+		} else if ref := d.ref("state"); d.err == nil {
+			if data, err = rk.shm.floats(ref, "state"); err != nil {
+				return fail(err)
+			}
+		}
+		if err := d.done(f.typ.String()); err != nil {
+			return fail(err)
+		}
+		st, err := rk.stateOf(id, f.typ.String())
+		if err != nil {
+			return fail(err)
+		}
+		if err := st.Restore(data, pos); err != nil {
+			return fail(fmt.Errorf("%w: %w", errBadRequest, err))
+		}
+		return msgOK, nil, nil, true, nil
+	case msgCloneState:
+		src, dst := d.u64("src"), d.u64("dst")
+		if err := d.done("clone-state"); err != nil {
+			return fail(err)
+		}
+		st, err := rk.stateOf(src, "clone-state")
+		if err != nil {
+			return fail(err)
+		}
+		if _, dup := rk.states[dst]; dup || dst == 0 {
+			return fail(fmt.Errorf("%w: clone-state: state id %d in use or zero", errBadRequest, dst))
+		}
+		return msgOK, nil, nil, true, rk.addState(dst, st.Clone(), "clone-state")
+	case msgResetState:
+		id := d.u64("id")
+		if err := d.done("reset-state"); err != nil {
+			return fail(err)
+		}
+		st, err := rk.stateOf(id, "reset-state")
+		if err != nil {
+			return fail(err)
+		}
+		st.Reset()
+		return msgOK, nil, nil, true, nil
+	}
+	return 0, nil, nil, false, nil
+}

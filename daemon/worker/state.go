@@ -1,0 +1,377 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/pocketllm/pocketllm/models"
+)
+
+// Recurrent state over the protocol (hybrid models: Gated DeltaNet
+// layers). A sequence's state lives in the worker, next to the weights
+// and the KV pool, under an id; the daemon holds a remoteState, which
+// implements models.RecurrentState by sending requests (messages_state.go)
+// and keeps the position itself, so Pos costs no round trip.
+//
+// States are made lazily: NewState hands out an object holding nothing,
+// whose contents are zeros at position 0, and the worker allocates it on
+// its first use (a Forward or a Restore). So the session package's
+// "NewState() != nil" probes cost nothing, and a fresh state needs no
+// worker at all.
+//
+// A worker restart loses every state. A state knows the generation of
+// the worker that holds it; an id of a dead generation is never sent to
+// a new worker (ids are not reused either). Such a state is lost: a
+// Forward with it fails with ErrWorkerLost and session.ErrKVLost, like
+// lost KV, so the scheduler drops every sequence's KV and state and
+// recomputes them from the token histories (NewState again, full
+// prefill); a Restore, which overwrites everything, makes the state live
+// again in the new worker.
+//
+// Tensor-parallel groups do not serve hybrids (models.NewRank refuses
+// them: the plan cannot split DeltaNet layers), so a state lives in the
+// one rank of a world-1 worker.
+
+// stateBook is the Proxy's bookkeeping of its worker's states.
+type stateBook struct {
+	next uint64 // the last id handed out (p.req held)
+
+	mu      sync.Mutex
+	pending []stateSlot // dropped states the worker still holds
+	freed   int         // ids sent in FreeStates so far
+}
+
+// stateSlot is where a state lives: its id in the worker of generation
+// gen (id 0: nowhere yet).
+type stateSlot struct {
+	id  uint64
+	gen int
+}
+
+// remoteState is a sequence's recurrent state held by the worker.
+type remoteState struct {
+	p    *Proxy
+	slot *stateSlot // separate, so that the cleanup can read it
+	pos  int
+	// err says why the contents are unknown (a failed request, a lost
+	// worker); a Restore or Reset clears it.
+	err     error
+	cleanup runtime.Cleanup
+	freed   bool
+}
+
+var _ models.RecurrentState = (*remoteState)(nil)
+
+// newRemoteState is a state holding nothing yet (zeros at position 0).
+// Its id is freed when the session drops it (Free); the cleanup is a
+// backstop for a state dropped without Free.
+func (p *Proxy) newRemoteState() *remoteState {
+	s := &remoteState{p: p, slot: &stateSlot{}}
+	s.cleanup = runtime.AddCleanup(s, func(sl *stateSlot) { p.dropState(*sl) }, s.slot)
+	return s
+}
+
+// NewState implements session.Runner: a state for hybrid models, nil
+// for attention-only ones.
+func (p *Proxy) NewState() any {
+	if !p.ready.Recurrent {
+		return nil
+	}
+	return p.newRemoteState()
+}
+
+// dropState queues sl's id to be freed with the next request to its
+// worker (any goroutine; ids of other generations died with them).
+func (p *Proxy) dropState(sl stateSlot) {
+	if sl.id == 0 {
+		return
+	}
+	p.states.mu.Lock()
+	p.states.pending = append(p.states.pending, sl)
+	p.states.mu.Unlock()
+}
+
+// StatesFreed counts the state ids sent to workers to be freed.
+func (p *Proxy) StatesFreed() int {
+	p.states.mu.Lock()
+	defer p.states.mu.Unlock()
+	return p.states.freed
+}
+
+// flushFrees sends the queued frees of g's states (p.req held). Only a
+// lost worker is an error: a worker that refuses a free keeps a few
+// buffers until it exits.
+func (p *Proxy) flushFrees(g *group) error {
+	p.states.mu.Lock()
+	var ids []uint64
+	for _, sl := range p.states.pending {
+		if sl.gen == g.gen {
+			ids = append(ids, sl.id)
+		}
+	}
+	p.states.pending = nil
+	p.states.mu.Unlock()
+	for len(ids) > 0 {
+		n := min(len(ids), maxFreeIDs)
+		_, err := p.call(g, msgFreeStates, same(encodeFreeStates(ids[:n]), 0), msgOK)
+		if errors.Is(err, ErrWorkerLost) {
+			return err
+		}
+		if err != nil {
+			p.log.Warn("free recurrent states", "err", err)
+		}
+		p.states.mu.Lock()
+		p.states.freed += n
+		p.states.mu.Unlock()
+		ids = ids[n:]
+	}
+	return nil
+}
+
+// ownState is seq.State as this proxy's state: nil for attention-only
+// models, an error for anything else.
+func (p *Proxy) ownState(state any) (*remoteState, error) {
+	if !p.ready.Recurrent {
+		if state != nil {
+			return nil, fmt.Errorf("%w: recurrent state %T for a model without recurrent layers", models.ErrState, state)
+		}
+		return nil, nil
+	}
+	s, ok := state.(*remoteState)
+	if !ok || s.p != p {
+		return nil, fmt.Errorf("%w: need the state from this worker's NewState, have %T", models.ErrState, state)
+	}
+	if s.freed {
+		return nil, fmt.Errorf("%w: state used after Free", models.ErrState)
+	}
+	return s, nil
+}
+
+// live returns s's id in g (p.req held), allocating it there first when
+// s holds nothing yet and create is set (0 otherwise). A state of a dead
+// generation is an error wrapping ErrWorkerLost.
+func (p *Proxy) live(g *group, s *remoteState, create bool) (uint64, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	if s.slot.id != 0 {
+		if s.slot.gen != g.gen {
+			s.err = fmt.Errorf("%w: recurrent state %d lived in worker generation %d, now %d", ErrWorkerLost, s.slot.id, s.slot.gen, g.gen)
+			s.slot.id = 0
+			return 0, s.err
+		}
+		return s.slot.id, nil
+	}
+	if !create {
+		return 0, nil
+	}
+	p.states.next++
+	id := p.states.next
+	if _, err := p.call(g, msgNewState, same(encodeStateID(id), 0), msgOK); err != nil {
+		return 0, fmt.Errorf("new recurrent state: %w", err)
+	}
+	*s.slot = stateSlot{id: id, gen: g.gen}
+	return id, nil
+}
+
+// stateReq runs one state operation with the worker (p.req held by it).
+func (p *Proxy) stateReq(op func(g *group) error) error {
+	p.req.Lock()
+	defer p.req.Unlock()
+	g, err := p.worker()
+	if err != nil {
+		return err
+	}
+	if err := p.flushFrees(g); err != nil {
+		return err
+	}
+	return op(g)
+}
+
+// Pos implements models.RecurrentState: -1 when the contents are unknown.
+func (s *remoteState) Pos() int {
+	if s.err != nil {
+		return -1
+	}
+	if s.slot.id != 0 {
+		s.p.mu.Lock()
+		gen := s.p.gen
+		s.p.mu.Unlock()
+		if gen != s.slot.gen {
+			return -1 // lost with its worker
+		}
+	}
+	return s.pos
+}
+
+// Len implements models.RecurrentState.
+func (s *remoteState) Len() int { return int(s.p.ready.StateLen) }
+
+// SizeBytes implements models.RecurrentState.
+func (s *remoteState) SizeBytes() int64 { return s.p.ready.StateLen * 4 }
+
+// Snapshot implements models.RecurrentState. It returns nil when the
+// state cannot be read (lost with its worker, or a failed request): the
+// interface has no error result, and the session stores no snapshot of
+// the wrong length.
+func (s *remoteState) Snapshot() []float32 {
+	n := s.Len()
+	if s.freed || s.err != nil {
+		return nil
+	}
+	if s.slot.id == 0 {
+		return make([]float32, n)
+	}
+	var out []float32
+	err := s.p.stateReq(func(g *group) error {
+		id, err := s.p.live(g, s, false)
+		if err != nil {
+			return err
+		}
+		replies, err := s.p.call(g, msgSnapshotState, same(encodeStateID(id), n*4+64), msgBlock, msgBlockShared)
+		if err != nil {
+			return err
+		}
+		pr, f := g.ranks[0], replies[0]
+		d := dec{b: f.payload}
+		data := make([]float32, n)
+		if f.typ == msgBlockShared {
+			ref := d.ref("state")
+			if err = d.done("state"); err == nil && ref.count != n {
+				err = fmt.Errorf("%w: state of %d values, want %d", ErrBadFrame, ref.count, n)
+			}
+			if err == nil {
+				err = readShared(pr.shm, pr.shmSize, ref, data, "state")
+			}
+		} else if got := d.count(4, "state"); got != n || len(d.b) != 4*n {
+			err = fmt.Errorf("%w: state of %d values, want %d", ErrBadFrame, got, n)
+		} else {
+			copy(f32Bytes(data), d.b)
+		}
+		if err != nil { // the worker does not speak the protocol: replace it
+			s.p.lose(g, err)
+			return fmt.Errorf("snapshot-state: %w: %w", ErrWorkerLost, err)
+		}
+		out = data
+		return nil
+	})
+	if err != nil {
+		s.p.log.Error("snapshot recurrent state", "err", err)
+		return nil
+	}
+	return out
+}
+
+// Restore implements models.RecurrentState. It also revives a state lost
+// with its worker: the data replaces everything.
+func (s *remoteState) Restore(data []float32, pos int) error {
+	if s.freed {
+		return fmt.Errorf("%w: restore after Free", models.ErrState)
+	}
+	if len(data) != s.Len() {
+		return fmt.Errorf("%w: snapshot of %d values, state holds %d", models.ErrState, len(data), s.Len())
+	}
+	if pos < 0 || pos > 1<<30 {
+		return fmt.Errorf("%w: position %d", models.ErrState, pos)
+	}
+	err := s.p.stateReq(func(g *group) error {
+		if s.slot.id != 0 && s.slot.gen != g.gen {
+			s.slot.id = 0 // died with its worker
+		}
+		s.err = nil
+		id, err := s.p.live(g, s, true)
+		if err != nil {
+			return err
+		}
+		_, err = s.p.call(g, msgRestoreState, func(pr *proc) rankReq {
+			e := restoreHeader(id, pos)
+			if int64(len(data))*4 <= pr.shmSize && len(data) > 0 {
+				// One request at a time: the region is free until the reply.
+				if _, err := pr.shm.WriteAt(f32Bytes(data), 0); err == nil {
+					e.ref(shmRef{count: len(data)})
+					return rankReq{typ: msgRestoreStateShared, payload: e.b}
+				}
+			}
+			e.f32sHeader(len(data))
+			return rankReq{payload: e.b, extra: f32Bytes(data), limit: 0}
+		}, msgOK)
+		return err
+	})
+	if err != nil {
+		s.err, s.pos = fmt.Errorf("restore recurrent state: %w", err), -1
+		return s.err
+	}
+	s.pos = pos
+	return nil
+}
+
+// Clone implements models.RecurrentState. A state that cannot be cloned
+// (lost, or the request failed) gives a clone whose Pos is -1, which no
+// Forward accepts.
+func (s *remoteState) Clone() models.RecurrentState {
+	c := s.p.newRemoteState()
+	c.pos = s.pos
+	if s.freed {
+		c.err, c.pos = fmt.Errorf("%w: clone after Free", models.ErrState), -1
+		return c
+	}
+	if s.err == nil && s.slot.id == 0 {
+		return c // nothing held yet: neither is the clone
+	}
+	err := s.p.stateReq(func(g *group) error {
+		src, err := s.p.live(g, s, false)
+		if err != nil {
+			return err
+		}
+		s.p.states.next++
+		dst := s.p.states.next
+		if _, err := s.p.call(g, msgCloneState, same(encodeClone(src, dst), 0), msgOK); err != nil {
+			return err
+		}
+		*c.slot = stateSlot{id: dst, gen: g.gen}
+		return nil
+	})
+	if err != nil {
+		c.err, c.pos = fmt.Errorf("clone recurrent state: %w", err), -1
+	}
+	return c
+}
+
+// Reset implements models.RecurrentState. A state that cannot be reset
+// in its worker lets its id go and holds nothing again (zeros at 0).
+func (s *remoteState) Reset() {
+	if s.freed {
+		return
+	}
+	s.err, s.pos = nil, 0
+	if s.slot.id == 0 {
+		return
+	}
+	err := s.p.stateReq(func(g *group) error {
+		id, err := s.p.live(g, s, false)
+		if err != nil {
+			return err
+		}
+		_, err = s.p.call(g, msgResetState, same(encodeStateID(id), 0), msgOK)
+		return err
+	})
+	if err != nil {
+		s.p.dropState(*s.slot)
+		*s.slot = stateSlot{}
+		s.err = nil
+	}
+}
+
+// Free releases the state in the worker (with the next request): the
+// session calls it when it drops the state. The state is unusable after.
+func (s *remoteState) Free() {
+	if s.freed {
+		return
+	}
+	s.freed = true
+	s.cleanup.Stop()
+	s.p.dropState(*s.slot)
+	*s.slot = stateSlot{}
+}
