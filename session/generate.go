@@ -325,6 +325,9 @@ func (m *Manager) generate(ctx context.Context, e *engine, sq *seqState, toks []
 	res.FinishReason = "length"
 	first := true
 	greedy := e.greedyRunner(p)
+	if p.Sampling.biased() {
+		greedy = nil // the runner's argmax would not see the bias
+	}
 	var err error
 	for len(res.IDs) < maxNew {
 		if closing != nil && closing.Load() {

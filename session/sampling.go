@@ -31,7 +31,16 @@ type SamplingParams struct {
 	RepetitionPenalty float64
 	PresencePenalty   float64
 	FrequencyPenalty  float64
+	// LogitBias is added to the logits of its token ids after the
+	// penalties, before temperature and greedy selection (OpenAI's
+	// logit_bias; ids outside the vocabulary are ignored). A biased
+	// generation always samples from the logits, never from a runner's
+	// argmax path, which would not see the bias.
+	LogitBias map[int32]float32
 }
+
+// biased reports whether p changes the logits by LogitBias.
+func (p SamplingParams) biased() bool { return len(p.LogitBias) > 0 }
 
 // sampler holds the state one generation's sampling needs: the random
 // stream and the token counts the penalties read.
@@ -106,6 +115,11 @@ func (s *sampler) distribution(logits []float32) ([]int32, []float64) {
 	if p.PresencePenalty != 0 || p.FrequencyPenalty != 0 {
 		for t, c := range s.counts {
 			x[t] -= p.FrequencyPenalty*float64(c) + p.PresencePenalty
+		}
+	}
+	for t, b := range p.LogitBias {
+		if t >= 0 && int(t) < len(x) {
+			x[t] += float64(b)
 		}
 	}
 	if p.Temperature <= 0 || p.TopK == 1 {
