@@ -17,17 +17,23 @@
 //
 //	daemon → worker                      worker → daemon
 //	Hello{version, backend, device,      Ready{version, config JSON, KV shape,
-//	      threads, model, KV pool spec,        recurrent, EOS ids, weight bytes}
+//	      threads, model, KV pool spec,        recurrent, EOS ids, weight bytes,
+//	      ...                                  shared, state length}
 //	      rank, world, rendezvous dir,
 //	      join and collective timeouts}
 //	NewKVPool{spec}                      OK
-//	Forward{start, want, tokens, table}  Logits{float32[]} (empty for NoLogits)
+//	Forward{state, start, want,          Logits{float32[]} (empty for NoLogits)
+//	        tokens, table}
 //	ForwardArgmax{same, want=Last}       Token{int32}: the argmax of the last
 //	                                           token's logits (session.Argmax)
 //	CopyKVBlock{dst, src}                OK
 //	ReadKVBlock{block}                   Block{float32[]}
 //	WriteKVBlock{block, float32[]}       OK
 //	Ping                                 OK
+//	NewState{id}, CloneState{src, dst},  OK
+//	ResetState{id}, FreeStates{ids}
+//	SnapshotState{id}                    Block{float32[]} / BlockShared{ref}
+//	RestoreState{id, pos, float32[]}     OK
 //	                                     Error{code, message} for any request
 //
 // Greedy generations (no penalties, no logprobs) step with ForwardArgmax
@@ -83,6 +89,21 @@
 // ranks are killed and a new group, with a new rendezvous, is started. The first Forward after
 // a loss returns an error that also wraps session.ErrKVLost, so the
 // scheduler drops all KV and recomputes it from the durable token
-// histories. Models with recurrent state (hybrid architectures) are
-// refused: their state does not cross the protocol yet.
+// histories.
+//
+// # Recurrent state
+//
+// Hybrid models (Gated DeltaNet layers: qwen3_5, qwen3_next) keep a
+// per-sequence recurrent state besides the KV. It stays in the worker,
+// under an id the daemon picks (never reused), and Forward requests name
+// it (0: none); the Proxy's NewState returns a handle that implements
+// models.RecurrentState over the state requests above (state.go), so the
+// session's snapshots, restores and clones work as on the CPU. A handle
+// is allocated in the worker on first use; the session frees the handles
+// it drops (batched into the next request; a cleanup is the backstop).
+// A worker restart loses every state: a handle of an older generation is
+// never sent again, and a Forward with it reports session.ErrKVLost, so
+// the scheduler recomputes from the token histories. Tensor-parallel
+// groups refuse hybrids (ErrRecurrent; the sharding plan cannot split
+// DeltaNet layers), and hybrids' steps run eagerly (no recorded graphs).
 package worker

@@ -166,6 +166,10 @@ func FuzzRankRequests(f *testing.F) {
 	f.Add(rawFrame(msgCopyBlock, 3, []byte{0, 0, 0, 0, 9, 0, 0, 0}))
 	f.Add(rawFrame(msgWriteBlock, 3, []byte{0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0}))
 	f.Add(rawFrame(msgHello, 1, nil))
+	// State requests to a model without recurrent layers are refused.
+	f.Add(rawFrame(msgNewState, 4, encodeStateID(1)))
+	fw = forwardReq{state: 3, start: 0, want: models.LastLogits, tokens: []int32{1}, table: []int32{0}}
+	f.Add(rawFrame(msgForward, 5, fw.encode()))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		h := Hello{Version: Version, Backend: "cpu", Threads: 1, Path: fixture("qwen3"),
 			Pool: kernels.KVSpec{Layers: 0}}
@@ -185,3 +189,103 @@ type rwPair struct {
 
 func (p *rwPair) Read(b []byte) (int, error)  { return p.r.Read(b) }
 func (p *rwPair) Write(b []byte) (int, error) { return p.w.Write(b) }
+
+// hybridFake is fakeProxy serving a hybrid model whose states hold n
+// values, and a state that lives in its worker under id 7.
+func hybridFake(t testing.TB, n int) (*Proxy, *remoteState, net.Conn) {
+	p, _, peer := fakeProxy(t)
+	p.ready.Recurrent, p.ready.StateLen = true, int64(n)
+	s := p.newRemoteState()
+	*s.slot = stateSlot{id: 7, gen: 1}
+	s.pos = 16
+	p.states.next = 7
+	return p, s, peer
+}
+
+// TestMalformedStateReplies: a snapshot reply of the wrong size, type or
+// shape loses the worker and yields no snapshot; a good one decodes; a
+// failed restore or clone leaves a state no Forward accepts.
+func TestMalformedStateReplies(t *testing.T) {
+	for name, raw := range map[string][]byte{
+		"short":      rawFrame(msgBlock, 1, logitsPayload(3)),
+		"long":       rawFrame(msgBlock, 1, logitsPayload(5)),
+		"wrong type": rawFrame(msgLogits, 1, logitsPayload(4)),
+		"no shm":     rawFrame(msgBlockShared, 1, []byte{0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0}),
+		"error":      rawFrame(msgError, 1, encodeError(codeBadRequest, "no")),
+		"trailing":   rawFrame(msgBlock, 1, append(logitsPayload(4), 1)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			p, s, peer := hybridFake(t, 4)
+			go answer(peer, raw)
+			if got := s.Snapshot(); got != nil {
+				t.Fatalf("snapshot %v accepted", got)
+			}
+			if name != "error" && p.Health() == nil {
+				t.Fatal("worker kept after a malformed reply")
+			}
+		})
+	}
+	_, s, peer := hybridFake(t, 4)
+	go answer(peer, rawFrame(msgBlock, 1, logitsPayload(4)))
+	if got := s.Snapshot(); len(got) != 4 {
+		t.Fatalf("good snapshot reply: %v", got)
+	}
+	_, s, peer = hybridFake(t, 4)
+	go answer(peer, rawFrame(msgError, 1, encodeError(codeBadRequest, "no")))
+	if err := s.Restore(make([]float32, 4), 16); err == nil || s.Pos() != -1 {
+		t.Fatalf("failed restore: %v, pos %d", err, s.Pos())
+	}
+	if err := s.Restore(make([]float32, 3), 16); !errors.Is(err, models.ErrState) {
+		t.Fatalf("restore of the wrong length: %v", err)
+	}
+	_, s, peer = hybridFake(t, 4)
+	go answer(peer, rawFrame(msgError, 1, encodeError(codeBadRequest, "no")))
+	if c := s.Clone(); c.Pos() != -1 || s.Pos() != 16 {
+		t.Fatalf("failed clone: clone at %d, source at %d", c.Pos(), s.Pos())
+	}
+}
+
+// FuzzProxyStateReply: whatever a worker answers to a snapshot, the
+// proxy returns the state's values or nil.
+func FuzzProxyStateReply(f *testing.F) {
+	f.Add(rawFrame(msgBlock, 1, logitsPayload(4)))
+	f.Add(rawFrame(msgBlockShared, 1, []byte{0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0}))
+	f.Add(rawFrame(msgError, 1, encodeError(codeInternal, "x")))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		_, s, peer := hybridFake(t, 4)
+		s.p.opts.Timeout = 200 * time.Millisecond
+		go answer(peer, raw)
+		if got := s.Snapshot(); got != nil && len(got) != 4 {
+			t.Fatalf("%d values accepted", len(got))
+		}
+	})
+}
+
+// FuzzRankStateRequests: whatever state requests a rank of a hybrid model
+// gets, it answers or stops reading; it never panics.
+func FuzzRankStateRequests(f *testing.F) {
+	frames := func(fs ...[]byte) []byte { return bytes.Join(fs, nil) }
+	id1, id2 := encodeStateID(1), encodeStateID(2)
+	restore := restoreHeader(1, 16)
+	restore.f32sHeader(2)
+	restore.b = append(restore.b, 0, 0, 0, 0, 0, 0, 0, 0)
+	shared := restoreHeader(1, 0)
+	shared.ref(shmRef{count: 4})
+	fw := forwardReq{state: 1, start: 0, want: models.LastLogits, tokens: []int32{1, 2}, table: []int32{0}}
+	f.Add(frames(rawFrame(msgNewState, 1, id1), rawFrame(msgSnapshotState, 2, id1), rawFrame(msgCloneState, 3, encodeClone(1, 2)),
+		rawFrame(msgResetState, 4, id2), rawFrame(msgFreeStates, 5, encodeFreeStates([]uint64{1, 2, 9}))))
+	f.Add(frames(rawFrame(msgNewState, 1, id1), rawFrame(msgNewState, 2, id1), rawFrame(msgRestoreState, 3, restore.b),
+		rawFrame(msgRestoreStateShared, 4, shared.b), rawFrame(msgForward, 5, fw.encode())))
+	f.Add(frames(rawFrame(msgCloneState, 1, encodeClone(5, 0)), rawFrame(msgSnapshotState, 2, encodeStateID(0)),
+		rawFrame(msgFreeStates, 3, []byte{255, 255, 255, 255})))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		h := Hello{Version: Version, Backend: "cpu", Threads: 1, Path: fixture("qwen3_5")}
+		in := append(rawFrame(msgHello, 0, h.encode()), raw...)
+		rw := &rwPair{r: bytes.NewReader(in), w: io.Discard}
+		err := ServeRank(rw, RankOptions{Backend: "cpu", NewBackend: func(_, th, _ int) (kernels.Backend, error) { return cpu.New(th), nil }})
+		if errors.Is(err, ErrDeviceLost) {
+			t.Fatalf("rank panicked: %v", err)
+		}
+	})
+}
