@@ -90,7 +90,8 @@ type rank struct {
 	shm   *mapping    // nil: no shared memory
 	// states are the sequences' recurrent states by id (hybrid models;
 	// nil for attention-only ones): see rank_state.go.
-	states map[uint64]models.RecurrentState
+	states     map[uint64]models.RecurrentState
+	freedBytes int64 // state bytes freed since the last collection
 
 	graphs *graphCache // nil: decode steps run eagerly
 	padded []int32     // padTable's buffer

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"fmt"
+	"runtime"
 
 	"github.com/pocketllm/pocketllm/models"
 )
@@ -9,6 +10,9 @@ import (
 // maxStates bounds the recurrent states a rank holds at once: a daemon
 // that leaks them is refused rather than allowed to fill the device.
 const maxStates = 1 << 16
+
+// gcFreedBytes is how many bytes of freed states trigger a collection.
+const gcFreedBytes = 256 << 20
 
 // stateOf resolves a request's state id (rk.states is nil for
 // attention-only models, which take none).
@@ -63,7 +67,19 @@ func (rk *rank) handleState(f frame) (typ msgType, payload, extra []byte, ok boo
 			return fail(err)
 		}
 		for _, id := range ids {
-			delete(rk.states, id)
+			if st, ok := rk.states[id]; ok {
+				rk.freedBytes += st.SizeBytes()
+				delete(rk.states, id)
+			}
+		}
+		// A backend's buffers go back to its free list when collected
+		// (the CUDA backend's finalizers), and the Go heap, which paces
+		// collections, barely grows with device memory: collect once
+		// enough state memory was let go, so that new states reuse it
+		// instead of failing an allocation.
+		if rk.freedBytes >= gcFreedBytes {
+			runtime.GC()
+			rk.freedBytes = 0
 		}
 		return msgOK, nil, nil, true, nil
 	case msgSnapshotState:
