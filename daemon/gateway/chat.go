@@ -18,9 +18,10 @@ type chatChoice struct {
 }
 
 type chatOut struct {
-	Role    string  `json:"role"`
-	Content string  `json:"content"`
-	Refusal *string `json:"refusal"`
+	Role      string       `json:"role"`
+	Content   *string      `json:"content"`
+	Refusal   *string      `json:"refusal"`
+	ToolCalls []toolCallJS `json:"tool_calls,omitempty"`
 }
 
 type chatLogprobs struct {
@@ -49,8 +50,9 @@ type chunkChoice struct {
 }
 
 type chunkDelta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string          `json:"role,omitempty"`
+	Content   *string         `json:"content,omitempty"`
+	ToolCalls []toolCallDelta `json:"tool_calls,omitempty"`
 }
 
 func byteInts(s string) []int {
@@ -85,6 +87,15 @@ func (g *Gateway) serveChat(ctx *fasthttp.RequestCtx) {
 		if err != nil {
 			return nil, badParam("messages", "messages: %v", err)
 		}
+		if j.toolPrefix != "" {
+			// The reply starts with the call's opening, which the model
+			// continues: how tool_choice "required" or a named function is
+			// kept without constrained decoding.
+			if !forceToolCall(m.tok.ChatTemplate()) {
+				return nil, badParam("tool_choice", "tool_choice: model %s's chat template does not write calls as <tool_call> blocks, so pocketd cannot force one; use \"auto\"", m.name)
+			}
+			text += j.toolPrefix
+		}
 		return m.tok.Encode(text), nil
 	})
 	if aerr != nil {
@@ -110,9 +121,13 @@ func (g *Gateway) serveChat(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, fromSession(err))
 		return
 	}
+	msg, reason := chatOut{Role: "assistant", Content: &res.Text}, res.FinishReason
+	if j.tools {
+		msg, reason = toolMessage(res.Text, j.toolPrefix, reason)
+	}
 	daemon.WriteJSON(ctx, fasthttp.StatusOK, completionObject[chatChoice]{
 		ID: id, Object: "chat.completion", Created: created.Unix(), Model: p.m.name, SystemFingerprint: fingerprint,
-		Choices: []chatChoice{{Message: chatOut{Role: "assistant", Content: res.Text}, Logprobs: lps, FinishReason: res.FinishReason}},
+		Choices: []chatChoice{{Message: msg, Logprobs: lps, FinishReason: reason}},
 		Usage:   usageOf(res.Usage),
 	})
 }
@@ -135,6 +150,10 @@ func (g *Gateway) streamChat(ctx *fasthttp.RequestCtx, j *job, p *prepared, id s
 			return chunkChoice{Delta: chunkDelta{Content: &text},
 				Logprobs: &chatLogprobs{Content: []tokenLogprob{p.m.chatLogprob(ev)}}}
 		}
+	}
+	if j.tools {
+		ts := newToolStream(p.m, j.toolPrefix, j.params.Logprobs)
+		cs.filter, cs.end = ts.token, ts.end
 	}
 	streamChunks(g, ctx, p, start, cs)
 }

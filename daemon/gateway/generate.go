@@ -57,6 +57,11 @@ func (g *Gateway) prepare(ctx *fasthttp.RequestCtx, j *job, encode func(*modelIn
 			return nil, badParam("prompt", "prompt[%d]: token id %d is outside the vocabulary (%d)", i, id, m.vocab)
 		}
 	}
+	for id := range j.params.Sampling.LogitBias {
+		if int(id) >= m.vocab {
+			return nil, badParam("logit_bias", "logit_bias: token id %d is outside the vocabulary (%d)", id, m.vocab)
+		}
+	}
 	if len(j.params.Stop) > 0 && m.tok == nil {
 		return nil, badParam("stop", "stop: model %s has no tokenizer to match stop strings with", m.name)
 	}

@@ -97,18 +97,21 @@ type samplingFields struct {
 	StreamOptions     *struct {
 		IncludeUsage *bool `json:"include_usage"`
 	} `json:"stream_options"`
-	SessionID string `json:"session_id"`
+	SessionID string             `json:"session_id"`
+	LogitBias map[string]float64 `json:"logit_bias"`
 }
 
 // chatRequest is POST /v1/chat/completions.
 type chatRequest struct {
-	Model               string        `json:"model"`
-	Messages            []chatMessage `json:"messages"`
-	MaxTokens           *int          `json:"max_tokens"`
-	MaxCompletionTokens *int          `json:"max_completion_tokens"`
-	Logprobs            *bool         `json:"logprobs"`
-	TopLogprobs         *int          `json:"top_logprobs"`
-	Tools               []any         `json:"tools"`
+	Model               string            `json:"model"`
+	Messages            []chatMessage     `json:"messages"`
+	MaxTokens           *int              `json:"max_tokens"`
+	MaxCompletionTokens *int              `json:"max_completion_tokens"`
+	Logprobs            *bool             `json:"logprobs"`
+	TopLogprobs         *int              `json:"top_logprobs"`
+	Tools               []json.RawMessage `json:"tools"`
+	ToolChoice          json.RawMessage   `json:"tool_choice"`
+	ResponseFormat      json.RawMessage   `json:"response_format"`
 	// ChatTemplateKwargs are extra template variables (vLLM's extension),
 	// e.g. {"enable_thinking": false}.
 	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs"`
@@ -148,6 +151,11 @@ type job struct {
 	// chat
 	messages []tokenizer.Message
 	kwargs   map[string]any
+	// tools: the reply is parsed for tool calls; toolPrefix is the start
+	// of a call that the prompt ends with (tool_choice "required" or a
+	// named function), the reply's first text.
+	tools      bool
+	toolPrefix string
 
 	// completions: exactly one of text and ids (text may be "" with a
 	// session: then the session's history is the prompt).
@@ -181,11 +189,11 @@ func decodeChat(body []byte, header string) (*job, *apiError) {
 		}
 		j.messages = append(j.messages, msg)
 	}
-	if len(r.Tools) > 0 {
-		if j.kwargs == nil {
-			j.kwargs = map[string]any{}
-		}
-		j.kwargs["tools"] = r.Tools
+	if err := j.chatTools(r.Tools, r.ToolChoice); err != nil {
+		return nil, err
+	}
+	if err := responseFormat(r.ResponseFormat); err != nil {
+		return nil, err
 	}
 	max := r.MaxCompletionTokens
 	param := "max_completion_tokens"
@@ -232,7 +240,9 @@ func (m chatMessage) toTemplate(i int) (tokenizer.Message, *apiError) {
 		if role != "assistant" || len(m.ToolCalls) == 0 {
 			return out, badParam(p+".content", "%s.content: missing", p)
 		}
-		out.Content = nil
+		// "", not null: templates such as Qwen3's apply string tests
+		// (`'</think>' in message.content`) to every assistant message.
+		out.Content = ""
 	case raw[0] == '"':
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
@@ -405,6 +415,9 @@ func (j *job) sampling(r *samplingFields, header string) *apiError {
 		return err
 	}
 	j.params.Stop = stops
+	if sp.LogitBias, err = logitBias(r.LogitBias); err != nil {
+		return err
+	}
 	j.stream = r.Stream != nil && *r.Stream
 	if r.StreamOptions != nil && r.StreamOptions.IncludeUsage != nil {
 		if !j.stream {

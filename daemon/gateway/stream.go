@@ -32,6 +32,12 @@ type chunkStream[C any] struct {
 	// a token's text goes out pre-encoded between textOpen and textClose).
 	scored              func(ev session.TokenEvent) C
 	textOpen, textClose string
+	// filter, when set, turns each token into the choices to send (none
+	// or several), in place of scored and the text fast path; end then
+	// returns what the end of the generation releases, and may change the
+	// finish reason (tool calls).
+	filter func(ev session.TokenEvent) []C
+	end    func(reason *string) []C
 	// closing is the choice carrying the finish reason.
 	closing      func(reason *string) C
 	includeUsage bool
@@ -64,6 +70,12 @@ func streamChunks[C any](g *Gateway, ctx *fasthttp.RequestCtx, p *prepared, star
 		for ev, more := first, ok; more; ev, more = gen.next() {
 			var err error
 			switch {
+			case cs.filter != nil:
+				for _, c := range cs.filter(ev) {
+					if err = s.event(chunk(c)); err != nil {
+						break
+					}
+				}
 			case cs.scored != nil:
 				err = s.event(chunk(cs.scored(ev)))
 			case ev.Text != "":
@@ -84,6 +96,13 @@ func streamChunks[C any](g *Gateway, ctx *fasthttp.RequestCtx, p *prepared, star
 			return
 		}
 		reason := gen.res.FinishReason
+		if cs.end != nil {
+			for _, c := range cs.end(&reason) {
+				if s.event(chunk(c)) != nil {
+					return
+				}
+			}
+		}
 		if s.event(chunk(cs.closing(&reason))) != nil {
 			return
 		}

@@ -122,6 +122,15 @@ func (c *chatTemplate) render(vars map[string]any) (out string, err error) {
 // HasChatTemplate reports whether ApplyChatTemplate can render.
 func (t *Tokenizer) HasChatTemplate() bool { return t.chat != nil }
 
+// ChatTemplate is the chat template's Jinja source ("" without one), for
+// callers that adapt to what a template does (e.g. its tool-call format).
+func (t *Tokenizer) ChatTemplate() string {
+	if t.chat == nil {
+		return ""
+	}
+	return t.chat.source
+}
+
 // ApplyChatTemplate renders messages ([]Message, []map[string]any or any
 // JSON-shaped list) with the model's chat template. The template sees
 // messages, add_generation_prompt, bos_token and eos_token (from

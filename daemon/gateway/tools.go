@@ -1,0 +1,150 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// The request side of tool calling, logit_bias and response_format.
+
+// toolDef is the part of a tool the gateway checks; the tool itself goes
+// to the chat template as the client sent it.
+type toolDef struct {
+	Type     string `json:"type"`
+	Function *struct {
+		Name       string          `json:"name"`
+		Parameters json.RawMessage `json:"parameters"`
+	} `json:"function"`
+}
+
+// chatTools decodes tools and tool_choice into j: which tools the
+// template sees, whether the reply is parsed for calls, and the call
+// prefix that "required" or a named function forces (see forceToolCall).
+func (j *job) chatTools(tools []json.RawMessage, choice json.RawMessage) *apiError {
+	names := map[string]bool{}
+	for i, raw := range tools {
+		p := fmt.Sprintf("tools[%d]", i)
+		var td toolDef
+		if err := json.Unmarshal(raw, &td); err != nil {
+			return badParam(p, "%s: expected a tool object", p)
+		}
+		if td.Type != "function" {
+			return badParam(p+".type", "%s.type: only \"function\" tools are supported, got %q", p, td.Type)
+		}
+		if td.Function == nil || td.Function.Name == "" {
+			return badParam(p+".function.name", "%s.function.name: missing", p)
+		}
+		if ps := bytes.TrimSpace(td.Function.Parameters); len(ps) > 0 && ps[0] != '{' && string(ps) != "null" {
+			return badParam(p+".function.parameters", "%s.function.parameters: expected a JSON schema object", p)
+		}
+		names[td.Function.Name] = true
+	}
+	mode, name, aerr := toolChoice(choice)
+	if aerr != nil {
+		return aerr
+	}
+	if len(tools) == 0 {
+		if mode == "required" || mode == "function" {
+			return badParam("tool_choice", "tool_choice: %q needs tools", mode)
+		}
+		return nil
+	}
+	if mode == "none" {
+		return nil // no tools in the prompt, no parsing: a plain reply
+	}
+	if mode == "function" && !names[name] {
+		return badParam("tool_choice", "tool_choice: function %q is not among the tools", name)
+	}
+	if j.kwargs == nil {
+		j.kwargs = map[string]any{}
+	}
+	j.kwargs["tools"] = tools
+	j.tools = true
+	switch mode {
+	case "required":
+		j.toolPrefix = toolOpen + "\n{\"name\": \""
+	case "function":
+		n, _ := json.Marshal(name)
+		j.toolPrefix = toolOpen + "\n{\"name\": " + string(n) + ", \"arguments\": "
+	}
+	return nil
+}
+
+// toolChoice reads tool_choice: "auto" (the default), "none", "required",
+// or {"type": "function", "function": {"name": ...}} (mode "function").
+func toolChoice(raw json.RawMessage) (mode, name string, aerr *apiError) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "auto", "", nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		switch s {
+		case "auto", "none", "required":
+			return s, "", nil
+		}
+		return "", "", badParam("tool_choice", "tool_choice: %q is not auto, none, required or a function", s)
+	}
+	var obj struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if json.Unmarshal(raw, &obj) != nil || obj.Type != "function" || obj.Function.Name == "" {
+		return "", "", badParam("tool_choice", `tool_choice: expected "auto", "none", "required" or {"type": "function", "function": {"name": ...}}`)
+	}
+	return "function", obj.Function.Name, nil
+}
+
+// forceToolCall reports whether a chat template writes calls in the
+// <tool_call> format, the only one whose start the gateway can force by
+// ending the prompt with it.
+func forceToolCall(template string) bool { return strings.Contains(template, toolOpen) }
+
+// logitBias decodes OpenAI's logit_bias: token id (a decimal string) →
+// bias in [-100, 100].
+func logitBias(m map[string]float64) (map[int32]float32, *apiError) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	out := make(map[int32]float32, len(m))
+	for k, v := range m {
+		id, err := strconv.ParseInt(k, 10, 32)
+		if err != nil || id < 0 {
+			return nil, badParam("logit_bias", "logit_bias: key %q is not a token id", k)
+		}
+		if math.IsNaN(v) || v < -100 || v > 100 {
+			return nil, badParam("logit_bias", "logit_bias: bias %v of token %d is outside [-100, 100]", v, id)
+		}
+		out[int32(id)] = float32(v)
+	}
+	return out, nil
+}
+
+// responseFormat accepts {"type": "text"}; JSON modes need constrained
+// decoding, which pocketd does not do, so they are refused rather than
+// answered with text that may not parse.
+func responseFormat(raw json.RawMessage) *apiError {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var rf struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(raw, &rf) != nil || rf.Type == "" {
+		return badParam("response_format", `response_format: expected {"type": "text"}`)
+	}
+	switch rf.Type {
+	case "text":
+		return nil
+	case "json_object", "json_schema":
+		return badParam("response_format", "response_format: type %q is not supported: pocketd does not implement constrained (grammar-guided) decoding; only \"text\" is accepted", rf.Type)
+	}
+	return badParam("response_format", "response_format: unknown type %q", rf.Type)
+}

@@ -1,0 +1,218 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/pocketllm/pocketllm/daemon"
+	"github.com/pocketllm/pocketllm/models"
+	"github.com/pocketllm/pocketllm/models/demo"
+	"github.com/pocketllm/pocketllm/models/tokenizer"
+	"github.com/pocketllm/pocketllm/session"
+)
+
+// Tool calling end to end: the demo model with Qwen3's real chat template
+// (tools in the system prompt, <tool_call> blocks), whose runner writes a
+// scripted reply. The fake sits at the session boundary, in place of the
+// logits only: the daemon, scheduler, sampler, detokenizer, gateway and
+// the official client are the real ones.
+
+// scriptedRunner runs the demo model and then makes the text of script
+// the greedy continuation of every "<|im_start|>assistant\n" (then EOS).
+type scriptedRunner struct {
+	session.Runner
+	imStart, eos int32
+	script       atomic.Pointer[[]int32]
+	hist         []int32 // tokens by position of the sequence last run (tests run one at a time)
+}
+
+func (r *scriptedRunner) Forward(seq models.Seq, tokens []int32, want models.Logits) ([]float32, error) {
+	logits, err := r.Runner.Forward(seq, tokens, want)
+	if err != nil || want == models.NoLogits {
+		return logits, err
+	}
+	for len(r.hist) < seq.Start {
+		r.hist = append(r.hist, -1)
+	}
+	r.hist = append(r.hist[:seq.Start], tokens...)
+	marker := append([]int32{r.imStart}, byteIDs("assistant\n")...)
+	k := -1
+	for i := len(r.hist) - len(marker); i >= 0; i-- {
+		if slices.Equal(r.hist[i:i+len(marker)], marker) {
+			k = len(r.hist) - (i + len(marker))
+			break
+		}
+	}
+	script := *r.script.Load()
+	if k < 0 {
+		return logits, nil
+	}
+	next := r.eos
+	if k < len(script) {
+		next = script[k]
+	}
+	V := demo.VocabSize
+	row := logits[len(logits)-V:]
+	for i := range row {
+		row[i] = 0
+	}
+	row[next] = 50
+	return logits, nil
+}
+
+func byteIDs(s string) []int32 {
+	out := make([]int32, len(s))
+	for i := range len(s) {
+		out[i] = int32(s[i])
+	}
+	return out
+}
+
+// qwen3Template is the chat template of the real Qwen3 tokenizer.
+func qwen3Template(t testing.TB) string {
+	b, err := os.ReadFile(filepath.Join("..", "..", "models", "tokenizer", "testdata", "qwen3", "tokenizer_config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		ChatTemplate string `json:"chat_template"`
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	return cfg.ChatTemplate
+}
+
+func startScripted(t *testing.T) (*testDaemon, *scriptedRunner) {
+	var cfg map[string]any
+	json.Unmarshal(demo.TokenizerConfigJSON(), &cfg)
+	cfg["chat_template"] = qwen3Template(t)
+	cfgJSON, _ := json.Marshal(cfg)
+	tok, err := tokenizer.New(demo.TokenizerJSON(), cfgJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr := &scriptedRunner{imStart: demo.EndOfText + 1, eos: demo.EndOfText + 2}
+	sr.script.Store(&[]int32{})
+	cpu := daemon.DefaultEngines()["cpu"]
+	engines := map[string]daemon.Engine{"cpu": daemon.EngineFunc(func(ctx context.Context, m daemon.ModelConfig) (*daemon.Loaded, error) {
+		l, err := cpu.Load(ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		sr.Runner = l.Model
+		l.Model, l.Tokenizer = sr, tok
+		return l, nil
+	})}
+	return startDaemon(t, daemonOpts{engines: engines}), sr
+}
+
+var weatherTool = openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{
+	Name:        "get_weather",
+	Description: openai.String("The weather in a city."),
+	Parameters: openai.FunctionParameters{
+		"type":       "object",
+		"properties": map[string]any{"city": map[string]any{"type": "string"}},
+		"required":   []string{"city"},
+	},
+})
+
+func TestOpenAIGoToolCalls(t *testing.T) {
+	d, sr := startScripted(t)
+	defer d.stop(t)
+	c := goClient(d)
+	ctx := context.Background()
+	call := "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
+	two := "Checking.\n" + call + "\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"
+	type want struct {
+		content string
+		args    []string
+		finish  string
+	}
+	for _, tc := range []struct {
+		name   string
+		script string
+		choice openai.ChatCompletionToolChoiceOptionUnionParam
+		want   want
+	}{
+		{"auto", call, openai.ChatCompletionToolChoiceOptionUnionParam{}, want{"", []string{`{"city": "Paris"}`}, "tool_calls"}},
+		{"two calls", two, openai.ChatCompletionToolChoiceOptionUnionParam{}, want{"Checking.", []string{`{"city": "Paris"}`, `{"city": "Oslo"}`}, "tool_calls"}},
+		{"malformed", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": }\n</tool_call>", openai.ChatCompletionToolChoiceOptionUnionParam{},
+			want{"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": }\n</tool_call>", nil, "stop"}},
+		{"plain", "Sunny.", openai.ChatCompletionToolChoiceOptionUnionParam{}, want{"Sunny.", nil, "stop"}},
+		// Forced: the prompt ends with the call's start, the model writes the rest.
+		{"required", call, openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}, want{"", []string{`{"city": "Paris"}`}, "tool_calls"}},
+		{"named", call, openai.ToolChoiceOptionFunctionToolChoice(openai.ChatCompletionNamedToolChoiceFunctionParam{Name: "get_weather"}),
+			want{"", []string{`{"city": "Paris"}`}, "tool_calls"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ids := byteIDs(tc.script)
+			sr.script.Store(&ids)
+			params := openai.ChatCompletionNewParams{
+				Model: "demo",
+				Messages: []openai.ChatCompletionMessageParamUnion{
+					openai.SystemMessage("You help."), openai.UserMessage("Weather in Paris? (" + tc.name + ")")},
+				Tools: []openai.ChatCompletionToolUnionParam{weatherTool}, ToolChoice: tc.choice,
+				MaxTokens: openai.Int(200), Temperature: openai.Float(0),
+			}
+			check := func(how string, msg openai.ChatCompletionMessage, finish string) {
+				t.Helper()
+				if msg.Content != tc.want.content || finish != tc.want.finish || len(msg.ToolCalls) != len(tc.want.args) {
+					t.Fatalf("%s: content %q finish %q calls %+v; want %+v", how, msg.Content, finish, msg.ToolCalls, tc.want)
+				}
+				for i, call := range msg.ToolCalls {
+					if call.Function.Name != "get_weather" || call.Function.Arguments != tc.want.args[i] || call.Type != "function" || call.ID == "" {
+						t.Fatalf("%s: call %d %+v", how, i, call)
+					}
+				}
+			}
+			res, err := c.Chat.Completions.New(ctx, params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check("plain", res.Choices[0].Message, res.Choices[0].FinishReason)
+			raw := res.Choices[0].Message.JSON.Content.Raw()
+			if (tc.want.content == "") != (raw == "null") {
+				t.Fatalf("content JSON %s", raw)
+			}
+			stream := c.Chat.Completions.NewStreaming(ctx, params)
+			var acc openai.ChatCompletionAccumulator
+			for stream.Next() {
+				acc.AddChunk(stream.Current())
+			}
+			if err := stream.Err(); err != nil {
+				t.Fatal(err)
+			}
+			check("streamed", acc.Choices[0].Message, acc.Choices[0].FinishReason)
+		})
+	}
+
+	// The conversation goes on with the call and its result; tool_choice
+	// "none" leaves the reply alone.
+	ids := byteIDs(call)
+	sr.script.Store(&ids)
+	res, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model: "demo",
+		Messages: []openai.ChatCompletionMessageParamUnion{
+			openai.UserMessage("Weather in Paris?"),
+			{OfAssistant: &openai.ChatCompletionAssistantMessageParam{ToolCalls: []openai.ChatCompletionMessageToolCallUnionParam{
+				{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{ID: "call_1",
+					Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: "get_weather", Arguments: `{"city": "Paris"}`}}}}}},
+			openai.ToolMessage("18 C, sunny", "call_1"),
+		},
+		Tools: []openai.ChatCompletionToolUnionParam{weatherTool}, ToolChoice: openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("none")},
+		MaxTokens: openai.Int(200), Temperature: openai.Float(0),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := res.Choices[0].Message; m.Content != call || len(m.ToolCalls) != 0 || res.Choices[0].FinishReason != "stop" {
+		t.Fatalf("tool_choice none: %+v %q", m, res.Choices[0].FinishReason)
+	}
+}
