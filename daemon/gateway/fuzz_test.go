@@ -15,6 +15,7 @@ func FuzzDecode(f *testing.F) {
 		`{"messages":[{"role":"system","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},{"role":"assistant","content":null,"tool_calls":[{"function":{"name":"f","arguments":"{}"}}]}]}`,
 		`{"messages":[{"role":"user","content":"x"}],"stop":["a","b"],"logprobs":true,"top_logprobs":3,"seed":-7,"top_k":-1}`,
 		`{"prompt":"hello","echo":true,"logprobs":2,"max_tokens":3}`,
+		`{"messages":[{"role":"user","content":"x"}],"logit_bias":{"7":-100},"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"f"}},"response_format":{"type":"text"}}`,
 		`{"prompt":[1,2,3]}`, `{"prompt":[[1,2]]}`, `{"prompt":["a"]}`, `{"prompt":"","session_id":"x"}`,
 		`{"messages":"hi"}`, `[]`, `null`, `{"temperature":"NaN"}`, "{\"prompt\":\"\xff\"}", `{"n":2}`, ``,
 	} {
@@ -46,6 +47,14 @@ func FuzzDecode(f *testing.F) {
 			}
 			if sp := p.Sampling; sp.Temperature < 0 || sp.TopP < 0 || sp.TopP > 1 || sp.MinP < 0 || sp.MinP > 1 || sp.TopK < 0 {
 				t.Fatalf("sampling out of range: %+v", sp)
+			}
+			for id, b := range p.Sampling.LogitBias {
+				if id < 0 || b < -100 || b > 100 {
+					t.Fatalf("logit_bias %d: %v", id, b)
+				}
+			}
+			if j.toolPrefix != "" && !j.tools {
+				t.Fatal("forced tool call without tools")
 			}
 			if j.includeUsage && !j.stream {
 				t.Fatal("include_usage without stream")
