@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/pocketllm/pocketllm/models"
 	"github.com/pocketllm/pocketllm/models/tokenizer"
@@ -223,15 +224,35 @@ func (m *Manager) Append(ctx context.Context, owner Owner, id string, in AppendI
 		return AppendResult{}, err
 	}
 	defer leave()
+	// The new history is written (and fsynced) while the prefill runs: the
+	// answer waits for both, so it still comes only once the append is
+	// durable, but the two no longer add up in the time to first token. A
+	// crash between the write and the answer leaves the append applied,
+	// as a crash after the write and before the answer always could.
+	r := s.record()
+	r.Updated = time.Now().UTC()
+	durable := make(chan error, 1)
+	go func() { durable <- m.store.put(r, toks) }()
 	pr, err := e.prefill(ctx, sq, toks, nil)
 	m.prefilled.Add(int64(pr.computed))
+	werr := <-durable
 	if err == nil {
-		err = m.commit(s, toks)
+		err = werr
 	}
 	if err != nil {
 		e.rollback(sq, old) // the session is unchanged
+		if werr == nil {
+			// The prefill failed after the new history was stored: put
+			// the old one back.
+			if rerr := m.store.put(s.record(), s.tokens); rerr != nil {
+				m.log.Error("append failed and its history could not be reverted", "session", s.id, "err", rerr)
+			}
+		}
 		return AppendResult{}, err
 	}
+	m.mu.Lock()
+	s.tokens, s.updated = toks, r.Updated
+	m.mu.Unlock()
 	return AppendResult{Tokens: len(toks), Reused: pr.reused, Prefilled: pr.computed}, nil
 }
 
