@@ -1,7 +1,6 @@
 package tokenizer
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,10 +71,10 @@ func templateEnv() *exec.Environment {
 	ctx.Set("strftime_now", func(format string) string { return strftime(time.Now(), format) })
 	return &exec.Environment{
 		Context:           ctx,
-		Filters:           builtins.Filters,
+		Filters:           templateFilters(), // tojson as transformers has it (pyjson.go)
 		Tests:             builtins.Tests,
 		ControlStructures: builtins.ControlStructures,
-		Methods:           builtins.Methods,
+		Methods:           templateMethods(), // dict methods keep key order
 	}
 }
 
@@ -153,9 +152,9 @@ func (t *Tokenizer) ApplyChatTemplate(messages any, addGenerationPrompt bool, kw
 		if err != nil {
 			return "", fmt.Errorf("chat template: kwargs: %w", err)
 		}
-		if m, ok := kw.(map[string]any); ok {
-			for k, v := range m {
-				vars[k] = v
+		if d, ok := kw.(*exec.Dict); ok {
+			for _, p := range d.Pairs {
+				vars[p.Key.String()] = p.Value.Interface()
 			}
 		}
 	}
@@ -170,41 +169,16 @@ func (t *Tokenizer) ApplyChatTemplate(messages any, addGenerationPrompt bool, kw
 	return t.chat.render(vars)
 }
 
-// plainJSON converts v to the generic JSON shape (map[string]any, []any,
-// string, bool, nil, int64 or float64) so that templates see Go structs
-// the way Python sees parsed JSON, with integers kept integral.
+// plainJSON converts v to the shapes Python's json.loads gives templates
+// (see decodeOrdered: objects keep their key order, integers stay
+// integral), so that Go structs and request JSON render as transformers
+// renders the same request.
 func plainJSON(v any) (any, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var out any
-	if err := dec.Decode(&out); err != nil {
-		return nil, err
-	}
-	return fixNumbers(out), nil
-}
-
-func fixNumbers(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			x[k] = fixNumbers(e)
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = fixNumbers(e)
-		}
-	case json.Number:
-		if i, err := x.Int64(); err == nil {
-			return i
-		}
-		f, _ := x.Float64()
-		return f
-	}
-	return v
+	return decodeOrdered(b)
 }
 
 // strftime implements the common directives of Python's time.strftime.
