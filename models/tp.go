@@ -169,58 +169,6 @@ func hasSuffix(s string, suffixes ...string) bool {
 	return false
 }
 
-// sliceRows is rows [lo, hi) of a matrix (a view of the same bytes), or
-// elements [lo, hi) of a vector.
-func sliceRows(w *kernels.Weight, lo, hi int) (*kernels.Weight, error) {
-	if len(w.Shape) == 1 {
-		return sliceCols(w, lo, hi)
-	}
-	if len(w.Shape) != 2 {
-		return nil, fmt.Errorf("%s: %w: cannot split a %d-D tensor", w.Name, ErrTP, len(w.Shape))
-	}
-	// Check the slice's size as well as its start, so that every rank of
-	// a group fails alike (rank 0 starts at 0 whatever the blocks).
-	if bo := w.ScaleBlock[0]; w.DType == kernels.F8E4M3 && (lo%bo != 0 || (hi-lo)%bo != 0 && hi != w.Rows()) {
-		return nil, fmt.Errorf("%s: %w: FP8 rows [%d,%d) not on %d-row scale blocks", w.Name, ErrTP, lo, hi, bo)
-	}
-	return w.RowSlice(w.Name, lo, hi, []int{hi - lo, w.Cols()})
-}
-
-// sliceCols copies columns [lo, hi) of every row into a new weight. Block
-// formats need the bounds on block edges, FP8 on scale-block edges.
-func sliceCols(w *kernels.Weight, lo, hi int) (*kernels.Weight, error) {
-	cols := w.Cols()
-	be, bb := w.DType.BlockElems(), w.DType.BlockBytes()
-	if lo < 0 || hi > cols || lo >= hi || lo%be != 0 || ((hi-lo)%be != 0 && hi != cols) {
-		return nil, fmt.Errorf("%s: %w: columns [%d,%d) of %d (blocks of %d)", w.Name, ErrTP, lo, hi, cols, be)
-	}
-	rb, err := w.DType.RowBytes(cols)
-	if err != nil {
-		return nil, err
-	}
-	off, n := lo/be*bb, (hi-lo)/be*bb
-	rows := w.Rows()
-	data := make([]byte, rows*n)
-	for r := range rows {
-		copy(data[r*n:(r+1)*n], w.Data[r*rb+off:r*rb+off+n])
-	}
-	shape := append([]int(nil), w.Shape...)
-	shape[len(shape)-1] = hi - lo
-	s := &kernels.Weight{Name: w.Name, DType: w.DType, Shape: shape, Data: data}
-	if w.DType == kernels.F8E4M3 {
-		bo, bi := w.ScaleBlock[0], w.ScaleBlock[1]
-		if lo%bi != 0 || ((hi-lo)%bi != 0 && hi != cols) {
-			return nil, fmt.Errorf("%s: %w: FP8 columns [%d,%d) not on %d-column scale blocks", w.Name, ErrTP, lo, hi, bi)
-		}
-		full, part := ceilDiv(cols, bi), ceilDiv(hi-lo, bi)
-		s.ScaleBlock = w.ScaleBlock
-		for r := range ceilDiv(rows, bo) {
-			s.Scale = append(s.Scale, w.Scale[r*full+lo/bi:r*full+lo/bi+part]...)
-		}
-	}
-	return s, s.Validate()
-}
-
 // apply divides the built layers' head counts and widths to this rank's
 // share and installs the all-reduce hooks and the vocabulary-parallel head.
 func (p *Plan) apply(c *Config, net Network, b *binder) error {

@@ -1,0 +1,67 @@
+package models
+
+import (
+	"errors"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+// fp8At is element (r, c) of an FP8 weight, dequantized.
+func fp8At(w *kernels.Weight, r, c int) float32 {
+	nsc := ceilDiv(w.Cols(), w.ScaleBlock[1])
+	return kernels.FP8E4M3ToF32(w.Data[r*w.Cols()+c]) * w.Scale[r/w.ScaleBlock[0]*nsc+c/w.ScaleBlock[1]]
+}
+
+// TestSliceFP8 checks that row selections and column slices of a
+// block-scaled FP8 matrix, on and off the scale-block edges, dequantize to
+// exactly the elements they cut out.
+func TestSliceFP8(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const rows, cols = 70, 52 // partial last blocks both ways
+	w := &kernels.Weight{Name: "w", DType: kernels.F8E4M3, Shape: []int{rows, cols},
+		Data: make([]byte, rows*cols), ScaleBlock: [2]int{16, 16}}
+	for i := range w.Data {
+		w.Data[i] = byte(rng.IntN(0x7f)) | byte(rng.IntN(2))<<7
+	}
+	for range ceilDiv(rows, 16) * ceilDiv(cols, 16) {
+		w.Scale = append(w.Scale, rng.Float32()+0.5)
+	}
+	if err := w.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, rs := range [][]rowRange{{{0, 16}}, {{16, 70}}, {{8, 24}}, {{36, 42}}, {{0, 8}, {32, 40}, {64, 70}}, {{4, 6}, {16, 19}}} {
+		s, err := selectRows(w, rs...)
+		if err != nil {
+			t.Fatalf("rows %v: %v", rs, err)
+		}
+		i := 0
+		for _, r := range rs {
+			for row := r.lo; row < r.hi; row++ {
+				for c := range cols {
+					if got, want := fp8At(s, i, c), fp8At(w, row, c); got != want {
+						t.Fatalf("rows %v: (%d,%d) = %v, want row %d's %v", rs, i, c, got, row, want)
+					}
+				}
+				i++
+			}
+		}
+	}
+	for _, cr := range [][2]int{{0, 26}, {26, 52}, {16, 32}, {8, 20}, {48, 52}} {
+		s, err := sliceCols(w, cr[0], cr[1])
+		if err != nil {
+			t.Fatalf("cols %v: %v", cr, err)
+		}
+		for r := range rows {
+			for c := cr[0]; c < cr[1]; c++ {
+				if got, want := fp8At(s, r, c-cr[0]), fp8At(w, r, c); got != want {
+					t.Fatalf("cols %v: (%d,%d) = %v, want %v", cr, r, c, got, want)
+				}
+			}
+		}
+	}
+	if _, err := selectRows(w, rowRange{10, 5}); !errors.Is(err, ErrTP) {
+		t.Errorf("empty range: %v, want ErrTP", err)
+	}
+}
