@@ -36,44 +36,54 @@ func newQwen3Next(c *Config, b *binder) (Network, error) {
 // grouped per key head — [q, k, v, z] with VHeads/KHeads value heads per
 // group, and [b, a] likewise — so after one matmul each, Gather regroups
 // the columns into the contiguous q|k|v, z, b and a blocks the DeltaNet
-// ops read (in units of gcd(DK, DV) floats; no weight is copied).
+// ops read (in units of gcd(DK, DV) floats; no weight is copied). The
+// regrouping is worked out from n.Shape when the pass runs: a
+// tensor-parallel plan shrinks the shape to the rank's key-head groups
+// after the build (tp_hybrid.go).
 func qwen3NextProjections(c *Config, b *binder) func(n *DeltaNet, prefix string) {
 	return func(n *DeltaNet, prefix string) {
 		sh, hid := n.Shape, c.HiddenSize
-		r := sh.VHeads / sh.KHeads
-		u := sh.DK // the unit: gcd(DK, DV), which divides every piece
-		for v := sh.DV; v != 0; {
-			u, v = v, u%v
-		}
-		group := (2*sh.DK + 2*r*sh.DV) / u // units per key-head group
-		dk, vg := sh.DK/u, r*sh.DV/u
-		var qkvPick, zPick []int
-		for _, off := range []int{0, dk} { // queries, then keys
-			for kh := range sh.KHeads {
-				qkvPick = span(qkvPick, kh*group+off, dk)
-			}
-		}
-		for kh := range sh.KHeads {
-			qkvPick = span(qkvPick, kh*group+2*dk, vg)
-			zPick = span(zPick, kh*group+2*dk+vg, vg)
-		}
-		var bPick, aPick []int
-		for kh := range sh.KHeads {
-			bPick, aPick = append(bPick, 2*kh), append(aPick, 2*kh+1)
-		}
 		qkvz := b.tensor(prefix+"in_proj_qkvz.weight", sh.ConvDim()+sh.VHeads*sh.DV, hid)
 		ba := b.tensor(prefix+"in_proj_ba.weight", 2*sh.VHeads, hid)
 		n.project = func(p *Pass, in, qkv, z, a, bb kernels.Buf) {
-			be, s, rows := n.be, p.Scratch, p.Rows
-			mixed := s.Buf("dn.qkvz", rows*group*u*sh.KHeads)
+			be, s, rows, sh := n.be, p.Scratch, p.Rows, n.Shape
+			g := qwen3NextGroups(sh)
+			mixed := s.Buf("dn.qkvz", rows*g.group*g.u*sh.KHeads)
 			gates := s.Buf("dn.ba", rows*2*sh.VHeads)
 			be.MatMul(mixed, in, qkvz, rows)
 			be.MatMul(gates, in, ba, rows)
-			units := group * sh.KHeads
-			be.Gather(qkv, mixed, unitGather(rows, units, qkvPick), u)
-			be.Gather(z, mixed, unitGather(rows, units, zPick), u)
-			be.Gather(bb, gates, unitGather(rows, 2*sh.KHeads, bPick), r)
-			be.Gather(a, gates, unitGather(rows, 2*sh.KHeads, aPick), r)
+			units := g.group * sh.KHeads
+			be.Gather(qkv, mixed, unitGather(rows, units, g.qkv), g.u)
+			be.Gather(z, mixed, unitGather(rows, units, g.z), g.u)
+			be.Gather(bb, gates, unitGather(rows, 2*sh.KHeads, g.b), g.r)
+			be.Gather(a, gates, unitGather(rows, 2*sh.KHeads, g.a), g.r)
 		}
 	}
+}
+
+// nextGroups is how Qwen3-Next's per-key-head projection rows regroup:
+// the unit u (floats), units per key-head group, the value heads per key
+// head r, and the unit offsets Gather picks for q|k|v, z, b and a.
+type nextGroups struct {
+	u, group, r  int
+	qkv, z, b, a []int
+}
+
+func qwen3NextGroups(sh kernels.DeltaShape) nextGroups {
+	g := nextGroups{r: sh.VHeads / sh.KHeads, u: gcd(sh.DK, sh.DV)} // the unit divides every piece
+	g.group = (2*sh.DK + 2*g.r*sh.DV) / g.u
+	dk, vg := sh.DK/g.u, g.r*sh.DV/g.u
+	for _, off := range []int{0, dk} { // queries, then keys
+		for kh := range sh.KHeads {
+			g.qkv = span(g.qkv, kh*g.group+off, dk)
+		}
+	}
+	for kh := range sh.KHeads {
+		g.qkv = span(g.qkv, kh*g.group+2*dk, vg)
+		g.z = span(g.z, kh*g.group+2*dk+vg, vg)
+	}
+	for kh := range sh.KHeads {
+		g.b, g.a = append(g.b, 2*kh), append(g.a, 2*kh+1)
+	}
+	return g
 }

@@ -44,10 +44,13 @@ type Plan struct {
 }
 
 // tpArchs are the architectures whose layers the plan knows how to split
-// (grouped-query attention, SwiGLU MLPs, softmax-routed experts).
+// (grouped-query attention, gated attention, SwiGLU MLPs, softmax-routed
+// experts, Gated DeltaNet heads).
 var tpArchs = map[string]bool{
 	"LlamaForCausalLM": true, "MistralForCausalLM": true,
 	"Qwen3ForCausalLM": true, "Qwen3MoeForCausalLM": true,
+	// The Gated DeltaNet hybrids (tp_hybrid.go).
+	"Qwen3NextForCausalLM": true, "Qwen3_5ForCausalLM": true,
 }
 
 // NewRank builds rank plan.Rank's shard of the model: it loads only that
@@ -76,7 +79,7 @@ func NewRank(name string, cfg *Config, src Source, be kernels.Backend, plan *Pla
 	if err := b.err(); err != nil {
 		return nil, err
 	}
-	if d, ok := net.(*Decoder); ok {
+	if d := decoderOf(net); d != nil {
 		d.weightBytes = b.bytes
 	}
 	return &Model{Name: name, Config: cfg, Backend: be, net: net, MaxChunk: 512}, nil
@@ -112,6 +115,8 @@ func (p *Plan) check(c *Config) error {
 		return fmt.Errorf("%w: %d attention heads do not divide over %d ranks", ErrTP, c.NumHeads, n)
 	case c.NumKVHeads%n != 0 && n%c.NumKVHeads != 0:
 		return fmt.Errorf("%w: %d KV heads and %d ranks: neither divides the other", ErrTP, c.NumKVHeads, n)
+	case hybridArchs[c.Arch()]:
+		return p.checkHybrid(c)
 	}
 	return nil
 }
@@ -125,6 +130,9 @@ func (p *Plan) kvHeads(c *Config) (local, first int) {
 // shard returns this rank's slice of a full tensor the architecture asked
 // for (already shape-checked), or w itself when the tensor is replicated.
 func (p *Plan) shard(c *Config, w *kernels.Weight) (*kernels.Weight, error) {
+	if d, ok, err := p.shardDelta(c, w); ok {
+		return d, err
+	}
 	name := w.Name
 	layer := strings.HasPrefix(name, "model.layers.")
 	even := func(size int) (int, int, error) {
@@ -172,21 +180,30 @@ func hasSuffix(s string, suffixes ...string) bool {
 // apply divides the built layers' head counts and widths to this rank's
 // share and installs the all-reduce hooks and the vocabulary-parallel head.
 func (p *Plan) apply(c *Config, net Network, b *binder) error {
-	d, ok := net.(*Decoder)
-	if !ok {
+	d := decoderOf(net)
+	if d == nil {
 		return fmt.Errorf("%w: %T: %w", ErrTP, net, kernels.ErrUnsupported)
+	}
+	if h, ok := net.(*hybrid); ok {
+		p.applyHybrid(h)
 	}
 	n := p.World
 	kvLocal, _ := p.kvHeads(c)
 	for i := range d.Layers {
 		l := &d.Layers[i]
-		a, ok := l.Mixer.(*Attention)
-		if !ok || a.fullWidthQKNorm || a.gate != nil {
+		switch m := l.Mixer.(type) {
+		case *Attention:
+			if m.fullWidthQKNorm {
+				return fmt.Errorf("%w: layer %d: attention with one q/k norm over all heads: %w", ErrTP, i, kernels.ErrUnsupported)
+			}
+			m.Heads /= n
+			m.KVHeads = kvLocal
+		case *DeltaNet:
+			p.applyDelta(m)
+		default:
 			return fmt.Errorf("%w: layer %d: %T mixer: %w", ErrTP, i, l.Mixer, kernels.ErrUnsupported)
 		}
-		a.Heads /= n
-		a.KVHeads = kvLocal
-		l.Mixer = &allReduce{inner: a, comm: p.Comm, width: c.HiddenSize}
+		l.Mixer = &allReduce{inner: l.Mixer, comm: p.Comm, width: c.HiddenSize}
 		switch f := l.FFN.(type) {
 		case *MLP:
 			f.inter /= n
@@ -222,6 +239,17 @@ func (p *Plan) apply(c *Config, net Network, b *binder) error {
 		b.bytes += int64(len(w.Data)) + int64(len(w.Scale))*4
 	}
 	d.head = (&vocabHead{be: b.be, w: head, comm: p.Comm, rank: p.Rank, world: n, per: per}).forward
+	return nil
+}
+
+// decoderOf is the Decoder a network is built on (nil for others).
+func decoderOf(net Network) *Decoder {
+	switch n := net.(type) {
+	case *Decoder:
+		return n
+	case *hybrid:
+		return n.Decoder
+	}
 	return nil
 }
 

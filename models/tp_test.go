@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -12,6 +15,7 @@ import (
 	"github.com/pocketllm/pocketllm/kernels/cpu"
 	"github.com/pocketllm/pocketllm/models"
 	"github.com/pocketllm/pocketllm/models/checkpoint"
+	"github.com/pocketllm/pocketllm/models/synth"
 )
 
 // localGroup is an in-process collective over N CPU ranks: each rank
@@ -182,41 +186,79 @@ func runRanks(t *testing.T, dir string, world int, ids []int32, n int, fused ...
 // model's, and the transformers reference, to float32 rounding.
 func TestTensorParallelCPU(t *testing.T) {
 	for _, arch := range []string{"llama", "qwen3", "qwen3_moe", "qwen3-fp8"} {
+		t.Run(arch, func(t *testing.T) { checkTP(t, filepath.Join("testdata", "models", arch), 2, 4) })
+	}
+}
+
+// TestTensorParallelHybridCPU runs the Gated DeltaNet hybrids (2 key
+// heads, 4 value heads per linear-attention layer; gated attention with 4
+// heads over 2 KV heads) as 2 CPU ranks, each holding one key head's
+// share of every DeltaNet layer and of its recurrent state, and checks
+// them as TestTensorParallelCPU does. 4 ranks, and the variants' 3 KV
+// heads over 2 ranks, must be refused before anything is loaded.
+func TestTensorParallelHybridCPU(t *testing.T) {
+	for _, arch := range []string{"qwen3_5", "qwen3_next"} {
 		t.Run(arch, func(t *testing.T) {
-			dir := filepath.Join("testdata", "models", arch)
-			ref := loadReference(t, dir)
-			one := runRanks(t, dir, 1, ref.ids, len(ref.greedy))[0]
-			if e := relErr(one.prompt, ref.logits); e > 1e-4 {
-				t.Fatalf("TP1 prompt logits: relative error %.3g", e)
-			}
-			for _, world := range []int{2, 4} {
-				ranks := runRanks(t, dir, world, ref.ids, len(ref.greedy))
-				for r, got := range ranks {
-					pe := relErr(got.prompt, one.prompt)
-					var se float64
-					for i := range got.steps {
-						se = max(se, relErr(got.steps[i], one.steps[i]))
-					}
-					if pe > 1e-5 || se > 1e-5 {
-						t.Errorf("TP%d rank %d: prompt logits rel err %.3g, decode steps %.3g (want ≤ 1e-5 against TP1)", world, r, pe, se)
-					}
-					if e := relErr(got.prompt, ref.logits); e > 1e-4 {
-						t.Errorf("TP%d rank %d: prompt logits rel err %.3g against the reference", world, r, e)
-					}
-					for i := range ref.greedy {
-						if got.greedy[i] != ref.greedy[i] {
-							t.Fatalf("TP%d rank %d: greedy %v, want %v", world, r, got.greedy, ref.greedy)
-						}
-					}
-					if got.bytes >= one.bytes {
-						t.Errorf("TP%d rank %d loads %d weight bytes, TP1 %d: not a shard", world, r, got.bytes, one.bytes)
-					}
-					if r == 0 {
-						t.Logf("TP%d: prompt rel err vs TP1 %.2g, decode %.2g; rank weight bytes %d of %d", world, pe, se, got.bytes, one.bytes)
-					}
+			checkTP(t, filepath.Join("testdata", "models", arch), 2)
+			for _, c := range []struct {
+				dir   string
+				world int
+				want  string
+			}{
+				{filepath.Join("testdata", "models", arch), 4, "2 linear-attention key heads do not divide over 4 ranks"},
+				{filepath.Join("testdata", "variants", arch), 2, "3 KV heads and 2 ranks"},
+			} {
+				ck, err := checkpoint.Open(c.dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = models.CheckTP(ck.Config, c.world)
+				ck.Close()
+				if !errors.Is(err, models.ErrTP) || !strings.Contains(err.Error(), c.want) {
+					t.Errorf("%s over %d ranks: %v, want ErrTP saying %q", c.dir, c.world, err, c.want)
 				}
 			}
 		})
+	}
+}
+
+// checkTP runs the fixture in dir on one rank and on each group size of
+// worlds, and checks that every rank's prompt logits and greedy decode
+// equal the single-device model's to float32 rounding, the reference's
+// greedy tokens exactly, and that each rank loads less than the whole.
+func checkTP(t *testing.T, dir string, worlds ...int) {
+	t.Helper()
+	ref := loadReference(t, dir)
+	one := runRanks(t, dir, 1, ref.ids, len(ref.greedy))[0]
+	if e := relErr(one.prompt, ref.logits); e > 1e-4 {
+		t.Fatalf("TP1 prompt logits: relative error %.3g", e)
+	}
+	for _, world := range worlds {
+		ranks := runRanks(t, dir, world, ref.ids, len(ref.greedy))
+		for r, got := range ranks {
+			pe := relErr(got.prompt, one.prompt)
+			var se float64
+			for i := range got.steps {
+				se = max(se, relErr(got.steps[i], one.steps[i]))
+			}
+			if pe > 1e-5 || se > 1e-5 {
+				t.Errorf("TP%d rank %d: prompt logits rel err %.3g, decode steps %.3g (want ≤ 1e-5 against TP1)", world, r, pe, se)
+			}
+			if e := relErr(got.prompt, ref.logits); e > 1e-4 {
+				t.Errorf("TP%d rank %d: prompt logits rel err %.3g against the reference", world, r, e)
+			}
+			for i := range ref.greedy {
+				if got.greedy[i] != ref.greedy[i] {
+					t.Fatalf("TP%d rank %d: greedy %v, want %v", world, r, got.greedy, ref.greedy)
+				}
+			}
+			if got.bytes >= one.bytes {
+				t.Errorf("TP%d rank %d loads %d weight bytes, TP1 %d: not a shard", world, r, got.bytes, one.bytes)
+			}
+			if r == 0 {
+				t.Logf("TP%d: prompt rel err vs TP1 %.2g, decode %.2g; rank weight bytes %d of %d", world, pe, se, got.bytes, one.bytes)
+			}
+		}
 	}
 }
 
@@ -269,5 +311,37 @@ func TestTensorParallelRejects(t *testing.T) {
 	_, err = models.NewRank(ds.Name, ds.Config, ds.Source, be, &models.Plan{Rank: 0, World: 2, Comm: &localRank{g: g, be: be}})
 	if !errors.Is(err, kernels.ErrUnsupported) {
 		t.Errorf("deepseek_v3 (MLA): %v, want ErrUnsupported", err)
+	}
+}
+
+// TestTensorParallelHybridFP8CPU splits FP8 hybrids (random weights from
+// the fixtures' configs, 16×16 scale blocks) over 2 CPU ranks: the
+// per-head slices of in_proj_qkv, in_proj_a/b (2 rows of a 16-row block
+// each) and in_proj_ba cut scale blocks, which are re-blocked. Every rank
+// must equal the single-device model.
+func TestTensorParallelHybridFP8CPU(t *testing.T) {
+	for _, arch := range []string{"qwen3_5", "qwen3_next"} {
+		t.Run(arch, func(t *testing.T) {
+			cfg, err := os.ReadFile(filepath.Join("testdata", "models", arch, "config.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			if _, err := synth.WriteConfig(dir, cfg, synth.Options{FP8: true, Block: 16, Seed: 7}); err != nil {
+				t.Fatal(err)
+			}
+			ids := []int32{3, 17, 101, 7, 250, 9, 44, 12}
+			one := runRanks(t, dir, 1, ids, 6)[0]
+			for r, got := range runRanks(t, dir, 2, ids, 6) {
+				pe := relErr(got.prompt, one.prompt)
+				var se float64
+				for i := range got.steps {
+					se = max(se, relErr(got.steps[i], one.steps[i]))
+				}
+				if pe > 1e-5 || se > 1e-5 || !slices.Equal(got.greedy, one.greedy) {
+					t.Errorf("TP2 rank %d: prompt rel err %.3g, decode %.3g, greedy %v (TP1 %v)", r, pe, se, got.greedy, one.greedy)
+				}
+			}
+		})
 	}
 }
