@@ -144,8 +144,8 @@ func loadWorker(_ context.Context, m ModelConfig) (*Loaded, error) {
 }
 
 // checkTP refuses, before any rank starts, a model that cannot be divided
-// over n ranks: an architecture without a sharding plan (hybrid, MLA) or
-// heads that do not divide.
+// over n ranks: an architecture without a sharding plan (MLA) or heads
+// that do not divide (attention, or a hybrid's linear-attention heads).
 func checkTP(m ModelConfig, n int) error {
 	var ck *checkpoint.Checkpoint
 	var err error

@@ -51,7 +51,7 @@ func coldGreedy(t *testing.T, arch string, toks []int32, n int) []int32 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seq := models.Seq{Pool: pool, Table: make([]int32, blocks)}
+	seq := models.Seq{Pool: pool, Table: make([]int32, blocks), State: m.NewState()}
 	for i := range seq.Table {
 		seq.Table[i] = int32(i)
 	}
@@ -80,15 +80,24 @@ func coldGreedy(t *testing.T, arch string, toks []int32, n int) []int32 {
 // answers every session operation over the daemon's socket with exactly
 // the tokens (and reuse counts) of the same model in process; kill -9 of
 // one rank mid-session shows the model degraded in /health until the
-// group is rebuilt, and the session continues with the cold tokens.
+// group is rebuilt, and the session continues with the cold tokens. The
+// hybrid (Qwen3.5) keeps each rank's share of its recurrent states in
+// the ranks.
 func TestTPGroupModel(t *testing.T) {
-	m := fixtureModel("qwen3_moe")
-	m.Name, m.Backend, m.Worker, m.TensorParallel, m.Threads = "moe-tp2", "cpu-worker", slowWorker(t), 2, 1
-	ref := fixtureModel("qwen3_moe")
+	for _, arch := range []string{"qwen3_moe", "qwen3_5"} {
+		t.Run(arch, func(t *testing.T) { tpGroupModel(t, arch) })
+	}
+}
+
+func tpGroupModel(t *testing.T, arch string) {
+	name := arch + "-tp2"
+	m := fixtureModel(arch)
+	m.Name, m.Backend, m.Worker, m.TensorParallel, m.Threads = name, "cpu-worker", slowWorker(t), 2, 1
+	ref := fixtureModel(arch)
 	ts := startServer(t, m, ref)
 	c := ts.client()
 	ctx := context.Background()
-	if h := health(t, c); h.Status != "ok" || len(h.Workers) != 1 || h.Workers[0].Model != "moe-tp2" {
+	if h := health(t, c); h.Status != "ok" || len(h.Workers) != 1 || h.Workers[0].Model != name {
 		t.Fatalf("health with a TP2 model: %+v", h)
 	}
 	px := ts.srv.workers[0].w.(*worker.Proxy)
@@ -109,11 +118,11 @@ func TestTPGroupModel(t *testing.T) {
 	// The same script on both models; every answer must agree.
 	type sess struct{ tp, ref string }
 	open := func() sess {
-		a, err := c.NewSession(ctx, "moe-tp2")
+		a, err := c.NewSession(ctx, name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := c.NewSession(ctx, "qwen3_moe")
+		b, err := c.NewSession(ctx, arch)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,7 +204,7 @@ func TestTPGroupModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := gen(s.tp, 6), coldGreedy(t, "qwen3_moe", before, 6); !slices.Equal(got, want) {
+	if got, want := gen(s.tp, 6), coldGreedy(t, arch, before, 6); !slices.Equal(got, want) {
 		t.Fatalf("after kill -9 of rank 1: %v, cold %v", got, want)
 	}
 }
@@ -327,7 +336,7 @@ func TestTPRefused(t *testing.T) {
 		m    ModelConfig
 		want string
 	}{
-		{"hybrid", ModelConfig{Path: fixtureModel("qwen3_next").Path, Backend: "cpu-worker", TensorParallel: 2}, "tensor_parallel = 2: qwen3_next (Qwen3NextForCausalLM) cannot be split"},
+		{"hybrid", ModelConfig{Path: fixtureModel("qwen3_next").Path, Backend: "cpu-worker", TensorParallel: 4}, "tensor_parallel = 4: qwen3_next (Qwen3NextForCausalLM) cannot be split over 4 ranks: tensor parallelism: 2 linear-attention key heads"},
 		{"heads", ModelConfig{Path: fixtureModel("qwen3").Path, Backend: "cpu-worker", TensorParallel: 3}, "tensor_parallel = 3: qwen3 (Qwen3ForCausalLM) cannot be split over 3 ranks: tensor parallelism: 4 attention heads"},
 		{"devices", ModelConfig{Path: fixtureModel("qwen3").Path, Backend: "cuda", Devices: []int{0}, TensorParallel: 2}, "tensor_parallel = 2, but devices lists 1 GPUs"},
 	} {

@@ -103,7 +103,8 @@
 // it drops (batched into the next request; a cleanup is the backstop).
 // A worker restart loses every state: a handle of an older generation is
 // never sent again, and a Forward with it reports session.ErrKVLost, so
-// the scheduler recomputes from the token histories. Tensor-parallel
-// groups refuse hybrids (ErrRecurrent; the sharding plan cannot split
-// DeltaNet layers), and hybrids' steps run eagerly (no recorded graphs).
+// the scheduler recomputes from the token histories. On a
+// tensor-parallel group each rank holds its heads' share of every state
+// under the same id; snapshots are the ranks' shares in rank order.
+// Hybrids' steps run eagerly (no recorded graphs).
 package worker

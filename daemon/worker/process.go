@@ -264,7 +264,7 @@ func (p *Proxy) spawnGroup(gen int, pool kernels.KVSpec) (*group, error) {
 	}
 	r0 := g.ranks[0].ready
 	for _, pr := range g.ranks[1:] {
-		if r := pr.ready; string(r.Config) != string(r0.Config) || r.KV != r0.KV || r.Recurrent != r0.Recurrent {
+		if r := pr.ready; string(r.Config) != string(r0.Config) || r.KV != r0.KV || r.Recurrent != r0.Recurrent || r.StateLen != r0.StateLen {
 			return fail(fmt.Errorf("rank %d loaded a different model than rank 0 (KV %+v vs %+v)", pr.rank, r.KV, r0.KV))
 		}
 	}

@@ -24,12 +24,6 @@ var ErrWorkerLost = errors.New("worker lost")
 // ErrClosed is returned after Close.
 var ErrClosed = errors.New("worker proxy closed")
 
-// ErrRecurrent refuses models with recurrent state (hybrid
-// architectures) on a tensor-parallel group: the sharding plan cannot
-// split their DeltaNet layers (models.NewRank refuses them too). A
-// whole-model worker serves them (state.go).
-var ErrRecurrent = errors.New("models with recurrent state (hybrid architectures) cannot run tensor-parallel")
-
 // Options configure a worker Proxy.
 type Options struct {
 	// Command starts a worker process (one per rank); its ExtraFiles[0]
@@ -73,7 +67,8 @@ type Options struct {
 //
 // A group's KV pool, as the cache sees it, holds every rank's KV heads: a
 // block is the ranks' blocks one after the other (rank 0's first), which
-// is what ReadKVBlock returns and WriteKVBlock takes.
+// is what ReadKVBlock returns and WriteKVBlock takes. A hybrid's
+// recurrent state is laid out alike (state.go).
 type Proxy struct {
 	opts   Options
 	log    *slog.Logger
@@ -151,11 +146,6 @@ func Start(opts Options) (*Proxy, error) {
 		return nil, err
 	}
 	r0 := g.ranks[0].ready
-	if r0.Recurrent && opts.World > 1 {
-		g.kill()
-		g.wait()
-		return nil, fmt.Errorf("model %s: %w", opts.Hello.Name, ErrRecurrent)
-	}
 	var cfg models.Config
 	if err := json.Unmarshal(r0.Config, &cfg); err != nil {
 		g.kill()
@@ -184,10 +174,12 @@ func (p *Proxy) sharedBytes() int64 {
 func (p *Proxy) world() int { return max(p.opts.World, 1) }
 
 // groupReady is the group's view of its ranks' Ready: KV holds every
-// rank's heads, weight bytes add up.
+// rank's heads, a recurrent state every rank's share (state.go), weight
+// bytes add up.
 func groupReady(g *group) Ready {
 	r := g.ranks[0].ready
 	r.KV.KVHeads *= len(g.ranks)
+	r.StateLen *= int64(len(g.ranks))
 	if len(g.ranks) > 1 {
 		devs := make([]string, len(g.ranks))
 		r.WeightBytes = 0

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -27,14 +28,18 @@ func needFixture(t *testing.T, arch string) {
 
 // TestHybridSessionsOverWorker: append, greedy and sampled generation,
 // forks inside and at the end of the KV, truncation and prefix reuse of
-// hybrid models over a worker process give exactly the tokens and reuse
-// counts of the in-process model, and greedy runs match a cold run.
+// hybrid models over a worker process, and over a tensor-parallel group
+// of CPU rank processes (each holding its heads' share of every
+// recurrent state), give exactly the tokens and reuse counts of the
+// in-process model, and greedy runs match a cold run.
 func TestHybridSessionsOverWorker(t *testing.T) {
-	for _, arch := range hybrids {
-		t.Run(arch, func(t *testing.T) {
-			needFixture(t, arch)
-			hybridParity(t, arch)
-		})
+	for _, world := range worlds() {
+		for _, arch := range hybrids {
+			t.Run(fmt.Sprintf("tp%d/%s", world, arch), func(t *testing.T) {
+				needFixture(t, arch)
+				hybridParity(t, arch, world)
+			})
+		}
 	}
 }
 
@@ -43,10 +48,10 @@ func TestHybridSessionsOverWorker(t *testing.T) {
 // worker-side states instead of recomputing.
 var snapEvery = cache.Intervals{Dense: 16, Until: 16, Sparse: 16}
 
-// hybridPair is newPair for a hybrid model, with snapshots every block
-// and a host tier of hostBytes.
-func hybridPair(t *testing.T, arch string, kvBlocks int, hostBytes int64) *pair {
-	px := startProxy(t, arch, 1, time.Minute)
+// hybridPair is newPair for a hybrid model on world ranks, with
+// snapshots every block and a host tier of hostBytes.
+func hybridPair(t *testing.T, arch string, world, kvBlocks int, hostBytes int64) *pair {
+	px := startProxy(t, arch, world, time.Minute)
 	m := inProcess(t, arch)
 	cfg := func(r session.Runner) session.ModelConfig {
 		return session.ModelConfig{Name: arch, Model: r, KVBlocks: kvBlocks, BlockSize: 16,
@@ -56,8 +61,8 @@ func hybridPair(t *testing.T, arch string, kvBlocks int, hostBytes int64) *pair 
 		ids: map[string][2]string{}, inproc: m, workerPx: px}
 }
 
-func hybridParity(t *testing.T, arch string) {
-	p := hybridPair(t, arch, 0, 0)
+func hybridParity(t *testing.T, arch string, world int) {
+	p := hybridPair(t, arch, world, 0, 0)
 	greedyN := func(n int) session.GenerateParams { return session.GenerateParams{MaxTokens: n} }
 	p.open("a")
 	p1, p2 := prompt(37, 1), prompt(9, 2)
@@ -314,24 +319,35 @@ func TestHybridStateOps(t *testing.T) {
 
 type table2 = []int32
 
-// TestRecurrentTPRefused: a hybrid model does not start on a
-// tensor-parallel group, with an error that says why.
-func TestRecurrentTPRefused(t *testing.T) {
-	needFixture(t, "qwen3_next")
+// TestHybridTPRefused: a hybrid whose heads do not divide over the
+// group (the variant fixture's 3 KV heads over 2 ranks) does not start,
+// with an error that says why.
+func TestHybridTPRefused(t *testing.T) {
+	dir := filepath.Join("..", "..", "models", "testdata", "variants", "qwen3_next")
+	if _, err := os.Stat(dir); err != nil {
+		t.Skip("no qwen3_next variant fixture")
+	}
 	_, err := Start(Options{Command: DefaultCommand(workerBinary(t), "cpu"), World: 2,
-		Hello: Hello{Backend: "cpu", Threads: 1, Name: "hybrid", Path: fixture("qwen3_next")}, Timeout: time.Minute})
-	if err == nil || !(errors.Is(err, ErrRecurrent) || strings.Contains(err.Error(), "tensor parallelism")) {
-		t.Fatalf("hybrid model on a tensor-parallel group: %v", err)
+		Hello: Hello{Backend: "cpu", Threads: 1, Name: "hybrid", Path: dir}, Timeout: time.Minute})
+	if err == nil || !strings.Contains(err.Error(), "tensor parallelism") || !strings.Contains(err.Error(), "3 KV heads") {
+		t.Fatalf("qwen3_next variant on 2 ranks: %v", err)
 	}
 }
 
 // TestHybridEvictionOverWorker: a small pool with a host tier makes the
 // cache evict blocks of hybrid sequences, drop their states and resume
-// them from snapshots; tokens stay exact.
+// them from snapshots (on a group: every rank's share); tokens stay
+// exact.
 func TestHybridEvictionOverWorker(t *testing.T) {
+	for _, world := range worlds() {
+		t.Run(fmt.Sprintf("tp%d", world), func(t *testing.T) { hybridEviction(t, world) })
+	}
+}
+
+func hybridEviction(t *testing.T, world int) {
 	arch := "qwen3_next"
 	needFixture(t, arch)
-	p := hybridPair(t, arch, 8, 64<<20)
+	p := hybridPair(t, arch, world, 8, 64<<20)
 	for i := range 4 {
 		name := fmt.Sprint("s", i)
 		p.open(name)
@@ -341,4 +357,81 @@ func TestHybridEvictionOverWorker(t *testing.T) {
 	p.fork("s0", "f", 20)
 	p.generate("f", session.GenerateParams{MaxTokens: 4})
 	p.generate("s1", session.GenerateParams{MaxTokens: 4})
+}
+
+// TestHybridStateOpsTP: the state operations on a group of 2 CPU ranks,
+// each holding half of every DeltaNet layer's heads: the group's state is
+// as long as the whole model's (the shares add up), its logits are the
+// in-process model's to float32 rounding, and a snapshot restored into a
+// new state, and a clone, continue bit for bit like the original.
+func TestHybridStateOpsTP(t *testing.T) {
+	arch := "qwen3_next"
+	needFixture(t, arch)
+	px := startProxy(t, arch, 2, time.Minute)
+	m := inProcess(t, arch)
+	const bs = 16
+	kp, err := px.NewKVPool(px.KVSpec(16, bs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lp, err := m.Backend.NewKVPool(m.KVSpec(16, bs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks := prompt(20, 5)
+	table := []int32{0, 1}
+	rs := px.NewState().(models.RecurrentState)
+	ls := m.NewState().(models.RecurrentState)
+	if rs.Len() != ls.Len() {
+		t.Fatalf("group state of %d values, whole model's %d", rs.Len(), ls.Len())
+	}
+	rl, err := px.Forward(models.Seq{Pool: kp, Table: table, State: rs}, toks, models.LastLogits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ll, err := m.Forward(models.Seq{Pool: lp, Table: table, State: ls}, toks, models.LastLogits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range ll {
+		if !closeLogprob(rl[i], ll[i], 2) {
+			t.Fatalf("logit %d: group %v, in process %v", i, rl[i], ll[i])
+		}
+	}
+	snap := rs.Snapshot()
+	if len(snap) != rs.Len() || !slices.ContainsFunc(snap, func(v float32) bool { return v != 0 }) {
+		t.Fatalf("snapshot of %d values (want %d, not all zero)", len(snap), rs.Len())
+	}
+	c := rs.Clone()
+	fresh := px.NewState().(models.RecurrentState)
+	if err := fresh.Restore(snap, 20); err != nil {
+		t.Fatal(err)
+	}
+	step := func(st any, pool table2) []float32 {
+		t.Helper()
+		l, err := px.Forward(models.Seq{Pool: kp, Table: pool, Start: 20, State: st}, []int32{7}, models.LastLogits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	px.CopyKVBlock(kp, 2, 1)
+	px.CopyKVBlock(kp, 3, 1)
+	want := step(rs, table2{0, 1})
+	if got := step(c, table2{0, 2}); !slices.Equal(got, want) {
+		t.Fatal("clone diverged")
+	}
+	if got := step(fresh, table2{0, 3}); !slices.Equal(got, want) {
+		t.Fatal("restored state diverged")
+	}
+	// The ranks' shares are not interchangeable: swapped halves give
+	// another state.
+	half := len(snap) / 2
+	swapped := slices.Concat(snap[half:], snap[:half])
+	if err := fresh.Restore(swapped, 20); err != nil {
+		t.Fatal(err)
+	}
+	if got := step(fresh, table2{0, 3}); slices.Equal(got, want) {
+		t.Fatal("a snapshot with the ranks' shares swapped continues alike: shares not per rank")
+	}
 }

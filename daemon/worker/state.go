@@ -30,9 +30,14 @@ import (
 // prefill); a Restore, which overwrites everything, makes the state live
 // again in the new worker.
 //
-// Tensor-parallel groups do not serve hybrids (models.NewRank refuses
-// them: the plan cannot split DeltaNet layers), so a state lives in the
-// one rank of a world-1 worker.
+// On a tensor-parallel group every rank holds its heads' share of each
+// state (models' plan splits DeltaNet layers by heads) under the same id:
+// every state request goes to all ranks alike, as Forward does, except
+// Snapshot and Restore, which move the ranks' shares one after the other
+// (rank 0's first, as KV blocks travel). A group's snapshot is therefore
+// not laid out as a whole-model worker's, but snapshots live in the
+// daemon's cache only, which a different group never reads: a restart
+// with another --tp starts an empty cache.
 
 // stateBook is the Proxy's bookkeeping of its worker's states.
 type stateBook struct {
@@ -230,29 +235,17 @@ func (s *remoteState) Snapshot() []float32 {
 		if err != nil {
 			return err
 		}
-		replies, err := s.p.call(g, msgSnapshotState, same(encodeStateID(id), n*4+64), msgBlock, msgBlockShared)
+		per := n / len(g.ranks) // each rank's share
+		replies, err := s.p.call(g, msgSnapshotState, same(encodeStateID(id), per*4+64), msgBlock, msgBlockShared)
 		if err != nil {
 			return err
 		}
-		pr, f := g.ranks[0], replies[0]
-		d := dec{b: f.payload}
 		data := make([]float32, n)
-		if f.typ == msgBlockShared {
-			ref := d.ref("state")
-			if err = d.done("state"); err == nil && ref.count != n {
-				err = fmt.Errorf("%w: state of %d values, want %d", ErrBadFrame, ref.count, n)
+		for r, f := range replies {
+			if err := readState(g.ranks[r], f, data[r*per:(r+1)*per]); err != nil { // the worker does not speak the protocol: replace it
+				s.p.lose(g, err)
+				return fmt.Errorf("snapshot-state: %w: rank %d: %w", ErrWorkerLost, r, err)
 			}
-			if err == nil {
-				err = readShared(pr.shm, pr.shmSize, ref, data, "state")
-			}
-		} else if got := d.count(4, "state"); got != n || len(d.b) != 4*n {
-			err = fmt.Errorf("%w: state of %d values, want %d", ErrBadFrame, got, n)
-		} else {
-			copy(f32Bytes(data), d.b)
-		}
-		if err != nil { // the worker does not speak the protocol: replace it
-			s.p.lose(g, err)
-			return fmt.Errorf("snapshot-state: %w: %w", ErrWorkerLost, err)
 		}
 		out = data
 		return nil
@@ -262,6 +255,29 @@ func (s *remoteState) Snapshot() []float32 {
 		return nil
 	}
 	return out
+}
+
+// readState reads a rank's share of a snapshot from its reply (inline, or
+// in its shared memory) into part.
+func readState(pr *proc, f frame, part []float32) error {
+	d := dec{b: f.payload}
+	n := len(part)
+	if f.typ == msgBlockShared {
+		ref := d.ref("state")
+		err := d.done("state")
+		if err == nil && ref.count != n {
+			err = fmt.Errorf("%w: state of %d values, want %d", ErrBadFrame, ref.count, n)
+		}
+		if err != nil {
+			return err
+		}
+		return readShared(pr.shm, pr.shmSize, ref, part, "state")
+	}
+	if got := d.count(4, "state"); got != n || len(d.b) != 4*n {
+		return fmt.Errorf("%w: state of %d values, want %d", ErrBadFrame, got, n)
+	}
+	copy(f32Bytes(part), d.b)
+	return nil
 }
 
 // Restore implements models.RecurrentState. It also revives a state lost
@@ -285,17 +301,19 @@ func (s *remoteState) Restore(data []float32, pos int) error {
 		if err != nil {
 			return err
 		}
+		per := len(data) / len(g.ranks)
 		_, err = s.p.call(g, msgRestoreState, func(pr *proc) rankReq {
+			part := data[pr.rank*per : (pr.rank+1)*per] // the rank's share
 			e := restoreHeader(id, pos)
-			if int64(len(data))*4 <= pr.shmSize && len(data) > 0 {
+			if int64(len(part))*4 <= pr.shmSize && len(part) > 0 {
 				// One request at a time: the region is free until the reply.
-				if _, err := pr.shm.WriteAt(f32Bytes(data), 0); err == nil {
-					e.ref(shmRef{count: len(data)})
+				if _, err := pr.shm.WriteAt(f32Bytes(part), 0); err == nil {
+					e.ref(shmRef{count: len(part)})
 					return rankReq{typ: msgRestoreStateShared, payload: e.b}
 				}
 			}
-			e.f32sHeader(len(data))
-			return rankReq{payload: e.b, extra: f32Bytes(data), limit: 0}
+			e.f32sHeader(len(part))
+			return rankReq{payload: e.b, extra: f32Bytes(part), limit: 0}
 		}, msgOK)
 		return err
 	})
