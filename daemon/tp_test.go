@@ -82,9 +82,11 @@ func coldGreedy(t *testing.T, arch string, toks []int32, n int) []int32 {
 // one rank mid-session shows the model degraded in /health until the
 // group is rebuilt, and the session continues with the cold tokens. The
 // hybrid (Qwen3.5) keeps each rank's share of its recurrent states in
-// the ranks.
+// the ranks; DeepSeek-V3 (MLA) splits its heads and keeps the whole
+// latent cache in each rank (the group's KV spec counts one copy per
+// rank).
 func TestTPGroupModel(t *testing.T) {
-	for _, arch := range []string{"qwen3_moe", "qwen3_5"} {
+	for _, arch := range []string{"qwen3_moe", "qwen3_5", "deepseek_v3"} {
 		t.Run(arch, func(t *testing.T) { tpGroupModel(t, arch) })
 	}
 }
@@ -337,6 +339,7 @@ func TestTPRefused(t *testing.T) {
 		want string
 	}{
 		{"hybrid", ModelConfig{Path: fixtureModel("qwen3_next").Path, Backend: "cpu-worker", TensorParallel: 4}, "tensor_parallel = 4: qwen3_next (Qwen3NextForCausalLM) cannot be split over 4 ranks: tensor parallelism: 2 linear-attention key heads"},
+		{"mla", ModelConfig{Path: filepath.Join("..", "models", "testdata", "variants", "deepseek_v3"), Backend: "cpu-worker", TensorParallel: 4}, "cannot be split over 4 ranks: tensor parallelism: 6 attention heads do not divide over 4 ranks"},
 		{"heads", ModelConfig{Path: fixtureModel("qwen3").Path, Backend: "cpu-worker", TensorParallel: 3}, "tensor_parallel = 3: qwen3 (Qwen3ForCausalLM) cannot be split over 3 ranks: tensor parallelism: 4 attention heads"},
 		{"devices", ModelConfig{Path: fixtureModel("qwen3").Path, Backend: "cuda", Devices: []int{0}, TensorParallel: 2}, "tensor_parallel = 2, but devices lists 1 GPUs"},
 	} {

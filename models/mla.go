@@ -84,7 +84,9 @@ func newMLA(c *Config, b *binder, prefix string, kvLayer int, o mlaOptions) *MLA
 	}
 	m.KVANorm = b.tensor(prefix+"kv_a_layernorm.weight", m.R)
 	if kvb := rawWeight(b, prefix+"kv_b_proj.weight", h*(m.Dn+m.Dv), m.R); kvb != nil {
-		for i := range h {
+		// The heads kvb holds: all of them, or a tensor-parallel rank's
+		// (tp_mla.go), which derives only its own.
+		for i := range kvb.Rows() / (m.Dn + m.Dv) {
 			lo := i * (m.Dn + m.Dv)
 			uk, err := kvb.RowSlice(fmt.Sprintf("%s[uk%d]", kvb.Name, i), lo, lo+m.Dn, []int{m.Dn, m.R})
 			if err == nil {
@@ -298,10 +300,14 @@ func gcd(a, b int) int {
 }
 
 // rawWeight fetches a checkpoint tensor that the architecture derives
-// others from (row slices, transposes), counting it as bound.
+// others from (row slices, transposes), counting it as bound. Under a
+// tensor-parallel plan it is the rank's slice.
 func rawWeight(b *binder, name string, shape ...int) *kernels.Weight {
 	b.expected[name] = true
 	w, err := b.weight(name, shape)
+	if err == nil && b.plan != nil { // this rank's slice (tp.go)
+		w, err = b.plan.shard(b.cfg, w)
+	}
 	if err != nil {
 		b.fail(err)
 		return nil

@@ -30,8 +30,10 @@ import (
 // [r·H/N, (r+1)·H/N) and the KV heads they read. When N exceeds the KV
 // heads, N/KV ranks share (each loads) the same KV head. MoE experts are
 // tensor-parallel: every rank holds every expert's slice and routes on the
-// replicated router, so the combine is one more partial sum. With world 1
-// no plan is applied and the model is exactly the single-device one.
+// replicated router, so the combine is one more partial sum. Multi-head
+// latent attention (DeepSeek) is split by heads around a replicated
+// latent cache (tp_mla.go). With world 1 no plan is applied and the model
+// is exactly the single-device one.
 
 // ErrTP marks a model or plan that tensor parallelism cannot serve.
 var ErrTP = errors.New("tensor parallelism")
@@ -44,13 +46,15 @@ type Plan struct {
 }
 
 // tpArchs are the architectures whose layers the plan knows how to split
-// (grouped-query attention, gated attention, SwiGLU MLPs, softmax-routed
-// experts, Gated DeltaNet heads).
+// (grouped-query attention, gated attention, SwiGLU MLPs, softmax- and
+// sigmoid-routed experts, Gated DeltaNet heads, latent attention).
 var tpArchs = map[string]bool{
 	"LlamaForCausalLM": true, "MistralForCausalLM": true,
 	"Qwen3ForCausalLM": true, "Qwen3MoeForCausalLM": true,
 	// The Gated DeltaNet hybrids (tp_hybrid.go).
 	"Qwen3NextForCausalLM": true, "Qwen3_5ForCausalLM": true,
+	// Multi-head latent attention (tp_mla.go).
+	"DeepseekV3ForCausalLM": true, "DeepseekV32ForCausalLM": true,
 }
 
 // NewRank builds rank plan.Rank's shard of the model: it loads only that
@@ -111,6 +115,8 @@ func (p *Plan) check(c *Config) error {
 		return fmt.Errorf("%w: a group of %d needs a collective", ErrTP, n)
 	case !tpArchs[c.Arch()]:
 		return fmt.Errorf("%w: %s: %w", ErrTP, c.Arch(), kernels.ErrUnsupported)
+	case mlaArchs[c.Arch()]: // one latent KV row, whatever num_key_value_heads says
+		return p.checkMLAPlan(c)
 	case c.NumHeads%n != 0:
 		return fmt.Errorf("%w: %d attention heads do not divide over %d ranks", ErrTP, c.NumHeads, n)
 	case c.NumKVHeads%n != 0 && n%c.NumKVHeads != 0:
@@ -131,6 +137,9 @@ func (p *Plan) kvHeads(c *Config) (local, first int) {
 // for (already shape-checked), or w itself when the tensor is replicated.
 func (p *Plan) shard(c *Config, w *kernels.Weight) (*kernels.Weight, error) {
 	if d, ok, err := p.shardDelta(c, w); ok {
+		return d, err
+	}
+	if d, ok, err := p.shardMLA(c, w); ok {
 		return d, err
 	}
 	name := w.Name
@@ -189,6 +198,9 @@ func (p *Plan) apply(c *Config, net Network, b *binder) error {
 	}
 	n := p.World
 	kvLocal, _ := p.kvHeads(c)
+	if mlaArchs[c.Arch()] {
+		kvLocal = d.KV.KVHeads // the latent row, replicated on every rank
+	}
 	for i := range d.Layers {
 		l := &d.Layers[i]
 		switch m := l.Mixer.(type) {
@@ -200,6 +212,10 @@ func (p *Plan) apply(c *Config, net Network, b *binder) error {
 			m.KVHeads = kvLocal
 		case *DeltaNet:
 			p.applyDelta(m)
+		case *MLA:
+			if err := p.applyMLA(i, m); err != nil {
+				return err
+			}
 		default:
 			return fmt.Errorf("%w: layer %d: %T mixer: %w", ErrTP, i, l.Mixer, kernels.ErrUnsupported)
 		}

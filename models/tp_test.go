@@ -307,10 +307,10 @@ func TestTensorParallelRejects(t *testing.T) {
 	if !errors.Is(err, models.ErrTP) {
 		t.Errorf("no collective: %v, want ErrTP", err)
 	}
-	ds := open("deepseek_v3")
-	_, err = models.NewRank(ds.Name, ds.Config, ds.Source, be, &models.Plan{Rank: 0, World: 2, Comm: &localRank{g: g, be: be}})
+	mm := open("minimax_m2")
+	_, err = models.NewRank(mm.Name, mm.Config, mm.Source, be, &models.Plan{Rank: 0, World: 2, Comm: &localRank{g: g, be: be}})
 	if !errors.Is(err, kernels.ErrUnsupported) {
-		t.Errorf("deepseek_v3 (MLA): %v, want ErrUnsupported", err)
+		t.Errorf("minimax_m2 (full-width q/k norm): %v, want ErrUnsupported", err)
 	}
 }
 
