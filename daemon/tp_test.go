@@ -84,9 +84,10 @@ func coldGreedy(t *testing.T, arch string, toks []int32, n int) []int32 {
 // hybrid (Qwen3.5) keeps each rank's share of its recurrent states in
 // the ranks; DeepSeek-V3 (MLA) splits its heads and keeps the whole
 // latent cache in each rank (the group's KV spec counts one copy per
-// rank).
+// rank). GLM-4.5 splits as the common plan does; MiniMax-M2's ranks sum
+// their shares of the all-heads q/k norm in one more all-reduce a layer.
 func TestTPGroupModel(t *testing.T) {
-	for _, arch := range []string{"qwen3_moe", "qwen3_5", "deepseek_v3"} {
+	for _, arch := range []string{"qwen3_moe", "qwen3_5", "deepseek_v3", "glm4_moe", "minimax_m2"} {
 		t.Run(arch, func(t *testing.T) { tpGroupModel(t, arch) })
 	}
 }

@@ -55,6 +55,8 @@ var tpArchs = map[string]bool{
 	"Qwen3NextForCausalLM": true, "Qwen3_5ForCausalLM": true,
 	// Multi-head latent attention (tp_mla.go).
 	"DeepseekV3ForCausalLM": true, "DeepseekV32ForCausalLM": true,
+	// GLM-4.5 and MiniMax-M2's all-heads q/k norm (tp_moe_archs.go).
+	"Glm4MoeForCausalLM": true, "MiniMaxM2ForCausalLM": true,
 }
 
 // NewRank builds rank plan.Rank's shard of the model: it loads only that
@@ -123,6 +125,8 @@ func (p *Plan) check(c *Config) error {
 		return fmt.Errorf("%w: %d KV heads and %d ranks: neither divides the other", ErrTP, c.NumKVHeads, n)
 	case hybridArchs[c.Arch()]:
 		return p.checkHybrid(c)
+	case moeTPArchs[c.Arch()]:
+		return p.checkMoEArch(c)
 	}
 	return nil
 }
@@ -140,6 +144,9 @@ func (p *Plan) shard(c *Config, w *kernels.Weight) (*kernels.Weight, error) {
 		return d, err
 	}
 	if d, ok, err := p.shardMLA(c, w); ok {
+		return d, err
+	}
+	if d, ok, err := p.shardMiniMax(c, w); ok {
 		return d, err
 	}
 	name := w.Name
@@ -205,11 +212,15 @@ func (p *Plan) apply(c *Config, net Network, b *binder) error {
 		l := &d.Layers[i]
 		switch m := l.Mixer.(type) {
 		case *Attention:
-			if m.fullWidthQKNorm {
-				return fmt.Errorf("%w: layer %d: attention with one q/k norm over all heads: %w", ErrTP, i, kernels.ErrUnsupported)
-			}
 			m.Heads /= n
 			m.KVHeads = kvLocal
+			if m.fullWidthQKNorm { // MiniMax-M2 (tp_moe_archs.go)
+				f, err := newFullNormAttention(m, b.be, p.Comm, n)
+				if err != nil {
+					return fmt.Errorf("layer %d: %w", i, err)
+				}
+				l.Mixer = f
+			}
 		case *DeltaNet:
 			p.applyDelta(m)
 		case *MLA:

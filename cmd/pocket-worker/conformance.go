@@ -334,6 +334,7 @@ func (c *conf) run() {
 	c.quant()
 	c.hybrid()
 	c.moe()
+	c.tpNorm()
 }
 
 // attention checks StoreKV, CopyKVBlock and Attention (decode and prefill
