@@ -93,6 +93,7 @@ type Backend struct {
 	moe     *moeMod    // MoE routing and indexed experts (moe.go), loaded on first use
 	hy      *hybridMod // Gated DeltaNet kernels (hybrid.go), loaded on first use
 	mla     *mlaMod    // latent attention kernels (mla.go), loaded on first use
+	tpnorm  *tpnormMod // split RMSNorm of TP groups (tpnorm.go), loaded on first use
 	attn128 int        // prefill attention kernel for head dim 128
 
 	poolMu sync.Mutex

@@ -7,7 +7,6 @@ package cuda
 import (
 	_ "embed"
 	"fmt"
-	"sync"
 
 	"gorgonia.org/cu"
 
@@ -29,19 +28,14 @@ type tpnormMod struct {
 	sum, norm cFunc
 }
 
-// tpnormMods holds each backend's module, loaded on first use so that
-// models without a split norm never JIT it. It lives beside the Backend
-// rather than in it because only this file uses it.
-var tpnormMods sync.Map // *Backend → *tpnormMod
-
 // tpnormEnter is enter plus the module (context current); false means
 // skip the op (the failure, if any, is recorded in b.err).
 func (b *Backend) tpnormEnter() (*tpnormMod, bool) {
 	if !b.enter() {
 		return nil, false
 	}
-	if m, ok := tpnormMods.Load(b); ok {
-		return m.(*tpnormMod), true
+	if b.tpnorm != nil { // loaded on first use: models without a split norm never JIT it
+		return b.tpnorm, true
 	}
 	mod, err := cu.LoadData(tpnormPTX)
 	if err != nil {
@@ -57,7 +51,7 @@ func (b *Backend) tpnormEnter() (*tpnormMod, bool) {
 		}
 		*f = cfunc(fn)
 	}
-	tpnormMods.Store(b, m)
+	b.tpnorm = m
 	return m, true
 }
 
