@@ -101,6 +101,16 @@ for stage in "$@"; do
     step session 300 python3 scripts/gpu-daemon-session.py --socket /tmp/pd.sock --model l8b --vocab 128256 --context 7680
     kill $pid; wait $pid 2>/dev/null ;;
   decode) BIN=$D step daemon-decode 400 bash scripts/gpu-daemon-decode.sh "${DECODE:-tp1}" ;;
+  hybrid|daemon-tp2) # a hybrid model through a CUDA worker; or the 8B model on a TP2 group (P2P all-reduce)
+    if [ $stage = hybrid ]; then m=models/testdata/models/qwen3_5 name=qwen3_5 vocab=512 ctx=1024 flags="--devices 0"
+    else model llama3-8b /tmp/l8b; m=/tmp/l8b name=l8b vocab=128256 ctx=7680 flags="--devices 0,1 --tp 2"; fi
+    rm -rf /tmp/st-$stage
+    $D/pocketd serve --model $m --backend cuda $flags --socket /tmp/p-$stage.sock --listen off --state-dir /tmp/st-$stage \
+      >"$O/$stage-log.txt" 2>&1 &
+    pid=$!
+    for i in $(seq 1 120); do curl -s --unix-socket /tmp/p-$stage.sock http://pocketd/v0/health 2>/dev/null | grep -q '"ok"' && break; sleep 1; done
+    step session-$stage 300 python3 scripts/gpu-daemon-session.py --socket /tmp/p-$stage.sock --model $name --vocab $vocab --context $ctx
+    kill $pid; wait $pid 2>/dev/null ;;
   tp) # issue #7: TP2 vs TP1 agreement and speed-up
     model llama3-8b /tmp/l8b
     step tp2 300 $W tp --model /tmp/l8b --tp 2 --devices 0,1 --prompt-tokens 128 --steps 256 --timeout 45s
