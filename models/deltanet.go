@@ -71,6 +71,13 @@ func newDeltaState(be kernels.Backend, s kernels.DeltaShape, layers int) *DeltaS
 // Pos implements RecurrentState.
 func (s *DeltaState) Pos() int { return s.pos }
 
+// SetPos sets the number of tokens the state has absorbed without
+// touching its buffers. It is for a caller that runs the state's ops
+// outside Model.Forward — a recorded decode step replayed by the worker
+// (daemon/worker/rank_graph.go) — and so must keep the position that
+// Forward checks in step with the buffers itself.
+func (s *DeltaState) SetPos(pos int) { s.pos = pos }
+
 // Len implements RecurrentState.
 func (s *DeltaState) Len() int {
 	return len(s.conv) * (s.shape.ConvStateLen() + s.shape.RecStateLen())

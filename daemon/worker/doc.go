@@ -44,7 +44,8 @@
 // Single-token steps (ForwardArgmax, and Forward of the last logits) are
 // replayed as recorded graphs when the backend can record them
 // (RankOptions.Graphs: CUDA graphs), one recording per block-table length
-// bucket (graphs.go); a greedy step then takes its argmax on the device
+// bucket, and for hybrid models per recurrent state as well (graphs.go);
+// a greedy step then takes its argmax on the device
 // and reads back one int32. Other steps, and every step after a recording
 // failed, run eagerly.
 //

@@ -1,6 +1,10 @@
 package worker
 
-import "math/bits"
+import (
+	"errors"
+	"math/bits"
+	"slices"
+)
 
 // Graph replay of decode steps.
 //
@@ -26,6 +30,24 @@ import "math/bits"
 // whose step reads device data on the host, such as MoE routing) turns
 // replay off for the rank's life: every later step runs eagerly, and the
 // failure is not retried.
+//
+// Hybrid models (Gated DeltaNet layers) read and write a per-sequence
+// recurrent state in the step, and a recording holds the addresses of the
+// state's buffers: a graph recorded for one state must only ever be
+// replayed for that state. So their recordings are keyed by (bucket,
+// state id), and each remembers the state object it was recorded for; a
+// lookup whose id now names another object (the id freed and reused)
+// drops the stale recording. A state's buffers never move while its id
+// names it: Restore and Reset write into them (models.DeltaState), Clone
+// makes new ones under a new id. Freeing a state drops its recordings
+// (dropState). The bound of maxGraphs holds over all states together.
+//
+// Per-state keys let round-robin decoding of more sequences than the cache
+// holds miss on every step, and a recording costs far more than an eager
+// step. So a hybrid cache evicts only a recording left unused for
+// churnWindow lookups: past the bound, the sequences beyond it run
+// eagerly (errThrash) while the others keep replaying, instead of every
+// step recording a graph that is evicted before its next use.
 
 // Step is one single-token decode step, as a recorded graph replays it.
 type Step struct {
@@ -73,9 +95,29 @@ func bucketFor(blocks int) int {
 	return 1 << bits.Len(uint(blocks-1))
 }
 
-type graphEntry struct {
+// churnWindow is how many lookups a hybrid recording must have gone
+// unused before a new one may evict it.
+const churnWindow = 2 * maxGraphs
+
+// errThrash answers a lookup that would evict a recording still in use
+// (hybrid caches only): the step runs eagerly, replay stays on.
+var errThrash = errors.New("decode graph cache full of recordings in use")
+
+// graphKey names a recording: the table length bucket and, for hybrid
+// models, the recurrent state id it was recorded with (0 for
+// attention-only models).
+type graphKey struct {
 	bucket int
-	g      StepGraph
+	state  uint64
+}
+
+type graphEntry struct {
+	key graphKey
+	// owner is the recurrent state object the recording addresses (nil
+	// for attention-only models).
+	owner any
+	g     StepGraph
+	used  uint64 // the lookup that last used it
 }
 
 // graphCache holds a rank's recordings, most recently used last.
@@ -85,6 +127,10 @@ type graphCache struct {
 	entries []graphEntry
 	gen     uint64 // the scratch generation the entries were recorded under
 	off     error  // the recording failure that turned replay off
+	// perState marks a hybrid model's cache (keys carry state ids; see
+	// errThrash).
+	perState bool
+	tick     uint64 // lookups so far
 	// captures and replays count, for tests and logs.
 	captures, replays int
 }
@@ -107,22 +153,56 @@ func (c *graphCache) reset() {
 	c.entries = c.entries[:0]
 }
 
-// graph returns the recording for bucket, recording one with capture when
-// there is none. gen reads the scratch generation; recordings made under
-// another are dropped first. An error is a failed recording: replay is
-// off from then on.
-func (c *graphCache) graph(bucket int, gen func() uint64, capture func() (StepGraph, error)) (StepGraph, error) {
+// dropState closes the recordings made for state id (nil-safe): its
+// buffers are about to be freed.
+func (c *graphCache) dropState(id uint64) {
+	if c == nil || id == 0 {
+		return
+	}
+	c.entries = slices.DeleteFunc(c.entries, func(e graphEntry) bool {
+		if e.key.state == id {
+			e.g.Close()
+			return true
+		}
+		return false
+	})
+}
+
+// graph returns the recording for key, made for the state object owner,
+// recording one with capture when there is none. gen reads the scratch
+// generation; recordings made under another are dropped first, and so are
+// those under key's state id made for another object. An error is a failed
+// recording (replay is off from then on) or errThrash (this step runs
+// eagerly, replay stays on).
+func (c *graphCache) graph(key graphKey, owner any, gen func() uint64, capture func() (StepGraph, error)) (StepGraph, error) {
 	if c.off != nil {
 		return nil, c.off
 	}
 	c.sync(gen())
+	c.tick++
+	if key.state != 0 {
+		// Recordings under this id made for another object (the id freed
+		// and reused) address buffers that are not this state's.
+		c.entries = slices.DeleteFunc(c.entries, func(e graphEntry) bool {
+			if e.key.state == key.state && e.owner != owner {
+				e.g.Close()
+				return true
+			}
+			return false
+		})
+	}
 	for i, e := range c.entries {
-		if e.bucket == bucket {
-			copy(c.entries[i:], c.entries[i+1:])
-			c.entries[len(c.entries)-1] = e
-			c.replays++
-			return e.g, nil
+		if e.key != key {
+			continue
 		}
+		copy(c.entries[i:], c.entries[i+1:])
+		e.used = c.tick
+		c.entries[len(c.entries)-1] = e
+		c.replays++
+		return e.g, nil
+	}
+	if c.perState && len(c.entries) >= c.limit && c.tick-c.entries[0].used < churnWindow {
+		return nil, errThrash
 	}
 	g, err := capture()
 	if err != nil {
@@ -138,7 +218,7 @@ func (c *graphCache) graph(bucket int, gen func() uint64, capture func() (StepGr
 		c.entries[0].g.Close()
 		c.entries = append(c.entries[:0], c.entries[1:]...)
 	}
-	c.entries = append(c.entries, graphEntry{bucket, g})
+	c.entries = append(c.entries, graphEntry{key: key, owner: owner, g: g, used: c.tick})
 	c.replays++
 	return g, nil
 }

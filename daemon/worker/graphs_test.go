@@ -34,7 +34,7 @@ func (g *stubGraph) Logits(dst []float32) error { return nil }
 func (g *stubGraph) Close()                     { *g.closed = append(*g.closed, g.bucket) }
 func cacheBuckets(c *graphCache) (b []int) {
 	for _, e := range c.entries {
-		b = append(b, e.bucket)
+		b = append(b, e.key.bucket)
 	}
 	return b
 }
@@ -49,7 +49,7 @@ func TestGraphCache(t *testing.T) {
 	recorded := 0
 	get := func(bucket int) {
 		t.Helper()
-		g, err := c.graph(bucket, func() uint64 { return gen }, func() (StepGraph, error) {
+		g, err := c.graph(graphKey{bucket: bucket}, nil, func() uint64 { return gen }, func() (StepGraph, error) {
 			recorded++
 			return &stubGraph{bucket: bucket, closed: &closed}, nil
 		})
@@ -78,7 +78,7 @@ func TestGraphCache(t *testing.T) {
 	}
 	boom := errors.New("boom")
 	for range 3 {
-		_, err := c.graph(8, func() uint64 { return gen }, func() (StepGraph, error) { recorded++; return nil, boom })
+		_, err := c.graph(graphKey{bucket: 8}, nil, func() uint64 { return gen }, func() (StepGraph, error) { recorded++; return nil, boom })
 		if !errors.Is(err, boom) {
 			t.Fatalf("failed recording: %v", err)
 		}
@@ -93,16 +93,25 @@ func TestGraphCache(t *testing.T) {
 	}
 }
 
-// fakeGrapher stands in for CUDA graphs on the CPU: a "recording" runs
-// the pass (to check that Model.Forward accepts the padded table) and a
-// replay runs the step eagerly with exactly the inputs a CUDA graph would
-// get, checking the constraints a graph imposes.
+// fakeGrapher stands in for CUDA graphs on the CPU. A "recording" runs
+// the pass (to check that Model.Forward accepts the padded table), undoes
+// what its ops did to the recurrent states' buffers (a recording runs no
+// op; Forward's host code, which moves the state's position, does run) and
+// remembers what a CUDA graph bakes in: the KV pool and the state object
+// the pass used. A replay runs the step eagerly with exactly the inputs a
+// CUDA graph would get, against that pool and state, not the ones the
+// rank holds now: a keying or invalidation bug gives wrong tokens. It
+// neither checks nor moves the state's host position, as a CUDA graph
+// does not (the rank must).
 type fakeGrapher struct {
-	rk       *rank
-	fail     error
-	captures int
-	open     int
-	launched int
+	rk   *rank
+	fail error
+	// failAfter fails a recording after its pass ran, as EndCapture can.
+	failAfter error
+	captures  int
+	open      int
+	launched  int
+	last      *fakeGraph // the graph launched last
 }
 
 func (f *fakeGrapher) Capture(fwd func() error) (StepGraph, error) {
@@ -110,17 +119,52 @@ func (f *fakeGrapher) Capture(fwd func() error) (StepGraph, error) {
 	if f.fail != nil {
 		return nil, f.fail
 	}
-	if err := fwd(); err != nil {
+	type saved struct {
+		data []float32
+		pos  int
+	}
+	before := map[models.RecurrentState]saved{}
+	for _, st := range f.rk.states {
+		before[st] = saved{st.Snapshot(), st.Pos()}
+	}
+	err := fwd()
+	var used models.RecurrentState
+	for st, sv := range before {
+		if st.Pos() == sv.pos {
+			continue
+		}
+		if used != nil {
+			return nil, errors.New("a recorded step moved two recurrent states")
+		}
+		used = st
+		// Undo the ops but not the host code: Forward's move of the
+		// position stands, as it does after a CUDA recording.
+		moved := st.Pos()
+		if rerr := st.Restore(sv.data, sv.pos); rerr != nil {
+			return nil, rerr
+		}
+		st.(graphState).SetPos(moved)
+	}
+	if err == nil {
+		err = f.failAfter
+	}
+	if err != nil {
 		return nil, err
 	}
+	if f.rk.states != nil && used == nil {
+		return nil, errors.New("a recorded hybrid step used no recurrent state")
+	}
 	f.open++
-	return &fakeGraph{f: f}, nil
+	return &fakeGraph{f: f, pool: f.rk.pool, state: used}, nil
 }
 
 type fakeGraph struct {
-	f      *fakeGrapher
-	n      int // table length fixed by the first launch
-	logits []float32
+	f        *fakeGrapher
+	pool     kernels.KVPool        // the pool at recording
+	state    models.RecurrentState // the state at recording (hybrids)
+	n        int                   // table length fixed by the first launch
+	launches int
+	logits   []float32
 }
 
 func (g *fakeGraph) Launch(s Step) error {
@@ -135,10 +179,19 @@ func (g *fakeGraph) Launch(s Step) error {
 	if s.Slot != s.Table[s.Pos/bs]*bs+s.Pos%bs {
 		return fmt.Errorf("slot %d for position %d", s.Slot, s.Pos)
 	}
-	seq := models.Seq{Pool: rk.pool, Table: slices.Clone(s.Table), Start: int(s.Pos)}
+	seq := models.Seq{Pool: g.pool, Table: slices.Clone(s.Table), Start: int(s.Pos)}
+	if g.state != nil {
+		gs := g.state.(graphState)
+		old := gs.Pos()
+		gs.SetPos(int(s.Pos))
+		defer gs.SetPos(old)
+		seq.State = g.state
+	}
 	l, err := rk.model.Forward(seq, []int32{s.ID}, models.LastLogits)
 	g.logits = l
 	g.f.launched++
+	g.launches++
+	g.f.last = g
 	return err
 }
 
@@ -150,13 +203,19 @@ func (g *fakeGraph) Close()                     { g.f.open-- }
 // pool of blocks blocks of bs tokens and the fake recorder.
 func newGraphRank(t *testing.T, blocks, bs int) (*rank, *fakeGrapher) {
 	t.Helper()
+	return newGraphRankOf(t, "qwen3", blocks, bs)
+}
+
+// newGraphRankOf is newGraphRank for arch's fixture.
+func newGraphRankOf(t *testing.T, arch string, blocks, bs int) (*rank, *fakeGrapher) {
+	t.Helper()
 	f := &fakeGrapher{}
 	rk := &rank{opts: RankOptions{Backend: "cpu",
 		NewBackend: func(_, _, _ int) (kernels.Backend, error) { return cpu.New(1), nil },
 		Graphs:     func(kernels.Backend) StepGrapher { return f }},
 		log: slog.New(slog.DiscardHandler), w: io.Discard}
-	h := Hello{Version: Version, Backend: "cpu", Threads: 1, Name: "qwen3", Path: fixture("qwen3"),
-		Pool: inProcess(t, "qwen3").KVSpec(blocks, bs)}
+	h := Hello{Version: Version, Backend: "cpu", Threads: 1, Name: arch, Path: fixture(arch),
+		Pool: inProcess(t, arch).KVSpec(blocks, bs)}
 	closeFn, err := rk.hello(frame{typ: msgHello, payload: h.encode()})
 	if err != nil {
 		t.Fatal(err)
@@ -173,9 +232,14 @@ func newGraphRank(t *testing.T, blocks, bs int) (*rank, *fakeGrapher) {
 // the blocks the positions cover, as the Proxy sends it) and returns the
 // token or the logits.
 func step(rk *rank, typ msgType, table []int32, start int, tokens []int32, want models.Logits) (int32, []float32, error) {
+	return stateStep(rk, typ, 0, table, start, tokens, want)
+}
+
+// stateStep is step for the sequence of recurrent state id.
+func stateStep(rk *rank, typ msgType, id uint64, table []int32, start int, tokens []int32, want models.Logits) (int32, []float32, error) {
 	bs := rk.spec.BlockSize
 	nb := min(len(table), (start+len(tokens)+bs-1)/bs)
-	req := forwardReq{start: start, want: want, tokens: tokens, table: table[:nb]}
+	req := forwardReq{start: start, want: want, tokens: tokens, table: table[:nb], state: id}
 	typ, payload, extra, err := rk.handle(frame{typ: typ, payload: req.encode()})
 	if err != nil {
 		return 0, nil, err

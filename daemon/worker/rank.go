@@ -214,13 +214,18 @@ func (rk *rank) hello(f frame) (func(), error) {
 		rk.pinShared()
 	}
 	var stateLen int64
+	graphable := true
 	if st, ok := m.NewState().(models.RecurrentState); ok {
 		rk.states, stateLen = map[uint64]models.RecurrentState{}, int64(st.Len())
+		// A recording bakes in one state's buffers: hybrid recordings are
+		// per state (graphs.go), and a replay moves the state's position
+		// itself (graphState).
+		_, graphable = st.(graphState)
 	}
-	// Recorded steps would bake in one state's buffers: hybrids run eagerly.
-	if rk.opts.Graphs != nil && rk.states == nil {
+	if rk.opts.Graphs != nil && graphable {
 		if rec := rk.opts.Graphs(be); rec != nil {
 			rk.graphs = newGraphCache(rec, maxGraphs)
+			rk.graphs.perState = rk.states != nil
 		}
 	}
 	dev := be.Name()

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/pocketllm/pocketllm/models"
@@ -16,13 +17,22 @@ import (
 // instead issues the same all-reduces in the same order, so ranks need not
 // agree on the path.
 //
+// A hybrid model's step replays the recording made for its own recurrent
+// state (graphs.go). The replay bypasses Model.Forward, so the rank checks
+// and moves the state's position as Forward would: a step whose state is
+// not at its start runs eagerly and gets Forward's error.
+//
 // Nothing is recorded before one single-token step has run eagerly: the
 // backend then has the buffers such a step needs allocated and
 // initialised by ordinary ops (a buffer first allocated while recording
 // would be initialised only by the recording, so the eager path after a
 // failed recording would find it uninitialised).
 func (rk *rank) replay(req forwardReq) (StepGraph, bool) {
-	if !rk.graphs.usable() || !rk.warm || req.state != 0 || len(req.tokens) != 1 || req.want != models.LastLogits || rk.pool == nil {
+	if !rk.graphs.usable() || !rk.warm || len(req.tokens) != 1 || req.want != models.LastLogits || rk.pool == nil {
+		return nil, false
+	}
+	st, ok := rk.stepState(req)
+	if !ok {
 		return nil, false
 	}
 	blocks, ok := rk.stepBlocks(req)
@@ -31,13 +41,26 @@ func (rk *rank) replay(req forwardReq) (StepGraph, bool) {
 	}
 	bucket := bucketFor(blocks)
 	table := rk.padTable(req.table[:blocks], bucket)
-	g, err := rk.graphs.graph(bucket, rk.model.ScratchGen, func() (StepGraph, error) {
+	var owner any
+	if st != nil {
+		owner = st
+	}
+	g, err := rk.graphs.graph(graphKey{bucket, req.state}, owner, rk.model.ScratchGen, func() (StepGraph, error) {
 		seq := models.Seq{Pool: rk.pool, Table: table, Start: req.start}
+		if st != nil {
+			seq.State = st
+			// Recording runs Forward's host code, which moves the
+			// position, but no op: the replay below is the step.
+			defer st.SetPos(req.start)
+		}
 		return rk.graphs.rec.Capture(func() error {
 			_, err := rk.model.Forward(seq, req.tokens, models.LastLogits)
 			return err
 		})
 	})
+	if errors.Is(err, errThrash) {
+		return nil, false
+	}
 	if err != nil {
 		rk.log.Warn("decode graphs off: every step runs eagerly from now on", "err", err)
 		return nil, false
@@ -53,10 +76,41 @@ func (rk *rank) replay(req forwardReq) (StepGraph, bool) {
 		rk.log.Warn("decode graphs off: every step runs eagerly from now on", "err", err)
 		return nil, false
 	}
+	if st != nil {
+		st.SetPos(req.start + 1) // what Forward would have done
+	}
 	if rk.graphs.captures == 1 && rk.graphs.replays == 1 {
 		rk.log.Info("decode steps replay recorded graphs", "bucket", bucket)
 	}
 	return g, true
+}
+
+// graphState is a recurrent state a recorded step can run on: a replay
+// bypasses Model.Forward, so the rank keeps the state's position in step
+// itself (models.DeltaState).
+type graphState interface {
+	models.RecurrentState
+	SetPos(pos int)
+}
+
+// stepState resolves a step's recurrent state for a replay: nil for an
+// attention-only model. ok false leaves the step to the eager path, which
+// answers the error: a missing or unknown state, or one not at the step's
+// position (recording such a step would fail in Forward and turn replay
+// off for good).
+func (rk *rank) stepState(req forwardReq) (st graphState, ok bool) {
+	if rk.states == nil {
+		return nil, req.state == 0
+	}
+	s, found := rk.states[req.state]
+	if !found {
+		return nil, false
+	}
+	st, ok = s.(graphState)
+	if !ok || st.Pos() != req.start {
+		return nil, false
+	}
+	return st, true
 }
 
 // stepBlocks makes the checks Model.Forward makes of a one-token step (a

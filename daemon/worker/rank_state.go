@@ -70,6 +70,8 @@ func (rk *rank) handleState(f frame) (typ msgType, payload, extra []byte, ok boo
 			if st, ok := rk.states[id]; ok {
 				rk.freedBytes += st.SizeBytes()
 				delete(rk.states, id)
+				// Its recordings address the buffers let go here.
+				rk.graphs.dropState(id)
 			}
 		}
 		// A backend's buffers go back to its free list when collected
@@ -122,6 +124,8 @@ func (rk *rank) handleState(f frame) (typ msgType, payload, extra []byte, ok boo
 		if err != nil {
 			return fail(err)
 		}
+		// Restore writes into the state's buffers: its recordings stay
+		// valid (graphs.go).
 		if err := st.Restore(data, pos); err != nil {
 			return fail(fmt.Errorf("%w: %w", errBadRequest, err))
 		}
@@ -138,6 +142,7 @@ func (rk *rank) handleState(f frame) (typ msgType, payload, extra []byte, ok boo
 		if _, dup := rk.states[dst]; dup || dst == 0 {
 			return fail(fmt.Errorf("%w: clone-state: state id %d in use or zero", errBadRequest, dst))
 		}
+		// The clone has buffers of its own, recorded anew under dst.
 		return msgOK, nil, nil, true, rk.addState(dst, st.Clone(), "clone-state")
 	case msgResetState:
 		id := d.u64("id")
@@ -148,7 +153,7 @@ func (rk *rank) handleState(f frame) (typ msgType, payload, extra []byte, ok boo
 		if err != nil {
 			return fail(err)
 		}
-		st.Reset()
+		st.Reset() // in place, like Restore
 		return msgOK, nil, nil, true, nil
 	}
 	return 0, nil, nil, false, nil
