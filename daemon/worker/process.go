@@ -298,8 +298,13 @@ func (p *Proxy) startRank(gen, rank int) (*proc, error) {
 		}
 	}
 	cmd.Stdout, cmd.Stderr = outW, outW
-	// The worker also dies with the daemon (it exits on EOF as well).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// The worker also dies with the daemon (it exits on EOF as well). It
+	// runs in a process group of its own: the daemon alone manages its
+	// life, and in the daemon's group a stopped worker would be sent
+	// SIGCONT (and SIGHUP) by the kernel whenever that group is orphaned
+	// and a member exits (POSIX job control), un-stopping a hung worker
+	// behind the supervisor's back.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	err = cmd.Start()
 	// Only the worker holds its end now: its exit is our EOF.
 	child.Close()
