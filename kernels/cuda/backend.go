@@ -134,16 +134,12 @@ func newBackend(ordinal int, makeCtx func(cu.Device) (cu.CUContext, error)) (*Ba
 		return nil, fmt.Errorf("cuda: stream: %w", err)
 	}
 	b.s = cstream(b.stream)
-	mod, err := cu.LoadData(ptx)
-	if err != nil {
-		return nil, fmt.Errorf("cuda: load PTX: %w", err)
-	}
+	fns := map[string]*cFunc{}
 	for i, name := range funcNames {
-		f, err := mod.Function(name)
-		if err != nil {
-			return nil, fmt.Errorf("cuda: kernel %s: %w", name, err)
-		}
-		b.fn[i] = cfunc(f)
+		fns[name] = &b.fn[i]
+	}
+	if _, err := loadModule(ptx, "kernels", fns); err != nil {
+		return nil, err
 	}
 	if err := b.loadDecode(); err != nil {
 		return nil, err
@@ -229,12 +225,34 @@ func ptr(p cu.DevicePtr) uint64 { return uint64(p) }
 func i32(v int) uint64          { return uint64(uint32(int32(v))) }
 func f32(v float32) uint64      { return uint64(math.Float32bits(v)) }
 
-func (b *Backend) run(f, gx, gy, bx int, args ...uint64) {
-	if b.err != nil || gx == 0 || gy == 0 {
+// run launches kernel f of kernels.cu.
+func (b *Backend) run(f, gx, gy, bx int, args ...uint64) { b.launchFn(b.fn[f], gx, gy, bx, args...) }
+
+// launchFn launches f on a (gx, gy) grid of bx-thread blocks; nothing
+// after a failure, nothing for an empty grid.
+func (b *Backend) launchFn(f cFunc, gx, gy, bx int, args ...uint64) {
+	if b.err != nil || gx <= 0 || gy <= 0 {
 		return
 	}
 	b.a(args...)
-	b.fail(launch(b.fn[f], gx, gy, bx, b.s, &b.args, b.nargs))
+	b.fail(launch(f, gx, gy, bx, b.s, &b.args, b.nargs))
+}
+
+// loadModule JIT-loads a PTX module (what names it in errors) and
+// resolves the kernels fns names into their cFuncs.
+func loadModule(ptx, what string, fns map[string]*cFunc) (cu.Module, error) {
+	mod, err := cu.LoadData(ptx)
+	if err != nil {
+		return mod, fmt.Errorf("cuda: load %s PTX: %w", what, err)
+	}
+	for name, f := range fns {
+		fn, err := mod.Function(name)
+		if err != nil {
+			return mod, fmt.Errorf("cuda: kernel %s: %w", name, err)
+		}
+		*f = cfunc(fn)
+	}
+	return mod, nil
 }
 
 func cdiv(a, b int) int { return (a + b - 1) / b }

@@ -6,7 +6,6 @@ package cuda
 
 import (
 	_ "embed"
-	"fmt"
 
 	"gorgonia.org/cu"
 
@@ -44,30 +43,24 @@ var _ kernels.FusedOps = (*Backend)(nil)
 // loadDecode loads the module (at backend creation: it is small, and every
 // model uses it).
 func (b *Backend) loadDecode() error {
-	mod, err := cu.LoadData(decodePTX)
-	if err != nil {
-		return fmt.Errorf("cuda: load decode PTX: %w", err)
-	}
+	fns := map[string]*cFunc{}
 	for i, name := range decodeNames {
-		f, err := mod.Function(name)
-		if err != nil {
-			return fmt.Errorf("cuda: kernel %s: %w", name, err)
-		}
-		b.dec[i] = cfunc(f)
+		fns[name] = &b.dec[i]
 	}
-	return nil
+	_, err := loadModule(decodePTX, "decode", fns)
+	return err
 }
 
 // runDec launches a decode.cu kernel, with PDL unless switched off.
 func (b *Backend) runDec(f, gx, gy, bx int, args ...uint64) {
-	if b.err != nil || gx == 0 || gy == 0 {
+	if switches.noPDL {
+		b.launchFn(b.dec[f], gx, gy, bx, args...)
+		return
+	}
+	if b.err != nil || gx <= 0 || gy <= 0 {
 		return
 	}
 	b.a(args...)
-	if switches.noPDL {
-		b.fail(launch(b.dec[f], gx, gy, bx, b.s, &b.args, b.nargs))
-		return
-	}
 	b.fail(launchPDL(b.dec[f], gx, gy, bx, b.s, &b.args, b.nargs))
 }
 

@@ -42,21 +42,13 @@ func (b *Backend) hybridModule() (*hybridMod, error) {
 	if b.hy != nil {
 		return b.hy, nil
 	}
-	mod, err := cu.LoadData(hybridPTX)
-	if err != nil {
-		return nil, fmt.Errorf("cuda: load hybrid PTX: %w", err)
-	}
 	m := &hybridMod{}
 	names := map[string]*cFunc{"gated_delta_rule": &m.delta, "rms_norm_gated": &m.normGated, "sigmoid_mul": &m.sigmoid}
 	for k := 1; k <= maxConvKernel; k++ {
 		names[fmt.Sprintf("causal_conv1d_%d", k)] = &m.conv[k-1]
 	}
-	for name, f := range names {
-		fn, err := mod.Function(name)
-		if err != nil {
-			return nil, fmt.Errorf("cuda: kernel %s: %w", name, err)
-		}
-		*f = cfunc(fn)
+	if _, err := loadModule(hybridPTX, "hybrid", names); err != nil {
+		return nil, err
 	}
 	b.hy = m
 	return m, nil
@@ -74,15 +66,6 @@ func (b *Backend) hybridEnter() (*hybridMod, bool) {
 		return nil, false
 	}
 	return m, true
-}
-
-// xrun launches a kernel of a lazily loaded module on a gx×gy grid.
-func (b *Backend) xrun(f cFunc, gx, gy, bx int, args ...uint64) {
-	if b.err != nil || gx <= 0 || gy <= 0 {
-		return
-	}
-	b.a(args...)
-	b.fail(launch(f, gx, gy, bx, b.s, &b.args, b.nargs))
 }
 
 // vecOf returns the float32 device copy of a 1-D weight (LoadWeight
@@ -119,7 +102,7 @@ func (b *Backend) CausalConv1D(dst, x, state kernels.Buf, w kernels.Tensor, rows
 		return
 	}
 	ch := s.ConvDim()
-	b.xrun(m.conv[s.ConvKernel-1], cdiv(ch, 128), 1, 128, ptr(dptr(dst)), ptr(dptr(x)), ptr(dptr(state)), ptr(t.data),
+	b.launchFn(m.conv[s.ConvKernel-1], cdiv(ch, 128), 1, 128, ptr(dptr(dst)), ptr(dptr(x)), ptr(dptr(state)), ptr(t.data),
 		uint64(t.w.DType), i32(rows), i32(ch))
 }
 
@@ -136,7 +119,7 @@ func (b *Backend) GatedDeltaRule(dst, qkv, a, bb, state kernels.Buf, aLog, dtBia
 		return
 	}
 	al, dt := b.vecOf(aLog, "A_log"), b.vecOf(dtBias, "dt_bias")
-	b.xrun(m.delta, s.VHeads*cdiv(s.DV, 32), 1, 256, ptr(dptr(dst)), ptr(dptr(qkv)), ptr(dptr(a)), ptr(dptr(bb)),
+	b.launchFn(m.delta, s.VHeads*cdiv(s.DV, 32), 1, 256, ptr(dptr(dst)), ptr(dptr(qkv)), ptr(dptr(a)), ptr(dptr(bb)),
 		ptr(dptr(state)), ptr(al), ptr(dt), i32(rows), i32(s.KHeads), i32(s.VHeads), i32(s.DK), i32(s.DV))
 }
 
@@ -148,7 +131,7 @@ func (b *Backend) RMSNormGated(dst, x, z kernels.Buf, w kernels.Tensor, rows, di
 		return
 	}
 	wv := b.vecOf(w, "gated norm weight")
-	b.xrun(m.normGated, rows, 1, min(256, 32*cdiv(dim, 32)), ptr(dptr(dst)), ptr(dptr(x)), ptr(dptr(z)), ptr(wv),
+	b.launchFn(m.normGated, rows, 1, min(256, 32*cdiv(dim, 32)), ptr(dptr(dst)), ptr(dptr(x)), ptr(dptr(z)), ptr(wv),
 		i32(dim), f32(eps))
 }
 
@@ -159,5 +142,5 @@ func (b *Backend) SigmoidMul(x, gate kernels.Buf, n int) {
 	if !ok {
 		return
 	}
-	b.xrun(m.sigmoid, cdiv(n, 256), 1, 256, ptr(dptr(x)), ptr(dptr(gate)), uint64(n))
+	b.launchFn(m.sigmoid, cdiv(n, 256), 1, 256, ptr(dptr(x)), ptr(dptr(gate)), uint64(n))
 }

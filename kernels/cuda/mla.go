@@ -45,18 +45,10 @@ func (b *Backend) mlaModule() (*mlaMod, error) {
 	if b.mla != nil {
 		return b.mla, nil
 	}
-	mod, err := cu.LoadData(mlaPTX)
-	if err != nil {
-		return nil, fmt.Errorf("cuda: load MLA PTX: %w", err)
-	}
 	m := &mlaMod{}
-	for name, f := range map[string]*cFunc{"mla_partial": &m.partial, "mla_combine": &m.combine,
-		"dsa_scores": &m.scores, "dsa_topk": &m.topk} {
-		fn, err := mod.Function(name)
-		if err != nil {
-			return nil, fmt.Errorf("cuda: kernel %s: %w", name, err)
-		}
-		*f = cfunc(fn)
+	if _, err := loadModule(mlaPTX, "MLA", map[string]*cFunc{"mla_partial": &m.partial, "mla_combine": &m.combine,
+		"dsa_scores": &m.scores, "dsa_topk": &m.topk}); err != nil {
+		return nil, err
 	}
 	b.mla = m
 	return m, nil
@@ -126,10 +118,10 @@ func (b *Backend) MLAttention(dst, q kernels.Buf, kp kernels.KVPool, layer int, 
 	if splits > 1 {
 		part = b.scratch(&m.part, &m.partN, int64(rows*heads*splits)*int64(dv+2)*4)
 	}
-	b.xrun(m.partial, rows*groups, splits, 256, ptr(dptr(dst)), ptr(part), ptr(dptr(q)), ptr(p.kLayer(layer)), ptr(tp), ptr(st),
+	b.launchFn(m.partial, rows*groups, splits, 256, ptr(dptr(dst)), ptr(part), ptr(dptr(q)), ptr(p.kLayer(layer)), ptr(tp), ptr(st),
 		ptr(sel), ptr(cnt), i32(heads), i32(dk), i32(dv), i32(s.BlockSize), i32(chunk), i32(topk), f32(scale))
 	if splits > 1 {
-		b.xrun(m.combine, rows*heads, 1, 128, ptr(dptr(dst)), ptr(part), i32(splits), i32(dv))
+		b.launchFn(m.combine, rows*heads, 1, 128, ptr(dptr(dst)), ptr(part), i32(splits), i32(dv))
 	}
 }
 
@@ -155,9 +147,9 @@ func (b *Backend) dsaSelect(m *mlaMod, p *kvPool, layer int, table, start cu.Dev
 	scores, marks := base, base+cu.DevicePtr(sb)
 	sel, cnt = marks+cu.DevicePtr(sb), marks+cu.DevicePtr(sb+selB)
 	tiles := cdiv(ctx, 64)
-	b.xrun(m.scores, rows*tiles, 1, 256, ptr(scores), ptr(dptr(d.Q)), ptr(dptr(d.W)), ptr(p.vLayer(layer)), ptr(table),
+	b.launchFn(m.scores, rows*tiles, 1, 256, ptr(scores), ptr(dptr(d.Q)), ptr(dptr(d.W)), ptr(p.vLayer(layer)), ptr(table),
 		ptr(start), i32(rows), i32(d.Heads), i32(d.Dim), i32(p.spec.BlockSize), i32(tiles), uint64(ctx), f32(d.Scale))
-	b.xrun(m.topk, rows, 1, 256, ptr(scores), ptr(marks), ptr(sel), ptr(cnt), ptr(start), i32(rows), uint64(ctx),
+	b.launchFn(m.topk, rows, 1, 256, ptr(scores), ptr(marks), ptr(sel), ptr(cnt), ptr(start), i32(rows), uint64(ctx),
 		i32(d.TopK))
 	return sel, cnt
 }

@@ -60,33 +60,14 @@ func (b *Backend) moeModule() (*moeMod, error) {
 	if b.moe != nil {
 		return b.moe, nil
 	}
-	mod, err := cu.LoadData(moePTX)
-	if err != nil {
-		return nil, fmt.Errorf("cuda: load MoE PTX: %w", err)
-	}
 	m := &moeMod{}
-	for _, f := range []struct {
-		dst  *cFunc
-		name string
-	}{{&m.route, "moe_route"}, {&m.addGated, "moe_add_gated"}, {&m.gateupBF16, "moe_gateup_bf16"},
-		{&m.downBF16, "moe_down_bf16"}, {&m.gateupFP8, "moe_gateup_fp8"}, {&m.downFP8, "moe_down_fp8"}} {
-		fn, err := mod.Function(f.name)
-		if err != nil {
-			return nil, fmt.Errorf("cuda: kernel %s: %w", f.name, err)
-		}
-		*f.dst = cfunc(fn)
+	if _, err := loadModule(moePTX, "MoE", map[string]*cFunc{"moe_route": &m.route, "moe_add_gated": &m.addGated,
+		"moe_gateup_bf16": &m.gateupBF16, "moe_down_bf16": &m.downBF16, "moe_gateup_fp8": &m.gateupFP8,
+		"moe_down_fp8": &m.downFP8}); err != nil {
+		return nil, err
 	}
 	b.moe = m
 	return m, nil
-}
-
-// mrun launches a MoE kernel on a (gx, gy) grid (context current).
-func (b *Backend) mrun(f cFunc, gx, gy, bx int, args ...uint64) {
-	if b.err != nil || gx == 0 || gy == 0 {
-		return
-	}
-	b.a(args...)
-	b.fail(launch(f, gx, gy, bx, b.s, &b.args, b.nargs))
 }
 
 // expertSet is one MoE layer on the device.
@@ -223,7 +204,7 @@ func (b *Backend) MoERoute(set kernels.ExpertSet, sel, logits kernels.Buf, rows 
 	if scale == 0 {
 		scale = 1
 	}
-	b.mrun(m.route, rows, 1, 256, ptr(dptr(sel)), ptr(dptr(logits)), ptr(s.bias), i32(r.Experts), i32(r.TopK),
+	b.launchFn(m.route, rows, 1, 256, ptr(dptr(sel)), ptr(dptr(logits)), ptr(s.bias), i32(r.Experts), i32(r.TopK),
 		bit(r.Sigmoid), bit(r.NormTopK), i32(groups), i32(topkGroup), f32(scale))
 }
 
@@ -248,12 +229,12 @@ func (b *Backend) MoEExperts(set kernels.ExpertSet, dst, x, sel kernels.Buf, row
 	y, h, xp, sp := ptr(dptr(dst)), ptr(m.h), ptr(dptr(x)), ptr(dptr(sel))
 	switch s.dt {
 	case kernels.BF16:
-		b.mrun(m.gateupBF16, cdiv(inter, 8), rows*k, 256, h, xp, sp, s.table(0), s.table(1), i32(inter), i32(hid), i32(k), i32(e))
-		b.mrun(m.downBF16, cdiv(hid, 8), rows, 256, y, h, sp, s.table(2), i32(hid), i32(inter), i32(k), i32(e))
+		b.launchFn(m.gateupBF16, cdiv(inter, 8), rows*k, 256, h, xp, sp, s.table(0), s.table(1), i32(inter), i32(hid), i32(k), i32(e))
+		b.launchFn(m.downBF16, cdiv(hid, 8), rows, 256, y, h, sp, s.table(2), i32(hid), i32(inter), i32(k), i32(e))
 	case kernels.F8E4M3:
-		b.mrun(m.gateupFP8, cdiv(inter, 8), rows*k, 256, h, xp, sp, s.table(0), s.table(1), s.table(3), s.table(4),
+		b.launchFn(m.gateupFP8, cdiv(inter, 8), rows*k, 256, h, xp, sp, s.table(0), s.table(1), s.table(3), s.table(4),
 			i32(inter), i32(hid), i32(k), i32(e), i32(s.b0), i32(s.b1), i32(cdiv(hid, s.b1)))
-		b.mrun(m.downFP8, cdiv(hid, 8), rows, 256, y, h, sp, s.table(2), s.table(5), i32(hid), i32(inter), i32(k), i32(e),
+		b.launchFn(m.downFP8, cdiv(hid, 8), rows, 256, y, h, sp, s.table(2), s.table(5), i32(hid), i32(inter), i32(k), i32(e),
 			i32(s.b0), i32(s.b1), i32(cdiv(inter, s.b1)))
 	}
 }
@@ -319,5 +300,5 @@ func (b *Backend) MoEAddGated(dst, src, gate kernels.Buf, rows, dim int) {
 	if !ok {
 		return
 	}
-	b.mrun(m.addGated, cdiv(rows*dim, 256), 1, 256, ptr(dptr(dst)), ptr(dptr(src)), ptr(dptr(gate)), i32(rows), i32(dim))
+	b.launchFn(m.addGated, cdiv(rows*dim, 256), 1, 256, ptr(dptr(dst)), ptr(dptr(src)), ptr(dptr(gate)), i32(rows), i32(dim))
 }

@@ -222,14 +222,6 @@ func (b *Backend) loadQuant(w *kernels.Weight) (*tensor, error) {
 	return t, nil
 }
 
-func (b *Backend) qrun(f cFunc, gx, bx int, args ...uint64) {
-	if b.err != nil || gx == 0 {
-		return
-	}
-	b.a(args...)
-	b.fail(launch(f, gx, 1, bx, b.s, &b.args, b.nargs))
-}
-
 func (t *tensor) rowBytes() int {
 	rb, _ := t.w.DType.RowBytes(t.w.Cols())
 	return rb
@@ -240,7 +232,7 @@ func (b *Backend) quantEmbed(dst kernels.Buf, t *tensor, ids []int32) {
 	fs := b.q.fns[t.w.DType]
 	ip := b.put(kIDs, words(ids))
 	cols := t.w.Cols()
-	b.qrun(fs.embed, len(ids), min(256, 32*cdiv(cols/32, 32)), ptr(dptr(dst)), ptr(t.data), ptr(ip), i32(cols), uint64(t.rowBytes()))
+	b.launchFn(fs.embed, len(ids), 1, min(256, 32*cdiv(cols/32, 32)), ptr(dptr(dst)), ptr(t.data), ptr(ip), i32(cols), uint64(t.rowBytes()))
 }
 
 // quantMatMul is MatMul for a block-format weight (deferred GEMVs already
@@ -259,8 +251,8 @@ func (b *Backend) quantMatMul(dst, x kernels.Buf, t *tensor, rows int) {
 			b.q.xq, b.q.xqN = b.alloc(n), n
 		}
 		xs, xq := b.q.xq, b.q.xq+cu.DevicePtr(xsB)
-		b.qrun(b.q.qx, cdiv(in/4, 256), 256, ptr(xq), ptr(xs), ptr(xp), i32(in))
-		b.qrun(fs.gemv8, cdiv(out, 4), 128, ptr(y), ptr(xq), ptr(xs), ptr(t.data), i32(out), i32(in),
+		b.launchFn(b.q.qx, cdiv(in/4, 256), 1, 256, ptr(xq), ptr(xs), ptr(xp), i32(in))
+		b.launchFn(fs.gemv8, cdiv(out, 4), 1, 128, ptr(y), ptr(xq), ptr(xs), ptr(t.data), i32(out), i32(in),
 			uint64(t.rowBytes()))
 		return
 	}
@@ -279,7 +271,7 @@ func (b *Backend) quantMatMul(dst, x kernels.Buf, t *tensor, rows int) {
 				k--
 			}
 			nr := 1 << k
-			b.qrun(fs.gemv[k], cdiv(out, perBlock), 256, ptr(y+cu.DevicePtr(r*out*4)), ptr(xp+cu.DevicePtr(r*in*4)),
+			b.launchFn(fs.gemv[k], cdiv(out, perBlock), 1, 256, ptr(y+cu.DevicePtr(r*out*4)), ptr(xp+cu.DevicePtr(r*in*4)),
 				ptr(t.data), i32(out), i32(in), uint64(t.rowBytes()), i32(wpg))
 			r += nr
 		}
@@ -295,7 +287,7 @@ func (b *Backend) quantMatMul(dst, x kernels.Buf, t *tensor, rows int) {
 	}
 	for c0 := 0; c0 < out && b.err == nil; c0 += chunk {
 		n := min(chunk, out-c0)
-		b.qrun(fs.deq, cdiv(n*in/32, 256), 256, ptr(b.q.scratch), ptr(t.data+cu.DevicePtr(c0*t.rowBytes())), i32(n), i32(in),
+		b.launchFn(fs.deq, cdiv(n*in/32, 256), 1, 256, ptr(b.q.scratch), ptr(t.data+cu.DevicePtr(c0*t.rowBytes())), i32(n), i32(in),
 			uint64(t.rowBytes()))
 		yc := y
 		if n != out {
@@ -313,7 +305,7 @@ func (b *Backend) quantMatMul(dst, x kernels.Buf, t *tensor, rows int) {
 				uint64(kernels.BF16), 0, 0, 0, i32(rows), i32(n), i32(in))
 		}
 		if n != out {
-			b.qrun(b.q.copy, cdiv(rows*n, 256), 256, ptr(y), ptr(yc), i32(rows), i32(n), i32(out), i32(c0))
+			b.launchFn(b.q.copy, cdiv(rows*n, 256), 1, 256, ptr(y), ptr(yc), i32(rows), i32(n), i32(out), i32(c0))
 		}
 	}
 }

@@ -6,9 +6,6 @@ package cuda
 
 import (
 	_ "embed"
-	"fmt"
-
-	"gorgonia.org/cu"
 
 	"github.com/pocketllm/pocketllm/kernels"
 )
@@ -37,19 +34,10 @@ func (b *Backend) tpnormEnter() (*tpnormMod, bool) {
 	if b.tpnorm != nil { // loaded on first use: models without a split norm never JIT it
 		return b.tpnorm, true
 	}
-	mod, err := cu.LoadData(tpnormPTX)
-	if err != nil {
-		b.fail(fmt.Errorf("cuda: load tpnorm PTX: %w", err))
-		return nil, false
-	}
 	m := &tpnormMod{}
-	for name, f := range map[string]*cFunc{"tp_sum_squares": &m.sum, "tp_rms_norm_sum": &m.norm} {
-		fn, err := mod.Function(name)
-		if err != nil {
-			b.fail(fmt.Errorf("cuda: kernel %s: %w", name, err))
-			return nil, false
-		}
-		*f = cfunc(fn)
+	if _, err := loadModule(tpnormPTX, "tpnorm", map[string]*cFunc{"tp_sum_squares": &m.sum, "tp_rms_norm_sum": &m.norm}); err != nil {
+		b.fail(err)
+		return nil, false
 	}
 	b.tpnorm = m
 	return m, true
@@ -62,7 +50,7 @@ func (b *Backend) SumSquares(dst kernels.Buf, off int, x kernels.Buf, rows, dim 
 	if !ok {
 		return
 	}
-	b.xrun(m.sum, rows, 1, min(256, 32*cdiv(dim, 32)), ptr(dptr(dst))+uint64(4*off), ptr(dptr(x)), i32(dim))
+	b.launchFn(m.sum, rows, 1, min(256, 32*cdiv(dim, 32)), ptr(dptr(dst))+uint64(4*off), ptr(dptr(x)), i32(dim))
 }
 
 // RMSNormSum implements kernels.TPNormOps: one block per row.
@@ -73,6 +61,6 @@ func (b *Backend) RMSNormSum(dst, x, sumsq kernels.Buf, off int, w kernels.Tenso
 		return
 	}
 	wv := b.vecOf(w, "split norm weight")
-	b.xrun(m.norm, rows, 1, min(256, 32*cdiv(dim, 32)), ptr(dptr(dst)), ptr(dptr(x)), ptr(dptr(sumsq))+uint64(4*off),
+	b.launchFn(m.norm, rows, 1, min(256, 32*cdiv(dim, 32)), ptr(dptr(dst)), ptr(dptr(x)), ptr(dptr(sumsq))+uint64(4*off),
 		ptr(wv), i32(dim), f32(scale), f32(eps))
 }
