@@ -250,9 +250,7 @@ func (m *Manager) Append(ctx context.Context, owner Owner, id string, in AppendI
 		}
 		return AppendResult{}, err
 	}
-	m.mu.Lock()
-	s.tokens, s.updated = toks, r.Updated
-	m.mu.Unlock()
+	m.setHistory(s, toks, r.Updated)
 	return AppendResult{Tokens: len(toks), Reused: pr.reused, Prefilled: pr.computed}, nil
 }
 

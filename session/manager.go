@@ -421,10 +421,15 @@ func (m *Manager) commit(s *session, toks []int32) error {
 	if err := m.store.put(r, toks); err != nil {
 		return err
 	}
-	m.mu.Lock()
-	s.tokens, s.updated = toks, r.Updated
-	m.mu.Unlock()
+	m.setHistory(s, toks, r.Updated)
 	return nil
+}
+
+// setHistory makes toks s's history in memory, once it is stored.
+func (m *Manager) setHistory(s *session, toks []int32, updated time.Time) {
+	m.mu.Lock()
+	s.tokens, s.updated = toks, updated
+	m.mu.Unlock()
 }
 
 // seqOf returns s's KV state, made on first use (kvMu held).
