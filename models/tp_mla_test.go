@@ -48,15 +48,7 @@ func TestTensorParallelMLARejects(t *testing.T) {
 		{filepath.Join("testdata", "models", "deepseek_v32"), 3, "4 attention heads do not divide over 3 ranks"},
 		{filepath.Join("testdata", "models", "deepseek_v3"), 8, "4 attention heads do not divide over 8 ranks"},
 	} {
-		ck, err := checkpoint.Open(c.dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = models.CheckTP(ck.Config, c.world)
-		ck.Close()
-		if !errors.Is(err, models.ErrTP) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s over %d ranks: %v, want ErrTP saying %q", c.dir, c.world, err, c.want)
-		}
+		checkRefused(t, c.dir, c.world, c.want)
 	}
 	ck, err := checkpoint.Open(filepath.Join("testdata", "models", "deepseek_v3"))
 	if err != nil {

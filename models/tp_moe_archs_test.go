@@ -40,15 +40,7 @@ func TestTensorParallelMoEArchsRejects(t *testing.T) {
 		{filepath.Join("testdata", "models", "glm4_moe"), 8, "4 attention heads do not divide over 8 ranks"},
 		{filepath.Join("testdata", "models", "minimax_m2"), 3, "4 attention heads do not divide over 3 ranks"},
 	} {
-		ck, err := checkpoint.Open(c.dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = models.CheckTP(ck.Config, c.world)
-		ck.Close()
-		if !errors.Is(err, models.ErrTP) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s over %d ranks: %v, want ErrTP saying %q", c.dir, c.world, err, c.want)
-		}
+		checkRefused(t, c.dir, c.world, c.want)
 	}
 	ck, err := checkpoint.Open(filepath.Join("testdata", "models", "glm4_moe"))
 	if err != nil {

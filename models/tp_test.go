@@ -208,17 +208,24 @@ func TestTensorParallelHybridCPU(t *testing.T) {
 				{filepath.Join("testdata", "models", arch), 4, "2 linear-attention key heads do not divide over 4 ranks"},
 				{filepath.Join("testdata", "variants", arch), 2, "3 KV heads and 2 ranks"},
 			} {
-				ck, err := checkpoint.Open(c.dir)
-				if err != nil {
-					t.Fatal(err)
-				}
-				err = models.CheckTP(ck.Config, c.world)
-				ck.Close()
-				if !errors.Is(err, models.ErrTP) || !strings.Contains(err.Error(), c.want) {
-					t.Errorf("%s over %d ranks: %v, want ErrTP saying %q", c.dir, c.world, err, c.want)
-				}
+				checkRefused(t, c.dir, c.world, c.want)
 			}
 		})
+	}
+}
+
+// checkRefused checks that CheckTP refuses the fixture in dir over world
+// ranks with an ErrTP whose message contains want.
+func checkRefused(t *testing.T, dir string, world int, want string) {
+	t.Helper()
+	ck, err := checkpoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = models.CheckTP(ck.Config, world)
+	ck.Close()
+	if !errors.Is(err, models.ErrTP) || !strings.Contains(err.Error(), want) {
+		t.Errorf("%s over %d ranks: %v, want ErrTP saying %q", dir, world, err, want)
 	}
 }
 
