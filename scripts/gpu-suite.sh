@@ -46,13 +46,14 @@ for stage in "$@"; do
   l8b) # issue #5's decode bar: ≥ 240 tok/s; A/B of the fused kernels and PDL
     model llama3-8b /tmp/l8b
     step bench 120 $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json
+    step bench-8k 120 $W bench --model /tmp/l8b --prompt-tokens 8000 --new-tokens 128 --json
+    [ -n "${QUICK:-}" ] && continue # QUICK=1: the two headline numbers, no A/B
     POCKET_PDL=0 step bench-nopdl 120 $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json
     POCKET_FUSED=0 step bench-unfused 120 $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json
     for f in ${FUSED_AB:-}; do
       POCKET_FUSED=$f step bench-fused-$f 120 $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json
     done
     POCKET_ATTN=partial step bench-attn-partial 120 $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json
-    step bench-8k 120 $W bench --model /tmp/l8b --prompt-tokens 8000 --new-tokens 128 --json
     POCKET_ATTN=partial step bench-8k-attn-partial 120 $W bench --model /tmp/l8b --prompt-tokens 8000 --new-tokens 128 --json ;;
   q35) # issue #6: Qwen3.5-27B FP8 decode (bar: 85% of the weight-bytes roofline); ncu detail of a GEMV
     model qwen3.5-27b-fp8 /tmp/m-qwen3.5-27b-fp8
