@@ -16,6 +16,7 @@ D=${BIN:-.gpud}
 O=${OUT:-./gpu-out}
 mkdir -p "$O"
 for f in "$D"/*.gz; do [ -e "$f" ] && gunzip -f "$f"; done
+for f in "$D"/*.xz; do [ -e "$f" ] && unxz -f "$f"; done
 chmod +x "$D"/* 2>/dev/null
 W="$D/pocket-worker"
 step() { # name seconds command...
