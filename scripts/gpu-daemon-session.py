@@ -41,6 +41,18 @@ class Client:
             raise RuntimeError(f"{method} {url}: {r.status} {data[:300]!r}")
         return json.loads(data) if data else None
 
+    def metrics(self):
+        """The daemon's time counters (forward passes, history writes)."""
+        self.conn.request("GET", "/metrics")
+        r = self.conn.getresponse()
+        out = {}
+        for line in r.read().decode().splitlines():
+            for name in ("pocketd_forward_seconds_total", "pocketd_history_write"):
+                if line.startswith(name):
+                    k, v = line.rsplit(" ", 1)
+                    out[k] = float(v)
+        return out
+
     def session(self, model):
         return self.call("POST", "/v0/sessions", {"model": model})["id"]
 
@@ -93,8 +105,22 @@ def main():
         cold.append(ttft(c, s, toks(a.context)))
     res["cold_ttft_ms"] = [round(x * 1e3, 1) for x in cold]
     cold_ms = min(cold) * 1e3
-    app = [ttft(c, s, toks(64)) * 1e3 for _ in range(5)]
+    m0 = c.metrics()
+    app, split = [], []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        c.append(s, toks(64))
+        t1 = time.perf_counter()
+        c.generate(s, 1)
+        t2 = time.perf_counter()
+        app.append((t2 - t0) * 1e3)
+        split.append([round((t1 - t0) * 1e3, 1), round((t2 - t1) * 1e3, 1)])
+    m1 = c.metrics()
     res["append64_ms"] = [round(x, 1) for x in app]
+    res["append64_split_ms"] = split  # [append call, generate(1) call]
+    # Where the appends' time went, per append, from the daemon's counters.
+    res["append64_daemon"] = {k.replace("pocketd_", "").replace("seconds_total", "ms"):
+                              round((m1[k] - m0.get(k, 0)) * (1e3 if "seconds" in k else 1) / 5, 2) for k in m1}
     res["append64_share"] = round(statistics.median(app) / cold_ms, 4)
     half = a.context // 2
     fk = []

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/pocketllm/pocketllm/cache"
 	"github.com/pocketllm/pocketllm/models"
@@ -49,6 +50,10 @@ type engine struct {
 	done     chan struct{}
 
 	steps atomic.Int64
+	// Device time of forward passes as the engine sees it (model call to
+	// return), split into decode steps (one token) and prefill chunks:
+	// /metrics shows where a request's time goes.
+	decodeNs, prefillNs atomic.Int64
 }
 
 // seqState is the KV of one sequence (a session, or an ephemeral
@@ -602,7 +607,14 @@ func (e *engine) advance(sq *seqState, toks []int32, end int, run func(models.Se
 		sq.state = e.model.NewState()
 	}
 	seq := models.Seq{Pool: e.pool.KV(), Table: sq.table, Start: start, State: sq.state}
-	if err := run(seq, toks[start:end]); err != nil {
+	t0 := time.Now()
+	err := run(seq, toks[start:end])
+	if end-start == 1 {
+		e.decodeNs.Add(int64(time.Since(t0)))
+	} else {
+		e.prefillNs.Add(int64(time.Since(t0)))
+	}
+	if err != nil {
 		if errors.Is(err, ErrKVLost) {
 			e.invalidateAll()
 		} else if e.recurrent {

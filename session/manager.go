@@ -117,6 +117,11 @@ type Stats struct {
 	CachedTokens     int64
 	CompletionTokens int64
 	PrefilledTokens  int64
+	// Seconds spent in forward passes (decode steps of one token, prefill
+	// chunks) and in durable history writes, with the writes' count.
+	DecodeSeconds, PrefillSeconds float64
+	HistoryWrites                 int64
+	HistoryWriteSeconds           float64
 }
 
 // Manager owns the sessions of every model. It is safe for concurrent use.
@@ -591,7 +596,10 @@ func (m *Manager) Stats() Stats {
 		st.KVBlocksCached += ps.Cached
 		st.HostTierBytes += ps.HostBytes
 		st.Steps += e.steps.Load()
+		st.DecodeSeconds += time.Duration(e.decodeNs.Load()).Seconds()
+		st.PrefillSeconds += time.Duration(e.prefillNs.Load()).Seconds()
 	}
+	st.HistoryWrites, st.HistoryWriteSeconds = m.store.timing()
 	st.PromptTokens = m.prompt.Load()
 	st.CachedTokens = m.cached.Load()
 	st.CompletionTokens = m.completion.Load()

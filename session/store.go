@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -22,6 +23,16 @@ import (
 // tokens on the next use.
 type store struct {
 	db *bolt.DB
+	// puts and putNs count history writes and their time (fsync included).
+	puts, putNs atomic.Int64
+}
+
+// timing returns the number of history writes and their total seconds.
+func (st *store) timing() (int64, float64) {
+	if st == nil {
+		return 0, 0
+	}
+	return st.puts.Load(), time.Duration(st.putNs.Load()).Seconds()
 }
 
 var (
@@ -76,12 +87,15 @@ func (st *store) put(r record, tokens []int32) error {
 	for i, t := range tokens {
 		binary.LittleEndian.PutUint32(buf[4*i:], uint32(t))
 	}
+	t0 := time.Now()
 	err = st.db.Update(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketMeta).Put([]byte(r.ID), meta); err != nil {
 			return err
 		}
 		return tx.Bucket(bucketTokens).Put([]byte(r.ID), buf)
 	})
+	st.puts.Add(1)
+	st.putNs.Add(int64(time.Since(t0)))
 	if err != nil {
 		return fmt.Errorf("store session %s: %w", r.ID, err)
 	}

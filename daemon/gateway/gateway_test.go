@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -432,9 +433,19 @@ func TestMetrics(t *testing.T) {
 		`pocketd_prompt_tokens_total `, `pocketd_cached_prompt_tokens_total `, `pocketd_completion_tokens_total `,
 		`pocketd_queue_depth `, `pocketd_kv_blocks{model="demo",state="used"}`, `pocketd_host_tier_bytes{model="demo"}`,
 		"# TYPE pocketd_time_to_first_token_seconds histogram",
+		`pocketd_history_writes_total `, `pocketd_history_write_seconds_total `,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("metrics lack %q", want)
+		}
+	}
+	// The chat ran a prefill and decode steps: both kinds have time.
+	for _, kind := range []string{"decode", "prefill"} {
+		name := `pocketd_forward_seconds_total{kind="` + kind + `"} `
+		_, rest, ok := strings.Cut(text, name)
+		v, err := strconv.ParseFloat(strings.Fields(rest + " x")[0], 64)
+		if !ok || err != nil || v <= 0 {
+			t.Errorf("%s: %q (%v)", name, strings.Fields(rest + " x")[0], err)
 		}
 	}
 }

@@ -97,11 +97,14 @@ var (
 	descKV         = prometheus.NewDesc("pocketd_kv_blocks", "KV cache blocks by state: used (held by sequences), cached (kept for prefix reuse), total.", []string{"model", "state"}, nil)
 	descHost       = prometheus.NewDesc("pocketd_host_tier_bytes", "Bytes of evicted KV blocks held in the host-memory tier.", []string{"model"}, nil)
 	descHostLimit  = prometheus.NewDesc("pocketd_host_tier_limit_bytes", "Bound of the host-memory tier.", []string{"model"}, nil)
+	descForward    = prometheus.NewDesc("pocketd_forward_seconds_total", "Time in forward passes, by kind: decode (one-token steps) or prefill (chunks).", []string{"kind"}, nil)
+	descWrites     = prometheus.NewDesc("pocketd_history_writes_total", "Durable writes of session histories.", nil, nil)
+	descWriteTime  = prometheus.NewDesc("pocketd_history_write_seconds_total", "Time in durable writes of session histories (fsync included).", nil, nil)
 )
 
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPrompt, descCached, descCompletion, descPrefilled, descSteps,
-		descQueue, descInFlight, descSessions, descKV, descHost, descHostLimit} {
+		descQueue, descInFlight, descSessions, descKV, descHost, descHostLimit, descForward, descWrites, descWriteTime} {
 		ch <- d
 	}
 }
@@ -123,6 +126,10 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descCompletion, st.CompletionTokens)
 	counter(descPrefilled, st.PrefilledTokens)
 	counter(descSteps, st.Steps)
+	ch <- prometheus.MustNewConstMetric(descForward, prometheus.CounterValue, st.DecodeSeconds, "decode")
+	ch <- prometheus.MustNewConstMetric(descForward, prometheus.CounterValue, st.PrefillSeconds, "prefill")
+	counter(descWrites, st.HistoryWrites)
+	ch <- prometheus.MustNewConstMetric(descWriteTime, prometheus.CounterValue, st.HistoryWriteSeconds)
 	gauge(descQueue, float64(st.QueueDepth))
 	gauge(descInFlight, float64(st.InFlight))
 	gauge(descSessions, float64(st.Sessions))
