@@ -78,6 +78,12 @@ for stage in "$@"; do
       -o /tmp/prof -f $W bench --model /tmp/m-$P --prompt-tokens 16 --new-tokens 8
     ncu --import /tmp/prof.ncu-rep --csv --metrics gpu__time_duration.sum >/tmp/prof.csv 2>/dev/null
     python3 scripts/ncu-summary.py /tmp/prof.csv >>"$O/$stage.txt" 2>&1 ;;
+  pprofile) # per-kernel device time of a 4096-token prefill (the first of bench's two: the warm-up)
+    model qwen3-8b /tmp/q8b
+    step ncu-prefill 400 ncu --csv --metrics gpu__time_duration.sum --launch-count ${NCU_COUNT:-1000} \
+      -o /tmp/pprof -f $W bench --model /tmp/q8b --prompt-tokens 4096 --new-tokens 2
+    ncu --import /tmp/pprof.ncu-rep --csv --metrics gpu__time_duration.sum >/tmp/pprof.csv 2>/dev/null
+    python3 scripts/ncu-summary.py /tmp/pprof.csv >>"$O/$stage.txt" 2>&1 ;;
   slices) # issue #6: MoE slices and the hybrid FP8 model at real widths
     for p in ${SLICES:-minimax-m2-slice deepseek-v3-slice qwen3.5-27b-fp8}; do
       rm -rf /tmp/slice
