@@ -327,9 +327,11 @@ func (c *conf) run() {
 		c.check("ScatterAdd", "rows=5 dim=70", dg, dh, 20*dim, tolExact)
 	}
 	c.attention()
-	c.g.SetGQAFrom(1) // the same shapes on attn_gqa at every context length
+	c.g.SetGQAFrom(1)           // the same shapes on attn_gqa at every context length,
+	c.g.SetPrefillSplits(false) // and prefill attention never split
 	c.attention()
 	c.g.SetGQAFrom(0)
+	c.g.SetPrefillSplits(true)
 	c.fused()
 	c.quant()
 	c.hybrid()
@@ -353,7 +355,11 @@ func (c *conf) attention() {
 		{32, 8, 128, 16, 8000, 1}, {64, 8, 128, 16, 700, 1}, {48, 4, 64, 16, 300, 2}, {64, 4, 128, 64, 200, 1},
 		{16, 16, 128, 16, 500, 1}, {24, 4, 256, 16, 900, 1}, {24, 4, 256, 64, 50, 5}, {40, 8, 80, 16, 130, 1},
 		{12, 4, 20, 8, 77, 3}, {4, 2, 18, 4, 50, 1}, {8, 2, 64, 16, 10, 9}, {32, 8, 128, 64, 2000, 4},
-		{32, 8, 128, 16, 511, 8}} {
+		{32, 8, 128, 16, 511, 8},
+		// Prefill rows over a long context: the split-context path (an
+		// append to a long session; a partial last tile; hd 64; splits past
+		// some rows' causal end). The GQA pass below runs them unsplit.
+		{32, 8, 128, 16, 7700, 64}, {8, 2, 64, 16, 3000, 70}, {4, 2, 128, 16, 1500, 33}, {8, 8, 128, 8, 300, 200}} {
 		ctx := s.start + s.rows
 		blocks := (ctx+s.bs-1)/s.bs + 2
 		spec := kernels.KVSpec{Layers: 2, Blocks: blocks, BlockSize: s.bs, KVHeads: s.kvh, HeadDimK: s.hd, HeadDimV: s.hd}

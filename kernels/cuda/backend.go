@@ -42,6 +42,7 @@ const (
 	fAttnPrefill128
 	fAttnPrefill128x3
 	fAttnGQA
+	fAttnMerge
 	fGemvBF16 // + rows-1, 8 of them
 	fGemvFP8  = fGemvBF16 + 8
 	numFuncs  = fGemvFP8 + 8
@@ -50,7 +51,7 @@ const (
 var funcNames = func() []string {
 	n := []string{"embed", "matmul_generic", "gemm_generic", "gemm_bf16", "gemm_fp8", "rmsnorm", "add", "add_bias",
 		"swiglu", "rope", "gather", "scatter_add", "store_kv", "attn_partial", "argmax", "gemv_bf16_multi",
-		"to_bf16", "attn_prefill_64", "attn_prefill_128", "attn_prefill_128_3", "attn_gqa"}
+		"to_bf16", "attn_prefill_64", "attn_prefill_128", "attn_prefill_128_3", "attn_gqa", "attn_merge"}
 	for i := 1; i <= 8; i++ {
 		n = append(n, fmt.Sprintf("gemv_bf16_%d", i))
 	}
@@ -84,8 +85,10 @@ type Backend struct {
 	counters  cu.DevicePtr
 	countersN int
 	gqaFrom   int // see SetGQAFrom
-	amax      cu.DevicePtr
-	cap       *capture
+	// prefillSplitOff keeps prefill attention unsplit (SetPrefillSplits).
+	prefillSplitOff bool
+	amax            cu.DevicePtr
+	cap             *capture
 
 	pending []gemv     // single-row bf16 GEMVs on one input, not yet launched
 	lt      lt         // cuBLASLt prefill GEMMs (cublaslt.go)

@@ -894,16 +894,24 @@ __device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, uint32_t b
 // shared memory as bf16, S = QKᵀ and O += PV on the tensor
 // cores (mma.sync m16n8k16 bf16, fp32 accumulation; V's fragments by
 // ldmatrix.trans), online softmax in fp32 registers. dk == dv == D. Heavier (later) query tiles start first.
+//
+// A few query tiles over a long context (an append to a long session)
+// would leave most SMs idle, each block walking thousands of keys: there
+// the context is cut into `splits` ranges of whole key tiles (block x =
+// split·tiles + tile), each block writes its rows' normalised partial
+// output and (max, sum) to part/ml, and attn_merge combines them.
 template <int D>
 __device__ __forceinline__ void attn_prefill(float* __restrict__ dst, const float* __restrict__ q,
                                              const float* __restrict__ K, const float* __restrict__ V,
                                              const int* __restrict__ table, const int* startp, int rows, int heads,
-                                             int kvh, int bs, float scale) {
+                                             int kvh, int bs, float scale, float* __restrict__ part,
+                                             float2* __restrict__ ml, int splits) {
     constexpr int BQ = 64, BKV = 64, KP = D + 8;
     __shared__ __align__(16) __nv_bfloat16 Ks[BKV][KP];
     __shared__ __align__(16) __nv_bfloat16 Vs[BKV][KP];
     __shared__ long rowoff[BKV];
-    int tile = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, kh = h / (heads / kvh);
+    const int tiles = gridDim.x / splits, split = blockIdx.x / tiles;
+    int tile = tiles - 1 - blockIdx.x % tiles, h = blockIdx.y, kh = h / (heads / kvh);
     int start = *startp;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int r0 = tile * BQ + warp * 16;
@@ -928,10 +936,14 @@ __device__ __forceinline__ void attn_prefill(float* __restrict__ dst, const floa
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
     int qlast = min(tile * BQ + BQ, rows) - 1;
     int ctxEnd = start + qlast + 1;
+    // This split's keys: whole tiles of the full context, cut evenly.
+    const int chunk = (((start + rows + BKV - 1) / BKV + splits - 1) / splits) * BKV;
+    const int kLo = split * chunk;
+    ctxEnd = min(ctxEnd, kLo + chunk);
     long kw = (long)kvh * D;
     const float* Kh = K + (long)kh * D;
     const float* Vh = V + (long)kh * D;
-    for (int k0 = 0; k0 < ctxEnd; k0 += BKV) {
+    for (int k0 = kLo; k0 < ctxEnd; k0 += BKV) {
         __syncthreads();
         // Row offsets of the tile's positions (-1 past the context), then
         // K and V rows as bf16, four 16-byte loads in flight per thread.
@@ -1033,19 +1045,47 @@ __device__ __forceinline__ void attn_prefill(float* __restrict__ dst, const floa
     for (int i = 0; i < 2; i++) {
         int row = r0 + g + 8 * i;
         if (row >= rows) continue;
-        float inv = 1.f / l[i];
-        float* out = dst + ((long)row * heads + h) * D;
+        // A split past a row's causal end saw no key: l = 0, weight 0.
+        float inv = l[i] > 0.f ? 1.f / l[i] : 0.f;
+        long ri = (long)row * heads + h;
+        float* out = dst + ri * D;
+        if (splits > 1) {
+            out = part + ((long)split * rows * heads + ri) * D;
+            if (t == 0) ml[(long)split * rows * heads + ri] = make_float2(m[i], l[i]);
+        }
 #pragma unroll
         for (int n = 0; n < D / 8; n++)
             *(float2*)(out + n * 8 + 2 * t) = make_float2(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
     }
 }
 
+// attn_merge combines attn_prefill's split partials: block per (row,
+// head), thread per output column. The maxima are in the exp2 domain.
+extern "C" __global__ void attn_merge(float* dst, const float* part, const float2* ml, int n, int splits, int D) {
+    const long ri = blockIdx.x;
+    float M = -INFINITY;
+    for (int z = 0; z < splits; z++) {
+        float2 v = ml[z * (long)n + ri];
+        if (v.y > 0.f) M = fmaxf(M, v.x);
+    }
+    for (int c = threadIdx.x; c < D; c += blockDim.x) {
+        float num = 0.f, den = 0.f;
+        for (int z = 0; z < splits; z++) {
+            float2 v = ml[z * (long)n + ri];
+            if (v.y <= 0.f) continue;
+            float w = exp2f(v.x - M) * v.y;
+            num += w * part[(z * (long)n + ri) * D + c];
+            den += w;
+        }
+        dst[ri * D + c] = num / den;
+    }
+}
+
 #define ATTN_PREFILL(D, NAME, OCC)                                                                             \
     extern "C" __global__ void __launch_bounds__(128, OCC) NAME(                                               \
         float* dst, const float* q, const float* K, const float* V, const int* table, const int* startp, int rows, \
-        int heads, int kvh, int bs, float scale) {                                                              \
-        attn_prefill<D>(dst, q, K, V, table, startp, rows, heads, kvh, bs, scale);                              \
+        int heads, int kvh, int bs, float scale, float* part, float2* ml, int splits) {                         \
+        attn_prefill<D>(dst, q, K, V, table, startp, rows, heads, kvh, bs, scale, part, ml, splits);            \
     }
 // Two occupancies of the D=128 kernel: 3 blocks per SM (a 168-register
 // cap, the default) and 2 (POCKET_ATTN_OCC=2).

@@ -22,22 +22,25 @@ import (
 //	POCKET_PDL=0         fused decode kernels launch without programmatic dependent launch
 //	POCKET_ATTN=partial  decode attention always on attn_partial (per query head), never attn_gqa
 //	POCKET_GEMV_BLOCKS=N grouped GEMVs aim at N blocks per SM (default 2) when choosing warps per group
+//	POCKET_PREFILL_SPLITS=0 prefill attention never splits the context (see Attention)
 var switches = struct {
-	noCublasLt bool
-	attnOcc2   bool
-	exactQGEMV bool
-	fused      map[string]bool
-	noPDL      bool
-	oldAttn    bool
-	gemvBlocks int
+	noCublasLt      bool
+	attnOcc2        bool
+	exactQGEMV      bool
+	fused           map[string]bool
+	noPDL           bool
+	oldAttn         bool
+	gemvBlocks      int
+	noPrefillSplits bool
 }{
-	noCublasLt: os.Getenv("POCKET_CUBLASLT") == "0",
-	attnOcc2:   os.Getenv("POCKET_ATTN_OCC") == "2",
-	exactQGEMV: os.Getenv("POCKET_QGEMV") == "exact",
-	fused:      fusedSwitch(os.Getenv("POCKET_FUSED")),
-	noPDL:      os.Getenv("POCKET_PDL") == "0",
-	oldAttn:    os.Getenv("POCKET_ATTN") == "partial",
-	gemvBlocks: intSwitch("POCKET_GEMV_BLOCKS", 2, 1, 64),
+	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
+	attnOcc2:        os.Getenv("POCKET_ATTN_OCC") == "2",
+	exactQGEMV:      os.Getenv("POCKET_QGEMV") == "exact",
+	fused:           fusedSwitch(os.Getenv("POCKET_FUSED")),
+	noPDL:           os.Getenv("POCKET_PDL") == "0",
+	oldAttn:         os.Getenv("POCKET_ATTN") == "partial",
+	gemvBlocks:      intSwitch("POCKET_GEMV_BLOCKS", 2, 1, 64),
+	noPrefillSplits: os.Getenv("POCKET_PREFILL_SPLITS") == "0",
 }
 
 func fusedSwitch(v string) map[string]bool {
