@@ -137,7 +137,7 @@ func (e *engine) prefill(ctx context.Context, sq *seqState, toks []int32, g Gree
 	for {
 		var pr progress
 		err := e.submit(ctx, func() (err error) {
-			pr, err = e.ensure(sq, toks, stepBudget, g)
+			pr, err = e.ensure(sq, toks, e.stepTokens(), g)
 			return err
 		})
 		total.reused += pr.reused

@@ -1,0 +1,28 @@
+package session
+
+import (
+	"math"
+	"testing"
+)
+
+// The prefill step budget grows with the measured throughput only while
+// no other step waits.
+func TestStepTokens(t *testing.T) {
+	e := &engine{}
+	if got := e.stepTokens(); got != stepBudget {
+		t.Fatalf("no measurement yet: %d, want %d", got, stepBudget)
+	}
+	for _, c := range []struct {
+		rate float64
+		want int
+	}{{1000, stepBudget}, {40000, 1792}, {1e7, maxStepBudget}} {
+		e.prefillRate.Store(math.Float64bits(c.rate))
+		if got := e.stepTokens(); got != c.want {
+			t.Errorf("idle at %.0f tok/s: %d, want %d", c.rate, got, c.want)
+		}
+	}
+	e.queue = append(e.queue, &job{})
+	if got := e.stepTokens(); got != stepBudget {
+		t.Errorf("a step waiting: %d, want %d", got, stepBudget)
+	}
+}
