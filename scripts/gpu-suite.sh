@@ -84,6 +84,13 @@ for stage in "$@"; do
       -o /tmp/pprof -f $W bench --model /tmp/q8b --prompt-tokens 4096 --new-tokens 2
     ncu --import /tmp/pprof.ncu-rep --csv --metrics gpu__time_duration.sum >/tmp/pprof.csv 2>/dev/null
     python3 scripts/ncu-summary.py /tmp/pprof.csv >>"$O/$stage.txt" 2>&1 ;;
+  ncu) # detail of one kernel: NCU_KERNEL (default the prefill attention) in NCU_MODEL's prefill of NCU_PROMPT tokens
+    K=${NCU_KERNEL:-attn_prefill_128_3}
+    model ${NCU_SHAPE:-qwen3-8b} /tmp/m-${NCU_SHAPE:-qwen3-8b}
+    step ncu-$K 300 ncu --kernel-name $K --launch-skip ${NCU_SKIP:-20} --launch-count 1 \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+      --section SchedulerStats --section WarpStateStats --section Occupancy --section LaunchStats \
+      $W bench --model /tmp/m-${NCU_SHAPE:-qwen3-8b} --prompt-tokens ${NCU_PROMPT:-4096} --new-tokens 2 ;;
   slices) # issue #6: MoE slices and the hybrid FP8 model at real widths
     for p in ${SLICES:-minimax-m2-slice deepseek-v3-slice qwen3.5-27b-fp8}; do
       rm -rf /tmp/slice
