@@ -79,9 +79,9 @@ for stage in "$@"; do
     ncu --import /tmp/prof.ncu-rep --csv --metrics gpu__time_duration.sum >/tmp/prof.csv 2>/dev/null
     python3 scripts/ncu-summary.py /tmp/prof.csv >>"$O/$stage.txt" 2>&1 ;;
   pprofile) # per-kernel device time of a 4096-token prefill (the first of bench's two: the warm-up)
-    model qwen3-8b /tmp/q8b
+    model qwen3-8b /tmp/m-qwen3-8b
     step ncu-prefill 400 ncu --csv --metrics gpu__time_duration.sum --launch-count ${NCU_COUNT:-1000} \
-      -o /tmp/pprof -f $W bench --model /tmp/q8b --prompt-tokens 4096 --new-tokens 2
+      -o /tmp/pprof -f $W bench --model /tmp/m-qwen3-8b --prompt-tokens 4096 --new-tokens 2
     ncu --import /tmp/pprof.ncu-rep --csv --metrics gpu__time_duration.sum >/tmp/pprof.csv 2>/dev/null
     python3 scripts/ncu-summary.py /tmp/pprof.csv >>"$O/$stage.txt" 2>&1 ;;
   ncu) # detail of one kernel: NCU_KERNEL (default the prefill attention) in NCU_MODEL's prefill of NCU_PROMPT tokens
@@ -99,9 +99,9 @@ for stage in "$@"; do
     done
     rm -rf /tmp/slice ;;
   q8b) # prefill bar: ≥ 30k tok/s at 4096
-    model qwen3-8b /tmp/q8b
-    step bench-4096 120 $W bench --model /tmp/q8b --prompt-tokens 4096 --new-tokens 16 --json
-    step bench-512 120 $W bench --model /tmp/q8b --prompt-tokens 512 --new-tokens 128 --json ;;
+    model qwen3-8b /tmp/m-qwen3-8b
+    step bench-4096 120 $W bench --model /tmp/m-qwen3-8b --prompt-tokens 4096 --new-tokens 16 --json
+    step bench-512 120 $W bench --model /tmp/m-qwen3-8b --prompt-tokens 512 --new-tokens 128 --json ;;
   q4km)
     [ -e /tmp/q4/.done ] || { $W synth --shape qwen3-8b --format q4_k_m --out /tmp/q4 >/dev/null 2>&1 && touch /tmp/q4/.done; }
     step bench-q4km 180 $W bench --model /tmp/q4/model.gguf --prompt-tokens 128 --new-tokens 64 --json
