@@ -101,6 +101,9 @@ for stage in "$@"; do
   q8b) # prefill bar: ≥ 30k tok/s at 4096
     model qwen3-8b /tmp/m-qwen3-8b
     step bench-4096 120 $W bench --model /tmp/m-qwen3-8b --prompt-tokens 4096 --new-tokens 16 --json
+    for kv in ${Q8B_AB:-}; do # e.g. Q8B_AB="POCKET_ATTN_OCC=2 POCKET_CUBLASLT=0"
+      step bench-4096-$kv 120 env $kv $W bench --model /tmp/m-qwen3-8b --prompt-tokens 4096 --new-tokens 16 --json
+    done
     step bench-512 120 $W bench --model /tmp/m-qwen3-8b --prompt-tokens 512 --new-tokens 128 --json ;;
   q4km)
     [ -e /tmp/q4/.done ] || { $W synth --shape qwen3-8b --format q4_k_m --out /tmp/q4 >/dev/null 2>&1 && touch /tmp/q4/.done; }

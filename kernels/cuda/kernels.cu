@@ -900,7 +900,9 @@ __device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, uint32_t b
 // the context is cut into `splits` ranges of whole key tiles (block x =
 // split·tiles + tile), each block writes its rows' normalised partial
 // output and (max, sum) to part/ml, and attn_merge combines them.
-template <int D>
+// LU: K and V float4 loads in flight per thread while a tile is staged
+// (8 only where the registers allow it without spilling).
+template <int D, int LU>
 __device__ __forceinline__ void attn_prefill(float* __restrict__ dst, const float* __restrict__ q,
                                              const float* __restrict__ K, const float* __restrict__ V,
                                              const int* __restrict__ table, const int* startp, int rows, int heads,
@@ -953,10 +955,10 @@ __device__ __forceinline__ void attn_prefill(float* __restrict__ dst, const floa
         }
         __syncthreads();
 #pragma unroll 1
-        for (int it = 0; it < BKV * D / 4 / 128; it += 4) {
-            float4 kv[4], vv[4];
+        for (int it = 0; it < BKV * D / 4 / 128; it += LU) {
+            float4 kv[LU], vv[LU];
 #pragma unroll
-            for (int u = 0; u < 4; u++) {
+            for (int u = 0; u < LU; u++) {
                 int e = threadIdx.x + (it + u) * 128;
                 int r = e / (D / 4), c = (e % (D / 4)) * 4;
                 long off = rowoff[r];
@@ -967,7 +969,7 @@ __device__ __forceinline__ void attn_prefill(float* __restrict__ dst, const floa
                 }
             }
 #pragma unroll
-            for (int u = 0; u < 4; u++) {
+            for (int u = 0; u < LU; u++) {
                 int e = threadIdx.x + (it + u) * 128;
                 int r = e / (D / 4), c = (e % (D / 4)) * 4;
                 *(uint2*)&Ks[r][c] = make_uint2(packbf(kv[u].x, kv[u].y), packbf(kv[u].z, kv[u].w));
@@ -979,14 +981,23 @@ __device__ __forceinline__ void attn_prefill(float* __restrict__ dst, const floa
         float s[BKV / 8][4];
 #pragma unroll
         for (int n = 0; n < BKV / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+        // B = Kᵀ: one ldmatrix.x4 of 8 key rows × 32 dims gives the
+        // fragments of two k-steps (lane: matrix lane/8, row lane%8).
 #pragma unroll
-        for (int ks = 0; ks < D / 16; ks++)
+        for (int ks = 0; ks < D / 16; ks += 2)
 #pragma unroll
             for (int n = 0; n < BKV / 8; n++) {
-                uint32_t b0 = *(const uint32_t*)&Ks[n * 8 + g][ks * 16 + 2 * t];
-                uint32_t b1 = *(const uint32_t*)&Ks[n * 8 + g][ks * 16 + 2 * t + 8];
-                mma_bf16(s[n], qf[ks], b0, b1);
+                uint32_t b[4];
+                unsigned addr = (unsigned)__cvta_generic_to_shared(&Ks[n * 8 + (lane & 7)][ks * 16 + (lane >> 3) * 8]);
+                asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                             : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
+                             : "r"(addr));
+                mma_bf16(s[n], qf[ks], b[0], b[1]);
+                mma_bf16(s[n], qf[ks + 1], b[2], b[3]);
             }
+        // Tiles wholly before the warp's first row need no causal mask
+        // (rows past `rows` are never written).
+        const bool masked = k0 + BKV - 1 > start + r0;
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             int row = r0 + g + 8 * i;
@@ -997,7 +1008,7 @@ __device__ __forceinline__ void attn_prefill(float* __restrict__ dst, const floa
 #pragma unroll
                 for (int j = 0; j < 2; j++) {
                     int col = k0 + n * 8 + 2 * t + j;
-                    if (col > qpos) s[n][2 * i + j] = -INFINITY;
+                    if (masked && col > qpos) s[n][2 * i + j] = -INFINITY;
                     mx = fmaxf(mx, s[n][2 * i + j]);
                 }
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
@@ -1029,15 +1040,17 @@ __device__ __forceinline__ void attn_prefill(float* __restrict__ dst, const floa
             uint32_t a[4] = {packbf(s[2 * kk][0], s[2 * kk][1]), packbf(s[2 * kk][2], s[2 * kk][3]),
                              packbf(s[2 * kk + 1][0], s[2 * kk + 1][1]), packbf(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
-            for (int n = 0; n < D / 8; n++) {
+            for (int n = 0; n < D / 8; n += 2) {
                 // B = V[kv][d] (k = kv, n = d): ldmatrix.trans of the
-                // row-major tile; lanes 0-15 give the 16 kv rows' addresses.
-                uint32_t b0, b1;
-                unsigned addr = (unsigned)__cvta_generic_to_shared(&Vs[kk * 16 + (lane & 15)][n * 8]);
-                asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];"
-                             : "=r"(b0), "=r"(b1)
+                // row-major tile; lanes 0-15 give the 16 kv rows' addresses
+                // at columns n, lanes 16-31 at columns n+1.
+                uint32_t b[4];
+                unsigned addr = (unsigned)__cvta_generic_to_shared(&Vs[kk * 16 + (lane & 15)][(n + (lane >> 4)) * 8]);
+                asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                             : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
                              : "r"(addr));
-                mma_bf16(o[n], a, b0, b1);
+                mma_bf16(o[n], a, b[0], b[1]);
+                mma_bf16(o[n + 1], a, b[2], b[3]);
             }
         }
     }
@@ -1081,14 +1094,14 @@ extern "C" __global__ void attn_merge(float* dst, const float* part, const float
     }
 }
 
-#define ATTN_PREFILL(D, NAME, OCC)                                                                             \
+#define ATTN_PREFILL(D, NAME, OCC, LU)                                                                             \
     extern "C" __global__ void __launch_bounds__(128, OCC) NAME(                                               \
         float* dst, const float* q, const float* K, const float* V, const int* table, const int* startp, int rows, \
         int heads, int kvh, int bs, float scale, float* part, float2* ml, int splits) {                         \
-        attn_prefill<D>(dst, q, K, V, table, startp, rows, heads, kvh, bs, scale, part, ml, splits);            \
+        attn_prefill<D, LU>(dst, q, K, V, table, startp, rows, heads, kvh, bs, scale, part, ml, splits);            \
     }
 // Two occupancies of the D=128 kernel: 3 blocks per SM (a 168-register
 // cap, the default) and 2 (POCKET_ATTN_OCC=2).
-ATTN_PREFILL(64, attn_prefill_64, 3)
-ATTN_PREFILL(128, attn_prefill_128, 2)
-ATTN_PREFILL(128, attn_prefill_128_3, 3)
+ATTN_PREFILL(64, attn_prefill_64, 3, 4)
+ATTN_PREFILL(128, attn_prefill_128, 2, 8)
+ATTN_PREFILL(128, attn_prefill_128_3, 3, 4)
