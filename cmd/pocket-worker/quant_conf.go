@@ -29,6 +29,9 @@ func (c *conf) quant() {
 			{24, 100, 512}, {33, 64, 256}}
 		if dt == kernels.Q4_K || dt == kernels.Q6_K || dt == kernels.Q8_0 {
 			shapes = append(shapes, mm{1, 4096, 4096}, mm{1, 1024, 12288}, mm{2, 4096, 4096}, mm{130, 1024, 4096})
+			// qmv (quant_mmv.cuh): row counts off its 4 rows per warp and
+			// 16/wpr rows per block, block counts off its steps of 4.
+			shapes = append(shapes, mm{1, 7, 256}, mm{1, 33, 1280}, mm{1, 4099, 4096}, mm{1, 513, 12288}, mm{1, 130, 768})
 		}
 		if _, _, lattice := quant.Lattice(dt); lattice {
 			// Wider rows take 2 and 4 warps per output row; a MoE-expert
@@ -59,6 +62,95 @@ func (c *conf) quant() {
 	c.quantMatMul(kernels.IQ2_XXS, 40, 200, 512)
 	c.quantMatMul(kernels.IQ1_M, 40, 200, 512)
 	cuda.QuantScratchBytes = old
+	c.quantFused()
+}
+
+// quantFused checks kernels.FusedOps with Q4_K/Q6_K/Q8_0 weights (qmv,
+// int8 activations: bf16 tolerance) against the CPU's unfused ops.
+func (c *conf) quantFused() {
+	declined := func(op, shape string) {
+		if cuda.QuantFused() {
+			c.declined(op, shape)
+		}
+	}
+	qw := func(dt kernels.DType, out, in int) (g, h kernels.Tensor) {
+		return c.load(&kernels.Weight{Name: "w", DType: dt, Shape: []int{out, in}, Data: randomBlocks(c.rng, dt, out, in, 1e-3)})
+	}
+	// NormMatMul: Qwen3-8B's q, k, v (v in Q6_K as Q4_K_M files have it in
+	// half the layers), ragged ones, one matrix.
+	for _, s := range []struct {
+		in   int
+		dts  []kernels.DType
+		outs []int
+	}{
+		{4096, []kernels.DType{kernels.Q4_K, kernels.Q4_K, kernels.Q6_K}, []int{4096, 1024, 1024}},
+		{4096, []kernels.DType{kernels.Q4_K, kernels.Q4_K, kernels.Q4_K}, []int{4096, 1024, 1024}},
+		{768, []kernels.DType{kernels.Q8_0, kernels.Q6_K, kernels.Q4_K, kernels.Q4_K}, []int{37, 5, 130, 8}},
+		{1280, []kernels.DType{kernels.Q6_K}, []int{999}},
+	} {
+		in := s.in
+		xg, xh := c.pair(c.randn(in))
+		ng, nh := c.weight(kernels.F32, []int{in}, [2]int{})
+		normed := c.c.NewBuf(in)
+		c.c.RMSNorm(normed, xh, nh, 1, in, 1e-6)
+		var dg, dh []kernels.Buf
+		var wg []kernels.Tensor
+		for i, out := range s.outs {
+			g, h := qw(s.dts[i], out, in)
+			yg, yh := c.outPair(out)
+			c.c.MatMul(yh, normed, h, 1)
+			wg, dg, dh = append(wg, g), append(dg, yg), append(dh, yh)
+		}
+		shape := fmt.Sprintf("%v in=%d out=%v", s.dts, in, s.outs)
+		if !c.g.NormMatMul(dg, xg, ng, 1e-6, wg, 1) {
+			declined("NormMatMul", shape)
+			continue
+		}
+		for i, out := range s.outs {
+			c.check("NormMatMul", fmt.Sprintf("%s #%d", shape, i), dg[i], dh[i], out, tolBF16)
+		}
+	}
+	// NormSwiGLU: Qwen3-8B's gate/up, ragged ones.
+	for _, s := range []struct {
+		dt      kernels.DType
+		out, in int
+	}{{kernels.Q4_K, 12288, 4096}, {kernels.Q6_K, 101, 512}, {kernels.Q8_0, 37, 768}, {kernels.Q4_K, 3, 1280}} {
+		xg, xh := c.pair(c.randn(s.in))
+		ng, nh := c.weight(kernels.F32, []int{s.in}, [2]int{})
+		gg, gh := qw(s.dt, s.out, s.in)
+		ug, uh := qw(s.dt, s.out, s.in)
+		ag, ah := c.outPair(s.out)
+		normed, u := c.c.NewBuf(s.in), c.c.NewBuf(s.out)
+		c.c.RMSNorm(normed, xh, nh, 1, s.in, 1e-5)
+		c.c.MatMul(ah, normed, gh, 1)
+		c.c.MatMul(u, normed, uh, 1)
+		c.c.SwiGLU(ah, ah, u, s.out)
+		shape := fmt.Sprintf("%s out=%d in=%d", s.dt, s.out, s.in)
+		if !c.g.NormSwiGLU(ag, xg, ng, 1e-5, gg, ug, 1) {
+			declined("NormSwiGLU", shape)
+			continue
+		}
+		c.check("NormSwiGLU", shape, ag, ah, s.out, tolBF16)
+	}
+	// MatMulAdd: o_proj and both ffn_down formats of Qwen3-8B, ragged ones.
+	for _, s := range []struct {
+		dt      kernels.DType
+		out, in int
+	}{{kernels.Q4_K, 4096, 4096}, {kernels.Q4_K, 4096, 12288}, {kernels.Q6_K, 4096, 12288}, {kernels.Q6_K, 130, 512},
+		{kernels.Q8_0, 33, 256}, {kernels.Q4_K, 6, 2304}} {
+		ag, ah := c.pair(c.randn(s.out))
+		xg, xh := c.pair(c.randn(s.in))
+		wg, wh := qw(s.dt, s.out, s.in)
+		y := c.c.NewBuf(s.out)
+		c.c.MatMul(y, xh, wh, 1)
+		c.c.Add(ah, ah, y, s.out)
+		shape := fmt.Sprintf("%s out=%d in=%d", s.dt, s.out, s.in)
+		if !c.g.MatMulAdd(ag, xg, wg, 1) {
+			declined("MatMulAdd", shape)
+			continue
+		}
+		c.check("MatMulAdd", shape, ag, ah, s.out, tolBF16)
+	}
 }
 
 func (c *conf) load(w *kernels.Weight) (g, h kernels.Tensor) {

@@ -160,7 +160,7 @@ func (b *Backend) NormMatMul(dst []kernels.Buf, x kernels.Buf, norm kernels.Tens
 	}
 	f, ok := formOf(in, ws...)
 	if !ok {
-		return false
+		return b.quantNormMatMul(dst, x, nv, eps, ws) // block formats (quant_mmv.go)
 	}
 	total := 0
 	for i, w := range ws {
@@ -202,9 +202,12 @@ func (b *Backend) NormSwiGLU(act, x kernels.Buf, norm kernels.Tensor, eps float3
 	}
 	in := gate.Weight().Cols()
 	nv := normVec(norm, in)
-	f, ok := formOf(in, gate, up)
-	if nv == 0 || !ok || x.Len() < in {
+	if nv == 0 || x.Len() < in {
 		return false
+	}
+	f, ok := formOf(in, gate, up)
+	if !ok {
+		return b.quantNormSwiGLU(act, x, nv, eps, gate, up) // block formats (quant_mmv.go)
 	}
 	g, u := gate.(*tensor), up.(*tensor)
 	out := g.w.Rows()
@@ -230,9 +233,12 @@ func (b *Backend) MatMulAdd(acc, x kernels.Buf, w kernels.Tensor, rows int) bool
 		return false
 	}
 	in := w.Weight().Cols()
-	f, ok := formOf(in, w)
-	if !ok || x.Len() < in || acc.Len() < w.Weight().Rows() || dptr(acc) == dptr(x) {
+	if x.Len() < in || acc.Len() < w.Weight().Rows() || dptr(acc) == dptr(x) {
 		return false
+	}
+	f, ok := formOf(in, w)
+	if !ok {
+		return b.quantMatMulAdd(acc, x, w) // block formats (quant_mmv.go)
 	}
 	if !b.enter() {
 		b.exit()

@@ -598,6 +598,8 @@ extern "C" __global__ void __launch_bounds__(128) qgemv8_q8_0(float* y, const ui
     if (lane == 0) y[row] = acc;
 }
 
+#include "quant_mmv.cuh"
+
 // ---------------------------------------------------------------- decode
 // One thread per 32-element sub-block: exactly the CPU's values.
 template <int F>

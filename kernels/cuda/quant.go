@@ -20,9 +20,11 @@ import (
 // uploaded as stored and decoded in registers by
 //   - MatMul with ≤ 32 rows: a GEMV per format (qgemv_*, passes of ≤ 8 rows), fp32 sums;
 //     except one row (decode) of Q4_K, Q6_K and Q8_0: the activations are
-//     rounded to int8 per 32 elements (qx_quant) and the GEMV (qgemv8_*)
-//     sums by dp4a, llama.cpp's mmvq scheme (NMSE ~1e-5; POCKET_QGEMV=exact
-//     keeps the fp32 GEMV for these too);
+//     rounded to int8 per 32 elements and the GEMV sums by dp4a,
+//     llama.cpp's mmvq scheme (NMSE ~1e-5): qx_norm + qmv (quant_mmv.go,
+//     which also implements the FusedOps for these formats), or with
+//     POCKET_QGEMV=v1 the first kernels qx_quant + qgemv8_*;
+//     POCKET_QGEMV=exact keeps the fp32 GEMV for these too;
 //   - MatMul with more rows (prefill): the weight is dequantized to bf16 into
 //     a scratch buffer, at most quantScratch bytes of it at a time (row
 //     chunks of the matrix; never a resident full-precision copy), and
@@ -101,6 +103,8 @@ type quantMod struct {
 	iqErr   error // why the lattice codebooks could not be filled (their formats then refuse to load)
 	copy    cFunc
 	qx      cFunc        // qx_quant
+	qxn     cFunc        // qx_norm (quant_mmv.go)
+	mv, swi cFunc        // qmv, qmv_swiglu (quant_mmv.go)
 	xq      cu.DevicePtr // int8 activations: xs (float2 per 32) then xq
 	xqN     int64
 	int8    bool
@@ -131,6 +135,15 @@ func (b *Backend) quantModule() (*quantMod, error) {
 		return nil, err
 	}
 	if q.qx, err = get("qx_quant"); err != nil {
+		return nil, err
+	}
+	if q.qxn, err = get("qx_norm"); err != nil {
+		return nil, err
+	}
+	if q.mv, err = get("qmv"); err != nil {
+		return nil, err
+	}
+	if q.swi, err = get("qmv_swiglu"); err != nil {
 		return nil, err
 	}
 	q.int8 = !switches.exactQGEMV
@@ -241,7 +254,11 @@ func (b *Backend) quantMatMul(dst, x kernels.Buf, t *tensor, rows int) {
 	fs := b.q.fns[t.w.DType]
 	out, in := t.w.Rows(), t.w.Cols()
 	y, xp := dptr(dst), dptr(x)
+	if rows == 1 && b.quantGEMV1(y, xp, t) {
+		return
+	}
 	if rows == 1 && b.q.int8 && fs.gemv8 != nil && in%256 == 0 {
+		// The first int8 kernels (POCKET_QGEMV=v1).
 		// xs: in/32 float2 {d, Σq}; xq: in int8, 256-byte aligned.
 		xsB := int64(in/32*8+255) &^ 255
 		if need := xsB + int64(in); need > b.q.xqN {

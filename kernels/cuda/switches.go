@@ -16,6 +16,8 @@ import (
 //	POCKET_CUBLASLT=0    prefill GEMMs use the built-in tf32 kernel, not cuBLASLt
 //	POCKET_ATTN_OCC=2    the 2-blocks-per-SM prefill attention variant
 //	POCKET_QGEMV=exact   GGUF one-row GEMVs keep float32 activations (no int8 dp4a path)
+//	POCKET_QGEMV=v1      GGUF one-row GEMVs on the first int8 kernels (qgemv8_*, a quantize
+//	                     launch per GEMV, no fused ops for block formats), not qmv
 //	POCKET_FUSED=0       no fused decode kernels (kernels.FusedOps declines every call);
 //	                     POCKET_FUSED=qkv,mlp,add,rope enables only the named ones
 //	                     (NormMatMul, NormSwiGLU, MatMulAdd, RoPEStoreKV)
@@ -27,6 +29,7 @@ var switches = struct {
 	noCublasLt      bool
 	attnOcc2        bool
 	exactQGEMV      bool
+	qgemvV1         bool
 	fused           map[string]bool
 	noPDL           bool
 	oldAttn         bool
@@ -36,6 +39,7 @@ var switches = struct {
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
 	attnOcc2:        os.Getenv("POCKET_ATTN_OCC") == "2",
 	exactQGEMV:      os.Getenv("POCKET_QGEMV") == "exact",
+	qgemvV1:         os.Getenv("POCKET_QGEMV") == "v1",
 	fused:           fusedSwitch(os.Getenv("POCKET_FUSED")),
 	noPDL:           os.Getenv("POCKET_PDL") == "0",
 	oldAttn:         os.Getenv("POCKET_ATTN") == "partial",

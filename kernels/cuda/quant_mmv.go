@@ -1,0 +1,224 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"gorgonia.org/cu"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+// Batch-1 GEMVs of Q4_K, Q6_K and Q8_0 weights, second version (kernels in
+// quant_mmv.cuh): the activation is rounded to int8 once per distinct x by
+// qx_norm, and qmv computes up to four matrices that share it, QR = 4 rows
+// per warp, wpr warps per row group. It serves MatMul's one-row case and
+// the FusedOps entry points for these formats (decode.go hands them over
+// when its bf16/FP8 kernels cannot read the weights):
+//
+//	NormMatMul: qx_norm(x·norm) + qmv (norm mode) over q, k, v: 2 launches
+//	NormSwiGLU: qx_norm(x·norm) + qmv_swiglu:                   2 launches
+//	MatMulAdd:  qx_norm(x)      + qmv (add mode):               2 launches
+//
+// against 7, 5 and 3 for the unfused ops. POCKET_QGEMV=v1 keeps the first
+// int8 kernels (qx_quant + qgemv8_*, one launch pair per GEMV, no fused
+// ops); POCKET_QGEMV=exact the fp32 GEMV (no fused ops either).
+
+// qmv modes (quant_mmv.cuh).
+const (
+	qmvPlain = 0
+	qmvAdd   = 1
+	qmvNorm  = 2
+)
+
+// qmvRows is QR of quant_mmv.cuh: the weight rows one warp computes.
+const qmvRows = 4
+
+// qmvOn reports whether the second-version int8 GEMVs are in use.
+func (b *Backend) qmvOn() bool {
+	return b.q != nil && b.q.int8 && !switches.qgemvV1 && b.q.mv != nil
+}
+
+// qmvWeight is t as qmv reads it: Q4_K, Q6_K or Q8_0, in columns (in %
+// 256 == 0), on the device.
+func qmvWeight(w kernels.Tensor, in int) (*tensor, bool) {
+	t, ok := w.(*tensor)
+	if !ok || len(t.w.Shape) != 2 || t.w.Cols() != in || in%256 != 0 || t.data == 0 {
+		return nil, false
+	}
+	switch t.w.DType {
+	case kernels.Q4_K, kernels.Q6_K, kernels.Q8_0:
+		return t, true
+	}
+	return nil, false
+}
+
+// qxBuf lays out the int8 activation scratch for in elements: xs (in/32
+// float2), xq (in bytes) and ssp (qx_norm's partial sums of squares), each
+// 256-byte aligned. The buffer only grows; an old one is not freed (queued
+// work or a captured graph may still use it).
+func (b *Backend) qxBuf(in int) (xs, xq, ssp cu.DevicePtr) {
+	xsB := int64(in/32*8+255) &^ 255
+	xqB := int64(in+255) &^ 255
+	need := xsB + xqB + int64(cdiv(in/4, 256))*4
+	if need > b.q.xqN {
+		n := max(need, 1<<20)
+		b.q.xq, b.q.xqN = b.alloc(n), n
+	}
+	xs = b.q.xq
+	return xs, xs + cu.DevicePtr(xsB), xs + cu.DevicePtr(xsB+xqB)
+}
+
+// runQ launches a quant_mmv.cuh kernel, with PDL unless switched off.
+func (b *Backend) runQ(f cFunc, gx, bx int, args ...uint64) {
+	if switches.noPDL {
+		b.launchFn(f, gx, 1, bx, args...)
+		return
+	}
+	if b.err != nil || gx <= 0 {
+		return
+	}
+	b.a(args...)
+	b.fail(launchPDL(f, gx, 1, bx, b.s, &b.args, b.nargs))
+}
+
+// qx quantizes x (times the norm vector nw unless 0) into the scratch.
+func (b *Backend) qx(x, nw cu.DevicePtr, in int) (xs, xq, ssp cu.DevicePtr) {
+	xs, xq, ssp = b.qxBuf(in)
+	b.runQ(b.q.qxn, cdiv(in/4, 256), 256, ptr(xq), ptr(xs), ptr(ssp), ptr(x), ptr(nw), i32(in))
+	return xs, xq, ssp
+}
+
+// qmvWarps picks how many warps share a row group: the fewest that give
+// switches.gemvBlocks blocks (of 8 warps) per SM, while every warp keeps
+// at least one step of 4 blocks (1024 columns).
+func (b *Backend) qmvWarps(groups, in int) int {
+	steps := cdiv(in/256, 4)
+	wpr := 1
+	for wpr < 8 && cdiv(groups*wpr, 8) < switches.gemvBlocks*b.sms && steps >= 2*wpr {
+		wpr *= 2
+	}
+	return wpr
+}
+
+// qmvLaunch computes ys[i] = ts[i]·x (mode plain, add or norm) for up to
+// four weights with in columns from the quantized x, in one launch.
+func (b *Backend) qmvLaunch(mode int, xs, xq, ssp cu.DevicePtr, eps float32, in int, ys []cu.DevicePtr, ts []*tensor) {
+	groups := 0
+	for _, t := range ts {
+		groups += cdiv(t.w.Rows(), qmvRows)
+	}
+	wpr := b.qmvWarps(groups, in)
+	per := qmvRows * 8 / wpr // rows per block
+	args := []uint64{ptr(xq), ptr(xs), ptr(ssp), f32(eps), i32(in), i32(wpr), i32(mode)}
+	blocks := 0
+	for i := range 4 {
+		j := min(i, len(ts)-1)
+		t := ts[j]
+		out := t.w.Rows()
+		if i >= len(ts) {
+			out = 0
+		}
+		blocks += cdiv(out, per)
+		args = append(args, ptr(ys[j]), ptr(t.data), uint64(t.rowBytes()), i32(out), i32(int(t.w.DType)))
+		if i < 3 {
+			args = append(args, i32(blocks))
+		}
+	}
+	b.runQ(b.q.mv, blocks, 256, args...)
+}
+
+// quantGEMV1 is MatMul's one-row case on qmv (one quantize launch, one
+// GEMV); it reports false for weights qmv cannot read.
+func (b *Backend) quantGEMV1(y, x cu.DevicePtr, t *tensor) bool {
+	in := t.w.Cols()
+	if !b.qmvOn() {
+		return false
+	}
+	if _, ok := qmvWeight(t, in); !ok {
+		return false
+	}
+	xs, xq, ssp := b.qx(x, 0, in)
+	b.qmvLaunch(qmvPlain, xs, xq, ssp, 0, in, []cu.DevicePtr{y}, []*tensor{t})
+	return true
+}
+
+// quantNormMatMul is NormMatMul for block-format weights (decode.go has
+// checked the switch, rows, counts, the norm vector nv and x's length).
+func (b *Backend) quantNormMatMul(dst []kernels.Buf, x kernels.Buf, nv cu.DevicePtr, eps float32, ws []kernels.Tensor) bool {
+	in := ws[0].Weight().Cols()
+	ts := make([]*tensor, len(ws))
+	ys := make([]cu.DevicePtr, len(ws))
+	for i, w := range ws {
+		t, ok := qmvWeight(w, in)
+		if !ok || dst[i].Len() < t.w.Rows() {
+			return false
+		}
+		ts[i], ys[i] = t, dptr(dst[i])
+	}
+	if !b.enter() {
+		b.exit()
+		return true
+	}
+	defer b.exit()
+	if !b.qmvOn() {
+		return false
+	}
+	xs, xq, ssp := b.qx(dptr(x), nv, in)
+	b.qmvLaunch(qmvNorm, xs, xq, ssp, eps, in, ys, ts)
+	return true
+}
+
+// quantNormSwiGLU is NormSwiGLU for block-format gate and up weights of
+// one format.
+func (b *Backend) quantNormSwiGLU(act, x kernels.Buf, nv cu.DevicePtr, eps float32, gate, up kernels.Tensor) bool {
+	in := gate.Weight().Cols()
+	g, ok1 := qmvWeight(gate, in)
+	u, ok2 := qmvWeight(up, in)
+	if !ok1 || !ok2 || g.w.DType != u.w.DType || g.rowBytes() != u.rowBytes() {
+		return false
+	}
+	out := g.w.Rows()
+	if u.w.Rows() != out || act.Len() < out {
+		return false
+	}
+	if !b.enter() {
+		b.exit()
+		return true
+	}
+	defer b.exit()
+	if !b.qmvOn() {
+		return false
+	}
+	xs, xq, ssp := b.qx(dptr(x), nv, in)
+	// A group is two gate and two up rows: two outputs.
+	wpr := b.qmvWarps(cdiv(out, 2), in)
+	b.runQ(b.q.swi, cdiv(out, 2*8/wpr), 256, ptr(dptr(act)), ptr(xq), ptr(xs), ptr(ssp), f32(eps), i32(in), i32(wpr),
+		i32(int(g.w.DType)), ptr(g.data), ptr(u.data), uint64(g.rowBytes()), i32(out))
+	return true
+}
+
+// quantMatMulAdd is MatMulAdd for a block-format weight (decode.go has
+// checked lengths and that acc is not x).
+func (b *Backend) quantMatMulAdd(acc, x kernels.Buf, w kernels.Tensor) bool {
+	in := w.Weight().Cols()
+	t, ok := qmvWeight(w, in)
+	if !ok {
+		return false
+	}
+	if !b.enter() {
+		b.exit()
+		return true
+	}
+	defer b.exit()
+	if !b.qmvOn() {
+		return false
+	}
+	xs, xq, ssp := b.qx(dptr(x), 0, in)
+	b.qmvLaunch(qmvAdd, xs, xq, ssp, 0, in, []cu.DevicePtr{dptr(acc)}, []*tensor{t})
+	return true
+}
+
+// QuantFused reports whether the FusedOps take Q4_K/Q6_K/Q8_0 weights (not
+// with POCKET_QGEMV=exact or v1), so conformance knows which declines are
+// expected.
+func QuantFused() bool { return !switches.exactQGEMV && !switches.qgemvV1 }
