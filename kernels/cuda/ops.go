@@ -263,18 +263,18 @@ func (b *Backend) RMSNorm(dst, x kernels.Buf, w kernels.Tensor, rows, dim int, e
 	b.run(fRMSNorm, rows, 1, bx, ptr(dptr(dst)), ptr(dptr(x)), ptr(w.(*tensor).vec), i32(dim), f32(eps))
 }
 
-func (b *Backend) elementwise(f int, n int, args ...uint64) {
+func (b *Backend) elementwise(f int, threads int, args ...uint64) {
 	if !b.enter() {
 		b.exit()
 		return
 	}
 	defer b.exit()
-	b.run(f, cdiv(n, 256), 1, 256, args...)
+	b.run(f, cdiv(threads, 256), 1, 256, args...)
 }
 
 // Add implements kernels.Backend.
 func (b *Backend) Add(dst, x, y kernels.Buf, n int) {
-	b.elementwise(fAdd, n, ptr(dptr(dst)), ptr(dptr(x)), ptr(dptr(y)), uint64(n))
+	b.elementwise(fAdd, cdiv(n, 4), ptr(dptr(dst)), ptr(dptr(x)), ptr(dptr(y)), uint64(n))
 }
 
 // AddBias implements kernels.Backend.
@@ -284,7 +284,7 @@ func (b *Backend) AddBias(x kernels.Buf, bias kernels.Tensor, rows, dim int) {
 
 // SwiGLU implements kernels.Backend.
 func (b *Backend) SwiGLU(dst, gate, up kernels.Buf, n int) {
-	b.elementwise(fSwiGLU, n, ptr(dptr(dst)), ptr(dptr(gate)), ptr(dptr(up)), uint64(n))
+	b.elementwise(fSwiGLU, cdiv(n, 4), ptr(dptr(dst)), ptr(dptr(gate)), ptr(dptr(up)), uint64(n)) // 4 per thread
 }
 
 type ropeKey struct {
