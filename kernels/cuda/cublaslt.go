@@ -67,11 +67,14 @@ static int pl_lt_open(char *name, int n) {
 
 // A plan: y[M,N] (fp32, row-major) = x[M,K] (bf16) · w[N,K]ᵀ (bf16). In
 // cuBLAS's column-major terms D (N×M) = Wᵀ-op(A = w, K×N) · B (x, K×M).
+#define PL_ALGOS 8
+
 typedef struct {
 	cublasLtMatmulDesc_t desc;
 	cublasLtMatrixLayout_t a, b, c;
-	cublasLtMatmulAlgo_t algo;
-	size_t ws;
+	cublasLtMatmulAlgo_t algos[PL_ALGOS]; // the heuristic's candidates, best guess first
+	size_t wss[PL_ALGOS];
+	int n, chosen;
 } pl_plan;
 
 static int pl_lt_plan(pl_plan *p, int M, int N, int K, size_t wsmax) {
@@ -85,25 +88,34 @@ static int pl_lt_plan(pl_plan *p, int M, int N, int K, size_t wsmax) {
 	cublasLtMatmulPreference_t pref;
 	if (pl_lt_pref_create(&pref)) return 16;
 	if (pl_lt_pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsmax, sizeof wsmax)) return 17;
-	cublasLtMatmulHeuristicResult_t r;
+	cublasLtMatmulHeuristicResult_t r[PL_ALGOS];
 	int got = 0;
-	memset(&r, 0, sizeof r);
-	if (pl_lt_heur(pl_lt_handle, p->desc, p->a, p->b, p->c, p->c, pref, 1, &r, &got) || got < 1) return 18;
-	p->algo = r.algo;
-	p->ws = r.workspaceSize;
+	memset(r, 0, sizeof r);
+	if (pl_lt_heur(pl_lt_handle, p->desc, p->a, p->b, p->c, p->c, pref, PL_ALGOS, r, &got) || got < 1) return 18;
+	for (int i = 0; i < got; i++) {
+		p->algos[i] = r[i].algo;
+		p->wss[i] = r[i].workspaceSize;
+	}
+	p->n = got;
+	p->chosen = 0;
 	return 0;
 }
 
-static int pl_lt_run(pl_plan *p, CUdeviceptr y, CUdeviceptr x, CUdeviceptr w, CUdeviceptr ws, CUstream s) {
+static int pl_lt_run_algo(pl_plan *p, int i, CUdeviceptr y, CUdeviceptr x, CUdeviceptr w, CUdeviceptr ws, CUstream s) {
 	float one = 1.f, zero = 0.f;
 	return (int)pl_lt_matmul(pl_lt_handle, p->desc, &one, (void*)w, p->a, (void*)x, p->b, &zero, (void*)y, p->c,
-		(void*)y, p->c, &p->algo, (void*)ws, p->ws, s);
+		(void*)y, p->c, &p->algos[i], (void*)ws, p->wss[i], s);
+}
+
+static int pl_lt_run(pl_plan *p, CUdeviceptr y, CUdeviceptr x, CUdeviceptr w, CUdeviceptr ws, CUstream s) {
+	return pl_lt_run_algo(p, p->chosen, y, x, w, ws, s);
 }
 */
 import "C"
 
 import (
 	"fmt"
+	"strings"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -123,6 +135,7 @@ type lt struct {
 	bfN   int64
 	bfSrc cu.DevicePtr // its source (0: none valid)
 	bfLen int
+	tuned []string // plans tuned: MxNxK:chosen/candidates
 }
 
 // openLt loads cuBLASLt (POCKET_CUBLASLT=0 turns it off). Called with the
@@ -153,6 +166,9 @@ func (b *Backend) openLt() {
 // why the built-in tf32 kernel is used.
 func (b *Backend) GEMMLibrary() string {
 	if b.lt.ok {
+		if len(b.lt.tuned) > 0 {
+			return "cublasLt bf16 (" + b.lt.name + "), tuned " + strings.Join(b.lt.tuned, " ")
+		}
 		return "cublasLt bf16 (" + b.lt.name + ")"
 	}
 	return "tf32 kernel: " + fmt.Sprint(b.lt.err)
@@ -193,8 +209,62 @@ func (b *Backend) ltGemm(y, x, w cu.DevicePtr, M, N, K int) bool {
 	if b.err != nil {
 		return true
 	}
+	if !ok && switches.ltTune && M >= ltTuneRows && b.cap == nil {
+		b.ltTune(p, y, w, M, N, K)
+	}
 	if r := C.pl_lt_run(p, C.CUdeviceptr(y), C.CUdeviceptr(b.lt.bf), C.CUdeviceptr(w), C.CUdeviceptr(b.lt.ws), b.s); r != 0 {
 		b.fail(fmt.Errorf("cuda: cublasLtMatmul %dx%dx%d: status %d", M, N, K, int(r)))
 	}
 	return true
+}
+
+// ltTuneRows is the least M whose plan is tuned: prefill shapes, where a
+// GEMM takes long enough for the choice to matter and to time.
+const ltTuneRows = 512
+
+// ltTune times each of the heuristic's candidate algorithms on the real
+// operands (once to warm, then twice) and keeps the fastest for the plan:
+// cuBLASLt's first guess is not always its fastest kernel for our shapes.
+// It runs on a plan's first use outside graph capture; the outputs it
+// writes are the same product, overwritten by the caller's run.
+func (b *Backend) ltTune(p *C.pl_plan, y, w cu.DevicePtr, M, N, K int) {
+	if p.n < 2 {
+		return
+	}
+	start, err := cu.MakeEvent(cu.DefaultEvent)
+	if err != nil {
+		return
+	}
+	defer cu.DestroyEvent(&start)
+	end, err := cu.MakeEvent(cu.DefaultEvent)
+	if err != nil {
+		return
+	}
+	defer cu.DestroyEvent(&end)
+	best, bestMs := 0, 0.0
+	for i := 0; i < int(p.n); i++ {
+		run := func() bool {
+			return C.pl_lt_run_algo(p, C.int(i), C.CUdeviceptr(y), C.CUdeviceptr(b.lt.bf), C.CUdeviceptr(w),
+				C.CUdeviceptr(b.lt.ws), b.s) == 0
+		}
+		if !run() {
+			continue
+		}
+		if start.Record(b.stream) != nil {
+			return
+		}
+		ok := run() && run()
+		if end.Record(b.stream) != nil || end.Synchronize() != nil {
+			return
+		}
+		ms, err := start.Elapsed(end)
+		if !ok || err != nil {
+			continue
+		}
+		if bestMs == 0 || ms < bestMs {
+			best, bestMs = i, ms
+		}
+	}
+	p.chosen = C.int(best)
+	b.lt.tuned = append(b.lt.tuned, fmt.Sprintf("%dx%dx%d:%d/%d", M, N, K, best, int(p.n)))
 }

@@ -25,6 +25,7 @@ import (
 //	POCKET_ATTN=partial  decode attention always on attn_partial (per query head), never attn_gqa
 //	POCKET_GEMV_BLOCKS=N grouped GEMVs aim at N blocks per SM (default 2) when choosing warps per group
 //	POCKET_PREFILL_SPLITS=0 prefill attention never splits the context (see Attention)
+//	POCKET_LT_TUNE=1     prefill GEMM plans time cuBLASLt's candidate algorithms and keep the fastest
 var switches = struct {
 	noCublasLt      bool
 	attnOcc2        bool
@@ -35,6 +36,7 @@ var switches = struct {
 	oldAttn         bool
 	gemvBlocks      int
 	noPrefillSplits bool
+	ltTune          bool
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
 	attnOcc2:        os.Getenv("POCKET_ATTN_OCC") == "2",
@@ -45,6 +47,7 @@ var switches = struct {
 	oldAttn:         os.Getenv("POCKET_ATTN") == "partial",
 	gemvBlocks:      intSwitch("POCKET_GEMV_BLOCKS", 2, 1, 64),
 	noPrefillSplits: os.Getenv("POCKET_PREFILL_SPLITS") == "0",
+	ltTune:          os.Getenv("POCKET_LT_TUNE") == "1",
 }
 
 func fusedSwitch(v string) map[string]bool {
