@@ -80,7 +80,7 @@ for stage in "$@"; do
     python3 scripts/ncu-summary.py /tmp/prof.csv >>"$O/$stage.txt" 2>&1 ;;
   pprofile) # per-kernel device time of a 4096-token prefill (the first of bench's two: the warm-up)
     model qwen3-8b /tmp/m-qwen3-8b
-    step ncu-prefill 400 ncu --csv --metrics gpu__time_duration.sum --launch-count ${NCU_COUNT:-1000} \
+    step ncu-prefill 400 ncu --clock-control none --csv --metrics gpu__time_duration.sum --launch-count ${NCU_COUNT:-1000} \
       -o /tmp/pprof -f $W bench --model /tmp/m-qwen3-8b --prompt-tokens 4096 --new-tokens 2
     ncu --import /tmp/pprof.ncu-rep --csv --metrics gpu__time_duration.sum >/tmp/pprof.csv 2>/dev/null
     python3 scripts/ncu-summary.py /tmp/pprof.csv >>"$O/$stage.txt" 2>&1 ;;
