@@ -72,8 +72,10 @@ for stage in "$@"; do
       POCKET_GEMV_BLOCKS=$n step q35-blocks-$n 200 $W bench --model /tmp/m-qwen3.5-27b-fp8 --prompt-tokens 512 --new-tokens 64 --json
     done ;;
   profile) # per-kernel device time of eager decode steps (ncu serialises kernels: no overlap)
+    # PROF_CONFIG: a config.json instead of the shape, e.g. scripts/llama3-8b-tp2-rank.json
+    # (one rank's share of Llama-3-8B at TP2: its GEMV shapes in a TP1 run).
     P=${PROF_SHAPE:-llama3-8b}
-    model $P /tmp/m-$P
+    model $P /tmp/m-$P ${PROF_CONFIG:+--config $PROF_CONFIG}
     step ncu-$P 300 ncu --csv --metrics gpu__time_duration.sum --launch-skip ${NCU_SKIP:-1500} --launch-count ${NCU_COUNT:-600} \
       -o /tmp/prof -f $W bench --model /tmp/m-$P --prompt-tokens 16 --new-tokens 8
     ncu --import /tmp/prof.ncu-rep --csv --metrics gpu__time_duration.sum >/tmp/prof.csv 2>/dev/null
