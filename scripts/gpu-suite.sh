@@ -76,7 +76,7 @@ for stage in "$@"; do
     # (one rank's share of Llama-3-8B at TP2: its GEMV shapes in a TP1 run).
     P=${PROF_SHAPE:-llama3-8b}
     model $P /tmp/m-$P ${PROF_CONFIG:+--config $PROF_CONFIG}
-    step ncu-$P 300 ncu --csv --metrics gpu__time_duration.sum --launch-skip ${NCU_SKIP:-1500} --launch-count ${NCU_COUNT:-600} \
+    step ncu-$P 300 ncu --clock-control none --csv --metrics gpu__time_duration.sum --launch-skip ${NCU_SKIP:-1500} --launch-count ${NCU_COUNT:-600} \
       -o /tmp/prof -f $W bench --model /tmp/m-$P --prompt-tokens 16 --new-tokens 8
     ncu --import /tmp/prof.ncu-rep --csv --metrics gpu__time_duration.sum >/tmp/prof.csv 2>/dev/null
     python3 scripts/ncu-summary.py /tmp/prof.csv >>"$O/$stage.txt" 2>&1 ;;
