@@ -43,6 +43,8 @@ const (
 	fAttnPrefill128x3
 	fAttnGQA
 	fAttnMerge
+	fAttnPrefill128q3
+	fAttnPrefill128q4
 	fGemvBF16 // + rows-1, 8 of them
 	fGemvFP8  = fGemvBF16 + 8
 	numFuncs  = fGemvFP8 + 8
@@ -51,7 +53,8 @@ const (
 var funcNames = func() []string {
 	n := []string{"embed", "matmul_generic", "gemm_generic", "gemm_bf16", "gemm_fp8", "rmsnorm", "add", "add_bias",
 		"swiglu", "rope", "gather", "scatter_add", "store_kv", "attn_partial", "argmax", "gemv_bf16_multi",
-		"to_bf16", "attn_prefill_64", "attn_prefill_128", "attn_prefill_128_3", "attn_gqa", "attn_merge"}
+		"to_bf16", "attn_prefill_64", "attn_prefill_128", "attn_prefill_128_3", "attn_gqa", "attn_merge",
+		"attn_prefill_128_q3", "attn_prefill_128_q4"}
 	for i := 1; i <= 8; i++ {
 		n = append(n, fmt.Sprintf("gemv_bf16_%d", i))
 	}
@@ -152,6 +155,12 @@ func newBackend(ordinal int, makeCtx func(cu.Device) (cu.CUContext, error)) (*Ba
 	}
 	b.openLt()
 	b.attn128 = fAttnPrefill128x3
+	switch switches.attnPrefill {
+	case "q3":
+		b.attn128 = fAttnPrefill128q3
+	case "q4":
+		b.attn128 = fAttnPrefill128q4
+	}
 	if switches.attnOcc2 {
 		b.attn128 = fAttnPrefill128
 	}

@@ -917,8 +917,11 @@ __device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, uint32_t b
 // split·tiles + tile), each block writes its rows' normalised partial
 // output and (max, sum) to part/ml, and attn_merge combines them.
 // LU: K and V float4 loads in flight per thread while a tile is staged
-// (8 only where the registers allow it without spilling).
-template <int D, int LU>
+// (8 only where the registers allow it without spilling). QS: the query
+// fragments live in shared memory (ldmatrix per k-step pair, each tile)
+// instead of 32 registers, which buys either 8 loads in flight or a
+// fourth block per SM.
+template <int D, int LU, bool QS>
 __device__ __forceinline__ void attn_prefill(float* __restrict__ dst, const float* __restrict__ q,
                                              const float* __restrict__ K, const float* __restrict__ V,
                                              const int* __restrict__ table, const int* startp, int rows, int heads,
@@ -934,20 +937,32 @@ __device__ __forceinline__ void attn_prefill(float* __restrict__ dst, const floa
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int r0 = tile * BQ + warp * 16;
     const float qs = scale * 1.4426950408889634f; // exp2 domain
-    uint32_t qf[D / 16][4];
-#pragma unroll
-    for (int ks = 0; ks < D / 16; ks++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            int row = r0 + g + (i & 1) * 8, col = ks * 16 + 2 * t + (i >> 1) * 8;
-            float a = 0.f, b = 0.f;
-            if (row < rows) {
-                float2 v = *(const float2*)(q + ((long)row * heads + h) * D + col);
-                a = v.x * qs;
-                b = v.y * qs;
-            }
-            qf[ks][i] = packbf(a, b);
+    constexpr int QF = QS ? 1 : D / 16;
+    uint32_t qf[QF][4];
+    __shared__ __align__(16) __nv_bfloat16 Qs[QS ? BQ : 1][KP];
+    if constexpr (QS) {
+        // Each warp stages its own 16 rows; only it reads them.
+        for (int e = lane; e < 16 * D / 2; e += 32) {
+            int rr = e / (D / 2), c = (e % (D / 2)) * 2, row = r0 + rr;
+            float2 v = row < rows ? *(const float2*)(q + ((long)row * heads + h) * D + c) : make_float2(0.f, 0.f);
+            *(uint32_t*)&Qs[warp * 16 + rr][c] = packbf(v.x * qs, v.y * qs);
         }
+        __syncwarp();
+    } else {
+#pragma unroll
+        for (int ks = 0; ks < QF; ks++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int row = r0 + g + (i & 1) * 8, col = ks * 16 + 2 * t + (i >> 1) * 8;
+                float a = 0.f, b = 0.f;
+                if (row < rows) {
+                    float2 v = *(const float2*)(q + ((long)row * heads + h) * D + col);
+                    a = v.x * qs;
+                    b = v.y * qs;
+                }
+                qf[ks][i] = packbf(a, b);
+            }
+    }
     float o[D / 8][4];
 #pragma unroll
     for (int n = 0; n < D / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
@@ -1000,7 +1015,26 @@ __device__ __forceinline__ void attn_prefill(float* __restrict__ dst, const floa
         // B = Kᵀ: one ldmatrix.x4 of 8 key rows × 32 dims gives the
         // fragments of two k-steps (lane: matrix lane/8, row lane%8).
 #pragma unroll
-        for (int ks = 0; ks < D / 16; ks += 2)
+        for (int ks = 0; ks < D / 16; ks += 2) {
+            uint32_t qa[4], qb[4];
+            const uint32_t *fa, *fb;
+            if constexpr (QS) {
+                // A fragments of k-steps ks, ks+1: matrices (rows 0-7 / 8-15) × (cols 0-7 / 8-15).
+                const int qr = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, qc = (lane >> 4) * 8;
+                unsigned qa0 = (unsigned)__cvta_generic_to_shared(&Qs[qr][ks * 16 + qc]);
+                unsigned qb0 = (unsigned)__cvta_generic_to_shared(&Qs[qr][ks * 16 + 16 + qc]);
+                asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                             : "=r"(qa[0]), "=r"(qa[1]), "=r"(qa[2]), "=r"(qa[3])
+                             : "r"(qa0));
+                asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                             : "=r"(qb[0]), "=r"(qb[1]), "=r"(qb[2]), "=r"(qb[3])
+                             : "r"(qb0));
+                fa = qa;
+                fb = qb;
+            } else {
+                fa = qf[QS ? 0 : ks];
+                fb = qf[QS ? 0 : ks + 1];
+            }
 #pragma unroll
             for (int n = 0; n < BKV / 8; n++) {
                 uint32_t b[4];
@@ -1008,9 +1042,10 @@ __device__ __forceinline__ void attn_prefill(float* __restrict__ dst, const floa
                 asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                              : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
                              : "r"(addr));
-                mma_bf16(s[n], qf[ks], b[0], b[1]);
-                mma_bf16(s[n], qf[ks + 1], b[2], b[3]);
+                mma_bf16(s[n], fa, b[0], b[1]);
+                mma_bf16(s[n], fb, b[2], b[3]);
             }
+        }
         // Tiles wholly before the warp's first row need no causal mask
         // (rows past `rows` are never written).
         const bool masked = k0 + BKV - 1 > start + r0;
@@ -1110,14 +1145,18 @@ extern "C" __global__ void attn_merge(float* dst, const float* part, const float
     }
 }
 
-#define ATTN_PREFILL(D, NAME, OCC, LU)                                                                             \
+#define ATTN_PREFILL(D, NAME, OCC, LU, QS)                                                                             \
     extern "C" __global__ void __launch_bounds__(128, OCC) NAME(                                               \
         float* dst, const float* q, const float* K, const float* V, const int* table, const int* startp, int rows, \
         int heads, int kvh, int bs, float scale, float* part, float2* ml, int splits) {                         \
-        attn_prefill<D, LU>(dst, q, K, V, table, startp, rows, heads, kvh, bs, scale, part, ml, splits);            \
+        attn_prefill<D, LU, QS>(dst, q, K, V, table, startp, rows, heads, kvh, bs, scale, part, ml, splits);            \
     }
 // Two occupancies of the D=128 kernel: 3 blocks per SM (a 168-register
 // cap, the default) and 2 (POCKET_ATTN_OCC=2).
-ATTN_PREFILL(64, attn_prefill_64, 3, 4)
-ATTN_PREFILL(128, attn_prefill_128, 2, 8)
-ATTN_PREFILL(128, attn_prefill_128_3, 3, 4)
+ATTN_PREFILL(64, attn_prefill_64, 3, 4, false)
+ATTN_PREFILL(128, attn_prefill_128, 2, 8, false)
+ATTN_PREFILL(128, attn_prefill_128_3, 3, 4, false)
+// Query fragments in shared memory: 8 loads in flight at 3 blocks per SM,
+// or 4 in flight at 4 blocks per SM (POCKET_ATTN_PREFILL=q3 / q4).
+ATTN_PREFILL(128, attn_prefill_128_q3, 3, 8, true)
+ATTN_PREFILL(128, attn_prefill_128_q4, 4, 4, true)

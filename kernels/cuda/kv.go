@@ -291,3 +291,16 @@ func (b *Backend) SetPrefillSplits(on bool) {
 	b.prefillSplitOff = !on
 	b.mu.Unlock()
 }
+
+// SetAttnPrefill picks the head-dim-128 prefill attention kernel by its
+// POCKET_ATTN_PREFILL name ("" the default, "q3", "q4"), so that
+// conformance checks every variant; it reports whether the name is known.
+func (b *Backend) SetAttnPrefill(variant string) bool {
+	f, ok := map[string]int{"": fAttnPrefill128x3, "q3": fAttnPrefill128q3, "q4": fAttnPrefill128q4}[variant]
+	if ok {
+		b.mu.Lock()
+		b.attn128 = f
+		b.mu.Unlock()
+	}
+	return ok
+}

@@ -15,6 +15,7 @@ import (
 //
 //	POCKET_CUBLASLT=0    prefill GEMMs use the built-in tf32 kernel, not cuBLASLt
 //	POCKET_ATTN_OCC=2    the 2-blocks-per-SM prefill attention variant
+//	POCKET_ATTN_PREFILL=q3|q4 prefill attention with the query in shared memory (3 or 4 blocks per SM)
 //	POCKET_QGEMV=exact   GGUF one-row GEMVs keep float32 activations (no int8 dp4a path)
 //	POCKET_QGEMV=v1      GGUF one-row GEMVs on the first int8 kernels (qgemv8_*, a quantize
 //	                     launch per GEMV, no fused ops for block formats), not qmv
@@ -37,6 +38,7 @@ var switches = struct {
 	gemvBlocks      int
 	noPrefillSplits bool
 	ltTune          bool
+	attnPrefill     string
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
 	attnOcc2:        os.Getenv("POCKET_ATTN_OCC") == "2",
@@ -48,6 +50,7 @@ var switches = struct {
 	gemvBlocks:      intSwitch("POCKET_GEMV_BLOCKS", 2, 1, 64),
 	noPrefillSplits: os.Getenv("POCKET_PREFILL_SPLITS") == "0",
 	ltTune:          os.Getenv("POCKET_LT_TUNE") == "1",
+	attnPrefill:     os.Getenv("POCKET_ATTN_PREFILL"),
 }
 
 func fusedSwitch(v string) map[string]bool {
