@@ -13,7 +13,10 @@
 //     (weights are never written during a step; PDL as decode.cu). Loads
 //     of the next step issued before computing the current one (a rolling
 //     double buffer) took 108-128 registers (2 blocks per SM): not done;
-//     the warps of other groups keep the loads in flight instead;
+//     the warps of other groups keep the loads in flight instead: qmv and
+//     qmv_swiglu are __launch_bounds__(256, 3), 80 registers, 24 warps
+//     per SM (qmv took 104, 2 blocks per SM, until its rows became one
+//     pointer and 32-bit offsets, QRowsO);
 //   - the activation is quantized once per distinct x by qx_norm (which can
 //     multiply by an RMSNorm weight and leave the partial sums of squares,
 //     so the norm's 1/rms is applied to the dot products), and one launch
@@ -218,8 +221,22 @@ template <> struct QT<Q8_0> {
 // elements in all). It waits for the predecessor kernel (PDL) after
 // issuing its first step's weight loads; an inactive warp (a group past
 // the output) only waits.
-template <int F>
-__device__ __forceinline__ void qdot(const uint8_t* const (&wr)[QR], const uint8_t* __restrict__ xq,
+// Row addresses of a group: QR pointers (qmv_swiglu: gate and up rows of
+// two matrices), or for qmv one pointer and 32-bit offsets of the other
+// rows from it (QR - 1 registers fewer; rows of one matrix are at most 3
+// row lengths apart), which kept qmv at 80 registers without spills.
+struct QRowsP {
+    const uint8_t* p[QR];
+    __device__ __forceinline__ const uint8_t* operator[](int r) const { return p[r]; }
+};
+struct QRowsO {
+    const uint8_t* p;
+    uint32_t o[QR];
+    __device__ __forceinline__ const uint8_t* operator[](int r) const { return p + o[r]; }
+};
+
+template <int F, class Rows>
+__device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__ xq,
                                      const float2* __restrict__ xs, int nb, int s, int ss, bool active,
                                      float (&acc)[QR]) {
     const int lane = threadIdx.x & 31, j = lane & 7;
@@ -278,9 +295,10 @@ __device__ __forceinline__ void qmvBlock(float* y, const uint8_t* w, long rb, in
     __shared__ float red[8][QR];
     const int warp = threadIdx.x >> 5, G = 8 / wpr;
     const int base = (blk * G + warp / wpr) * QR;
-    const uint8_t* wr[QR];
+    QRowsO wr;
+    wr.p = w + (long)min(base, out - 1) * rb;
 #pragma unroll
-    for (int r = 0; r < QR; r++) wr[r] = w + (long)min(base + r, out - 1) * rb;
+    for (int r = 0; r < QR; r++) wr.o[r] = (uint32_t)((min(base + r, out - 1) - min(base, out - 1)) * rb);
     float acc[QR];
     qdot<F>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
     qsums(red, acc);
@@ -311,7 +329,7 @@ __device__ __forceinline__ void qmvMat(int f, float* y, const uint8_t* w, long r
 // 256 == 0), each Q4_K, Q6_K or Q8_0 (f_i = its DType number); blocks [0,
 // n0) do matrix 0, [n0, n1) matrix 1, ... (unused matrices: out 0).
 #define QMV_MAT(i) float *y##i, const uint8_t *w##i, long rb##i, int out##i, int f##i
-extern "C" __global__ void __launch_bounds__(256) qmv(const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
+extern "C" __global__ void __launch_bounds__(256, 3) qmv(const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
                                                      const float* ssp, float eps, int in, int wpr, int mode,
                                                      QMV_MAT(0), int n0, QMV_MAT(1), int n1, QMV_MAT(2), int n2,
                                                      QMV_MAT(3)) {
@@ -341,12 +359,12 @@ __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict_
     __shared__ float red[8][QR];
     const int warp = threadIdx.x >> 5, G = 8 / wpr;
     const int base = (blockIdx.x * G + warp / wpr) * (QR / 2);
-    const uint8_t* wr[QR];
+    QRowsP wr;
 #pragma unroll
     for (int r = 0; r < QR / 2; r++) {
         const long o = min(base + r, out - 1);
-        wr[r] = wg + o * rb;
-        wr[QR / 2 + r] = wu + o * rb;
+        wr.p[r] = wg + o * rb;
+        wr.p[QR / 2 + r] = wu + o * rb;
     }
     float acc[QR];
     qdot<F>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);

@@ -88,16 +88,28 @@ func (b *Backend) qx(x, nw cu.DevicePtr, in int) (xs, xq, ssp cu.DevicePtr) {
 	return xs, xq, ssp
 }
 
-// qmvWarps picks how many warps share a row group: the fewest that give
-// switches.gemvBlocks blocks (of 8 warps) per SM, while every warp keeps
-// at least one step of 4 blocks (1024 columns).
+// qmvOcc is the blocks of qmv and qmv_swiglu an SM holds: both are
+// __launch_bounds__(256, 3), 80 registers (ptxas).
+const qmvOcc = 3
+
+// qmvWarps picks how many warps share a row group (1, 2, 4 or 8; every
+// warp keeps at least one step of 4 blocks, 1024 columns). A warp has one
+// step of weights in flight at a time, so the time goes as the waves of
+// blocks times the steps per warp; of equal ones the fewer warps per group
+// (less reduction), unless more fill a quarter more of the first wave's
+// slots (qmvOcc blocks per SM).
 func (b *Backend) qmvWarps(groups, in int) int {
 	steps := cdiv(in/256, 4)
-	wpr := 1
-	for wpr < 8 && cdiv(groups*wpr, 8) < switches.gemvBlocks*b.sms && steps >= 2*wpr {
-		wpr *= 2
+	slots := qmvOcc * b.sms
+	best, cost, res := 1, 0, 0
+	for wpr := 1; wpr <= 8 && (wpr == 1 || steps >= wpr); wpr *= 2 {
+		blocks := cdiv(groups*wpr, 8)
+		c, r := cdiv(blocks, slots)*cdiv(steps, wpr), min(blocks, slots)
+		if wpr == 1 || c < cost || (c == cost && 4*r >= 5*res) {
+			best, cost, res = wpr, c, r
+		}
 	}
-	return wpr
+	return best
 }
 
 // qmvLaunch computes ys[i] = ts[i]·x (mode plain, add or norm) for up to
