@@ -3,6 +3,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -90,11 +91,12 @@ func (c *conf) quantFused() {
 		{1280, []kernels.DType{kernels.Q6_K}, []int{999}},
 	} {
 		in := s.in
-		xg, xh := c.pair(c.randn(in))
-		ng, nh := c.weight(kernels.F32, []int{in}, [2]int{})
+		xv := c.randn(in)
+		xg, xh := c.pair(xv)
+		gam, ng, nh := c.normVec(in)
 		normed := c.c.NewBuf(in)
 		c.c.RMSNorm(normed, xh, nh, 1, in, 1e-6)
-		normed8 := c.int8Buf(normed, in)
+		normed8 := c.normInt8(xv, gam, 1e-6)
 		var dg, dh, d8 []kernels.Buf
 		var wg []kernels.Tensor
 		for i, out := range s.outs {
@@ -119,8 +121,9 @@ func (c *conf) quantFused() {
 		dt      kernels.DType
 		out, in int
 	}{{kernels.Q4_K, 12288, 4096}, {kernels.Q6_K, 101, 512}, {kernels.Q8_0, 37, 768}, {kernels.Q4_K, 3, 1280}} {
-		xg, xh := c.pair(c.randn(s.in))
-		ng, nh := c.weight(kernels.F32, []int{s.in}, [2]int{})
+		xv := c.randn(s.in)
+		xg, xh := c.pair(xv)
+		gam, ng, nh := c.normVec(s.in)
 		gg, gh := qw(s.dt, s.out, s.in)
 		ug, uh := qw(s.dt, s.out, s.in)
 		ag, ah := c.outPair(s.out)
@@ -129,7 +132,7 @@ func (c *conf) quantFused() {
 		c.c.MatMul(ah, normed, gh, 1)
 		c.c.MatMul(u, normed, uh, 1)
 		c.c.SwiGLU(ah, ah, u, s.out)
-		normed8, a8 := c.int8Buf(normed, s.in), c.c.NewBuf(s.out)
+		normed8, a8 := c.normInt8(xv, gam, 1e-5), c.c.NewBuf(s.out)
 		c.c.MatMul(a8, normed8, gh, 1)
 		c.c.MatMul(u, normed8, uh, 1)
 		c.c.SwiGLU(a8, a8, u, s.out)
@@ -217,6 +220,43 @@ func (c *conf) quantMatMul(dt kernels.DType, rows, out, in int) {
 // against the fp32 CPU result within twice the rounding's own NMSE for
 // this input (at least tolBF16).
 const tolInt8 = 1e-6
+
+// normVec is conformance's random norm vector (c.weight's F32 values, the
+// same draws), also on the host.
+func (c *conf) normVec(n int) (v []float32, g, h kernels.Tensor) {
+	v = make([]float32, n)
+	data := make([]byte, 4*n)
+	for i := range v {
+		v[i] = float32(c.rng.NormFloat64() / math.Sqrt(float64(n)))
+		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v[i]))
+	}
+	g, h = c.load(&kernels.Weight{Name: fmt.Sprintf("w[%d]", n), DType: kernels.F32, Shape: []int{n}, Data: data})
+	return v, g, h
+}
+
+// normInt8 is a CPU buffer of the normed activation as qx_norm + qmv
+// (norm mode) see it: x·γ rounded to int8 (the same fp32 products, so the
+// same integers; rounding RMSNorm's output instead would turn the odd tie
+// the other way), times 1/rms.
+func (c *conf) normInt8(x, gam []float32, eps float64) kernels.Buf {
+	n := len(x)
+	xg := make([]float32, n)
+	var ss float64
+	for i, v := range x {
+		ss += float64(v) * float64(v)
+		xg[i] = v * gam[i]
+	}
+	t := c.c.NewBuf(n)
+	c.c.Write(t, 0, xg)
+	r := c.int8Buf(t, n)
+	c.c.Read(r, 0, xg)
+	inv := float32(1 / math.Sqrt(ss/float64(n)+eps))
+	for i := range xg {
+		xg[i] *= inv
+	}
+	c.c.Write(r, 0, xg)
+	return r
+}
 
 // int8Buf is a CPU buffer of h's first n values rounded as the kernels
 // round activations (n % 32 == 0).
