@@ -248,6 +248,38 @@ func (c *conf) run() {
 			c.check("MatMulGroup", fmt.Sprintf("%d of %d out=%d in=512", i+1, len(ops), outs[i]), op.yg, op.yh, outs[i], tolExact*10)
 		}
 	}
+	// Prefill chains whose first op also writes the GEMM's bf16 input
+	// (RMSNorm, SwiGLU): the GEMM must see exactly its input, and not a
+	// stale copy once another op has rewritten it (the Add in between).
+	{
+		const rows, dim, inter = 72, 512, 1024 // SwiGLU writes bf16 from 65536 elements
+		nwg, nwh := c.weight(kernels.BF16, []int{dim}, [2]int{})
+		wg, wh := c.weight(kernels.BF16, []int{96, dim}, [2]int{})
+		dg, dh := c.weight(kernels.BF16, []int{64, inter}, [2]int{})
+		xg, xh := c.pair(c.randn(rows * dim))
+		ng, nh := c.outPair(rows * dim)
+		for i, rewrite := range []bool{false, true} {
+			c.g.RMSNorm(ng, xg, nwg, rows, dim, 1e-6)
+			c.c.RMSNorm(nh, xh, nwh, rows, dim, 1e-6)
+			if rewrite {
+				c.g.Add(ng, ng, xg, rows*dim)
+				c.c.Add(nh, nh, xh, rows*dim)
+			}
+			yg, yh := c.outPair(rows * 96)
+			c.g.MatMul(yg, ng, wg, rows)
+			c.c.MatMul(yh, nh, wh, rows)
+			c.check("NormThenGEMM", fmt.Sprintf("rows=%d dim=%d rewritten=%v #%d", rows, dim, rewrite, i), yg, yh, rows*96, tolBF16)
+		}
+		gg, gh := c.pair(c.randn(rows * inter))
+		ug, uh := c.pair(c.randn(rows * inter))
+		ag, ah := c.outPair(rows * inter)
+		c.g.SwiGLU(ag, gg, ug, rows*inter)
+		c.c.SwiGLU(ah, gh, uh, rows*inter)
+		yg, yh := c.outPair(rows * 64)
+		c.g.MatMul(yg, ag, dg, rows)
+		c.c.MatMul(yh, ah, dh, rows)
+		c.check("SwiGLUThenGEMM", fmt.Sprintf("rows=%d inter=%d", rows, inter), yg, yh, rows*64, tolBF16)
+	}
 	// Embed.
 	for _, dt := range []kernels.DType{kernels.BF16, kernels.F32, kernels.F16} {
 		tg, th := c.weight(dt, []int{1000, 96}, [2]int{})

@@ -194,16 +194,11 @@ func (b *Backend) ltGemm(y, x, w cu.DevicePtr, M, N, K int) bool {
 		return false
 	}
 	// Convert x to bf16 unless it is the input converted last (q/k/v and
-	// gate/up share theirs; every other op clears bfSrc).
+	// gate/up share theirs; the op that wrote x may have written it too;
+	// every other op clears bfSrc).
 	if b.lt.bfSrc != x || b.lt.bfLen != M*K {
-		need := int64(M) * int64(K) * 2
-		if need > b.lt.bfN {
-			// Not freed: a captured graph may refer to the old one.
-			b.lt.bfN = max(need, 1<<20)
-			b.lt.bf = b.alloc(b.lt.bfN)
-		}
 		n := M * K
-		b.run(fToBF16, cdiv(n/8, 256), 1, 256, ptr(b.lt.bf), ptr(x), uint64(n))
+		b.run(fToBF16, cdiv(n/8, 256), 1, 256, ptr(b.ltInput(n)), ptr(x), uint64(n))
 		b.lt.bfSrc, b.lt.bfLen = x, n
 	}
 	if b.err != nil {
@@ -267,4 +262,29 @@ func (b *Backend) ltTune(p *C.pl_plan, y, w cu.DevicePtr, M, N, K int) {
 	}
 	p.chosen = C.int(best)
 	b.lt.tuned = append(b.lt.tuned, fmt.Sprintf("%dx%dx%d:%d/%d", M, N, K, best, int(p.n)))
+}
+
+// ltInput returns the bf16 GEMM input buffer with room for n elements, or
+// 0 without cuBLASLt (nothing would read it). An op whose output is the
+// next GEMM's input writes it there as well (RMSNorm, SwiGLU, prefill
+// attention) and then calls ltInputFrom, sparing the GEMM a to_bf16 pass
+// over its input: the same rounding of the same floats.
+func (b *Backend) ltInput(n int) cu.DevicePtr {
+	if !b.lt.ok {
+		return 0
+	}
+	if need := int64(n) * 2; need > b.lt.bfN {
+		// Not freed: a captured graph may refer to the old one.
+		b.lt.bfN = max(need, 1<<20)
+		b.lt.bf = b.alloc(b.lt.bfN)
+	}
+	return b.lt.bf
+}
+
+// ltInputFrom records that the bf16 input buffer bf (from ltInput; 0:
+// nothing written) holds src's n elements.
+func (b *Backend) ltInputFrom(bf, src cu.DevicePtr, n int) {
+	if bf != 0 && b.err == nil {
+		b.lt.bfSrc, b.lt.bfLen = src, n
+	}
 }

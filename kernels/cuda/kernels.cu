@@ -351,7 +351,14 @@ extern "C" __global__ void __launch_bounds__(128) gemm_fp8(float* y, const float
 // ---------------------------------------------------------------- elementwise
 // One block per row; float4 accesses when dim % 4 == 0 (then one load per
 // thread covers a 4096-wide row with 1024 threads).
-extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, int dim, float eps) {
+__device__ __forceinline__ uint32_t packbf(float a, float b) {
+    __nv_bfloat162 p = __floats2bfloat162_rn(a, b);
+    return *(uint32_t*)&p;
+}
+
+// bf, when set (prefill rows whose output feeds a GEMM, dim % 8 == 0),
+// also receives the output as bf16: the GEMM's input, no to_bf16 pass.
+extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, int dim, float eps, uint2* bf) {
     __shared__ float red[32];
     long base = (long)blockIdx.x * dim;
     bool vec = (dim & 3) == 0;
@@ -385,7 +392,9 @@ extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, i
         float4* d4 = (float4*)(dst + base);
         for (int i = threadIdx.x; i < dim / 4; i += blockDim.x) {
             float4 v = x4[i], g = w4[i];
-            d4[i] = make_float4(v.x * inv * g.x, v.y * inv * g.y, v.z * inv * g.z, v.w * inv * g.w);
+            float4 o = make_float4(v.x * inv * g.x, v.y * inv * g.y, v.z * inv * g.z, v.w * inv * g.w);
+            d4[i] = o;
+            if (bf) bf[base / 4 + i] = make_uint2(packbf(o.x, o.y), packbf(o.z, o.w));
         }
     } else {
         for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[base + i] = x[base + i] * inv * w[i];
@@ -416,14 +425,20 @@ extern "C" __global__ void add_bias(float* x, const float* bias, long n, int dim
 
 __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.f + expf(-g)) * u; }
 
-extern "C" __global__ void swiglu(float* dst, const float* g, const float* u, long n) {
+// bf as in rmsnorm (the down projection's input; n % 8 == 0 when set).
+extern "C" __global__ void swiglu(float* dst, const float* g, const float* u, long n, uint2* bf) {
     long i = 4 * ((long)blockIdx.x * blockDim.x + threadIdx.x);
     if (i + 3 < n && aligned16(dst, g, u)) {
         float4 a = *(const float4*)(g + i), b = *(const float4*)(u + i);
-        *(float4*)(dst + i) = make_float4(silu_mul(a.x, b.x), silu_mul(a.y, b.y), silu_mul(a.z, b.z), silu_mul(a.w, b.w));
+        float4 o = make_float4(silu_mul(a.x, b.x), silu_mul(a.y, b.y), silu_mul(a.z, b.z), silu_mul(a.w, b.w));
+        *(float4*)(dst + i) = o;
+        if (bf) bf[i / 4] = make_uint2(packbf(o.x, o.y), packbf(o.z, o.w));
         return;
     }
-    for (long e = i; e < min(i + 4, n); e++) dst[e] = silu_mul(g[e], u[e]);
+    for (long e = i; e < min(i + 4, n); e++) {
+        dst[e] = silu_mul(g[e], u[e]);
+        if (bf) ((__nv_bfloat16*)bf)[e] = __float2bfloat16_rn(dst[e]);
+    }
 }
 
 // One thread per (row, head, pair).
@@ -893,10 +908,6 @@ extern "C" __global__ void to_bf16(uint4* dst, const float4* src, long n) {
     dst[i] = make_uint4(*(uint32_t*)&p0, *(uint32_t*)&p1, *(uint32_t*)&p2, *(uint32_t*)&p3);
 }
 
-__device__ __forceinline__ uint32_t packbf(float a, float b) {
-    __nv_bfloat162 p = __floats2bfloat162_rn(a, b);
-    return *(uint32_t*)&p;
-}
 
 __device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -926,7 +937,7 @@ __device__ __forceinline__ void attn_prefill(float* __restrict__ dst, const floa
                                              const float* __restrict__ K, const float* __restrict__ V,
                                              const int* __restrict__ table, const int* startp, int rows, int heads,
                                              int kvh, int bs, float scale, float* __restrict__ part,
-                                             float2* __restrict__ ml, int splits) {
+                                             float2* __restrict__ ml, int splits, uint32_t* __restrict__ bf) {
     constexpr int BQ = 64, BKV = 64, KP = D + 8;
     __shared__ __align__(16) __nv_bfloat16 Ks[BKV][KP];
     __shared__ __align__(16) __nv_bfloat16 Vs[BKV][KP];
@@ -1120,12 +1131,16 @@ __device__ __forceinline__ void attn_prefill(float* __restrict__ dst, const floa
 #pragma unroll
         for (int n = 0; n < D / 8; n++)
             *(float2*)(out + n * 8 + 2 * t) = make_float2(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
+        if (bf && splits == 1) // the output projection's bf16 input
+#pragma unroll
+            for (int n = 0; n < D / 8; n++) bf[(ri * D + n * 8 + 2 * t) / 2] = packbf(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
     }
 }
 
 // attn_merge combines attn_prefill's split partials: block per (row,
 // head), thread per output column. The maxima are in the exp2 domain.
-extern "C" __global__ void attn_merge(float* dst, const float* part, const float2* ml, int n, int splits, int D) {
+extern "C" __global__ void attn_merge(float* dst, const float* part, const float2* ml, int n, int splits, int D,
+                                      __nv_bfloat16* bf) {
     const long ri = blockIdx.x;
     float M = -INFINITY;
     for (int z = 0; z < splits; z++) {
@@ -1142,14 +1157,15 @@ extern "C" __global__ void attn_merge(float* dst, const float* part, const float
             den += w;
         }
         dst[ri * D + c] = num / den;
+        if (bf) bf[ri * D + c] = __float2bfloat16_rn(num / den);
     }
 }
 
 #define ATTN_PREFILL(D, NAME, OCC, LU, QS)                                                                             \
     extern "C" __global__ void __launch_bounds__(128, OCC) NAME(                                               \
         float* dst, const float* q, const float* K, const float* V, const int* table, const int* startp, int rows, \
-        int heads, int kvh, int bs, float scale, float* part, float2* ml, int splits) {                         \
-        attn_prefill<D, LU, QS>(dst, q, K, V, table, startp, rows, heads, kvh, bs, scale, part, ml, splits);            \
+        int heads, int kvh, int bs, float scale, float* part, float2* ml, int splits, uint32_t* bf) {            \
+        attn_prefill<D, LU, QS>(dst, q, K, V, table, startp, rows, heads, kvh, bs, scale, part, ml, splits, bf); \
     }
 // Two occupancies of the D=128 kernel: 3 blocks per SM (a 168-register
 // cap, the default) and 2 (POCKET_ATTN_OCC=2).

@@ -141,12 +141,16 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 			b.attnScratch(splits*n*(d+2), 0)
 			part, ml = b.part, b.part+cu.DevicePtr(4*splits*n*d)
 		}
+		// The output feeds the output projection: its bf16 input too.
+		n := rows * heads * d
+		bf := b.ltInput(n)
 		b.run(f, tiles*splits, heads, 128, ptr(dptr(dst)), ptr(dptr(q)), ptr(p.kLayer(layer)), ptr(p.vLayer(layer)),
 			ptr(tp), ptr(st), i32(rows), i32(heads), i32(s.KVHeads), i32(s.BlockSize), f32(scale),
-			ptr(part), ptr(ml), i32(splits))
+			ptr(part), ptr(ml), i32(splits), ptr(bf))
 		if splits > 1 {
-			b.run(fAttnMerge, rows*heads, 1, d, ptr(dptr(dst)), ptr(part), ptr(ml), i32(rows*heads), i32(splits), i32(d))
+			b.run(fAttnMerge, rows*heads, 1, d, ptr(dptr(dst)), ptr(part), ptr(ml), i32(rows*heads), i32(splits), i32(d), ptr(bf))
 		}
+		b.ltInputFrom(bf, dptr(dst), n)
 		return
 	}
 	ctx := seq.Start + rows

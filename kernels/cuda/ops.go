@@ -260,7 +260,15 @@ func (b *Backend) RMSNorm(dst, x kernels.Buf, w kernels.Tensor, rows, dim int, e
 		per = dim / 4
 	}
 	bx := min(1024, 32*cdiv(per, 32))
-	b.run(fRMSNorm, rows, 1, bx, ptr(dptr(dst)), ptr(dptr(x)), ptr(w.(*tensor).vec), i32(dim), f32(eps))
+	// Prefill rows of hidden width feed a GEMM next (q/k/v, gate/up): the
+	// kernel also writes them as its bf16 input (per-head q/k norms, dim
+	// < 512, feed RoPE instead).
+	var bf cu.DevicePtr
+	if rows >= 16 && dim >= 512 && dim%8 == 0 {
+		bf = b.ltInput(rows * dim)
+	}
+	b.run(fRMSNorm, rows, 1, bx, ptr(dptr(dst)), ptr(dptr(x)), ptr(w.(*tensor).vec), i32(dim), f32(eps), ptr(bf))
+	b.ltInputFrom(bf, dptr(dst), rows*dim)
 }
 
 func (b *Backend) elementwise(f int, threads int, args ...uint64) {
@@ -284,7 +292,18 @@ func (b *Backend) AddBias(x kernels.Buf, bias kernels.Tensor, rows, dim int) {
 
 // SwiGLU implements kernels.Backend.
 func (b *Backend) SwiGLU(dst, gate, up kernels.Buf, n int) {
-	b.elementwise(fSwiGLU, cdiv(n, 4), ptr(dptr(dst)), ptr(dptr(gate)), ptr(dptr(up)), uint64(n)) // 4 per thread
+	if !b.enter() {
+		b.exit()
+		return
+	}
+	defer b.exit()
+	// A prefill's activation feeds the down projection: its bf16 input too.
+	var bf cu.DevicePtr
+	if n >= 1<<16 && n%8 == 0 {
+		bf = b.ltInput(n)
+	}
+	b.run(fSwiGLU, cdiv(cdiv(n, 4), 256), 1, 256, ptr(dptr(dst)), ptr(dptr(gate)), ptr(dptr(up)), uint64(n), ptr(bf)) // 4 per thread
+	b.ltInputFrom(bf, dptr(dst), n)
 }
 
 type ropeKey struct {
