@@ -364,7 +364,7 @@ func (c *conf) run() {
 	c.attention()
 	c.g.SetGQAFrom(0)
 	c.g.SetPrefillSplits(true)
-	for _, v := range []string{"q3", "q4", ""} { // the other prefill kernels, then back to the default
+	for _, v := range []string{"regs", "q4", ""} { // the other prefill kernels, then back to the default
 		c.g.SetAttnPrefill(v)
 		if v != "" {
 			c.attention()

@@ -297,10 +297,10 @@ func (b *Backend) SetPrefillSplits(on bool) {
 }
 
 // SetAttnPrefill picks the head-dim-128 prefill attention kernel by its
-// POCKET_ATTN_PREFILL name ("" the default, "q3", "q4"), so that
+// POCKET_ATTN_PREFILL name ("" the default q3, "regs", "q4"), so that
 // conformance checks every variant; it reports whether the name is known.
 func (b *Backend) SetAttnPrefill(variant string) bool {
-	f, ok := map[string]int{"": fAttnPrefill128x3, "q3": fAttnPrefill128q3, "q4": fAttnPrefill128q4}[variant]
+	f, ok := map[string]int{"": fAttnPrefill128q3, "q3": fAttnPrefill128q3, "regs": fAttnPrefill128x3, "q4": fAttnPrefill128q4}[variant]
 	if ok {
 		b.mu.Lock()
 		b.attn128 = f

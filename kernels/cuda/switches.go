@@ -15,7 +15,7 @@ import (
 //
 //	POCKET_CUBLASLT=0    prefill GEMMs use the built-in tf32 kernel, not cuBLASLt
 //	POCKET_ATTN_OCC=2    the 2-blocks-per-SM prefill attention variant
-//	POCKET_ATTN_PREFILL=q3|q4 prefill attention with the query in shared memory (3 or 4 blocks per SM)
+//	POCKET_ATTN_PREFILL=regs|q4 prefill attention with the query in registers, or in shared memory at 4 blocks per SM (default: in shared memory, 3 blocks per SM)
 //	POCKET_QGEMV=exact   GGUF one-row GEMVs keep float32 activations (no int8 dp4a path)
 //	POCKET_QGEMV=v1      GGUF one-row GEMVs on the first int8 kernels (qgemv8_*, a quantize
 //	                     launch per GEMV, no fused ops for block formats), not qmv
