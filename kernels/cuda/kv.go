@@ -189,10 +189,11 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 			i32(s.HeadDimV), i32(s.BlockSize), i32(16), i32(hg), f32(scale))
 		return
 	}
-	// Aim at 16 blocks per SM, chunks of at least 8 positions, ≤ 256 splits.
+	// Aim at 16 blocks per SM, chunks of at least 8 positions, ≤ 256 splits
+	// (POCKET_ATTN_BLOCKS / POCKET_ATTN_CHUNK change the first two).
 	splits := 1
-	if want := cdiv(16*b.sms, rows*heads); want > 1 {
-		splits = min(want, max(cdiv(ctx, 8), 1), 256)
+	if want := cdiv(switches.attnBlocks*b.sms, rows*heads); want > 1 {
+		splits = min(want, max(cdiv(ctx, switches.attnChunk), 1), 256)
 	}
 	chunk := cdiv(ctx, splits)
 	b.attnScratch(rows*heads*splits*(s.HeadDimV+2), rows*heads)

@@ -27,6 +27,8 @@ import (
 //	POCKET_GEMV_BLOCKS=N grouped GEMVs aim at N blocks per SM (default 2) when choosing warps per group
 //	POCKET_PREFILL_SPLITS=0 prefill attention never splits the context (see Attention)
 //	POCKET_LT_TUNE=1     prefill GEMM plans time cuBLASLt's candidate algorithms and keep the fastest
+//	POCKET_ATTN_BLOCKS=N, POCKET_ATTN_CHUNK=N decode attn_partial aims at N blocks per SM (16) with
+//	                     at least N positions per split (8)
 var switches = struct {
 	noCublasLt      bool
 	attnOcc2        bool
@@ -39,6 +41,8 @@ var switches = struct {
 	noPrefillSplits bool
 	ltTune          bool
 	attnPrefill     string
+	attnBlocks      int
+	attnChunk       int
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
 	attnOcc2:        os.Getenv("POCKET_ATTN_OCC") == "2",
@@ -51,6 +55,8 @@ var switches = struct {
 	noPrefillSplits: os.Getenv("POCKET_PREFILL_SPLITS") == "0",
 	ltTune:          os.Getenv("POCKET_LT_TUNE") == "1",
 	attnPrefill:     os.Getenv("POCKET_ATTN_PREFILL"),
+	attnBlocks:      intSwitch("POCKET_ATTN_BLOCKS", 16, 1, 64),
+	attnChunk:       intSwitch("POCKET_ATTN_CHUNK", 8, 1, 4096),
 }
 
 func fusedSwitch(v string) map[string]bool {
