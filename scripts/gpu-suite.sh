@@ -48,8 +48,8 @@ for stage in "$@"; do
     model llama3-8b /tmp/l8b
     step bench 120 $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json
     step bench-8k 120 $W bench --model /tmp/l8b --prompt-tokens 8000 --new-tokens 128 --json
-    for kv in ${L8B_AB:-}; do # e.g. L8B_AB="POCKET_ATTN_CHUNK=64 POCKET_ATTN_BLOCKS=4"
-      step bench-$kv 120 env $kv $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json
+    for kv in ${L8B_AB:-}; do # e.g. L8B_AB="POCKET_ATTN_CHUNK=64,POCKET_ATTN_BLOCKS=4 POCKET_PDL=0"
+      step bench-$kv 120 env ${kv//,/ } $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json
     done
     [ -n "${QUICK:-}" ] && continue # QUICK=1: the two headline numbers, no A/B
     POCKET_PDL=0 step bench-nopdl 120 $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json
