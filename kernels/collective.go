@@ -15,3 +15,14 @@ type Collective interface {
 	// (a failed or timed-out peer): the model must be rebuilt.
 	AllReduceSum(buf Buf, n int) error
 }
+
+// AllReduceAdder is an optional extension of Collective: acc += the sum of
+// buf over the ranks, as one step where the transport can (tensor-parallel
+// decode adds each row-split projection's summed partials to the
+// replicated residual right after the all-reduce). It reports whether it
+// did; false (no error) means nothing was done and the caller runs
+// AllReduceSum and an Add, which compute the same values. Every rank must
+// get the same answer for the same n.
+type AllReduceAdder interface {
+	AllReduceSumAdd(acc, buf Buf, n int) (bool, error)
+}

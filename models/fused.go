@@ -118,9 +118,19 @@ func (r *allReduce) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Bu
 	if done, err := fb.forwardFused(p, fu, x, out, norm, eps, false); !done || err != nil {
 		return done, err
 	}
-	if err := r.comm.AllReduceSum(out, p.Rows*r.width); err != nil {
+	n := p.Rows * r.width
+	if ad, ok := r.comm.(kernels.AllReduceAdder); ok {
+		// The transport adds the sums into the residual itself.
+		if done, err := ad.AllReduceSumAdd(x, out, n); done || err != nil {
+			if err != nil {
+				return true, fmt.Errorf("tp all-reduce: %w", err)
+			}
+			return true, nil
+		}
+	}
+	if err := r.comm.AllReduceSum(out, n); err != nil {
 		return true, fmt.Errorf("tp all-reduce: %w", err)
 	}
-	p.Scratch.be.Add(x, x, out, r.width)
+	p.Scratch.be.Add(x, x, out, n)
 	return true, nil
 }

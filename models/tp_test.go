@@ -98,6 +98,22 @@ func (r *localRank) AllReduceSum(buf kernels.Buf, n int) error {
 	return nil
 }
 
+// addingRank is a localRank with kernels.AllReduceAdder, composed of the
+// all-reduce and an Add (as the P2P kernel computes it), counting calls.
+type addingRank struct {
+	localRank
+	calls map[string]int
+}
+
+func (r *addingRank) AllReduceSumAdd(acc, buf kernels.Buf, n int) (bool, error) {
+	r.calls["AllReduceSumAdd"]++
+	if err := r.AllReduceSum(buf, n); err != nil {
+		return true, err
+	}
+	r.be.Add(acc, acc, buf, n)
+	return true, nil
+}
+
 // rankRun is what one rank computed: prompt logits and the greedy
 // continuation with the logits of every step.
 type rankRun struct {
@@ -137,13 +153,17 @@ func runRanks(t *testing.T, dir string, world int, ids []int32, n int, fused ...
 			}()
 			be := cpu.New(1)
 			var plan *models.Plan
-			if world > 1 {
-				plan = &models.Plan{Rank: r, World: world, Comm: &localRank{g: g, be: be, rank: r}}
-			}
 			var mbe kernels.Backend = be
 			if len(fused) > 0 && fused[0] {
 				res.calls = map[string]int{}
 				mbe = &composedFused{Backend: be, calls: res.calls}
+			}
+			if world > 1 {
+				var comm kernels.Collective = &localRank{g: g, be: be, rank: r}
+				if len(fused) > 1 && fused[1] {
+					comm = &addingRank{localRank{g: g, be: be, rank: r}, res.calls}
+				}
+				plan = &models.Plan{Rank: r, World: world, Comm: comm}
 			}
 			m, err := models.NewRank(ck.Name, ck.Config, ck.Source, mbe, plan)
 			if err != nil {
@@ -276,15 +296,21 @@ func TestTensorParallelFusedCPU(t *testing.T) {
 	dir := filepath.Join("testdata", "models", "qwen3")
 	ref := loadReference(t, dir)
 	plain := runRanks(t, dir, 2, ref.ids, len(ref.greedy))
-	fused := runRanks(t, dir, 2, ref.ids, len(ref.greedy), true)
-	for r := range plain {
-		if fused[r].calls["MatMulAdd"] != 0 || fused[r].calls["NormSwiGLU"] == 0 || fused[r].calls["NormMatMul"] == 0 {
-			t.Errorf("rank %d: fused calls %v: want norm-GEMVs and no residual-add GEMV (the add follows the all-reduce)", r, fused[r].calls)
-		}
-		for i := range plain[r].steps {
-			for j, v := range plain[r].steps[i] {
-				if math.Float32bits(fused[r].steps[i][j]) != math.Float32bits(v) {
-					t.Fatalf("rank %d step %d logit %d: fused %v, unfused %v", r, i, j, fused[r].steps[i][j], v)
+	for _, adder := range []bool{false, true} {
+		fused := runRanks(t, dir, 2, ref.ids, len(ref.greedy), true, adder)
+		for r := range plain {
+			if fused[r].calls["MatMulAdd"] != 0 || fused[r].calls["NormSwiGLU"] == 0 || fused[r].calls["NormMatMul"] == 0 {
+				t.Errorf("rank %d: fused calls %v: want norm-GEMVs and no residual-add GEMV (the add follows the all-reduce)", r, fused[r].calls)
+			}
+			// Two residual all-reduces per layer of each one-token step.
+			if got := fused[r].calls["AllReduceSumAdd"]; adder != (got > 0) {
+				t.Errorf("rank %d, adder %v: %d AllReduceSumAdd calls", r, adder, got)
+			}
+			for i := range plain[r].steps {
+				for j, v := range plain[r].steps[i] {
+					if math.Float32bits(fused[r].steps[i][j]) != math.Float32bits(v) {
+						t.Fatalf("rank %d step %d logit %d (adder %v): fused %v, unfused %v", r, i, j, adder, fused[r].steps[i][j], v)
+					}
 				}
 			}
 		}

@@ -71,6 +71,24 @@ func (s *stickyComm) AllReduceSum(b kernels.Buf, n int) error {
 	return s.err
 }
 
+// AllReduceSumAdd forwards kernels.AllReduceAdder when the wrapped
+// collective has it (declining otherwise), with the same stickiness.
+func (s *stickyComm) AllReduceSumAdd(acc, b kernels.Buf, n int) (bool, error) {
+	if s.err != nil {
+		return true, s.err
+	}
+	ad, ok := s.c.(kernels.AllReduceAdder)
+	if !ok {
+		return false, nil
+	}
+	done, err := ad.AllReduceSumAdd(acc, b, n)
+	if err != nil {
+		s.err = fmt.Errorf("%w: %w", ErrGroupBroken, err)
+		return true, s.err
+	}
+	return done, nil
+}
+
 // ErrDeviceLost is returned by ServeRank when the backend reported an
 // error that poisons its device state (the process should exit).
 var ErrDeviceLost = errors.New("device state lost")

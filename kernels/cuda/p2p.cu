@@ -70,10 +70,13 @@ __device__ __forceinline__ float4 add4(float4 a, float4 b) {
 // state: [0] epoch, [1] blocks done in the current call, [2] error (local).
 // peers: the exchange regions as mapped in this process, by rank (own
 // included). slot: floats per source slot (a multiple of 64). buf must be
-// 16-byte aligned; n <= slot.
+// 16-byte aligned; n <= slot. With acc (16-byte aligned, or null) the sums
+// are added to acc instead of replacing buf (the residual add of a
+// row-split projection; acc holds the same bits on every rank, so the
+// results agree too).
 extern "C" __global__ void __launch_bounds__(512)
     p2p_allreduce(float* buf, const uint64_t* peers, uint32_t* state, volatile uint32_t* herr, int n, int rank,
-                  int world, uint64_t slot, uint64_t timeout_ns) {
+                  int world, uint64_t slot, uint64_t timeout_ns, float* acc) {
     __shared__ uint32_t s_e, s_skip;
     __shared__ uint8_t* s_peer[P2P_MAXW];
     const int tid = threadIdx.x, b = blockIdx.x, G = gridDim.x, T = blockDim.x;
@@ -119,17 +122,20 @@ extern "C" __global__ void __launch_bounds__(512)
     }
     __syncthreads();
     const float* own = (const float*)(s_peer[rank] + P2P_FLAG_BYTES) + par * world * slot;
-    float4* y4 = (float4*)buf;
+    float4* y4 = (float4*)(acc ? acc : buf);
     for (int i = b * T + tid; i < n4; i += G * T) {
-        float4 acc = rank == 0 ? x4[i] : __ldcg((const float4*)own + i);
-        for (int s = 1; s < world; s++) acc = add4(acc, s == rank ? x4[i] : __ldcg((const float4*)(own + s * slot) + i));
-        y4[i] = acc;
+        float4 sum = rank == 0 ? x4[i] : __ldcg((const float4*)own + i);
+        for (int s = 1; s < world; s++) sum = add4(sum, s == rank ? x4[i] : __ldcg((const float4*)(own + s * slot) + i));
+        y4[i] = acc ? add4(y4[i], sum) : sum;
     }
     if (b == 0)
         for (int i = 4 * n4 + tid; i < n; i += T) {
-            float acc = rank == 0 ? buf[i] : __ldcg(own + i);
-            for (int s = 1; s < world; s++) acc += s == rank ? buf[i] : __ldcg(own + s * slot + i);
-            buf[i] = acc;
+            float sum = rank == 0 ? buf[i] : __ldcg(own + i);
+            for (int s = 1; s < world; s++) sum += s == rank ? buf[i] : __ldcg(own + s * slot + i);
+            if (acc)
+                acc[i] += sum;
+            else
+                buf[i] = sum;
         }
 
     // 4. the last block advances the epoch (every block read it in 1.)

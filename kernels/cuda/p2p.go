@@ -333,19 +333,46 @@ func (p *P2P) AllReduceSum(buf kernels.Buf, n int) error {
 		return b.err
 	}
 	defer b.exit()
-	p.enqueue(dptr(buf), n)
+	p.enqueue(dptr(buf), 0, n)
 	return b.err
 }
 
-// enqueue launches the kernel on the stream (backend lock held).
-func (p *P2P) enqueue(buf cu.DevicePtr, n int) {
+// AllReduceSumAdd implements kernels.AllReduceAdder: acc += the sum of buf,
+// in the one-shot kernel (no separate add launch), for the sizes
+// AllReduceSum runs on P2P; larger ones are declined (NCCL + Add).
+func (p *P2P) AllReduceSumAdd(acc, buf kernels.Buf, n int) (bool, error) {
+	if n <= 0 {
+		return true, nil
+	}
+	if p.closed.Load() {
+		return true, fmt.Errorf("%w: closed", ErrP2P)
+	}
+	if p.timedOut() {
+		return true, p.errTimedOut()
+	}
+	if n > p.slot || n > buf.Len() || n > acc.Len() || dptr(buf)%16 != 0 || dptr(acc)%16 != 0 {
+		return false, nil
+	}
+	b := p.b
+	if !b.enter() {
+		b.exit()
+		return true, b.err
+	}
+	defer b.exit()
+	p.enqueue(dptr(buf), dptr(acc), n)
+	return true, b.err
+}
+
+// enqueue launches the kernel on the stream (backend lock held); acc 0
+// writes the sums to buf.
+func (p *P2P) enqueue(buf, acc cu.DevicePtr, n int) {
 	b := p.b
 	if b.err != nil {
 		return
 	}
 	blocks, threads := p2pGrid(n)
 	b.a(ptr(buf), uint64(p.peers), uint64(p.state), uint64(p.herrDev), i32(n), i32(p.rank), i32(p.world),
-		uint64(p.slot), p.timeoutNs)
+		uint64(p.slot), p.timeoutNs, ptr(acc))
 	b.fail(launch(p.fn, blocks, 1, threads, b.s, &b.args, b.nargs))
 }
 
@@ -427,7 +454,7 @@ func (p *P2P) BenchAllReduce(n, k, reps int, graph bool) (time.Duration, error) 
 		return 0, err
 	}
 	for range k {
-		p.enqueue(dptr(buf), n)
+		p.enqueue(dptr(buf), 0, n)
 	}
 	exec, err := endCapture(b.s)
 	if b.err != nil || err != nil {
