@@ -34,6 +34,9 @@ func (c *conf) quant() {
 			// qmv (quant_mmv.cuh): row counts off its 4 rows per warp and
 			// 16/wpr rows per block, block counts off its steps of 4.
 			shapes = append(shapes, mm{1, 7, 256}, mm{1, 33, 1280}, mm{1, 4099, 4096}, mm{1, 513, 12288}, mm{1, 130, 768})
+			// Its longest row (the int8 activation fills the block's shared
+			// memory) and one past it (the v1 kernels).
+			shapes = append(shapes, mm{1, 40, 32768}, mm{1, 40, 32768 + 256})
 		}
 		if _, _, lattice := quant.Lattice(dt); lattice {
 			// Wider rows take 2 and 4 warps per output row; a MoE-expert
@@ -89,6 +92,7 @@ func (c *conf) quantFused() {
 		{4096, []kernels.DType{kernels.Q4_K, kernels.Q4_K, kernels.Q4_K}, []int{4096, 1024, 1024}},
 		{768, []kernels.DType{kernels.Q8_0, kernels.Q6_K, kernels.Q4_K, kernels.Q4_K}, []int{37, 5, 130, 8}},
 		{1280, []kernels.DType{kernels.Q6_K}, []int{999}},
+		{32768, []kernels.DType{kernels.Q8_0, kernels.Q4_K}, []int{3, 40}},
 	} {
 		in := s.in
 		xv := c.randn(in)
@@ -120,7 +124,8 @@ func (c *conf) quantFused() {
 	for _, s := range []struct {
 		dt      kernels.DType
 		out, in int
-	}{{kernels.Q4_K, 12288, 4096}, {kernels.Q6_K, 101, 512}, {kernels.Q8_0, 37, 768}, {kernels.Q4_K, 3, 1280}} {
+	}{{kernels.Q4_K, 12288, 4096}, {kernels.Q6_K, 101, 512}, {kernels.Q8_0, 37, 768}, {kernels.Q4_K, 3, 1280},
+		{kernels.Q6_K, 9, 32768}, {kernels.Q8_0, 5, 256}} {
 		xv := c.randn(s.in)
 		xg, xh := c.pair(xv)
 		gam, ng, nh := c.normVec(s.in)
@@ -148,7 +153,7 @@ func (c *conf) quantFused() {
 		dt      kernels.DType
 		out, in int
 	}{{kernels.Q4_K, 4096, 4096}, {kernels.Q4_K, 4096, 12288}, {kernels.Q6_K, 4096, 12288}, {kernels.Q6_K, 130, 512},
-		{kernels.Q8_0, 33, 256}, {kernels.Q4_K, 6, 2304}} {
+		{kernels.Q8_0, 33, 256}, {kernels.Q4_K, 6, 2304}, {kernels.Q4_K, 70, 32768}} {
 		acc := c.randn(s.out)
 		ag, ah := c.pair(acc)
 		a8 := c.c.NewBuf(s.out)
@@ -201,7 +206,7 @@ func (c *conf) quantMatMul(dt kernels.DType, rows, out, in int) {
 	c.check("QMatMul", shape, yg, yh, rows*out, tol)
 }
 
-// The int8-activation kernels (qx_norm + qmv, and v1's qx_quant +
+// The int8-activation kernels (qmv, and v1's qx_quant +
 // qgemv8_*) round the activation per 32 elements to d·q, d = max|x|/127,
 // q = round(x/d) (ties to even), and sum exactly by dp4a. That rounding
 // alone gives an NMSE against the fp32 result that depends on the input,
@@ -234,8 +239,8 @@ func (c *conf) normVec(n int) (v []float32, g, h kernels.Tensor) {
 	return v, g, h
 }
 
-// normInt8 is a CPU buffer of the normed activation as qx_norm + qmv
-// (norm mode) see it: x·γ rounded to int8 (the same fp32 products, so the
+// normInt8 is a CPU buffer of the normed activation as qmv (norm mode)
+// sees it: x·γ rounded to int8 (the same fp32 products, so the
 // same integers; rounding RMSNorm's output instead would turn the odd tie
 // the other way), times 1/rms.
 func (c *conf) normInt8(x, gam []float32, eps float64) kernels.Buf {

@@ -17,11 +17,15 @@
 //     qmv_swiglu are __launch_bounds__(256, 3), 80 registers, 24 warps
 //     per SM (qmv took 104, 2 blocks per SM, until its rows became one
 //     pointer and 32-bit offsets, QRowsO);
-//   - the activation is quantized once per distinct x by qx_norm (which can
-//     multiply by an RMSNorm weight and leave the partial sums of squares,
-//     so the norm's 1/rms is applied to the dot products), and one launch
-//     covers up to four matrices (q, k, v) of any of the three formats, or
-//     gate and up with the SwiGLU formed where both dots end.
+//   - every block quantizes the whole activation into its shared memory
+//     after griddepcontrol.wait (qxShared; times an RMSNorm weight, the
+//     norm's 1/rms applied to the dot products), so a fused op is one
+//     launch: a separate quantize kernel (qx_norm until now) cost a kernel
+//     boundary, ~1-2 us in a graph, before each of a layer's 4 GEMV
+//     launches. The redundant work is ~in/256 float4 loads per thread, from
+//     L1/L2; the activation loads of the dot products are then ld.shared;
+//   - one launch covers up to four matrices (q, k, v) of any of the three
+//     formats, or gate and up with the SwiGLU formed where both dots end.
 //
 // Lane mapping per 256-element block (j = lane % 8) as the v1 kernels:
 // Q4_K lane j reads qs bytes 16j..16j+15 (sub-blocks 2c, 2c+1 with c = j/2,
@@ -45,46 +49,69 @@ __device__ __forceinline__ uint4 ldnc(const void* p) {
     return r;
 }
 
-// qx_norm rounds x (times nw when nw is not null) to int8 per 32 elements
-// as qx_quant does, and with nw also leaves block i's sum of the squares of
-// the raw x in ssp[i] (n/1024 rounded up blocks of 256 threads; n % 4 == 0).
-extern "C" __global__ void __launch_bounds__(256) qx_norm(uint32_t* xq, float2* xs, float* ssp, const float* x,
-                                                         const float* nw, int n) {
-    __shared__ float red[8];
-    qPdlWait(); // x is the predecessor's output; xq may still be read by it
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    const bool ok = i < (n >> 2);
-    float4 v = ok ? __ldg((const float4*)x + i) : make_float4(0.f, 0.f, 0.f, 0.f);
-    if (nw != nullptr) {
-        float ss = v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-        ss = warpSum(ss);
-        if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
-        if (ok) {
+// QMV_MAXIN is the longest row qmv and qmv_swiglu take: each block holds
+// the int8 activation in shared memory (QMV_MAXIN bytes of values, QMV_MAXIN
+// / 32 float2 scales: 40 KiB static, 3 blocks per SM).
+#define QMV_MAXIN 32768
+
+// QIn is a block's activation: the int8 values (xq, in bytes) and their
+// {d, Σq} per 32 elements (xs), both in shared memory.
+struct QIn {
+    const uint8_t* xq;
+    const float2* xs;
+};
+
+// qxShared rounds x (times nw when nw is not null) to int8 per 32 elements
+// into the block's shared memory, as the first int8 kernels (qx_quant) do:
+// d = max|v|/127, q = rn(v·127/max|v|), and Σq per 32 for the Q4_K min
+// term. Every block of a launch quantizes the whole row itself (the same
+// fp32 operations in the same order, so every block holds the same values):
+// no separate quantize launch, no global scratch, nothing shared between
+// blocks, so it is correct under PDL and graph replay as it stands. With nw
+// it returns 1/rms of the raw x (the RMSNorm factor, applied to the dot
+// products; red: 8 floats of shared memory), else 1. All threads must call
+// it (it synchronizes the block); in % 256 == 0, in <= QMV_MAXIN.
+__device__ __forceinline__ float qxShared(uint32_t* sq, float2* sx, float* red, const float* __restrict__ x,
+                                          const float* __restrict__ nw, int in, float eps) {
+    const int n4 = in >> 2; // a multiple of 64: whole warps stay in the loop
+    float ss = 0.f;
+    for (int i = threadIdx.x; i < n4; i += 256) {
+        float4 v = __ldg((const float4*)x + i);
+        if (nw != nullptr) {
+            ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
             const float4 g = __ldg((const float4*)nw + i);
             v = make_float4(v.x * g.x, v.y * g.y, v.z * g.z, v.w * g.w);
         }
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            float t = 0.f;
-            for (int k = 0; k < 8; k++) t += red[k];
-            ssp[blockIdx.x] = t;
-        }
-    }
-    qPdlLaunch();
-    float am = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+        float am = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
 #pragma unroll
-    for (int o = 1; o < 8; o <<= 1) am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, o));
-    const float d = am / 127.f, id = am > 0.f ? 127.f / am : 0.f;
-    const int q0 = __float2int_rn(v.x * id), q1 = __float2int_rn(v.y * id), q2 = __float2int_rn(v.z * id),
-              q3 = __float2int_rn(v.w * id);
-    int s = q0 + q1 + q2 + q3;
+        for (int o = 1; o < 8; o <<= 1) am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, o));
+        const float d = am / 127.f, id = am > 0.f ? 127.f / am : 0.f;
+        const int q0 = __float2int_rn(v.x * id), q1 = __float2int_rn(v.y * id), q2 = __float2int_rn(v.z * id),
+                  q3 = __float2int_rn(v.w * id);
+        int s = q0 + q1 + q2 + q3;
 #pragma unroll
-    for (int o = 1; o < 8; o <<= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (ok) {
-        xq[i] = (uint32_t)(q0 & 0xff) | ((uint32_t)(q1 & 0xff) << 8) | ((uint32_t)(q2 & 0xff) << 16) |
+        for (int o = 1; o < 8; o <<= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        sq[i] = (uint32_t)(q0 & 0xff) | ((uint32_t)(q1 & 0xff) << 8) | ((uint32_t)(q2 & 0xff) << 16) |
                 ((uint32_t)(q3 & 0xff) << 24);
-        if ((i & 7) == 0) xs[i >> 3] = make_float2(d, (float)s);
+        if ((i & 7) == 0) sx[i >> 3] = make_float2(d, (float)s);
     }
+    if (nw != nullptr) {
+        ss = warpSum(ss);
+        if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+    }
+    __syncthreads(); // sq, sx and red complete
+    if (nw == nullptr) return 1.f;
+    float t = 0.f;
+#pragma unroll
+    for (int k = 0; k < 8; k++) t += red[k];
+    return rsqrtf(t / in + eps);
+}
+
+// qxPrefetch asks L2 for the norm vector (a weight: it may be read before
+// griddepcontrol.wait), one 128-byte line per thread.
+__device__ __forceinline__ void qxPrefetch(const float* nw, int in) {
+    if (nw == nullptr) return;
+    for (int i = threadIdx.x * 32; i < in; i += 256 * 32) asm volatile("prefetch.global.L2 [%0];" ::"l"(nw + i));
 }
 
 // QT<F>: a lane's weights (W) and activations (X) of one 256-element block,
@@ -107,10 +134,10 @@ template <> struct QT<Q4_K> {
     }
     static __device__ __forceinline__ void ldX(X& x, const uint8_t* xq, const float2* xs, int b, int j) {
         const int c = j >> 1, h = j & 1;
-        const uint8_t* xb = xq + ((long)b << 8) + 64 * c + 16 * h;
-        x.x0 = __ldg((const int4*)xb);
-        x.x1 = __ldg((const int4*)(xb + 32));
-        x.s = __ldg((const float4*)(xs + 8 * (long)b + 2 * c));
+        const uint8_t* xb = xq + (b << 8) + 64 * c + 16 * h;
+        x.x0 = *(const int4*)xb;
+        x.x1 = *(const int4*)(xb + 32);
+        x.s = *(const float4*)(xs + 8 * b + 2 * c);
     }
     static __device__ __forceinline__ float dot(const W& w, const X& x, int j) {
         const uint32_t M = 0x0F0F0F0Fu;
@@ -155,12 +182,12 @@ template <> struct QT<Q6_K> {
     }
     static __device__ __forceinline__ void ldX(X& x, const uint8_t* xq, const float2* xs, int b, int t) {
         const int n = t >> 2, l8 = t & 3;
-        const uint8_t* xb = xq + ((long)b << 8) + 128 * n + 8 * l8;
+        const uint8_t* xb = xq + (b << 8) + 128 * n + 8 * l8;
 #pragma unroll
-        for (int k = 0; k < 4; k++) x.x[k] = __ldg((const int2*)(xb + 32 * k));
-        const float2* sp = xs + 8 * (long)b + 4 * n;
-        x.s01 = __ldg((const float4*)sp);
-        x.s23 = __ldg((const float4*)(sp + 2));
+        for (int k = 0; k < 4; k++) x.x[k] = *(const int2*)(xb + 32 * k);
+        const float2* sp = xs + 8 * b + 4 * n;
+        x.s01 = *(const float4*)sp;
+        x.s23 = *(const float4*)(sp + 2);
     }
     static __device__ __forceinline__ float dot(const W& w, const X& x, int t) {
         const uint32_t M = 0x0F0F0F0Fu, H = 0x30303030u;
@@ -198,10 +225,10 @@ template <> struct QT<Q8_0> {
         w.d = __ldg((const unsigned short*)blk);
     }
     static __device__ __forceinline__ void ldX(X& x, const uint8_t* xq, const float2* xs, int b, int j) {
-        const long g = 8 * (long)b + j;
-        x.x0 = __ldg((const int4*)(xq + 32 * g));
-        x.x1 = __ldg((const int4*)(xq + 32 * g + 16));
-        x.s = __ldg(xs + g);
+        const int g = 8 * b + j;
+        x.x0 = *(const int4*)(xq + 32 * g);
+        x.x1 = *(const int4*)(xq + 32 * g + 16);
+        x.s = xs[g];
     }
     static __device__ __forceinline__ float dot(const W& w, const X& x, int) {
         int s = dp4(w.q[0], x.x0.x, 0);
@@ -217,10 +244,12 @@ template <> struct QT<Q8_0> {
 };
 
 // qdot leaves in acc this warp's share of the QR rows wr[] times the
-// quantized activation: steps s, s+ss, ... of 4 blocks (nb blocks of 256
-// elements in all). It waits for the predecessor kernel (PDL) after
-// issuing its first step's weight loads; an inactive warp (a group past
-// the output) only waits.
+// activation x (times nw): steps s, s+ss, ... of 4 blocks (in/256 blocks
+// of 256 elements in all), and in inv qxShared's norm factor. It issues
+// its first step's weight loads (and the norm vector's prefetch), waits for
+// the predecessor kernel (PDL), then has the block quantize x into shared
+// memory (sm); an inactive warp (a group past the output) takes part in
+// that and stops.
 // Row addresses of a group: QR pointers (qmv_swiglu: gate and up rows of
 // two matrices), or for qmv one pointer and 32-bit offsets of the other
 // rows from it (QR - 1 registers fewer; rows of one matrix are at most 3
@@ -235,11 +264,20 @@ struct QRowsO {
     __device__ __forceinline__ const uint8_t* operator[](int r) const { return p + o[r]; }
 };
 
+// QSmem is a block's shared memory: the quantized activation and the
+// reductions.
+struct QSmem {
+    uint32_t xq[QMV_MAXIN / 4];
+    float2 xs[QMV_MAXIN / 32];
+    float red[8][QR];
+    float ss[8];
+};
+
 template <int F, class Rows>
-__device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__ xq,
-                                     const float2* __restrict__ xs, int nb, int s, int ss, bool active,
-                                     float (&acc)[QR]) {
-    const int lane = threadIdx.x & 31, j = lane & 7;
+__device__ __forceinline__ void qdot(const Rows& wr, QSmem& sm, const float* __restrict__ x,
+                                     const float* __restrict__ nw, float eps, int in, int s, int ss, bool active,
+                                     float (&acc)[QR], float& inv) {
+    const int lane = threadIdx.x & 31, j = lane & 7, nb = in >> 8;
 #pragma unroll
     for (int r = 0; r < QR; r++) acc[r] = 0.f;
     typename QT<F>::W cur[QR];
@@ -248,15 +286,18 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
 #pragma unroll
         for (int r = 0; r < QR; r++) QT<F>::ldW(cur[r], wr[r], b, j);
     }
+    qxPrefetch(nw, in);
     qPdlLaunch();
     qPdlWait();
+    inv = qxShared(sm.xq, sm.xs, sm.ss, x, nw, in, eps);
     if (!active) return;
+    const uint8_t* xq = (const uint8_t*)sm.xq;
     for (; 4 * s < nb; s += ss) {
         if (b < nb) {
-            typename QT<F>::X x;
-            QT<F>::ldX(x, xq, xs, b, j);
+            typename QT<F>::X xv;
+            QT<F>::ldX(xv, xq, sm.xs, b, j);
 #pragma unroll
-            for (int r = 0; r < QR; r++) acc[r] += QT<F>::dot(cur[r], x, j);
+            for (int r = 0; r < QR; r++) acc[r] += QT<F>::dot(cur[r], xv, j);
         }
         b += 4 * ss;
         if (b < nb) {
@@ -278,61 +319,52 @@ __device__ __forceinline__ void qsums(float (*red)[QR], const float (&acc)[QR]) 
     __syncthreads();
 }
 
-// qinvRms is the RMSNorm factor from qx_norm's partial sums of squares.
-__device__ __forceinline__ float qinvRms(const float* ssp, int in, float eps) {
-    float t = 0.f;
-    const int n = (in / 4 + 255) / 256;
-    for (int i = 0; i < n; i++) t += ssp[i];
-    return rsqrtf(t / in + eps);
-}
-
-// qmvBlock is block blk of y = W·xq (mode: plain, add into y, or times the
-// norm factor): 8/wpr groups of QR rows.
+// qmvBlock is block blk of y = W·x (mode: plain, add into y, or times the
+// norm factor of x, x then multiplied by nw before rounding): 8/wpr groups
+// of QR rows.
 template <int F>
-__device__ __forceinline__ void qmvBlock(float* y, const uint8_t* w, long rb, int out, int blk,
-                                         const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
-                                         const float* ssp, float eps, int in, int wpr, int mode) {
-    __shared__ float red[8][QR];
+__device__ __forceinline__ void qmvBlock(QSmem& sm, float* y, const uint8_t* w, long rb, int out, int blk,
+                                         const float* x, const float* nw, float eps, int in, int wpr, int mode) {
     const int warp = threadIdx.x >> 5, G = 8 / wpr;
     const int base = (blk * G + warp / wpr) * QR;
     QRowsO wr;
     wr.p = w + (long)min(base, out - 1) * rb;
 #pragma unroll
     for (int r = 0; r < QR; r++) wr.o[r] = (uint32_t)((min(base + r, out - 1) - min(base, out - 1)) * rb);
-    float acc[QR];
-    qdot<F>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
-    qsums(red, acc);
+    float acc[QR], inv;
+    qdot<F>(wr, sm, x, mode == QMV_NORM ? nw : nullptr, eps, in, warp % wpr, wpr, base < out, acc, inv);
+    qsums(sm.red, acc);
     const int t = threadIdx.x;
     if (t < G * QR) {
         const int g = t / QR, r = t % QR, o = (blk * G + g) * QR + r;
         if (o < out) {
             float v = 0.f;
-            for (int i = 0; i < wpr; i++) v += red[g * wpr + i][r];
-            if (mode == QMV_NORM) v *= qinvRms(ssp, in, eps);
+            for (int i = 0; i < wpr; i++) v += sm.red[g * wpr + i][r];
+            if (mode == QMV_NORM) v *= inv;
             y[o] = mode == QMV_ADD ? y[o] + v : v;
         }
     }
 }
 
-__device__ __forceinline__ void qmvMat(int f, float* y, const uint8_t* w, long rb, int out, int blk,
-                                       const uint8_t* xq, const float2* xs, const float* ssp, float eps, int in,
-                                       int wpr, int mode) {
+__device__ __forceinline__ void qmvMat(QSmem& sm, int f, float* y, const uint8_t* w, long rb, int out, int blk,
+                                       const float* x, const float* nw, float eps, int in, int wpr, int mode) {
     if (f == Q4_K)
-        qmvBlock<Q4_K>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+        qmvBlock<Q4_K>(sm, y, w, rb, out, blk, x, nw, eps, in, wpr, mode);
     else if (f == Q6_K)
-        qmvBlock<Q6_K>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+        qmvBlock<Q6_K>(sm, y, w, rb, out, blk, x, nw, eps, in, wpr, mode);
     else
-        qmvBlock<Q8_0>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+        qmvBlock<Q8_0>(sm, y, w, rb, out, blk, x, nw, eps, in, wpr, mode);
 }
 
-// qmv: y_i = W_i · x for up to four matrices sharing the quantized x (in %
-// 256 == 0), each Q4_K, Q6_K or Q8_0 (f_i = its DType number); blocks [0,
-// n0) do matrix 0, [n0, n1) matrix 1, ... (unused matrices: out 0).
+// qmv: y_i = W_i · x for up to four matrices sharing x (in % 256 == 0, in
+// <= QMV_MAXIN; mode QMV_NORM: W_i · rmsnorm(x; nw)), each Q4_K, Q6_K or
+// Q8_0 (f_i = its DType number); blocks [0, n0) do matrix 0, [n0, n1)
+// matrix 1, ... (unused matrices: out 0).
 #define QMV_MAT(i) float *y##i, const uint8_t *w##i, long rb##i, int out##i, int f##i
-extern "C" __global__ void __launch_bounds__(256, 3) qmv(const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
-                                                     const float* ssp, float eps, int in, int wpr, int mode,
-                                                     QMV_MAT(0), int n0, QMV_MAT(1), int n1, QMV_MAT(2), int n2,
-                                                     QMV_MAT(3)) {
+extern "C" __global__ void __launch_bounds__(256, 3) qmv(const float* __restrict__ x, const float* __restrict__ nw,
+                                                     float eps, int in, int wpr, int mode, QMV_MAT(0), int n0,
+                                                     QMV_MAT(1), int n1, QMV_MAT(2), int n2, QMV_MAT(3)) {
+    __shared__ __align__(16) QSmem sm;
     // The block's matrix by selection (one inlined copy of the GEMV; an
     // indexed array of the parameters would live in local memory).
     const int b = blockIdx.x;
@@ -347,16 +379,14 @@ extern "C" __global__ void __launch_bounds__(256, 3) qmv(const uint8_t* __restri
     } else if (b < n2) {
         y = y2, w = w2, rb = rb2, out = out2, f = f2, blk = b - n1;
     }
-    qmvMat(f, y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+    qmvMat(sm, f, y, w, rb, out, blk, x, nw, eps, in, wpr, mode);
 }
 
-// qmvSwiGLU: act = silu(Wg · rmsnorm(x)) * (Wu · rmsnorm(x)) from the
-// normed, quantized x; a group is gate rows o, o+1 and up rows o, o+1.
+// qmvSwiGLU: act = silu(Wg · rmsnorm(x)) * (Wu · rmsnorm(x)); a group is
+// gate rows o, o+1 and up rows o, o+1.
 template <int F>
-__device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
-                                          const float* ssp, float eps, int in, int wpr, const uint8_t* wg,
-                                          const uint8_t* wu, long rb, int out) {
-    __shared__ float red[8][QR];
+__device__ __forceinline__ void qmvSwiGLU(QSmem& sm, float* act, const float* x, const float* nw, float eps, int in,
+                                          int wpr, const uint8_t* wg, const uint8_t* wu, long rb, int out) {
     const int warp = threadIdx.x >> 5, G = 8 / wpr;
     const int base = (blockIdx.x * G + warp / wpr) * (QR / 2);
     QRowsP wr;
@@ -366,19 +396,18 @@ __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict_
         wr.p[r] = wg + o * rb;
         wr.p[QR / 2 + r] = wu + o * rb;
     }
-    float acc[QR];
-    qdot<F>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
-    qsums(red, acc);
+    float acc[QR], inv;
+    qdot<F>(wr, sm, x, nw, eps, in, warp % wpr, wpr, base < out, acc, inv);
+    qsums(sm.red, acc);
     const int t = threadIdx.x;
     if (t < G * (QR / 2)) {
         const int g = t / (QR / 2), r = t % (QR / 2), o = (blockIdx.x * G + g) * (QR / 2) + r;
         if (o < out) {
             float gv = 0.f, uv = 0.f;
             for (int i = 0; i < wpr; i++) {
-                gv += red[g * wpr + i][r];
-                uv += red[g * wpr + i][QR / 2 + r];
+                gv += sm.red[g * wpr + i][r];
+                uv += sm.red[g * wpr + i][QR / 2 + r];
             }
-            const float inv = qinvRms(ssp, in, eps);
             gv *= inv;
             uv *= inv;
             act[o] = gv / (1.f + expf(-gv)) * uv;
@@ -386,14 +415,15 @@ __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict_
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256, 3) qmv_swiglu(float* act, const uint8_t* __restrict__ xq,
-                                                            const float2* __restrict__ xs, const float* ssp,
-                                                            float eps, int in, int wpr, int f, const uint8_t* wg,
-                                                            const uint8_t* wu, long rb, int out) {
+extern "C" __global__ void __launch_bounds__(256, 3) qmv_swiglu(float* act, const float* __restrict__ x,
+                                                            const float* __restrict__ nw, float eps, int in, int wpr,
+                                                            int f, const uint8_t* wg, const uint8_t* wu, long rb,
+                                                            int out) {
+    __shared__ __align__(16) QSmem sm;
     if (f == Q4_K)
-        qmvSwiGLU<Q4_K>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
+        qmvSwiGLU<Q4_K>(sm, act, x, nw, eps, in, wpr, wg, wu, rb, out);
     else if (f == Q6_K)
-        qmvSwiGLU<Q6_K>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
+        qmvSwiGLU<Q6_K>(sm, act, x, nw, eps, in, wpr, wg, wu, rb, out);
     else
-        qmvSwiGLU<Q8_0>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
+        qmvSwiGLU<Q8_0>(sm, act, x, nw, eps, in, wpr, wg, wu, rb, out);
 }

@@ -29,6 +29,7 @@ import (
 //	POCKET_LT_TUNE=1     prefill GEMM plans time cuBLASLt's candidate algorithms and keep the fastest
 //	POCKET_ATTN_BLOCKS=N, POCKET_ATTN_CHUNK=N decode attn_partial aims at N blocks per SM (16) with
 //	                     at least N positions per split (8)
+//	POCKET_QMV_WPR=1|2|4|8 batch-1 Q4_K/Q6_K/Q8_0 GEMVs (qmv) split each row group over that many warps (default: qmvWarps chooses)
 var switches = struct {
 	noCublasLt      bool
 	attnOcc2        bool
@@ -43,6 +44,7 @@ var switches = struct {
 	attnPrefill     string
 	attnBlocks      int
 	attnChunk       int
+	qmvWPR          int
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
 	attnOcc2:        os.Getenv("POCKET_ATTN_OCC") == "2",
@@ -57,6 +59,7 @@ var switches = struct {
 	attnPrefill:     os.Getenv("POCKET_ATTN_PREFILL"),
 	attnBlocks:      intSwitch("POCKET_ATTN_BLOCKS", 16, 1, 64),
 	attnChunk:       intSwitch("POCKET_ATTN_CHUNK", 8, 1, 4096),
+	qmvWPR:          pow2Switch("POCKET_QMV_WPR", 8),
 }
 
 func fusedSwitch(v string) map[string]bool {
@@ -78,6 +81,15 @@ func intSwitch(name string, def, lo, hi int) int {
 	v, err := strconv.Atoi(os.Getenv(name))
 	if err != nil || v < lo || v > hi {
 		return def
+	}
+	return v
+}
+
+// pow2Switch is a power of two in [1, hi], 0 when unset or invalid.
+func pow2Switch(name string, hi int) int {
+	v := intSwitch(name, 0, 1, hi)
+	if v&(v-1) != 0 {
+		return 0
 	}
 	return v
 }
