@@ -401,6 +401,38 @@ extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, i
     }
 }
 
+// deq_fp8_bf16 expands rows [0, n) of an FP8 E4M3 weight (row-major, K
+// bytes per row, float32 block scales [rows/b0][nsc], b1 columns per
+// scale block, b1 % 16 == 0, K % 16 == 0) times their scales to bf16, 16
+// per thread: the prefill GEMM's operand, a bounded scratch of row chunks
+// (fp8prefill.go), never a resident copy.
+extern "C" __global__ void __launch_bounds__(256) deq_fp8_bf16(uint4* dst, const uint8_t* w, const float* scale, int n,
+                                                              int K, int b0, int b1, int nsc) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x; // 16-byte chunk
+    int per = K / 16;
+    if (i >= (long)n * per) return;
+    int r = i / per, c = (int)(i % per) * 16;
+    uint4 a = __ldg((const uint4*)(w + (long)r * K + c));
+    float s = scale[(r / b0) * nsc + c / b1];
+    uint32_t u[4] = {a.x, a.y, a.z, a.w}, o[8];
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        o[2 * q] = packbf(fp8f(u[q] & 0xff) * s, fp8f((u[q] >> 8) & 0xff) * s);
+        o[2 * q + 1] = packbf(fp8f((u[q] >> 16) & 0xff) * s, fp8f(u[q] >> 24) * s);
+    }
+    dst[2 * i] = make_uint4(o[0], o[1], o[2], o[3]);
+    dst[2 * i + 1] = make_uint4(o[4], o[5], o[6], o[7]);
+}
+
+// copy_cols_f32: y[r, c0+c] = t[r, c] for c < n (a chunked prefill GEMM's
+// output columns into the full-width result, ld columns per row).
+extern "C" __global__ void copy_cols_f32(float* y, const float* t, int rows, int n, int ld, int c0) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long)rows * n) return;
+    int r = i / n, c = i % n;
+    y[(long)r * ld + c0 + c] = t[i];
+}
+
 // Elementwise kernels take 4 elements per thread (16-byte accesses when
 // every pointer is aligned: prefill's activations, hundreds of MB per
 // layer at 4K tokens), a scalar tail otherwise.

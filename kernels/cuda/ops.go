@@ -182,6 +182,9 @@ func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Tensor, rows int) {
 		}
 		return
 	}
+	if fp8ok && b.fp8GEMM(dptr(dst), dptr(x), t, rows) {
+		return
+	}
 	f := fGemmGeneric
 	switch {
 	case bf16ok:

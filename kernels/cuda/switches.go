@@ -27,6 +27,7 @@ import (
 //	POCKET_GEMV_BLOCKS=N grouped GEMVs aim at N blocks per SM (default 2) when choosing warps per group
 //	POCKET_PREFILL_SPLITS=0 prefill attention never splits the context (see Attention)
 //	POCKET_LT_TUNE=1     prefill GEMM plans time cuBLASLt's candidate algorithms and keep the fastest
+//	POCKET_FP8_PREFILL=tf32 FP8 prefill GEMMs on the built-in tf32 kernel, not dequantized chunks on cuBLASLt
 //	POCKET_ATTN_BLOCKS=N, POCKET_ATTN_CHUNK=N decode attn_partial aims at N blocks per SM (16) with
 //	                     at least N positions per split (8)
 //	POCKET_QMV_WPR=1|2|4|8 batch-1 Q4_K/Q6_K/Q8_0 GEMVs (qmv) split each row group over that many warps (default: qmvWarps chooses)
@@ -45,6 +46,7 @@ var switches = struct {
 	attnBlocks      int
 	attnChunk       int
 	qmvWPR          int
+	noFP8Prefill    bool
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
 	attnOcc2:        os.Getenv("POCKET_ATTN_OCC") == "2",
@@ -59,6 +61,7 @@ var switches = struct {
 	attnPrefill:     os.Getenv("POCKET_ATTN_PREFILL"),
 	attnBlocks:      intSwitch("POCKET_ATTN_BLOCKS", 16, 1, 64),
 	attnChunk:       intSwitch("POCKET_ATTN_CHUNK", 8, 1, 4096),
+	noFP8Prefill:    os.Getenv("POCKET_FP8_PREFILL") == "tf32",
 	qmvWPR:          pow2Switch("POCKET_QMV_WPR", 8),
 }
 
