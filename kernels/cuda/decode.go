@@ -32,10 +32,11 @@ const (
 	dGemvR4
 	dGemvR48
 	dRopeStore
-	numDecodeFuncs
+	dF8MMA         // the tensor-core FP8 GEMVs of fp8mma.cu (fp8mma.go) from here
+	numDecodeFuncs = dF8MMA + numF8MMA
 )
 
-var decodeNames = [numDecodeFuncs]string{"gemv_norm_multi", "gemv_norm_multi8", "gemv_add", "gemv_add8",
+var decodeNames = [dF8MMA]string{"gemv_norm_multi", "gemv_norm_multi8", "gemv_add", "gemv_add8",
 	"gemv_norm_swiglu", "gemv_norm_swiglu8", "gemv_r4", "gemv_r48", "rope_store"}
 
 var _ kernels.FusedOps = (*Backend)(nil)
@@ -47,8 +48,11 @@ func (b *Backend) loadDecode() error {
 	for i, name := range decodeNames {
 		fns[name] = &b.dec[i]
 	}
-	_, err := loadModule(decodePTX, "decode", fns)
-	return err
+	if _, err := loadModule(decodePTX, "decode", fns); err != nil {
+		return err
+	}
+	b.loadF8MMA()
+	return nil
 }
 
 // runDec launches a decode.cu kernel, with PDL unless switched off.
@@ -174,6 +178,9 @@ func (b *Backend) NormMatMul(dst []kernels.Buf, x kernels.Buf, norm kernels.Tens
 		return true
 	}
 	defer b.exit()
+	if f.fp8 && b.f8mmaNormMatMul(dst, ptr(dptr(x)), ptr(nv), eps, ws, f) {
+		return true
+	}
 	wpr := b.groupWarps(cdiv(total, groupRows), f.chunks())
 	per := groupRows * 8 / wpr // rows per block
 	args := append([]uint64{ptr(dptr(x)), ptr(nv), f32(eps), i32(in), i32(wpr)}, f.args()...)
@@ -219,6 +226,9 @@ func (b *Backend) NormSwiGLU(act, x kernels.Buf, norm kernels.Tensor, eps float3
 		return true
 	}
 	defer b.exit()
+	if f.fp8 && b.f8mmaNormSwiGLU(ptr(dptr(act)), ptr(dptr(x)), ptr(nv), eps, g, u, f) {
+		return true
+	}
 	// A group is two gate and two up rows: two outputs.
 	wpr := b.groupWarps(cdiv(out, 2), f.chunks())
 	args := []uint64{ptr(dptr(act)), ptr(dptr(x)), ptr(nv), f32(eps), ptr(g.data), ptr(g.scale), ptr(u.data), ptr(u.scale),
@@ -245,6 +255,9 @@ func (b *Backend) MatMulAdd(acc, x kernels.Buf, w kernels.Tensor, rows int) bool
 		return true
 	}
 	defer b.exit()
+	if f.fp8 && b.f8mmaGemv(f8Add, ptr(dptr(acc)), ptr(dptr(x)), w.(*tensor)) {
+		return true
+	}
 	b.gemvGroups(f.variant(dGemvAdd), ptr(dptr(acc)), ptr(dptr(x)), w.(*tensor), f)
 	return true
 }

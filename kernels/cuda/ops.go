@@ -166,6 +166,7 @@ func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Tensor, rows int) {
 		case bf16ok:
 			wpr := b.warpsPerRow(out, in/8)
 			b.run(fGemvBF16+rows-1, cdiv(out, 8/wpr), 1, 256, y, xp, ptr(t.data), i32(out), i32(in), i32(wpr))
+		case fp8ok && rows == 1 && b.f8mmaGemv(f8R, y, xp, t): // tensor cores (fp8mma.go)
 		case fp8ok && rows == 1 && b.gemvR4(y, xp, t):
 		case fp8ok:
 			wpr := b.warpsPerRow(out, in/16)

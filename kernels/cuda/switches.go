@@ -27,6 +27,8 @@ import (
 //	POCKET_GEMV_BLOCKS=N grouped GEMVs aim at N blocks per SM (default 2) when choosing warps per group
 //	POCKET_PREFILL_SPLITS=0 prefill attention never splits the context (see Attention)
 //	POCKET_LT_TUNE=1     prefill GEMM plans time cuBLASLt's candidate algorithms and keep the fastest
+//	POCKET_FP8_MMA=0     one-row FP8 GEMVs on the grouped CUDA-core kernels (decode.cu), not the tensor-core
+//	                     ones (fp8mma.cu); =1|2|4|8 keeps them and forces that many warps per row tile
 //	POCKET_FP8_PREFILL=tf32 FP8 prefill GEMMs on the built-in tf32 kernel, not dequantized chunks on cuBLASLt
 //	POCKET_ATTN_BLOCKS=N, POCKET_ATTN_CHUNK=N decode attn_partial aims at N blocks per SM (16) with
 //	                     at least N positions per split (8)
@@ -46,6 +48,7 @@ var switches = struct {
 	attnBlocks      int
 	attnChunk       int
 	qmvWPR          int
+	fp8MMA          int
 	noFP8Prefill    bool
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
@@ -63,6 +66,7 @@ var switches = struct {
 	attnChunk:       intSwitch("POCKET_ATTN_CHUNK", 8, 1, 4096),
 	noFP8Prefill:    os.Getenv("POCKET_FP8_PREFILL") == "tf32",
 	qmvWPR:          pow2Switch("POCKET_QMV_WPR", 8),
+	fp8MMA:          intSwitch("POCKET_FP8_MMA", -1, 0, 8),
 }
 
 func fusedSwitch(v string) map[string]bool {
