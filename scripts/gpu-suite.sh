@@ -62,7 +62,11 @@ for stage in "$@"; do
   q35) # issue #6: Qwen3.5-27B FP8 decode (bar: 85% of the weight-bytes roofline); ncu detail of a GEMV
     model qwen3.5-27b-fp8 /tmp/m-qwen3.5-27b-fp8
     step bench-q35 200 $W bench --model /tmp/m-qwen3.5-27b-fp8 --prompt-tokens 512 --new-tokens 64 --json
+    for kv in ${Q35_AB:-}; do # e.g. Q35_AB="POCKET_FP8_MMA=0 POCKET_FP8_PREFILL=tf32"
+      step bench-q35-$kv 200 env ${kv//,/ } $W bench --model /tmp/m-qwen3.5-27b-fp8 --prompt-tokens 512 --new-tokens 64 --json
+    done
     for k in ${NCU_KERNELS:-gemv_add8}; do
+      [ "$k" = none ] && continue
       step ncu-$k 120 ncu --kernel-name $k --launch-skip 4 --launch-count 1 \
         --section SpeedOfLight --section ComputeWorkloadAnalysis --section SchedulerStats --section WarpStateStats \
         $W bench --model /tmp/m-qwen3.5-27b-fp8 --prompt-tokens 16 --new-tokens 4
