@@ -16,7 +16,14 @@
 //     the warps of other groups keep the loads in flight instead: qmv and
 //     qmv_swiglu are __launch_bounds__(256, 3), 80 registers, 24 warps
 //     per SM (qmv took 104, 2 blocks per SM, until its rows became one
-//     pointer and 32-bit offsets, QRowsO);
+//     pointer and 32-bit offsets, QRowsO). Instead of a second step in
+//     registers, each warp asks L2 for the step after the next one
+//     (prefetch.global.L2, qpf; POCKET_QMV_PF steps ahead, 0: none), so a
+//     step's loads find their lines on the way from DRAM: ~2 steps in
+//     flight per warp for one step's registers. Fitting it into 80
+//     registers took wpr as shifts (a power of two), qmv_swiglu's rows as
+//     two pointers (QRows2), and the output's matrix selected again after
+//     the GEMV rather than held through it;
 //   - every block quantizes the whole activation into its shared memory
 //     after griddepcontrol.wait (qxShared; times an RMSNorm weight, the
 //     norm's 1/rms applied to the dot products), so a fused op is one
@@ -69,10 +76,11 @@ struct QIn {
 // no separate quantize launch, no global scratch, nothing shared between
 // blocks, so it is correct under PDL and graph replay as it stands. With nw
 // it returns 1/rms of the raw x (the RMSNorm factor, applied to the dot
-// products; red: 8 floats of shared memory), else 1. All threads must call
+// products; red: 8 floats of shared memory), which qinv reads back after
+// the GEMV (rather than a register held through it). All threads must call
 // it (it synchronizes the block); in % 256 == 0, in <= QMV_MAXIN.
-__device__ __forceinline__ float qxShared(uint32_t* sq, float2* sx, float* red, const float* __restrict__ x,
-                                          const float* __restrict__ nw, int in, float eps) {
+__device__ __forceinline__ void qxShared(uint32_t* sq, float2* sx, float* red, const float* __restrict__ x,
+                                         const float* __restrict__ nw, int in) {
     const int n4 = in >> 2; // a multiple of 64: whole warps stay in the loop
     float ss = 0.f;
     for (int i = threadIdx.x; i < n4; i += 256) {
@@ -100,7 +108,10 @@ __device__ __forceinline__ float qxShared(uint32_t* sq, float2* sx, float* red, 
         if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
     }
     __syncthreads(); // sq, sx and red complete
-    if (nw == nullptr) return 1.f;
+}
+
+// qinv is the RMSNorm factor 1/rms from qxShared's sums of squares.
+__device__ __forceinline__ float qinv(const float* red, int in, float eps) {
     float t = 0.f;
 #pragma unroll
     for (int k = 0; k < 8; k++) t += red[k];
@@ -114,11 +125,20 @@ __device__ __forceinline__ void qxPrefetch(const float* nw, int in) {
     for (int i = threadIdx.x * 32; i < in; i += 256 * 32) asm volatile("prefetch.global.L2 [%0];" ::"l"(nw + i));
 }
 
+// qctaid is blockIdx.x read anew (asm volatile: the compiler cannot keep a
+// value derived from an earlier read alive instead of recomputing it).
+__device__ __forceinline__ int qctaid() {
+    int b;
+    asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(b));
+    return b;
+}
+
 // QT<F>: a lane's weights (W) and activations (X) of one 256-element block,
 // their loads and the dot product.
 template <int F> struct QT;
 
 template <> struct QT<Q4_K> {
+    static constexpr int BB = 144; // bytes per 256 elements
     struct W {
         uint4 hd, qv;
     };
@@ -162,6 +182,7 @@ template <> struct QT<Q4_K> {
 };
 
 template <> struct QT<Q6_K> {
+    static constexpr int BB = 210;
     struct W {
         uint32_t a[2], b[2], h[2], sc[2];
         uint32_t d;
@@ -210,6 +231,7 @@ template <> struct QT<Q6_K> {
 };
 
 template <> struct QT<Q8_0> {
+    static constexpr int BB = 8 * 34;
     struct W {
         uint32_t q[8];
         uint32_t d;
@@ -245,24 +267,34 @@ template <> struct QT<Q8_0> {
 
 // qdot leaves in acc this warp's share of the QR rows wr[] times the
 // activation x (times nw): steps s, s+ss, ... of 4 blocks (in/256 blocks
-// of 256 elements in all), and in inv qxShared's norm factor. It issues
-// its first step's weight loads (and the norm vector's prefetch), waits for
+// of 256 elements in all). It issues
+// its first step's weight loads, the L2 prefetch of the pf steps after it
+// (and of the norm vector), waits for
 // the predecessor kernel (PDL), then has the block quantize x into shared
 // memory (sm); an inactive warp (a group past the output) takes part in
 // that and stops.
-// Row addresses of a group: QR pointers (qmv_swiglu: gate and up rows of
-// two matrices), or for qmv one pointer and 32-bit offsets of the other
-// rows from it (QR - 1 registers fewer; rows of one matrix are at most 3
-// row lengths apart), which kept qmv at 80 registers without spills.
-struct QRowsP {
-    const uint8_t* p[QR];
-    __device__ __forceinline__ const uint8_t* operator[](int r) const { return p[r]; }
-};
+// Row addresses of a group, in as few registers as they allow (the kernels
+// sit at 80 registers, 3 blocks per SM): for qmv one pointer and 32-bit
+// offsets of the other rows from it (rows of one matrix are at most 3 row
+// lengths apart); for qmv_swiglu the gate and up rows and the distance to
+// the second ones (rb, or 0 past the output; QR pointers spilled once the
+// L2 prefetch came).
 struct QRowsO {
     const uint8_t* p;
-    uint32_t o[QR];
-    __device__ __forceinline__ const uint8_t* operator[](int r) const { return p + o[r]; }
+    uint32_t o[QR - 1]; // rows 1.. (row 0 is p)
+    __device__ __forceinline__ const uint8_t* operator[](int r) const { return r == 0 ? p : p + o[r - 1]; }
+    // row is operator[] for an r known only at run time (no local array).
+    __device__ __forceinline__ const uint8_t* row(int r) const {
+        return p + (r == 3 ? o[2] : r == 2 ? o[1] : r == 1 ? o[0] : 0u);
+    }
 };
+struct QRows2 {
+    const uint8_t *g, *u;
+    uint32_t d;
+    __device__ __forceinline__ const uint8_t* operator[](int r) const { return (r < QR / 2 ? g : u) + (r & 1) * d; }
+    __device__ __forceinline__ const uint8_t* row(int r) const { return (*this)[r]; }
+};
+static_assert(QR == 4, "QRows2 holds two gate and two up rows");
 
 // QSmem is a block's shared memory: the quantized activation and the
 // reductions.
@@ -273,10 +305,22 @@ struct QSmem {
     float ss[8];
 };
 
+// qpf asks L2 for step s's weights of the QR rows ahead of their loads
+// (prefetch: no registers held, unlike a second step of loads in flight).
+// A step's 4 blocks of one row are contiguous (576, 840 or 1088 bytes for
+// Q4_K, Q6_K, Q8_0): the 8 lanes l of row l/8 ask for the 128-byte lines at
+// offsets 128·(l%8) from its start, which covers all of it but the last
+// line's few bytes when it is not line-aligned (and Q8_0's last 64 bytes).
+template <int F, class Rows> __device__ __forceinline__ void qpf(const Rows& wr, int s, int nb) {
+    const int lane = threadIdx.x & 31, off = 4 * s * QT<F>::BB + 128 * (lane & 7), r = lane >> 3;
+    if (off >= nb * QT<F>::BB) return;
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(wr.row(r) + off));
+}
+
 template <int F, class Rows>
 __device__ __forceinline__ void qdot(const Rows& wr, QSmem& sm, const float* __restrict__ x,
-                                     const float* __restrict__ nw, float eps, int in, int s, int ss, bool active,
-                                     float (&acc)[QR], float& inv) {
+                                     const float* __restrict__ nw, int in, int s, int ss, int pf,
+                                     bool active, float (&acc)[QR]) {
     const int lane = threadIdx.x & 31, j = lane & 7, nb = in >> 8;
 #pragma unroll
     for (int r = 0; r < QR; r++) acc[r] = 0.f;
@@ -289,7 +333,7 @@ __device__ __forceinline__ void qdot(const Rows& wr, QSmem& sm, const float* __r
     qxPrefetch(nw, in);
     qPdlLaunch();
     qPdlWait();
-    inv = qxShared(sm.xq, sm.xs, sm.ss, x, nw, in, eps);
+    qxShared(sm.xq, sm.xs, sm.ss, x, nw, in);
     if (!active) return;
     const uint8_t* xq = (const uint8_t*)sm.xq;
     for (; 4 * s < nb; s += ss) {
@@ -304,6 +348,7 @@ __device__ __forceinline__ void qdot(const Rows& wr, QSmem& sm, const float* __r
 #pragma unroll
             for (int r = 0; r < QR; r++) QT<F>::ldW(cur[r], wr[r], b, j);
         }
+        if (pf > 0) qpf<F>(wr, s + (pf + 1) * ss, nb);
     }
 }
 
@@ -319,41 +364,31 @@ __device__ __forceinline__ void qsums(float (*red)[QR], const float (&acc)[QR]) 
     __syncthreads();
 }
 
-// qmvBlock is block blk of y = W·x (mode: plain, add into y, or times the
-// norm factor of x, x then multiplied by nw before rounding): 8/wpr groups
-// of QR rows.
+// qmvBlock is block blk of W·x (x multiplied by nw before rounding when
+// nw is not null): 8/wpr groups of QR rows, whose warps' sums it leaves in
+// sm.red (and x's sums of squares in sm.ss: qinv).
 template <int F>
-__device__ __forceinline__ void qmvBlock(QSmem& sm, float* y, const uint8_t* w, long rb, int out, int blk,
-                                         const float* x, const float* nw, float eps, int in, int wpr, int mode) {
-    const int warp = threadIdx.x >> 5, G = 8 / wpr;
-    const int base = (blk * G + warp / wpr) * QR;
+__device__ __forceinline__ void qmvBlock(QSmem& sm, const uint8_t* w, long rb, int out, int blk, const float* x,
+                                         const float* nw, int in, int wpr, int pf) {
+    const int warp = threadIdx.x >> 5, lw = __ffs(wpr) - 1, G = 8 >> lw; // wpr: a power of two
+    const int base = (blk * G + (warp >> lw)) * QR;
     QRowsO wr;
     wr.p = w + (long)min(base, out - 1) * rb;
 #pragma unroll
-    for (int r = 0; r < QR; r++) wr.o[r] = (uint32_t)((min(base + r, out - 1) - min(base, out - 1)) * rb);
-    float acc[QR], inv;
-    qdot<F>(wr, sm, x, mode == QMV_NORM ? nw : nullptr, eps, in, warp % wpr, wpr, base < out, acc, inv);
+    for (int r = 1; r < QR; r++) wr.o[r - 1] = (uint32_t)((min(base + r, out - 1) - min(base, out - 1)) * rb);
+    float acc[QR];
+    qdot<F>(wr, sm, x, nw, in, warp & (wpr - 1), wpr, pf, base < out, acc);
     qsums(sm.red, acc);
-    const int t = threadIdx.x;
-    if (t < G * QR) {
-        const int g = t / QR, r = t % QR, o = (blk * G + g) * QR + r;
-        if (o < out) {
-            float v = 0.f;
-            for (int i = 0; i < wpr; i++) v += sm.red[g * wpr + i][r];
-            if (mode == QMV_NORM) v *= inv;
-            y[o] = mode == QMV_ADD ? y[o] + v : v;
-        }
-    }
 }
 
-__device__ __forceinline__ void qmvMat(QSmem& sm, int f, float* y, const uint8_t* w, long rb, int out, int blk,
-                                       const float* x, const float* nw, float eps, int in, int wpr, int mode) {
+__device__ __forceinline__ void qmvMat(QSmem& sm, int f, const uint8_t* w, long rb, int out, int blk, const float* x,
+                                       const float* nw, int in, int wpr, int pf) {
     if (f == Q4_K)
-        qmvBlock<Q4_K>(sm, y, w, rb, out, blk, x, nw, eps, in, wpr, mode);
+        qmvBlock<Q4_K>(sm, w, rb, out, blk, x, nw, in, wpr, pf);
     else if (f == Q6_K)
-        qmvBlock<Q6_K>(sm, y, w, rb, out, blk, x, nw, eps, in, wpr, mode);
+        qmvBlock<Q6_K>(sm, w, rb, out, blk, x, nw, in, wpr, pf);
     else
-        qmvBlock<Q8_0>(sm, y, w, rb, out, blk, x, nw, eps, in, wpr, mode);
+        qmvBlock<Q8_0>(sm, w, rb, out, blk, x, nw, in, wpr, pf);
 }
 
 // qmv: y_i = W_i · x for up to four matrices sharing x (in % 256 == 0, in
@@ -362,52 +397,74 @@ __device__ __forceinline__ void qmvMat(QSmem& sm, int f, float* y, const uint8_t
 // matrix 1, ... (unused matrices: out 0).
 #define QMV_MAT(i) float *y##i, const uint8_t *w##i, long rb##i, int out##i, int f##i
 extern "C" __global__ void __launch_bounds__(256, 3) qmv(const float* __restrict__ x, const float* __restrict__ nw,
-                                                     float eps, int in, int wpr, int mode, QMV_MAT(0), int n0,
+                                                     float eps, int in, int wpr, int pf, int mode, QMV_MAT(0), int n0,
                                                      QMV_MAT(1), int n1, QMV_MAT(2), int n2, QMV_MAT(3)) {
     __shared__ __align__(16) QSmem sm;
     // The block's matrix by selection (one inlined copy of the GEMV; an
-    // indexed array of the parameters would live in local memory).
-    const int b = blockIdx.x;
-    float* y = y3;
-    const uint8_t* w = w3;
-    long rb = rb3;
-    int out = out3, f = f3, blk = b - n2;
-    if (b < n0) {
-        y = y0, w = w0, rb = rb0, out = out0, f = f0, blk = b;
-    } else if (b < n1) {
-        y = y1, w = w1, rb = rb1, out = out1, f = f1, blk = b - n0;
-    } else if (b < n2) {
-        y = y2, w = w2, rb = rb2, out = out2, f = f2, blk = b - n1;
+    // indexed array of the parameters would live in local memory), made
+    // again for the output (holding y, out and blk through the GEMV cost
+    // registers that the weight prefetch needs).
+    {
+        const int b = qctaid();
+        const uint8_t* w = w3;
+        long rb = rb3;
+        int out = out3, f = f3, blk = b - n2;
+        if (b < n0) {
+            w = w0, rb = rb0, out = out0, f = f0, blk = b;
+        } else if (b < n1) {
+            w = w1, rb = rb1, out = out1, f = f1, blk = b - n0;
+        } else if (b < n2) {
+            w = w2, rb = rb2, out = out2, f = f2, blk = b - n1;
+        }
+        qmvMat(sm, f, w, rb, out, blk, x, mode == QMV_NORM ? nw : nullptr, in, wpr, pf);
     }
-    qmvMat(sm, f, y, w, rb, out, blk, x, nw, eps, in, wpr, mode);
+    const int b = qctaid();
+    float* y = y3;
+    int out = out3, blk = b - n2;
+    if (b < n0) {
+        y = y0, out = out0, blk = b;
+    } else if (b < n1) {
+        y = y1, out = out1, blk = b - n0;
+    } else if (b < n2) {
+        y = y2, out = out2, blk = b - n1;
+    }
+    const int t = threadIdx.x, G = 8 >> (__ffs(wpr) - 1);
+    if (t < G * QR) {
+        const int g = t / QR, r = t % QR, o = (blk * G + g) * QR + r;
+        if (o < out) {
+            float v = 0.f;
+            for (int i = 0; i < wpr; i++) v += sm.red[g * wpr + i][r];
+            if (mode == QMV_NORM) v *= qinv(sm.ss, in, eps);
+            y[o] = mode == QMV_ADD ? y[o] + v : v;
+        }
+    }
 }
 
 // qmvSwiGLU: act = silu(Wg · rmsnorm(x)) * (Wu · rmsnorm(x)); a group is
 // gate rows o, o+1 and up rows o, o+1.
 template <int F>
 __device__ __forceinline__ void qmvSwiGLU(QSmem& sm, float* act, const float* x, const float* nw, float eps, int in,
-                                          int wpr, const uint8_t* wg, const uint8_t* wu, long rb, int out) {
-    const int warp = threadIdx.x >> 5, G = 8 / wpr;
-    const int base = (blockIdx.x * G + warp / wpr) * (QR / 2);
-    QRowsP wr;
-#pragma unroll
-    for (int r = 0; r < QR / 2; r++) {
-        const long o = min(base + r, out - 1);
-        wr.p[r] = wg + o * rb;
-        wr.p[QR / 2 + r] = wu + o * rb;
-    }
-    float acc[QR], inv;
-    qdot<F>(wr, sm, x, nw, eps, in, warp % wpr, wpr, base < out, acc, inv);
+                                          int wpr, int pf, const uint8_t* wg, const uint8_t* wu, long rb, int out) {
+    const int warp = threadIdx.x >> 5, lw = __ffs(wpr) - 1, G = 8 >> lw; // wpr: a power of two
+    const int base = (blockIdx.x * G + (warp >> lw)) * (QR / 2);
+    const long first = min(base, out - 1);
+    QRows2 wr;
+    wr.g = wg + first * rb;
+    wr.u = wu + first * rb;
+    wr.d = base + 1 < out ? (uint32_t)rb : 0u;
+    float acc[QR];
+    qdot<F>(wr, sm, x, nw, in, warp & (wpr - 1), wpr, pf, base < out, acc);
     qsums(sm.red, acc);
     const int t = threadIdx.x;
     if (t < G * (QR / 2)) {
-        const int g = t / (QR / 2), r = t % (QR / 2), o = (blockIdx.x * G + g) * (QR / 2) + r;
+        const int g = t / (QR / 2), r = t % (QR / 2), o = (qctaid() * G + g) * (QR / 2) + r;
         if (o < out) {
             float gv = 0.f, uv = 0.f;
             for (int i = 0; i < wpr; i++) {
                 gv += sm.red[g * wpr + i][r];
                 uv += sm.red[g * wpr + i][QR / 2 + r];
             }
+            const float inv = qinv(sm.ss, in, eps);
             gv *= inv;
             uv *= inv;
             act[o] = gv / (1.f + expf(-gv)) * uv;
@@ -417,13 +474,13 @@ __device__ __forceinline__ void qmvSwiGLU(QSmem& sm, float* act, const float* x,
 
 extern "C" __global__ void __launch_bounds__(256, 3) qmv_swiglu(float* act, const float* __restrict__ x,
                                                             const float* __restrict__ nw, float eps, int in, int wpr,
-                                                            int f, const uint8_t* wg, const uint8_t* wu, long rb,
+                                                            int pf, int f, const uint8_t* wg, const uint8_t* wu, long rb,
                                                             int out) {
     __shared__ __align__(16) QSmem sm;
     if (f == Q4_K)
-        qmvSwiGLU<Q4_K>(sm, act, x, nw, eps, in, wpr, wg, wu, rb, out);
+        qmvSwiGLU<Q4_K>(sm, act, x, nw, eps, in, wpr, pf, wg, wu, rb, out);
     else if (f == Q6_K)
-        qmvSwiGLU<Q6_K>(sm, act, x, nw, eps, in, wpr, wg, wu, rb, out);
+        qmvSwiGLU<Q6_K>(sm, act, x, nw, eps, in, wpr, pf, wg, wu, rb, out);
     else
-        qmvSwiGLU<Q8_0>(sm, act, x, nw, eps, in, wpr, wg, wu, rb, out);
+        qmvSwiGLU<Q8_0>(sm, act, x, nw, eps, in, wpr, pf, wg, wu, rb, out);
 }

@@ -24,7 +24,9 @@ import (
 // against 7, 5 and 3 for the unfused ops. Rows longer than qmvMaxIn go to
 // the v1 kernels. POCKET_QGEMV=v1 keeps the first int8 kernels (qx_quant +
 // qgemv8_*, one launch pair per GEMV, no fused ops); POCKET_QGEMV=exact the
-// fp32 GEMV (no fused ops either). POCKET_QMV_WPR forces qmvWarps's choice.
+// fp32 GEMV (no fused ops either). POCKET_QMV_WPR forces qmvWarps's choice;
+// POCKET_QMV_PF sets how many steps past the one in registers a warp asks
+// L2 for (prefetch.global.L2; 0: none).
 
 // qmv modes (quant_mmv.cuh).
 const (
@@ -109,7 +111,7 @@ func (b *Backend) qmvLaunch(mode int, x, nw cu.DevicePtr, eps float32, in int, y
 	}
 	wpr := b.qmvWarps(groups, in)
 	per := qmvRows * 8 / wpr // rows per block
-	args := []uint64{ptr(x), ptr(nw), f32(eps), i32(in), i32(wpr), i32(mode)}
+	args := []uint64{ptr(x), ptr(nw), f32(eps), i32(in), i32(wpr), i32(switches.qmvPF), i32(mode)}
 	blocks := 0
 	for i := range 4 {
 		j := min(i, len(ts)-1)
@@ -190,7 +192,7 @@ func (b *Backend) quantNormSwiGLU(act, x kernels.Buf, nv cu.DevicePtr, eps float
 	// A group is two gate and two up rows: two outputs.
 	wpr := b.qmvWarps(cdiv(out, 2), in)
 	b.runQ(b.q.swi, cdiv(out, 2*8/wpr), 256, ptr(dptr(act)), ptr(dptr(x)), ptr(nv), f32(eps), i32(in), i32(wpr),
-		i32(int(g.w.DType)), ptr(g.data), ptr(u.data), uint64(g.rowBytes()), i32(out))
+		i32(switches.qmvPF), i32(int(g.w.DType)), ptr(g.data), ptr(u.data), uint64(g.rowBytes()), i32(out))
 	return true
 }
 

@@ -33,6 +33,7 @@ import (
 //	POCKET_ATTN_BLOCKS=N, POCKET_ATTN_CHUNK=N decode attn_partial aims at N blocks per SM (16) with
 //	                     at least N positions per split (8)
 //	POCKET_QMV_WPR=1|2|4|8 batch-1 Q4_K/Q6_K/Q8_0 GEMVs (qmv) split each row group over that many warps (default: qmvWarps chooses)
+//	POCKET_QMV_PF=N      qmv warps prefetch N steps of weights into L2 past the one in registers (default 1; 0: none)
 var switches = struct {
 	noCublasLt      bool
 	attnOcc2        bool
@@ -49,6 +50,7 @@ var switches = struct {
 	attnChunk       int
 	qmvWPR          int
 	fp8MMA          int
+	qmvPF           int
 	noFP8Prefill    bool
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
@@ -67,6 +69,7 @@ var switches = struct {
 	noFP8Prefill:    os.Getenv("POCKET_FP8_PREFILL") == "tf32",
 	qmvWPR:          pow2Switch("POCKET_QMV_WPR", 8),
 	fp8MMA:          intSwitch("POCKET_FP8_MMA", -1, 0, 8),
+	qmvPF:           intSwitch("POCKET_QMV_PF", 1, 0, 4),
 }
 
 func fusedSwitch(v string) map[string]bool {
