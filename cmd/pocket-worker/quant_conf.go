@@ -34,8 +34,8 @@ func (c *conf) quant() {
 			// qmv (quant_mmv.cuh): row counts off its 4 rows per warp and
 			// 16/wpr rows per block, block counts off its steps of 4.
 			shapes = append(shapes, mm{1, 7, 256}, mm{1, 33, 1280}, mm{1, 4099, 4096}, mm{1, 513, 12288}, mm{1, 130, 768})
-			// Its longest row (the int8 activation fills the block's shared
-			// memory) and one past it (the v1 kernels).
+			// Long rows: 32 steps per warp (the L2 prefetch runs ahead
+			// through all of them) and a ragged count of 1024-wide steps.
 			shapes = append(shapes, mm{1, 40, 32768}, mm{1, 40, 32768 + 256})
 		}
 		if _, _, lattice := quant.Lattice(dt); lattice {
@@ -206,7 +206,7 @@ func (c *conf) quantMatMul(dt kernels.DType, rows, out, in int) {
 	c.check("QMatMul", shape, yg, yh, rows*out, tol)
 }
 
-// The int8-activation kernels (qmv, and v1's qx_quant +
+// The int8-activation kernels (qx_norm + qmv, and v1's qx_quant +
 // qgemv8_*) round the activation per 32 elements to d·q, d = max|x|/127,
 // q = round(x/d) (ties to even), and sum exactly by dp4a. That rounding
 // alone gives an NMSE against the fp32 result that depends on the input,
@@ -239,8 +239,8 @@ func (c *conf) normVec(n int) (v []float32, g, h kernels.Tensor) {
 	return v, g, h
 }
 
-// normInt8 is a CPU buffer of the normed activation as qmv (norm mode)
-// sees it: x·γ rounded to int8 (the same fp32 products, so the
+// normInt8 is a CPU buffer of the normed activation as qx_norm + qmv
+// (norm mode) see it: x·γ rounded to int8 (the same fp32 products, so the
 // same integers; rounding RMSNorm's output instead would turn the odd tie
 // the other way), times 1/rms.
 func (c *conf) normInt8(x, gam []float32, eps float64) kernels.Buf {

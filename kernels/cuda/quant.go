@@ -21,10 +21,9 @@ import (
 //   - MatMul with ≤ 32 rows: a GEMV per format (qgemv_*, passes of ≤ 8 rows), fp32 sums;
 //     except one row (decode) of Q4_K, Q6_K and Q8_0: the activations are
 //     rounded to int8 per 32 elements and the GEMV sums by dp4a,
-//     llama.cpp's mmvq scheme (NMSE ~1e-5): qmv, which quantizes in
-//     each block's shared memory (quant_mmv.go, which also implements the
-//     FusedOps for these formats), or with POCKET_QGEMV=v1 (and rows over
-//     32768) the first kernels qx_quant + qgemv8_*;
+//     llama.cpp's mmvq scheme (NMSE ~1e-5): qx_norm + qmv (quant_mmv.go,
+//     which also implements the FusedOps for these formats), or with
+//     POCKET_QGEMV=v1 the first kernels qx_quant + qgemv8_*;
 //     POCKET_QGEMV=exact keeps the fp32 GEMV for these too;
 //   - MatMul with more rows (prefill): the weight is dequantized to bf16 into
 //     a scratch buffer, at most quantScratch bytes of it at a time (row
@@ -104,6 +103,7 @@ type quantMod struct {
 	iqErr   error // why the lattice codebooks could not be filled (their formats then refuse to load)
 	copy    cFunc
 	qx      cFunc        // qx_quant
+	qxn     cFunc        // qx_norm (quant_mmv.go)
 	mv, swi cFunc        // qmv, qmv_swiglu (quant_mmv.go)
 	xq      cu.DevicePtr // int8 activations: xs (float2 per 32) then xq
 	xqN     int64
@@ -135,6 +135,9 @@ func (b *Backend) quantModule() (*quantMod, error) {
 		return nil, err
 	}
 	if q.qx, err = get("qx_quant"); err != nil {
+		return nil, err
+	}
+	if q.qxn, err = get("qx_norm"); err != nil {
 		return nil, err
 	}
 	if q.mv, err = get("qmv"); err != nil {

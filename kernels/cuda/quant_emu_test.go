@@ -1,6 +1,6 @@
 package cuda
 
-// A CPU emulation of the batch-1 int8 GEMVs (qmv, quant_mmv.cuh):
+// A CPU emulation of the batch-1 int8 GEMVs (qx_norm + qmv, quant_mmv.cuh):
 // the activation is rounded to int8 per 32 elements with d = max|x|/127 and
 // the dp4a sums are exact, so the kernels compute Σ_i w_i·d_b·q_i (w_i the
 // exactly decoded weights) up to fp32 rounding. It measures the NMSE that
@@ -46,7 +46,7 @@ func emuF16(f float32) uint16 {
 	return uint16(h)
 }
 
-// emuInt8 is x as qmv rounds it: per 32 elements d·round(x·127/max|x|).
+// emuInt8 is x as qx_norm leaves it: per 32 elements d·round(x·127/max|x|).
 func emuInt8(x []float32) []float64 {
 	y := make([]float64, len(x))
 	for b := 0; b < len(x); b += 32 {

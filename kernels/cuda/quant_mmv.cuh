@@ -24,15 +24,17 @@
 //     registers took wpr as shifts (a power of two), qmv_swiglu's rows as
 //     two pointers (QRows2), and the output's matrix selected again after
 //     the GEMV rather than held through it;
-//   - every block quantizes the whole activation into its shared memory
-//     after griddepcontrol.wait (qxShared; times an RMSNorm weight, the
-//     norm's 1/rms applied to the dot products), so a fused op is one
-//     launch: a separate quantize kernel (qx_norm until now) cost a kernel
-//     boundary, ~1-2 us in a graph, before each of a layer's 4 GEMV
-//     launches. The redundant work is ~in/256 float4 loads per thread, from
-//     L1/L2; the activation loads of the dot products are then ld.shared;
-//   - one launch covers up to four matrices (q, k, v) of any of the three
-//     formats, or gate and up with the SwiGLU formed where both dots end.
+//   - the activation is quantized once per distinct x by qx_norm (which can
+//     multiply by an RMSNorm weight and leave the partial sums of squares,
+//     so the norm's 1/rms is applied to the dot products), and one launch
+//     covers up to four matrices (q, k, v) of any of the three formats, or
+//     gate and up with the SwiGLU formed where both dots end.
+//     (Quantizing inside every qmv block instead, into shared memory after
+//     griddepcontrol.wait, e198111, saved the qx_norm launch but made the
+//     Q4_K_M decode 367.7 -> 291.3 tok/s on an H200: every block redid
+//     the whole row's loads, two IEEE divisions per 32 elements and two
+//     block barriers before its first dot product, ~a quarter of the GEMV's
+//     instructions for a 32-row block and as many for an 8-row one.)
 //
 // Lane mapping per 256-element block (j = lane % 8) as the v1 kernels:
 // Q4_K lane j reads qs bytes 16j..16j+15 (sub-blocks 2c, 2c+1 with c = j/2,
@@ -56,73 +58,46 @@ __device__ __forceinline__ uint4 ldnc(const void* p) {
     return r;
 }
 
-// QMV_MAXIN is the longest row qmv and qmv_swiglu take: each block holds
-// the int8 activation in shared memory (QMV_MAXIN bytes of values, QMV_MAXIN
-// / 32 float2 scales: 40 KiB static, 3 blocks per SM).
-#define QMV_MAXIN 32768
-
-// QIn is a block's activation: the int8 values (xq, in bytes) and their
-// {d, Σq} per 32 elements (xs), both in shared memory.
-struct QIn {
-    const uint8_t* xq;
-    const float2* xs;
-};
-
-// qxShared rounds x (times nw when nw is not null) to int8 per 32 elements
-// into the block's shared memory, as the first int8 kernels (qx_quant) do:
-// d = max|v|/127, q = rn(v·127/max|v|), and Σq per 32 for the Q4_K min
-// term. Every block of a launch quantizes the whole row itself (the same
-// fp32 operations in the same order, so every block holds the same values):
-// no separate quantize launch, no global scratch, nothing shared between
-// blocks, so it is correct under PDL and graph replay as it stands. With nw
-// it returns 1/rms of the raw x (the RMSNorm factor, applied to the dot
-// products; red: 8 floats of shared memory), which qinv reads back after
-// the GEMV (rather than a register held through it). All threads must call
-// it (it synchronizes the block); in % 256 == 0, in <= QMV_MAXIN.
-__device__ __forceinline__ void qxShared(uint32_t* sq, float2* sx, float* red, const float* __restrict__ x,
-                                         const float* __restrict__ nw, int in) {
-    const int n4 = in >> 2; // a multiple of 64: whole warps stay in the loop
-    float ss = 0.f;
-    for (int i = threadIdx.x; i < n4; i += 256) {
-        float4 v = __ldg((const float4*)x + i);
-        if (nw != nullptr) {
-            ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+// qx_norm rounds x (times nw when nw is not null) to int8 per 32 elements
+// as qx_quant does, and with nw also leaves block i's sum of the squares of
+// the raw x in ssp[i] (n/1024 rounded up blocks of 256 threads; n % 4 == 0).
+extern "C" __global__ void __launch_bounds__(256) qx_norm(uint32_t* xq, float2* xs, float* ssp, const float* x,
+                                                         const float* nw, int n) {
+    __shared__ float red[8];
+    qPdlWait(); // x is the predecessor's output; xq may still be read by it
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const bool ok = i < (n >> 2);
+    float4 v = ok ? __ldg((const float4*)x + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+    if (nw != nullptr) {
+        float ss = v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+        ss = warpSum(ss);
+        if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+        if (ok) {
             const float4 g = __ldg((const float4*)nw + i);
             v = make_float4(v.x * g.x, v.y * g.y, v.z * g.z, v.w * g.w);
         }
-        float am = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float t = 0.f;
+            for (int k = 0; k < 8; k++) t += red[k];
+            ssp[blockIdx.x] = t;
+        }
+    }
+    qPdlLaunch();
+    float am = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
 #pragma unroll
-        for (int o = 1; o < 8; o <<= 1) am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, o));
-        const float d = am / 127.f, id = am > 0.f ? 127.f / am : 0.f;
-        const int q0 = __float2int_rn(v.x * id), q1 = __float2int_rn(v.y * id), q2 = __float2int_rn(v.z * id),
-                  q3 = __float2int_rn(v.w * id);
-        int s = q0 + q1 + q2 + q3;
+    for (int o = 1; o < 8; o <<= 1) am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, o));
+    const float d = am / 127.f, id = am > 0.f ? 127.f / am : 0.f;
+    const int q0 = __float2int_rn(v.x * id), q1 = __float2int_rn(v.y * id), q2 = __float2int_rn(v.z * id),
+              q3 = __float2int_rn(v.w * id);
+    int s = q0 + q1 + q2 + q3;
 #pragma unroll
-        for (int o = 1; o < 8; o <<= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-        sq[i] = (uint32_t)(q0 & 0xff) | ((uint32_t)(q1 & 0xff) << 8) | ((uint32_t)(q2 & 0xff) << 16) |
+    for (int o = 1; o < 8; o <<= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (ok) {
+        xq[i] = (uint32_t)(q0 & 0xff) | ((uint32_t)(q1 & 0xff) << 8) | ((uint32_t)(q2 & 0xff) << 16) |
                 ((uint32_t)(q3 & 0xff) << 24);
-        if ((i & 7) == 0) sx[i >> 3] = make_float2(d, (float)s);
+        if ((i & 7) == 0) xs[i >> 3] = make_float2(d, (float)s);
     }
-    if (nw != nullptr) {
-        ss = warpSum(ss);
-        if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
-    }
-    __syncthreads(); // sq, sx and red complete
-}
-
-// qinv is the RMSNorm factor 1/rms from qxShared's sums of squares.
-__device__ __forceinline__ float qinv(const float* red, int in, float eps) {
-    float t = 0.f;
-#pragma unroll
-    for (int k = 0; k < 8; k++) t += red[k];
-    return rsqrtf(t / in + eps);
-}
-
-// qxPrefetch asks L2 for the norm vector (a weight: it may be read before
-// griddepcontrol.wait), one 128-byte line per thread.
-__device__ __forceinline__ void qxPrefetch(const float* nw, int in) {
-    if (nw == nullptr) return;
-    for (int i = threadIdx.x * 32; i < in; i += 256 * 32) asm volatile("prefetch.global.L2 [%0];" ::"l"(nw + i));
 }
 
 // qctaid is blockIdx.x read anew (asm volatile: the compiler cannot keep a
@@ -154,10 +129,10 @@ template <> struct QT<Q4_K> {
     }
     static __device__ __forceinline__ void ldX(X& x, const uint8_t* xq, const float2* xs, int b, int j) {
         const int c = j >> 1, h = j & 1;
-        const uint8_t* xb = xq + (b << 8) + 64 * c + 16 * h;
-        x.x0 = *(const int4*)xb;
-        x.x1 = *(const int4*)(xb + 32);
-        x.s = *(const float4*)(xs + 8 * b + 2 * c);
+        const uint8_t* xb = xq + ((long)b << 8) + 64 * c + 16 * h;
+        x.x0 = __ldg((const int4*)xb);
+        x.x1 = __ldg((const int4*)(xb + 32));
+        x.s = __ldg((const float4*)(xs + 8 * (long)b + 2 * c));
     }
     static __device__ __forceinline__ float dot(const W& w, const X& x, int j) {
         const uint32_t M = 0x0F0F0F0Fu;
@@ -203,12 +178,12 @@ template <> struct QT<Q6_K> {
     }
     static __device__ __forceinline__ void ldX(X& x, const uint8_t* xq, const float2* xs, int b, int t) {
         const int n = t >> 2, l8 = t & 3;
-        const uint8_t* xb = xq + (b << 8) + 128 * n + 8 * l8;
+        const uint8_t* xb = xq + ((long)b << 8) + 128 * n + 8 * l8;
 #pragma unroll
-        for (int k = 0; k < 4; k++) x.x[k] = *(const int2*)(xb + 32 * k);
-        const float2* sp = xs + 8 * b + 4 * n;
-        x.s01 = *(const float4*)sp;
-        x.s23 = *(const float4*)(sp + 2);
+        for (int k = 0; k < 4; k++) x.x[k] = __ldg((const int2*)(xb + 32 * k));
+        const float2* sp = xs + 8 * (long)b + 4 * n;
+        x.s01 = __ldg((const float4*)sp);
+        x.s23 = __ldg((const float4*)(sp + 2));
     }
     static __device__ __forceinline__ float dot(const W& w, const X& x, int t) {
         const uint32_t M = 0x0F0F0F0Fu, H = 0x30303030u;
@@ -247,10 +222,10 @@ template <> struct QT<Q8_0> {
         w.d = __ldg((const unsigned short*)blk);
     }
     static __device__ __forceinline__ void ldX(X& x, const uint8_t* xq, const float2* xs, int b, int j) {
-        const int g = 8 * b + j;
-        x.x0 = *(const int4*)(xq + 32 * g);
-        x.x1 = *(const int4*)(xq + 32 * g + 16);
-        x.s = xs[g];
+        const long g = 8 * (long)b + j;
+        x.x0 = __ldg((const int4*)(xq + 32 * g));
+        x.x1 = __ldg((const int4*)(xq + 32 * g + 16));
+        x.s = __ldg(xs + g);
     }
     static __device__ __forceinline__ float dot(const W& w, const X& x, int) {
         int s = dp4(w.q[0], x.x0.x, 0);
@@ -265,14 +240,6 @@ template <> struct QT<Q8_0> {
     }
 };
 
-// qdot leaves in acc this warp's share of the QR rows wr[] times the
-// activation x (times nw): steps s, s+ss, ... of 4 blocks (in/256 blocks
-// of 256 elements in all). It issues
-// its first step's weight loads, the L2 prefetch of the pf steps after it
-// (and of the norm vector), waits for
-// the predecessor kernel (PDL), then has the block quantize x into shared
-// memory (sm); an inactive warp (a group past the output) takes part in
-// that and stops.
 // Row addresses of a group, in as few registers as they allow (the kernels
 // sit at 80 registers, 3 blocks per SM): for qmv one pointer and 32-bit
 // offsets of the other rows from it (rows of one matrix are at most 3 row
@@ -296,15 +263,6 @@ struct QRows2 {
 };
 static_assert(QR == 4, "QRows2 holds two gate and two up rows");
 
-// QSmem is a block's shared memory: the quantized activation and the
-// reductions.
-struct QSmem {
-    uint32_t xq[QMV_MAXIN / 4];
-    float2 xs[QMV_MAXIN / 32];
-    float red[8][QR];
-    float ss[8];
-};
-
 // qpf asks L2 for step s's weights of the QR rows ahead of their loads
 // (prefetch: no registers held, unlike a second step of loads in flight).
 // A step's 4 blocks of one row are contiguous (576, 840 or 1088 bytes for
@@ -317,11 +275,16 @@ template <int F, class Rows> __device__ __forceinline__ void qpf(const Rows& wr,
     asm volatile("prefetch.global.L2 [%0];" ::"l"(wr.row(r) + off));
 }
 
+// qdot leaves in acc this warp's share of the QR rows wr[] times the
+// quantized activation: steps s, s+ss, ... of 4 blocks (in/256 blocks of
+// 256 elements in all), each step's loads followed by the L2 prefetch of
+// the step pf past it. It waits for the predecessor kernel (PDL) after
+// issuing its first step's weight loads; an inactive warp (a group past
+// the output) only waits.
 template <int F, class Rows>
-__device__ __forceinline__ void qdot(const Rows& wr, QSmem& sm, const float* __restrict__ x,
-                                     const float* __restrict__ nw, int in, int s, int ss, int pf,
-                                     bool active, float (&acc)[QR]) {
-    const int lane = threadIdx.x & 31, j = lane & 7, nb = in >> 8;
+__device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
+                                     int nb, int s, int ss, int pf, bool active, float (&acc)[QR]) {
+    const int lane = threadIdx.x & 31, j = lane & 7;
 #pragma unroll
     for (int r = 0; r < QR; r++) acc[r] = 0.f;
     typename QT<F>::W cur[QR];
@@ -330,18 +293,15 @@ __device__ __forceinline__ void qdot(const Rows& wr, QSmem& sm, const float* __r
 #pragma unroll
         for (int r = 0; r < QR; r++) QT<F>::ldW(cur[r], wr[r], b, j);
     }
-    qxPrefetch(nw, in);
     qPdlLaunch();
     qPdlWait();
-    qxShared(sm.xq, sm.xs, sm.ss, x, nw, in);
     if (!active) return;
-    const uint8_t* xq = (const uint8_t*)sm.xq;
     for (; 4 * s < nb; s += ss) {
         if (b < nb) {
-            typename QT<F>::X xv;
-            QT<F>::ldX(xv, xq, sm.xs, b, j);
+            typename QT<F>::X x;
+            QT<F>::ldX(x, xq, xs, b, j);
 #pragma unroll
-            for (int r = 0; r < QR; r++) acc[r] += QT<F>::dot(cur[r], xv, j);
+            for (int r = 0; r < QR; r++) acc[r] += QT<F>::dot(cur[r], x, j);
         }
         b += 4 * ss;
         if (b < nb) {
@@ -364,12 +324,20 @@ __device__ __forceinline__ void qsums(float (*red)[QR], const float (&acc)[QR]) 
     __syncthreads();
 }
 
-// qmvBlock is block blk of W·x (x multiplied by nw before rounding when
-// nw is not null): 8/wpr groups of QR rows, whose warps' sums it leaves in
-// sm.red (and x's sums of squares in sm.ss: qinv).
+// qinvRms is the RMSNorm factor from qx_norm's partial sums of squares.
+__device__ __forceinline__ float qinvRms(const float* ssp, int in, float eps) {
+    float t = 0.f;
+    const int n = (in / 4 + 255) / 256;
+    for (int i = 0; i < n; i++) t += ssp[i];
+    return rsqrtf(t / in + eps);
+}
+
+// qmvBlock is block blk of W·xq: 8/wpr groups of QR rows, whose warps'
+// sums it leaves in red.
 template <int F>
-__device__ __forceinline__ void qmvBlock(QSmem& sm, const uint8_t* w, long rb, int out, int blk, const float* x,
-                                         const float* nw, int in, int wpr, int pf) {
+__device__ __forceinline__ void qmvBlock(float (*red)[QR], const uint8_t* w, long rb, int out, int blk,
+                                         const uint8_t* __restrict__ xq, const float2* __restrict__ xs, int in,
+                                         int wpr, int pf) {
     const int warp = threadIdx.x >> 5, lw = __ffs(wpr) - 1, G = 8 >> lw; // wpr: a power of two
     const int base = (blk * G + (warp >> lw)) * QR;
     QRowsO wr;
@@ -377,29 +345,30 @@ __device__ __forceinline__ void qmvBlock(QSmem& sm, const uint8_t* w, long rb, i
 #pragma unroll
     for (int r = 1; r < QR; r++) wr.o[r - 1] = (uint32_t)((min(base + r, out - 1) - min(base, out - 1)) * rb);
     float acc[QR];
-    qdot<F>(wr, sm, x, nw, in, warp & (wpr - 1), wpr, pf, base < out, acc);
-    qsums(sm.red, acc);
+    qdot<F>(wr, xq, xs, in >> 8, warp & (wpr - 1), wpr, pf, base < out, acc);
+    qsums(red, acc);
 }
 
-__device__ __forceinline__ void qmvMat(QSmem& sm, int f, const uint8_t* w, long rb, int out, int blk, const float* x,
-                                       const float* nw, int in, int wpr, int pf) {
+__device__ __forceinline__ void qmvMat(float (*red)[QR], int f, const uint8_t* w, long rb, int out, int blk,
+                                       const uint8_t* xq, const float2* xs, int in, int wpr, int pf) {
     if (f == Q4_K)
-        qmvBlock<Q4_K>(sm, w, rb, out, blk, x, nw, in, wpr, pf);
+        qmvBlock<Q4_K>(red, w, rb, out, blk, xq, xs, in, wpr, pf);
     else if (f == Q6_K)
-        qmvBlock<Q6_K>(sm, w, rb, out, blk, x, nw, in, wpr, pf);
+        qmvBlock<Q6_K>(red, w, rb, out, blk, xq, xs, in, wpr, pf);
     else
-        qmvBlock<Q8_0>(sm, w, rb, out, blk, x, nw, in, wpr, pf);
+        qmvBlock<Q8_0>(red, w, rb, out, blk, xq, xs, in, wpr, pf);
 }
 
-// qmv: y_i = W_i · x for up to four matrices sharing x (in % 256 == 0, in
-// <= QMV_MAXIN; mode QMV_NORM: W_i · rmsnorm(x; nw)), each Q4_K, Q6_K or
-// Q8_0 (f_i = its DType number); blocks [0, n0) do matrix 0, [n0, n1)
-// matrix 1, ... (unused matrices: out 0).
+// qmv: y_i = W_i · x for up to four matrices sharing the quantized x (in %
+// 256 == 0; mode plain, add into y_i, or norm: times qx_norm's 1/rms),
+// each Q4_K, Q6_K or Q8_0 (f_i = its DType number); blocks [0, n0) do
+// matrix 0, [n0, n1) matrix 1, ... (unused matrices: out 0).
 #define QMV_MAT(i) float *y##i, const uint8_t *w##i, long rb##i, int out##i, int f##i
-extern "C" __global__ void __launch_bounds__(256, 3) qmv(const float* __restrict__ x, const float* __restrict__ nw,
-                                                     float eps, int in, int wpr, int pf, int mode, QMV_MAT(0), int n0,
-                                                     QMV_MAT(1), int n1, QMV_MAT(2), int n2, QMV_MAT(3)) {
-    __shared__ __align__(16) QSmem sm;
+extern "C" __global__ void __launch_bounds__(256, 3) qmv(const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
+                                                     const float* ssp, float eps, int in, int wpr, int pf, int mode,
+                                                     QMV_MAT(0), int n0, QMV_MAT(1), int n1, QMV_MAT(2), int n2,
+                                                     QMV_MAT(3)) {
+    __shared__ float red[8][QR];
     // The block's matrix by selection (one inlined copy of the GEMV; an
     // indexed array of the parameters would live in local memory), made
     // again for the output (holding y, out and blk through the GEMV cost
@@ -416,7 +385,7 @@ extern "C" __global__ void __launch_bounds__(256, 3) qmv(const float* __restrict
         } else if (b < n2) {
             w = w2, rb = rb2, out = out2, f = f2, blk = b - n1;
         }
-        qmvMat(sm, f, w, rb, out, blk, x, mode == QMV_NORM ? nw : nullptr, in, wpr, pf);
+        qmvMat(red, f, w, rb, out, blk, xq, xs, in, wpr, pf);
     }
     const int b = qctaid();
     float* y = y3;
@@ -433,18 +402,20 @@ extern "C" __global__ void __launch_bounds__(256, 3) qmv(const float* __restrict
         const int g = t / QR, r = t % QR, o = (blk * G + g) * QR + r;
         if (o < out) {
             float v = 0.f;
-            for (int i = 0; i < wpr; i++) v += sm.red[g * wpr + i][r];
-            if (mode == QMV_NORM) v *= qinv(sm.ss, in, eps);
+            for (int i = 0; i < wpr; i++) v += red[g * wpr + i][r];
+            if (mode == QMV_NORM) v *= qinvRms(ssp, in, eps);
             y[o] = mode == QMV_ADD ? y[o] + v : v;
         }
     }
 }
 
-// qmvSwiGLU: act = silu(Wg · rmsnorm(x)) * (Wu · rmsnorm(x)); a group is
-// gate rows o, o+1 and up rows o, o+1.
+// qmvSwiGLU: act = silu(Wg · rmsnorm(x)) * (Wu · rmsnorm(x)) from the
+// normed, quantized x; a group is gate rows o, o+1 and up rows o, o+1.
 template <int F>
-__device__ __forceinline__ void qmvSwiGLU(QSmem& sm, float* act, const float* x, const float* nw, float eps, int in,
-                                          int wpr, int pf, const uint8_t* wg, const uint8_t* wu, long rb, int out) {
+__device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
+                                          const float* ssp, float eps, int in, int wpr, int pf, const uint8_t* wg,
+                                          const uint8_t* wu, long rb, int out) {
+    __shared__ float red[8][QR];
     const int warp = threadIdx.x >> 5, lw = __ffs(wpr) - 1, G = 8 >> lw; // wpr: a power of two
     const int base = (blockIdx.x * G + (warp >> lw)) * (QR / 2);
     const long first = min(base, out - 1);
@@ -453,18 +424,18 @@ __device__ __forceinline__ void qmvSwiGLU(QSmem& sm, float* act, const float* x,
     wr.u = wu + first * rb;
     wr.d = base + 1 < out ? (uint32_t)rb : 0u;
     float acc[QR];
-    qdot<F>(wr, sm, x, nw, in, warp & (wpr - 1), wpr, pf, base < out, acc);
-    qsums(sm.red, acc);
+    qdot<F>(wr, xq, xs, in >> 8, warp & (wpr - 1), wpr, pf, base < out, acc);
+    qsums(red, acc);
     const int t = threadIdx.x;
     if (t < G * (QR / 2)) {
         const int g = t / (QR / 2), r = t % (QR / 2), o = (qctaid() * G + g) * (QR / 2) + r;
         if (o < out) {
             float gv = 0.f, uv = 0.f;
             for (int i = 0; i < wpr; i++) {
-                gv += sm.red[g * wpr + i][r];
-                uv += sm.red[g * wpr + i][QR / 2 + r];
+                gv += red[g * wpr + i][r];
+                uv += red[g * wpr + i][QR / 2 + r];
             }
-            const float inv = qinv(sm.ss, in, eps);
+            const float inv = qinvRms(ssp, in, eps);
             gv *= inv;
             uv *= inv;
             act[o] = gv / (1.f + expf(-gv)) * uv;
@@ -472,15 +443,14 @@ __device__ __forceinline__ void qmvSwiGLU(QSmem& sm, float* act, const float* x,
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256, 3) qmv_swiglu(float* act, const float* __restrict__ x,
-                                                            const float* __restrict__ nw, float eps, int in, int wpr,
-                                                            int pf, int f, const uint8_t* wg, const uint8_t* wu, long rb,
-                                                            int out) {
-    __shared__ __align__(16) QSmem sm;
+extern "C" __global__ void __launch_bounds__(256, 3) qmv_swiglu(float* act, const uint8_t* __restrict__ xq,
+                                                            const float2* __restrict__ xs, const float* ssp,
+                                                            float eps, int in, int wpr, int pf, int f,
+                                                            const uint8_t* wg, const uint8_t* wu, long rb, int out) {
     if (f == Q4_K)
-        qmvSwiGLU<Q4_K>(sm, act, x, nw, eps, in, wpr, pf, wg, wu, rb, out);
+        qmvSwiGLU<Q4_K>(act, xq, xs, ssp, eps, in, wpr, pf, wg, wu, rb, out);
     else if (f == Q6_K)
-        qmvSwiGLU<Q6_K>(sm, act, x, nw, eps, in, wpr, pf, wg, wu, rb, out);
+        qmvSwiGLU<Q6_K>(act, xq, xs, ssp, eps, in, wpr, pf, wg, wu, rb, out);
     else
-        qmvSwiGLU<Q8_0>(sm, act, x, nw, eps, in, wpr, pf, wg, wu, rb, out);
+        qmvSwiGLU<Q8_0>(act, xq, xs, ssp, eps, in, wpr, pf, wg, wu, rb, out);
 }

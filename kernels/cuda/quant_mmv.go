@@ -9,24 +9,22 @@ import (
 )
 
 // Batch-1 GEMVs of Q4_K, Q6_K and Q8_0 weights, second version (kernels in
-// quant_mmv.cuh): each block rounds the activation to int8 per 32 elements
-// into its shared memory (with the RMSNorm weight multiplied in and the
-// norm's 1/rms applied to the dot products, for the norm ops), and qmv
-// computes up to four matrices that share it, QR = 4 rows per warp, wpr
-// warps per row group. It serves MatMul's one-row case and the FusedOps
-// entry points for these formats (decode.go hands them over when its
-// bf16/FP8 kernels cannot read the weights), one launch each:
+// quant_mmv.cuh): the activation is rounded to int8 once per distinct x by
+// qx_norm, and qmv computes up to four matrices that share it, QR = 4 rows
+// per warp, wpr warps per row group. It serves MatMul's one-row case and
+// the FusedOps entry points for these formats (decode.go hands them over
+// when its bf16/FP8 kernels cannot read the weights):
 //
-//	NormMatMul: qmv (norm mode) over q, k, v
-//	NormSwiGLU: qmv_swiglu
-//	MatMulAdd:  qmv (add mode)
+//	NormMatMul: qx_norm(x·norm) + qmv (norm mode) over q, k, v: 2 launches
+//	NormSwiGLU: qx_norm(x·norm) + qmv_swiglu:                   2 launches
+//	MatMulAdd:  qx_norm(x)      + qmv (add mode):               2 launches
 //
-// against 7, 5 and 3 for the unfused ops. Rows longer than qmvMaxIn go to
-// the v1 kernels. POCKET_QGEMV=v1 keeps the first int8 kernels (qx_quant +
-// qgemv8_*, one launch pair per GEMV, no fused ops); POCKET_QGEMV=exact the
-// fp32 GEMV (no fused ops either). POCKET_QMV_WPR forces qmvWarps's choice;
-// POCKET_QMV_PF sets how many steps past the one in registers a warp asks
-// L2 for (prefetch.global.L2; 0: none).
+// against 7, 5 and 3 for the unfused ops. POCKET_QGEMV=v1 keeps the first
+// int8 kernels (qx_quant + qgemv8_*, one launch pair per GEMV, no fused
+// ops); POCKET_QGEMV=exact the fp32 GEMV (no fused ops either).
+// POCKET_QMV_WPR forces qmvWarps's choice; POCKET_QMV_PF sets how many
+// steps past the one in registers a warp asks L2 for (prefetch.global.L2;
+// 0: none).
 
 // qmv modes (quant_mmv.cuh).
 const (
@@ -38,10 +36,6 @@ const (
 // qmvRows is QR of quant_mmv.cuh: the weight rows one warp computes.
 const qmvRows = 4
 
-// qmvMaxIn is QMV_MAXIN of quant_mmv.cuh: the longest row (a block's int8
-// activation lives in its shared memory).
-const qmvMaxIn = 32768
-
 // qmvOn reports whether the second-version int8 GEMVs are in use.
 func (b *Backend) qmvOn() bool {
 	return b.q != nil && b.q.int8 && !switches.qgemvV1 && b.q.mv != nil
@@ -51,7 +45,7 @@ func (b *Backend) qmvOn() bool {
 // 256 == 0), on the device.
 func qmvWeight(w kernels.Tensor, in int) (*tensor, bool) {
 	t, ok := w.(*tensor)
-	if !ok || len(t.w.Shape) != 2 || t.w.Cols() != in || in%256 != 0 || in > qmvMaxIn || t.data == 0 {
+	if !ok || len(t.w.Shape) != 2 || t.w.Cols() != in || in%256 != 0 || t.data == 0 {
 		return nil, false
 	}
 	switch t.w.DType {
@@ -59,6 +53,22 @@ func qmvWeight(w kernels.Tensor, in int) (*tensor, bool) {
 		return t, true
 	}
 	return nil, false
+}
+
+// qxBuf lays out the int8 activation scratch for in elements: xs (in/32
+// float2), xq (in bytes) and ssp (qx_norm's partial sums of squares), each
+// 256-byte aligned. The buffer only grows; an old one is not freed (queued
+// work or a captured graph may still use it).
+func (b *Backend) qxBuf(in int) (xs, xq, ssp cu.DevicePtr) {
+	xsB := int64(in/32*8+255) &^ 255
+	xqB := int64(in+255) &^ 255
+	need := xsB + xqB + int64(cdiv(in/4, 256))*4
+	if need > b.q.xqN {
+		n := max(need, 1<<20)
+		b.q.xq, b.q.xqN = b.alloc(n), n
+	}
+	xs = b.q.xq
+	return xs, xs + cu.DevicePtr(xsB), xs + cu.DevicePtr(xsB+xqB)
 }
 
 // runQ launches a quant_mmv.cuh kernel, with PDL unless switched off.
@@ -74,9 +84,15 @@ func (b *Backend) runQ(f cFunc, gx, bx int, args ...uint64) {
 	b.fail(launchPDL(f, gx, 1, bx, b.s, &b.args, b.nargs))
 }
 
+// qx quantizes x (times the norm vector nw unless 0) into the scratch.
+func (b *Backend) qx(x, nw cu.DevicePtr, in int) (xs, xq, ssp cu.DevicePtr) {
+	xs, xq, ssp = b.qxBuf(in)
+	b.runQ(b.q.qxn, cdiv(in/4, 256), 256, ptr(xq), ptr(xs), ptr(ssp), ptr(x), ptr(nw), i32(in))
+	return xs, xq, ssp
+}
+
 // qmvOcc is the blocks of qmv and qmv_swiglu an SM holds: both are
-// __launch_bounds__(256, 3), 80 registers, 41120 bytes of shared memory
-// (ptxas).
+// __launch_bounds__(256, 3), 80 registers (ptxas).
 const qmvOcc = 3
 
 // qmvWarps picks how many warps share a row group (1, 2, 4 or 8; every
@@ -102,16 +118,16 @@ func (b *Backend) qmvWarps(groups, in int) int {
 	return best
 }
 
-// qmvLaunch computes ys[i] = ts[i]·x (mode plain, add, or norm: ts[i] ·
-// rmsnorm(x; nw)) for up to four weights with in columns, in one launch.
-func (b *Backend) qmvLaunch(mode int, x, nw cu.DevicePtr, eps float32, in int, ys []cu.DevicePtr, ts []*tensor) {
+// qmvLaunch computes ys[i] = ts[i]·x (mode plain, add or norm) for up to
+// four weights with in columns from the quantized x, in one launch.
+func (b *Backend) qmvLaunch(mode int, xs, xq, ssp cu.DevicePtr, eps float32, in int, ys []cu.DevicePtr, ts []*tensor) {
 	groups := 0
 	for _, t := range ts {
 		groups += cdiv(t.w.Rows(), qmvRows)
 	}
 	wpr := b.qmvWarps(groups, in)
 	per := qmvRows * 8 / wpr // rows per block
-	args := []uint64{ptr(x), ptr(nw), f32(eps), i32(in), i32(wpr), i32(switches.qmvPF), i32(mode)}
+	args := []uint64{ptr(xq), ptr(xs), ptr(ssp), f32(eps), i32(in), i32(wpr), i32(switches.qmvPF), i32(mode)}
 	blocks := 0
 	for i := range 4 {
 		j := min(i, len(ts)-1)
@@ -129,8 +145,8 @@ func (b *Backend) qmvLaunch(mode int, x, nw cu.DevicePtr, eps float32, in int, y
 	b.runQ(b.q.mv, blocks, 256, args...)
 }
 
-// quantGEMV1 is MatMul's one-row case on qmv (one launch); it reports
-// false for weights qmv cannot read.
+// quantGEMV1 is MatMul's one-row case on qmv (one quantize launch, one
+// GEMV); it reports false for weights qmv cannot read.
 func (b *Backend) quantGEMV1(y, x cu.DevicePtr, t *tensor) bool {
 	in := t.w.Cols()
 	if !b.qmvOn() {
@@ -139,7 +155,8 @@ func (b *Backend) quantGEMV1(y, x cu.DevicePtr, t *tensor) bool {
 	if _, ok := qmvWeight(t, in); !ok {
 		return false
 	}
-	b.qmvLaunch(qmvPlain, x, 0, 0, in, []cu.DevicePtr{y}, []*tensor{t})
+	xs, xq, ssp := b.qx(x, 0, in)
+	b.qmvLaunch(qmvPlain, xs, xq, ssp, 0, in, []cu.DevicePtr{y}, []*tensor{t})
 	return true
 }
 
@@ -164,7 +181,8 @@ func (b *Backend) quantNormMatMul(dst []kernels.Buf, x kernels.Buf, nv cu.Device
 	if !b.qmvOn() {
 		return false
 	}
-	b.qmvLaunch(qmvNorm, dptr(x), nv, eps, in, ys, ts)
+	xs, xq, ssp := b.qx(dptr(x), nv, in)
+	b.qmvLaunch(qmvNorm, xs, xq, ssp, eps, in, ys, ts)
 	return true
 }
 
@@ -189,9 +207,10 @@ func (b *Backend) quantNormSwiGLU(act, x kernels.Buf, nv cu.DevicePtr, eps float
 	if !b.qmvOn() {
 		return false
 	}
+	xs, xq, ssp := b.qx(dptr(x), nv, in)
 	// A group is two gate and two up rows: two outputs.
 	wpr := b.qmvWarps(cdiv(out, 2), in)
-	b.runQ(b.q.swi, cdiv(out, 2*8/wpr), 256, ptr(dptr(act)), ptr(dptr(x)), ptr(nv), f32(eps), i32(in), i32(wpr),
+	b.runQ(b.q.swi, cdiv(out, 2*8/wpr), 256, ptr(dptr(act)), ptr(xq), ptr(xs), ptr(ssp), f32(eps), i32(in), i32(wpr),
 		i32(switches.qmvPF), i32(int(g.w.DType)), ptr(g.data), ptr(u.data), uint64(g.rowBytes()), i32(out))
 	return true
 }
@@ -212,7 +231,8 @@ func (b *Backend) quantMatMulAdd(acc, x kernels.Buf, w kernels.Tensor) bool {
 	if !b.qmvOn() {
 		return false
 	}
-	b.qmvLaunch(qmvAdd, dptr(x), 0, 0, in, []cu.DevicePtr{dptr(acc)}, []*tensor{t})
+	xs, xq, ssp := b.qx(dptr(x), 0, in)
+	b.qmvLaunch(qmvAdd, xs, xq, ssp, 0, in, []cu.DevicePtr{dptr(acc)}, []*tensor{t})
 	return true
 }
 
