@@ -17,10 +17,12 @@
 //     qmv_swiglu are __launch_bounds__(256, 3), 80 registers, 24 warps
 //     per SM (qmv took 104, 2 blocks per SM, until its rows became one
 //     pointer and 32-bit offsets, QRowsO). Instead of a second step in
-//     registers, each warp asks L2 for the step after the next one
-//     (prefetch.global.L2, qpf; POCKET_QMV_PF steps ahead, 0: none), so a
-//     step's loads find their lines on the way from DRAM: ~2 steps in
-//     flight per warp for one step's registers. Fitting it into 80
+//     registers, each warp asks L2 for the next pf steps (prefetch.global.L2,
+//     qpf; POCKET_QMV_PF, default 1, 0: none), the first ones before
+//     griddepcontrol.wait, so a step's loads find their lines on the way
+//     from DRAM: pf + 1 steps in flight per warp for one step's registers
+//     (a 4096-wide GEMV gives a warp only 1-4 steps: the pre-wait prefetch
+//     is the one most of them get). Fitting it into 80
 //     registers took wpr as shifts (a power of two), qmv_swiglu's rows as
 //     two pointers (QRows2), and the output's matrix selected again after
 //     the GEMV rather than held through it;
@@ -277,10 +279,12 @@ template <int F, class Rows> __device__ __forceinline__ void qpf(const Rows& wr,
 
 // qdot leaves in acc this warp's share of the QR rows wr[] times the
 // quantized activation: steps s, s+ss, ... of 4 blocks (in/256 blocks of
-// 256 elements in all), each step's loads followed by the L2 prefetch of
-// the step pf past it. It waits for the predecessor kernel (PDL) after
-// issuing its first step's weight loads; an inactive warp (a group past
-// the output) only waits.
+// 256 elements in all). It issues its first step's weight loads and the L2
+// prefetch of the pf steps after it, then waits for the predecessor kernel
+// (PDL: this runs in the predecessor's tail, when its blocks leave SMs
+// free and DRAM has room); each later step's loads are followed by the
+// prefetch of the step pf past it. An inactive warp (a group past the
+// output) only waits.
 template <int F, class Rows>
 __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
                                      int nb, int s, int ss, int pf, bool active, float (&acc)[QR]) {
@@ -293,6 +297,8 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
 #pragma unroll
         for (int r = 0; r < QR; r++) QT<F>::ldW(cur[r], wr[r], b, j);
     }
+    if (active)
+        for (int k = 1; k <= pf; k++) qpf<F>(wr, s + k * ss, nb);
     qPdlLaunch();
     qPdlWait();
     if (!active) return;
