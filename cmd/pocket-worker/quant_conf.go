@@ -148,6 +148,51 @@ func (c *conf) quantFused() {
 		}
 		c.checkInt8("NormSwiGLU", shape, ag, a8, ah, s.out)
 	}
+	// NormSwiGLU then MatMulAdd of its output (an MLP block): with
+	// POCKET_QMV_FOLD=1 the down GEMV reads the int8 act that qmv_swiglu
+	// rounded (qactFold) instead of quantizing it again. The CPU rounds the
+	// GPU's act, so the int8 values are the same either way.
+	for _, s := range []struct {
+		dt, down kernels.DType
+		out, in  int
+	}{{kernels.Q4_K, kernels.Q6_K, 1024, 512}, {kernels.Q8_0, kernels.Q4_K, 768, 256}, {kernels.Q4_K, kernels.Q4_K, 12288, 4096}} {
+		xv := c.randn(s.in)
+		xg, xh := c.pair(xv)
+		_, ng, nh := c.normVec(s.in)
+		gg, gh := qw(s.dt, s.out, s.in)
+		ug, uh := qw(s.dt, s.out, s.in)
+		dg, dh := qw(s.down, s.in, s.out)
+		ag := c.g.NewBuf(s.out)
+		acc := c.randn(s.in)
+		rg, rh := c.pair(acc)
+		r8 := c.c.NewBuf(s.in)
+		c.c.Write(r8, 0, acc)
+		shape := fmt.Sprintf("%s+%s out=%d in=%d", s.dt, s.down, s.out, s.in)
+		if !c.g.NormSwiGLU(ag, xg, ng, 1e-6, gg, ug, 1) {
+			declined("NormSwiGLU", shape)
+			continue
+		}
+		if !c.g.MatMulAdd(rg, ag, dg, 1) {
+			declined("MatMulAdd", shape)
+			continue
+		}
+		av := make([]float32, s.out)
+		c.g.Read(ag, 0, av)
+		ah := c.c.NewBuf(s.out)
+		c.c.Write(ah, 0, av)
+		y := c.c.NewBuf(s.in)
+		c.c.MatMul(y, c.int8Buf(ah, s.out), dh, 1)
+		c.c.Add(r8, r8, y, s.in)
+		// The fp32 chain for the rounding's own NMSE.
+		normed, u, af := c.c.NewBuf(s.in), c.c.NewBuf(s.out), c.c.NewBuf(s.out)
+		c.c.RMSNorm(normed, xh, nh, 1, s.in, 1e-6)
+		c.c.MatMul(af, normed, gh, 1)
+		c.c.MatMul(u, normed, uh, 1)
+		c.c.SwiGLU(af, af, u, s.out)
+		c.c.MatMul(y, af, dh, 1)
+		c.c.Add(rh, rh, y, s.in)
+		c.checkInt8("SwiGLU+Down", shape, rg, r8, rh, s.in)
+	}
 	// MatMulAdd: o_proj and both ffn_down formats of Qwen3-8B, ragged ones.
 	for _, s := range []struct {
 		dt      kernels.DType

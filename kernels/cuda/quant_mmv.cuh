@@ -417,12 +417,57 @@ extern "C" __global__ void __launch_bounds__(256, 3) qmv(const uint8_t* __restri
     }
 }
 
+// qactFold rounds act to int8 as qx_norm does (no norm vector) into aq
+// and as, for the GEMV that reads act next (MatMulAdd of ffn_down: one
+// quantize launch less per layer). A 32-element chunk is spread over
+// blocks (a block writes outputs [o0, o0 + n)), so each block counts the
+// outputs it wrote into cnt[chunk] and the block that completes a chunk
+// rounds it, from L2, and sets the count back to 0 (so a graph replays it
+// from 0; the counts are zeroed when allocated). Each writer has fenced its
+// act store before the barrier here, the count is atomic, and the
+// completing block reads act with ld.global.cg: it sees every block's
+// values. out % 32 == 0.
+__device__ __forceinline__ void qactFold(const float* act, uint8_t* aq, float2* as, unsigned* cnt, int o0, int n,
+                                         int out) {
+    __shared__ int last[2]; // chunks this block completed (at most 2: n <= 16)
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const int o1 = min(o0 + n, out);
+        last[0] = last[1] = -1;
+        for (int c = o0 / 32, k = 0; o0 < o1 && c <= (o1 - 1) / 32 && k < 2; c++, k++) {
+            const int m = min(o1, 32 * c + 32) - max(o0, 32 * c);
+            if (atomicAdd(cnt + c, (unsigned)m) + m == 32) last[k] = c;
+        }
+    }
+    __syncthreads();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (warp < 2 && last[warp] >= 0) {
+        const int c = last[warp];
+        const float v = __ldcg(act + 32 * c + lane);
+        float am = fabsf(v);
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, o));
+        const float d = am / 127.f, id = am > 0.f ? 127.f / am : 0.f;
+        const int q = __float2int_rn(v * id);
+        int sq = q;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) sq += __shfl_xor_sync(0xffffffffu, sq, o);
+        aq[32 * c + lane] = (uint8_t)(q & 0xff);
+        if (lane == 0) {
+            as[c] = make_float2(d, (float)sq);
+            cnt[c] = 0;
+        }
+    }
+}
+
 // qmvSwiGLU: act = silu(Wg · rmsnorm(x)) * (Wu · rmsnorm(x)) from the
 // normed, quantized x; a group is gate rows o, o+1 and up rows o, o+1.
+// With aq, act is also rounded to int8 (qactFold).
 template <int F>
 __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
                                           const float* ssp, float eps, int in, int wpr, int pf, const uint8_t* wg,
-                                          const uint8_t* wu, long rb, int out) {
+                                          const uint8_t* wu, long rb, int out, uint8_t* aq, float2* as,
+                                          unsigned* cnt) {
     __shared__ float red[8][QR];
     const int warp = threadIdx.x >> 5, lw = __ffs(wpr) - 1, G = 8 >> lw; // wpr: a power of two
     const int base = (blockIdx.x * G + (warp >> lw)) * (QR / 2);
@@ -447,18 +492,21 @@ __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict_
             gv *= inv;
             uv *= inv;
             act[o] = gv / (1.f + expf(-gv)) * uv;
+            if (aq != nullptr) __threadfence(); // the store reaches L2 before the count below
         }
     }
+    if (aq != nullptr) qactFold(act, aq, as, cnt, qctaid() * (G * (QR / 2)), G * (QR / 2), out);
 }
 
 extern "C" __global__ void __launch_bounds__(256, 3) qmv_swiglu(float* act, const uint8_t* __restrict__ xq,
                                                             const float2* __restrict__ xs, const float* ssp,
                                                             float eps, int in, int wpr, int pf, int f,
-                                                            const uint8_t* wg, const uint8_t* wu, long rb, int out) {
+                                                            const uint8_t* wg, const uint8_t* wu, long rb, int out,
+                                                            uint8_t* aq, float2* as, unsigned* cnt) {
     if (f == Q4_K)
-        qmvSwiGLU<Q4_K>(act, xq, xs, ssp, eps, in, wpr, pf, wg, wu, rb, out);
+        qmvSwiGLU<Q4_K>(act, xq, xs, ssp, eps, in, wpr, pf, wg, wu, rb, out, aq, as, cnt);
     else if (f == Q6_K)
-        qmvSwiGLU<Q6_K>(act, xq, xs, ssp, eps, in, wpr, pf, wg, wu, rb, out);
+        qmvSwiGLU<Q6_K>(act, xq, xs, ssp, eps, in, wpr, pf, wg, wu, rb, out, aq, as, cnt);
     else
-        qmvSwiGLU<Q8_0>(act, xq, xs, ssp, eps, in, wpr, pf, wg, wu, rb, out);
+        qmvSwiGLU<Q8_0>(act, xq, xs, ssp, eps, in, wpr, pf, wg, wu, rb, out, aq, as, cnt);
 }

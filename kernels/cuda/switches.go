@@ -34,6 +34,7 @@ import (
 //	                     at least N positions per split (8)
 //	POCKET_QMV_WPR=1|2|4|8 batch-1 Q4_K/Q6_K/Q8_0 GEMVs (qmv) split each row group over that many warps (default: qmvWarps chooses)
 //	POCKET_QMV_PF=N      qmv warps prefetch N steps of weights into L2 past the one in registers (default 1; 0: none)
+//	POCKET_QMV_FOLD=1    qmv_swiglu also rounds its output to int8 for the down projection (no quantize launch before it)
 var switches = struct {
 	noCublasLt      bool
 	attnOcc2        bool
@@ -51,6 +52,7 @@ var switches = struct {
 	qmvWPR          int
 	fp8MMA          int
 	qmvPF           int
+	qmvFold         bool
 	noFP8Prefill    bool
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
@@ -70,6 +72,7 @@ var switches = struct {
 	qmvWPR:          pow2Switch("POCKET_QMV_WPR", 8),
 	fp8MMA:          intSwitch("POCKET_FP8_MMA", -1, 0, 8),
 	qmvPF:           intSwitch("POCKET_QMV_PF", 1, 0, 4),
+	qmvFold:         os.Getenv("POCKET_QMV_FOLD") == "1",
 }
 
 func fusedSwitch(v string) map[string]bool {
