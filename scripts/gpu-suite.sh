@@ -118,8 +118,12 @@ for stage in "$@"; do
     [ -e /tmp/q4/.done ] || { $W synth --shape qwen3-8b --format q4_k_m --out /tmp/q4 >/dev/null 2>&1 && touch /tmp/q4/.done; }
     step bench-q4km 180 $W bench --model /tmp/q4/model.gguf --prompt-tokens 128 --new-tokens 64 --json
     POCKET_QGEMV=v1 step bench-q4km-v1 180 $W bench --model /tmp/q4/model.gguf --prompt-tokens 128 --new-tokens 64 --json
+    for kv in ${Q4_AB:-}; do # e.g. Q4_AB="POCKET_QMV_PF=0 POCKET_QMV_FOLD=1"
+      step bench-q4km-$kv 180 env ${kv//,/ } $W bench --model /tmp/q4/model.gguf --prompt-tokens 128 --new-tokens 64 --json
+    done
     step qbench 180 $W qbench ;;
   conf-v1) POCKET_QGEMV=v1 step conformance-qgemv-v1 300 $W conformance ;;
+  conf-fold) POCKET_QMV_FOLD=1 step conformance-qmv-fold 300 $W conformance ;;
   daemon) # session costs and decode through pocketd
     model llama3-8b /tmp/l8b
     rm -rf /tmp/st-d
