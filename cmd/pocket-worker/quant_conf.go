@@ -34,9 +34,6 @@ func (c *conf) quant() {
 			// qmv (quant_mmv.cuh): row counts off its 4 rows per warp and
 			// 16/wpr rows per block, block counts off its steps of 4.
 			shapes = append(shapes, mm{1, 7, 256}, mm{1, 33, 1280}, mm{1, 4099, 4096}, mm{1, 513, 12288}, mm{1, 130, 768})
-			// Long rows: 32 steps per warp (the L2 prefetch runs ahead
-			// through all of them) and a ragged count of 1024-wide steps.
-			shapes = append(shapes, mm{1, 40, 32768}, mm{1, 40, 32768 + 256})
 		}
 		if _, _, lattice := quant.Lattice(dt); lattice {
 			// Wider rows take 2 and 4 warps per output row; a MoE-expert
@@ -92,7 +89,6 @@ func (c *conf) quantFused() {
 		{4096, []kernels.DType{kernels.Q4_K, kernels.Q4_K, kernels.Q4_K}, []int{4096, 1024, 1024}},
 		{768, []kernels.DType{kernels.Q8_0, kernels.Q6_K, kernels.Q4_K, kernels.Q4_K}, []int{37, 5, 130, 8}},
 		{1280, []kernels.DType{kernels.Q6_K}, []int{999}},
-		{32768, []kernels.DType{kernels.Q8_0, kernels.Q4_K}, []int{3, 40}},
 	} {
 		in := s.in
 		xv := c.randn(in)
@@ -124,8 +120,7 @@ func (c *conf) quantFused() {
 	for _, s := range []struct {
 		dt      kernels.DType
 		out, in int
-	}{{kernels.Q4_K, 12288, 4096}, {kernels.Q6_K, 101, 512}, {kernels.Q8_0, 37, 768}, {kernels.Q4_K, 3, 1280},
-		{kernels.Q6_K, 9, 32768}, {kernels.Q8_0, 5, 256}} {
+	}{{kernels.Q4_K, 12288, 4096}, {kernels.Q6_K, 101, 512}, {kernels.Q8_0, 37, 768}, {kernels.Q4_K, 3, 1280}} {
 		xv := c.randn(s.in)
 		xg, xh := c.pair(xv)
 		gam, ng, nh := c.normVec(s.in)
@@ -148,57 +143,12 @@ func (c *conf) quantFused() {
 		}
 		c.checkInt8("NormSwiGLU", shape, ag, a8, ah, s.out)
 	}
-	// NormSwiGLU then MatMulAdd of its output (an MLP block): with
-	// POCKET_QMV_FOLD=1 the down GEMV reads the int8 act that qmv_swiglu
-	// rounded (qactFold) instead of quantizing it again. The CPU rounds the
-	// GPU's act, so the int8 values are the same either way.
-	for _, s := range []struct {
-		dt, down kernels.DType
-		out, in  int
-	}{{kernels.Q4_K, kernels.Q6_K, 1024, 512}, {kernels.Q8_0, kernels.Q4_K, 768, 256}, {kernels.Q4_K, kernels.Q4_K, 12288, 4096}} {
-		xv := c.randn(s.in)
-		xg, xh := c.pair(xv)
-		_, ng, nh := c.normVec(s.in)
-		gg, gh := qw(s.dt, s.out, s.in)
-		ug, uh := qw(s.dt, s.out, s.in)
-		dg, dh := qw(s.down, s.in, s.out)
-		ag := c.g.NewBuf(s.out)
-		acc := c.randn(s.in)
-		rg, rh := c.pair(acc)
-		r8 := c.c.NewBuf(s.in)
-		c.c.Write(r8, 0, acc)
-		shape := fmt.Sprintf("%s+%s out=%d in=%d", s.dt, s.down, s.out, s.in)
-		if !c.g.NormSwiGLU(ag, xg, ng, 1e-6, gg, ug, 1) {
-			declined("NormSwiGLU", shape)
-			continue
-		}
-		if !c.g.MatMulAdd(rg, ag, dg, 1) {
-			declined("MatMulAdd", shape)
-			continue
-		}
-		av := make([]float32, s.out)
-		c.g.Read(ag, 0, av)
-		ah := c.c.NewBuf(s.out)
-		c.c.Write(ah, 0, av)
-		y := c.c.NewBuf(s.in)
-		c.c.MatMul(y, c.int8Buf(ah, s.out), dh, 1)
-		c.c.Add(r8, r8, y, s.in)
-		// The fp32 chain for the rounding's own NMSE.
-		normed, u, af := c.c.NewBuf(s.in), c.c.NewBuf(s.out), c.c.NewBuf(s.out)
-		c.c.RMSNorm(normed, xh, nh, 1, s.in, 1e-6)
-		c.c.MatMul(af, normed, gh, 1)
-		c.c.MatMul(u, normed, uh, 1)
-		c.c.SwiGLU(af, af, u, s.out)
-		c.c.MatMul(y, af, dh, 1)
-		c.c.Add(rh, rh, y, s.in)
-		c.checkInt8("SwiGLU+Down", shape, rg, r8, rh, s.in)
-	}
 	// MatMulAdd: o_proj and both ffn_down formats of Qwen3-8B, ragged ones.
 	for _, s := range []struct {
 		dt      kernels.DType
 		out, in int
 	}{{kernels.Q4_K, 4096, 4096}, {kernels.Q4_K, 4096, 12288}, {kernels.Q6_K, 4096, 12288}, {kernels.Q6_K, 130, 512},
-		{kernels.Q8_0, 33, 256}, {kernels.Q4_K, 6, 2304}, {kernels.Q4_K, 70, 32768}} {
+		{kernels.Q8_0, 33, 256}, {kernels.Q4_K, 6, 2304}} {
 		acc := c.randn(s.out)
 		ag, ah := c.pair(acc)
 		a8 := c.c.NewBuf(s.out)

@@ -105,9 +105,6 @@ type quantMod struct {
 	qx      cFunc        // qx_quant
 	qxn     cFunc        // qx_norm (quant_mmv.go)
 	mv, swi cFunc        // qmv, qmv_swiglu (quant_mmv.go)
-	fold    qmvFold      // NormSwiGLU's int8 output (quant_mmv.go)
-	foldP   cu.DevicePtr // its buffers (foldBuf)
-	foldN   int64
 	xq      cu.DevicePtr // int8 activations: xs (float2 per 32) then xq
 	xqN     int64
 	int8    bool
@@ -260,7 +257,6 @@ func (b *Backend) quantMatMul(dst, x kernels.Buf, t *tensor, rows int) {
 	if rows == 1 && b.quantGEMV1(y, xp, t) {
 		return
 	}
-	b.q.fold = qmvFold{} // other kernels: the folded act is not read (quant_mmv.go)
 	if rows == 1 && b.q.int8 && fs.gemv8 != nil && in%256 == 0 {
 		// The first int8 kernels (POCKET_QGEMV=v1).
 		// xs: in/32 float2 {d, Σq}; xq: in int8, 256-byte aligned.

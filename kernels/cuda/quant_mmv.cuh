@@ -16,27 +16,12 @@
 //     the warps of other groups keep the loads in flight instead: qmv and
 //     qmv_swiglu are __launch_bounds__(256, 3), 80 registers, 24 warps
 //     per SM (qmv took 104, 2 blocks per SM, until its rows became one
-//     pointer and 32-bit offsets, QRowsO). Instead of a second step in
-//     registers, each warp asks L2 for the next pf steps (prefetch.global.L2,
-//     qpf; POCKET_QMV_PF, default 1, 0: none), the first ones before
-//     griddepcontrol.wait, so a step's loads find their lines on the way
-//     from DRAM: pf + 1 steps in flight per warp for one step's registers
-//     (a 4096-wide GEMV gives a warp only 1-4 steps: the pre-wait prefetch
-//     is the one most of them get). Fitting it into 80
-//     registers took wpr as shifts (a power of two), qmv_swiglu's rows as
-//     two pointers (QRows2), and the output's matrix selected again after
-//     the GEMV rather than held through it;
+//     pointer and 32-bit offsets, QRowsO);
 //   - the activation is quantized once per distinct x by qx_norm (which can
 //     multiply by an RMSNorm weight and leave the partial sums of squares,
 //     so the norm's 1/rms is applied to the dot products), and one launch
 //     covers up to four matrices (q, k, v) of any of the three formats, or
 //     gate and up with the SwiGLU formed where both dots end.
-//     (Quantizing inside every qmv block instead, into shared memory after
-//     griddepcontrol.wait, e198111, saved the qx_norm launch but made the
-//     Q4_K_M decode 367.7 -> 291.3 tok/s on an H200: every block redid
-//     the whole row's loads, two IEEE divisions per 32 elements and two
-//     block barriers before its first dot product, ~a quarter of the GEMV's
-//     instructions for a 32-row block and as many for an 8-row one.)
 //
 // Lane mapping per 256-element block (j = lane % 8) as the v1 kernels:
 // Q4_K lane j reads qs bytes 16j..16j+15 (sub-blocks 2c, 2c+1 with c = j/2,
@@ -66,21 +51,18 @@ __device__ __forceinline__ uint4 ldnc(const void* p) {
 extern "C" __global__ void __launch_bounds__(256) qx_norm(uint32_t* xq, float2* xs, float* ssp, const float* x,
                                                          const float* nw, int n) {
     __shared__ float red[8];
+    qPdlWait(); // x is the predecessor's output; xq may still be read by it
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     const bool ok = i < (n >> 2);
-    // The norm vector is a weight: loaded before the wait, so its DRAM
-    // latency overlaps the predecessor's tail instead of following it.
-    const float4 g = nw != nullptr && ok ? __ldg((const float4*)nw + i) : make_float4(0.f, 0.f, 0.f, 0.f);
-    // The GEMV after this may start now: it only loads weights until its
-    // own wait, which waits for this grid.
-    qPdlLaunch();
-    qPdlWait(); // x is the predecessor's output; xq may still be read by it
     float4 v = ok ? __ldg((const float4*)x + i) : make_float4(0.f, 0.f, 0.f, 0.f);
     if (nw != nullptr) {
         float ss = v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
         ss = warpSum(ss);
         if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
-        if (ok) v = make_float4(v.x * g.x, v.y * g.y, v.z * g.z, v.w * g.w);
+        if (ok) {
+            const float4 g = __ldg((const float4*)nw + i);
+            v = make_float4(v.x * g.x, v.y * g.y, v.z * g.z, v.w * g.w);
+        }
         __syncthreads();
         if (threadIdx.x == 0) {
             float t = 0.f;
@@ -88,6 +70,7 @@ extern "C" __global__ void __launch_bounds__(256) qx_norm(uint32_t* xq, float2* 
             ssp[blockIdx.x] = t;
         }
     }
+    qPdlLaunch();
     float am = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
 #pragma unroll
     for (int o = 1; o < 8; o <<= 1) am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, o));
@@ -104,20 +87,11 @@ extern "C" __global__ void __launch_bounds__(256) qx_norm(uint32_t* xq, float2* 
     }
 }
 
-// qctaid is blockIdx.x read anew (asm volatile: the compiler cannot keep a
-// value derived from an earlier read alive instead of recomputing it).
-__device__ __forceinline__ int qctaid() {
-    int b;
-    asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(b));
-    return b;
-}
-
 // QT<F>: a lane's weights (W) and activations (X) of one 256-element block,
 // their loads and the dot product.
 template <int F> struct QT;
 
 template <> struct QT<Q4_K> {
-    static constexpr int BB = 144; // bytes per 256 elements
     struct W {
         uint4 hd, qv;
     };
@@ -161,7 +135,6 @@ template <> struct QT<Q4_K> {
 };
 
 template <> struct QT<Q6_K> {
-    static constexpr int BB = 210;
     struct W {
         uint32_t a[2], b[2], h[2], sc[2];
         uint32_t d;
@@ -210,7 +183,6 @@ template <> struct QT<Q6_K> {
 };
 
 template <> struct QT<Q8_0> {
-    static constexpr int BB = 8 * 34;
     struct W {
         uint32_t q[8];
         uint32_t d;
@@ -244,52 +216,29 @@ template <> struct QT<Q8_0> {
     }
 };
 
-// Row addresses of a group, in as few registers as they allow (the kernels
-// sit at 80 registers, 3 blocks per SM): for qmv one pointer and 32-bit
-// offsets of the other rows from it (rows of one matrix are at most 3 row
-// lengths apart); for qmv_swiglu the gate and up rows and the distance to
-// the second ones (rb, or 0 past the output; QR pointers spilled once the
-// L2 prefetch came).
+// qdot leaves in acc this warp's share of the QR rows wr[] times the
+// quantized activation: steps s, s+ss, ... of 4 blocks (nb blocks of 256
+// elements in all). It waits for the predecessor kernel (PDL) after
+// issuing its first step's weight loads; an inactive warp (a group past
+// the output) only waits.
+// Row addresses of a group: QR pointers (qmv_swiglu: gate and up rows of
+// two matrices), or for qmv one pointer and 32-bit offsets of the other
+// rows from it (QR - 1 registers fewer; rows of one matrix are at most 3
+// row lengths apart), which kept qmv at 80 registers without spills.
+struct QRowsP {
+    const uint8_t* p[QR];
+    __device__ __forceinline__ const uint8_t* operator[](int r) const { return p[r]; }
+};
 struct QRowsO {
     const uint8_t* p;
-    uint32_t o[QR - 1]; // rows 1.. (row 0 is p)
-    __device__ __forceinline__ const uint8_t* operator[](int r) const { return r == 0 ? p : p + o[r - 1]; }
-    // row is operator[] for an r known only at run time (no local array).
-    __device__ __forceinline__ const uint8_t* row(int r) const {
-        return p + (r == 3 ? o[2] : r == 2 ? o[1] : r == 1 ? o[0] : 0u);
-    }
+    uint32_t o[QR];
+    __device__ __forceinline__ const uint8_t* operator[](int r) const { return p + o[r]; }
 };
-struct QRows2 {
-    const uint8_t *g, *u;
-    uint32_t d;
-    __device__ __forceinline__ const uint8_t* operator[](int r) const { return (r < QR / 2 ? g : u) + (r & 1) * d; }
-    __device__ __forceinline__ const uint8_t* row(int r) const { return (*this)[r]; }
-};
-static_assert(QR == 4, "QRows2 holds two gate and two up rows");
 
-// qpf asks L2 for step s's weights of the QR rows ahead of their loads
-// (prefetch: no registers held, unlike a second step of loads in flight).
-// A step's 4 blocks of one row are contiguous (576, 840 or 1088 bytes for
-// Q4_K, Q6_K, Q8_0): the 8 lanes l of row l/8 ask for the 128-byte lines at
-// offsets 128·(l%8) from its start, which covers all of it but the last
-// line's few bytes when it is not line-aligned (and Q8_0's last 64 bytes).
-template <int F, class Rows> __device__ __forceinline__ void qpf(const Rows& wr, int s, int nb) {
-    const int lane = threadIdx.x & 31, off = 4 * s * QT<F>::BB + 128 * (lane & 7), r = lane >> 3;
-    if (off >= nb * QT<F>::BB) return;
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(wr.row(r) + off));
-}
-
-// qdot leaves in acc this warp's share of the QR rows wr[] times the
-// quantized activation: steps s, s+ss, ... of 4 blocks (in/256 blocks of
-// 256 elements in all). It issues its first step's weight loads and the L2
-// prefetch of the pf steps after it, then waits for the predecessor kernel
-// (PDL: this runs in the predecessor's tail, when its blocks leave SMs
-// free and DRAM has room); each later step's loads are followed by the
-// prefetch of the step pf past it. An inactive warp (a group past the
-// output) only waits.
 template <int F, class Rows>
-__device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
-                                     int nb, int s, int ss, int pf, bool active, float (&acc)[QR]) {
+__device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__ xq,
+                                     const float2* __restrict__ xs, int nb, int s, int ss, bool active,
+                                     float (&acc)[QR]) {
     const int lane = threadIdx.x & 31, j = lane & 7;
 #pragma unroll
     for (int r = 0; r < QR; r++) acc[r] = 0.f;
@@ -299,8 +248,6 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
 #pragma unroll
         for (int r = 0; r < QR; r++) QT<F>::ldW(cur[r], wr[r], b, j);
     }
-    if (active)
-        for (int k = 1; k <= pf; k++) qpf<F>(wr, s + k * ss, nb);
     qPdlLaunch();
     qPdlWait();
     if (!active) return;
@@ -316,7 +263,6 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
 #pragma unroll
             for (int r = 0; r < QR; r++) QT<F>::ldW(cur[r], wr[r], b, j);
         }
-        if (pf > 0) qpf<F>(wr, s + (pf + 1) * ss, nb);
     }
 }
 
@@ -340,72 +286,23 @@ __device__ __forceinline__ float qinvRms(const float* ssp, int in, float eps) {
     return rsqrtf(t / in + eps);
 }
 
-// qmvBlock is block blk of W·xq: 8/wpr groups of QR rows, whose warps'
-// sums it leaves in red.
+// qmvBlock is block blk of y = W·xq (mode: plain, add into y, or times the
+// norm factor): 8/wpr groups of QR rows.
 template <int F>
-__device__ __forceinline__ void qmvBlock(float (*red)[QR], const uint8_t* w, long rb, int out, int blk,
-                                         const uint8_t* __restrict__ xq, const float2* __restrict__ xs, int in,
-                                         int wpr, int pf) {
-    const int warp = threadIdx.x >> 5, lw = __ffs(wpr) - 1, G = 8 >> lw; // wpr: a power of two
-    const int base = (blk * G + (warp >> lw)) * QR;
+__device__ __forceinline__ void qmvBlock(float* y, const uint8_t* w, long rb, int out, int blk,
+                                         const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
+                                         const float* ssp, float eps, int in, int wpr, int mode) {
+    __shared__ float red[8][QR];
+    const int warp = threadIdx.x >> 5, G = 8 / wpr;
+    const int base = (blk * G + warp / wpr) * QR;
     QRowsO wr;
     wr.p = w + (long)min(base, out - 1) * rb;
 #pragma unroll
-    for (int r = 1; r < QR; r++) wr.o[r - 1] = (uint32_t)((min(base + r, out - 1) - min(base, out - 1)) * rb);
+    for (int r = 0; r < QR; r++) wr.o[r] = (uint32_t)((min(base + r, out - 1) - min(base, out - 1)) * rb);
     float acc[QR];
-    qdot<F>(wr, xq, xs, in >> 8, warp & (wpr - 1), wpr, pf, base < out, acc);
+    qdot<F>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
     qsums(red, acc);
-}
-
-__device__ __forceinline__ void qmvMat(float (*red)[QR], int f, const uint8_t* w, long rb, int out, int blk,
-                                       const uint8_t* xq, const float2* xs, int in, int wpr, int pf) {
-    if (f == Q4_K)
-        qmvBlock<Q4_K>(red, w, rb, out, blk, xq, xs, in, wpr, pf);
-    else if (f == Q6_K)
-        qmvBlock<Q6_K>(red, w, rb, out, blk, xq, xs, in, wpr, pf);
-    else
-        qmvBlock<Q8_0>(red, w, rb, out, blk, xq, xs, in, wpr, pf);
-}
-
-// qmv: y_i = W_i · x for up to four matrices sharing the quantized x (in %
-// 256 == 0; mode plain, add into y_i, or norm: times qx_norm's 1/rms),
-// each Q4_K, Q6_K or Q8_0 (f_i = its DType number); blocks [0, n0) do
-// matrix 0, [n0, n1) matrix 1, ... (unused matrices: out 0).
-#define QMV_MAT(i) float *y##i, const uint8_t *w##i, long rb##i, int out##i, int f##i
-extern "C" __global__ void __launch_bounds__(256, 3) qmv(const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
-                                                     const float* ssp, float eps, int in, int wpr, int pf, int mode,
-                                                     QMV_MAT(0), int n0, QMV_MAT(1), int n1, QMV_MAT(2), int n2,
-                                                     QMV_MAT(3)) {
-    __shared__ float red[8][QR];
-    // The block's matrix by selection (one inlined copy of the GEMV; an
-    // indexed array of the parameters would live in local memory), made
-    // again for the output (holding y, out and blk through the GEMV cost
-    // registers that the weight prefetch needs).
-    {
-        const int b = qctaid();
-        const uint8_t* w = w3;
-        long rb = rb3;
-        int out = out3, f = f3, blk = b - n2;
-        if (b < n0) {
-            w = w0, rb = rb0, out = out0, f = f0, blk = b;
-        } else if (b < n1) {
-            w = w1, rb = rb1, out = out1, f = f1, blk = b - n0;
-        } else if (b < n2) {
-            w = w2, rb = rb2, out = out2, f = f2, blk = b - n1;
-        }
-        qmvMat(red, f, w, rb, out, blk, xq, xs, in, wpr, pf);
-    }
-    const int b = qctaid();
-    float* y = y3;
-    int out = out3, blk = b - n2;
-    if (b < n0) {
-        y = y0, out = out0, blk = b;
-    } else if (b < n1) {
-        y = y1, out = out1, blk = b - n0;
-    } else if (b < n2) {
-        y = y2, out = out2, blk = b - n1;
-    }
-    const int t = threadIdx.x, G = 8 >> (__ffs(wpr) - 1);
+    const int t = threadIdx.x;
     if (t < G * QR) {
         const int g = t / QR, r = t % QR, o = (blk * G + g) * QR + r;
         if (o < out) {
@@ -417,71 +314,64 @@ extern "C" __global__ void __launch_bounds__(256, 3) qmv(const uint8_t* __restri
     }
 }
 
-// qactFold rounds act to int8 as qx_norm does (no norm vector) into aq
-// and as, for the GEMV that reads act next (MatMulAdd of ffn_down: one
-// quantize launch less per layer). A 32-element chunk is spread over
-// blocks (a block writes outputs [o0, o0 + n)), so each block counts the
-// outputs it wrote into cnt[chunk] and the block that completes a chunk
-// rounds it, from L2, and sets the count back to 0 (so a graph replays it
-// from 0; the counts are zeroed when allocated). Each writer has fenced its
-// act store before the barrier here, the count is atomic, and the
-// completing block reads act with ld.global.cg: it sees every block's
-// values. out % 32 == 0.
-__device__ __forceinline__ void qactFold(const float* act, uint8_t* aq, float2* as, unsigned* cnt, int o0, int n,
-                                         int out) {
-    __shared__ int last[2]; // chunks this block completed (at most 2: n <= 16)
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        const int o1 = min(o0 + n, out);
-        last[0] = last[1] = -1;
-        for (int c = o0 / 32, k = 0; o0 < o1 && c <= (o1 - 1) / 32 && k < 2; c++, k++) {
-            const int m = min(o1, 32 * c + 32) - max(o0, 32 * c);
-            if (atomicAdd(cnt + c, (unsigned)m) + m == 32) last[k] = c;
-        }
+__device__ __forceinline__ void qmvMat(int f, float* y, const uint8_t* w, long rb, int out, int blk,
+                                       const uint8_t* xq, const float2* xs, const float* ssp, float eps, int in,
+                                       int wpr, int mode) {
+    if (f == Q4_K)
+        qmvBlock<Q4_K>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+    else if (f == Q6_K)
+        qmvBlock<Q6_K>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+    else
+        qmvBlock<Q8_0>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+}
+
+// qmv: y_i = W_i · x for up to four matrices sharing the quantized x (in %
+// 256 == 0), each Q4_K, Q6_K or Q8_0 (f_i = its DType number); blocks [0,
+// n0) do matrix 0, [n0, n1) matrix 1, ... (unused matrices: out 0).
+#define QMV_MAT(i) float *y##i, const uint8_t *w##i, long rb##i, int out##i, int f##i
+extern "C" __global__ void __launch_bounds__(256, 3) qmv(const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
+                                                     const float* ssp, float eps, int in, int wpr, int mode,
+                                                     QMV_MAT(0), int n0, QMV_MAT(1), int n1, QMV_MAT(2), int n2,
+                                                     QMV_MAT(3)) {
+    // The block's matrix by selection (one inlined copy of the GEMV; an
+    // indexed array of the parameters would live in local memory).
+    const int b = blockIdx.x;
+    float* y = y3;
+    const uint8_t* w = w3;
+    long rb = rb3;
+    int out = out3, f = f3, blk = b - n2;
+    if (b < n0) {
+        y = y0, w = w0, rb = rb0, out = out0, f = f0, blk = b;
+    } else if (b < n1) {
+        y = y1, w = w1, rb = rb1, out = out1, f = f1, blk = b - n0;
+    } else if (b < n2) {
+        y = y2, w = w2, rb = rb2, out = out2, f = f2, blk = b - n1;
     }
-    __syncthreads();
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (warp < 2 && last[warp] >= 0) {
-        const int c = last[warp];
-        const float v = __ldcg(act + 32 * c + lane);
-        float am = fabsf(v);
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, o));
-        const float d = am / 127.f, id = am > 0.f ? 127.f / am : 0.f;
-        const int q = __float2int_rn(v * id);
-        int sq = q;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) sq += __shfl_xor_sync(0xffffffffu, sq, o);
-        aq[32 * c + lane] = (uint8_t)(q & 0xff);
-        if (lane == 0) {
-            as[c] = make_float2(d, (float)sq);
-            cnt[c] = 0;
-        }
-    }
+    qmvMat(f, y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
 }
 
 // qmvSwiGLU: act = silu(Wg · rmsnorm(x)) * (Wu · rmsnorm(x)) from the
 // normed, quantized x; a group is gate rows o, o+1 and up rows o, o+1.
-// With aq, act is also rounded to int8 (qactFold).
 template <int F>
 __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
-                                          const float* ssp, float eps, int in, int wpr, int pf, const uint8_t* wg,
-                                          const uint8_t* wu, long rb, int out, uint8_t* aq, float2* as,
-                                          unsigned* cnt) {
+                                          const float* ssp, float eps, int in, int wpr, const uint8_t* wg,
+                                          const uint8_t* wu, long rb, int out) {
     __shared__ float red[8][QR];
-    const int warp = threadIdx.x >> 5, lw = __ffs(wpr) - 1, G = 8 >> lw; // wpr: a power of two
-    const int base = (blockIdx.x * G + (warp >> lw)) * (QR / 2);
-    const long first = min(base, out - 1);
-    QRows2 wr;
-    wr.g = wg + first * rb;
-    wr.u = wu + first * rb;
-    wr.d = base + 1 < out ? (uint32_t)rb : 0u;
+    const int warp = threadIdx.x >> 5, G = 8 / wpr;
+    const int base = (blockIdx.x * G + warp / wpr) * (QR / 2);
+    QRowsP wr;
+#pragma unroll
+    for (int r = 0; r < QR / 2; r++) {
+        const long o = min(base + r, out - 1);
+        wr.p[r] = wg + o * rb;
+        wr.p[QR / 2 + r] = wu + o * rb;
+    }
     float acc[QR];
-    qdot<F>(wr, xq, xs, in >> 8, warp & (wpr - 1), wpr, pf, base < out, acc);
+    qdot<F>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
     qsums(red, acc);
     const int t = threadIdx.x;
     if (t < G * (QR / 2)) {
-        const int g = t / (QR / 2), r = t % (QR / 2), o = (qctaid() * G + g) * (QR / 2) + r;
+        const int g = t / (QR / 2), r = t % (QR / 2), o = (blockIdx.x * G + g) * (QR / 2) + r;
         if (o < out) {
             float gv = 0.f, uv = 0.f;
             for (int i = 0; i < wpr; i++) {
@@ -492,21 +382,18 @@ __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict_
             gv *= inv;
             uv *= inv;
             act[o] = gv / (1.f + expf(-gv)) * uv;
-            if (aq != nullptr) __threadfence(); // the store reaches L2 before the count below
         }
     }
-    if (aq != nullptr) qactFold(act, aq, as, cnt, qctaid() * (G * (QR / 2)), G * (QR / 2), out);
 }
 
 extern "C" __global__ void __launch_bounds__(256, 3) qmv_swiglu(float* act, const uint8_t* __restrict__ xq,
                                                             const float2* __restrict__ xs, const float* ssp,
-                                                            float eps, int in, int wpr, int pf, int f,
-                                                            const uint8_t* wg, const uint8_t* wu, long rb, int out,
-                                                            uint8_t* aq, float2* as, unsigned* cnt) {
+                                                            float eps, int in, int wpr, int f, const uint8_t* wg,
+                                                            const uint8_t* wu, long rb, int out) {
     if (f == Q4_K)
-        qmvSwiGLU<Q4_K>(act, xq, xs, ssp, eps, in, wpr, pf, wg, wu, rb, out, aq, as, cnt);
+        qmvSwiGLU<Q4_K>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
     else if (f == Q6_K)
-        qmvSwiGLU<Q6_K>(act, xq, xs, ssp, eps, in, wpr, pf, wg, wu, rb, out, aq, as, cnt);
+        qmvSwiGLU<Q6_K>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
     else
-        qmvSwiGLU<Q8_0>(act, xq, xs, ssp, eps, in, wpr, pf, wg, wu, rb, out, aq, as, cnt);
+        qmvSwiGLU<Q8_0>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
 }

@@ -22,10 +22,6 @@ import (
 // against 7, 5 and 3 for the unfused ops. POCKET_QGEMV=v1 keeps the first
 // int8 kernels (qx_quant + qgemv8_*, one launch pair per GEMV, no fused
 // ops); POCKET_QGEMV=exact the fp32 GEMV (no fused ops either).
-// POCKET_QMV_WPR forces qmvWarps's choice; POCKET_QMV_PF sets how many
-// steps past the one in registers a warp asks L2 for (prefetch.global.L2;
-// 0: none); POCKET_QMV_FOLD=1 has qmv_swiglu round its output for the
-// down projection (qmvFold: MatMulAdd then 1 launch, not 2).
 
 // qmv modes (quant_mmv.cuh).
 const (
@@ -103,9 +99,6 @@ const qmvOcc = 3
 // (less reduction), unless more fill a quarter more of the first wave's
 // slots (qmvOcc blocks per SM).
 func (b *Backend) qmvWarps(groups, in int) int {
-	if w := switches.qmvWPR; w > 0 {
-		return w
-	}
 	steps := cdiv(in/256, 4)
 	slots := qmvOcc * b.sms
 	best, cost, res := 1, 0, 0
@@ -128,7 +121,7 @@ func (b *Backend) qmvLaunch(mode int, xs, xq, ssp cu.DevicePtr, eps float32, in 
 	}
 	wpr := b.qmvWarps(groups, in)
 	per := qmvRows * 8 / wpr // rows per block
-	args := []uint64{ptr(xq), ptr(xs), ptr(ssp), f32(eps), i32(in), i32(wpr), i32(switches.qmvPF), i32(mode)}
+	args := []uint64{ptr(xq), ptr(xs), ptr(ssp), f32(eps), i32(in), i32(wpr), i32(mode)}
 	blocks := 0
 	for i := range 4 {
 		j := min(i, len(ts)-1)
@@ -156,7 +149,7 @@ func (b *Backend) quantGEMV1(y, x cu.DevicePtr, t *tensor) bool {
 	if _, ok := qmvWeight(t, in); !ok {
 		return false
 	}
-	xs, xq, ssp := b.qxFold(x, in)
+	xs, xq, ssp := b.qx(x, 0, in)
 	b.qmvLaunch(qmvPlain, xs, xq, ssp, 0, in, []cu.DevicePtr{y}, []*tensor{t})
 	return true
 }
@@ -182,7 +175,6 @@ func (b *Backend) quantNormMatMul(dst []kernels.Buf, x kernels.Buf, nv cu.Device
 	if !b.qmvOn() {
 		return false
 	}
-	b.q.fold = qmvFold{}
 	xs, xq, ssp := b.qx(dptr(x), nv, in)
 	b.qmvLaunch(qmvNorm, xs, xq, ssp, eps, in, ys, ts)
 	return true
@@ -210,65 +202,11 @@ func (b *Backend) quantNormSwiGLU(act, x kernels.Buf, nv cu.DevicePtr, eps float
 		return false
 	}
 	xs, xq, ssp := b.qx(dptr(x), nv, in)
-	// With POCKET_QMV_FOLD=1 the kernel also rounds act for the GEMV that
-	// reads it next (qactFold).
-	var as, aq, cnt cu.DevicePtr
-	b.q.fold = qmvFold{}
-	if switches.qmvFold && out%256 == 0 {
-		as, aq, cnt = b.foldBuf(out)
-	}
 	// A group is two gate and two up rows: two outputs.
 	wpr := b.qmvWarps(cdiv(out, 2), in)
 	b.runQ(b.q.swi, cdiv(out, 2*8/wpr), 256, ptr(dptr(act)), ptr(xq), ptr(xs), ptr(ssp), f32(eps), i32(in), i32(wpr),
-		i32(switches.qmvPF), i32(int(g.w.DType)), ptr(g.data), ptr(u.data), uint64(g.rowBytes()), i32(out),
-		ptr(aq), ptr(as), ptr(cnt))
-	if aq != 0 {
-		b.q.fold = qmvFold{act: dptr(act), n: out, xs: as, xq: aq}
-	}
+		i32(int(g.w.DType)), ptr(g.data), ptr(u.data), uint64(g.rowBytes()), i32(out))
 	return true
-}
-
-// qmvFold is the int8 copy of the last NormSwiGLU's output (POCKET_QMV_FOLD=1):
-// the next quant GEMV of exactly that buffer and length (ffn_down's
-// MatMulAdd, or its MatMul in a tensor-parallel block) reads it instead of
-// quantizing act again, once. Every other quant GEMV entry clears it. It
-// assumes what models/fused.go does: nothing writes act between the two
-// (an op of another kind in between, writing act, would leave it stale).
-type qmvFold struct {
-	act    cu.DevicePtr
-	n      int
-	xs, xq cu.DevicePtr
-}
-
-// qxFold is qx for a GEMV without a norm vector: the folded int8 act when
-// x is it (and then no longer), else a quantize launch.
-func (b *Backend) qxFold(x cu.DevicePtr, in int) (xs, xq, ssp cu.DevicePtr) {
-	f := b.q.fold
-	b.q.fold = qmvFold{}
-	if f.act != 0 && f.act == x && f.n == in {
-		return f.xs, f.xq, 0
-	}
-	return b.qx(x, 0, in)
-}
-
-// foldBuf lays out qactFold's buffers for n outputs: xs, xq (as qxBuf) and
-// a count per 32 outputs, zeroed when allocated (the kernel leaves them 0).
-// It only grows; an old one is not freed (a captured graph may use it).
-func (b *Backend) foldBuf(n int) (xs, xq, cnt cu.DevicePtr) {
-	xsB := int64(n/32*8+255) &^ 255
-	xqB := int64(n+255) &^ 255
-	need := xsB + xqB + int64(n/32)*4
-	if need > b.q.foldN {
-		c := max(need, 1<<20)
-		p := b.alloc(c)
-		if p == 0 {
-			return 0, 0, 0
-		}
-		b.fail(cu.MemsetD32Async(p, 0, c/4, b.stream))
-		b.q.foldP, b.q.foldN = p, c
-	}
-	xs = b.q.foldP
-	return xs, xs + cu.DevicePtr(xsB), xs + cu.DevicePtr(xsB+xqB)
 }
 
 // quantMatMulAdd is MatMulAdd for a block-format weight (decode.go has
@@ -287,7 +225,7 @@ func (b *Backend) quantMatMulAdd(acc, x kernels.Buf, w kernels.Tensor) bool {
 	if !b.qmvOn() {
 		return false
 	}
-	xs, xq, ssp := b.qxFold(dptr(x), in)
+	xs, xq, ssp := b.qx(dptr(x), 0, in)
 	b.qmvLaunch(qmvAdd, xs, xq, ssp, 0, in, []cu.DevicePtr{dptr(acc)}, []*tensor{t})
 	return true
 }

@@ -32,9 +32,6 @@ import (
 //	POCKET_FP8_PREFILL=tf32 FP8 prefill GEMMs on the built-in tf32 kernel, not dequantized chunks on cuBLASLt
 //	POCKET_ATTN_BLOCKS=N, POCKET_ATTN_CHUNK=N decode attn_partial aims at N blocks per SM (16) with
 //	                     at least N positions per split (8)
-//	POCKET_QMV_WPR=1|2|4|8 batch-1 Q4_K/Q6_K/Q8_0 GEMVs (qmv) split each row group over that many warps (default: qmvWarps chooses)
-//	POCKET_QMV_PF=N      qmv warps prefetch N steps of weights into L2 past the one in registers (default 1; 0: none)
-//	POCKET_QMV_FOLD=1    qmv_swiglu also rounds its output to int8 for the down projection (no quantize launch before it)
 var switches = struct {
 	noCublasLt      bool
 	attnOcc2        bool
@@ -49,10 +46,7 @@ var switches = struct {
 	attnPrefill     string
 	attnBlocks      int
 	attnChunk       int
-	qmvWPR          int
 	fp8MMA          int
-	qmvPF           int
-	qmvFold         bool
 	noFP8Prefill    bool
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
@@ -69,10 +63,7 @@ var switches = struct {
 	attnBlocks:      intSwitch("POCKET_ATTN_BLOCKS", 16, 1, 64),
 	attnChunk:       intSwitch("POCKET_ATTN_CHUNK", 8, 1, 4096),
 	noFP8Prefill:    os.Getenv("POCKET_FP8_PREFILL") == "tf32",
-	qmvWPR:          pow2Switch("POCKET_QMV_WPR", 8),
 	fp8MMA:          intSwitch("POCKET_FP8_MMA", -1, 0, 8),
-	qmvPF:           intSwitch("POCKET_QMV_PF", 1, 0, 4),
-	qmvFold:         os.Getenv("POCKET_QMV_FOLD") == "1",
 }
 
 func fusedSwitch(v string) map[string]bool {
@@ -94,15 +85,6 @@ func intSwitch(name string, def, lo, hi int) int {
 	v, err := strconv.Atoi(os.Getenv(name))
 	if err != nil || v < lo || v > hi {
 		return def
-	}
-	return v
-}
-
-// pow2Switch is a power of two in [1, hi], 0 when unset or invalid.
-func pow2Switch(name string, hi int) int {
-	v := intSwitch(name, 0, 1, hi)
-	if v&(v-1) != 0 {
-		return 0
 	}
 	return v
 }
