@@ -21,10 +21,12 @@ import (
 // fp8Scratch bounds the bf16 scratch of one chunk of an FP8 weight.
 const fp8Scratch = 256 << 20
 
-// fp8PrefillRows is the least number of rows that takes this path: below
-// it the GEMV kernels (≤ 8 rows) or the tf32 kernel keep the weight bytes
-// read once.
-const fp8PrefillRows = 16
+// fp8PrefillRows is the least number of rows that takes this path. Below
+// it the tf32 kernel, which reads each weight byte once, wins: the chunked
+// path moves ~5 bytes per weight element (FP8 read, bf16 written and read
+// back), which at ~3 TB/s costs as much as ~40 rows of the tf32 kernel's
+// arithmetic. Small groups (an MoE expert's tokens in a prefill) stay there.
+const fp8PrefillRows = 64
 
 type fp8Prefill struct {
 	scratch cu.DevicePtr // bf16 rows of the current chunk
