@@ -62,6 +62,9 @@ type blockMeta struct {
 	keyed bool
 	key   Key
 	elem  *list.Element // on lru while ref == 0 && keyed
+	// spilled: the host tier got a copy of this keyed block ahead of its
+	// eviction (Prespill), so evicting it needs no device read.
+	spilled bool
 }
 
 // Stats is a snapshot of the pool's occupancy and traffic.
@@ -159,15 +162,51 @@ func (p *Pool) evictLocked() (int32, bool) {
 	p.lru.Remove(e)
 	m.elem = nil
 	if p.host != nil {
-		buf := make([]float32, p.spec.BytesPerBlock()/4)
-		p.be.ReadKVBlock(p.kv, int(b), buf)
-		if p.host.put(m.key, buf) {
-			p.stats.HostStores++
+		if _, ok := p.host.get(m.key); !m.spilled || !ok {
+			p.spillLocked(b)
 		}
 	}
 	p.stats.Evictions++
 	p.dropKeyLocked(b)
 	return b, true
+}
+
+// spillLocked copies keyed block b's KV into the host tier.
+func (p *Pool) spillLocked(b int32) {
+	m := &p.blocks[b]
+	buf := make([]float32, p.spec.BytesPerBlock()/4)
+	p.be.ReadKVBlock(p.kv, int(b), buf)
+	if p.host.put(m.key, buf) {
+		p.stats.HostStores++
+		m.spilled = true
+	}
+}
+
+// Prespill copies up to n of the cached blocks next in line for eviction
+// into the host tier ahead of time, keeping them on the device, and
+// returns how many it copied. An eviction then only drops the block: the
+// device read (through pinned memory, on a GPU a round trip to the worker)
+// leaves the critical path of the allocation that needs the block, which
+// is the middle of someone's prefill. The scheduler calls it while idle;
+// it does nothing while more than a quarter of the pool is free.
+func (p *Pool) Prespill(n int) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.host == nil || len(p.free) > len(p.blocks)/4 {
+		return 0
+	}
+	done := 0
+	// The back of the LRU list goes first; look no further than the
+	// blocks that a quarter of the pool's worth of allocations would evict.
+	window := max(len(p.blocks)/4, 1)
+	for e := p.lru.Back(); e != nil && done < n && window > 0; e, window = e.Prev(), window-1 {
+		b := e.Value.(int32)
+		if m := &p.blocks[b]; m.keyed && !m.spilled {
+			p.spillLocked(b)
+			done++
+		}
+	}
+	return done
 }
 
 // dropKeyLocked removes b's entry from the prefix index. The snapshot
@@ -183,7 +222,7 @@ func (p *Pool) dropKeyLocked(b int32) {
 	if p.host == nil {
 		p.snaps.del(m.key)
 	}
-	m.keyed = false
+	m.keyed, m.spilled = false, false
 }
 
 // Ref adds a reference to b (a fork sharing it).

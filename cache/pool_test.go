@@ -265,3 +265,88 @@ func TestHostTierLogits(t *testing.T) {
 		t.Fatal("logits over restored KV differ")
 	}
 }
+
+// countingKV counts the device reads of KV blocks.
+type countingKV struct {
+	kernels.KVOps
+	reads int
+}
+
+func (c *countingKV) ReadKVBlock(p kernels.KVPool, b int, dst []float32) {
+	c.reads++
+	c.KVOps.ReadKVBlock(p, b, dst)
+}
+
+// TestPrespill: blocks copied to the host tier ahead of time are evicted
+// without a device read and come back with their bytes; nothing is copied
+// while the pool has room, nor twice.
+func TestPrespill(t *testing.T) {
+	be := &countingKV{KVOps: cpu.New(1)}
+	p, err := New(Config{Backend: be, Spec: kernels.KVSpec{Layers: 2, Blocks: 8, BlockSize: 4, KVHeads: 1, HeadDimK: 2, HeadDimV: 2},
+		HostTierBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	keys := ChainKeys(Seed("m", 1), make([]int32, 32), 4)
+	var want [][]float32
+	var blocks []int32
+	for i, k := range keys[:7] {
+		b := alloc(t, p)
+		want = append(want, fill(p, b, float32(i+1)))
+		p.Register(b, k)
+		blocks = append(blocks, b)
+	}
+	// Seven of eight referenced: one free block is within the quarter, but
+	// nothing is cached yet.
+	if n := p.Prespill(8); n != 0 {
+		t.Fatalf("prespilled %d with no cached block", n)
+	}
+	for _, b := range blocks {
+		p.Release(b) // LRU back = blocks[0]
+	}
+	if n := p.Prespill(8); n != 2 || be.reads != 2 {
+		t.Fatalf("prespilled %d (reads %d), want the 2 blocks of the eviction window", n, be.reads)
+	}
+	if n := p.Prespill(8); n != 0 {
+		t.Fatalf("second prespill copied %d again", n)
+	}
+	// The free block, then the two spilled ones: no device read.
+	var held []int32
+	for range 3 {
+		held = append(held, alloc(t, p))
+	}
+	if be.reads != 2 {
+		t.Errorf("evicting prespilled blocks read the device: %d reads", be.reads)
+	}
+	// The next eviction (blocks[2], not spilled) reads it.
+	held = append(held, alloc(t, p))
+	if be.reads != 3 {
+		t.Errorf("eviction of an unspilled block: %d reads, want 3", be.reads)
+	}
+	p.ReleaseAll(held)
+	for i := range 3 {
+		b, ok := p.Lookup(keys[i])
+		if !ok {
+			t.Fatalf("block %d lost", i)
+		}
+		if got := p.ReadBlock(b); !slices.Equal(got, want[i]) {
+			t.Fatalf("block %d came back with other bytes", i)
+		}
+		p.Release(b)
+	}
+}
+
+// TestPrespillRoom: nothing is copied while more than a quarter of the
+// pool is free.
+func TestPrespillRoom(t *testing.T) {
+	p := newPool(t, 1<<20) // 4 blocks
+	keys := ChainKeys(Seed("m", 1), make([]int32, 16), 4)
+	b := alloc(t, p)
+	fill(p, b, 1)
+	p.Register(b, keys[0])
+	p.Release(b)
+	if n := p.Prespill(4); n != 0 {
+		t.Errorf("prespilled %d with 3 of 4 blocks free", n)
+	}
+}

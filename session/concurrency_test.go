@@ -203,3 +203,36 @@ func TestPoolPressure(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleSpill: with the pool nearly full of cached prefix blocks, the
+// idle scheduler copies the ones next in line for eviction to the host
+// tier by itself, and a later request reuses them exactly.
+func TestIdleSpill(t *testing.T) {
+	model := loadFixture(t, "qwen3")
+	m := newManager(t, "", ModelConfig{Name: "qwen3", Model: model, KVBlocks: 4, HostTierBytes: 1 << 20})
+	p := prompt(60, 7) // three full blocks stay cached; one of four is free
+	res, err := m.Complete(context.Background(), 1, "qwen3", p, GenerateParams{MaxTokens: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for m.Models()[0].HostTierBytes == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("idle scheduler copied nothing to the host tier: %+v", m.Models()[0])
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// Another prompt evicts the cached blocks; the first prompt then comes
+	// back from the host tier with the same continuation.
+	if _, err := m.Complete(context.Background(), 1, "qwen3", prompt(60, 8), GenerateParams{MaxTokens: 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	again, err := m.Complete(context.Background(), 1, "qwen3", p, GenerateParams{MaxTokens: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalIDs(t, "from the host tier", again.IDs, res.IDs)
+	if again.Usage.CachedTokens == 0 {
+		t.Errorf("no prompt token reused: %+v", again.Usage)
+	}
+}

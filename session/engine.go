@@ -29,6 +29,10 @@ const (
 	idleStepTime  = 50 * time.Millisecond
 )
 
+// idleSpillBlocks is how many blocks an idle scheduler copies to the host
+// tier before it looks at its queue again (see cache.Pool.Prespill).
+const idleSpillBlocks = 4
+
 // stepTokens is the prefill budget of the step now running (called by
 // the scheduler's job, so queue holds the steps waiting behind it).
 func (e *engine) stepTokens() int {
@@ -79,6 +83,11 @@ type engine struct {
 	// return), split into decode steps (one token) and prefill chunks:
 	// /metrics shows where a request's time goes.
 	decodeNs, prefillNs atomic.Int64
+	// spillDue (qmu) asks the idle scheduler to look for cached blocks to
+	// copy to the host tier ahead of their eviction (set when a request
+	// leaves, cleared when a look finds nothing).
+	spillDue bool
+	spillGen uint64
 	// prefillRate is the measured prefill throughput (tokens/s, a float64's
 	// bits): a moving average over passes of 64 tokens or more.
 	prefillRate atomic.Uint64
@@ -134,6 +143,21 @@ func (e *engine) run() {
 	for {
 		e.qmu.Lock()
 		for len(e.queue) == 0 && !e.stopped {
+			if e.spillDue {
+				// Idle: copy cached blocks that the next allocations would
+				// evict to the host tier now, a few at a time, so that a
+				// step arriving meanwhile waits for at most a few copies.
+				gen := e.spillGen
+				e.qmu.Unlock()
+				e.kvMu.Lock()
+				more := e.pool.Prespill(idleSpillBlocks) > 0
+				e.kvMu.Unlock()
+				e.qmu.Lock()
+				if !more && e.spillGen == gen { // nobody left meanwhile
+					e.spillDue = false
+				}
+				continue
+			}
 			e.cond.Wait()
 		}
 		if len(e.queue) == 0 {
@@ -173,6 +197,12 @@ func (e *engine) admit() error {
 func (e *engine) leave() {
 	e.qmu.Lock()
 	e.admitted--
+	// The request may have released blocks into the cache (a stateless
+	// request's sequence is dropped before it leaves): idle time may have
+	// host-tier copies to make.
+	e.spillDue = true
+	e.spillGen++
+	e.cond.Signal()
 	e.qmu.Unlock()
 }
 
