@@ -171,15 +171,18 @@ func (p *Pool) evictLocked() (int32, bool) {
 	return b, true
 }
 
-// spillLocked copies keyed block b's KV into the host tier.
-func (p *Pool) spillLocked(b int32) {
+// spillLocked copies keyed block b's KV into the host tier; false when
+// the tier declined it (its admission policy, or no room).
+func (p *Pool) spillLocked(b int32) bool {
 	m := &p.blocks[b]
 	buf := make([]float32, p.spec.BytesPerBlock()/4)
 	p.be.ReadKVBlock(p.kv, int(b), buf)
-	if p.host.put(m.key, buf) {
-		p.stats.HostStores++
-		m.spilled = true
+	if !p.host.put(m.key, buf) {
+		return false
 	}
+	p.stats.HostStores++
+	m.spilled = true
+	return true
 }
 
 // Prespill copies up to n of the cached blocks next in line for eviction
@@ -202,7 +205,9 @@ func (p *Pool) Prespill(n int) int {
 	for e := p.lru.Back(); e != nil && done < n && window > 0; e, window = e.Prev(), window-1 {
 		b := e.Value.(int32)
 		if m := &p.blocks[b]; m.keyed && !m.spilled {
-			p.spillLocked(b)
+			if !p.spillLocked(b) {
+				break // declined: do not retry in a loop; the eviction will
+			}
 			done++
 		}
 	}

@@ -350,3 +350,30 @@ func TestPrespillRoom(t *testing.T) {
 		t.Errorf("prespilled %d with 3 of 4 blocks free", n)
 	}
 }
+
+// TestPrespillDeclined: a host tier too small for a block declines it;
+// Prespill reports nothing done (the idle loop stops) instead of copying
+// the same block again and again.
+func TestPrespillDeclined(t *testing.T) {
+	be := &countingKV{KVOps: cpu.New(1)}
+	p, err := New(Config{Backend: be, Spec: spec, HostTierBytes: spec.BytesPerBlock() / 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	keys := ChainKeys(Seed("m", 1), make([]int32, 16), 4)
+	for i, k := range keys {
+		b := alloc(t, p)
+		fill(p, b, float32(i))
+		p.Register(b, k)
+		p.Release(b)
+	}
+	for range 3 {
+		if n := p.Prespill(4); n != 0 {
+			t.Fatalf("prespilled %d into a tier smaller than a block", n)
+		}
+	}
+	if be.reads != 3 {
+		t.Errorf("%d device reads, want one per attempt", be.reads)
+	}
+}
