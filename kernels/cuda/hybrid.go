@@ -30,28 +30,67 @@ const (
 	maxDeltaDK    = 256
 )
 
+// Limits of the chunked delta rule (hybrid.cu: DC, DKC): passes of more
+// than deltaChunk rows with key heads of at most maxChunkDK take it.
+const (
+	deltaChunk = 64
+	maxChunkDK = 128
+)
+
 type hybridMod struct {
+	loaded    bool
 	conv      [maxConvKernel]cFunc // causal_conv1d_K
 	delta     cFunc
+	chunkKQ   cFunc // delta_chunk_kq
+	chunk     cFunc // delta_chunk
 	normGated cFunc
 	sigmoid   cFunc
+
+	// chunked selects the chunked delta rule for long passes
+	// (POCKET_DELTA_CHUNK=1, SetDeltaChunk).
+	chunked bool
+	// Scratch of the chunked form: the chunks' Gram matrices and the
+	// rows' l2 factors (hybrid.cu: delta_chunk_kq).
+	kq, inv   cu.DevicePtr
+	kqN, invN int64
+}
+
+// hybridState is the module's state, made on first use without loading
+// anything (b.mu held).
+func (b *Backend) hybridState() *hybridMod {
+	if b.hy == nil {
+		b.hy = &hybridMod{chunked: switches.deltaChunk}
+	}
+	return b.hy
 }
 
 // hybridModule loads the kernels once (context current).
 func (b *Backend) hybridModule() (*hybridMod, error) {
-	if b.hy != nil {
-		return b.hy, nil
+	m := b.hybridState()
+	if m.loaded {
+		return m, nil
 	}
-	m := &hybridMod{}
-	names := map[string]*cFunc{"gated_delta_rule": &m.delta, "rms_norm_gated": &m.normGated, "sigmoid_mul": &m.sigmoid}
+	names := map[string]*cFunc{"gated_delta_rule": &m.delta, "delta_chunk_kq": &m.chunkKQ, "delta_chunk": &m.chunk,
+		"rms_norm_gated": &m.normGated, "sigmoid_mul": &m.sigmoid}
 	for k := 1; k <= maxConvKernel; k++ {
 		names[fmt.Sprintf("causal_conv1d_%d", k)] = &m.conv[k-1]
 	}
 	if _, err := loadModule(hybridPTX, "hybrid", names); err != nil {
 		return nil, err
 	}
-	b.hy = m
+	m.loaded = true
 	return m, nil
+}
+
+// SetDeltaChunk turns the chunked delta rule for passes of more than 64
+// rows on or off (default: POCKET_DELTA_CHUNK), so that conformance can
+// check both paths; it returns the previous setting.
+func (b *Backend) SetDeltaChunk(on bool) (was bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	m := b.hybridState()
+	was, m.chunked = m.chunked, on
+	return was
 }
 
 // hybridEnter is enter plus the module; false means skip the op (the
@@ -107,7 +146,10 @@ func (b *Backend) CausalConv1D(dst, x, state kernels.Buf, w kernels.Tensor, rows
 }
 
 // GatedDeltaRule implements kernels.HybridOps: one block per value head
-// and 32 state columns, the state in registers for the whole pass.
+// and 32 state columns, the state in registers for the whole pass, token
+// by token; with the chunked form switched on, passes of more than 64
+// rows (key head dim ≤ 128) run it in chunks of 64 tokens instead
+// (hybrid.cu: delta_chunk).
 func (b *Backend) GatedDeltaRule(dst, qkv, a, bb, state kernels.Buf, aLog, dtBias kernels.Tensor, rows int, s kernels.DeltaShape) {
 	m, ok := b.hybridEnter()
 	defer b.exit()
@@ -119,6 +161,19 @@ func (b *Backend) GatedDeltaRule(dst, qkv, a, bb, state kernels.Buf, aLog, dtBia
 		return
 	}
 	al, dt := b.vecOf(aLog, "A_log"), b.vecOf(dtBias, "dt_bias")
+	if m.chunked && rows > deltaChunk && s.DK <= maxChunkDK {
+		// The chunked form: the chunks' Gram matrices and l2 factors per key
+		// head first, then one block per value head and 32 state columns.
+		chunks := cdiv(rows, deltaChunk)
+		kq := b.scratch(&m.kq, &m.kqN, int64(s.KHeads*chunks)*2*deltaChunk*deltaChunk*4)
+		inv := b.scratch(&m.inv, &m.invN, int64(rows*s.KHeads)*2*4)
+		b.launchFn(m.chunkKQ, chunks, s.KHeads, 256, ptr(kq), ptr(inv), ptr(dptr(qkv)), i32(rows), i32(s.KHeads),
+			i32(s.VHeads), i32(s.DK), i32(s.DV))
+		b.launchFn(m.chunk, s.VHeads*cdiv(s.DV, 32), 1, 256, ptr(dptr(dst)), ptr(dptr(qkv)), ptr(dptr(a)),
+			ptr(dptr(bb)), ptr(dptr(state)), ptr(al), ptr(dt), ptr(kq), ptr(inv), i32(rows), i32(s.KHeads),
+			i32(s.VHeads), i32(s.DK), i32(s.DV))
+		return
+	}
 	b.launchFn(m.delta, s.VHeads*cdiv(s.DV, 32), 1, 256, ptr(dptr(dst)), ptr(dptr(qkv)), ptr(dptr(a)), ptr(dptr(bb)),
 		ptr(dptr(state)), ptr(al), ptr(dt), i32(rows), i32(s.KHeads), i32(s.VHeads), i32(s.DK), i32(s.DV))
 }
