@@ -3,6 +3,7 @@
 package cuda
 
 //go:generate nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o hybrid.ptx hybrid.cu
+//go:generate nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o hybrid_chunk.ptx hybrid_chunk.cu
 
 import (
 	_ "embed"
@@ -21,6 +22,9 @@ import (
 
 //go:embed hybrid.ptx
 var hybridPTX string
+
+//go:embed hybrid_chunk.ptx
+var hybridChunkPTX string
 
 var _ kernels.HybridOps = (*Backend)(nil)
 
@@ -41,10 +45,15 @@ type hybridMod struct {
 	loaded    bool
 	conv      [maxConvKernel]cFunc // causal_conv1d_K
 	delta     cFunc
-	chunkKQ   cFunc // delta_chunk_kq
-	chunk     cFunc // delta_chunk
 	normGated cFunc
 	sigmoid   cFunc
+
+	// The chunked kernels' module (hybrid_chunk.cu), loaded on the first
+	// chunked pass only: until it has run on a GPU, the default path must
+	// not depend on its PTX.
+	chunkLoaded bool
+	chunkKQ     cFunc // delta_chunk_kq
+	chunk       cFunc // delta_chunk
 
 	// chunked selects the chunked delta rule for long passes
 	// (POCKET_DELTA_CHUNK=1, SetDeltaChunk).
@@ -70,8 +79,7 @@ func (b *Backend) hybridModule() (*hybridMod, error) {
 	if m.loaded {
 		return m, nil
 	}
-	names := map[string]*cFunc{"gated_delta_rule": &m.delta, "delta_chunk_kq": &m.chunkKQ, "delta_chunk": &m.chunk,
-		"rms_norm_gated": &m.normGated, "sigmoid_mul": &m.sigmoid}
+	names := map[string]*cFunc{"gated_delta_rule": &m.delta, "rms_norm_gated": &m.normGated, "sigmoid_mul": &m.sigmoid}
 	for k := 1; k <= maxConvKernel; k++ {
 		names[fmt.Sprintf("causal_conv1d_%d", k)] = &m.conv[k-1]
 	}
@@ -80,6 +88,20 @@ func (b *Backend) hybridModule() (*hybridMod, error) {
 	}
 	m.loaded = true
 	return m, nil
+}
+
+// chunkModule loads the chunked delta rule's kernels once (context
+// current).
+func (b *Backend) chunkModule(m *hybridMod) error {
+	if m.chunkLoaded {
+		return nil
+	}
+	if _, err := loadModule(hybridChunkPTX, "hybrid_chunk", map[string]*cFunc{"delta_chunk_kq": &m.chunkKQ,
+		"delta_chunk": &m.chunk}); err != nil {
+		return err
+	}
+	m.chunkLoaded = true
+	return nil
 }
 
 // SetDeltaChunk turns the chunked delta rule for passes of more than 64
@@ -164,6 +186,10 @@ func (b *Backend) GatedDeltaRule(dst, qkv, a, bb, state kernels.Buf, aLog, dtBia
 	if m.chunked && rows > deltaChunk && s.DK <= maxChunkDK {
 		// The chunked form: the chunks' Gram matrices and l2 factors per key
 		// head first, then one block per value head and 32 state columns.
+		if err := b.chunkModule(m); err != nil {
+			b.fail(err)
+			return
+		}
 		chunks := cdiv(rows, deltaChunk)
 		kq := b.scratch(&m.kq, &m.kqN, int64(s.KHeads*chunks)*2*deltaChunk*deltaChunk*4)
 		inv := b.scratch(&m.inv, &m.invN, int64(rows*s.KHeads)*2*4)
