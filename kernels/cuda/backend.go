@@ -89,8 +89,8 @@ type Backend struct {
 	// last-split-merges scheme of attn_partial.
 	counters  cu.DevicePtr
 	countersN int
-	gqaFrom   int // see SetGQAFrom
-	f8        fp8Prefill
+	gqaFrom   int        // see SetGQAFrom
+	deq       deqScratch // chunked prefill GEMMs over block-format and FP8 weights (deqgemm.go)
 	// prefillSplitOff keeps prefill attention unsplit (SetPrefillSplits).
 	prefillSplitOff bool
 	amax            cu.DevicePtr

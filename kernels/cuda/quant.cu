@@ -655,15 +655,6 @@ __device__ __forceinline__ void qdeq_bf16(uint16_t* dst, const uint8_t* w, int r
     }
 }
 
-// copy_cols: y[r, c0+c] = t[r, c] for c < n (a chunked prefill GEMM's
-// output into the full-width destination).
-extern "C" __global__ void copy_cols(float* y, const float* t, int rows, int n, int ld, int c0) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (long)rows * n) return;
-    int r = (int)(i / n), c = (int)(i % n);
-    y[(long)r * ld + c0 + c] = t[i];
-}
-
 #define QFMT(F, name)                                                                                             \
     extern "C" __global__ void __launch_bounds__(256)                                                             \
         qgemv_##name##_1(float* y, const float* x, const uint8_t* w, int out, int in, long rb, int wpg) {         \

@@ -100,18 +100,13 @@ type quantFns struct {
 
 type quantMod struct {
 	fns     map[kernels.DType]*quantFns
-	iqErr   error // why the lattice codebooks could not be filled (their formats then refuse to load)
-	copy    cFunc
+	iqErr   error        // why the lattice codebooks could not be filled (their formats then refuse to load)
 	qx      cFunc        // qx_quant
 	qxn     cFunc        // qx_norm (quant_mmv.go)
 	mv, swi cFunc        // qmv, qmv_swiglu (quant_mmv.go)
 	xq      cu.DevicePtr // int8 activations: xs (float2 per 32) then xq
 	xqN     int64
 	int8    bool
-	scratch cu.DevicePtr // bf16 dequantized rows
-	scrN    int64
-	tmp     cu.DevicePtr // fp32 output of a chunked GEMM
-	tmpN    int64
 }
 
 // quantModule loads the quant kernels once (context current).
@@ -131,9 +126,6 @@ func (b *Backend) quantModule() (*quantMod, error) {
 		return cfunc(f), nil
 	}
 	q := &quantMod{fns: map[kernels.DType]*quantFns{}}
-	if q.copy, err = get("copy_cols"); err != nil {
-		return nil, err
-	}
 	if q.qx, err = get("qx_quant"); err != nil {
 		return nil, err
 	}
@@ -295,34 +287,8 @@ func (b *Backend) quantMatMul(dst, x kernels.Buf, t *tensor, rows int) {
 		return
 	}
 	// Prefill: dequantize row chunks to bf16 and multiply.
-	chunk := max(64, QuantScratchBytes/(2*in)/64*64)
-	chunk = min(chunk, out)
-	need := int64(chunk) * int64(in) * 2
-	if need > b.q.scrN {
-		// The old scratch is not freed: queued work may still read it.
-		b.q.scratch, b.q.scrN = b.alloc(need), need
-	}
-	for c0 := 0; c0 < out && b.err == nil; c0 += chunk {
-		n := min(chunk, out-c0)
-		b.launchFn(fs.deq, cdiv(n*in/32, 256), 1, 256, ptr(b.q.scratch), ptr(t.data+cu.DevicePtr(c0*t.rowBytes())), i32(n), i32(in),
+	b.deqGEMM(y, xp, rows, out, in, max(64, QuantScratchBytes/(2*in)/64*64), func(dst cu.DevicePtr, c0, n int) {
+		b.launchFn(fs.deq, cdiv(n*in/32, 256), 1, 256, ptr(dst), ptr(t.data+cu.DevicePtr(c0*t.rowBytes())), i32(n), i32(in),
 			uint64(t.rowBytes()))
-		yc := y
-		if n != out {
-			if tn := int64(rows) * int64(chunk) * 4; tn > b.q.tmpN {
-				b.q.tmp, b.q.tmpN = b.alloc(tn), tn
-			}
-			yc = b.q.tmp
-		}
-		if b.ltGemm(yc, xp, b.q.scratch, rows, n, in) {
-			if yc == b.lt.bfSrc {
-				b.lt.bfSrc = 0
-			}
-		} else {
-			b.run(fGemmBF16, cdiv(n, 64), cdiv(rows, 64), 128, ptr(yc), ptr(xp), ptr(b.q.scratch), 0,
-				uint64(kernels.BF16), 0, 0, 0, i32(rows), i32(n), i32(in))
-		}
-		if n != out {
-			b.launchFn(b.q.copy, cdiv(rows*n, 256), 1, 256, ptr(y), ptr(yc), i32(rows), i32(n), i32(out), i32(c0))
-		}
-	}
+	})
 }
