@@ -42,6 +42,11 @@ func (h *hostTier) put(k Key, data []float32) bool {
 
 func (h *hostTier) get(k Key) ([]float32, bool) { return h.c.Get(string(k[:])) }
 
+func (h *hostTier) has(k Key) bool {
+	_, ok := h.c.Get(string(k[:]))
+	return ok
+}
+
 func (h *hostTier) del(k Key) {
 	h.c.Del(string(k[:]))
 	h.c.Wait() // keep used() exact

@@ -161,10 +161,8 @@ func (p *Pool) evictLocked() (int32, bool) {
 	m := &p.blocks[b]
 	p.lru.Remove(e)
 	m.elem = nil
-	if p.host != nil {
-		if _, ok := p.host.get(m.key); !m.spilled || !ok {
-			p.spillLocked(b)
-		}
+	if p.host != nil && !(m.spilled && p.host.has(m.key)) {
+		p.spillLocked(b)
 	}
 	p.stats.Evictions++
 	p.dropKeyLocked(b)
@@ -346,11 +344,7 @@ func (p *Pool) Contains(key Key) bool {
 	if _, ok := p.index[key]; ok {
 		return true
 	}
-	if p.host != nil {
-		_, ok := p.host.get(key)
-		return ok
-	}
-	return false
+	return p.host != nil && p.host.has(key)
 }
 
 // Writable returns a block that the caller, holding one reference to b,

@@ -313,34 +313,25 @@ func (p *P2P) errTimedOut() error {
 // AllReduceSum implements kernels.Collective: the peer-memory kernel for
 // up to P2PMaxFloats floats in a 16-byte aligned buffer, NCCL otherwise.
 func (p *P2P) AllReduceSum(buf kernels.Buf, n int) error {
-	if n <= 0 {
-		return nil
+	if done, err := p.allReduce(buf, nil, n); done {
+		return err
 	}
-	if p.closed.Load() {
-		return fmt.Errorf("%w: closed", ErrP2P)
-	}
-	if p.timedOut() {
-		return p.errTimedOut()
-	}
-	if n > p.slot || n > buf.Len() || dptr(buf)%16 != 0 {
-		// (Every rank decides alike: same n, and buffers come from the
-		// same allocator sequence.)
-		return p.Comm.AllReduceSum(buf, n)
-	}
-	b := p.b
-	if !b.enter() {
-		b.exit()
-		return b.err
-	}
-	defer b.exit()
-	p.enqueue(dptr(buf), 0, n)
-	return b.err
+	// (Every rank decides alike: same n, and buffers come from the same
+	// allocator sequence.)
+	return p.Comm.AllReduceSum(buf, n)
 }
 
 // AllReduceSumAdd implements kernels.AllReduceAdder: acc += the sum of buf,
 // in the one-shot kernel (no separate add launch), for the sizes
 // AllReduceSum runs on P2P; larger ones are declined (NCCL + Add).
 func (p *P2P) AllReduceSumAdd(acc, buf kernels.Buf, n int) (bool, error) {
+	return p.allReduce(buf, acc, n)
+}
+
+// allReduce runs one P2P all-reduce of buf's first n floats, the sums
+// written back to buf or, with acc, added into acc; false (nothing done)
+// for sizes or alignments the kernel does not take.
+func (p *P2P) allReduce(buf, acc kernels.Buf, n int) (bool, error) {
 	if n <= 0 {
 		return true, nil
 	}
@@ -350,7 +341,14 @@ func (p *P2P) AllReduceSumAdd(acc, buf kernels.Buf, n int) (bool, error) {
 	if p.timedOut() {
 		return true, p.errTimedOut()
 	}
-	if n > p.slot || n > buf.Len() || n > acc.Len() || dptr(buf)%16 != 0 || dptr(acc)%16 != 0 {
+	var accp cu.DevicePtr
+	if acc != nil {
+		if n > acc.Len() || dptr(acc)%16 != 0 {
+			return false, nil
+		}
+		accp = dptr(acc)
+	}
+	if n > p.slot || n > buf.Len() || dptr(buf)%16 != 0 {
 		return false, nil
 	}
 	b := p.b
@@ -359,7 +357,7 @@ func (p *P2P) AllReduceSumAdd(acc, buf kernels.Buf, n int) (bool, error) {
 		return true, b.err
 	}
 	defer b.exit()
-	p.enqueue(dptr(buf), dptr(acc), n)
+	p.enqueue(dptr(buf), accp, n)
 	return true, b.err
 }
 
