@@ -447,27 +447,32 @@ __device__ __forceinline__ void k4sm(int j, uint32_t s0, uint32_t s1, uint32_t s
         m = ((b2 >> 4) & 0xF) | ((b1 >> 2) & 0x30);
     }
 }
-__device__ __forceinline__ float cmq4k(const LdQ4K& L, int j) {
+// q4kDot is one lane's share of a Q4_K block times the int8 activation:
+// block header hd (d, dmin, packed scales), the lane's 16 quant bytes qv,
+// the two sub-blocks' activation words x0, x1 and their {d, Σq} pairs s.
+// The v1 (qgemv8_q4_k) and qmv (quant_mmv.cuh) kernels share it.
+__device__ __forceinline__ float q4kDot(uint4 hd, uint4 qv, int4 x0, int4 x1, float4 s, int j) {
     const uint32_t M = 0x0F0F0F0Fu;
-    int sl = dp4(L.qv.x & M, L.x0.x, 0);
-    sl = dp4(L.qv.y & M, L.x0.y, sl);
-    sl = dp4(L.qv.z & M, L.x0.z, sl);
-    sl = dp4(L.qv.w & M, L.x0.w, sl);
-    int sh = dp4((L.qv.x >> 4) & M, L.x1.x, 0);
-    sh = dp4((L.qv.y >> 4) & M, L.x1.y, sh);
-    sh = dp4((L.qv.z >> 4) & M, L.x1.z, sh);
-    sh = dp4((L.qv.w >> 4) & M, L.x1.w, sh);
+    int sl = dp4(qv.x & M, x0.x, 0);
+    sl = dp4(qv.y & M, x0.y, sl);
+    sl = dp4(qv.z & M, x0.z, sl);
+    sl = dp4(qv.w & M, x0.w, sl);
+    int sh = dp4((qv.x >> 4) & M, x1.x, 0);
+    sh = dp4((qv.y >> 4) & M, x1.y, sh);
+    sh = dp4((qv.z >> 4) & M, x1.z, sh);
+    sh = dp4((qv.w >> 4) & M, x1.w, sh);
     const int c = j >> 1;
     uint32_t sc0, m0, sc1, m1;
-    k4sm(2 * c, L.hd.y, L.hd.z, L.hd.w, sc0, m0);
-    k4sm(2 * c + 1, L.hd.y, L.hd.z, L.hd.w, sc1, m1);
-    const float d = h2f(L.hd.x & 0xffff), dm = h2f(L.hd.x >> 16);
-    float v = d * (u2f(sc0) * L.s.x * (float)sl + u2f(sc1) * L.s.z * (float)sh);
+    k4sm(2 * c, hd.y, hd.z, hd.w, sc0, m0);
+    k4sm(2 * c + 1, hd.y, hd.z, hd.w, sc1, m1);
+    const float d = h2f(hd.x & 0xffff), dm = h2f(hd.x >> 16);
+    float v = d * (u2f(sc0) * s.x * (float)sl + u2f(sc1) * s.z * (float)sh);
     // The min term once per sub-block (the lane with h = 0), over the
     // group's whole sum.
-    if ((j & 1) == 0) v -= dm * (u2f(m0) * (L.s.x * L.s.y) + u2f(m1) * (L.s.z * L.s.w));
+    if ((j & 1) == 0) v -= dm * (u2f(m0) * (s.x * s.y) + u2f(m1) * (s.z * s.w));
     return v;
 }
+__device__ __forceinline__ float cmq4k(const LdQ4K& L, int j) { return q4kDot(L.hd, L.qv, L.x0, L.x1, L.s, j); }
 
 extern "C" __global__ void __launch_bounds__(128) qgemv8_q4_k(float* y, const uint8_t* __restrict__ xq,
                                                              const float2* __restrict__ xs,
@@ -517,23 +522,29 @@ __device__ __forceinline__ uint32_t s6(uint32_t v) {
     const uint32_t u = v ^ 0x20202020u;
     return u | ((u & 0x20202020u) * 6u);
 }
-__device__ __forceinline__ float cmq6k(const LdQ6K& L, int t) {
+// q6kDot is one lane's share of a Q6_K block times the int8 activation
+// (quant bytes a, b, high bits h, scales sc, d; activation words x and
+// their {d, Σq} pairs s01, s23). Shared by qgemv8_q6_k and qmv.
+__device__ __forceinline__ float q6kDot(const uint32_t* a, const uint32_t* b, const uint32_t* h, const uint32_t* sc,
+                                        uint32_t dd, const int2* x, float4 s01, float4 s23, int t) {
     const uint32_t M = 0x0F0F0F0Fu, H = 0x30303030u;
     int d0 = 0, d1 = 0, d2 = 0, d3 = 0;
 #pragma unroll
     for (int i = 0; i < 2; i++) {
-        const int xi0 = i ? L.x[0].y : L.x[0].x, xi1 = i ? L.x[1].y : L.x[1].x, xi2 = i ? L.x[2].y : L.x[2].x,
-                  xi3 = i ? L.x[3].y : L.x[3].x;
-        d0 = dp4(s6((L.a[i] & M) | ((L.h[i] << 4) & H)), xi0, d0);
-        d1 = dp4(s6((L.b[i] & M) | ((L.h[i] << 2) & H)), xi1, d1);
-        d2 = dp4(s6(((L.a[i] >> 4) & M) | (L.h[i] & H)), xi2, d2);
-        d3 = dp4(s6(((L.b[i] >> 4) & M) | ((L.h[i] >> 2) & H)), xi3, d3);
+        const int xi0 = i ? x[0].y : x[0].x, xi1 = i ? x[1].y : x[1].x, xi2 = i ? x[2].y : x[2].x,
+                  xi3 = i ? x[3].y : x[3].x;
+        d0 = dp4(s6((a[i] & M) | ((h[i] << 4) & H)), xi0, d0);
+        d1 = dp4(s6((b[i] & M) | ((h[i] << 2) & H)), xi1, d1);
+        d2 = dp4(s6(((a[i] >> 4) & M) | (h[i] & H)), xi2, d2);
+        d3 = dp4(s6(((b[i] >> 4) & M) | ((h[i] >> 2) & H)), xi3, d3);
     }
     const uint32_t sh = 8 * ((t & 3) >> 1);
-    const float c0 = (float)(int8_t)(L.sc[0] >> sh), c1 = (float)(int8_t)(L.sc[0] >> (16 + sh)),
-                c2 = (float)(int8_t)(L.sc[1] >> sh), c3 = (float)(int8_t)(L.sc[1] >> (16 + sh));
-    return h2f(L.d) * (c0 * L.s01.x * (float)d0 + c1 * L.s01.z * (float)d1 + c2 * L.s23.x * (float)d2 +
-                       c3 * L.s23.z * (float)d3);
+    const float c0 = (float)(int8_t)(sc[0] >> sh), c1 = (float)(int8_t)(sc[0] >> (16 + sh)),
+                c2 = (float)(int8_t)(sc[1] >> sh), c3 = (float)(int8_t)(sc[1] >> (16 + sh));
+    return h2f(dd) * (c0 * s01.x * (float)d0 + c1 * s01.z * (float)d1 + c2 * s23.x * (float)d2 + c3 * s23.z * (float)d3);
+}
+__device__ __forceinline__ float cmq6k(const LdQ6K& L, int t) {
+    return q6kDot(L.a, L.b, L.h, L.sc, L.d, L.x, L.s01, L.s23, t);
 }
 
 extern "C" __global__ void __launch_bounds__(128) qgemv8_q6_k(float* y, const uint8_t* __restrict__ xq,

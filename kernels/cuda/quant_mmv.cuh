@@ -113,24 +113,7 @@ template <> struct QT<Q4_K> {
         x.s = __ldg((const float4*)(xs + 8 * (long)b + 2 * c));
     }
     static __device__ __forceinline__ float dot(const W& w, const X& x, int j) {
-        const uint32_t M = 0x0F0F0F0Fu;
-        int sl = dp4(w.qv.x & M, x.x0.x, 0);
-        sl = dp4(w.qv.y & M, x.x0.y, sl);
-        sl = dp4(w.qv.z & M, x.x0.z, sl);
-        sl = dp4(w.qv.w & M, x.x0.w, sl);
-        int sh = dp4((w.qv.x >> 4) & M, x.x1.x, 0);
-        sh = dp4((w.qv.y >> 4) & M, x.x1.y, sh);
-        sh = dp4((w.qv.z >> 4) & M, x.x1.z, sh);
-        sh = dp4((w.qv.w >> 4) & M, x.x1.w, sh);
-        const int c = j >> 1;
-        uint32_t sc0, m0, sc1, m1;
-        k4sm(2 * c, w.hd.y, w.hd.z, w.hd.w, sc0, m0);
-        k4sm(2 * c + 1, w.hd.y, w.hd.z, w.hd.w, sc1, m1);
-        const float d = h2f(w.hd.x & 0xffff), dm = h2f(w.hd.x >> 16);
-        float v = d * (u2f(sc0) * x.s.x * (float)sl + u2f(sc1) * x.s.z * (float)sh);
-        // The min term once per sub-block (the lane with h = 0).
-        if ((j & 1) == 0) v -= dm * (u2f(m0) * (x.s.x * x.s.y) + u2f(m1) * (x.s.z * x.s.w));
-        return v;
+        return q4kDot(w.hd, w.qv, x.x0, x.x1, x.s, j);
     }
 };
 
@@ -163,22 +146,7 @@ template <> struct QT<Q6_K> {
         x.s23 = __ldg((const float4*)(sp + 2));
     }
     static __device__ __forceinline__ float dot(const W& w, const X& x, int t) {
-        const uint32_t M = 0x0F0F0F0Fu, H = 0x30303030u;
-        int d0 = 0, d1 = 0, d2 = 0, d3 = 0;
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            const int xi0 = i ? x.x[0].y : x.x[0].x, xi1 = i ? x.x[1].y : x.x[1].x, xi2 = i ? x.x[2].y : x.x[2].x,
-                      xi3 = i ? x.x[3].y : x.x[3].x;
-            d0 = dp4(s6((w.a[i] & M) | ((w.h[i] << 4) & H)), xi0, d0);
-            d1 = dp4(s6((w.b[i] & M) | ((w.h[i] << 2) & H)), xi1, d1);
-            d2 = dp4(s6(((w.a[i] >> 4) & M) | (w.h[i] & H)), xi2, d2);
-            d3 = dp4(s6(((w.b[i] >> 4) & M) | ((w.h[i] >> 2) & H)), xi3, d3);
-        }
-        const uint32_t sh = 8 * ((t & 3) >> 1);
-        const float c0 = (float)(int8_t)(w.sc[0] >> sh), c1 = (float)(int8_t)(w.sc[0] >> (16 + sh)),
-                    c2 = (float)(int8_t)(w.sc[1] >> sh), c3 = (float)(int8_t)(w.sc[1] >> (16 + sh));
-        return h2f(w.d) * (c0 * x.s01.x * (float)d0 + c1 * x.s01.z * (float)d1 + c2 * x.s23.x * (float)d2 +
-                           c3 * x.s23.z * (float)d3);
+        return q6kDot(w.a, w.b, w.h, w.sc, w.d, x.x, x.s01, x.s23, t);
     }
 };
 
