@@ -27,6 +27,11 @@ step() { # name seconds command...
   local rc=$?
   echo "== $name: rc=$rc in $(( $(date +%s) - t0 )) s" | tee -a "$O/$stage.txt"
 }
+ab() { # list name secs command...: the command again under each entry of an A/B list
+  # (entries: VAR=value, several comma-separated), logged as name-entry
+  local list=$1 name=$2 secs=$3 kv; shift 3
+  for kv in $list; do step "$name-$kv" "$secs" env ${kv//,/ } "$@"; done
+}
 model() { # shape dir [synth flags]
   [ -e "$2/.done" ] || { $W synth --shape "$1" --out "$2" "${@:3}" >/dev/null 2>&1 && touch "$2/.done"; }
 }
@@ -48,9 +53,8 @@ for stage in "$@"; do
     model llama3-8b /tmp/l8b
     step bench 120 $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json
     step bench-8k 120 $W bench --model /tmp/l8b --prompt-tokens 8000 --new-tokens 128 --json
-    for kv in ${L8B_AB:-}; do # e.g. L8B_AB="POCKET_ATTN_CHUNK=64,POCKET_ATTN_BLOCKS=4 POCKET_PDL=0"
-      step bench-$kv 120 env ${kv//,/ } $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json
-    done
+    # L8B_AB, e.g. "POCKET_ATTN_CHUNK=64,POCKET_ATTN_BLOCKS=4 POCKET_PDL=0"
+    ab "${L8B_AB:-}" bench 120 $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json
     [ -n "${QUICK:-}" ] && continue # QUICK=1: the two headline numbers, no A/B
     POCKET_PDL=0 step bench-nopdl 120 $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json
     POCKET_FUSED=0 step bench-unfused 120 $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json
@@ -62,9 +66,8 @@ for stage in "$@"; do
   q35) # issue #6: Qwen3.5-27B FP8 decode (bar: 85% of the weight-bytes roofline); ncu detail of a GEMV
     model qwen3.5-27b-fp8 /tmp/m-qwen3.5-27b-fp8
     step bench-q35 200 $W bench --model /tmp/m-qwen3.5-27b-fp8 --prompt-tokens 512 --new-tokens 64 --json
-    for kv in ${Q35_AB:-}; do # e.g. Q35_AB="POCKET_FP8_MMA=0 POCKET_FP8_PREFILL=tf32"
-      step bench-q35-$kv 200 env ${kv//,/ } $W bench --model /tmp/m-qwen3.5-27b-fp8 --prompt-tokens 512 --new-tokens 64 --json
-    done
+    # Q35_AB, e.g. "POCKET_FP8_MMA=0 POCKET_FP8_PREFILL=tf32"
+    ab "${Q35_AB:-}" bench-q35 200 $W bench --model /tmp/m-qwen3.5-27b-fp8 --prompt-tokens 512 --new-tokens 64 --json
     for k in ${NCU_KERNELS:-gemv_add8}; do
       [ "$k" = none ] && continue
       step ncu-$k 120 ncu --kernel-name $k --launch-skip 4 --launch-count 1 \
@@ -110,17 +113,15 @@ for stage in "$@"; do
   q8b) # prefill bar: ≥ 30k tok/s at 4096
     model qwen3-8b /tmp/m-qwen3-8b
     step bench-4096 120 $W bench --model /tmp/m-qwen3-8b --prompt-tokens 4096 --new-tokens 16 --json
-    for kv in ${Q8B_AB:-}; do # e.g. Q8B_AB="POCKET_ATTN_OCC=2 POCKET_CUBLASLT=0"
-      step bench-4096-$kv 120 env $kv $W bench --model /tmp/m-qwen3-8b --prompt-tokens 4096 --new-tokens 16 --json
-    done
+    # Q8B_AB, e.g. "POCKET_ATTN_OCC=2 POCKET_CUBLASLT=0"
+    ab "${Q8B_AB:-}" bench-4096 120 $W bench --model /tmp/m-qwen3-8b --prompt-tokens 4096 --new-tokens 16 --json
     step bench-512 120 $W bench --model /tmp/m-qwen3-8b --prompt-tokens 512 --new-tokens 128 --json ;;
   q4km)
     [ -e /tmp/q4/.done ] || { $W synth --shape qwen3-8b --format q4_k_m --out /tmp/q4 >/dev/null 2>&1 && touch /tmp/q4/.done; }
     step bench-q4km 180 $W bench --model /tmp/q4/model.gguf --prompt-tokens 128 --new-tokens 64 --json
     POCKET_QGEMV=v1 step bench-q4km-v1 180 $W bench --model /tmp/q4/model.gguf --prompt-tokens 128 --new-tokens 64 --json
-    for kv in ${Q4_AB:-}; do # e.g. Q4_AB="POCKET_QMV_PF=0 POCKET_QMV_FOLD=1"
-      step bench-q4km-$kv 180 env ${kv//,/ } $W bench --model /tmp/q4/model.gguf --prompt-tokens 128 --new-tokens 64 --json
-    done
+    # Q4_AB, e.g. "POCKET_QMV_PF=0 POCKET_QMV_FOLD=1"
+    ab "${Q4_AB:-}" bench-q4km 180 $W bench --model /tmp/q4/model.gguf --prompt-tokens 128 --new-tokens 64 --json
     step qbench 180 $W qbench ;;
   conf-v1) POCKET_QGEMV=v1 step conformance-qgemv-v1 300 $W conformance ;;
   conf-fold) POCKET_QMV_FOLD=1 step conformance-qmv-fold 300 $W conformance ;;

@@ -372,12 +372,11 @@ func (c *conf) run() {
 	c.attention()
 	c.g.SetGQAFrom(0)
 	c.g.SetPrefillSplits(true)
-	for _, v := range []string{"regs", "q4", ""} { // the other prefill kernels, then back to the default
+	for _, v := range []string{"regs", "q4"} { // the other prefill kernels
 		c.g.SetAttnPrefill(v)
-		if v != "" {
-			c.attention()
-		}
+		c.attention()
 	}
+	c.g.SetAttnPrefill("")
 	c.fused()
 	c.quant()
 	c.hybrid()

@@ -157,16 +157,9 @@ func newBackend(ordinal int, makeCtx func(cu.Device) (cu.CUContext, error)) (*Ba
 		return nil, err
 	}
 	b.openLt()
-	// The query in shared memory with 8 K/V loads in flight: measured on an
-	// H200 (Qwen3-8B shape, 4096-token prefill) 30.7k tok/s against 30.2k
-	// with the query in registers (POCKET_ATTN_PREFILL=regs) and 29.2k at
-	// 4 blocks per SM (q4).
-	b.attn128 = fAttnPrefill128q3
-	switch switches.attnPrefill {
-	case "regs":
-		b.attn128 = fAttnPrefill128x3
-	case "q4":
-		b.attn128 = fAttnPrefill128q4
+	b.attn128 = attnPrefill128[""]
+	if f, ok := attnPrefill128[switches.attnPrefill]; ok {
+		b.attn128 = f
 	}
 	if switches.attnOcc2 {
 		b.attn128 = fAttnPrefill128
