@@ -61,41 +61,14 @@ func (c *conf) deltaNet() {
 		c.check("CausalConv1D", name, yg, yh, s.rows*cd, tolExact)
 		c.check("CausalConv1D", name+" state", cg, ch, sh.ConvStateLen(), tolExact)
 
-		// GatedDeltaRule on the convolved rows, from a non-zero state with
-		// slow decay (A ≈ e^-2) so that the state carries across tokens.
-		vd := sh.VHeads * sh.DV
-		ag, ah := c.pair(c.randn(s.rows * sh.VHeads))
-		bg, bh := c.pair(c.randn(s.rows * sh.VHeads))
-		st := c.randn(sh.RecStateLen())
-		for i := range st {
-			st[i] *= 0.5
-		}
-		sg, sth := c.pair(st)
-		aLog := c.randn(sh.VHeads)
-		for i := range aLog {
-			aLog[i] = 0.3*aLog[i] - 2
-		}
-		alg, alh := c.vector(aLog)
-		dtg, dth := c.vector(c.randn(sh.VHeads))
-		og, oh := c.outPair(s.rows * vd)
+		// GatedDeltaRule on the convolved rows; over 64 rows the chunked
+		// kernel too, each from its own copy of the same state.
+		d := c.newDeltaRun(sh, s.rows, name, yg, yh)
 		if s.rows > 64 {
-			// The chunked kernel first, from a copy of the state (the op
-			// updates it in place), then the recurrence below.
-			sg2, sth2 := c.pair(st)
-			og2, oh2 := c.outPair(s.rows * vd)
-			was := c.g.SetDeltaChunk(true)
-			c.g.GatedDeltaRule(og2, yg, ag, bg, sg2, alg, dtg, s.rows, sh)
-			c.g.SetDeltaChunk(was)
-			c.c.GatedDeltaRule(oh2, yh, ah, bh, sth2, alh, dth, s.rows, sh)
-			c.check("DeltaChunk", name, og2, oh2, s.rows*vd, tolExact)
-			c.check("DeltaChunk", name+" state", sg2, sth2, sh.RecStateLen(), tolExact)
+			c.runDelta(d, "DeltaChunk", true)
 		}
-		was := c.g.SetDeltaChunk(false)
-		c.g.GatedDeltaRule(og, yg, ag, bg, sg, alg, dtg, s.rows, sh)
-		c.g.SetDeltaChunk(was)
-		c.c.GatedDeltaRule(oh, yh, ah, bh, sth, alh, dth, s.rows, sh)
-		c.check("DeltaRule", name, og, oh, s.rows*vd, tolExact)
-		c.check("DeltaRule", name+" state", sg, sth, sh.RecStateLen(), tolExact)
+		og, oh := c.runDelta(d, "DeltaRule", false)
+		vd := sh.VHeads * sh.DV
 
 		// RMSNormGated in place, as the DeltaNet mixer calls it.
 		nw, nh := c.weight(kernels.BF16, []int{sh.DV}, [2]int{})
@@ -167,31 +140,58 @@ func (c *conf) deltaChunked() {
 			x[i] = v / (1 + float32(math.Exp(float64(-v))))
 		}
 		xg, xh := c.pair(x)
-		vd := sh.VHeads * sh.DV
-		ag, ah := c.pair(c.randn(s.rows * sh.VHeads))
-		bg, bh := c.pair(c.randn(s.rows * sh.VHeads))
-		st := c.randn(sh.RecStateLen())
-		for i := range st {
-			st[i] *= 0.5
-		}
-		sg, sth := c.pair(st)
-		aLog := c.randn(sh.VHeads)
-		for i := range aLog {
-			aLog[i] = 0.3*aLog[i] - 2
-		}
-		alg, alh := c.vector(aLog)
-		dtg, dth := c.vector(c.randn(sh.VHeads))
-		og, oh := c.outPair(s.rows * vd)
-		was := c.g.SetDeltaChunk(true)
-		c.g.GatedDeltaRule(og, xg, ag, bg, sg, alg, dtg, s.rows, sh)
-		c.g.SetDeltaChunk(was)
-		c.c.GatedDeltaRule(oh, xh, ah, bh, sth, alh, dth, s.rows, sh)
-		c.check("DeltaChunk", name, og, oh, s.rows*vd, tolExact)
-		c.check("DeltaChunk", name+" state", sg, sth, sh.RecStateLen(), tolExact)
+		c.runDelta(c.newDeltaRun(sh, s.rows, name, xg, xh), "DeltaChunk", true)
 	}
 }
 
 // vector loads v as a float32 1-D weight on both backends.
+// deltaRun is a GatedDeltaRule case's inputs on both backends, drawn once
+// so that both kernels of the CUDA backend can run from the same state.
+type deltaRun struct {
+	sh                 kernels.DeltaShape
+	rows               int
+	name               string
+	xg, xh, ag, ah     kernels.Buf
+	bg, bh             kernels.Buf
+	state              []float32
+	alg, alh, dtg, dth kernels.Tensor
+}
+
+// newDeltaRun draws a case's gates and a non-zero state with slow decay
+// (A ≈ e^-2), so that the state carries across tokens, for the rows x.
+func (c *conf) newDeltaRun(sh kernels.DeltaShape, rows int, name string, xg, xh kernels.Buf) *deltaRun {
+	d := &deltaRun{sh: sh, rows: rows, name: name, xg: xg, xh: xh}
+	d.ag, d.ah = c.pair(c.randn(rows * sh.VHeads))
+	d.bg, d.bh = c.pair(c.randn(rows * sh.VHeads))
+	d.state = c.randn(sh.RecStateLen())
+	for i := range d.state {
+		d.state[i] *= 0.5
+	}
+	aLog := c.randn(sh.VHeads)
+	for i := range aLog {
+		aLog[i] = 0.3*aLog[i] - 2
+	}
+	d.alg, d.alh = c.vector(aLog)
+	d.dtg, d.dth = c.vector(c.randn(sh.VHeads))
+	return d
+}
+
+// runDelta runs case d from a fresh copy of its state, on the CUDA
+// backend's chunked or recurrent kernel and on the CPU, checks outputs and
+// final states as op, and returns the outputs.
+func (c *conf) runDelta(d *deltaRun, op string, chunked bool) (og, oh kernels.Buf) {
+	sh, vd := d.sh, d.sh.VHeads*d.sh.DV
+	sg, sth := c.pair(d.state)
+	og, oh = c.outPair(d.rows * vd)
+	was := c.g.SetDeltaChunk(chunked)
+	c.g.GatedDeltaRule(og, d.xg, d.ag, d.bg, sg, d.alg, d.dtg, d.rows, sh)
+	c.g.SetDeltaChunk(was)
+	c.c.GatedDeltaRule(oh, d.xh, d.ah, d.bh, sth, d.alh, d.dth, d.rows, sh)
+	c.check(op, d.name, og, oh, d.rows*vd, tolExact)
+	c.check(op, d.name+" state", sg, sth, sh.RecStateLen(), tolExact)
+	return og, oh
+}
+
 func (c *conf) vector(v []float32) (g, h kernels.Tensor) {
 	w := &kernels.Weight{Name: "vec", DType: kernels.F32, Shape: []int{len(v)}, Data: make([]byte, 4*len(v))}
 	for i, x := range v {
