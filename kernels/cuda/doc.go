@@ -15,7 +15,9 @@
 //	            while the previous kernel drains
 //	quant.cu    GGUF block formats (quant.go)
 //	moe.cu      kernels.MoEOps: routing and indexed experts on the device
-//	hybrid.cu   kernels.HybridOps: Gated DeltaNet
+//	hybrid.cu   kernels.HybridOps: Gated DeltaNet (decode and short passes
+//	            token by token; hybrid_chunk.cu: longer prefills in chunks
+//	            of 64 tokens, the WY/UT form)
 //	mla.cu      kernels.MLAOps: latent attention and DeepSeek sparse attention
 //	p2p.cu      the one-shot NVLink all-reduce of tensor-parallel groups
 //

@@ -49,14 +49,13 @@ type hybridMod struct {
 	sigmoid   cFunc
 
 	// The chunked kernels' module (hybrid_chunk.cu), loaded on the first
-	// chunked pass only: until it has run on a GPU, the default path must
-	// not depend on its PTX.
+	// chunked pass only (decode-only workers never need it).
 	chunkLoaded bool
 	chunkKQ     cFunc // delta_chunk_kq
 	chunk       cFunc // delta_chunk
 
-	// chunked selects the chunked delta rule for long passes
-	// (POCKET_DELTA_CHUNK=1, SetDeltaChunk).
+	// chunked selects the chunked delta rule for long passes (the
+	// default; POCKET_DELTA_CHUNK=0 and SetDeltaChunk turn it off).
 	chunked bool
 	// Scratch of the chunked form: the chunks' Gram matrices and the
 	// rows' l2 factors (hybrid.cu: delta_chunk_kq).
@@ -68,7 +67,7 @@ type hybridMod struct {
 // anything (b.mu held).
 func (b *Backend) hybridState() *hybridMod {
 	if b.hy == nil {
-		b.hy = &hybridMod{chunked: switches.deltaChunk}
+		b.hy = &hybridMod{chunked: !switches.noDeltaChunk}
 	}
 	return b.hy
 }
@@ -105,7 +104,7 @@ func (b *Backend) chunkModule(m *hybridMod) error {
 }
 
 // SetDeltaChunk turns the chunked delta rule for passes of more than 64
-// rows on or off (default: POCKET_DELTA_CHUNK), so that conformance can
+// rows on or off (default on; POCKET_DELTA_CHUNK=0 off), so that conformance can
 // check both paths; it returns the previous setting.
 func (b *Backend) SetDeltaChunk(on bool) (was bool) {
 	b.mu.Lock()

@@ -32,8 +32,8 @@ import (
 //	POCKET_FP8_PREFILL=tf32 FP8 prefill GEMMs on the built-in tf32 kernel, not dequantized chunks on cuBLASLt
 //	POCKET_ATTN_BLOCKS=N, POCKET_ATTN_CHUNK=N decode attn_partial aims at N blocks per SM (16) with
 //	                     at least N positions per split (8)
-//	POCKET_DELTA_CHUNK=1 Gated DeltaNet prefill passes of more than 64 rows run the chunked delta rule
-//	                     (hybrid.cu: delta_chunk), not the token-by-token recurrence
+//	POCKET_DELTA_CHUNK=0 Gated DeltaNet prefill passes run the token-by-token recurrence, not the chunked
+//	                     delta rule (hybrid_chunk.cu) that passes of more than 64 rows take by default
 var switches = struct {
 	noCublasLt      bool
 	attnOcc2        bool
@@ -50,7 +50,7 @@ var switches = struct {
 	attnChunk       int
 	fp8MMA          int
 	noFP8Prefill    bool
-	deltaChunk      bool
+	noDeltaChunk    bool
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
 	attnOcc2:        os.Getenv("POCKET_ATTN_OCC") == "2",
@@ -67,7 +67,7 @@ var switches = struct {
 	attnChunk:       intSwitch("POCKET_ATTN_CHUNK", 8, 1, 4096),
 	noFP8Prefill:    os.Getenv("POCKET_FP8_PREFILL") == "tf32",
 	fp8MMA:          intSwitch("POCKET_FP8_MMA", -1, 0, 8),
-	deltaChunk:      os.Getenv("POCKET_DELTA_CHUNK") == "1",
+	noDeltaChunk:    os.Getenv("POCKET_DELTA_CHUNK") == "0",
 }
 
 func fusedSwitch(v string) map[string]bool {
