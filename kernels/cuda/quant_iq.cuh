@@ -1,17 +1,18 @@
 // The lattice i-quants (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS,
-// IQ3_S) for quant.cu: subIQ decodes sub-block s (32 elements, 8 per block)
-// into sub32's form w = a[g]*q with b = 0, where q already carries the
-// point's sign (IQ2/IQ3) or the IQ1 delta, both exact in float, so that
-// a*q rounds exactly like kernels/quant's (scale*grid)*sign and
-// scale*(grid+delta).
+// IQ3_S) for quant_blocks.cuh: subIQ decodes sub-block s (32 elements, 8
+// per block) into sub32's form w = a[g]*q with b = 0, where q already
+// carries the point's sign (IQ2/IQ3) or the IQ1 delta, both exact in
+// float, so that a*q rounds exactly like kernels/quant's (scale*grid)*sign
+// and scale*(grid+delta).
 //
-// The codebooks are not written out here: quant.go fills these globals
-// once, when the module loads, from kernels/quant.Lattice (the tables the
-// CPU dequantizers read), so the two backends cannot disagree on a point.
-// They live in global memory rather than __constant__ because every thread
-// of a warp looks up a different point: constant memory would serialise
-// those reads, the read-only L1 path serves them in parallel, and the
-// ~33 KiB of all six stays resident in L1.
+// The codebooks are not written out here: each module that includes them
+// (quant.cu, moe_quant.cu) has its own copies, which its loader fills once,
+// when the module loads, from kernels/quant.Lattice (uploadLattices; the
+// tables the CPU dequantizers read), so the backends cannot disagree on a
+// point. They live in global memory rather than __constant__ because
+// every thread of a warp looks up a different point: constant memory would
+// serialise those reads, the read-only L1 path serves them in parallel, and
+// the ~33 KiB of all six stays resident in L1.
 //
 // One byte per coordinate (int8; point k's coordinate i is byte i of word
 // k, little-endian).
