@@ -1,4 +1,5 @@
-// Device helpers shared by the CUDA modules (kernels.cu, decode.cu).
+// Device helpers shared by the CUDA modules (kernels.cu, decode.cu, moe.cu,
+// and others: each .cu that includes it).
 #pragma once
 #include <stdint.h>
 

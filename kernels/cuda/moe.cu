@@ -9,40 +9,13 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "common.cuh"
+#include "moe_common.cuh"
+
 #define MOE_MAX_EXPERTS 1024
 #define MOE_MAX_GROUPS 64
 #define MOE_MAX_TOPK 32
 #define NO_IDX 0x7fffffff
-
-__device__ __forceinline__ float bf16f(uint16_t v) { return __uint_as_float(((uint32_t)v) << 16); }
-
-// fp8e4m3 (fn: no infinities) to float, as kernels.cu decodes it.
-__device__ __forceinline__ float fp8f(uint8_t v) {
-    uint32_t s = (v & 0x80u) << 24;
-    uint32_t e = (v >> 3) & 0xfu;
-    uint32_t m = v & 7u;
-    if (e == 15 && m == 7) return __uint_as_float(0x7fc00000u);
-    if (e == 0) {
-        float f = (float)m * (1.0f / 512.0f);
-        return s ? -f : f;
-    }
-    return __uint_as_float(s | ((e + 120u) << 23) | (m << 20));
-}
-
-// Weights are read once per step: stream them past L1.
-__device__ __forceinline__ uint4 ldstream(const uint4* p) {
-    uint4 r;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                 : "l"(p));
-    return r;
-}
-
-__device__ __forceinline__ float warpSum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
 // better is the selection order of kernels.Router.Route: a higher key,
 // ties to the lower index (a stable sort, descending).
@@ -192,15 +165,6 @@ extern "C" __global__ void __launch_bounds__(256) moe_route(float* sel, const fl
 }
 
 // ---------------------------------------------------------------- experts
-// expertOf reads the id of routing slot k of row r; -1 when it is not an
-// expert of this layer (the slot then contributes nothing).
-__device__ __forceinline__ int expertOf(const float* sel, int r, int K, int k, int E) {
-    float f = sel[(long)r * 2 * K + k];
-    return (f >= 0.f && f < (float)E) ? (int)f : -1;
-}
-
-__device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.f + expf(-g)) * u; }
-
 // moe_gateup_*: h[r,k,o] = silu(gate_e·x[r]) * (up_e·x[r]) for e the k-th
 // expert of row r. Grid (ceil(inter/8), rows*K), 8 warps, one output per
 // warp; the weight rows of gate and up stream together.
