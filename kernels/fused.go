@@ -28,3 +28,17 @@ type FusedOps interface {
 	RoPEStoreKV(q, k, v Buf, qNorm, kNorm Tensor, eps float32, p KVPool, layer int, pos, slots []int32,
 		heads, kvHeads, headDim int, r *RoPE) bool
 }
+
+// FusedAttention is an optional extension of FusedOps: a one-token decode
+// step's attention with its q/k norms, rotary embedding and KV store in
+// one launch (on a GPU those were three launches per layer for a few
+// microseconds of traffic).
+type FusedAttention interface {
+	// RoPEAttention is RoPEStoreKV for one row followed by Attention of
+	// that row over seq (dst = attention output, [heads*headDim]). q and
+	// k are scratch: their contents afterwards are unspecified. Like the
+	// FusedOps it reports false, having done nothing, for shapes it has
+	// no kernel for.
+	RoPEAttention(dst, q, k, v Buf, qNorm, kNorm Tensor, eps float32, p KVPool, layer int, pos, slots []int32,
+		seq AttnSeq, heads, kvHeads, headDim int, r *RoPE, scale float32) bool
+}

@@ -57,7 +57,9 @@ func project(be kernels.Backend, fu kernels.FusedOps, x, out, in kernels.Buf, w 
 
 // forwardFused implements fusedBlock: the q/k/v projections read the
 // un-normed residual (the norm is applied inside the GEMV), q/k norms,
-// RoPE and the KV store are one kernel, the output projection adds into
+// RoPE, the KV store and the attention are one kernel (or the first three
+// one and the attention another, where the backend has no
+// kernels.FusedAttention for the shape), the output projection adds into
 // the residual.
 func (a *Attention) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Buf, norm kernels.Tensor, eps float32, add bool) (bool, error) {
 	if a.gate != nil {
@@ -81,11 +83,14 @@ func (a *Attention) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Bu
 		be.AddBias(k, a.KBias, 1, kw)
 		be.AddBias(v, a.VBias, 1, kw)
 	}
-	if a.fullWidthQKNorm || !fu.RoPEStoreKV(q, k, v, a.QNorm, a.KNorm, a.Eps, p.Seq.Pool, a.KVLayer, p.Pos, p.Slots,
-		a.Heads, a.KVHeads, a.Dim, &a.Rope) {
-		a.normRopeStore(p, q, k, v)
+	if fa, ok := fu.(kernels.FusedAttention); !ok || a.fullWidthQKNorm || !fa.RoPEAttention(att, q, k, v, a.QNorm,
+		a.KNorm, a.Eps, p.Seq.Pool, a.KVLayer, p.Pos, p.Slots, p.Attn, a.Heads, a.KVHeads, a.Dim, &a.Rope, a.Scale) {
+		if a.fullWidthQKNorm || !fu.RoPEStoreKV(q, k, v, a.QNorm, a.KNorm, a.Eps, p.Seq.Pool, a.KVLayer, p.Pos, p.Slots,
+			a.Heads, a.KVHeads, a.Dim, &a.Rope) {
+			a.normRopeStore(p, q, k, v)
+		}
+		be.Attention(att, q, p.Seq.Pool, a.KVLayer, p.Attn, 1, a.Heads, a.Scale)
 	}
-	be.Attention(att, q, p.Seq.Pool, a.KVLayer, p.Attn, 1, a.Heads, a.Scale)
 	project(be, fu, x, out, att, a.O, a.hidden, add)
 	return true, nil
 }

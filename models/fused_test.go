@@ -3,6 +3,7 @@ package models_test
 import (
 	"math"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/pocketllm/pocketllm/kernels"
@@ -15,11 +16,13 @@ import (
 // unfused ops, so that a model's fused one-token path (models/fused.go)
 // can be checked in CI without a GPU: it must take the fused calls and
 // produce exactly the unfused logits. With decline set it refuses every
-// call, which must also change nothing.
+// call, which must also change nothing; with declineAttn set it refuses
+// only RoPEAttention (the backend's shape limits), so that the model runs
+// RoPEStoreKV and Attention instead.
 type composedFused struct {
 	*cpu.Backend
-	decline bool
-	calls   map[string]int
+	decline, declineAttn bool
+	calls                map[string]int
 }
 
 func (c *composedFused) NormMatMul(dst []kernels.Buf, x kernels.Buf, norm kernels.Tensor, eps float32, ws []kernels.Tensor, rows int) bool {
@@ -79,6 +82,17 @@ func (c *composedFused) RoPEStoreKV(q, k, v kernels.Buf, qNorm, kNorm kernels.Te
 	return true
 }
 
+func (c *composedFused) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.Tensor, eps float32, p kernels.KVPool,
+	layer int, pos, slots []int32, seq kernels.AttnSeq, heads, kvHeads, headDim int, r *kernels.RoPE, scale float32) bool {
+	c.calls["RoPEAttention"]++
+	if c.decline || c.declineAttn || !c.RoPEStoreKV(q, k, v, qNorm, kNorm, eps, p, layer, pos, slots, heads, kvHeads, headDim, r) {
+		return false
+	}
+	c.calls["RoPEStoreKV"]--
+	c.Attention(dst, q, p, layer, seq, 1, heads, scale)
+	return true
+}
+
 // decodeLogits prefills the fixture's prompt, then decodes steps tokens
 // greedily, returning every step's logits.
 func decodeLogits(t *testing.T, dir string, be kernels.Backend, steps int) []float32 {
@@ -114,28 +128,35 @@ func TestFusedDecodePath(t *testing.T) {
 		arch  string
 		fused []string // calls the fused path must make
 	}{
-		{"llama", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEStoreKV"}},
-		{"qwen3", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEStoreKV"}}, // per-head q/k norms
-		{"qwen3_moe", []string{"NormMatMul", "MatMulAdd", "RoPEStoreKV"}},           // attention fused, experts not
-		{"minimax_m2", []string{"NormMatMul", "MatMulAdd"}},                         // full-width q/k norm: unfused RoPE
-		{"glm4_moe", []string{"NormMatMul", "MatMulAdd", "RoPEStoreKV"}},            // q/k/v biases
+		{"llama", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEAttention"}},
+		{"qwen3", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEAttention"}}, // per-head q/k norms
+		{"qwen3_moe", []string{"NormMatMul", "MatMulAdd", "RoPEAttention"}},           // attention fused, experts not
+		{"minimax_m2", []string{"NormMatMul", "MatMulAdd"}},                           // full-width q/k norm: unfused RoPE
+		{"glm4_moe", []string{"NormMatMul", "MatMulAdd", "RoPEAttention"}},            // q/k/v biases
 	} {
 		t.Run(tc.arch, func(t *testing.T) {
 			dir := filepath.Join("testdata", "models", tc.arch)
 			const steps = 6
 			want := decodeLogits(t, dir, cpu.New(0), steps)
-			for _, decline := range []bool{false, true} {
-				fb := &composedFused{Backend: cpu.New(0), decline: decline, calls: map[string]int{}}
+			for _, mode := range []struct{ decline, declineAttn bool }{{false, false}, {false, true}, {true, false}} {
+				fb := &composedFused{Backend: cpu.New(0), decline: mode.decline, declineAttn: mode.declineAttn, calls: map[string]int{}}
 				got := decodeLogits(t, dir, fb, steps)
 				for i := range want {
 					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-						t.Fatalf("decline=%v: logit %d = %v, unfused %v", decline, i, got[i], want[i])
+						t.Fatalf("%+v: logit %d = %v, unfused %v", mode, i, got[i], want[i])
 					}
 				}
-				for _, name := range tc.fused {
+				fused := tc.fused
+				if mode.declineAttn && slices.Contains(fused, "RoPEAttention") {
+					fused = append(slices.Clone(fused), "RoPEStoreKV") // the fallback
+				}
+				for _, name := range fused {
 					if fb.calls[name] == 0 {
-						t.Errorf("decline=%v: the fused path never called %s (calls %v)", decline, name, fb.calls)
+						t.Errorf("%+v: the fused path never called %s (calls %v)", mode, name, fb.calls)
 					}
+				}
+				if !mode.decline && !mode.declineAttn && fb.calls["RoPEStoreKV"] != 0 {
+					t.Errorf("RoPEStoreKV called %d times beside an accepted RoPEAttention", fb.calls["RoPEStoreKV"])
 				}
 			}
 		})

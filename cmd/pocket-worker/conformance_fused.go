@@ -95,6 +95,7 @@ func (c *conf) fused() {
 		c.check("MatMulAdd", fmt.Sprintf("%s out=%d in=%d", s.dt, s.out, s.in), ag, ah, s.out, tolGEMV(s.dt))
 	}
 	c.ropeStore()
+	c.ropeAttention()
 }
 
 // ropeStore checks RoPEStoreKV: q and k in place, and the K/V cache rows
@@ -151,6 +152,86 @@ func (c *conf) ropeStore() {
 			c.c.ReadKVBlock(ph, blk, b[blk*n:(blk+1)*n])
 		}
 		c.compare("RoPEStoreKV", "cache "+shape, a, b, 1e-9)
+	}
+}
+
+// ropeAttention checks RoPEAttention (attn_decode) against the CPU's
+// RMSNorm, RoPE, StoreKV and Attention: the output, and the cache with
+// the new row stored. Shapes: Llama-3 and Qwen3 (q/k norms) heads, hd 64
+// with interleaved pairs, hd 256 with partial rotary and 6 heads per
+// group, no GQA, 8 heads per group, the first position, a context that
+// ends on a block edge, and long ones (many splits, a few batches each).
+func (c *conf) ropeAttention() {
+	for _, s := range []struct {
+		heads, kvh, hd, rd, bs, start int
+		neox, norm                    bool
+	}{{32, 8, 128, 128, 16, 600, true, false}, {32, 8, 128, 128, 16, 511, true, true}, {16, 4, 64, 64, 8, 33, false, true},
+		{24, 4, 256, 64, 16, 900, true, true}, {8, 8, 128, 128, 16, 5, true, false}, {64, 8, 128, 128, 64, 200, true, true},
+		{32, 8, 128, 128, 16, 0, true, true}, {16, 4, 128, 128, 16, 1999, true, false}, {8, 2, 64, 32, 16, 1500, false, false},
+		{4, 2, 128, 128, 4, 47, true, true}} {
+		ctx := s.start + 1
+		blocks := (ctx+s.bs-1)/s.bs + 2
+		spec := kernels.KVSpec{Layers: 2, Blocks: blocks, BlockSize: s.bs, KVHeads: s.kvh, HeadDimK: s.hd, HeadDimV: s.hd}
+		pg, err := c.g.NewKVPool(spec)
+		if err != nil {
+			panic(err)
+		}
+		ph, _ := c.c.NewKVPool(spec)
+		perm := c.rng.Perm(blocks)
+		table := make([]int32, (ctx+s.bs-1)/s.bs)
+		for i := range table {
+			table[i] = int32(perm[i])
+		}
+		slot := func(p int) int32 { return table[p/s.bs]*int32(s.bs) + int32(p%s.bs) }
+		kw := s.kvh * s.hd
+		if s.start > 0 {
+			old := make([]int32, s.start)
+			for p := range old {
+				old[p] = slot(p)
+			}
+			kg, kh := c.pair(c.randn(s.start * kw))
+			vg, vh := c.pair(c.randn(s.start * kw))
+			c.g.StoreKV(pg, 1, kg, vg, old)
+			c.c.StoreKV(ph, 1, kh, vh, old)
+		}
+		inv := make([]float32, s.rd/2)
+		for i := range inv {
+			inv[i] = float32(math.Pow(1e6, -2*float64(i)/float64(s.rd)))
+		}
+		r := &kernels.RoPE{InvFreq: inv, RotaryDim: s.rd, NeoX: s.neox}
+		pos, slots := []int32{int32(s.start)}, []int32{slot(s.start)}
+		qn := s.heads * s.hd
+		qg, qh := c.pair(c.randn(qn))
+		kg, kh := c.pair(c.randn(kw))
+		vg, vh := c.pair(c.randn(kw))
+		var nqg, nqh, nkg, nkh kernels.Tensor
+		if s.norm {
+			nqg, nqh = c.weight(kernels.F32, []int{s.hd}, [2]int{})
+			nkg, nkh = c.weight(kernels.F32, []int{s.hd}, [2]int{})
+			c.c.RMSNorm(qh, qh, nqh, s.heads, s.hd, 1e-6)
+			c.c.RMSNorm(kh, kh, nkh, s.kvh, s.hd, 1e-6)
+		}
+		c.c.RoPE(qh, pos, s.heads, s.hd, r)
+		c.c.RoPE(kh, pos, s.kvh, s.hd, r)
+		c.c.StoreKV(ph, 1, kh, vh, slots)
+		seq := kernels.AttnSeq{Table: table, Start: s.start}
+		scale := float32(1 / math.Sqrt(float64(s.hd)))
+		yg, yh := c.outPair(qn)
+		c.c.Attention(yh, qh, ph, 1, seq, 1, s.heads, scale)
+		shape := fmt.Sprintf("heads=%d/%d hd=%d rot=%d bs=%d start=%d neox=%v norm=%v", s.heads, s.kvh, s.hd, s.rd, s.bs,
+			s.start, s.neox, s.norm)
+		if !c.g.RoPEAttention(yg, qg, kg, vg, nqg, nkg, 1e-6, pg, 1, pos, slots, seq, s.heads, s.kvh, s.hd, r, scale) {
+			c.declined("RoPEAttention", shape)
+			continue
+		}
+		c.check("RoPEAttention", shape, yg, yh, qn, 1e-9)
+		n := int(spec.BytesPerBlock() / 4)
+		a, b := make([]float32, blocks*n), make([]float32, blocks*n)
+		for blk := range blocks {
+			c.g.ReadKVBlock(pg, blk, a[blk*n:(blk+1)*n])
+			c.c.ReadKVBlock(ph, blk, b[blk*n:(blk+1)*n])
+		}
+		c.compare("RoPEAttention", "cache "+shape, a, b, 1e-9)
 	}
 }
 

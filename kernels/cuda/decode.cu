@@ -137,6 +137,18 @@ struct GroupDot {
             if (c + j * stride < chunks) load(p[j], c + j * stride);
     }
 
+    // prefetchL2 asks L2 for this warp's steps 2..l2-1 (one lane per
+    // 128-byte line; after prefetch): gemv_add_l2 does it before waiting
+    // for its predecessor, so that the DRAM time a latency-bound
+    // predecessor (the attention before the output projection) leaves
+    // idle fetches the weights.
+    __device__ __forceinline__ void prefetchL2(int l2) {
+        if ((c & 7) != 0) return;
+        for (int k = 2; k < l2 && c + k * stride < chunks; k++)
+#pragma unroll
+            for (int r = 0; r < R; r++) asm volatile("prefetch.global.L2 [%0];" ::"l"(w[r] + c + k * stride));
+    }
+
     __device__ __forceinline__ void load(uint4* a, int cc) {
 #pragma unroll
         for (int r = 0; r < R; r++) a[r] = ldstream(w[r] + cc);
@@ -294,7 +306,7 @@ extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi8(NORM_MULTI_AR
 
 // gemvR is y = W · x (ADD: y += W · x, a projection and the residual add;
 // y must not alias x).
-template <int WF, bool ADD>
+template <int WF, bool ADD, bool L2 = false>
 __device__ __forceinline__ void gemvR(float* y, const float* __restrict__ x, Wt wt, int out, int in, int wpr) {
     __shared__ float red[8][R + 1];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = 8 / wpr;
@@ -303,6 +315,7 @@ __device__ __forceinline__ void gemvR(float* y, const float* __restrict__ x, Wt 
     groupRows(rows, base, out);
     GroupDot<WF, false> d;
     d.prefetch(wt, wt, R, rows, in, (warp % wpr) * 32 + lane, 32 * wpr, base < out);
+    if (L2) d.prefetchL2(1 << 30);
     pdlLaunchDependents();
     pdlWait();
     float acc[R], ss = 0.f;
@@ -322,11 +335,12 @@ __device__ __forceinline__ void gemvR(float* y, const float* __restrict__ x, Wt 
     float *y, const float *__restrict__ x, const uint8_t *w, const float *sc, int out, int in, int wpr, int b0, int b1, int nsc
 // The bf16 kernels take the compiler's register choice; the FP8 ones are
 // held to three blocks per SM (their measured configurations).
-#define GEMV_KERNEL(NAME, WF, ADD, BOUNDS)                                                 \
+#define GEMV_KERNEL(NAME, WF, ADD, BOUNDS, ...)                                            \
     extern "C" __global__ void BOUNDS NAME(GEMV_ARGS) {                                    \
-        gemvR<WF, ADD>(y, x, Wt{w, sc, b0, b1, nsc}, out, in, wpr);                        \
+        gemvR<WF, ADD, ##__VA_ARGS__>(y, x, Wt{w, sc, b0, b1, nsc}, out, in, wpr);         \
     }
 GEMV_KERNEL(gemv_add, 0, true, __launch_bounds__(256))
+GEMV_KERNEL(gemv_add_l2, 0, true, __launch_bounds__(256), true)
 GEMV_KERNEL(gemv_r4, 0, false, __launch_bounds__(256))
 GEMV_KERNEL(gemv_add8, 1, true, __launch_bounds__(256, 3))
 GEMV_KERNEL(gemv_r48, 1, false, __launch_bounds__(256, 3))
@@ -426,3 +440,5 @@ extern "C" __global__ void __launch_bounds__(128) rope_store(float* q, float* k,
         }
     }
 }
+
+#include "decode_attn.cuh"

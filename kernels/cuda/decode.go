@@ -32,12 +32,15 @@ const (
 	dGemvR4
 	dGemvR48
 	dRopeStore
-	dF8MMA         // the tensor-core FP8 GEMVs of fp8mma.cu (fp8mma.go) from here
+	dGemvAddL2                       // gemv_add asking L2 for its weights first (prefetchL2)
+	dAttnDecode                      // attn_decode_2, _4, _8 (elements per lane)
+	dF8MMA         = dAttnDecode + 3 // the tensor-core FP8 GEMVs of fp8mma.cu (fp8mma.go) from here
 	numDecodeFuncs = dF8MMA + numF8MMA
 )
 
 var decodeNames = [dF8MMA]string{"gemv_norm_multi", "gemv_norm_multi8", "gemv_add", "gemv_add8",
-	"gemv_norm_swiglu", "gemv_norm_swiglu8", "gemv_r4", "gemv_r48", "rope_store"}
+	"gemv_norm_swiglu", "gemv_norm_swiglu8", "gemv_r4", "gemv_r48", "rope_store", "gemv_add_l2", "attn_decode_2", "attn_decode_4",
+	"attn_decode_8"}
 
 var _ kernels.FusedOps = (*Backend)(nil)
 
@@ -258,7 +261,11 @@ func (b *Backend) MatMulAdd(acc, x kernels.Buf, w kernels.Tensor, rows int) bool
 	if f.fp8 && b.f8mmaGemv(f8Add, ptr(dptr(acc)), ptr(dptr(x)), w.(*tensor)) {
 		return true
 	}
-	b.gemvGroups(f.variant(dGemvAdd), ptr(dptr(acc)), ptr(dptr(x)), w.(*tensor), f)
+	k := f.variant(dGemvAdd)
+	if prefetchL2(w.(*tensor)) {
+		k = dGemvAddL2
+	}
+	b.gemvGroups(k, ptr(dptr(acc)), ptr(dptr(x)), w.(*tensor), f)
 	return true
 }
 
@@ -269,6 +276,18 @@ func (b *Backend) gemvGroups(k int, y, x uint64, t *tensor, f gform) {
 	wpr := b.groupWarps(cdiv(out, groupRows), f.chunks())
 	args := []uint64{y, x, ptr(t.data), ptr(t.scale), i32(out), i32(f.in), i32(wpr)}
 	b.runDec(k, cdiv(out, groupRows*8/wpr), 1, 256, append(args, f.args()...)...)
+}
+
+// prefetchL2 reports whether a bf16 residual projection takes gemv_add_l2,
+// which asks L2 for all of its weights before it waits for its
+// predecessor: with POCKET_GEMV_L2=MB, weights of at most that many
+// megabytes (the attention's output projection of an 8B model: 32 MiB,
+// after a latency-bound attention); off by default until measured.
+func prefetchL2(t *tensor) bool {
+	if switches.gemvL2MB == 0 || t.w.DType != kernels.BF16 {
+		return false
+	}
+	return int64(t.w.Rows())*int64(t.w.Cols())*2 <= int64(switches.gemvL2MB)<<20
 }
 
 // RoPEStoreKV implements kernels.FusedOps.
@@ -305,6 +324,72 @@ func (b *Backend) RoPEStoreKV(q, k, v kernels.Buf, qNorm, kNorm kernels.Tensor, 
 	b.runDec(dRopeStore, heads+kvHeads, len(pos), 128, ptr(dptr(q)), ptr(dptr(k)), ptr(dptr(v)), ptr(nq), ptr(nk), f32(eps),
 		ptr(p.kLayer(layer)), ptr(p.vLayer(layer)), ptr(pp), ptr(sp), ptr(fp), i32(heads), i32(kvHeads), i32(headDim),
 		i32(r.RotaryDim/2), i32(neox), f32(scale))
+	return true
+}
+
+var _ kernels.FusedAttention = (*Backend)(nil)
+
+// attnDecodeFrom is the context from which RoPEAttention declines and the
+// step runs rope_store and attn_gqa: at long contexts the K/V traffic
+// dominates, and attn_gqa's cp.async tiles keep more of it in flight than
+// attn_decode's batches of P positions.
+const attnDecodeFrom = 2048
+
+// RoPEAttention implements kernels.FusedAttention with attn_decode
+// (decode_attn.cuh): one query row, K and V head dims equal and one of
+// 64/128/256, at most 8 query heads per kv head, contexts (under graph
+// capture: the block table's capacity) below attnDecodeFrom.
+func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.Tensor, eps float32, kp kernels.KVPool,
+	layer int, pos, slots []int32, seq kernels.AttnSeq, heads, kvHeads, headDim int, r *kernels.RoPE, scale float32) bool {
+	p, ok := kp.(*kvPool)
+	if !switches.fused["attn"] || switches.oldAttn || !ok || len(pos) != 1 || len(slots) != 1 || kvHeads <= 0 || heads%kvHeads != 0 ||
+		heads/kvHeads > 8 || (headDim != 64 && headDim != 128 && headDim != 256) || r.RotaryDim > headDim ||
+		r.RotaryDim%2 != 0 || p.spec.KVHeads != kvHeads || p.spec.HeadDimK != headDim || p.spec.HeadDimV != headDim ||
+		layer < 0 || layer >= p.spec.Layers || len(seq.Table) == 0 {
+		return false
+	}
+	var nq, nk cu.DevicePtr
+	if qNorm != nil || kNorm != nil {
+		if nq, nk = normVec(qNorm, headDim), normVec(kNorm, headDim); nq == 0 || nk == 0 {
+			return false
+		}
+	}
+	if !b.enter() {
+		b.exit()
+		return true
+	}
+	defer b.exit()
+	ctx := seq.Start + 1
+	if b.cap != nil {
+		ctx = len(seq.Table) * p.spec.BlockSize
+	}
+	if ctx >= attnDecodeFrom {
+		return false
+	}
+	fp := b.ropeFreq(r)
+	rscale := r.Scale
+	if rscale == 0 {
+		rscale = 1
+	}
+	neox := 0
+	if r.NeoX {
+		neox = 1
+	}
+	// Splits: about switches.attnDecBlocks blocks per SM over the kv heads,
+	// each at least attnDecChunk positions; the kernel re-derives the
+	// chunk from the device-side context, so a captured graph spreads a
+	// short context over the splits it was sized for.
+	const minChunk = 16
+	splits := min(max(cdiv(switches.attnDecBlocks*b.sms, kvHeads), 1), max(cdiv(ctx, minChunk), 1), 256)
+	b.attnScratch(heads*splits*(headDim+2), kvHeads)
+	pp := b.put(kPos, words(pos))
+	sp := b.put(kSlots, words(slots))
+	tp := b.put(kTable, words(seq.Table))
+	st := b.put(kStart, []uint32{uint32(seq.Start)})
+	b.runDec(dAttnDecode+headDim/128, kvHeads, splits, 32*(heads/kvHeads), ptr(dptr(dst)), ptr(b.part), ptr(b.counters),
+		ptr(dptr(q)), ptr(dptr(k)), ptr(dptr(v)), ptr(nq), ptr(nk), f32(eps), ptr(p.kLayer(layer)), ptr(p.vLayer(layer)),
+		ptr(pp), ptr(sp), ptr(fp), ptr(tp), ptr(st), i32(kvHeads), i32(r.RotaryDim/2), i32(neox), f32(rscale),
+		i32(p.spec.BlockSize), i32(minChunk), f32(scale))
 	return true
 }
 

@@ -20,8 +20,8 @@ import (
 //	POCKET_QGEMV=v1      GGUF one-row GEMVs on the first int8 kernels (qgemv8_*, a quantize
 //	                     launch per GEMV, no fused ops for block formats), not qmv
 //	POCKET_FUSED=0       no fused decode kernels (kernels.FusedOps declines every call);
-//	                     POCKET_FUSED=qkv,mlp,add,rope enables only the named ones
-//	                     (NormMatMul, NormSwiGLU, MatMulAdd, RoPEStoreKV)
+//	                     POCKET_FUSED=qkv,mlp,add,rope,attn enables only the named ones
+//	                     (NormMatMul, NormSwiGLU, MatMulAdd, RoPEStoreKV, RoPEAttention)
 //	POCKET_PDL=0         fused decode kernels launch without programmatic dependent launch
 //	POCKET_ATTN=partial  decode attention always on attn_partial (per query head), never attn_gqa
 //	POCKET_GEMV_BLOCKS=N grouped GEMVs aim at N blocks per SM (default 2) when choosing warps per group
@@ -30,6 +30,9 @@ import (
 //	POCKET_FP8_MMA=0     one-row FP8 GEMVs on the grouped CUDA-core kernels (decode.cu), not the tensor-core
 //	                     ones (fp8mma.cu); =1|2|4|8 keeps them and forces that many warps per row tile
 //	POCKET_FP8_PREFILL=tf32 FP8 prefill GEMMs on the built-in tf32 kernel, not dequantized chunks on cuBLASLt
+//	POCKET_GEMV_L2=MB    grouped GEMVs of weights up to MB megabytes prefetch them into L2 before waiting for
+//	                     their predecessor (default 0: off)
+//	POCKET_ATTN_DEC_BLOCKS=N the fused decode attention (attn_decode) aims at N blocks per SM (2)
 //	POCKET_ATTN_BLOCKS=N, POCKET_ATTN_CHUNK=N decode attn_partial aims at N blocks per SM (16) with
 //	                     at least N positions per split (8)
 //	POCKET_DELTA_CHUNK=0 Gated DeltaNet prefill passes run the token-by-token recurrence, not the chunked
@@ -48,6 +51,8 @@ var switches = struct {
 	attnPrefill     string
 	attnBlocks      int
 	attnChunk       int
+	attnDecBlocks   int
+	gemvL2MB        int
 	fp8MMA          int
 	noFP8Prefill    bool
 	noDeltaChunk    bool
@@ -65,6 +70,8 @@ var switches = struct {
 	attnPrefill:     os.Getenv("POCKET_ATTN_PREFILL"),
 	attnBlocks:      intSwitch("POCKET_ATTN_BLOCKS", 16, 1, 64),
 	attnChunk:       intSwitch("POCKET_ATTN_CHUNK", 8, 1, 4096),
+	attnDecBlocks:   intSwitch("POCKET_ATTN_DEC_BLOCKS", 2, 1, 64),
+	gemvL2MB:        intSwitch("POCKET_GEMV_L2", 0, 0, 1<<20),
 	noFP8Prefill:    os.Getenv("POCKET_FP8_PREFILL") == "tf32",
 	fp8MMA:          intSwitch("POCKET_FP8_MMA", -1, 0, 8),
 	noDeltaChunk:    os.Getenv("POCKET_DELTA_CHUNK") == "0",
@@ -74,7 +81,7 @@ func fusedSwitch(v string) map[string]bool {
 	on := map[string]bool{}
 	switch v {
 	case "", "1":
-		v = "qkv,mlp,add,rope"
+		v = "qkv,mlp,add,rope,attn"
 	case "0":
 		v = ""
 	}

@@ -1,0 +1,223 @@
+// attn_decode: the attention of a one-token decode step with the query and
+// key heads' RMSNorm + RoPE and the KV store folded in
+// (kernels.FusedAttention). Without it a layer runs rope_store, then the
+// split-K attention, each a launch whose fixed cost (~4 and ~8 µs per layer
+// on an H200 at a 512-token context, for microseconds of traffic) was ~9%
+// of the Llama-3-8B decode step.
+//
+// Grid (kv heads, splits), one warp per query head of the GQA group (G ≤ 8
+// warps). Lane l holds elements [l·E, l·E+E) of a head (E = hd/32: 2, 4 or
+// 8), so a K or V row is one coalesced 4E-byte load per lane. Each warp:
+//   - norms and ropes its query head through a shared-memory row (any
+//     rotary width, NeoX or interleaved pairs), scaled for the softmax;
+//   - walks the split's positions P at a time (P = 32/E: every K and V load
+//     of the batch in flight together, 2·32 registers of data), with the
+//     next batch's block-table entries loaded while this one computes;
+//   - online softmax over the batch.
+// The split holding the newest position (ctx-1) also norms and ropes the
+// key head and stores K and V at the row's slot, then uses them from the
+// cache like any other position (stores, then __syncthreads: visible to
+// the block; no other block reads that position). Splits past the context
+// are empty; the last non-empty split to finish merges the partials
+// (attn_partial's layout: acc[hd], max, sum per head and split) into dst.
+// It waits for the q/k/v projection (griddepcontrol.wait) before reading
+// anything and lets the output projection launch right away.
+#define AD_MAXG 8
+
+// headRow loads head vector src (hd = 32E elements) into regs, lane-major,
+// applies the optional RMSNorm with weight nw and the rotary embedding at
+// position p through the warp's shared row sv, and leaves the result in
+// out (times mul).
+template <int E>
+__device__ __forceinline__ void headRow(float* out, float* sv, const float* src, const float* nw, float eps, float p,
+                                        const float* invf, int half, int neox, float rscale, float mul) {
+    constexpr int HD = 32 * E;
+    const int lane = threadIdx.x & 31;
+    float x[E];
+#pragma unroll
+    for (int e = 0; e < E; e++) x[e] = src[lane * E + e];
+    if (nw != nullptr) {
+        float s = 0.f;
+#pragma unroll
+        for (int e = 0; e < E; e++) s += x[e] * x[e];
+        float inv = rsqrtf(warpSum(s) / HD + eps);
+#pragma unroll
+        for (int e = 0; e < E; e++) x[e] = x[e] * inv * nw[lane * E + e];
+    }
+#pragma unroll
+    for (int e = 0; e < E; e++) sv[lane * E + e] = x[e];
+    __syncwarp();
+    for (int j = lane; j < half; j += 32) {
+        float ang = p * invf[j];
+        float c = cosf(ang) * rscale, sn = sinf(ang) * rscale;
+        int i0 = neox ? j : 2 * j, i1 = neox ? j + half : 2 * j + 1;
+        float a = sv[i0], b = sv[i1];
+        sv[i0] = a * c - b * sn;
+        sv[i1] = b * c + a * sn;
+    }
+    __syncwarp();
+#pragma unroll
+    for (int e = 0; e < E; e++) out[e] = sv[lane * E + e] * mul;
+    __syncwarp();
+}
+
+// ldRow loads a lane's E elements of a K or V row.
+template <int E>
+__device__ __forceinline__ void ldRow(float* r, const float* p) {
+    if (E == 2) {
+        float2 a = *(const float2*)p;
+        r[0] = a.x, r[1] = a.y;
+    } else {
+#pragma unroll
+        for (int i = 0; i < E / 4; i++) {
+            float4 a = *(const float4*)(p + 4 * i);
+            r[4 * i] = a.x, r[4 * i + 1] = a.y, r[4 * i + 2] = a.z, r[4 * i + 3] = a.w;
+        }
+    }
+}
+
+template <int E>
+__device__ __forceinline__ void attnDecode(float* dst, float* part, int* counters, const float* q, const float* k,
+                                           const float* v, const float* nq, const float* nk, float eps, float* K,
+                                           float* V, const int* pos, const int* slots, const float* invf,
+                                           const int* table, const int* startp, int kvh, int half, int neox,
+                                           float rscale, int bs, int minchunk, float scale) {
+    constexpr int HD = 32 * E, P = 32 / E;
+    __shared__ __align__(16) float sv[AD_MAXG][HD];
+    __shared__ int last;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = blockDim.x >> 5;
+    const int kh = blockIdx.x, h = kh * G + warp, splits = gridDim.y;
+    pdlWait();
+    pdlLaunchDependents();
+    const int ctx = *startp + 1;
+    const int chunk = max((ctx + splits - 1) / splits, minchunk);
+    const int nsplit = (ctx + chunk - 1) / chunk;
+    const int lo = blockIdx.y * chunk, hi = min(lo + chunk, ctx);
+    if (lo >= hi) return; // past the context: no partial, not counted
+    const long kw = (long)kvh * HD;
+    const float p = (float)pos[0];
+
+    float qv[E];
+    headRow<E>(qv, sv[warp], q + (long)h * HD, nq, eps, p, invf, half, neox, rscale, scale);
+    if (hi == ctx) {
+        // The newest position: warp 0 stores this step's K and V rows.
+        if (warp == 0) {
+            float kr[E];
+            headRow<E>(kr, sv[0], k + (long)kh * HD, nk, eps, p, invf, half, neox, rscale, 1.f);
+            long at = (long)slots[0] * kw + (long)kh * HD + lane * E;
+#pragma unroll
+            for (int e = 0; e < E; e++) {
+                K[at + e] = kr[e];
+                V[at + e] = v[(long)kh * HD + lane * E + e];
+            }
+        }
+        __syncthreads();
+    }
+
+    float m = -INFINITY, l = 0.f, acc[E];
+#pragma unroll
+    for (int e = 0; e < E; e++) acc[e] = 0.f;
+    // Lane j < P holds the slot of position p0 + j.
+    int slot = lo + lane < hi && lane < P ? table[(lo + lane) / bs] * bs + (lo + lane) % bs : 0;
+    for (int p0 = lo; p0 < hi; p0 += P) {
+        int np = p0 + P + lane;
+        int next = np < hi && lane < P ? table[np / bs] * bs + np % bs : 0;
+        float kr[P][E], vr[P][E];
+#pragma unroll
+        for (int j = 0; j < P; j++) {
+            long at = (long)__shfl_sync(0xffffffffu, slot, j) * kw + (long)kh * HD + lane * E;
+            if (p0 + j < hi) {
+                ldRow<E>(kr[j], K + at);
+                ldRow<E>(vr[j], V + at);
+            }
+        }
+        float s[P];
+#pragma unroll
+        for (int j = 0; j < P; j++) {
+            float t = 0.f;
+            if (p0 + j < hi) {
+#pragma unroll
+                for (int e = 0; e < E; e++) t = fmaf(qv[e], kr[j][e], t);
+            }
+            s[j] = t;
+        }
+#pragma unroll
+        for (int j = 0; j < P; j++) s[j] = warpSum(s[j]);
+        float mx = m;
+#pragma unroll
+        for (int j = 0; j < P; j++)
+            if (p0 + j < hi) mx = fmaxf(mx, s[j]);
+        float corr = expf(m - mx); // m = -inf on the first batch: 0
+        l *= corr;
+#pragma unroll
+        for (int e = 0; e < E; e++) acc[e] *= corr;
+#pragma unroll
+        for (int j = 0; j < P; j++) {
+            if (p0 + j < hi) {
+                float w = expf(s[j] - mx);
+                l += w;
+#pragma unroll
+                for (int e = 0; e < E; e++) acc[e] = fmaf(w, vr[j][e], acc[e]);
+            }
+        }
+        m = mx;
+        slot = next;
+    }
+
+    float* out = dst + (long)h * HD + lane * E;
+    if (nsplit == 1) {
+        float inv = 1.f / l;
+#pragma unroll
+        for (int e = 0; e < E; e++) out[e] = acc[e] * inv;
+        return;
+    }
+    float* pp = part + ((long)h * splits + blockIdx.y) * (HD + 2);
+#pragma unroll
+    for (int e = 0; e < E; e++) pp[lane * E + e] = acc[e];
+    if (lane == 0) {
+        pp[HD] = m;
+        pp[HD + 1] = l;
+    }
+    // The last split of the kv head to finish merges (the threadfence
+    // reduction of attn_partial); it leaves the counter at zero.
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(counters + kh, 1) == nsplit - 1;
+        if (last) counters[kh] = 0;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const float* ph = part + (long)h * splits * (HD + 2);
+    float M = -INFINITY;
+    for (int s = 0; s < nsplit; s++) M = fmaxf(M, __ldcg(ph + s * (HD + 2) + HD));
+    float L = 0.f, o[E];
+#pragma unroll
+    for (int e = 0; e < E; e++) o[e] = 0.f;
+#pragma unroll 4
+    for (int s = 0; s < nsplit; s++) {
+        const float* ps = ph + s * (HD + 2);
+        float f = expf(__ldcg(ps + HD) - M);
+        L = fmaf(f, __ldcg(ps + HD + 1), L);
+#pragma unroll
+        for (int e = 0; e < E; e++) o[e] = fmaf(f, __ldcg(ps + lane * E + e), o[e]);
+    }
+    float inv = 1.f / L;
+#pragma unroll
+    for (int e = 0; e < E; e++) out[e] = o[e] * inv;
+}
+
+#define ATTN_DECODE_ARGS                                                                                           \
+    float *dst, float *part, int *counters, const float *q, const float *k, const float *v, const float *nq,      \
+        const float *nk, float eps, float *K, float *V, const int *pos, const int *slots, const float *invf,        \
+        const int *table, const int *startp, int kvh, int half, int neox, float rscale, int bs, int minchunk,     \
+        float scale
+#define ATTN_DECODE_KERNEL(E)                                                                                       \
+    extern "C" __global__ void __launch_bounds__(32 * AD_MAXG) attn_decode_##E(ATTN_DECODE_ARGS) {                 \
+        attnDecode<E>(dst, part, counters, q, k, v, nq, nk, eps, K, V, pos, slots, invf, table, startp, kvh, half, \
+                      neox, rscale, bs, minchunk, scale);                                                          \
+    }
+ATTN_DECODE_KERNEL(2)
+ATTN_DECODE_KERNEL(4)
+ATTN_DECODE_KERNEL(8)
