@@ -28,9 +28,10 @@ step() { # name seconds command...
   echo "== $name: rc=$rc in $(( $(date +%s) - t0 )) s" | tee -a "$O/$stage.txt"
 }
 ab() { # list name secs command...: the command again under each entry of an A/B list
-  # (entries: VAR=value, several comma-separated), logged as name-entry
+  # (entries: VAR=value, several joined by +, e.g. POCKET_ATTN_CHUNK=64+POCKET_PDL=0;
+  # values may hold commas), logged as name-entry
   local list=$1 name=$2 secs=$3 kv; shift 3
-  for kv in $list; do step "$name-$kv" "$secs" env ${kv//,/ } "$@"; done
+  for kv in $list; do step "$name-$kv" "$secs" env ${kv//+/ } "$@"; done
 }
 model() { # shape dir [synth flags]
   [ -e "$2/.done" ] || { $W synth --shape "$1" --out "$2" "${@:3}" >/dev/null 2>&1 && touch "$2/.done"; }
@@ -53,7 +54,7 @@ for stage in "$@"; do
     model llama3-8b /tmp/l8b
     step bench 120 $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json
     step bench-8k 120 $W bench --model /tmp/l8b --prompt-tokens 8000 --new-tokens 128 --json
-    # L8B_AB, e.g. "POCKET_ATTN_CHUNK=64,POCKET_ATTN_BLOCKS=4 POCKET_PDL=0"
+    # L8B_AB, e.g. "POCKET_ATTN_CHUNK=64+POCKET_ATTN_BLOCKS=4 POCKET_PDL=0"
     ab "${L8B_AB:-}" bench 120 $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json
     [ -n "${QUICK:-}" ] && continue # QUICK=1: the two headline numbers, no A/B
     POCKET_PDL=0 step bench-nopdl 120 $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json
@@ -148,7 +149,9 @@ for stage in "$@"; do
   tp) # issue #7: TP2 vs TP1 agreement and speed-up
     model llama3-8b /tmp/l8b
     step tp2 300 $W tp --model /tmp/l8b --tp 2 --devices 0,1 --prompt-tokens 128 --steps 256 --timeout 45s
-    POCKET_P2P=0 step tp2-nccl 300 $W tp --model /tmp/l8b --tp 2 --devices 0,1 --prompt-tokens 128 --steps 256 --timeout 45s ;;
+    POCKET_P2P=0 step tp2-nccl 300 $W tp --model /tmp/l8b --tp 2 --devices 0,1 --prompt-tokens 128 --steps 256 --timeout 45s
+    # TP_AB, e.g. "POCKET_GEMV_L2=200 POCKET_PDL=0"
+    ab "${TP_AB:-}" tp2 300 $W tp --model /tmp/l8b --tp 2 --devices 0,1 --prompt-tokens 128 --steps 256 --timeout 45s ;;
   *) echo "unknown stage $stage" | tee -a "$O/errors.txt" ;;
   esac
 done

@@ -80,6 +80,13 @@ extern "C" __global__ void __launch_bounds__(512)
     __shared__ uint32_t s_e, s_skip;
     __shared__ uint8_t* s_peer[P2P_MAXW];
     const int tid = threadIdx.x, b = blockIdx.x, G = gridDim.x, T = blockDim.x;
+    // Launched with programmatic dependent launch: wait for the projection
+    // that wrote buf (and, through it, every earlier kernel, the previous
+    // call included: state), then let the next kernel launch at once, so
+    // that its GEMV streams weights while this one waits on the peers.
+    // Without the attribute both return at once.
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     if (tid == 0) {
         s_e = *(volatile uint32_t*)&state[0] + 1u;
         s_skip = *(volatile uint32_t*)&state[2];

@@ -371,7 +371,11 @@ func (p *P2P) enqueue(buf, acc cu.DevicePtr, n int) {
 	blocks, threads := p2pGrid(n)
 	b.a(ptr(buf), uint64(p.peers), uint64(p.state), uint64(p.herrDev), i32(n), i32(p.rank), i32(p.world),
 		uint64(p.slot), p.timeoutNs, ptr(acc))
-	b.fail(launch(p.fn, blocks, 1, threads, b.s, &b.args, b.nargs))
+	if switches.noPDL {
+		b.fail(launch(p.fn, blocks, 1, threads, b.s, &b.args, b.nargs))
+		return
+	}
+	b.fail(launchPDL(p.fn, blocks, 1, threads, b.s, &b.args, b.nargs))
 }
 
 // AsyncError is the NCCL communicator's, or ErrP2P when a kernel timed out

@@ -22,7 +22,7 @@ import (
 //	POCKET_FUSED=0       no fused decode kernels (kernels.FusedOps declines every call);
 //	                     POCKET_FUSED=qkv,mlp,add,rope,attn enables only the named ones
 //	                     (NormMatMul, NormSwiGLU, MatMulAdd, RoPEStoreKV, RoPEAttention)
-//	POCKET_PDL=0         fused decode kernels launch without programmatic dependent launch
+//	POCKET_PDL=0         fused decode kernels and the P2P all-reduce launch without programmatic dependent launch
 //	POCKET_ATTN=partial  decode attention always on attn_partial (per query head), never attn_gqa
 //	POCKET_GEMV_BLOCKS=N grouped GEMVs aim at N blocks per SM (default 2) when choosing warps per group
 //	POCKET_PREFILL_SPLITS=0 prefill attention never splits the context (see Attention)
@@ -30,13 +30,15 @@ import (
 //	POCKET_FP8_MMA=0     one-row FP8 GEMVs on the grouped CUDA-core kernels (decode.cu), not the tensor-core
 //	                     ones (fp8mma.cu); =1|2|4|8 keeps them and forces that many warps per row tile
 //	POCKET_FP8_PREFILL=tf32 FP8 prefill GEMMs on the built-in tf32 kernel, not dequantized chunks on cuBLASLt
-//	POCKET_GEMV_L2=MB    grouped GEMVs of weights up to MB megabytes prefetch them into L2 before waiting for
-//	                     their predecessor (default 0: off)
+//	POCKET_GEMV_L2=MB    bf16 grouped GEMVs of weights up to MB megabytes ask L2 for each warp's first group
+//	                     before waiting for their predecessor (default 0: off)
 //	POCKET_ATTN_DEC_BLOCKS=N the fused decode attention (attn_decode) aims at N blocks per SM (2)
 //	POCKET_ATTN_BLOCKS=N, POCKET_ATTN_CHUNK=N decode attn_partial aims at N blocks per SM (16) with
 //	                     at least N positions per split (8)
 //	POCKET_DELTA_CHUNK=0 Gated DeltaNet prefill passes run the token-by-token recurrence, not the chunked
 //	                     delta rule (hybrid_chunk.cu) that passes of more than 64 rows take by default
+//	POCKET_MOE_QUANT=0   GGUF (block-format) MoE experts stay on host routing, not the device's indexed
+//	                     expert GEMVs (moe_quant.cu)
 var switches = struct {
 	noCublasLt      bool
 	attnOcc2        bool
@@ -56,6 +58,7 @@ var switches = struct {
 	fp8MMA          int
 	noFP8Prefill    bool
 	noDeltaChunk    bool
+	noMoEQuant      bool
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
 	attnOcc2:        os.Getenv("POCKET_ATTN_OCC") == "2",
@@ -75,6 +78,7 @@ var switches = struct {
 	noFP8Prefill:    os.Getenv("POCKET_FP8_PREFILL") == "tf32",
 	fp8MMA:          intSwitch("POCKET_FP8_MMA", -1, 0, 8),
 	noDeltaChunk:    os.Getenv("POCKET_DELTA_CHUNK") == "0",
+	noMoEQuant:      os.Getenv("POCKET_MOE_QUANT") == "0",
 }
 
 func fusedSwitch(v string) map[string]bool {
