@@ -15,6 +15,7 @@
 //	            while the previous kernel drains
 //	quant.cu    GGUF block formats (quant.go)
 //	moe.cu      kernels.MoEOps: routing and indexed experts on the device
+//	            (moe_quant.cu: the indexed experts in GGUF block formats)
 //	hybrid.cu   kernels.HybridOps: Gated DeltaNet (decode and short passes
 //	            token by token; hybrid_chunk.cu: longer prefills in chunks
 //	            of 64 tokens, the WY/UT form)

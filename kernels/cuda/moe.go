@@ -27,7 +27,8 @@ import (
 //     rows are grouped by expert as host routing does (Gather, the usual
 //     MatMuls, ScatterAdd), which reads each chosen expert once.
 //
-// bf16 and FP8 block-scaled experts are covered; other formats get
+// bf16, FP8 block-scaled and GGUF block-format experts are covered (the
+// GGUF kernels in a module of their own: moe_quant.go); other formats get
 // ErrUnsupported from NewExperts and the model keeps host routing. The
 // module is loaded on first use, so dense models never JIT it.
 
@@ -50,7 +51,8 @@ type moeMod struct {
 	route, addGated      cFunc
 	gateupBF16, downBF16 cFunc
 	gateupFP8, downFP8   cFunc
-	h                    cu.DevicePtr // [rows, K, inter] SwiGLU outputs of the GEMV path
+	quant                map[kernels.DType]*moeQuantFns // GGUF kernels (moe_quant.go), nil until loaded
+	h                    cu.DevicePtr                   // [rows, K, inter] SwiGLU outputs of the GEMV path
 	hN                   int64
 	grouped              [4]kernels.Buf // xin, gate, up, xout of the grouped path
 }
@@ -75,9 +77,11 @@ type expertSet struct {
 	r              kernels.Router
 	gate, up, down []kernels.Tensor
 	hidden, inter  int
-	dt             kernels.DType
-	b0, b1         int          // FP8 scale block
-	bias           cu.DevicePtr // e_score_correction_bias, or 0
+	dt             kernels.DType // of gate and up; down's too unless GGUF
+	b0, b1         int           // FP8 scale block
+	q              moeQuantFns   // GGUF: gate/up's format's gateup, down's format's down
+	rbGU, rbDown   int           // GGUF: bytes per gate/up row and per down row
+	bias           cu.DevicePtr  // e_score_correction_bias, or 0
 	// ptrs holds 6×Experts device addresses: gate, up and down weights,
 	// then their FP8 scales (0 for bf16).
 	ptrs cu.DevicePtr
@@ -88,33 +92,46 @@ func (s *expertSet) Router() *kernels.Router { return &s.r }
 func (s *expertSet) table(i int) uint64 { return ptr(s.ptrs) + uint64(i*s.r.Experts*8) }
 
 // moeFormat returns why the indexed kernels cannot run these experts ("":
-// they can): one dtype for all, bf16 or FP8 with one 16-aligned scale
-// block, widths the 16-byte loads divide, and moe_route's limits.
-func moeFormat(r *kernels.Router, ws []kernels.Tensor, hidden, inter int) string {
+// they can): moe_route's limits, one format for all gate and up matrices
+// and one for all down matrices, then either GGUF blocks (moeQuantFormat;
+// down may differ from gate/up) or one dtype for all three, bf16 or FP8
+// with one 16-aligned scale block, with widths the 16-byte loads divide.
+func moeFormat(r *kernels.Router, gate, up, down []kernels.Tensor, hidden, inter int) string {
 	switch {
 	case r.Experts > moeMaxExperts || r.TopK > moeMaxTopK:
 		return fmt.Sprintf("top %d of %d experts", r.TopK, r.Experts)
 	case r.Grouped() && r.Groups > moeMaxGroups:
 		return fmt.Sprintf("%d expert groups", r.Groups)
 	}
-	w0 := ws[0].Weight()
-	for _, t := range ws {
-		w := t.Weight()
-		if w.DType != w0.DType || w.ScaleBlock != w0.ScaleBlock {
-			return "experts in mixed formats"
+	gu, dn := gate[0].Weight(), down[0].Weight()
+	same := func(ws []kernels.Tensor, w0 *kernels.Weight) bool {
+		for _, t := range ws {
+			if w := t.Weight(); w.DType != w0.DType || w.ScaleBlock != w0.ScaleBlock {
+				return false
+			}
 		}
+		return true
 	}
-	switch w0.DType {
+	if !same(gate, gu) || !same(up, gu) || !same(down, dn) {
+		return "experts in mixed formats"
+	}
+	if isQuant(gu.DType) || isQuant(dn.DType) {
+		return moeQuantFormat(gu.DType, dn.DType)
+	}
+	if dn.DType != gu.DType || dn.ScaleBlock != gu.ScaleBlock {
+		return "experts in mixed formats"
+	}
+	switch gu.DType {
 	case kernels.BF16:
 		if hidden%8 != 0 || inter%8 != 0 {
 			return fmt.Sprintf("bf16 widths %d/%d not multiples of 8", hidden, inter)
 		}
 	case kernels.F8E4M3:
-		if hidden%16 != 0 || inter%16 != 0 || w0.ScaleBlock[1]%16 != 0 {
-			return fmt.Sprintf("FP8 widths %d/%d or scale block %v not multiples of 16", hidden, inter, w0.ScaleBlock)
+		if hidden%16 != 0 || inter%16 != 0 || gu.ScaleBlock[1]%16 != 0 {
+			return fmt.Sprintf("FP8 widths %d/%d or scale block %v not multiples of 16", hidden, inter, gu.ScaleBlock)
 		}
 	default:
-		return w0.DType.String() + " experts"
+		return gu.DType.String() + " experts"
 	}
 	return ""
 }
@@ -125,10 +142,10 @@ func (b *Backend) NewExperts(r *kernels.Router, gate, up, down []kernels.Tensor)
 	if err != nil {
 		return nil, err
 	}
-	all := slices.Concat(gate, up, down)
-	if why := moeFormat(r, all, hidden, inter); why != "" {
+	if why := moeFormat(r, gate, up, down, hidden, inter); why != "" {
 		return nil, fmt.Errorf("cuda: MoE: %s: %w", why, kernels.ErrUnsupported)
 	}
+	all := slices.Concat(gate, up, down)
 	tbl := make([]uint64, 6*r.Experts)
 	for i, t := range all {
 		d, ok := t.(*tensor)
@@ -145,12 +162,21 @@ func (b *Backend) NewExperts(r *kernels.Router, gate, up, down []kernels.Tensor)
 	if b.cap != nil {
 		return nil, errors.New("cuda: NewExperts during graph capture")
 	}
-	if _, err := b.moeModule(); err != nil {
+	m, err := b.moeModule()
+	if err != nil {
 		return nil, err
 	}
-	w0 := gate[0].Weight()
+	w0, wd := gate[0].Weight(), down[0].Weight()
 	s := &expertSet{r: *r, gate: gate, up: up, down: down, hidden: hidden, inter: inter, dt: w0.DType,
 		b0: w0.ScaleBlock[0], b1: w0.ScaleBlock[1]}
+	if isQuant(w0.DType) {
+		fns, err := b.moeQuantModule(m)
+		if err != nil {
+			return nil, err
+		}
+		s.q = moeQuantFns{gateup: fns[w0.DType].gateup, down: fns[wd.DType].down}
+		s.rbGU, s.rbDown = gate[0].(*tensor).rowBytes(), down[0].(*tensor).rowBytes()
+	}
 	s.r.Bias = slices.Clone(r.Bias)
 	s.ptrs = b.upload(unsafe.Pointer(&tbl[0]), int64(len(tbl))*8)
 	if s.r.Bias != nil {
@@ -236,6 +262,8 @@ func (b *Backend) MoEExperts(set kernels.ExpertSet, dst, x, sel kernels.Buf, row
 			i32(inter), i32(hid), i32(k), i32(e), i32(s.b0), i32(s.b1), i32(cdiv(hid, s.b1)))
 		b.launchFn(m.downFP8, cdiv(hid, 8), rows, 256, y, h, sp, s.table(2), s.table(5), i32(hid), i32(inter), i32(k), i32(e),
 			i32(s.b0), i32(s.b1), i32(cdiv(inter, s.b1)))
+	default: // GGUF blocks (moe_quant.go)
+		b.moeQuantExperts(s, y, h, xp, sp, rows)
 	}
 }
 
