@@ -8,6 +8,7 @@ import (
 	"math"
 
 	"github.com/pocketllm/pocketllm/kernels"
+	"github.com/pocketllm/pocketllm/kernels/cuda"
 )
 
 // moe checks kernels.MoEOps against the CPU (the reference): routing must
@@ -16,6 +17,7 @@ import (
 // prefill path goes through the prefill GEMMs (bf16/tf32 tolerances).
 func (c *conf) moe() {
 	c.moeRoute()
+	c.moeQuant()
 	type ex struct {
 		name                   string
 		dt                     kernels.DType
@@ -36,7 +38,7 @@ func (c *conf) moe() {
 		{"tiny-fp8", kernels.F8E4M3, 8, 2, 64, 32, [2]int{16, 16}, []int{1, 20}},
 	} {
 		r := &kernels.Router{Experts: s.experts, TopK: s.k, NormTopK: true}
-		sg, sh := c.moeExperts(r, s.dt, s.hid, s.inter, s.block)
+		sg, sh := c.moeExperts(r, s.dt, s.dt, s.hid, s.inter, s.block)
 		for _, rows := range s.rows {
 			selg, selh := c.pair(c.moeSel(rows, s.experts, s.k))
 			xg, xh := c.pair(c.randn(rows * s.hid))
@@ -61,6 +63,66 @@ func (c *conf) moe() {
 		c.g.MoEAddGated(dg, srcg, gg, rows, dim)
 		c.c.MoEAddGated(dh, srch, gh, rows, dim)
 		c.check("MoEAddGated", fmt.Sprintf("rows=%d dim=%d", rows, dim), dg, dh, rows*dim, tolExact)
+	}
+}
+
+// moeQuant checks the GGUF expert kernels (moe_quant.cu): the decode path
+// (up to 16 rows) decodes the blocks in registers against fp32
+// activations, so it sums like the CPU (tolExact·10, as quant.go's exact
+// GEMV); more rows take the grouped path, whose MatMuls are quant.go's
+// (bf16 GEMM beyond 32 rows of an expert, the int8 GEMV for one row of
+// Q4_K/Q6_K/Q8_0): bf16 tolerance. Gate/up and down may differ in format,
+// as in llama.cpp's Q4_K_M/Q5_K_M files.
+func (c *conf) moeQuant() {
+	if !cuda.MoEQuant() {
+		fmt.Println("MoEExperts   GGUF experts: POCKET_MOE_QUANT=0, host routing (not checked)")
+		return
+	}
+	type ex struct {
+		name                   string
+		gu, down               kernels.DType
+		experts, k, hid, inter int
+		rows                   []int
+	}
+	cases := []ex{
+		// qwen3-30b-a3b widths (32 of its 128 experts) as Q4_K_M and
+		// Q5_K_M files store them, and in Q8_0.
+		{"qwen3-30b-a3b-q4_k_m", kernels.Q4_K, kernels.Q6_K, 32, 8, 2048, 768, []int{1, 3, 16, 40}},
+		{"qwen3-30b-a3b-q5_k_m", kernels.Q5_K, kernels.Q6_K, 16, 8, 2048, 768, []int{1, 5}},
+		{"qwen3-30b-a3b-q8_0", kernels.Q8_0, kernels.Q8_0, 16, 8, 2048, 768, []int{1, 2, 24}},
+		// The GGUF fixtures (models/gguf/testdata): qwen3moe-q4_k and the
+		// IQ1_M experts of qwen3moe-mixed-iq1_m.
+		{"qwen3moe-q4_k", kernels.Q4_K, kernels.Q4_K, 8, 2, 256, 256, []int{1, 7, 20}},
+		{"qwen3moe-mixed-iq1_m", kernels.IQ1_M, kernels.IQ1_M, 8, 2, 256, 256, []int{1, 7, 20}},
+	}
+	// Every format the backend executes as gate/up, each with another as
+	// down: hidden/32 = 40 sub-blocks wrap a warp's lanes, and 3 slots ×
+	// 768/32 leave the down pass's last lane step partly empty.
+	var dts []kernels.DType
+	for d := kernels.DType(0); d.Valid(); d++ {
+		if kernels.Executes("cuda", d) && d.BlockElems() > 1 {
+			dts = append(dts, d)
+		}
+	}
+	for i, d := range dts {
+		cases = append(cases, ex{"sweep", d, dts[(i+7)%len(dts)], 8, 3, 1280, 768, []int{1, 4}})
+	}
+	for _, s := range cases {
+		r := &kernels.Router{Experts: s.experts, TopK: s.k, NormTopK: true}
+		sg, sh := c.moeExperts(r, s.gu, s.down, s.hid, s.inter, [2]int{})
+		for _, rows := range s.rows {
+			selg, selh := c.pair(c.moeSel(rows, s.experts, s.k))
+			xg, xh := c.pair(c.randn(rows * s.hid))
+			yg, yh := c.outPair(rows * s.hid)
+			c.g.MoEExperts(sg, yg, xg, selg, rows)
+			c.c.MoEExperts(sh, yh, xh, selh, rows)
+			tol := tolExact * 10
+			if rows > 16 { // grouped: quant.go's MatMuls
+				tol = tolBF16
+			}
+			c.check("MoEExperts", fmt.Sprintf("%s %s/%s e=%d k=%d hid=%d inter=%d rows=%d", s.name, s.gu, s.down, s.experts,
+				s.k, s.hid, s.inter, rows), yg, yh, rows*s.hid, tol)
+		}
 	}
 }
 
@@ -92,7 +154,7 @@ func (c *conf) moeRoute() {
 				}
 			}
 			// Experts of 16×16 bf16: only the router matters here.
-			sg, sh := c.moeExperts(&r, kernels.BF16, 16, 16, [2]int{})
+			sg, sh := c.moeExperts(&r, kernels.BF16, kernels.BF16, 16, 16, [2]int{})
 			for _, rows := range []int{1, 5, 64} {
 				lg := c.randn(rows * r.Experts)
 				if ties {
@@ -110,12 +172,17 @@ func (c *conf) moeRoute() {
 	}
 }
 
-// moeExperts makes random experts and binds them on both backends.
-func (c *conf) moeExperts(r *kernels.Router, dt kernels.DType, hid, inter int, block [2]int) (g, h kernels.ExpertSet) {
+// moeExperts makes random experts (gate and up in dt, down in down) and
+// binds them on both backends.
+func (c *conf) moeExperts(r *kernels.Router, dt, down kernels.DType, hid, inter int, block [2]int) (g, h kernels.ExpertSet) {
 	var ws [2][3][]kernels.Tensor // backend, matrix (gate, up, down), expert
 	for range r.Experts {
 		for m, shape := range [3][2]int{{inter, hid}, {inter, hid}, {hid, inter}} {
-			w := c.moeWeight(dt, shape[0], shape[1], block)
+			mdt := dt
+			if m == 2 {
+				mdt = down
+			}
+			w := c.moeWeight(mdt, shape[0], shape[1], block)
 			for b := range ws {
 				ws[b][m] = append(ws[b][m], w[b])
 			}
@@ -145,7 +212,8 @@ func (c *conf) moeSel(rows, experts, k int) []float32 {
 }
 
 // moeWeight makes a random [out, in] expert matrix fast (bit patterns from
-// one 64-bit draw per four bf16 values, eight FP8 values), loaded on both.
+// one 64-bit draw per four bf16 values, eight FP8 values; GGUF blocks as
+// quant_conf.go makes them), loaded on both.
 func (c *conf) moeWeight(dt kernels.DType, out, in int, block [2]int) [2]kernels.Tensor {
 	w := &kernels.Weight{Name: "expert", DType: dt, Shape: []int{out, in}}
 	n := out * in
@@ -178,7 +246,10 @@ func (c *conf) moeWeight(dt kernels.DType, out, in int, block [2]int) [2]kernels
 			w.Scale[i] = float32((0.5 + c.rng.Float64()) / 64 / math.Sqrt(float64(in)))
 		}
 	default:
-		panic("moeWeight: " + dt.String())
+		if dt.BlockElems() == 1 {
+			panic("moeWeight: " + dt.String())
+		}
+		w.Data = randomBlocks(c.rng, dt, out, in, 1e-3)
 	}
 	g, h := c.load(w)
 	return [2]kernels.Tensor{g, h}
