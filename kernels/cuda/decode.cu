@@ -137,18 +137,6 @@ struct GroupDot {
             if (c + j * stride < chunks) load(p[j], c + j * stride);
     }
 
-    // prefetchL2 asks L2 for this warp's steps 2..l2-1 (one lane per
-    // 128-byte line; after prefetch): gemv_add_l2 does it before waiting
-    // for its predecessor, so that the DRAM time a latency-bound
-    // predecessor (the attention before the output projection) leaves
-    // idle fetches the weights.
-    __device__ __forceinline__ void prefetchL2(int l2) {
-        if ((c & 7) != 0) return;
-        for (int k = 2; k < l2 && c + k * stride < chunks; k++)
-#pragma unroll
-            for (int r = 0; r < R; r++) asm volatile("prefetch.global.L2 [%0];" ::"l"(w[r] + c + k * stride));
-    }
-
     __device__ __forceinline__ void load(uint4* a, int cc) {
 #pragma unroll
         for (int r = 0; r < R; r++) a[r] = ldstream(w[r] + cc);
@@ -261,7 +249,7 @@ __device__ __forceinline__ void groupRows(int* rows, int base, int out) {
 
 // NormMulti: y_i = W_i · rmsnorm(x) for up to four matrices sharing the
 // input (q, k, v). Blocks [0,n0) do matrix 0, [n0,n1) matrix 1, ...
-template <int WF, bool L2 = false>
+template <int WF>
 __device__ __forceinline__ void normMulti(const float* __restrict__ x, const float* __restrict__ nw, float eps, int in,
                                           int wpr, Wt wt, float* y, int out, int b) {
     __shared__ float red[8][R + 1];
@@ -271,7 +259,6 @@ __device__ __forceinline__ void normMulti(const float* __restrict__ x, const flo
     groupRows(rows, base, out);
     GroupDot<WF, true> d;
     d.prefetch(wt, wt, R, rows, in, (warp % wpr) * 32 + lane, 32 * wpr, base < out);
-    if (L2) d.prefetchL2(1 << 30);
     pdlLaunchDependents();
     pdlWait();
     float acc[R], ss = 0.f;
@@ -291,24 +278,23 @@ __device__ __forceinline__ void normMulti(const float* __restrict__ x, const flo
         float *y3, const uint8_t *w3, const float *s3, int out3
 // The block's matrix by if-chain (an indexed array of the parameters would
 // live in local memory).
-#define NORM_MULTI_CALL(...)                                                                                       \
+#define NORM_MULTI_CALL(WF)                                                                                        \
     int b = blockIdx.x;                                                                                             \
     if (b < n0)                                                                                                     \
-        normMulti<__VA_ARGS__>(x, nw, eps, in, wpr, Wt{w0, s0, b0, b1, nsc}, y0, out0, b);                                  \
+        normMulti<WF>(x, nw, eps, in, wpr, Wt{w0, s0, b0, b1, nsc}, y0, out0, b);                                  \
     else if (b < n1)                                                                                                \
-        normMulti<__VA_ARGS__>(x, nw, eps, in, wpr, Wt{w1, s1, b0, b1, nsc}, y1, out1, b - n0);                             \
+        normMulti<WF>(x, nw, eps, in, wpr, Wt{w1, s1, b0, b1, nsc}, y1, out1, b - n0);                             \
     else if (b < n2)                                                                                                \
-        normMulti<__VA_ARGS__>(x, nw, eps, in, wpr, Wt{w2, s2, b0, b1, nsc}, y2, out2, b - n1);                             \
+        normMulti<WF>(x, nw, eps, in, wpr, Wt{w2, s2, b0, b1, nsc}, y2, out2, b - n1);                             \
     else                                                                                                            \
-        normMulti<__VA_ARGS__>(x, nw, eps, in, wpr, Wt{w3, s3, b0, b1, nsc}, y3, out3, b - n2)
+        normMulti<WF>(x, nw, eps, in, wpr, Wt{w3, s3, b0, b1, nsc}, y3, out3, b - n2)
 
 extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi(NORM_MULTI_ARGS) { NORM_MULTI_CALL(0); }
 extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi8(NORM_MULTI_ARGS) { NORM_MULTI_CALL(1); }
-extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi_l2(NORM_MULTI_ARGS) { NORM_MULTI_CALL(0, true); }
 
 // gemvR is y = W · x (ADD: y += W · x, a projection and the residual add;
 // y must not alias x).
-template <int WF, bool ADD, bool L2 = false>
+template <int WF, bool ADD>
 __device__ __forceinline__ void gemvR(float* y, const float* __restrict__ x, Wt wt, int out, int in, int wpr) {
     __shared__ float red[8][R + 1];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = 8 / wpr;
@@ -317,7 +303,6 @@ __device__ __forceinline__ void gemvR(float* y, const float* __restrict__ x, Wt 
     groupRows(rows, base, out);
     GroupDot<WF, false> d;
     d.prefetch(wt, wt, R, rows, in, (warp % wpr) * 32 + lane, 32 * wpr, base < out);
-    if (L2) d.prefetchL2(1 << 30);
     pdlLaunchDependents();
     pdlWait();
     float acc[R], ss = 0.f;
@@ -337,13 +322,11 @@ __device__ __forceinline__ void gemvR(float* y, const float* __restrict__ x, Wt 
     float *y, const float *__restrict__ x, const uint8_t *w, const float *sc, int out, int in, int wpr, int b0, int b1, int nsc
 // The bf16 kernels take the compiler's register choice; the FP8 ones are
 // held to three blocks per SM (their measured configurations).
-#define GEMV_KERNEL(NAME, WF, ADD, BOUNDS, ...)                                            \
+#define GEMV_KERNEL(NAME, WF, ADD, BOUNDS)                                                 \
     extern "C" __global__ void BOUNDS NAME(GEMV_ARGS) {                                    \
-        gemvR<WF, ADD, ##__VA_ARGS__>(y, x, Wt{w, sc, b0, b1, nsc}, out, in, wpr);         \
+        gemvR<WF, ADD>(y, x, Wt{w, sc, b0, b1, nsc}, out, in, wpr);                        \
     }
 GEMV_KERNEL(gemv_add, 0, true, __launch_bounds__(256))
-GEMV_KERNEL(gemv_add_l2, 0, true, __launch_bounds__(256), true)
-GEMV_KERNEL(gemv_r4_l2, 0, false, __launch_bounds__(256), true)
 GEMV_KERNEL(gemv_r4, 0, false, __launch_bounds__(256))
 GEMV_KERNEL(gemv_add8, 1, true, __launch_bounds__(256, 3))
 GEMV_KERNEL(gemv_r48, 1, false, __launch_bounds__(256, 3))
@@ -351,7 +334,7 @@ GEMV_KERNEL(gemv_r48, 1, false, __launch_bounds__(256, 3))
 // normSwiGLU: act = silu(Wg · rmsnorm(x)) * (Wu · rmsnorm(x)). A group is
 // gate rows o, o+1 and up rows o, o+1, so the activation is formed where
 // both dots end.
-template <int WF, bool L2 = false>
+template <int WF>
 __device__ __forceinline__ void normSwiGLU(float* act, const float* __restrict__ x, const float* __restrict__ nw,
                                            float eps, Wt gate, Wt up, int out, int in, int wpr) {
     __shared__ float red[8][R + 1];
@@ -364,7 +347,6 @@ __device__ __forceinline__ void normSwiGLU(float* act, const float* __restrict__
     for (int j = 0; j < R / 2; j++) rows[j] = rows[R / 2 + j] = min(base + j, out - 1);
     GroupDot<WF, true> d;
     d.prefetch(gate, up, R / 2, rows, in, (warp % wpr) * 32 + lane, 32 * wpr, base < out);
-    if (L2) d.prefetchL2(1 << 30);
     pdlLaunchDependents();
     pdlWait();
     float acc[R], ss = 0.f;
@@ -389,9 +371,6 @@ extern "C" __global__ void __launch_bounds__(256) gemv_norm_swiglu(SWIGLU_ARGS) 
 }
 extern "C" __global__ void __launch_bounds__(256, 3) gemv_norm_swiglu8(SWIGLU_ARGS) {
     normSwiGLU<1>(act, x, nw, eps, Wt{wg, sg, b0, b1, nsc}, Wt{wu, su, b0, b1, nsc}, out, in, wpr);
-}
-extern "C" __global__ void __launch_bounds__(256) gemv_norm_swiglu_l2(SWIGLU_ARGS) {
-    normSwiGLU<0, true>(act, x, nw, eps, Wt{wg, sg, b0, b1, nsc}, Wt{wu, su, b0, b1, nsc}, out, in, wpr);
 }
 
 // rope_store: grid (heads + kvh, rows), 128 threads. Block h < heads is

@@ -32,17 +32,13 @@ const (
 	dGemvR4
 	dGemvR48
 	dRopeStore
-	dGemvAddL2 // the bf16 GEMVs asking L2 for their first group first (prefetchL2)
-	dGemvR4L2
-	dGemvNormMultiL2
-	dGemvNormSwiGLUL2
 	dAttnDecode                      // attn_decode_2, _4, _8 (elements per lane)
 	dF8MMA         = dAttnDecode + 3 // the tensor-core FP8 GEMVs of fp8mma.cu (fp8mma.go) from here
 	numDecodeFuncs = dF8MMA + numF8MMA
 )
 
 var decodeNames = [dF8MMA]string{"gemv_norm_multi", "gemv_norm_multi8", "gemv_add", "gemv_add8",
-	"gemv_norm_swiglu", "gemv_norm_swiglu8", "gemv_r4", "gemv_r48", "rope_store", "gemv_add_l2", "gemv_r4_l2", "gemv_norm_multi_l2", "gemv_norm_swiglu_l2", "attn_decode_2", "attn_decode_4",
+	"gemv_norm_swiglu", "gemv_norm_swiglu8", "gemv_r4", "gemv_r48", "rope_store", "attn_decode_2", "attn_decode_4",
 	"attn_decode_8"}
 
 var _ kernels.FusedOps = (*Backend)(nil)
@@ -204,7 +200,7 @@ func (b *Backend) NormMatMul(dst []kernels.Buf, x kernels.Buf, norm kernels.Tens
 			args = append(args, i32(blocks))
 		}
 	}
-	b.runDec(l2Variant(f.variant(dGemvNormMulti), dGemvNormMultiL2, ws...), blocks, 1, 256, args...)
+	b.runDec(f.variant(dGemvNormMulti), blocks, 1, 256, args...)
 	return true
 }
 
@@ -239,7 +235,7 @@ func (b *Backend) NormSwiGLU(act, x kernels.Buf, norm kernels.Tensor, eps float3
 	wpr := b.groupWarps(cdiv(out, 2), f.chunks())
 	args := []uint64{ptr(dptr(act)), ptr(dptr(x)), ptr(nv), f32(eps), ptr(g.data), ptr(g.scale), ptr(u.data), ptr(u.scale),
 		i32(out), i32(in), i32(wpr)}
-	b.runDec(l2Variant(f.variant(dGemvNormSwiGLU), dGemvNormSwiGLUL2, gate, up), cdiv(out, 2*8/wpr), 1, 256,
+	b.runDec(f.variant(dGemvNormSwiGLU), cdiv(out, 2*8/wpr), 1, 256,
 		append(args, f.args()...)...)
 	return true
 }
@@ -265,7 +261,7 @@ func (b *Backend) MatMulAdd(acc, x kernels.Buf, w kernels.Tensor, rows int) bool
 	if f.fp8 && b.f8mmaGemv(f8Add, ptr(dptr(acc)), ptr(dptr(x)), w.(*tensor)) {
 		return true
 	}
-	b.gemvGroups(l2Variant(f.variant(dGemvAdd), dGemvAddL2, w), ptr(dptr(acc)), ptr(dptr(x)), w.(*tensor), f)
+	b.gemvGroups(f.variant(dGemvAdd), ptr(dptr(acc)), ptr(dptr(x)), w.(*tensor), f)
 	return true
 }
 
@@ -276,30 +272,6 @@ func (b *Backend) gemvGroups(k int, y, x uint64, t *tensor, f gform) {
 	wpr := b.groupWarps(cdiv(out, groupRows), f.chunks())
 	args := []uint64{y, x, ptr(t.data), ptr(t.scale), i32(out), i32(f.in), i32(wpr)}
 	b.runDec(k, cdiv(out, groupRows*8/wpr), 1, 256, append(args, f.args()...)...)
-}
-
-// l2Variant is kernel k (a grouped GEMV's index), or its variant that
-// asks L2 for each warp's whole first group before waiting for its
-// predecessor (l2 of the same kind), for bf16 weights ws of at most
-// POCKET_GEMV_L2 megabytes in all. Meant to keep DRAM busy while a
-// predecessor drains or is latency-bound (the attention before the output
-// projection); off by default until measured.
-func l2Variant(k, l2 int, ws ...kernels.Tensor) int {
-	if switches.gemvL2MB == 0 {
-		return k
-	}
-	var n int64
-	for _, w := range ws {
-		t := w.(*tensor)
-		if t.w.DType != kernels.BF16 {
-			return k
-		}
-		n += int64(t.w.Rows()) * int64(t.w.Cols()) * 2
-	}
-	if n > int64(switches.gemvL2MB)<<20 {
-		return k
-	}
-	return l2
 }
 
 // RoPEStoreKV implements kernels.FusedOps.
@@ -416,6 +388,6 @@ func (b *Backend) gemvR4(y, x uint64, t *tensor) bool {
 	if !ok {
 		return false
 	}
-	b.gemvGroups(l2Variant(f.variant(dGemvR4), dGemvR4L2, t), y, x, t, f)
+	b.gemvGroups(f.variant(dGemvR4), y, x, t, f)
 	return true
 }

@@ -30,8 +30,6 @@ import (
 //	POCKET_FP8_MMA=0     one-row FP8 GEMVs on the grouped CUDA-core kernels (decode.cu), not the tensor-core
 //	                     ones (fp8mma.cu); =1|2|4|8 keeps them and forces that many warps per row tile
 //	POCKET_FP8_PREFILL=tf32 FP8 prefill GEMMs on the built-in tf32 kernel, not dequantized chunks on cuBLASLt
-//	POCKET_GEMV_L2=MB    bf16 grouped GEMVs of weights up to MB megabytes ask L2 for each warp's first group
-//	                     before waiting for their predecessor (default 0: off)
 //	POCKET_ATTN_DEC_BLOCKS=N the fused decode attention (attn_decode) aims at N blocks per SM (2)
 //	POCKET_ATTN_BLOCKS=N, POCKET_ATTN_CHUNK=N decode attn_partial aims at N blocks per SM (16) with
 //	                     at least N positions per split (8)
@@ -54,7 +52,6 @@ var switches = struct {
 	attnBlocks      int
 	attnChunk       int
 	attnDecBlocks   int
-	gemvL2MB        int
 	fp8MMA          int
 	noFP8Prefill    bool
 	noDeltaChunk    bool
@@ -74,7 +71,6 @@ var switches = struct {
 	attnBlocks:      intSwitch("POCKET_ATTN_BLOCKS", 16, 1, 64),
 	attnChunk:       intSwitch("POCKET_ATTN_CHUNK", 8, 1, 4096),
 	attnDecBlocks:   intSwitch("POCKET_ATTN_DEC_BLOCKS", 2, 1, 64),
-	gemvL2MB:        intSwitch("POCKET_GEMV_L2", 0, 0, 1<<20),
 	noFP8Prefill:    os.Getenv("POCKET_FP8_PREFILL") == "tf32",
 	fp8MMA:          intSwitch("POCKET_FP8_MMA", -1, 0, 8),
 	noDeltaChunk:    os.Getenv("POCKET_DELTA_CHUNK") == "0",
