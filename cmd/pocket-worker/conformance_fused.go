@@ -160,7 +160,8 @@ func (c *conf) ropeStore() {
 // the new row stored. Shapes: Llama-3 and Qwen3 (q/k norms) heads, hd 64
 // with interleaved pairs, hd 256 with partial rotary and 6 heads per
 // group, no GQA, 8 heads per group, the first position, a context that
-// ends on a block edge, and long ones (many splits, a few batches each).
+// ends on a block edge, and long ones (many splits, a few batches each,
+// empty splits past the context).
 func (c *conf) ropeAttention() {
 	for _, s := range []struct {
 		heads, kvh, hd, rd, bs, start int
@@ -168,7 +169,9 @@ func (c *conf) ropeAttention() {
 	}{{32, 8, 128, 128, 16, 600, true, false}, {32, 8, 128, 128, 16, 511, true, true}, {16, 4, 64, 64, 8, 33, false, true},
 		{24, 4, 256, 64, 16, 900, true, true}, {8, 8, 128, 128, 16, 5, true, false}, {64, 8, 128, 128, 64, 200, true, true},
 		{32, 8, 128, 128, 16, 0, true, true}, {16, 4, 128, 128, 16, 1999, true, false}, {8, 2, 64, 32, 16, 1500, false, false},
-		{4, 2, 128, 128, 4, 47, true, true}} {
+		{4, 2, 128, 128, 4, 47, true, true},
+		// The newest position in a split's second batch (on a 132-SM H200).
+		{32, 8, 128, 128, 16, 1019, true, true}, {24, 4, 256, 64, 16, 910, true, true}} {
 		ctx := s.start + 1
 		blocks := (ctx+s.bs-1)/s.bs + 2
 		spec := kernels.KVSpec{Layers: 2, Blocks: blocks, BlockSize: s.bs, KVHeads: s.kvh, HeadDimK: s.hd, HeadDimV: s.hd}

@@ -359,10 +359,12 @@ func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.T
 	if r.NeoX {
 		neox = 1
 	}
-	// Splits: about switches.attnDecBlocks blocks per SM over the kv heads,
-	// each at least attnDecChunk positions; the kernel re-derives the
-	// chunk from the device-side context, so a captured graph spreads a
-	// short context over the splits it was sized for.
+	// Splits: about switches.attnDecBlocks blocks per SM over the kv heads
+	// (two fit beside each other at its ~220 registers per thread), each
+	// at least minChunk positions; the kernel re-derives the chunk from
+	// the device-side context (whole batches of 64/E positions), so a
+	// captured graph spreads a short context over the splits it was
+	// sized for.
 	const minChunk = 16
 	splits := min(max(cdiv(switches.attnDecBlocks*b.sms, kvHeads), 1), max(cdiv(ctx, minChunk), 1), 256)
 	b.attnScratch(heads*splits*(headDim+2), kvHeads)

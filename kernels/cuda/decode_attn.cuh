@@ -3,25 +3,29 @@
 // (kernels.FusedAttention). Without it a layer runs rope_store, then the
 // split-K attention, each a launch whose fixed cost (~4 and ~8 µs per layer
 // on an H200 at a 512-token context, for microseconds of traffic) was ~9%
-// of the Llama-3-8B decode step.
+// of the Llama-3-8B decode step. What is left is a chain of dependent
+// memory round trips, so the kernel is arranged to shorten it:
 //
 // Grid (kv heads, splits), one warp per query head of the GQA group (G ≤ 8
 // warps). Lane l holds elements [l·E, l·E+E) of a head (E = hd/32: 2, 4 or
-// 8), so a K or V row is one coalesced 4E-byte load per lane. Each warp:
-//   - norms and ropes its query head through a shared-memory row (any
-//     rotary width, NeoX or interleaved pairs), scaled for the softmax;
-//   - walks the split's positions P at a time (P = 32/E: every K and V load
-//     of the batch in flight together, 2·32 registers of data), with the
-//     next batch's block-table entries loaded while this one computes;
-//   - online softmax over the batch.
-// The split holding the newest position (ctx-1) also norms and ropes the
-// key head and stores K and V at the row's slot, then uses them from the
-// cache like any other position (stores, then __syncthreads: visible to
-// the block; no other block reads that position). Splits past the context
-// are empty; the last non-empty split to finish merges the partials
-// (attn_partial's layout: acc[hd], max, sum per head and split) into dst.
-// It waits for the q/k/v projection (griddepcontrol.wait) before reading
-// anything and lets the output projection launch right away.
+// 8), so a K or V row is one coalesced 4E-byte load per lane. A split is a
+// whole number of batches of P = 64/E positions (128 registers of K and V
+// per lane, all loads of a batch in flight together).
+//   - Before waiting for the q/k/v projection (griddepcontrol.wait), each
+//     warp reads the block table and issues the first batch's K and V
+//     loads: the cache rows of earlier positions are not written by this
+//     step, so they stream while the projection drains.
+//   - Then it norms and ropes its query head through a shared-memory row
+//     (any rotary width, NeoX or interleaved pairs), scaled for the
+//     softmax. The split holding the newest position (ctx-1) ropes the key
+//     head in every warp, uses it and the value row from registers for
+//     that position, and warp 0 stores both in the cache.
+//   - Online softmax per batch, the next batch's table entries loaded
+//     while one computes.
+// Splits past the context are empty; the last non-empty split to finish
+// merges the partials (attn_partial's layout: acc[hd], max, sum per head
+// and split): each lane reads one split's max and sum, then the
+// accumulators are read sixteen splits at a time.
 #define AD_MAXG 8
 
 // headRow loads head vector src (hd = 32E elements) into regs, lane-major,
@@ -82,54 +86,64 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
                                            float* V, const int* pos, const int* slots, const float* invf,
                                            const int* table, const int* startp, int kvh, int half, int neox,
                                            float rscale, int bs, int minchunk, float scale) {
-    constexpr int HD = 32 * E, P = 32 / E;
+    constexpr int HD = 32 * E, P = 64 / E;
     __shared__ __align__(16) float sv[AD_MAXG][HD];
     __shared__ int last;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = blockDim.x >> 5;
     const int kh = blockIdx.x, h = kh * G + warp, splits = gridDim.y;
-    pdlWait();
-    pdlLaunchDependents();
+    // The context, block table and earlier cache rows are in place before
+    // the step's first kernel: read them before the wait.
     const int ctx = *startp + 1;
-    const int chunk = max((ctx + splits - 1) / splits, minchunk);
+    const int chunk = (max((ctx + splits - 1) / splits, minchunk) + P - 1) / P * P;
     const int nsplit = (ctx + chunk - 1) / chunk;
     const int lo = blockIdx.y * chunk, hi = min(lo + chunk, ctx);
+    const long kw = (long)kvh * HD, off = (long)kh * HD + lane * E;
+    float kr[P][E], vr[P][E];
+    // Lane j < P holds the slot of position p0 + j of the batch at p0.
+    int slot = lo + lane < hi && lane < P ? table[(lo + lane) / bs] * bs + (lo + lane) % bs : 0;
+#pragma unroll
+    for (int j = 0; j < P; j++) {
+        long at = (long)__shfl_sync(0xffffffffu, slot, j) * kw + off;
+        if (lo + j < hi && lo + j != ctx - 1) {
+            ldRow<E>(kr[j], K + at);
+            ldRow<E>(vr[j], V + at);
+        }
+    }
+    pdlWait();
+    pdlLaunchDependents();
     if (lo >= hi) return; // past the context: no partial, not counted
-    const long kw = (long)kvh * HD;
     const float p = (float)pos[0];
 
-    float qv[E];
+    float qv[E], knew[E], vnew[E];
     headRow<E>(qv, sv[warp], q + (long)h * HD, nq, eps, p, invf, half, neox, rscale, scale);
-    if (hi == ctx) {
-        // The newest position: warp 0 stores this step's K and V rows.
+    const bool newest = hi == ctx;
+    if (newest) {
+        headRow<E>(knew, sv[warp], k + (long)kh * HD, nk, eps, p, invf, half, neox, rscale, 1.f);
+#pragma unroll
+        for (int e = 0; e < E; e++) vnew[e] = v[(long)kh * HD + lane * E + e];
         if (warp == 0) {
-            float kr[E];
-            headRow<E>(kr, sv[0], k + (long)kh * HD, nk, eps, p, invf, half, neox, rscale, 1.f);
-            long at = (long)slots[0] * kw + (long)kh * HD + lane * E;
+            long at = (long)slots[0] * kw + off;
 #pragma unroll
             for (int e = 0; e < E; e++) {
-                K[at + e] = kr[e];
-                V[at + e] = v[(long)kh * HD + lane * E + e];
+                K[at + e] = knew[e];
+                V[at + e] = vnew[e];
             }
         }
-        __syncthreads();
     }
 
     float m = -INFINITY, l = 0.f, acc[E];
 #pragma unroll
     for (int e = 0; e < E; e++) acc[e] = 0.f;
-    // Lane j < P holds the slot of position p0 + j.
-    int slot = lo + lane < hi && lane < P ? table[(lo + lane) / bs] * bs + (lo + lane) % bs : 0;
-    for (int p0 = lo; p0 < hi; p0 += P) {
+    for (int p0 = lo;;) {
         int np = p0 + P + lane;
         int next = np < hi && lane < P ? table[np / bs] * bs + np % bs : 0;
-        float kr[P][E], vr[P][E];
+        if (newest) {
 #pragma unroll
-        for (int j = 0; j < P; j++) {
-            long at = (long)__shfl_sync(0xffffffffu, slot, j) * kw + (long)kh * HD + lane * E;
-            if (p0 + j < hi) {
-                ldRow<E>(kr[j], K + at);
-                ldRow<E>(vr[j], V + at);
-            }
+            for (int j = 0; j < P; j++)
+                if (p0 + j == ctx - 1) {
+#pragma unroll
+                    for (int e = 0; e < E; e++) kr[j][e] = knew[e], vr[j][e] = vnew[e];
+                }
         }
         float s[P];
 #pragma unroll
@@ -161,7 +175,16 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
             }
         }
         m = mx;
-        slot = next;
+        p0 += P;
+        if (p0 >= hi) break;
+#pragma unroll
+        for (int j = 0; j < P; j++) {
+            long at = (long)__shfl_sync(0xffffffffu, next, j) * kw + off;
+            if (p0 + j < hi && p0 + j != ctx - 1) {
+                ldRow<E>(kr[j], K + at);
+                ldRow<E>(vr[j], V + at);
+            }
+        }
     }
 
     float* out = dst + (long)h * HD + lane * E;
@@ -190,19 +213,37 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     if (!last) return;
     __threadfence();
     const float* ph = part + (long)h * splits * (HD + 2);
+    // Max over the splits, one split per lane (a loop for more than 32).
     float M = -INFINITY;
-    for (int s = 0; s < nsplit; s++) M = fmaxf(M, __ldcg(ph + s * (HD + 2) + HD));
+    for (int s = lane; s < nsplit; s += 32) M = fmaxf(M, __ldcg(ph + s * (HD + 2) + HD));
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
     float L = 0.f, o[E];
 #pragma unroll
     for (int e = 0; e < E; e++) o[e] = 0.f;
-#pragma unroll 4
-    for (int s = 0; s < nsplit; s++) {
-        const float* ps = ph + s * (HD + 2);
-        float f = expf(__ldcg(ps + HD) - M);
-        L = fmaf(f, __ldcg(ps + HD + 1), L);
+    for (int s0 = 0; s0 < nsplit; s0 += 16) {
+        // Sixteen splits' factors (one per lane, broadcast) and their
+        // accumulators, all loads in flight together.
+        int sl = s0 + (lane & 15);
+        float f = 0.f, ls = 0.f;
+        if (sl < nsplit) {
+            f = expf(__ldcg(ph + sl * (HD + 2) + HD) - M);
+            ls = __ldcg(ph + sl * (HD + 2) + HD + 1);
+        }
+        float a[16][E];
 #pragma unroll
-        for (int e = 0; e < E; e++) o[e] = fmaf(f, __ldcg(ps + lane * E + e), o[e]);
+        for (int j = 0; j < 16; j++)
+#pragma unroll
+            for (int e = 0; e < E; e++) a[j][e] = s0 + j < nsplit ? __ldcg(ph + (s0 + j) * (HD + 2) + lane * E + e) : 0.f;
+        if (lane < 16) L = fmaf(f, ls, L);
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            float fj = __shfl_sync(0xffffffffu, f, j);
+#pragma unroll
+            for (int e = 0; e < E; e++) o[e] = fmaf(fj, a[j][e], o[e]);
+        }
     }
+    L = warpSum(L);
     float inv = 1.f / L;
 #pragma unroll
     for (int e = 0; e < E; e++) out[e] = o[e] * inv;
