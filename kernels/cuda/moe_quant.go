@@ -23,6 +23,13 @@ import (
 // The module is loaded with the first GGUF expert set, so bf16/FP8 MoE
 // models never JIT it; POCKET_MOE_QUANT=0 (switches.go) leaves GGUF
 // experts on host routing.
+//
+// Speed (H200, Qwen3-30B-A3B widths, one row, Q4_K gate/up and Q6_K down:
+// 24.5 MB of the row's 8 experts): gate/up 27 µs + down 22 µs, ~500 GB/s,
+// where the bf16 kernels stream at ~2.4 TB/s. A lane decodes a 32-element
+// sub-block per step through sub32's unaligned word loads (a Q4_K
+// sub-block: 14 loads for 18 bytes); wider loads per lane, as qmv does for
+// the int8 path, are the next step if GGUF MoE decode needs it.
 
 //go:embed moe_quant.ptx
 var moeQuantPTX string
