@@ -112,8 +112,12 @@ func (d *Decoder) Forward(p *Pass) error {
 		return nil
 	case LastLogits:
 		last := s.Buf("last", hid)
-		be.Gather(last, x, []int32{int32(rows - 1)}, hid)
-		be.RMSNorm(last, last, d.Norm, 1, hid, eps)
+		if rows == 1 {
+			be.RMSNorm(last, x, d.Norm, 1, hid, eps) // x is the last row (one launch less per decode step)
+		} else {
+			be.Gather(last, x, []int32{int32(rows - 1)}, hid)
+			be.RMSNorm(last, last, d.Norm, 1, hid, eps)
+		}
 		s.Logits = s.Buf("logits", c.VocabSize)
 		return d.lmHead(s, s.Logits, last, 1)
 	default:

@@ -56,6 +56,7 @@ for stage in "$@"; do
     step bench-8k 120 $W bench --model /tmp/l8b --prompt-tokens 8000 --new-tokens 128 --json
     # L8B_AB, e.g. "POCKET_ATTN_CHUNK=64+POCKET_ATTN_BLOCKS=4 POCKET_PDL=0"
     ab "${L8B_AB:-}" bench 120 $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json
+    ab "${L8B_8K_AB:-}" bench-8k 120 $W bench --model /tmp/l8b --prompt-tokens 8000 --new-tokens 128 --json
     [ -n "${QUICK:-}" ] && continue # QUICK=1: the two headline numbers, no A/B
     POCKET_PDL=0 step bench-nopdl 120 $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json
     POCKET_FUSED=0 step bench-unfused 120 $W bench --model /tmp/l8b --prompt-tokens 512 --new-tokens 128 --json

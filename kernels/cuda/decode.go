@@ -313,16 +313,10 @@ func (b *Backend) RoPEStoreKV(q, k, v kernels.Buf, qNorm, kNorm kernels.Tensor, 
 
 var _ kernels.FusedAttention = (*Backend)(nil)
 
-// attnDecodeFrom is the context from which RoPEAttention declines and the
-// step runs rope_store and attn_gqa: at long contexts the K/V traffic
-// dominates, and attn_gqa's cp.async tiles keep more of it in flight than
-// attn_decode's batches of P positions.
-const attnDecodeFrom = 2048
-
 // RoPEAttention implements kernels.FusedAttention with attn_decode
 // (decode_attn.cuh): one query row, K and V head dims equal and one of
 // 64/128/256, at most 8 query heads per kv head, contexts (under graph
-// capture: the block table's capacity) below attnDecodeFrom.
+// capture: the block table's capacity) below POCKET_ATTN_DEC_FROM (2048).
 func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.Tensor, eps float32, kp kernels.KVPool,
 	layer int, pos, slots []int32, seq kernels.AttnSeq, heads, kvHeads, headDim int, r *kernels.RoPE, scale float32) bool {
 	p, ok := kp.(*kvPool)
@@ -347,7 +341,8 @@ func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.T
 	if b.cap != nil {
 		ctx = len(seq.Table) * p.spec.BlockSize
 	}
-	if ctx >= attnDecodeFrom {
+	if ctx >= switches.attnDecFrom {
+		// Long contexts run rope_store and attn_gqa (POCKET_ATTN_DEC_FROM).
 		return false
 	}
 	fp := b.ropeFreq(r)
