@@ -171,7 +171,9 @@ func (c *conf) ropeAttention() {
 		{32, 8, 128, 128, 16, 0, true, true}, {16, 4, 128, 128, 16, 1999, true, false}, {8, 2, 64, 32, 16, 1500, false, false},
 		{4, 2, 128, 128, 4, 47, true, true},
 		// The newest position in a split's second batch (on a 132-SM H200).
-		{32, 8, 128, 128, 16, 1019, true, true}, {24, 4, 256, 64, 16, 910, true, true}} {
+		{32, 8, 128, 128, 16, 1019, true, true}, {24, 4, 256, 64, 16, 910, true, true},
+		// Long contexts: many batches per split.
+		{32, 8, 128, 128, 16, 8000, true, true}, {24, 4, 256, 64, 64, 5000, true, false}, {16, 8, 64, 64, 16, 3001, false, true}} {
 		ctx := s.start + 1
 		blocks := (ctx+s.bs-1)/s.bs + 2
 		spec := kernels.KVSpec{Layers: 2, Blocks: blocks, BlockSize: s.bs, KVHeads: s.kvh, HeadDimK: s.hd, HeadDimV: s.hd}

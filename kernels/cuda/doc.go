@@ -10,9 +10,11 @@
 //	            prefill: flash attention on the bf16 tensor cores)
 //	decode.cu   kernels.FusedOps: the one-token step's grouped GEMVs (four
 //	            weight rows per warp, bf16/FP8) with the RMSNorm, SwiGLU
-//	            and residual add folded in, q/k norm + RoPE + KV store; they
-//	            use programmatic dependent launch to stream their weights
-//	            while the previous kernel drains
+//	            and residual add folded in, q/k norm + RoPE + KV store, and
+//	            (decode_attn.cuh) the whole one-token attention with its
+//	            norms, RoPE and KV store; they use programmatic dependent
+//	            launch to stream their weights (and cached K/V) while the
+//	            previous kernel drains
 //	quant.cu    GGUF block formats (quant.go)
 //	moe.cu      kernels.MoEOps: routing and indexed experts on the device
 //	            (moe_quant.cu: the indexed experts in GGUF block formats)

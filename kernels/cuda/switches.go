@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -31,7 +32,7 @@ import (
 //	                     ones (fp8mma.cu); =1|2|4|8 keeps them and forces that many warps per row tile
 //	POCKET_FP8_PREFILL=tf32 FP8 prefill GEMMs on the built-in tf32 kernel, not dequantized chunks on cuBLASLt
 //	POCKET_ATTN_DEC_BLOCKS=N the fused decode attention (attn_decode) aims at N blocks per SM (2)
-//	POCKET_ATTN_DEC_FROM=N   contexts from N positions (2048) decode on rope_store + attn_gqa instead
+//	POCKET_ATTN_DEC_FROM=N   contexts from N positions decode on rope_store + attn_gqa instead (default: none)
 //	POCKET_ATTN_BLOCKS=N, POCKET_ATTN_CHUNK=N decode attn_partial aims at N blocks per SM (16) with
 //	                     at least N positions per split (8)
 //	POCKET_DELTA_CHUNK=0 Gated DeltaNet prefill passes run the token-by-token recurrence, not the chunked
@@ -73,7 +74,7 @@ var switches = struct {
 	attnBlocks:      intSwitch("POCKET_ATTN_BLOCKS", 16, 1, 64),
 	attnChunk:       intSwitch("POCKET_ATTN_CHUNK", 8, 1, 4096),
 	attnDecBlocks:   intSwitch("POCKET_ATTN_DEC_BLOCKS", 2, 1, 64),
-	attnDecFrom:     intSwitch("POCKET_ATTN_DEC_FROM", 2048, 1, 1<<30),
+	attnDecFrom:     intSwitch("POCKET_ATTN_DEC_FROM", math.MaxInt, 1, math.MaxInt),
 	noFP8Prefill:    os.Getenv("POCKET_FP8_PREFILL") == "tf32",
 	fp8MMA:          intSwitch("POCKET_FP8_MMA", -1, 0, 8),
 	noDeltaChunk:    os.Getenv("POCKET_DELTA_CHUNK") == "0",
