@@ -378,6 +378,21 @@ extern "C" __global__ void __launch_bounds__(256, 3) gemv_norm_swiglu8(SWIGLU_AR
     normSwiGLU<1>(act, x, nw, eps, Wt{wg, sg, b0, b1, nsc}, Wt{wu, su, b0, b1, nsc}, out, in, wpr);
 }
 
+// ropePairs rotates the pairs j = first, first+step, ... < half of the
+// head vector sv (shared memory) by position p: NeoX pairs (j, j+half) or
+// interleaved ones (2j, 2j+1), cos and sin times scale.
+__device__ __forceinline__ void ropePairs(float* sv, float p, const float* invf, int half, int neox, float scale,
+                                          int first, int step) {
+    for (int j = first; j < half; j += step) {
+        float ang = p * invf[j];
+        float c = cosf(ang) * scale, sn = sinf(ang) * scale;
+        int i0 = neox ? j : 2 * j, i1 = neox ? j + half : 2 * j + 1;
+        float a = sv[i0], b = sv[i1];
+        sv[i0] = a * c - b * sn;
+        sv[i1] = b * c + a * sn;
+    }
+}
+
 // rope_store: grid (heads + kvh, rows), 128 threads. Block h < heads is
 // query head h, the others key head h-heads: optional per-head RMSNorm
 // (nq/nk, hd elements), rotary embedding (as the rope kernel), written back
@@ -411,15 +426,7 @@ extern "C" __global__ void __launch_bounds__(128) rope_store(float* q, float* k,
         for (int i = threadIdx.x; i < hd; i += blockDim.x) sv[i] = sv[i] * inv * nw[i];
     }
     __syncthreads();
-    float p = (float)pos[row];
-    for (int j = threadIdx.x; j < half; j += blockDim.x) {
-        float ang = p * invf[j];
-        float c = cosf(ang) * scale, sn = sinf(ang) * scale;
-        int i0 = neox ? j : 2 * j, i1 = neox ? j + half : 2 * j + 1;
-        float a = sv[i0], b = sv[i1];
-        sv[i0] = a * c - b * sn;
-        sv[i1] = b * c + a * sn;
-    }
+    ropePairs(sv, (float)pos[row], invf, half, neox, scale, threadIdx.x, blockDim.x);
     __syncthreads();
     long kw = (long)kvh * hd;
     long slot = isq ? 0 : slots[row];

@@ -277,38 +277,41 @@ func (b *Backend) gemvGroups(k int, y, x uint64, t *tensor, f gform) {
 // RoPEStoreKV implements kernels.FusedOps.
 func (b *Backend) RoPEStoreKV(q, k, v kernels.Buf, qNorm, kNorm kernels.Tensor, eps float32, kp kernels.KVPool, layer int,
 	pos, slots []int32, heads, kvHeads, headDim int, r *kernels.RoPE) bool {
-	p, ok := kp.(*kvPool)
-	if !switches.fused["rope"] || !ok || len(pos) == 0 || len(pos) != len(slots) || headDim > 256 || r.RotaryDim > headDim ||
-		r.RotaryDim%2 != 0 || p.spec.KVHeads != kvHeads || p.spec.HeadDimK != headDim || p.spec.HeadDimV != headDim ||
-		layer < 0 || layer >= p.spec.Layers {
+	p, nq, nk, ok := ropeStoreShape(qNorm, kNorm, kp, layer, kvHeads, headDim, r)
+	if !switches.fused["rope"] || !ok || len(pos) == 0 || len(pos) != len(slots) || headDim > 256 {
 		return false
-	}
-	var nq, nk cu.DevicePtr
-	if qNorm != nil || kNorm != nil {
-		if nq, nk = normVec(qNorm, headDim), normVec(kNorm, headDim); nq == 0 || nk == 0 {
-			return false
-		}
 	}
 	if !b.enter() {
 		b.exit()
 		return true
 	}
 	defer b.exit()
-	fp := b.ropeFreq(r)
-	scale := r.Scale
-	if scale == 0 {
-		scale = 1
-	}
-	neox := 0
-	if r.NeoX {
-		neox = 1
-	}
 	pp := b.put(kPos, words(pos))
 	sp := b.put(kSlots, words(slots))
-	b.runDec(dRopeStore, heads+kvHeads, len(pos), 128, ptr(dptr(q)), ptr(dptr(k)), ptr(dptr(v)), ptr(nq), ptr(nk), f32(eps),
-		ptr(p.kLayer(layer)), ptr(p.vLayer(layer)), ptr(pp), ptr(sp), ptr(fp), i32(heads), i32(kvHeads), i32(headDim),
-		i32(r.RotaryDim/2), i32(neox), f32(scale))
+	b.runDec(dRopeStore, heads+kvHeads, len(pos), 128, append([]uint64{ptr(dptr(q)), ptr(dptr(k)), ptr(dptr(v)), ptr(nq),
+		ptr(nk), f32(eps), ptr(p.kLayer(layer)), ptr(p.vLayer(layer)), ptr(pp), ptr(sp), ptr(b.ropeFreq(r)), i32(heads),
+		i32(kvHeads), i32(headDim)}, ropeArgs(r)...)...)
 	return true
+}
+
+// ropeStoreShape checks what rope_store and attn_decode both need: the
+// pool is this backend's with kvHeads heads of headDim for K and V, the
+// layer exists, the rotary width is even and within a head, and the q/k
+// norms (both or neither) have device vectors of headDim; it returns the
+// pool and the norms' vectors (0 without norms).
+func ropeStoreShape(qNorm, kNorm kernels.Tensor, kp kernels.KVPool, layer, kvHeads, headDim int,
+	r *kernels.RoPE) (p *kvPool, nq, nk cu.DevicePtr, ok bool) {
+	p, ok = kp.(*kvPool)
+	if !ok || r.RotaryDim > headDim || r.RotaryDim%2 != 0 || p.spec.KVHeads != kvHeads || p.spec.HeadDimK != headDim ||
+		p.spec.HeadDimV != headDim || layer < 0 || layer >= p.spec.Layers {
+		return nil, 0, 0, false
+	}
+	if qNorm != nil || kNorm != nil {
+		if nq, nk = normVec(qNorm, headDim), normVec(kNorm, headDim); nq == 0 || nk == 0 {
+			return nil, 0, 0, false
+		}
+	}
+	return p, nq, nk, true
 }
 
 var _ kernels.FusedAttention = (*Backend)(nil)
@@ -320,18 +323,13 @@ var _ kernels.FusedAttention = (*Backend)(nil)
 // rope_store + attn_gqa; POCKET_ATTN_DEC_FROM sends long ones there).
 func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.Tensor, eps float32, kp kernels.KVPool,
 	layer int, pos, slots []int32, seq kernels.AttnSeq, heads, kvHeads, headDim int, r *kernels.RoPE, scale float32) bool {
-	p, ok := kp.(*kvPool)
-	if !switches.fused["attn"] || switches.oldAttn || !ok || len(pos) != 1 || len(slots) != 1 || kvHeads <= 0 || heads%kvHeads != 0 ||
-		heads/kvHeads > 8 || (headDim != 64 && headDim != 128 && headDim != 256) || r.RotaryDim > headDim ||
-		r.RotaryDim%2 != 0 || p.spec.KVHeads != kvHeads || p.spec.HeadDimK != headDim || p.spec.HeadDimV != headDim ||
-		layer < 0 || layer >= p.spec.Layers || len(seq.Table) == 0 {
+	if !switches.fused["attn"] || switches.oldAttn || len(pos) != 1 || len(slots) != 1 || kvHeads <= 0 ||
+		heads%kvHeads != 0 || heads/kvHeads > 8 || (headDim != 64 && headDim != 128 && headDim != 256) || len(seq.Table) == 0 {
 		return false
 	}
-	var nq, nk cu.DevicePtr
-	if qNorm != nil || kNorm != nil {
-		if nq, nk = normVec(qNorm, headDim), normVec(kNorm, headDim); nq == 0 || nk == 0 {
-			return false
-		}
+	p, nq, nk, ok := ropeStoreShape(qNorm, kNorm, kp, layer, kvHeads, headDim, r)
+	if !ok {
+		return false
 	}
 	if !b.enter() {
 		b.exit()
@@ -346,15 +344,6 @@ func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.T
 		// POCKET_ATTN_DEC_FROM: long contexts on rope_store and attn_gqa.
 		return false
 	}
-	fp := b.ropeFreq(r)
-	rscale := r.Scale
-	if rscale == 0 {
-		rscale = 1
-	}
-	neox := 0
-	if r.NeoX {
-		neox = 1
-	}
 	// Splits: about switches.attnDecBlocks blocks per SM over the kv heads
 	// (two fit beside each other at its ~220 registers per thread), each
 	// at least minChunk positions; the kernel re-derives the chunk from
@@ -368,10 +357,11 @@ func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.T
 	sp := b.put(kSlots, words(slots))
 	tp := b.put(kTable, words(seq.Table))
 	st := b.put(kStart, []uint32{uint32(seq.Start)})
-	b.runDec(dAttnDecode+headDim/128, kvHeads, splits, 32*(heads/kvHeads), ptr(dptr(dst)), ptr(b.part), ptr(b.counters),
-		ptr(dptr(q)), ptr(dptr(k)), ptr(dptr(v)), ptr(nq), ptr(nk), f32(eps), ptr(p.kLayer(layer)), ptr(p.vLayer(layer)),
-		ptr(pp), ptr(sp), ptr(fp), ptr(tp), ptr(st), i32(kvHeads), i32(r.RotaryDim/2), i32(neox), f32(rscale),
-		i32(p.spec.BlockSize), i32(minChunk), f32(scale))
+	args := append([]uint64{ptr(dptr(dst)), ptr(b.part), ptr(b.counters), ptr(dptr(q)), ptr(dptr(k)), ptr(dptr(v)), ptr(nq),
+		ptr(nk), f32(eps), ptr(p.kLayer(layer)), ptr(p.vLayer(layer)), ptr(pp), ptr(sp), ptr(b.ropeFreq(r)), ptr(tp), ptr(st),
+		i32(kvHeads)}, ropeArgs(r)...)
+	b.runDec(dAttnDecode+headDim/128, kvHeads, splits, 32*(heads/kvHeads), append(args, i32(p.spec.BlockSize), i32(minChunk),
+		f32(scale))...)
 	return true
 }
 

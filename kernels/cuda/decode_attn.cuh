@@ -51,14 +51,7 @@ __device__ __forceinline__ void headRow(float* out, float* sv, const float* src,
 #pragma unroll
     for (int e = 0; e < E; e++) sv[lane * E + e] = x[e];
     __syncwarp();
-    for (int j = lane; j < half; j += 32) {
-        float ang = p * invf[j];
-        float c = cosf(ang) * rscale, sn = sinf(ang) * rscale;
-        int i0 = neox ? j : 2 * j, i1 = neox ? j + half : 2 * j + 1;
-        float a = sv[i0], b = sv[i1];
-        sv[i0] = a * c - b * sn;
-        sv[i1] = b * c + a * sn;
-    }
+    ropePairs(sv, p, invf, half, neox, rscale, lane, 32);
     __syncwarp();
 #pragma unroll
     for (int e = 0; e < E; e++) out[e] = sv[lane * E + e] * mul;
@@ -76,6 +69,22 @@ __device__ __forceinline__ void ldRow(float* r, const float* p) {
         for (int i = 0; i < E / 4; i++) {
             float4 a = *(const float4*)(p + 4 * i);
             r[4 * i] = a.x, r[4 * i + 1] = a.y, r[4 * i + 2] = a.z, r[4 * i + 3] = a.w;
+        }
+    }
+}
+
+// ldBatch loads the K and V rows of positions p0 .. p0+P-1 below hi,
+// except position skip (the newest, which is not in the cache yet), lane
+// j < P of slot holding position p0+j's slot.
+template <int E, int P>
+__device__ __forceinline__ void ldBatch(float (&kr)[P][E], float (&vr)[P][E], const float* K, const float* V, int slot,
+                                        int p0, int hi, int skip, long kw, long off) {
+#pragma unroll
+    for (int j = 0; j < P; j++) {
+        long at = (long)__shfl_sync(0xffffffffu, slot, j) * kw + off;
+        if (p0 + j < hi && p0 + j != skip) {
+            ldRow<E>(kr[j], K + at);
+            ldRow<E>(vr[j], V + at);
         }
     }
 }
@@ -101,14 +110,7 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     float kr[P][E], vr[P][E];
     // Lane j < P holds the slot of position p0 + j of the batch at p0.
     int slot = lo + lane < hi && lane < P ? table[(lo + lane) / bs] * bs + (lo + lane) % bs : 0;
-#pragma unroll
-    for (int j = 0; j < P; j++) {
-        long at = (long)__shfl_sync(0xffffffffu, slot, j) * kw + off;
-        if (lo + j < hi && lo + j != ctx - 1) {
-            ldRow<E>(kr[j], K + at);
-            ldRow<E>(vr[j], V + at);
-        }
-    }
+    ldBatch<E, P>(kr, vr, K, V, slot, lo, hi, ctx - 1, kw, off);
     pdlWait();
     pdlLaunchDependents();
     if (lo >= hi) return; // past the context: no partial, not counted
@@ -177,14 +179,7 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
         m = mx;
         p0 += P;
         if (p0 >= hi) break;
-#pragma unroll
-        for (int j = 0; j < P; j++) {
-            long at = (long)__shfl_sync(0xffffffffu, next, j) * kw + off;
-            if (p0 + j < hi && p0 + j != ctx - 1) {
-                ldRow<E>(kr[j], K + at);
-                ldRow<E>(vr[j], V + at);
-            }
-        }
+        ldBatch<E, P>(kr, vr, K, V, next, p0, hi, ctx - 1, kw, off);
     }
 
     float* out = dst + (long)h * HD + lane * E;

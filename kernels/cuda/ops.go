@@ -324,7 +324,15 @@ func (b *Backend) RoPE(x kernels.Buf, pos []int32, heads, headDim int, r *kernel
 	}
 	defer b.exit()
 	half := r.RotaryDim / 2
-	fp := b.ropeFreq(r)
+	pp := b.put(kPos, words(pos))
+	n := len(pos) * heads * half
+	b.run(fRoPE, cdiv(n, 256), 1, 256, append([]uint64{ptr(dptr(x)), ptr(pp), ptr(b.ropeFreq(r)), i32(len(pos)), i32(heads),
+		i32(headDim)}, ropeArgs(r)...)...)
+}
+
+// ropeArgs are the rotary kernels' trailing arguments: half the rotary
+// width, NeoX (1) or interleaved (0) pairs, the scale (1 when unset).
+func ropeArgs(r *kernels.RoPE) []uint64 {
 	scale := r.Scale
 	if scale == 0 {
 		scale = 1
@@ -333,10 +341,7 @@ func (b *Backend) RoPE(x kernels.Buf, pos []int32, heads, headDim int, r *kernel
 	if r.NeoX {
 		neox = 1
 	}
-	pp := b.put(kPos, words(pos))
-	n := len(pos) * heads * half
-	b.run(fRoPE, cdiv(n, 256), 1, 256, ptr(dptr(x)), ptr(pp), ptr(fp), i32(len(pos)), i32(heads), i32(headDim),
-		i32(half), i32(neox), f32(scale))
+	return []uint64{i32(r.RotaryDim / 2), i32(neox), f32(scale)}
 }
 
 // ropeFreq is the device copy of r's inverse frequencies, uploaded once
