@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 
 	"github.com/pocketllm/pocketllm/kernels"
 	"github.com/pocketllm/pocketllm/kernels/cpu"
@@ -406,29 +407,11 @@ func (c *conf) attention() {
 		// some rows' causal end). The GQA pass below runs them unsplit.
 		{32, 8, 128, 16, 7700, 64}, {8, 2, 64, 16, 3000, 70}, {4, 2, 128, 16, 1500, 33}, {8, 8, 128, 8, 300, 200}} {
 		ctx := s.start + s.rows
-		blocks := (ctx+s.bs-1)/s.bs + 2
-		spec := kernels.KVSpec{Layers: 2, Blocks: blocks, BlockSize: s.bs, KVHeads: s.kvh, HeadDimK: s.hd, HeadDimV: s.hd}
-		pg, err := c.g.NewKVPool(spec)
-		if err != nil {
-			panic(err)
-		}
-		ph, _ := c.c.NewKVPool(spec)
-		perm := c.rng.Perm(blocks)
-		table := make([]int32, (ctx+s.bs-1)/s.bs)
-		for i := range table {
-			table[i] = int32(perm[i])
-		}
-		slots := make([]int32, ctx)
-		for p := range slots {
-			slots[p] = table[p/s.bs]*int32(s.bs) + int32(p%s.bs)
-		}
-		kw := s.kvh * s.hd
-		kg, kh := c.pair(c.randn(ctx * kw))
-		vg, vh := c.pair(c.randn(ctx * kw))
-		c.g.StoreKV(pg, 1, kg, vg, slots)
-		c.c.StoreKV(ph, 1, kh, vh, slots)
-		// Move the first block elsewhere (copy on write) and point the table at the copy.
-		spare := int32(perm[blocks-1])
+		kv, table, _ := c.filledKV(s.kvh, s.hd, s.bs, ctx, ctx)
+		pg, ph := kv.g, kv.h
+		// Move the first block elsewhere (copy on write) and point the table
+		// at the copy: a spare block no position uses.
+		spare := spareBlock(table, kv.spec.Blocks)
 		c.g.CopyKVBlock(pg, int(spare), int(table[0]))
 		c.c.CopyKVBlock(ph, int(spare), int(table[0]))
 		table[0] = spare
@@ -445,4 +428,14 @@ func (c *conf) attention() {
 		}
 		c.check("Attention", fmt.Sprintf("heads=%d/%d hd=%d bs=%d start=%d rows=%d", s.heads, s.kvh, s.hd, s.bs, s.start, s.rows), yg, yh, qn, tol)
 	}
+}
+
+// spareBlock is a block of the pool that table does not use.
+func spareBlock(table []int32, blocks int) int32 {
+	for b := int32(blocks - 1); b >= 0; b-- {
+		if !slices.Contains(table, b) {
+			return b
+		}
+	}
+	panic("conformance: no spare KV block")
 }

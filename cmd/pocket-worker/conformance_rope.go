@@ -1,0 +1,166 @@
+//go:build cuda
+
+package main
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+// The fused rotary ops (RoPEStoreKV, RoPEAttention) against the CPU running
+// RMSNorm, RoPE, StoreKV (and Attention) in sequence.
+
+// kvPools is the same KV pool on both backends.
+type kvPools struct {
+	spec kernels.KVSpec
+	g, h kernels.KVPool
+}
+
+func (c *conf) newKVPools(spec kernels.KVSpec) kvPools {
+	g, err := c.g.NewKVPool(spec)
+	if err != nil {
+		panic(err)
+	}
+	h, _ := c.c.NewKVPool(spec)
+	return kvPools{spec, g, h}
+}
+
+// compareCache compares every block of the pools, read back as the host
+// tier reads them.
+func (c *conf) compareCache(op, shape string, kv kvPools) {
+	n, blocks := int(kv.spec.BytesPerBlock()/4), kv.spec.Blocks
+	a, b := make([]float32, blocks*n), make([]float32, blocks*n)
+	for blk := range blocks {
+		c.g.ReadKVBlock(kv.g, blk, a[blk*n:(blk+1)*n])
+		c.c.ReadKVBlock(kv.h, blk, b[blk*n:(blk+1)*n])
+	}
+	c.compare(op, "cache "+shape, a, b, 1e-9)
+}
+
+// ropeInputs are one case's rotary table (base 1e6, rd dims), optional q/k
+// norm weights, and q, k, v rows on both backends; newRopeInputs has
+// already run the CPU's RMSNorm, RoPE and StoreKV (layer 1) on its side.
+type ropeInputs struct {
+	r                  *kernels.RoPE
+	nqg, nkg           kernels.Tensor
+	qg, kg, vg, qh, kh kernels.Buf
+}
+
+func (c *conf) newRopeInputs(kv kvPools, rows, heads, hd, rd int, neox, norm bool, pos, slots []int32) ropeInputs {
+	kvh := kv.spec.KVHeads
+	inv := make([]float32, rd/2)
+	for i := range inv {
+		inv[i] = float32(math.Pow(1e6, -2*float64(i)/float64(rd)))
+	}
+	in := ropeInputs{r: &kernels.RoPE{InvFreq: inv, RotaryDim: rd, NeoX: neox}}
+	var vh kernels.Buf
+	in.qg, in.qh = c.pair(c.randn(rows * heads * hd))
+	in.kg, in.kh = c.pair(c.randn(rows * kvh * hd))
+	in.vg, vh = c.pair(c.randn(rows * kvh * hd))
+	if norm {
+		var nqh, nkh kernels.Tensor
+		in.nqg, nqh = c.weight(kernels.F32, []int{hd}, [2]int{})
+		in.nkg, nkh = c.weight(kernels.F32, []int{hd}, [2]int{})
+		c.c.RMSNorm(in.qh, in.qh, nqh, rows*heads, hd, 1e-6)
+		c.c.RMSNorm(in.kh, in.kh, nkh, rows*kvh, hd, 1e-6)
+	}
+	c.c.RoPE(in.qh, pos, heads, hd, in.r)
+	c.c.RoPE(in.kh, pos, kvh, hd, in.r)
+	c.c.StoreKV(kv.h, 1, in.kh, vh, slots)
+	return in
+}
+
+// ropeStore checks RoPEStoreKV: q and k in place, and the K/V cache rows
+// it stored, read back per block.
+func (c *conf) ropeStore() {
+	for _, s := range []struct {
+		heads, kvh, hd, rd, rows int
+		neox, norm               bool
+	}{{32, 8, 128, 128, 1, true, false}, {32, 8, 128, 128, 1, true, true}, {16, 4, 64, 64, 1, false, true},
+		{24, 4, 256, 64, 1, true, true}, {4, 2, 16, 8, 3, false, false}} {
+		const bs, blocks = 4, 6
+		kv := c.newKVPools(kernels.KVSpec{Layers: 2, Blocks: blocks, BlockSize: bs, KVHeads: s.kvh, HeadDimK: s.hd, HeadDimV: s.hd})
+		pos, slots := make([]int32, s.rows), make([]int32, s.rows)
+		for i := range pos {
+			pos[i] = int32(c.rng.IntN(30000))
+			slots[i] = int32(c.rng.IntN(blocks * bs))
+		}
+		slots = uniqueSlots(slots, blocks*bs)
+		in := c.newRopeInputs(kv, s.rows, s.heads, s.hd, s.rd, s.neox, s.norm, pos, slots)
+		shape := fmt.Sprintf("heads=%d/%d hd=%d rot=%d rows=%d neox=%v norm=%v", s.heads, s.kvh, s.hd, s.rd, s.rows, s.neox, s.norm)
+		if !c.g.RoPEStoreKV(in.qg, in.kg, in.vg, in.nqg, in.nkg, 1e-6, kv.g, 1, pos, slots, s.heads, s.kvh, s.hd, in.r) {
+			c.declined("RoPEStoreKV", shape)
+			continue
+		}
+		c.check("RoPEStoreKV", "q "+shape, in.qg, in.qh, s.rows*s.heads*s.hd, 1e-9)
+		c.check("RoPEStoreKV", "k "+shape, in.kg, in.kh, s.rows*s.kvh*s.hd, 1e-9)
+		c.compareCache("RoPEStoreKV", shape, kv)
+	}
+}
+
+// ropeAttention checks RoPEAttention (attn_decode) against the CPU's
+// RMSNorm, RoPE, StoreKV and Attention: the output, and the cache with
+// the new row stored. Shapes: Llama-3 and Qwen3 (q/k norms) heads, hd 64
+// with interleaved pairs, hd 256 with partial rotary and 6 heads per
+// group, no GQA, 8 heads per group, the first position, a context that
+// ends on a block edge, and long ones (many splits, a few batches each,
+// empty splits past the context).
+func (c *conf) ropeAttention() {
+	for _, s := range []struct {
+		heads, kvh, hd, rd, bs, start int
+		neox, norm                    bool
+	}{{32, 8, 128, 128, 16, 600, true, false}, {32, 8, 128, 128, 16, 511, true, true}, {16, 4, 64, 64, 8, 33, false, true},
+		{24, 4, 256, 64, 16, 900, true, true}, {8, 8, 128, 128, 16, 5, true, false}, {64, 8, 128, 128, 64, 200, true, true},
+		{32, 8, 128, 128, 16, 0, true, true}, {16, 4, 128, 128, 16, 1999, true, false}, {8, 2, 64, 32, 16, 1500, false, false},
+		{4, 2, 128, 128, 4, 47, true, true},
+		// The newest position in a split's second batch (on a 132-SM H200).
+		{32, 8, 128, 128, 16, 1019, true, true}, {24, 4, 256, 64, 16, 910, true, true},
+		// Long contexts: many batches per split.
+		{32, 8, 128, 128, 16, 8000, true, true}, {24, 4, 256, 64, 64, 5000, true, false}, {16, 8, 64, 64, 16, 3001, false, true}} {
+		ctx := s.start + 1
+		kv, table, slots := c.filledKV(s.kvh, s.hd, s.bs, ctx, s.start)
+		pos := []int32{int32(s.start)}
+		in := c.newRopeInputs(kv, 1, s.heads, s.hd, s.rd, s.neox, s.norm, pos, slots[s.start:])
+		seq := kernels.AttnSeq{Table: table, Start: s.start}
+		scale := float32(1 / math.Sqrt(float64(s.hd)))
+		qn := s.heads * s.hd
+		yg, yh := c.outPair(qn)
+		c.c.Attention(yh, in.qh, kv.h, 1, seq, 1, s.heads, scale)
+		shape := fmt.Sprintf("heads=%d/%d hd=%d rot=%d bs=%d start=%d neox=%v norm=%v", s.heads, s.kvh, s.hd, s.rd, s.bs,
+			s.start, s.neox, s.norm)
+		if !c.g.RoPEAttention(yg, in.qg, in.kg, in.vg, in.nqg, in.nkg, 1e-6, kv.g, 1, pos, slots[s.start:], seq, s.heads,
+			s.kvh, s.hd, in.r, scale) {
+			c.declined("RoPEAttention", shape)
+			continue
+		}
+		c.check("RoPEAttention", shape, yg, yh, qn, 1e-9)
+		c.compareCache("RoPEAttention", shape, kv)
+	}
+}
+
+// filledKV makes pools of layer-1 K/V rows for positions [0, filled) of a
+// ctx-position sequence (kvh heads of hd, blocks of bs) through a shuffled
+// block table with two blocks to spare, and returns the table and every
+// position's slot.
+func (c *conf) filledKV(kvh, hd, bs, ctx, filled int) (kvPools, []int32, []int32) {
+	blocks := (ctx+bs-1)/bs + 2
+	kv := c.newKVPools(kernels.KVSpec{Layers: 2, Blocks: blocks, BlockSize: bs, KVHeads: kvh, HeadDimK: hd, HeadDimV: hd})
+	perm := c.rng.Perm(blocks)
+	table := make([]int32, (ctx+bs-1)/bs)
+	for i := range table {
+		table[i] = int32(perm[i])
+	}
+	slots := make([]int32, ctx)
+	for p := range slots {
+		slots[p] = table[p/bs]*int32(bs) + int32(p%bs)
+	}
+	if filled > 0 {
+		kg, kh := c.pair(c.randn(filled * kvh * hd))
+		vg, vh := c.pair(c.randn(filled * kvh * hd))
+		c.g.StoreKV(kv.g, 1, kg, vg, slots[:filled])
+		c.c.StoreKV(kv.h, 1, kh, vh, slots[:filled])
+	}
+	return kv, table, slots
+}
