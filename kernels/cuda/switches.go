@@ -31,6 +31,7 @@ import (
 //	POCKET_FP8_MMA=0     one-row FP8 GEMVs on the grouped CUDA-core kernels (decode.cu), not the tensor-core
 //	                     ones (fp8mma.cu); =1|2|4|8 keeps them and forces that many warps per row tile
 //	POCKET_FP8_PREFILL=tf32 FP8 prefill GEMMs on the built-in tf32 kernel, not dequantized chunks on cuBLASLt
+//	POCKET_QKV_B4=1      the bf16 q/k/v GEMV on gemv_norm_multi_b4 (four blocks per SM; not yet measured)
 //	POCKET_ATTN_DEC_BLOCKS=N the fused decode attention (attn_decode) aims at N blocks per SM (2)
 //	POCKET_ATTN_DEC_FROM=N   contexts from N positions decode on rope_store + attn_gqa instead (default: none)
 //	POCKET_ATTN_BLOCKS=N, POCKET_ATTN_CHUNK=N decode attn_partial aims at N blocks per SM (16) with
@@ -54,6 +55,7 @@ var switches = struct {
 	attnBlocks      int
 	attnChunk       int
 	attnDecBlocks   int
+	qkvB4           bool
 	attnDecFrom     int
 	fp8MMA          int
 	noFP8Prefill    bool
@@ -74,6 +76,7 @@ var switches = struct {
 	attnBlocks:      intSwitch("POCKET_ATTN_BLOCKS", 16, 1, 64),
 	attnChunk:       intSwitch("POCKET_ATTN_CHUNK", 8, 1, 4096),
 	attnDecBlocks:   intSwitch("POCKET_ATTN_DEC_BLOCKS", 2, 1, 64),
+	qkvB4:           os.Getenv("POCKET_QKV_B4") == "1",
 	attnDecFrom:     intSwitch("POCKET_ATTN_DEC_FROM", math.MaxInt, 1, math.MaxInt),
 	noFP8Prefill:    os.Getenv("POCKET_FP8_PREFILL") == "tf32",
 	fp8MMA:          intSwitch("POCKET_FP8_MMA", -1, 0, 8),
