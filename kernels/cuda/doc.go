@@ -5,9 +5,10 @@
 // to compute_90 PTX (each .cu has its `go generate` line) and embedded, one
 // module per concern, the optional ones loaded on first use:
 //
-//	kernels.cu  the Backend's ops: GEMV/GEMM, norms, RoPE, KV, attention
-//	            (decode: split-K attn_partial, attn_gqa from 2K positions;
-//	            prefill: flash attention on the bf16 tensor cores)
+//	kernels.cu  the Backend's ops: GEMV/GEMM, norms, RoPE, and attention
+//	            (kv_attn.cuh: the KV store and split-K decode attention,
+//	            attn_partial and attn_gqa; prefill_attn.cuh: flash attention
+//	            on the bf16 tensor cores)
 //	decode.cu   kernels.FusedOps: the one-token step's grouped GEMVs (four
 //	            weight rows per warp, bf16/FP8) with the RMSNorm, SwiGLU
 //	            and residual add folded in, q/k norm + RoPE + KV store, and
