@@ -4,7 +4,6 @@
 // splits in the last block to finish.
 #pragma once
 
-// ---------------------------------------------------------------- KV and attention
 // grid (rows, element blocks): one thread per element of k and v.
 extern "C" __global__ void store_kv(float* K, float* V, const float* k, const float* v, const int* slots, int kw,
                                     int vw) {
