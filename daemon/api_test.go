@@ -398,3 +398,50 @@ func TestOtherUIDSeesNothing(t *testing.T) {
 		t.Errorf("root's session after nobody's attempts: %+v %v", info, err)
 	}
 }
+
+// TestGenerateJSONOverSocket: "json": true over the /v0 API holds a
+// generation to a JSON object (the demo model's replies are random bytes
+// otherwise), streamed and not, and refuses a model without a tokenizer.
+func TestGenerateJSONOverSocket(t *testing.T) {
+	ts := startServer(t, DemoModel(), fixtureModel("qwen3"))
+	c := ts.client()
+	ctx := context.Background()
+	for seed := range uint64(6) {
+		s, err := c.NewSession(ctx, "demo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := "JSON, please: "
+		if _, err := c.Append(ctx, s.ID, apitype.Append{Text: &text}); err != nil {
+			t.Fatal(err)
+		}
+		var streamed strings.Builder
+		res, err := c.Generate(ctx, s.ID, apitype.Generate{MaxTokens: intp(32), Seed: &seed, JSON: true, Stream: seed%2 == 1},
+			func(tk apitype.Token) error { streamed.WriteString(tk.Text); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seed%2 == 1 && streamed.String() != res.Text {
+			t.Fatalf("seed %d: streamed %q, result %q", seed, streamed.String(), res.Text)
+		}
+		if out := strings.TrimLeft(res.Text, " \t\r\n"); !strings.HasPrefix(out, "{") && out != "" {
+			t.Fatalf("seed %d: %q does not start an object", seed, res.Text)
+		}
+		if res.FinishReason == "stop" {
+			var obj map[string]any
+			if err := json.Unmarshal([]byte(res.Text), &obj); err != nil || obj == nil {
+				t.Fatalf("seed %d: stopped on %q: %v", seed, res.Text, err)
+			}
+		}
+	}
+	s, err := c.NewSession(ctx, "qwen3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Append(ctx, s.ID, apitype.Append{Tokens: []int32{1, 2, 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Generate(ctx, s.ID, apitype.Generate{MaxTokens: intp(2), JSON: true}, nil); !errors.Is(err, client.ErrBadRequest) {
+		t.Fatalf("JSON mode on a model without a tokenizer: %v", err)
+	}
+}

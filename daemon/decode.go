@@ -194,6 +194,7 @@ func decodeGenerate(body []byte) (session.GenerateParams, bool, error) {
 	}
 	p.Logprobs = r.Logprobs || r.TopLogprobs > 0
 	p.TopLogprobs = r.TopLogprobs
+	p.JSON = r.JSON
 	return p, r.Stream, nil
 }
 

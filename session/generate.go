@@ -43,6 +43,11 @@ type GenerateParams struct {
 	// for that many alternatives (both from the raw logits).
 	Logprobs    bool
 	TopLogprobs int
+	// JSON holds the output to one JSON object (OpenAI's response_format
+	// json_object): tokens that would break it are never sampled, and
+	// generation stops when the object closes (jsonmode.go). It needs the
+	// model's tokenizer.
+	JSON bool
 }
 
 // TokenEvent is one generated token, streamed as it is sampled. Every id
@@ -334,6 +339,13 @@ func (m *Manager) generate(ctx context.Context, e *engine, sq *seqState, toks []
 	if p.TopLogprobs < 0 || p.TopLogprobs > 20 {
 		return res, toks, fmt.Errorf("%w: top_logprobs must be in [0, 20]", ErrBadRequest)
 	}
+	var js *jsonConstraint
+	if p.JSON {
+		if e.tok == nil {
+			return res, toks, fmt.Errorf("%w: JSON mode needs a tokenizer", ErrBadRequest)
+		}
+		js = newJSONConstraint(e.tok, e.eos)
+	}
 	maxNew := e.ctxLen - n
 	if p.MaxTokens > 0 {
 		maxNew = min(maxNew, p.MaxTokens)
@@ -344,8 +356,8 @@ func (m *Manager) generate(ctx context.Context, e *engine, sq *seqState, toks []
 	res.FinishReason = "length"
 	first := true
 	greedy := e.greedyRunner(p)
-	if p.Sampling.biased() {
-		greedy = nil // the runner's argmax would not see the bias
+	if p.Sampling.biased() || js != nil {
+		greedy = nil // the runner's argmax would not see the bias or the constraint
 	}
 	var err error
 	for len(res.IDs) < maxNew {
@@ -366,7 +378,15 @@ func (m *Manager) generate(ctx context.Context, e *engine, sq *seqState, toks []
 		if err != nil {
 			break
 		}
-		id := pr.next(smp)
+		var id int32
+		if js != nil {
+			if id, err = smp.sampleJSON(pr.logits, js); err != nil {
+				break
+			}
+			js.advance(id)
+		} else {
+			id = pr.next(smp)
+		}
 		smp.observe(id)
 		toks = append(toks, id)
 		res.IDs = append(res.IDs, id)
@@ -381,6 +401,7 @@ func (m *Manager) generate(ctx context.Context, e *engine, sq *seqState, toks []
 			}
 		}
 		eos := e.eos[id]
+		jsonDone := js != nil && js.done()
 		stopped := false
 		if st != nil {
 			if eos {
@@ -388,7 +409,7 @@ func (m *Manager) generate(ctx context.Context, e *engine, sq *seqState, toks []
 			} else {
 				ev.Text, stopped = st.next(id)
 			}
-			if !eos && !stopped && len(res.IDs) == maxNew {
+			if !eos && !stopped && (len(res.IDs) == maxNew || jsonDone) {
 				ev.Text += st.flush()
 			}
 			res.Text += ev.Text
@@ -399,7 +420,7 @@ func (m *Manager) generate(ctx context.Context, e *engine, sq *seqState, toks []
 				break
 			}
 		}
-		if eos || stopped {
+		if eos || stopped || jsonDone {
 			res.FinishReason = "stop"
 			break
 		}

@@ -147,6 +147,10 @@ type Generate struct {
 	Stop              []string `json:"stop,omitempty"`
 	Logprobs          bool     `json:"logprobs,omitempty"`
 	TopLogprobs       int      `json:"top_logprobs,omitempty"`
+	// JSON holds the reply to one JSON object: tokens that would break it
+	// are never sampled, and generation stops when the object closes
+	// (finish "stop"); as the gateway's response_format json_object.
+	JSON bool `json:"json,omitempty"`
 	// Stream selects an NDJSON reply: one Token line per generated token,
 	// then a GenerateResult line with "done": true (or an "error" line).
 	Stream bool `json:"stream,omitempty"`

@@ -300,6 +300,7 @@ type samplingFlags struct {
 	stop                    []string
 	repetitionPenalty       float64
 	presence, frequency     float64
+	jsonObject              bool
 }
 
 func (s *samplingFlags) add(cmd *cobra.Command, temp float64, maxTokens int) {
@@ -314,6 +315,7 @@ func (s *samplingFlags) add(cmd *cobra.Command, temp float64, maxTokens int) {
 	f.Float64Var(&s.repetitionPenalty, "repetition-penalty", 0, "repetition penalty (0 or 1: off)")
 	f.Float64Var(&s.presence, "presence-penalty", 0, "presence penalty")
 	f.Float64Var(&s.frequency, "frequency-penalty", 0, "frequency penalty")
+	f.BoolVar(&s.jsonObject, "json-object", false, "constrain the reply to one JSON object (generation stops when it closes)")
 }
 
 func (s *samplingFlags) request(cmd *cobra.Command) apitype.Generate {
@@ -327,6 +329,7 @@ func (s *samplingFlags) request(cmd *cobra.Command) apitype.Generate {
 		RepetitionPenalty: ifSet(set("repetition-penalty"), &s.repetitionPenalty),
 		PresencePenalty:   ifSet(set("presence-penalty"), &s.presence),
 		FrequencyPenalty:  ifSet(set("frequency-penalty"), &s.frequency),
+		JSON:              s.jsonObject,
 	}
 }
 

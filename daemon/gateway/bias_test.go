@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -42,7 +43,8 @@ func TestOpenAIGoLogitBias(t *testing.T) {
 		{`{"messages":[{"role":"user","content":"x"}],"logit_bias":{"5":101}}`, "logit_bias"},
 		{`{"messages":[{"role":"user","content":"x"}],"logit_bias":{"a":1}}`, "logit_bias"},
 		{`{"messages":[{"role":"user","content":"x"}],"logit_bias":{"100000":1}}`, "logit_bias"},
-		{`{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`, "response_format"},
+		{`{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"x"}}}`, "response_format"},
+		{`{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"yaml"}}`, "response_format"},
 		{`{"messages":[{"role":"user","content":"x"}],"tool_choice":"required"}`, "tool_choice"},
 		{`{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required"}`, "tool_choice"},
 		{`{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"code"}]}`, "tools[0].type"},
@@ -53,14 +55,55 @@ func TestOpenAIGoLogitBias(t *testing.T) {
 			t.Fatalf("%s: %s", tc.body, body)
 		}
 	}
-	// Through the client: the refusal of JSON mode reads as such.
-	_, err = c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
-		Model: "demo", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")},
+	// Through the client: JSON mode. The demo model is random, so the bias
+	// makes it want '}' most and '{' next: '}' cannot open the reply, so
+	// it is '{', then '}' closes the object and generation stops there.
+	jr, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model: "demo", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")}, MaxTokens: openai.Int(16),
+		Temperature: openai.Float(0), LogitBias: map[string]int64{"125": 100, "123": 50},
 		ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONObject: &openai.ResponseFormatJSONObjectParam{}},
 	})
-	var apiErr *openai.Error
-	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, "constrained") {
+	if err != nil {
 		t.Fatalf("json_object: %v", err)
+	}
+	if got := jr.Choices[0]; got.Message.Content != "{}" || got.FinishReason != "stop" {
+		t.Fatalf("json_object with '}' favoured: %q, finish %q", got.Message.Content, got.FinishReason)
+	}
+	// Unbiased and sampled: whatever the random model says is one JSON
+	// object, or (cut by max_tokens) the start of one.
+	for seed := range 4 {
+		jr, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model: "demo", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")}, MaxTokens: openai.Int(48),
+			Temperature: openai.Float(1), Seed: openai.Int(int64(seed)),
+			ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONObject: &openai.ResponseFormatJSONObjectParam{}},
+		})
+		if err != nil {
+			t.Fatalf("json_object seed %d: %v", seed, err)
+		}
+		got := jr.Choices[0]
+		t.Logf("json_object seed %d: %q (%s)", seed, got.Message.Content, got.FinishReason)
+		var obj map[string]any
+		switch got.FinishReason {
+		case "stop":
+			if err := json.Unmarshal([]byte(got.Message.Content), &obj); err != nil || obj == nil {
+				t.Fatalf("json_object seed %d: %q is not a JSON object: %v", seed, got.Message.Content, err)
+			}
+		case "length":
+			if !strings.HasPrefix(strings.TrimLeft(got.Message.Content, " \t\r\n"), "{") {
+				t.Fatalf("json_object seed %d: %q does not start an object", seed, got.Message.Content)
+			}
+		default:
+			t.Fatalf("json_object seed %d: finish %q", seed, got.FinishReason)
+		}
+	}
+	_, err = c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model: "demo", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")},
+		ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &openai.ResponseFormatJSONSchemaParam{
+			JSONSchema: openai.ResponseFormatJSONSchemaJSONSchemaParam{Name: "x"}}},
+	})
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, "schema") {
+		t.Fatalf("json_schema: %v", err)
 	}
 	if _, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
 		Model: "demo", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")}, MaxTokens: openai.Int(2),

@@ -192,9 +192,11 @@ func decodeChat(body []byte, header string) (*job, *apiError) {
 	if err := j.chatTools(r.Tools, r.ToolChoice); err != nil {
 		return nil, err
 	}
-	if err := responseFormat(r.ResponseFormat); err != nil {
-		return nil, err
+	jsonMode, ferr := responseFormat(r.ResponseFormat)
+	if ferr != nil {
+		return nil, ferr
 	}
+	j.params.JSON = jsonMode
 	max := r.MaxCompletionTokens
 	param := "max_completion_tokens"
 	if max == nil {

@@ -126,25 +126,29 @@ func logitBias(m map[string]float64) (map[int32]float32, *apiError) {
 	return out, nil
 }
 
-// responseFormat accepts {"type": "text"}; JSON modes need constrained
-// decoding, which pocketd does not do, so they are refused rather than
-// answered with text that may not parse.
-func responseFormat(raw json.RawMessage) *apiError {
+// responseFormat reads response_format: "text" (or none), or
+// "json_object", which holds the reply to one JSON object
+// (session.GenerateParams.JSON). "json_schema" is refused: decoding
+// guided by a schema is not implemented, and a reply that parses but
+// ignores the schema would be a silent failure.
+func responseFormat(raw json.RawMessage) (jsonMode bool, _ *apiError) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return nil
+		return false, nil
 	}
 	var rf struct {
 		Type string `json:"type"`
 	}
 	if json.Unmarshal(raw, &rf) != nil || rf.Type == "" {
-		return badParam("response_format", `response_format: expected {"type": "text"}`)
+		return false, badParam("response_format", `response_format: expected {"type": "text"} or {"type": "json_object"}`)
 	}
 	switch rf.Type {
 	case "text":
-		return nil
-	case "json_object", "json_schema":
-		return badParam("response_format", "response_format: type %q is not supported: pocketd does not implement constrained (grammar-guided) decoding; only \"text\" is accepted", rf.Type)
+		return false, nil
+	case "json_object":
+		return true, nil
+	case "json_schema":
+		return false, badParam("response_format", "response_format: type \"json_schema\" is not supported: pocketd constrains replies to JSON (\"json_object\") but does not follow a schema")
 	}
-	return badParam("response_format", "response_format: unknown type %q", rf.Type)
+	return false, badParam("response_format", "response_format: unknown type %q", rf.Type)
 }

@@ -32,6 +32,11 @@ func (t *Tokenizer) Decode(ids []int32) string {
 	return lossyUTF8(buf)
 }
 
+// TokenBytes is the text of token id as raw bytes (a byte-level token may
+// hold part of a UTF-8 sequence); nil for an id outside the vocabulary.
+// The slice is the tokenizer's own: callers must not modify it.
+func (t *Tokenizer) TokenBytes(id int32) []byte { return t.bytesOf(id) }
+
 func (t *Tokenizer) bytesOf(id int32) []byte {
 	if id < 0 || int(id) >= len(t.decoded) {
 		return nil

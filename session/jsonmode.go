@@ -1,0 +1,355 @@
+package session
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/pocketllm/pocketllm/models/tokenizer"
+)
+
+// JSON mode (OpenAI's response_format {"type": "json_object"}): every
+// sampled token must keep the generated text a prefix of one JSON object
+// (RFC 8259), and generation stops as soon as the object closes. The
+// check runs on the bytes of each candidate token through jsonPrefix, a
+// byte-level pushdown automaton; the sampler draws as usual and redraws
+// without a token the automaton refuses (see sampleJSON), so the common
+// case costs a few token checks per step, not one per vocabulary entry.
+// Written here rather than taken from a library: the Go JSON libraries
+// parse whole documents, and what is needed is "may these bytes still
+// become one", byte by byte, with a state small enough to copy per check.
+
+// maxJSONDepth bounds the nesting a JSON-mode generation may open.
+const maxJSONDepth = 64
+
+type jsonMode uint8
+
+const (
+	jTop      jsonMode = iota // before the object: whitespace or '{'
+	jValue                    // a value (after ':', or in an array after ',')
+	jObjFirst                 // after '{': a key or '}'
+	jObjKey                   // after ',' in an object: a key
+	jArrFirst                 // after '[': a value or ']'
+	jColon                    // after a key
+	jAfter                    // after a value: ',', '}' or ']' as the container allows
+	jString                   // inside a string (key or value: inKey)
+	jEscape                   // after '\' in a string
+	jHex                      // inside \uXXXX (hex digits left)
+	jNumMinus                 // after '-'
+	jNumZero                  // a leading 0
+	jNumInt                   // integer digits
+	jNumDot                   // after '.': a digit
+	jNumFrac                  // fraction digits
+	jNumE                     // after 'e'/'E': sign or digit
+	jNumESign                 // after the exponent's sign: a digit
+	jNumExp                   // exponent digits
+	jLiteral                  // inside true/false/null (lit left)
+	jDone                     // the object closed: whitespace only
+)
+
+// jsonPrefix is the automaton's state. The zero value expects an object.
+type jsonPrefix struct {
+	mode  jsonMode
+	inKey bool   // the string being read is an object key
+	hex   uint8  // \u digits left
+	lit   string // literal bytes left
+	stack []byte // open containers, '{' or '['
+}
+
+func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// closed is the state after a value ends (with the container on top).
+func (j *jsonPrefix) closed() {
+	if len(j.stack) == 0 {
+		j.mode = jDone
+	} else {
+		j.mode = jAfter
+	}
+}
+
+// open starts a container, within the depth bound.
+func (j *jsonPrefix) open(c byte) bool {
+	if len(j.stack) >= maxJSONDepth {
+		return false
+	}
+	j.stack = append(j.stack, c)
+	if c == '{' {
+		j.mode = jObjFirst
+	} else {
+		j.mode = jArrFirst
+	}
+	return true
+}
+
+// value starts a value at byte c.
+func (j *jsonPrefix) value(c byte) bool {
+	switch {
+	case c == '{' || c == '[':
+		return j.open(c)
+	case c == '"':
+		j.mode, j.inKey = jString, false
+	case c == '-':
+		j.mode = jNumMinus
+	case c == '0':
+		j.mode = jNumZero
+	case c >= '1' && c <= '9':
+		j.mode = jNumInt
+	case c == 't':
+		j.mode, j.lit = jLiteral, "rue"
+	case c == 'f':
+		j.mode, j.lit = jLiteral, "alse"
+	case c == 'n':
+		j.mode, j.lit = jLiteral, "ull"
+	default:
+		return false
+	}
+	return true
+}
+
+// after is a byte after a complete value: whitespace, or the container's
+// separator or end.
+func (j *jsonPrefix) after(c byte) bool {
+	if isJSONSpace(c) {
+		j.closed()
+		return true
+	}
+	if len(j.stack) == 0 {
+		return false
+	}
+	top := j.stack[len(j.stack)-1]
+	switch {
+	case c == ',' && top == '{':
+		j.mode = jObjKey
+	case c == ',' && top == '[':
+		j.mode = jValue
+	case (c == '}' && top == '{') || (c == ']' && top == '['):
+		j.stack = j.stack[:len(j.stack)-1]
+		j.closed()
+	default:
+		return false
+	}
+	return true
+}
+
+// feed advances by one byte and reports whether the text is still a
+// prefix of a JSON object; on false the state is unspecified.
+func (j *jsonPrefix) feed(c byte) bool {
+	switch j.mode {
+	case jTop:
+		if isJSONSpace(c) {
+			return true
+		}
+		return c == '{' && j.open(c)
+	case jValue:
+		return isJSONSpace(c) || j.value(c)
+	case jObjFirst, jObjKey:
+		switch {
+		case isJSONSpace(c):
+		case c == '"':
+			j.mode, j.inKey = jString, true
+		case c == '}' && j.mode == jObjFirst:
+			j.stack = j.stack[:len(j.stack)-1]
+			j.closed()
+		default:
+			return false
+		}
+		return true
+	case jArrFirst:
+		switch {
+		case isJSONSpace(c):
+			return true
+		case c == ']':
+			j.stack = j.stack[:len(j.stack)-1]
+			j.closed()
+			return true
+		}
+		return j.value(c)
+	case jColon:
+		if c == ':' {
+			j.mode = jValue
+			return true
+		}
+		return isJSONSpace(c)
+	case jAfter:
+		return j.after(c)
+	case jString:
+		switch {
+		case c == '"':
+			if j.inKey {
+				j.mode = jColon
+			} else {
+				j.closed()
+			}
+		case c == '\\':
+			j.mode = jEscape
+		case c < 0x20:
+			return false // control characters must be escaped
+		}
+		return true
+	case jEscape:
+		switch c {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			j.mode = jString
+		case 'u':
+			j.mode, j.hex = jHex, 4
+		default:
+			return false
+		}
+		return true
+	case jHex:
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+		if j.hex--; j.hex == 0 {
+			j.mode = jString
+		}
+		return true
+	case jNumMinus:
+		switch {
+		case c == '0':
+			j.mode = jNumZero
+		case c >= '1' && c <= '9':
+			j.mode = jNumInt
+		default:
+			return false
+		}
+		return true
+	case jNumZero, jNumInt, jNumFrac:
+		switch {
+		case c >= '0' && c <= '9' && j.mode != jNumZero:
+		case c == '.' && j.mode != jNumFrac:
+			j.mode = jNumDot
+		case c == 'e' || c == 'E':
+			j.mode = jNumE
+		default:
+			return j.after(c) // the number ended at c
+		}
+		return true
+	case jNumDot:
+		if c >= '0' && c <= '9' {
+			j.mode = jNumFrac
+			return true
+		}
+		return false
+	case jNumE:
+		switch {
+		case c == '+' || c == '-':
+			j.mode = jNumESign
+		case c >= '0' && c <= '9':
+			j.mode = jNumExp
+		default:
+			return false
+		}
+		return true
+	case jNumESign:
+		if c >= '0' && c <= '9' {
+			j.mode = jNumExp
+			return true
+		}
+		return false
+	case jNumExp:
+		if c >= '0' && c <= '9' {
+			return true
+		}
+		return j.after(c)
+	case jLiteral:
+		if c != j.lit[0] {
+			return false
+		}
+		if j.lit = j.lit[1:]; j.lit == "" {
+			j.closed()
+		}
+		return true
+	case jDone:
+		return isJSONSpace(c)
+	}
+	return false
+}
+
+// complete reports whether the object has closed.
+func (j *jsonPrefix) complete() bool { return j.mode == jDone }
+
+// copyTo makes dst a copy of j, reusing dst's stack storage.
+func (j *jsonPrefix) copyTo(dst *jsonPrefix) {
+	stack := append(dst.stack[:0], j.stack...)
+	*dst = *j
+	dst.stack = stack
+}
+
+// jsonConstraint holds a JSON-mode generation to one object, token by
+// token.
+type jsonConstraint struct {
+	tok     *tokenizer.Tokenizer
+	eos     map[int32]bool
+	state   jsonPrefix
+	scratch jsonPrefix
+}
+
+func newJSONConstraint(tok *tokenizer.Tokenizer, eos map[int32]bool) *jsonConstraint {
+	return &jsonConstraint{tok: tok, eos: eos}
+}
+
+// allows reports whether token id may come next: its bytes keep the text
+// a JSON object prefix (special tokens never do), or it is an end of
+// sequence and the object is complete.
+func (c *jsonConstraint) allows(id int32) bool {
+	if c.eos[id] {
+		return c.state.complete()
+	}
+	b := c.tok.TokenBytes(id)
+	if len(b) == 0 || c.tok.IsSpecial(id) {
+		return false
+	}
+	c.state.copyTo(&c.scratch)
+	for _, x := range b {
+		if !c.scratch.feed(x) {
+			return false
+		}
+	}
+	return true
+}
+
+// advance takes an allowed token.
+func (c *jsonConstraint) advance(id int32) {
+	for _, x := range c.tok.TokenBytes(id) {
+		c.state.feed(x)
+	}
+}
+
+// done reports whether the object has closed (generation stops).
+func (c *jsonConstraint) done() bool { return c.state.complete() }
+
+// sampleJSON draws the next token as the sampler would, among the tokens
+// c allows: a refused draw is masked out and drawn again; after 32
+// refusals every token is checked once and the draw is among the allowed
+// ones. (Masking a refused token and redrawing samples the distribution
+// restricted to the allowed tokens, as masking all of them first would;
+// top-p is recomputed over what is left.)
+func (s *sampler) sampleJSON(logits []float32, c *jsonConstraint) (int32, error) {
+	masked := slices.Clone(logits)
+	ninf := float32(math.Inf(-1))
+	for range 32 {
+		id := s.sample(masked)
+		if c.allows(id) {
+			return id, nil
+		}
+		masked[id] = ninf
+	}
+	best := -1
+	for id := range masked {
+		if masked[id] != ninf && !c.allows(int32(id)) {
+			masked[id] = ninf
+		}
+		if masked[id] != ninf && (best < 0 || masked[id] > masked[best]) {
+			best = id
+		}
+	}
+	if best < 0 {
+		return 0, fmt.Errorf("%w: JSON mode: no token of the vocabulary continues the object", ErrBadRequest)
+	}
+	if id := s.sample(masked); c.allows(id) {
+		return id, nil
+	}
+	// The draw's rounding fell on a token of probability zero.
+	return int32(best), nil
+}
