@@ -46,6 +46,12 @@ static CUresult pl_launch_pdl(CUfunction f, unsigned gx, unsigned gy, unsigned b
 	return cuLaunchKernelEx(&cfg, f, params, NULL);
 }
 
+// pl_max_shm lets f take up to bytes of dynamic shared memory (above the
+// 48 KiB a launch gets without asking).
+static CUresult pl_max_shm(CUfunction f, int bytes) {
+	return cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
+}
+
 static CUresult pl_begin_capture(CUstream s) {
 	return cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED);
 }
@@ -101,6 +107,18 @@ func cstream(s cu.Stream) C.CUstream   { return *(*C.CUstream)(unsafe.Pointer(&s
 func launch(f C.CUfunction, gx, gy, bx int, s C.CUstream, args *[32]uint64, n int) error {
 	return cuErr("launch", C.pl_launch(f, C.uint(gx), C.uint(gy), C.uint(bx), 0, s,
 		(*C.ulonglong)(unsafe.Pointer(&args[0])), C.int(n)))
+}
+
+// launchShm is launch with shm bytes of dynamic shared memory (more than
+// 48 KiB only after setMaxShm).
+func launchShm(f C.CUfunction, gx, gy, bx, shm int, s C.CUstream, args *[32]uint64, n int) error {
+	return cuErr("launch", C.pl_launch(f, C.uint(gx), C.uint(gy), C.uint(bx), C.uint(shm), s,
+		(*C.ulonglong)(unsafe.Pointer(&args[0])), C.int(n)))
+}
+
+// setMaxShm raises f's dynamic shared memory limit to bytes.
+func setMaxShm(f C.CUfunction, bytes int) error {
+	return cuErr("set shared memory size", C.pl_max_shm(f, C.int(bytes)))
 }
 
 // launchPDL is launch with programmatic dependent launch (the kernel must

@@ -27,10 +27,15 @@ const fp8Scratch = 256 << 20
 const fp8PrefillRows = 64
 
 // fp8GEMM computes y[rows×out] = x·wᵀ for an FP8 block-scaled weight
-// through dequantized bf16 chunks and cuBLASLt; false (nothing done) when
-// cuBLASLt is missing or the shape is not one it takes (the caller runs
-// gemm_fp8). Called with the backend entered, deferred GEMVs flushed.
+// through dequantized bf16 chunks and cuBLASLt, or on its E4M3 bytes
+// (fp8gemm.go) where that is switched on and takes the shape; false
+// (nothing done) when cuBLASLt is missing or the shape is not one it takes
+// (the caller runs gemm_fp8). Called with the backend entered, deferred
+// GEMVs flushed.
 func (b *Backend) fp8GEMM(y, x cu.DevicePtr, t *tensor, rows int) bool {
+	if rows >= fp8PrefillRows && b.fp8MMAGEMM(y, x, t, rows) {
+		return true
+	}
 	out, in := t.w.Rows(), t.w.Cols()
 	if !b.lt.ok || switches.noFP8Prefill || rows < fp8PrefillRows || in%16 != 0 || t.w.ScaleBlock[1]%16 != 0 {
 		return false

@@ -31,6 +31,8 @@ import (
 //	POCKET_FP8_MMA=0     one-row FP8 GEMVs on the grouped CUDA-core kernels (decode.cu), not the tensor-core
 //	                     ones (fp8mma.cu); =1|2|4|8 keeps them and forces that many warps per row tile
 //	POCKET_FP8_PREFILL=tf32 FP8 prefill GEMMs on the built-in tf32 kernel, not dequantized chunks on cuBLASLt
+//	POCKET_FP8_PREFILL=mma  FP8 prefill GEMMs on the weight's E4M3 bytes (fp8gemm.cu: activations rounded to E4M3
+//	                     per 128 columns, mma.sync), not dequantized chunks on cuBLASLt (not yet run on a GPU)
 //	POCKET_QKV_B4=1      the bf16 q/k/v GEMV on gemv_norm_multi_b4 (four blocks per SM; not yet measured)
 //	POCKET_ATTN_DEC_BLOCKS=N the fused decode attention (attn_decode) aims at N blocks per SM (2)
 //	POCKET_ATTN_DEC_FROM=N   contexts from N positions decode on rope_store + attn_gqa instead (default: none)
@@ -59,6 +61,7 @@ var switches = struct {
 	attnDecFrom     int
 	fp8MMA          int
 	noFP8Prefill    bool
+	fp8PrefillMMA   bool
 	noDeltaChunk    bool
 	noMoEQuant      bool
 }{
@@ -79,6 +82,7 @@ var switches = struct {
 	qkvB4:           os.Getenv("POCKET_QKV_B4") == "1",
 	attnDecFrom:     intSwitch("POCKET_ATTN_DEC_FROM", math.MaxInt, 1, math.MaxInt),
 	noFP8Prefill:    os.Getenv("POCKET_FP8_PREFILL") == "tf32",
+	fp8PrefillMMA:   os.Getenv("POCKET_FP8_PREFILL") == "mma",
 	fp8MMA:          intSwitch("POCKET_FP8_MMA", -1, 0, 8),
 	noDeltaChunk:    os.Getenv("POCKET_DELTA_CHUNK") == "0",
 	noMoEQuant:      os.Getenv("POCKET_MOE_QUANT") == "0",

@@ -1,0 +1,125 @@
+//go:build cuda
+
+package cuda
+
+//go:generate nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o fp8gemm.ptx fp8gemm.cu
+
+import (
+	_ "embed"
+
+	"gorgonia.org/cu"
+)
+
+// FP8 prefill GEMMs on the tensor cores with E4M3 operands (fp8gemm.cu):
+// the activation is rounded to E4M3 per (row, 128 columns) into a scratch,
+// then multiplied by the weight as stored, block scales applied every 128
+// columns. Off by default (POCKET_FP8_PREFILL=mma, SetFP8PrefillMMA); the
+// module is loaded on the first GEMM that takes it, so the default path
+// never JITs its PTX.
+
+//go:embed fp8gemm.ptx
+var fp8gemmPTX string
+
+// Shapes of fp8gemm.cu: fp8Group columns per activation scale (and per
+// stage), fp8Tile rows and columns per block tile, fp8GemmShm bytes of
+// dynamic shared memory (SMEM_BYTES: 4 stages of two E4M3 tiles and their
+// scales, 132 KiB).
+const (
+	fp8Group   = 128
+	fp8Tile    = 128
+	fp8GemmShm = 4 * (2*fp8Tile*fp8Group + 2*fp8Tile*4)
+)
+
+type f8gemmMod struct {
+	on     bool // take the path (switch or SetFP8PrefillMMA)
+	loaded bool
+
+	quant cFunc // fp8_quant
+	tile  cFunc // fp8_gemm_t: one weight scale row per block tile
+	col   cFunc // fp8_gemm_c: a weight scale per column
+
+	// Scratch of the quantized activation (rows·in bytes) and its scales
+	// (rows·in/128 floats). It only grows; an old one is not freed,
+	// because queued work may still read it.
+	q  cu.DevicePtr
+	qN int64
+}
+
+// f8gemmState is the module's state, made on first use without loading
+// anything (b.mu held).
+func (b *Backend) f8gemmState() *f8gemmMod {
+	if b.f8g == nil {
+		b.f8g = &f8gemmMod{on: switches.fp8PrefillMMA}
+	}
+	return b.f8g
+}
+
+// SetFP8PrefillMMA turns the mma.sync FP8 prefill GEMM on or off (default
+// off; POCKET_FP8_PREFILL=mma on), so that conformance can check it; it
+// returns the previous setting.
+func (b *Backend) SetFP8PrefillMMA(on bool) (was bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	m := b.f8gemmState()
+	was, m.on = m.on, on
+	return was
+}
+
+// f8gemmModule loads the kernels once (context current). It fails on a
+// GPU without sm_89's FP8 conversions or the shared memory the GEMM asks
+// for; the path is switched on only by request, so that is an error, not
+// a quiet fallback.
+func (b *Backend) f8gemmModule(m *f8gemmMod) error {
+	if m.loaded {
+		return nil
+	}
+	_, err := loadModule(fp8gemmPTX, "fp8gemm", map[string]*cFunc{"fp8_quant": &m.quant, "fp8_gemm_t": &m.tile,
+		"fp8_gemm_c": &m.col})
+	if err == nil {
+		err = setMaxShm(m.tile, fp8GemmShm)
+	}
+	if err == nil {
+		err = setMaxShm(m.col, fp8GemmShm)
+	}
+	m.loaded = err == nil
+	return err
+}
+
+// fp8MMAGEMM computes y[rows×out] = x·wᵀ (y overwritten) for an FP8
+// block-scaled weight on fp8gemm.cu's kernels, or returns false (nothing
+// done) when the path is off or the shape is not one they take: in and
+// the scale blocks' width b1 multiples of 128, x 16-byte aligned. Called
+// with the backend entered, deferred GEMVs flushed.
+func (b *Backend) fp8MMAGEMM(y, x cu.DevicePtr, t *tensor, rows int) bool {
+	m := b.f8gemmState()
+	out, in := t.w.Rows(), t.w.Cols()
+	b0, b1 := t.w.ScaleBlock[0], t.w.ScaleBlock[1]
+	if !m.on || rows <= 0 || out <= 0 || in <= 0 || in%fp8Group != 0 || b0 <= 0 || b1 <= 0 || b1%fp8Group != 0 ||
+		t.nsc != cdiv(in, b1) || x%16 != 0 || t.data%16 != 0 || cdiv(rows, fp8Tile) > 65535 {
+		return false
+	}
+	if err := b.f8gemmModule(m); err != nil {
+		b.fail(err)
+		return true
+	}
+	qBytes := (int64(rows)*int64(in) + 255) &^ 255
+	if need := qBytes + int64(rows)*int64(in/fp8Group)*4; need > m.qN {
+		if p := b.alloc(need); p != 0 {
+			m.q, m.qN = p, need
+		}
+	}
+	q, sa := m.q, m.q+cu.DevicePtr(qBytes)
+	groups := rows * (in / fp8Group)
+	b.launchFn(m.quant, cdiv(groups, 8), 1, 256, ptr(q), ptr(sa), ptr(x), i32(rows), i32(in))
+	if b.err != nil {
+		return true // b.err reports it (the allocation or the launch)
+	}
+	f := m.col
+	if b0%fp8Tile == 0 {
+		f = m.tile
+	}
+	b.a(ptr(y), ptr(q), ptr(sa), ptr(t.data), ptr(t.scale), i32(rows), i32(out), i32(in), i32(b0), i32(b1),
+		i32(t.nsc))
+	b.fail(launchShm(f, cdiv(out, fp8Tile), cdiv(rows, fp8Tile), 256, fp8GemmShm, b.s, &b.args, b.nargs))
+	return true
+}
