@@ -383,6 +383,7 @@ func (c *conf) run() {
 	c.hybrid()
 	c.moe()
 	c.tpNorm()
+	c.fp8Prefill()
 }
 
 // attention checks StoreKV, CopyKVBlock and Attention (decode and prefill
