@@ -434,7 +434,29 @@ func TestGenerateJSONOverSocket(t *testing.T) {
 			}
 		}
 	}
-	s, err := c.NewSession(ctx, "qwen3")
+	// A schema over the socket, and one the server cannot follow.
+	s, err := c.NewSession(ctx, "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := "JSON, please: "
+	if _, err := c.Append(ctx, s.ID, apitype.Append{Text: &text}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Generate(ctx, s.ID, apitype.Generate{MaxTokens: intp(200), Seed: new(uint64),
+		JSONSchema: json.RawMessage(`{"type":"object","properties":{"ok":{"type":"boolean"},"n":{"enum":[1,2]}}}`)}, nil)
+	var v struct {
+		OK *bool
+		N  int
+	}
+	if err != nil || res.FinishReason != "stop" || json.Unmarshal([]byte(res.Text), &v) != nil || v.OK == nil || (v.N != 1 && v.N != 2) {
+		t.Fatalf("json_schema: %q, %v", res.Text, err)
+	}
+	if _, err := c.Generate(ctx, s.ID, apitype.Generate{MaxTokens: intp(2),
+		JSONSchema: json.RawMessage(`{"type":"object","properties":{"a":{"anyOf":[]}}}`)}, nil); !errors.Is(err, client.ErrBadRequest) {
+		t.Fatalf("unsupported schema: %v", err)
+	}
+	s, err = c.NewSession(ctx, "qwen3")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -195,6 +195,13 @@ func decodeGenerate(body []byte) (session.GenerateParams, bool, error) {
 	p.Logprobs = r.Logprobs || r.TopLogprobs > 0
 	p.TopLogprobs = r.TopLogprobs
 	p.JSON = r.JSON
+	if len(r.JSONSchema) > 0 {
+		s, err := session.CompileSchema(r.JSONSchema)
+		if err != nil {
+			return p, false, badf("json_schema: %v", err)
+		}
+		p.Schema = s
+	}
 	return p, r.Stream, nil
 }
 

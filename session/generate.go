@@ -48,6 +48,10 @@ type GenerateParams struct {
 	// generation stops when the object closes (jsonmode.go). It needs the
 	// model's tokenizer.
 	JSON bool
+	// Schema holds the output to one value of a JSON schema (OpenAI's
+	// response_format json_schema; CompileSchema), as JSON does to any
+	// object.
+	Schema *JSONSchema
 }
 
 // TokenEvent is one generated token, streamed as it is sampled. Every id
@@ -340,11 +344,11 @@ func (m *Manager) generate(ctx context.Context, e *engine, sq *seqState, toks []
 		return res, toks, fmt.Errorf("%w: top_logprobs must be in [0, 20]", ErrBadRequest)
 	}
 	var js *jsonConstraint
-	if p.JSON {
+	if p.JSON || p.Schema != nil {
 		if e.tok == nil {
 			return res, toks, fmt.Errorf("%w: JSON mode needs a tokenizer", ErrBadRequest)
 		}
-		js = newJSONConstraint(e.tok, e.eos)
+		js = newJSONConstraint(e.tok, e.eos, p.Schema)
 	}
 	maxNew := e.ctxLen - n
 	if p.MaxTokens > 0 {

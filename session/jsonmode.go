@@ -22,6 +22,12 @@ import (
 // maxJSONDepth bounds the nesting a JSON-mode generation may open.
 const maxJSONDepth = 64
 
+// maxJSONSpace bounds a run of whitespace between JSON tokens: enough for
+// a newline and the indentation of pretty-printed JSON a few levels deep,
+// but a model cannot spend its tokens on whitespace (OpenAI's JSON mode
+// warns of exactly that), which a weak or confused model otherwise does.
+const maxJSONSpace = 12
+
 type jsonMode uint8
 
 const (
@@ -269,24 +275,51 @@ func (j *jsonPrefix) feed(c byte) bool {
 // complete reports whether the object has closed.
 func (j *jsonPrefix) complete() bool { return j.mode == jDone }
 
-// copyTo makes dst a copy of j, reusing dst's stack storage.
-func (j *jsonPrefix) copyTo(dst *jsonPrefix) {
-	stack := append(dst.stack[:0], j.stack...)
-	*dst = *j
-	dst.stack = stack
+// inLiteral reports whether the next byte is the content of a string or
+// literal (whitespace there is not a gap between tokens).
+func (j *jsonPrefix) inLiteral() bool {
+	return j.mode == jString || j.mode == jEscape || j.mode == jHex || j.mode == jLiteral
 }
 
-// jsonConstraint holds a JSON-mode generation to one object, token by
-// token.
+// copyTo makes dst (a *jsonPrefix) a copy of j, reusing its stack
+// storage.
+func (j *jsonPrefix) copyTo(dst automaton) {
+	d := dst.(*jsonPrefix)
+	stack := append(d.stack[:0], j.stack...)
+	*d = *j
+	d.stack = stack
+}
+
+// automaton is a byte-level prefix check: jsonPrefix (any object) or
+// schemaPrefix (a value of a schema).
+type automaton interface {
+	// feed advances by one byte and reports whether the text is still a
+	// prefix of an accepted value (on false the state is unspecified).
+	feed(c byte) bool
+	// complete reports whether the value has closed.
+	complete() bool
+	// inLiteral reports whether the next byte is inside a string or
+	// literal.
+	inLiteral() bool
+	// copyTo makes dst, of the same type, a copy.
+	copyTo(dst automaton)
+}
+
+// jsonConstraint holds a JSON-mode generation to one object, or to one
+// value of a schema, token by token.
 type jsonConstraint struct {
-	tok     *tokenizer.Tokenizer
-	eos     map[int32]bool
-	state   jsonPrefix
-	scratch jsonPrefix
+	tok            *tokenizer.Tokenizer
+	eos            map[int32]bool
+	state, scratch automaton
+	space          int // whitespace bytes between tokens at the end of the text
 }
 
-func newJSONConstraint(tok *tokenizer.Tokenizer, eos map[int32]bool) *jsonConstraint {
-	return &jsonConstraint{tok: tok, eos: eos}
+func newJSONConstraint(tok *tokenizer.Tokenizer, eos map[int32]bool, schema *JSONSchema) *jsonConstraint {
+	c := &jsonConstraint{tok: tok, eos: eos, state: &jsonPrefix{}, scratch: &jsonPrefix{}}
+	if schema != nil {
+		c.state, c.scratch = newSchemaPrefix(schema.root), &schemaPrefix{}
+	}
+	return c
 }
 
 // allows reports whether token id may come next: its bytes keep the text
@@ -300,18 +333,29 @@ func (c *jsonConstraint) allows(id int32) bool {
 	if len(b) == 0 || c.tok.IsSpecial(id) {
 		return false
 	}
-	c.state.copyTo(&c.scratch)
+	c.state.copyTo(c.scratch)
+	space := c.space
 	for _, x := range b {
-		if !c.scratch.feed(x) {
+		if space = spaceRun(c.scratch, x, space); space > maxJSONSpace || !c.scratch.feed(x) {
 			return false
 		}
 	}
 	return true
 }
 
+// spaceRun is the whitespace run after byte x, at automaton a's state
+// before it.
+func spaceRun(a automaton, x byte, run int) int {
+	if isJSONSpace(x) && !a.inLiteral() {
+		return run + 1
+	}
+	return 0
+}
+
 // advance takes an allowed token.
 func (c *jsonConstraint) advance(id int32) {
 	for _, x := range c.tok.TokenBytes(id) {
+		c.space = spaceRun(c.state, x, c.space)
 		c.state.feed(x)
 	}
 }

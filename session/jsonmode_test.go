@@ -172,3 +172,42 @@ func TestGenerateJSONMode(t *testing.T) {
 		t.Fatalf("JSON mode without a tokenizer: %v", err)
 	}
 }
+
+// TestJSONSpaceBound: whitespace between JSON tokens runs to at most
+// maxJSONSpace bytes, whitespace inside strings is content and unbounded.
+func TestJSONSpaceBound(t *testing.T) {
+	_, tok := loadDemo(t)
+	id := func(s string) int32 {
+		ids := tok.Encode(s)
+		if len(ids) != 1 {
+			t.Fatalf("%q is %d tokens", s, len(ids))
+		}
+		return ids[0]
+	}
+	sp, open, quote := id(" "), id("{"), id(`"`)
+	for _, schema := range []*JSONSchema{nil, mustSchema(t, `{"type":"object","properties":{"a b":{"type":"string"}}}`)} {
+		c := newJSONConstraint(tok, map[int32]bool{}, schema)
+		take := func(x int32) {
+			if !c.allows(x) {
+				t.Fatalf("schema %v: token %q refused", schema != nil, tok.TokenBytes(x))
+			}
+			c.advance(x)
+		}
+		for range maxJSONSpace {
+			take(sp)
+		}
+		if c.allows(sp) {
+			t.Fatalf("schema %v: whitespace run past %d allowed", schema != nil, maxJSONSpace)
+		}
+		take(open)
+		take(quote)
+		if schema != nil { // into the value string
+			for _, s := range []string{"a", " ", "b", `"`, ":", `"`} {
+				take(id(s))
+			}
+		}
+		for range 3 * maxJSONSpace {
+			take(sp) // inside a string: content
+		}
+	}
+}

@@ -3,7 +3,10 @@
 // them, so the two cannot drift apart.
 package apitype
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Health is GET /v0/health (and the TCP /health).
 type Health struct {
@@ -151,6 +154,10 @@ type Generate struct {
 	// are never sampled, and generation stops when the object closes
 	// (finish "stop"); as the gateway's response_format json_object.
 	JSON bool `json:"json,omitempty"`
+	// JSONSchema holds the reply to one value of this JSON schema (the
+	// subset OpenAI's strict structured outputs use; others get a 400),
+	// as the gateway's response_format json_schema.
+	JSONSchema json.RawMessage `json:"json_schema,omitempty"`
 	// Stream selects an NDJSON reply: one Token line per generated token,
 	// then a GenerateResult line with "done": true (or an "error" line).
 	Stream bool `json:"stream,omitempty"`

@@ -44,6 +44,7 @@ func TestOpenAIGoLogitBias(t *testing.T) {
 		{`{"messages":[{"role":"user","content":"x"}],"logit_bias":{"a":1}}`, "logit_bias"},
 		{`{"messages":[{"role":"user","content":"x"}],"logit_bias":{"100000":1}}`, "logit_bias"},
 		{`{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"x"}}}`, "response_format"},
+		{`{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","properties":{"a":{"type":"string","pattern":"x"}}}}}}`, "response_format"},
 		{`{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"yaml"}}`, "response_format"},
 		{`{"messages":[{"role":"user","content":"x"}],"tool_choice":"required"}`, "tool_choice"},
 		{`{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required"}`, "tool_choice"},
@@ -96,14 +97,38 @@ func TestOpenAIGoLogitBias(t *testing.T) {
 			t.Fatalf("json_object seed %d: finish %q", seed, got.FinishReason)
 		}
 	}
+	// Structured outputs: a schema of enums and booleans, so that even the
+	// random model's reply ends, and parses into the schema's shape.
+	schema := map[string]any{"type": "object", "additionalProperties": false, "required": []string{"mood", "ok"},
+		"properties": map[string]any{"mood": map[string]any{"enum": []string{"happy", "sad"}}, "ok": map[string]any{"type": "boolean"}}}
+	for seed := range 3 {
+		sr, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model: "demo", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")}, MaxTokens: openai.Int(200),
+			Seed: openai.Int(int64(seed)),
+			ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &openai.ResponseFormatJSONSchemaParam{
+				JSONSchema: openai.ResponseFormatJSONSchemaJSONSchemaParam{Name: "mood", Strict: openai.Bool(true), Schema: schema}}},
+		})
+		if err != nil {
+			t.Fatalf("json_schema: %v", err)
+		}
+		got := sr.Choices[0]
+		var v struct {
+			Mood string `json:"mood"`
+			OK   *bool  `json:"ok"`
+		}
+		if got.FinishReason != "stop" || json.Unmarshal([]byte(got.Message.Content), &v) != nil || (v.Mood != "happy" && v.Mood != "sad") || v.OK == nil {
+			t.Fatalf("json_schema seed %d: %q (%s)", seed, got.Message.Content, got.FinishReason)
+		}
+	}
 	_, err = c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
 		Model: "demo", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")},
 		ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &openai.ResponseFormatJSONSchemaParam{
-			JSONSchema: openai.ResponseFormatJSONSchemaJSONSchemaParam{Name: "x"}}},
+			JSONSchema: openai.ResponseFormatJSONSchemaJSONSchemaParam{Name: "x", Schema: map[string]any{"type": "object",
+				"properties": map[string]any{"when": map[string]any{"type": "string", "format": "date-time"}}}}}},
 	})
 	var apiErr *openai.Error
-	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, "schema") {
-		t.Fatalf("json_schema: %v", err)
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, "format") {
+		t.Fatalf("json_schema with format: %v", err)
 	}
 	if _, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
 		Model: "demo", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")}, MaxTokens: openai.Int(2),

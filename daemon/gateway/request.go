@@ -192,11 +192,9 @@ func decodeChat(body []byte, header string) (*job, *apiError) {
 	if err := j.chatTools(r.Tools, r.ToolChoice); err != nil {
 		return nil, err
 	}
-	jsonMode, ferr := responseFormat(r.ResponseFormat)
-	if ferr != nil {
-		return nil, ferr
+	if err := responseFormat(r.ResponseFormat, &j.params); err != nil {
+		return nil, err
 	}
-	j.params.JSON = jsonMode
 	max := r.MaxCompletionTokens
 	param := "max_completion_tokens"
 	if max == nil {

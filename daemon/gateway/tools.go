@@ -7,6 +7,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/pocketllm/pocketllm/session"
 )
 
 // The request side of tool calling, logit_bias and response_format.
@@ -126,29 +128,41 @@ func logitBias(m map[string]float64) (map[int32]float32, *apiError) {
 	return out, nil
 }
 
-// responseFormat reads response_format: "text" (or none), or
+// responseFormat reads response_format: "text" (or none);
 // "json_object", which holds the reply to one JSON object
-// (session.GenerateParams.JSON). "json_schema" is refused: decoding
-// guided by a schema is not implemented, and a reply that parses but
-// ignores the schema would be a silent failure.
-func responseFormat(raw json.RawMessage) (jsonMode bool, _ *apiError) {
+// (session.GenerateParams.JSON); or "json_schema", which holds it to a
+// value of json_schema.schema (session.CompileSchema: the subset strict
+// mode uses; a schema it cannot follow is refused, not ignored).
+func responseFormat(raw json.RawMessage, p *session.GenerateParams) *apiError {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return false, nil
+		return nil
 	}
 	var rf struct {
-		Type string `json:"type"`
+		Type       string `json:"type"`
+		JSONSchema *struct {
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
 	}
 	if json.Unmarshal(raw, &rf) != nil || rf.Type == "" {
-		return false, badParam("response_format", `response_format: expected {"type": "text"} or {"type": "json_object"}`)
+		return badParam("response_format", `response_format: expected {"type": "text"}, {"type": "json_object"} or {"type": "json_schema", "json_schema": {...}}`)
 	}
 	switch rf.Type {
 	case "text":
-		return false, nil
+		return nil
 	case "json_object":
-		return true, nil
+		p.JSON = true
+		return nil
 	case "json_schema":
-		return false, badParam("response_format", "response_format: type \"json_schema\" is not supported: pocketd constrains replies to JSON (\"json_object\") but does not follow a schema")
+		if rf.JSONSchema == nil || len(rf.JSONSchema.Schema) == 0 {
+			return badParam("response_format", "response_format: json_schema.schema: missing")
+		}
+		s, err := session.CompileSchema(rf.JSONSchema.Schema)
+		if err != nil {
+			return badParam("response_format", "response_format: json_schema.schema: %v", err)
+		}
+		p.Schema = s
+		return nil
 	}
-	return false, badParam("response_format", "response_format: unknown type %q", rf.Type)
+	return badParam("response_format", "response_format: unknown type %q", rf.Type)
 }
