@@ -143,7 +143,7 @@ func compact(v any) ([]byte, error) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			k, _ := json.Marshal(m.key)
+			k, _ := marshalJSON(m.key)
 			b.Write(k)
 			b.WriteByte(':')
 			mv, err := compact(m.val)
@@ -170,7 +170,19 @@ func compact(v any) ([]byte, error) {
 		b.WriteByte(']')
 		return b.Bytes(), nil
 	}
-	return json.Marshal(v)
+	return marshalJSON(v)
+}
+
+// marshalJSON is json.Marshal without the HTML escapes (<, >, & as
+// \u003c...): the reply must hold the text as a model would write it.
+func marshalJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 var schemaKinds = map[string]schemaKind{"string": kString, "number": kNumber, "integer": kInteger, "boolean": kBoolean,
@@ -266,7 +278,7 @@ func compileNode(v any, path string, depth int) (*schemaNode, error) {
 			if err != nil {
 				return nil, err
 			}
-			key, _ := json.Marshal(p.key)
+			key, _ := marshalJSON(p.key)
 			n.props = append(n.props, schemaProp{key: key, node: child})
 			seen[p.key] = true
 		}

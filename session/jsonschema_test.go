@@ -236,3 +236,35 @@ func TestGenerateSchema(t *testing.T) {
 	}
 	t.Logf("%d of 8 closed-schema generations ended", stops)
 }
+
+// FuzzCompileSchema: any request body compiles or is refused with
+// ErrSchema, never a panic, and a compiled schema accepts its shortest
+// value.
+func FuzzCompileSchema(f *testing.F) {
+	f.Add([]byte(testSchema))
+	f.Add([]byte(`{"type":"object","properties":{"a":{"enum":[1,"x",null,{"k":[true]}]}}}`))
+	f.Add([]byte(`{"type":"object","properties":{"a":{"type":"array","items":{"type":["integer","null"]}}}}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		s, err := CompileSchema(raw)
+		if err != nil {
+			if !errors.Is(err, ErrSchema) {
+				t.Fatalf("%q: error %v does not wrap ErrSchema", raw, err)
+			}
+			return
+		}
+		var b strings.Builder
+		s.root.instance(&b)
+		if p, c := feedSchema(s, b.String()); !p || !c {
+			t.Fatalf("%q: its shortest value %q refused", raw, b.String())
+		}
+	})
+}
+
+func TestSchemaTextAsWritten(t *testing.T) {
+	s := mustSchema(t, `{"type":"object","properties":{"a<b":{"enum":["x&y", "<tag>"]}}}`)
+	for _, doc := range []string{`{"a<b":"x&y"}`, `{"a<b": "<tag>"}`} {
+		if p, c := feedSchema(s, doc); !p || !c {
+			t.Fatalf("%s refused", doc)
+		}
+	}
+}
