@@ -3,7 +3,6 @@ package session
 import (
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/pocketllm/pocketllm/models/tokenizer"
 )
@@ -311,7 +310,8 @@ type jsonConstraint struct {
 	tok            *tokenizer.Tokenizer
 	eos            map[int32]bool
 	state, scratch automaton
-	space          int // whitespace bytes between tokens at the end of the text
+	space          int       // whitespace bytes between tokens at the end of the text
+	masked         []float32 // sampleJSON's copy of the logits
 }
 
 func newJSONConstraint(tok *tokenizer.Tokenizer, eos map[int32]bool, schema *JSONSchema) *jsonConstraint {
@@ -370,7 +370,8 @@ func (c *jsonConstraint) done() bool { return c.state.complete() }
 // restricted to the allowed tokens, as masking all of them first would;
 // top-p is recomputed over what is left.)
 func (s *sampler) sampleJSON(logits []float32, c *jsonConstraint) (int32, error) {
-	masked := slices.Clone(logits)
+	masked := append(c.masked[:0], logits...) // reused: a vocabulary of floats per token
+	c.masked = masked
 	ninf := float32(math.Inf(-1))
 	for range 32 {
 		id := s.sample(masked)
