@@ -177,86 +177,22 @@ func (j *jsonPrefix) feed(c byte) bool {
 		return isJSONSpace(c)
 	case jAfter:
 		return j.after(c)
-	case jString:
-		switch {
-		case c == '"':
+	case jString, jEscape, jHex:
+		ok, closed := stringStep(&j.mode, &j.hex, c)
+		if closed {
 			if j.inKey {
 				j.mode = jColon
 			} else {
 				j.closed()
 			}
-		case c == '\\':
-			j.mode = jEscape
-		case c < 0x20:
-			return false // control characters must be escaped
 		}
-		return true
-	case jEscape:
-		switch c {
-		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			j.mode = jString
-		case 'u':
-			j.mode, j.hex = jHex, 4
-		default:
-			return false
+		return ok
+	case jNumMinus, jNumZero, jNumInt, jNumDot, jNumFrac, jNumE, jNumESign, jNumExp:
+		ok, ended := numberStep(&j.mode, c, false)
+		if ended {
+			return j.after(c) // the number ended before c
 		}
-		return true
-	case jHex:
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
-			return false
-		}
-		if j.hex--; j.hex == 0 {
-			j.mode = jString
-		}
-		return true
-	case jNumMinus:
-		switch {
-		case c == '0':
-			j.mode = jNumZero
-		case c >= '1' && c <= '9':
-			j.mode = jNumInt
-		default:
-			return false
-		}
-		return true
-	case jNumZero, jNumInt, jNumFrac:
-		switch {
-		case c >= '0' && c <= '9' && j.mode != jNumZero:
-		case c == '.' && j.mode != jNumFrac:
-			j.mode = jNumDot
-		case c == 'e' || c == 'E':
-			j.mode = jNumE
-		default:
-			return j.after(c) // the number ended at c
-		}
-		return true
-	case jNumDot:
-		if c >= '0' && c <= '9' {
-			j.mode = jNumFrac
-			return true
-		}
-		return false
-	case jNumE:
-		switch {
-		case c == '+' || c == '-':
-			j.mode = jNumESign
-		case c >= '0' && c <= '9':
-			j.mode = jNumExp
-		default:
-			return false
-		}
-		return true
-	case jNumESign:
-		if c >= '0' && c <= '9' {
-			j.mode = jNumExp
-			return true
-		}
-		return false
-	case jNumExp:
-		if c >= '0' && c <= '9' {
-			return true
-		}
-		return j.after(c)
+		return ok
 	case jLiteral:
 		if c != j.lit[0] {
 			return false
@@ -269,6 +205,98 @@ func (j *jsonPrefix) feed(c byte) bool {
 		return isJSONSpace(c)
 	}
 	return false
+}
+
+// stringStep advances a string's scan (sub: jString, jEscape or jHex,
+// hex: \u digits left) by byte c: ok false when c cannot be there, closed
+// when c is the closing quote.
+func stringStep(sub *jsonMode, hex *uint8, c byte) (ok, closed bool) {
+	switch *sub {
+	case jString:
+		switch {
+		case c == '"':
+			return true, true
+		case c == '\\':
+			*sub = jEscape
+		case c < 0x20:
+			return false, false // control characters must be escaped
+		}
+		return true, false
+	case jEscape:
+		switch c {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			*sub = jString
+		case 'u':
+			*sub, *hex = jHex, 4
+		default:
+			return false, false
+		}
+		return true, false
+	case jHex:
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false, false
+		}
+		if *hex--; *hex == 0 {
+			*sub = jString
+		}
+		return true, false
+	}
+	return false, false
+}
+
+// numberStep advances a number's scan (sub: one of the jNum* modes) by
+// byte c: ok false when c cannot be there, ended when the number is
+// complete and c is not part of it (it belongs to what follows). An
+// integer takes no fraction or exponent.
+func numberStep(sub *jsonMode, c byte, integer bool) (ok, ended bool) {
+	digit := c >= '0' && c <= '9'
+	switch *sub {
+	case jNumMinus:
+		switch {
+		case c == '0':
+			*sub = jNumZero
+		case digit:
+			*sub = jNumInt
+		default:
+			return false, false
+		}
+		return true, false
+	case jNumZero, jNumInt, jNumFrac:
+		switch {
+		case digit && *sub != jNumZero:
+			return true, false
+		case c == '.' && *sub != jNumFrac && !integer:
+			*sub = jNumDot
+			return true, false
+		case (c == 'e' || c == 'E') && !integer:
+			*sub = jNumE
+			return true, false
+		}
+		return false, true
+	case jNumDot:
+		if digit {
+			*sub = jNumFrac
+		}
+		return digit, false
+	case jNumESign:
+		if digit {
+			*sub = jNumExp
+		}
+		return digit, false
+	case jNumE:
+		switch {
+		case c == '+' || c == '-':
+			*sub = jNumESign
+		case digit:
+			*sub = jNumExp
+		default:
+			return false, false
+		}
+		return true, false
+	case jNumExp:
+		return digit, !digit
+	}
+	return false, false
 }
 
 // complete reports whether the object has closed.

@@ -514,94 +514,20 @@ var literalNodes = map[string]*schemaNode{"true": {enum: [][]byte{[]byte("true")
 
 // stringByte is a byte inside a string value.
 func (s *schemaPrefix) stringByte(f *schemaFrame, c byte) bool {
-	switch f.sub {
-	case jString:
-		switch {
-		case c == '"':
-			s.pop()
-		case c == '\\':
-			f.sub = jEscape
-		case c < 0x20:
-			return false
-		}
-		return true
-	case jEscape:
-		switch c {
-		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			f.sub = jString
-		case 'u':
-			f.sub, f.hex = jHex, 4
-		default:
-			return false
-		}
-		return true
-	case jHex:
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
-			return false
-		}
-		if f.hex--; f.hex == 0 {
-			f.sub = jString
-		}
-		return true
+	ok, closed := stringStep(&f.sub, &f.hex, c)
+	if closed {
+		s.pop()
 	}
-	return false
+	return ok
 }
 
 // numberByte is a byte inside a number; a byte that cannot continue it
 // ends it and goes to the enclosing frame.
 func (s *schemaPrefix) numberByte(f *schemaFrame, c byte) bool {
-	integer := f.n.kinds&kNumber == 0
-	digit := c >= '0' && c <= '9'
-	switch f.sub {
-	case jNumMinus:
-		switch {
-		case c == '0':
-			f.sub = jNumZero
-		case digit:
-			f.sub = jNumInt
-		default:
-			return false
-		}
-		return true
-	case jNumZero, jNumInt, jNumFrac:
-		switch {
-		case digit && f.sub != jNumZero:
-			return true
-		case c == '.' && f.sub != jNumFrac && !integer:
-			f.sub = jNumDot
-			return true
-		case (c == 'e' || c == 'E') && !integer:
-			f.sub = jNumE
-			return true
-		}
-	case jNumDot:
-		if digit {
-			f.sub = jNumFrac
-			return true
-		}
-		return false
-	case jNumE:
-		switch {
-		case c == '+' || c == '-':
-			f.sub = jNumESign
-		case digit:
-			f.sub = jNumExp
-		default:
-			return false
-		}
-		return true
-	case jNumESign:
-		if digit {
-			f.sub = jNumExp
-			return true
-		}
-		return false
-	case jNumExp:
-		if digit {
-			return true
-		}
+	ok, ended := numberStep(&f.sub, c, f.n.kinds&kNumber == 0)
+	if !ended {
+		return ok
 	}
-	// The number ended before c.
 	s.pop()
 	if s.done {
 		return false // the root is an object: unreachable
