@@ -406,7 +406,7 @@ func TestGenerateJSONOverSocket(t *testing.T) {
 	ts := startServer(t, DemoModel(), fixtureModel("qwen3"))
 	c := ts.client()
 	ctx := context.Background()
-	for seed := range uint64(6) {
+	textSession := func() string {
 		s, err := c.NewSession(ctx, "demo")
 		if err != nil {
 			t.Fatal(err)
@@ -415,8 +415,12 @@ func TestGenerateJSONOverSocket(t *testing.T) {
 		if _, err := c.Append(ctx, s.ID, apitype.Append{Text: &text}); err != nil {
 			t.Fatal(err)
 		}
+		return s.ID
+	}
+	for seed := range uint64(6) {
+		id := textSession()
 		var streamed strings.Builder
-		res, err := c.Generate(ctx, s.ID, apitype.Generate{MaxTokens: intp(32), Seed: &seed, JSON: true, Stream: seed%2 == 1},
+		res, err := c.Generate(ctx, id, apitype.Generate{MaxTokens: intp(32), Seed: &seed, JSON: true, Stream: seed%2 == 1},
 			func(tk apitype.Token) error { streamed.WriteString(tk.Text); return nil })
 		if err != nil {
 			t.Fatal(err)
@@ -435,15 +439,8 @@ func TestGenerateJSONOverSocket(t *testing.T) {
 		}
 	}
 	// A schema over the socket, and one the server cannot follow.
-	s, err := c.NewSession(ctx, "demo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := "JSON, please: "
-	if _, err := c.Append(ctx, s.ID, apitype.Append{Text: &text}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := c.Generate(ctx, s.ID, apitype.Generate{MaxTokens: intp(200), Seed: new(uint64),
+	id := textSession()
+	res, err := c.Generate(ctx, id, apitype.Generate{MaxTokens: intp(200), Seed: new(uint64),
 		JSONSchema: json.RawMessage(`{"type":"object","properties":{"ok":{"type":"boolean"},"n":{"enum":[1,2]}}}`)}, nil)
 	var v struct {
 		OK *bool
@@ -452,11 +449,11 @@ func TestGenerateJSONOverSocket(t *testing.T) {
 	if err != nil || res.FinishReason != "stop" || json.Unmarshal([]byte(res.Text), &v) != nil || v.OK == nil || (v.N != 1 && v.N != 2) {
 		t.Fatalf("json_schema: %q, %v", res.Text, err)
 	}
-	if _, err := c.Generate(ctx, s.ID, apitype.Generate{MaxTokens: intp(2),
+	if _, err := c.Generate(ctx, id, apitype.Generate{MaxTokens: intp(2),
 		JSONSchema: json.RawMessage(`{"type":"object","properties":{"a":{"anyOf":[]}}}`)}, nil); !errors.Is(err, client.ErrBadRequest) {
 		t.Fatalf("unsupported schema: %v", err)
 	}
-	s, err = c.NewSession(ctx, "qwen3")
+	s, err := c.NewSession(ctx, "qwen3")
 	if err != nil {
 		t.Fatal(err)
 	}
