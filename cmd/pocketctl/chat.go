@@ -110,6 +110,10 @@ func chatSession(ctx context.Context, c *client.Client, model string, fresh bool
 
 func runChat(cmd *cobra.Command, a *app, sf *samplingFlags, model, system string, fresh bool) error {
 	ctx := cmd.Context()
+	req, err := sf.request(cmd)
+	if err != nil {
+		return err
+	}
 	c := a.client()
 	info := cmd.ErrOrStderr()
 	id, resumed, err := chatSession(ctx, c, model, fresh, info)
@@ -166,7 +170,7 @@ func runChat(cmd *cobra.Command, a *app, sf *samplingFlags, model, system string
 			case <-gctx.Done():
 			}
 		}()
-		_, err := c.Generate(gctx, id, sf.request(cmd), func(t apitype.Token) error {
+		_, err := c.Generate(gctx, id, req, func(t apitype.Token) error {
 			_, err := io.WriteString(out, t.Text)
 			return err
 		})

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -301,6 +303,7 @@ type samplingFlags struct {
 	repetitionPenalty       float64
 	presence, frequency     float64
 	jsonObject              bool
+	jsonSchema              string
 }
 
 func (s *samplingFlags) add(cmd *cobra.Command, temp float64, maxTokens int) {
@@ -316,10 +319,22 @@ func (s *samplingFlags) add(cmd *cobra.Command, temp float64, maxTokens int) {
 	f.Float64Var(&s.presence, "presence-penalty", 0, "presence penalty")
 	f.Float64Var(&s.frequency, "frequency-penalty", 0, "frequency penalty")
 	f.BoolVar(&s.jsonObject, "json-object", false, "constrain the reply to one JSON object (generation stops when it closes)")
+	f.StringVar(&s.jsonSchema, "json-schema", "", "constrain the reply to a value of the JSON schema in this file")
 }
 
-func (s *samplingFlags) request(cmd *cobra.Command) apitype.Generate {
+func (s *samplingFlags) request(cmd *cobra.Command) (apitype.Generate, error) {
 	set := cmd.Flags().Changed
+	var schema json.RawMessage
+	if s.jsonSchema != "" {
+		b, err := os.ReadFile(s.jsonSchema)
+		if err != nil {
+			return apitype.Generate{}, fmt.Errorf("--json-schema: %w", err)
+		}
+		if !json.Valid(b) {
+			return apitype.Generate{}, fmt.Errorf("--json-schema: %s is not JSON", s.jsonSchema)
+		}
+		schema = b
+	}
 	return apitype.Generate{
 		MaxTokens: &s.maxTokens, Temperature: &s.temperature, Stop: s.stop,
 		TopP:              ifSet(set("top-p"), &s.topP),
@@ -330,7 +345,8 @@ func (s *samplingFlags) request(cmd *cobra.Command) apitype.Generate {
 		PresencePenalty:   ifSet(set("presence-penalty"), &s.presence),
 		FrequencyPenalty:  ifSet(set("frequency-penalty"), &s.frequency),
 		JSON:              s.jsonObject,
-	}
+		JSONSchema:        schema,
+	}, nil
 }
 
 // ifSet is v when its flag was set, else nil (the daemon's default).
@@ -352,7 +368,10 @@ generated; the generated tokens join the session. With --json the final
 result is printed as JSON instead.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := sf.request(cmd)
+			req, err := sf.request(cmd)
+			if err != nil {
+				return err
+			}
 			var onToken func(apitype.Token) error
 			if !a.json {
 				onToken = func(t apitype.Token) error {

@@ -101,6 +101,28 @@ func TestCommands(t *testing.T) {
 	if !strings.Contains(out, "[length: 7 tokens") {
 		t.Fatalf("generate: %s", out)
 	}
+	// Constrained replies: a schema of enums ends within the budget and
+	// parses; a missing schema file is a clear error.
+	schema := filepath.Join(dir, "schema.json")
+	if err := os.WriteFile(schema, []byte(`{"type":"object","properties":{"ok":{"type":"boolean"},"n":{"enum":[1,2]}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	js := strings.TrimSpace(mustCtl(t, sock, "", "sessions", "new", "--model", "demo"))
+	mustCtl(t, sock, "", "append", js, "JSON: ")
+	out = mustCtl(t, sock, "", "--json", "generate", js, "-n", "200", "--seed", "1", "--json-schema", schema)
+	var gres struct {
+		Text         string `json:"text"`
+		FinishReason string `json:"finish_reason"`
+	}
+	var val struct{ OK *bool }
+	if json.Unmarshal([]byte(out), &gres) != nil || gres.FinishReason != "stop" || json.Unmarshal([]byte(gres.Text), &val) != nil || val.OK == nil {
+		t.Fatalf("generate --json-schema: %s", out)
+	}
+	mustCtl(t, sock, "", "generate", js, "-n", "4", "--json-object")
+	if out, err := ctl(t, sock, "", "generate", js, "--json-schema", filepath.Join(dir, "nope.json")); err == nil || !strings.Contains(err.Error(), "json-schema") {
+		t.Fatalf("missing schema file: %v %s", err, out)
+	}
+	mustCtl(t, sock, "", "sessions", "rm", js)
 	fork := strings.TrimSpace(mustCtl(t, sock, "", "fork", id, "--at", "5"))
 	if out := mustCtl(t, sock, "", "sessions", "info", "--tokens", fork); !strings.Contains(out, "72,101,108,108,111") {
 		t.Fatalf("fork info: %s", out)
