@@ -305,6 +305,17 @@ func (b *Backend) alloc(bytes int64) cu.DevicePtr {
 	return p
 }
 
+// scratch returns at least n bytes at *p (capacity *have), growing it to
+// max(n, 1 MiB) when short. The old buffer is not freed: queued work or a
+// captured graph may still use it.
+func (b *Backend) scratch(p *cu.DevicePtr, have *int64, n int64) cu.DevicePtr {
+	if n > *have {
+		*have = max(n, 1<<20)
+		*p = b.alloc(*have)
+	}
+	return *p
+}
+
 // NewBuf implements kernels.Backend. Buffers come from a per-size free
 // list; a collected Buf returns its memory there (stream order keeps a
 // re-used buffer's zeroing behind the last kernel that read it).

@@ -274,12 +274,7 @@ func (b *Backend) ltInput(n int) cu.DevicePtr {
 	if !b.lt.ok {
 		return 0
 	}
-	if need := int64(n) * 2; need > b.lt.bfN {
-		// Not freed: a captured graph may refer to the old one.
-		b.lt.bfN = max(need, 1<<20)
-		b.lt.bf = b.alloc(b.lt.bfN)
-	}
-	return b.lt.bf
+	return b.scratch(&b.lt.bf, &b.lt.bfN, int64(n)*2)
 }
 
 // ltInputFrom records that the bf16 input buffer bf (from ltInput; 0:

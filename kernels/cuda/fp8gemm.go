@@ -39,8 +39,7 @@ type f8gemmMod struct {
 	col   cFunc // fp8_gemm_c: a weight scale per column
 
 	// Scratch of the quantized activation (rows·in bytes) and its scales
-	// (rows·in/128 floats). It only grows; an old one is not freed,
-	// because queued work may still read it.
+	// (rows·in/128 floats), through b.scratch.
 	q  cu.DevicePtr
 	qN int64
 }
@@ -103,12 +102,8 @@ func (b *Backend) fp8MMAGEMM(y, x cu.DevicePtr, t *tensor, rows int) bool {
 		return true
 	}
 	qBytes := (int64(rows)*int64(in) + 255) &^ 255
-	if need := qBytes + int64(rows)*int64(in/fp8Group)*4; need > m.qN {
-		if p := b.alloc(need); p != 0 {
-			m.q, m.qN = p, need
-		}
-	}
-	q, sa := m.q, m.q+cu.DevicePtr(qBytes)
+	q := b.scratch(&m.q, &m.qN, qBytes+int64(rows)*int64(in/fp8Group)*4)
+	sa := q + cu.DevicePtr(qBytes)
 	groups := rows * (in / fp8Group)
 	b.launchFn(m.quant, cdiv(groups, 8), 1, 256, ptr(q), ptr(sa), ptr(x), i32(rows), i32(in))
 	if b.err != nil {

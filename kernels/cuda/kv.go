@@ -219,14 +219,7 @@ func (b *Backend) prefillSplits(blocks, ctx int) int {
 // attnScratch makes the split-K partials hold floats floats and the
 // split counters number at least counters.
 func (b *Backend) attnScratch(floats, counters int) {
-	if need := int64(floats) * 4; need > b.partN {
-		// The old buffer is not freed: a captured graph may refer to it.
-		b.partN = max(need, 1<<20)
-		p, err := cu.MemAlloc(b.partN)
-		b.fail(err)
-		b.Resident += b.partN
-		b.part = p
-	}
+	b.scratch(&b.part, &b.partN, int64(floats)*4)
 	if counters > b.countersN {
 		// Split counters start at zero and every pass leaves them there.
 		// Like part, an old array stays allocated for captured graphs.

@@ -54,15 +54,6 @@ func (b *Backend) mlaModule() (*mlaMod, error) {
 	return m, nil
 }
 
-// scratch returns at least n bytes at *p (capacity *have).
-func (b *Backend) scratch(p *cu.DevicePtr, have *int64, n int64) cu.DevicePtr {
-	if n > *have {
-		*have = max(n, 1<<20)
-		*p = b.alloc(*have)
-	}
-	return *p
-}
-
 // MLAttention implements kernels.MLAOps: split-K flash decoding over the
 // shared latent rows, eight heads of a row per block (mla.cu).
 func (b *Backend) MLAttention(dst, q kernels.Buf, kp kernels.KVPool, layer int, seq kernels.AttnSeq, rows, heads, dv int, scale float32, dsa *kernels.DSA) {

@@ -246,13 +246,8 @@ func (b *Backend) MoEExperts(set kernels.ExpertSet, dst, x, sel kernels.Buf, row
 		return
 	}
 	k, e, hid, inter := s.r.TopK, s.r.Experts, s.hidden, s.inter
-	if need := int64(rows*k*inter) * 4; need > m.hN {
-		// The old buffer is not freed: queued work or a captured graph
-		// may still use it.
-		m.hN = max(need, 1<<20)
-		m.h = b.alloc(m.hN)
-	}
-	y, h, xp, sp := ptr(dptr(dst)), ptr(m.h), ptr(dptr(x)), ptr(dptr(sel))
+	h := ptr(b.scratch(&m.h, &m.hN, int64(rows*k*inter)*4)) // SwiGLU outputs [rows, K, inter]
+	y, xp, sp := ptr(dptr(dst)), ptr(dptr(x)), ptr(dptr(sel))
 	switch s.dt {
 	case kernels.BF16:
 		b.launchFn(m.gateupBF16, cdiv(inter, 8), rows*k, 256, h, xp, sp, s.table(0), s.table(1), i32(inter), i32(hid), i32(k), i32(e))
