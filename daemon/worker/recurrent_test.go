@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pocketllm/pocketllm/cache"
+	"github.com/pocketllm/pocketllm/kernels"
 	"github.com/pocketllm/pocketllm/models"
 	"github.com/pocketllm/pocketllm/session"
 )
@@ -247,29 +248,8 @@ func TestHybridStateOps(t *testing.T) {
 		t.Fatal("snapshot differs from the in-process state's")
 	}
 	// A clone and a restored fresh state continue like the original.
-	c := rs.Clone()
-	fresh := px.NewState().(models.RecurrentState)
-	if err := fresh.Restore(ls.Snapshot(), 20); err != nil {
-		t.Fatal(err)
-	}
-	step := func(st any, pool table2) []float32 {
-		t.Helper()
-		l, err := px.Forward(models.Seq{Pool: kp, Table: pool, Start: 20, State: st}, []int32{7}, models.LastLogits)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l
-	}
-	// Every state writes position 20's KV into its own copy of block 1.
-	px.CopyKVBlock(kp, 2, 1)
-	px.CopyKVBlock(kp, 3, 1)
-	want := step(rs, table2{0, 1})
-	if got := step(c, table2{0, 2}); !slices.Equal(got, want) {
-		t.Fatal("clone diverged")
-	}
-	if got := step(fresh, table2{0, 3}); !slices.Equal(got, want) {
-		t.Fatal("restored state diverged")
-	}
+	ag := cloneRestoreAgree(t, px, kp, rs, ls.Snapshot())
+	c, fresh, step, want := ag.clone, ag.fresh, ag.step, ag.want
 	// A wrong position is refused without reaching the worker.
 	if _, err := px.Forward(models.Seq{Pool: kp, Table: table, Start: 5, State: rs}, []int32{1}, models.LastLogits); !errors.Is(err, models.ErrState) {
 		t.Fatalf("forward at the wrong position: %v", err)
@@ -318,6 +298,42 @@ func TestHybridStateOps(t *testing.T) {
 }
 
 type table2 = []int32
+
+// restoredStates are cloneRestoreAgree's states, step and reference.
+type restoredStates struct {
+	clone, fresh models.RecurrentState
+	step         func(st any, pool table2) []float32
+	want         []float32 // rs's logits at position 20
+}
+
+// cloneRestoreAgree checks that a clone of rs (at position 20) and a fresh
+// state restored from snap continue like rs by one token, every state
+// writing position 20's KV into its own copy of block 1 (blocks 2 and 3).
+func cloneRestoreAgree(t *testing.T, px *Proxy, kp kernels.KVPool, rs models.RecurrentState, snap []float32) restoredStates {
+	t.Helper()
+	r := restoredStates{clone: rs.Clone(), fresh: px.NewState().(models.RecurrentState)}
+	if err := r.fresh.Restore(snap, 20); err != nil {
+		t.Fatal(err)
+	}
+	r.step = func(st any, pool table2) []float32 {
+		t.Helper()
+		l, err := px.Forward(models.Seq{Pool: kp, Table: pool, Start: 20, State: st}, []int32{7}, models.LastLogits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	px.CopyKVBlock(kp, 2, 1)
+	px.CopyKVBlock(kp, 3, 1)
+	r.want = r.step(rs, table2{0, 1})
+	if got := r.step(r.clone, table2{0, 2}); !slices.Equal(got, r.want) {
+		t.Fatal("clone diverged")
+	}
+	if got := r.step(r.fresh, table2{0, 3}); !slices.Equal(got, r.want) {
+		t.Fatal("restored state diverged")
+	}
+	return r
+}
 
 // TestHybridTPRefused: a hybrid whose heads do not divide over the
 // group (the variant fixture's 3 KV heads over 2 ranks) does not start,
@@ -402,28 +418,8 @@ func TestHybridStateOpsTP(t *testing.T) {
 	if len(snap) != rs.Len() || !slices.ContainsFunc(snap, func(v float32) bool { return v != 0 }) {
 		t.Fatalf("snapshot of %d values (want %d, not all zero)", len(snap), rs.Len())
 	}
-	c := rs.Clone()
-	fresh := px.NewState().(models.RecurrentState)
-	if err := fresh.Restore(snap, 20); err != nil {
-		t.Fatal(err)
-	}
-	step := func(st any, pool table2) []float32 {
-		t.Helper()
-		l, err := px.Forward(models.Seq{Pool: kp, Table: pool, Start: 20, State: st}, []int32{7}, models.LastLogits)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l
-	}
-	px.CopyKVBlock(kp, 2, 1)
-	px.CopyKVBlock(kp, 3, 1)
-	want := step(rs, table2{0, 1})
-	if got := step(c, table2{0, 2}); !slices.Equal(got, want) {
-		t.Fatal("clone diverged")
-	}
-	if got := step(fresh, table2{0, 3}); !slices.Equal(got, want) {
-		t.Fatal("restored state diverged")
-	}
+	ag := cloneRestoreAgree(t, px, kp, rs, snap)
+	step, fresh, want := ag.step, ag.fresh, ag.want
 	// The ranks' shares are not interchangeable: swapped halves give
 	// another state.
 	half := len(snap) / 2
