@@ -70,10 +70,16 @@ for stage in "$@"; do
     step bench-q35 200 $W bench --model /tmp/m-qwen3.5-27b-fp8 --prompt-tokens 512 --new-tokens 64 --json
     # Q35_AB, e.g. "POCKET_FP8_MMA=0 POCKET_FP8_PREFILL=tf32"
     ab "${Q35_AB:-}" bench-q35 200 $W bench --model /tmp/m-qwen3.5-27b-fp8 --prompt-tokens 512 --new-tokens 64 --json
+    # Q35_PREFILL: prompt lengths whose prefill is measured under each Q35_AB entry too
+    for n in ${Q35_PREFILL:-}; do
+      step prefill-q35-$n 200 $W bench --model /tmp/m-qwen3.5-27b-fp8 --prompt-tokens $n --new-tokens 2 --json
+      ab "${Q35_AB:-}" prefill-q35-$n 200 $W bench --model /tmp/m-qwen3.5-27b-fp8 --prompt-tokens $n --new-tokens 2 --json
+    done
     for k in ${NCU_KERNELS:-gemv_add8}; do
       [ "$k" = none ] && continue
       step ncu-$k 120 ncu --kernel-name $k --launch-skip 4 --launch-count 1 \
         --section SpeedOfLight --section ComputeWorkloadAnalysis --section SchedulerStats --section WarpStateStats \
+        --section MemoryWorkloadAnalysis --section InstructionStats --section Occupancy \
         $W bench --model /tmp/m-qwen3.5-27b-fp8 --prompt-tokens 16 --new-tokens 4
     done ;;
   gemvab) # grouped-GEMV grid sizing A/B (POCKET_GEMV_BLOCKS) on the bf16 and the FP8 model

@@ -40,6 +40,10 @@ import (
 //	                     at least N positions per split (8)
 //	POCKET_DELTA_CHUNK=0 Gated DeltaNet prefill passes run the token-by-token recurrence, not the chunked
 //	                     delta rule (hybrid_chunk.cu) that passes of more than 64 rows take by default
+//	POCKET_FP8_PIPE=1    one-row FP8 GEMVs on the tensor-core kernels that stream their weights through a
+//	                     per-warp cp.async ring in shared memory, one block per SM (fp8pipe; not yet measured)
+//	POCKET_QMV_ASYNC=1   batch-1 GGUF GEMVs (qmv) stream their weights through a cp.async ring in shared
+//	                     memory (not yet measured)
 //	POCKET_MOE_QUANT=0   GGUF (block-format) MoE experts stay on host routing, not the device's indexed
 //	                     expert GEMVs (moe_quant.cu)
 var switches = struct {
@@ -64,6 +68,8 @@ var switches = struct {
 	fp8PrefillMMA   bool
 	noDeltaChunk    bool
 	noMoEQuant      bool
+	fp8Pipe         bool
+	qmvAsync        bool
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
 	attnOcc2:        os.Getenv("POCKET_ATTN_OCC") == "2",
@@ -86,6 +92,8 @@ var switches = struct {
 	fp8MMA:          intSwitch("POCKET_FP8_MMA", -1, 0, 8),
 	noDeltaChunk:    os.Getenv("POCKET_DELTA_CHUNK") == "0",
 	noMoEQuant:      os.Getenv("POCKET_MOE_QUANT") == "0",
+	fp8Pipe:         os.Getenv("POCKET_FP8_PIPE") == "1",
+	qmvAsync:        os.Getenv("POCKET_QMV_ASYNC") == "1",
 }
 
 func fusedSwitch(v string) map[string]bool {
