@@ -76,6 +76,7 @@ type Backend struct {
 	s      cStream
 	fn     [numFuncs]cFunc
 	dec    [numDecodeFuncs]cFunc // decode.cu
+	pipe   pipeFuncs             // fp8pipe.cuh's kernels (fp8pipe.go)
 	sms    int
 	args   [32]uint64
 	nargs  int
@@ -267,8 +268,6 @@ func loadModule(ptx, what string, fns map[string]*cFunc) (cu.Module, error) {
 	}
 	return mod, nil
 }
-
-func cdiv(a, b int) int { return (a + b - 1) / b }
 
 // ---------------------------------------------------------------- buffers
 

@@ -128,6 +128,12 @@ func launchPDL(f C.CUfunction, gx, gy, bx int, s C.CUstream, args *[32]uint64, n
 		(*C.ulonglong)(unsafe.Pointer(&args[0])), C.int(n)))
 }
 
+// launchPDLShm is launchPDL with shm bytes of dynamic shared memory.
+func launchPDLShm(f C.CUfunction, gx, gy, bx, shm int, s C.CUstream, args *[32]uint64, n int) error {
+	return cuErr("launch", C.pl_launch_pdl(f, C.uint(gx), C.uint(gy), C.uint(bx), C.uint(shm), s,
+		(*C.ulonglong)(unsafe.Pointer(&args[0])), C.int(n)))
+}
+
 func beginCapture(s C.CUstream) error { return cuErr("begin capture", C.pl_begin_capture(s)) }
 
 func endCapture(s C.CUstream) (C.CUgraphExec, error) {

@@ -55,6 +55,7 @@ func (b *Backend) loadF8MMA() {
 		}
 		return
 	}
+	b.loadPipe(mod)
 	for i, name := range f8mmaNames {
 		occ := 1
 		if fn, err := mod.Function(name); err == nil {
@@ -141,6 +142,9 @@ func (b *Backend) f8mmaGemv(k int, y, x uint64, t *tensor) bool {
 	if !ok {
 		return false
 	}
+	if b.pipeGemv(k, y, x, t, f) {
+		return true
+	}
 	out := t.w.Rows()
 	tiles := cdiv(out, 16)
 	wpr := b.f8mmaWarps(v, cdiv(f.in, f8mmaUnit), tiles)
@@ -162,6 +166,13 @@ func (b *Backend) f8mmaNormMatMul(dst []kernels.Buf, x uint64, nv uint64, eps fl
 	v, ok := b.f8mmaVariant(f8Norm, f, ts...)
 	if !ok || len(ws) > 4 {
 		return false
+	}
+	dsts := make([]uint64, len(ws))
+	for i := range ws {
+		dsts[i] = ptr(dptr(dst[i]))
+	}
+	if b.pipeNormMatMul(dsts, x, nv, eps, ts, f) {
+		return true
 	}
 	wpr := b.f8mmaWarps(v, cdiv(f.in, f8mmaUnit), tiles...)
 	args := []uint64{x, nv, f32(eps), i32(f.in), i32(wpr), i32(f.b0), i32(f.nsc)}
@@ -188,6 +199,9 @@ func (b *Backend) f8mmaNormSwiGLU(act, x, nv uint64, eps float32, g, u *tensor, 
 	v, ok := b.f8mmaVariant(f8SwiGLU, f, g, u)
 	if !ok {
 		return false
+	}
+	if b.pipeNormSwiGLU(act, x, nv, eps, g, u, f) {
+		return true
 	}
 	out := g.w.Rows()
 	tiles := cdiv(out, 8)

@@ -41,7 +41,8 @@ import (
 //	POCKET_DELTA_CHUNK=0 Gated DeltaNet prefill passes run the token-by-token recurrence, not the chunked
 //	                     delta rule (hybrid_chunk.cu) that passes of more than 64 rows take by default
 //	POCKET_FP8_PIPE=1    one-row FP8 GEMVs on the tensor-core kernels that stream their weights through a
-//	                     per-warp cp.async ring in shared memory, one block per SM (fp8pipe; not yet measured)
+//	                     per-warp cp.async ring in shared memory, one block per SM (fp8pipe; not yet measured);
+//	                     POCKET_FP8_PIPE_KB=N caps a block's shared memory for them at N KiB
 //	POCKET_QMV_ASYNC=1   batch-1 GGUF GEMVs (qmv) stream their weights through a cp.async ring in shared
 //	                     memory (not yet measured)
 //	POCKET_MOE_QUANT=0   GGUF (block-format) MoE experts stay on host routing, not the device's indexed
@@ -69,6 +70,7 @@ var switches = struct {
 	noDeltaChunk    bool
 	noMoEQuant      bool
 	fp8Pipe         bool
+	fp8PipeKB       int
 	qmvAsync        bool
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
@@ -93,6 +95,7 @@ var switches = struct {
 	noDeltaChunk:    os.Getenv("POCKET_DELTA_CHUNK") == "0",
 	noMoEQuant:      os.Getenv("POCKET_MOE_QUANT") == "0",
 	fp8Pipe:         os.Getenv("POCKET_FP8_PIPE") == "1",
+	fp8PipeKB:       intSwitch("POCKET_FP8_PIPE_KB", 0, 16, 227),
 	qmvAsync:        os.Getenv("POCKET_QMV_ASYNC") == "1",
 }
 

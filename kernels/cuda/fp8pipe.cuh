@@ -1,0 +1,213 @@
+// The tensor-core FP8 GEMVs of fp8mma.cu with their weights streamed
+// through shared memory (included by fp8mma.cu; fp8pipe.go launches them;
+// POCKET_FP8_PIPE=1, not yet measured).
+//
+// Why: ncu on the Qwen3.5-27B FP8 decode step showed the fp8mma kernels at
+// 50-63% of DRAM bandwidth, stalled on L1TEX scoreboards with ~4 active
+// warps per scheduler. A warp there holds two 128-column units (4 KiB) in
+// registers ahead of the one it computes, and the grid gives an SM only
+// ~16 warps (one per 16-row tile: the gate/up GEMV of that model has 2176
+// tiles for 132 SMs), so an SM has ~64 KiB in flight where the bf16 GEMVs,
+// at 32 warps per SM, keep twice that and reach 85-90% of DRAM.
+//
+// Here each warp streams its units through a ring of S stages in dynamic
+// shared memory with cp.async (16 bytes per lane per copy), so S-1 units
+// are in flight per warp without holding registers; a block is T tiles of
+// wpr warps each, sized in Go so that the grid is one block per SM. A lane
+// writes and reads back only its own 16-byte pieces (layout
+// [stage][piece][lane]), so its own cp.async.wait_group is the only
+// synchronisation the ring needs. The arithmetic is MmaDot's, in the same
+// order: the results equal fp8mma's for the same wpr.
+//
+// Dynamic shared memory: the f16 activation (padded to whole units), then
+// the warps' rings, 2 KiB per stage per warp.
+
+#define PIPE_STAGE 2048 // bytes of one unit of one warp: 4 pieces × 32 lanes × 16 bytes
+
+__device__ __forceinline__ void cpAsync16(uint32_t dst, const void* src, uint32_t bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void cpCommit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cpWait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ uint4 lds128(uint32_t a) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
+    return v;
+}
+
+// PipeDot is MmaDot over a ring: units first, first+stride, ... of a
+// lane's two rows; ring is the shared address of the lane's piece 0 in
+// stage 0 of its warp's ring.
+template <int S>
+struct PipeDot {
+    Rows r;
+    int u, stride, nu, in;
+    uint32_t ring;
+
+    // issue copies unit uu into stage slot. Piece 1 of a 64-column tail is
+    // zero-filled (source size 0; its address stays piece 0's, valid).
+    __device__ __forceinline__ void issue(int slot, int uu) {
+        uint32_t c = uu * UNIT, s = ring + slot * PIPE_STAGE;
+        bool two = c + UNIT <= (uint32_t)in;
+        uint32_t c1 = two ? c + 64 : c, n1 = two ? 16 : 0;
+        cpAsync16(s, r.wa + (r.a + c), 16);
+        cpAsync16(s + 512, r.wb + (r.b + c), 16);
+        cpAsync16(s + 1024, r.wa + (r.a + c1), n1);
+        cpAsync16(s + 1536, r.wb + (r.b + c1), n1);
+    }
+
+    // prefetch issues the first S-1 units (one commit group each, empty
+    // past the warp's last unit).
+    __device__ __forceinline__ void prefetch(const Rows& rows, int inCols, int first, int strideUnits, bool active,
+                                             uint32_t ringAddr) {
+        r = rows;
+        in = inCols;
+        nu = active ? (inCols + UNIT - 1) / UNIT : 0;
+        u = first;
+        stride = strideUnits;
+        ring = ringAddr;
+#pragma unroll
+        for (int s = 0; s < S - 1; s++) {
+            if (u + s * stride < nu) issue(s, u + s * stride);
+            cpCommit();
+        }
+    }
+
+    __device__ __forceinline__ void finish(const __half* xs, float& accA, float& accB) {
+        int t = threadIdx.x & 3;
+        accA = accB = 0.f;
+        int rd = 0; // the stage of unit u
+        for (; u < nu; u += stride) {
+            // Unit u+(S-1)·stride goes into the stage read last iteration
+            // (its values are already consumed by the mma below).
+            int wr = rd == 0 ? S - 1 : rd - 1;
+            if (u + (S - 1) * stride < nu) issue(wr, u + (S - 1) * stride);
+            cpCommit();
+            cpWait<S - 1>(); // every group but the newest S-1: unit u's is done
+            uint32_t s = ring + rd * PIPE_STAGE;
+            uint4 a0 = lds128(s), b0 = lds128(s + 512), a1 = lds128(s + 1024), b1 = lds128(s + 1536);
+            rd = rd == S - 1 ? 0 : rd + 1;
+            float sa = __ldg(r.sca + (r.sa + u)), sb = __ldg(r.scb + (r.sb + u));
+            const uint4* xp = (const uint4*)(xs + u * UNIT + 16 * t);
+            float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
+            piece(d0, a0, b0, xp[0], xp[1]);
+            piece(d1, a1, b1, xp[8], xp[9]);
+            accA = fmaf(sa, d0[0] + d1[0], accA);
+            accB = fmaf(sb, d0[2] + d1[2], accB);
+        }
+        cpWait<0>(); // nothing of the ring outlives the warp
+    }
+};
+
+extern __shared__ __align__(16) unsigned char pipeShm[];
+
+// pipeRing is the shared address of this lane's ring (after xs of pad
+// halves).
+template <int S>
+__device__ __forceinline__ uint32_t pipeRing(int pad) {
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    return (uint32_t)__cvta_generic_to_shared(pipeShm) + pad * 2 + warp * S * PIPE_STAGE + lane * 16;
+}
+
+// pipeGemv is gemv of fp8mma.cu (MODE 0 y = W·x, 1 y += W·x, 2 y =
+// W·rmsnorm(x)) over the ring, for blocks of any number of warps (≤ 32):
+// G = warps/wpr tiles per block, b the block's index within its matrix.
+template <int S, int MODE>
+__device__ __forceinline__ void pipeGemv(float* y, const float* __restrict__ x, const float* __restrict__ nw, float eps,
+                                         const uint8_t* w, const float* sc, int out, int in, int wpr, int b0, int nsc,
+                                         int b) {
+    __shared__ float red[32][16];
+    int pad = (in + UNIT - 1) / UNIT * UNIT;
+    __half* xs = (__half*)pipeShm;
+    int warp = threadIdx.x >> 5, G = (blockDim.x >> 5) / wpr;
+    int base = (b * G + warp / wpr) * 16;
+    PipeDot<S> d;
+    d.prefetch(gemvRows(w, sc, base, out, in, b0, nsc), in, warp % wpr, wpr, base < out, pipeRing<S>(pad));
+    pdlLaunchDependents();
+    pdlWait();
+    float ss;
+    float k = xPrologue(xs, x, MODE == 2 ? nw : nullptr, in, ss);
+    if (MODE == 2) k *= rsqrtf(ss / in + eps);
+    float accA, accB;
+    d.finish(xs, accA, accB);
+    tileSums(red, accA, accB);
+    int i = threadIdx.x;
+    if (i < G * 16) {
+        int o = (b * G + i / 16) * 16 + i % 16;
+        if (o < out) {
+            float v = tileTotal(red, i / 16, wpr, i % 16) * k;
+            y[o] = MODE == 1 ? y[o] + v : v;
+        }
+    }
+}
+
+#define PIPE_GEMV(NAME, S, MODE)                                                              \
+    extern "C" __global__ void __launch_bounds__(768, 1) NAME(GEMV_ARGS) {                    \
+        pipeGemv<S, MODE>(y, x, nullptr, 0.f, w, sc, out, in, wpr, b0, nsc, blockIdx.x);      \
+    }
+#define PIPE_NORM(NAME, S)                                                                     \
+    extern "C" __global__ void __launch_bounds__(768, 1) NAME(NORM_ARGS) {                     \
+        int b = blockIdx.x;                                                                    \
+        if (b < n0)                                                                            \
+            pipeGemv<S, 2>(y0, x, nw, eps, w0, s0, out0, in, wpr, b0, nsc, b);                 \
+        else if (b < n1)                                                                       \
+            pipeGemv<S, 2>(y1, x, nw, eps, w1, s1, out1, in, wpr, b0, nsc, b - n0);            \
+        else if (b < n2)                                                                       \
+            pipeGemv<S, 2>(y2, x, nw, eps, w2, s2, out2, in, wpr, b0, nsc, b - n1);            \
+        else                                                                                   \
+            pipeGemv<S, 2>(y3, x, nw, eps, w3, s3, out3, in, wpr, b0, nsc, b - n2);            \
+    }
+
+// pipeSwiGLU is normSwiGLU over the ring (tiles of 8 outputs).
+template <int S>
+__device__ __forceinline__ void pipeSwiGLU(float* act, const float* __restrict__ x, const float* __restrict__ nw,
+                                           float eps, const uint8_t* wg, const float* sg, const uint8_t* wu,
+                                           const float* su, int out, int in, int wpr, int b0, int nsc) {
+    __shared__ float red[32][16];
+    int pad = (in + UNIT - 1) / UNIT * UNIT;
+    __half* xs = (__half*)pipeShm;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = (blockDim.x >> 5) / wpr;
+    int base = (blockIdx.x * G + warp / wpr) * 8;
+    int o = min(base + (lane >> 2), out - 1), t = lane & 3;
+    uint32_t off = (uint32_t)o * in + 16 * t, soff = (uint32_t)(o / b0) * nsc;
+    PipeDot<S> d;
+    d.prefetch(Rows{wg, wu, sg, su, off, off, soff, soff}, in, warp % wpr, wpr, base < out, pipeRing<S>(pad));
+    pdlLaunchDependents();
+    pdlWait();
+    float ss;
+    float k = xPrologue(xs, x, nw, in, ss);
+    k *= rsqrtf(ss / in + eps);
+    float accA, accB;
+    d.finish(xs, accA, accB);
+    tileSums(red, accA, accB);
+    int i = threadIdx.x;
+    if (i < G * 8) {
+        int oo = (blockIdx.x * G + i / 8) * 8 + i % 8;
+        if (oo < out) {
+            float gv = tileTotal(red, i / 8, wpr, i % 8) * k, uv = tileTotal(red, i / 8, wpr, 8 + i % 8) * k;
+            act[oo] = gv / (1.f + expf(-gv)) * uv;
+        }
+    }
+}
+
+#define PIPE_SWIGLU(NAME, S)                                                                   \
+    extern "C" __global__ void __launch_bounds__(768, 1) NAME(SWIGLU_ARGS) {                   \
+        pipeSwiGLU<S>(act, x, nw, eps, wg, sg, wu, su, out, in, wpr, b0, nsc);                 \
+    }
+
+// Rings of 4, 6 and 8 stages: fp8pipe.go takes the deepest that fits.
+PIPE_GEMV(f8pipe_r_4, 4, 0)
+PIPE_GEMV(f8pipe_r_6, 6, 0)
+PIPE_GEMV(f8pipe_r_8, 8, 0)
+PIPE_GEMV(f8pipe_add_4, 4, 1)
+PIPE_GEMV(f8pipe_add_6, 6, 1)
+PIPE_GEMV(f8pipe_add_8, 8, 1)
+PIPE_NORM(f8pipe_norm_4, 4)
+PIPE_NORM(f8pipe_norm_6, 6)
+PIPE_NORM(f8pipe_norm_8, 8)
+PIPE_SWIGLU(f8pipe_swiglu_4, 4)
+PIPE_SWIGLU(f8pipe_swiglu_6, 6)
+PIPE_SWIGLU(f8pipe_swiglu_8, 8)

@@ -1,0 +1,69 @@
+package cuda
+
+// pipeGeom is the launch geometry of the ring-streamed FP8 GEMVs
+// (fp8pipe.cuh): wpr warps per 16-row tile (they split its 128-column
+// units), tiles per block, ring stages per warp, and the dynamic shared
+// memory a block takes.
+type pipeGeom struct {
+	wpr, tiles, stages, shm int
+}
+
+// warps is the block's warp count.
+func (g pipeGeom) warps() int { return g.wpr * g.tiles }
+
+// blocks is the grid over matrices of tiles[i] tiles each (a block never
+// holds tiles of two matrices).
+func (g pipeGeom) blocks(tiles []int) int {
+	n := 0
+	for _, t := range tiles {
+		n += cdiv(t, g.tiles)
+	}
+	return n
+}
+
+// pipeStages are the ring depths fp8pipe.cuh is compiled for, deepest
+// first; pipeStageBytes is one stage of one warp (PIPE_STAGE).
+var pipeStages = [...]int{8, 6, 4}
+
+const pipeStageBytes = 2048
+
+// planPipe picks the geometry for matrices of tiles[i] tiles, units
+// 128-column units per row and in columns, on sms SMs with budget bytes of
+// dynamic shared memory per block. A block gets as many tiles as make the
+// grid one block per SM (so the whole product is one wave), and among the
+// warps-per-tile that keep a block within 32 warps and every warp at four
+// units or more, the one with the most units in flight per block
+// (warps × (stages-1)) whose ring and activation fit the budget. False when
+// nothing fits.
+func planPipe(sms, budget, in, units int, tiles []int) (pipeGeom, bool) {
+	if sms <= 0 || units <= 0 || len(tiles) == 0 {
+		return pipeGeom{}, false
+	}
+	xs := cdiv(in, 128) * 128 * 2
+	g := pipeGeom{tiles: 1}
+	for g.blocks(tiles) > sms {
+		g.tiles++
+	}
+	best, found := pipeGeom{}, false
+	for wpr := 1; wpr <= 8 && units >= 4*wpr; wpr *= 2 {
+		if wpr*g.tiles > 32 {
+			break
+		}
+		for _, s := range pipeStages {
+			shm := xs + wpr*g.tiles*s*pipeStageBytes
+			if shm > budget {
+				continue
+			}
+			c := pipeGeom{wpr: wpr, tiles: g.tiles, stages: s, shm: shm}
+			if !found || c.warps()*(c.stages-1) > best.warps()*(best.stages-1) {
+				best, found = c, true
+			}
+			break
+		}
+	}
+	return best, found
+}
+
+// cdiv is a/b rounded up (for positive b); here rather than in backend.go
+// so that the plans build and test without the cuda tag.
+func cdiv(a, b int) int { return (a + b - 1) / b }

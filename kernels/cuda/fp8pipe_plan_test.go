@@ -1,0 +1,112 @@
+package cuda
+
+import "testing"
+
+// The geometries of the Qwen3.5-27B FP8 decode GEMVs on an H200 (132 SMs,
+// 227 KiB of shared memory per block less the kernels' static 2304 bytes).
+func TestPlanPipe(t *testing.T) {
+	const sms, budget = 132, 227*1024 - 2304
+	cases := []struct {
+		name        string
+		in          int
+		tiles       []int
+		want        pipeGeom
+		wantBlocks  int
+		wantUnfound bool
+	}{
+		// gate/up + SwiGLU: 17408 outputs in tiles of 8.
+		{"swiglu", 5120, []int{2176}, pipeGeom{wpr: 1, tiles: 17, stages: 6, shm: 10240 + 17*6*2048}, 128, false},
+		// down: 5120 rows of 17408 columns; 8 warps per tile would need
+		// more than the budget even at 4 stages.
+		{"down", 17408, []int{320}, pipeGeom{wpr: 4, tiles: 3, stages: 6, shm: 34816 + 12*6*2048}, 107, false},
+		// a short matrix: one tile per block, its columns over 8 warps.
+		{"short", 5120, []int{64}, pipeGeom{wpr: 8, tiles: 1, stages: 8, shm: 10240 + 8*8*2048}, 64, false},
+		// q, k, v of one launch: blocks never mix matrices.
+		{"qkv", 5120, []int{768, 64, 64}, pipeGeom{wpr: 2, tiles: 7, stages: 6, shm: 10240 + 14*6*2048}, 130, false},
+		// an activation too wide for any ring.
+		{"wide", 120000, []int{16}, pipeGeom{}, 0, true},
+	}
+	for _, c := range cases {
+		units := cdiv(c.in, 128)
+		g, ok := planPipe(sms, budget, c.in, units, c.tiles)
+		if ok == c.wantUnfound {
+			t.Fatalf("%s: found %v", c.name, ok)
+		}
+		if !ok {
+			continue
+		}
+		if g != c.want || g.blocks(c.tiles) != c.wantBlocks {
+			t.Errorf("%s: got %+v (%d blocks), want %+v (%d blocks)", c.name, g, g.blocks(c.tiles), c.want, c.wantBlocks)
+		}
+		if g.shm > budget || g.warps() > 32 || g.blocks(c.tiles) > sms {
+			t.Errorf("%s: %+v breaks a limit", c.name, g)
+		}
+	}
+}
+
+// TestPipeRingSchedule replays PipeDot's issue/commit/wait order of
+// fp8pipe.cuh for one lane and checks that every unit it computes was
+// copied into the stage it reads, by a group the wait has completed, and
+// that no stage is overwritten before it is read.
+func TestPipeRingSchedule(t *testing.T) {
+	for _, s := range pipeStages {
+		for _, nu := range []int{1, 2, 3, 5, 8, 9, 40, 136} {
+			for _, stride := range []int{1, 2, 4, 8} {
+				for first := 0; first < stride; first++ {
+					checkRing(t, s, nu, first, stride)
+				}
+			}
+		}
+	}
+}
+
+func checkRing(t *testing.T, S, nu, first, stride int) {
+	t.Helper()
+	type copyOp struct{ unit, group int }
+	stage := make([]copyOp, S) // the last copy into each stage
+	for i := range stage {
+		stage[i] = copyOp{-1, -1}
+	}
+	read := make([]bool, S) // the stage's last copy has been read
+	for i := range read {
+		read[i] = true
+	}
+	groups := 0
+	issue := func(slot, unit int) {
+		if !read[slot] {
+			t.Fatalf("S=%d nu=%d: stage %d overwritten before its unit %d was read", S, nu, slot, stage[slot].unit)
+		}
+		stage[slot] = copyOp{unit, groups}
+		read[slot] = false
+	}
+	u := first
+	for k := 0; k < S-1; k++ {
+		if u+k*stride < nu {
+			issue(k, u+k*stride)
+		}
+		groups++ // commit
+	}
+	rd := 0
+	for ; u < nu; u += stride {
+		wr := rd - 1
+		if rd == 0 {
+			wr = S - 1
+		}
+		if u+(S-1)*stride < nu {
+			issue(wr, u+(S-1)*stride)
+		}
+		groups++
+		complete := groups - (S - 1) // wait_group S-1: groups [0, complete) are done
+		c := stage[rd]
+		if c.unit != u || c.group >= complete {
+			t.Fatalf("S=%d nu=%d first=%d stride=%d: unit %d reads stage %d holding %+v (complete < %d)",
+				S, nu, first, stride, u, rd, c, complete)
+		}
+		read[rd] = true
+		if rd == S-1 {
+			rd = 0
+		} else {
+			rd++
+		}
+	}
+}
