@@ -27,11 +27,14 @@ var pipeStages = [...]int{8, 6, 4}
 
 const pipeStageBytes = 2048
 
+// pipeMaxWarps is a block's most warps (the kernels' __launch_bounds__(768)).
+const pipeMaxWarps = 24
+
 // planPipe picks the geometry for matrices of tiles[i] tiles, units
 // 128-column units per row and in columns, on sms SMs with budget bytes of
 // dynamic shared memory per block. A block gets as many tiles as make the
 // grid one block per SM (so the whole product is one wave), and among the
-// warps-per-tile that keep a block within 32 warps and every warp at four
+// warps-per-tile that keep a block within pipeMaxWarps and every warp at four
 // units or more, the one with the most units in flight per block
 // (warps × (stages-1)) whose ring and activation fit the budget. False when
 // nothing fits.
@@ -46,7 +49,7 @@ func planPipe(sms, budget, in, units int, tiles []int) (pipeGeom, bool) {
 	}
 	best, found := pipeGeom{}, false
 	for wpr := 1; wpr <= 8 && units >= 4*wpr; wpr *= 2 {
-		if wpr*g.tiles > 32 {
+		if wpr*g.tiles > pipeMaxWarps {
 			break
 		}
 		for _, s := range pipeStages {

@@ -110,3 +110,53 @@ func checkRing(t *testing.T, S, nu, first, stride int) {
 		}
 	}
 }
+
+// pipeSwz is fp8pipe.cuh's stage offset of row j, 16-byte column c.
+func pipeSwz(j, c int) int { return j*128 + (c^((j&1)<<2))<<4 }
+
+// TestPipeLineLayout checks PIPE_LINE's copy and read mappings of
+// fp8pipe.cuh: the lanes' whole-line copies (copy k, lane l: row 4k+l/8,
+// column l%8) fill a stage from which every lane's fragment reads (rows g
+// and 8+g, columns t and 4+t) return exactly the bytes PIPE_FRAG's own
+// copies would, the copies cover the stage once, and the reads of each
+// 8-lane phase touch 8 distinct 16-byte bank groups.
+func TestPipeLineLayout(t *testing.T) {
+	var stage [2048 / 16]int // which (row, column) piece each 16-byte slot holds
+	for i := range stage {
+		stage[i] = -1
+	}
+	for k := 0; k < 4; k++ {
+		for l := 0; l < 32; l++ {
+			j, c := 4*k+l/8, l%8
+			slot := pipeSwz(j, c) / 16
+			if stage[slot] != -1 {
+				t.Fatalf("copy k=%d lane %d overwrites slot %d", k, l, slot)
+			}
+			stage[slot] = j*8 + c
+		}
+	}
+	for l := 0; l < 32; l++ {
+		g, tt := l>>2, l&3
+		want := [4]int{g*8 + tt, (8+g)*8 + tt, g*8 + 4 + tt, (8+g)*8 + 4 + tt} // a0, b0, a1, b1
+		got := [4]int{stage[pipeSwz(g, tt)/16], stage[pipeSwz(8+g, tt)/16], stage[pipeSwz(g, 4+tt)/16],
+			stage[pipeSwz(8+g, 4+tt)/16]}
+		if got != want {
+			t.Fatalf("lane %d reads %v, want %v", l, got, want)
+		}
+	}
+	for _, row := range []func(g, tt int) int{
+		func(g, tt int) int { return pipeSwz(g, tt) }, func(g, tt int) int { return pipeSwz(8+g, tt) },
+		func(g, tt int) int { return pipeSwz(g, 4+tt) }, func(g, tt int) int { return pipeSwz(8+g, 4+tt) },
+	} {
+		for phase := 0; phase < 4; phase++ {
+			seen := map[int]bool{}
+			for l := 8 * phase; l < 8*phase+8; l++ {
+				bank := row(l>>2, l&3) / 16 % 8
+				if seen[bank] {
+					t.Fatalf("phase %d: bank group %d read twice", phase, bank)
+				}
+				seen[bank] = true
+			}
+		}
+	}
+}
