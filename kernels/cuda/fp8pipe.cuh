@@ -13,13 +13,23 @@
 // Here each warp streams its units through a ring of S stages in dynamic
 // shared memory with cp.async (16 bytes per lane per copy), so S-1 units
 // are in flight per warp without holding registers; a block is T tiles of
-// wpr warps each, sized in Go so that the grid is one block per SM. How the
-// lanes copy is the copy mode (below). The arithmetic is MmaDot's, in the
-// same order: the results equal fp8mma's for the same wpr.
+// wpr warps each, sized in Go so that the grid is one block per SM. The
+// arithmetic is MmaDot's, in the same order: the results equal fp8mma's
+// for the same wpr.
 //
-// Measured (H200, Qwen3.5-27B FP8): PIPE_FRAG with 5 units in flight per
-// warp left the gate/up GEMV exactly where fp8mma is (59 µs, 63% of DRAM):
-// bytes in flight are not what limits it.
+// A copy instruction moves whole 128-byte lines of 4 rows (lanes 8i..8i+7
+// one row) into a row-major stage, swizzled so that the fragment reads are
+// free of bank conflicts; the warp syncs before reading what its other
+// lanes copied. Measured on an H200 (Qwen3.5-27B FP8, ncu at locked
+// clocks), gate/up+SwiGLU GEMV:
+//   - fp8mma (two units in flight in registers):                  59.3 µs, 63% of DRAM
+//   - this ring with each lane copying its own fragment pieces
+//     (64 bytes of 8 rows per copy, 5 units in flight):           59.3 µs, 63%
+//   - whole-line copies (this kernel):                            53.8 µs, 70%
+//   - the same reading tile-contiguous bytes (a layout experiment
+//     with wrong results: what repacking the weights would give): 52.6 µs, 71%
+// So neither bytes in flight nor DRAM page locality is what held fp8mma
+// back, but the L2 requests of 64-byte pieces.
 //
 // Dynamic shared memory: the f16 activation (padded to whole units), then
 // the warps' rings, 2 KiB per stage per warp.
@@ -40,20 +50,6 @@ __device__ __forceinline__ uint4 lds128(uint32_t a) {
     return v;
 }
 
-// Copy modes of a ring (the high byte of the kernels' wpr argument):
-//   PIPE_FRAG  each lane copies its own fragment pieces (64 bytes of 8 rows
-//              per copy instruction) and reads them back;
-//   PIPE_LINE  a copy instruction moves whole 128-byte lines of 4 rows
-//              (lanes 8i..8i+7 one row), into a row-major stage swizzled so
-//              that the fragment reads are free of bank conflicts; the warp
-//              syncs before reading what other lanes copied;
-//   PIPE_TILED an experiment for the speed of tile-contiguous weights: the
-//              warp's units are read as if its tile were stored contiguously
-//              (2 KiB per unit); the RESULTS ARE WRONG on row-major weights.
-#define PIPE_FRAG 0
-#define PIPE_LINE 1
-#define PIPE_TILED 2
-
 // pipeSwz is the stage offset of row j, 16-byte column c (of 8): rows are
 // 128 bytes, odd rows have their halves swapped, so the 8 lanes of a
 // fragment-read phase (rows 2q, 2q+1, columns t or 4+t) hit 8 distinct
@@ -61,16 +57,14 @@ __device__ __forceinline__ uint4 lds128(uint32_t a) {
 __device__ __forceinline__ uint32_t pipeSwz(int j, int c) { return j * 128 + ((c ^ ((j & 1) << 2)) << 4); }
 
 // PipeDot is MmaDot over a ring: units first, first+stride, ... of a
-// lane's two rows; ring is the shared address of stage 0 of the warp's ring.
-// src[k], ustep: copy k's source of unit 0 and the bytes from one unit to
-// the next (PIPE_LINE, PIPE_TILED).
+// lane's two rows; ring is the shared address of stage 0 of the warp's
+// ring, src[k] copy k's source in unit 0 (pipeSources).
 template <int S>
 struct PipeDot {
     Rows r;
-    int u, stride, nu, in, mode;
+    int u, stride, nu, in;
     uint32_t ring;
     const uint8_t* src[4];
-    uint32_t ustep;
 
     // issue copies unit uu into stage slot. A tail past in (the second half
     // of a 64-column last unit) is zero-filled (source size 0, from a valid
@@ -78,34 +72,23 @@ struct PipeDot {
     __device__ __forceinline__ void issue(int slot, int uu) {
         int lane = threadIdx.x & 31;
         uint32_t c = uu * UNIT, s = ring + slot * PIPE_STAGE;
-        if (mode == PIPE_FRAG) {
-            s += lane * 16;
-            bool two = c + UNIT <= (uint32_t)in;
-            uint32_t c1 = two ? c + 64 : c, n1 = two ? 16 : 0;
-            cpAsync16(s, r.wa + (r.a + c), 16);
-            cpAsync16(s + 512, r.wb + (r.b + c), 16);
-            cpAsync16(s + 1024, r.wa + (r.a + c1), n1);
-            cpAsync16(s + 1536, r.wb + (r.b + c1), n1);
-            return;
-        }
-        bool ok = mode == PIPE_TILED || c + (lane & 7) * 16 < (uint32_t)in;
-        uint32_t off = uu * ustep, back = ok ? 0 : (lane & 7) * 16;
+        bool ok = c + (lane & 7) * 16 < (uint32_t)in;
+        uint32_t back = ok ? 0 : (lane & 7) * 16;
 #pragma unroll
         for (int k = 0; k < 4; k++)
-            cpAsync16(s + pipeSwz(4 * k + (lane >> 3), lane & 7), src[k] + (off - back), ok ? 16 : 0);
+            cpAsync16(s + pipeSwz(4 * k + (lane >> 3), lane & 7), src[k] + (c - back), ok ? 16 : 0);
     }
 
     // prefetch issues the first S-1 units (one commit group each, empty
     // past the warp's last unit).
     __device__ __forceinline__ void prefetch(const Rows& rows, int inCols, int first, int strideUnits, bool active,
-                                             uint32_t ringAddr, int copyMode) {
+                                             uint32_t ringAddr) {
         r = rows;
         in = inCols;
         nu = active ? (inCols + UNIT - 1) / UNIT : 0;
         u = first;
         stride = strideUnits;
         ring = ringAddr;
-        mode = copyMode;
 #pragma unroll
         for (int s = 0; s < S - 1; s++) {
             if (u + s * stride < nu) issue(s, u + s * stride);
@@ -118,23 +101,17 @@ struct PipeDot {
         accA = accB = 0.f;
         int rd = 0; // the stage of unit u
         for (; u < nu; u += stride) {
-            // Unit u+(S-1)·stride goes into the stage read last iteration;
-            // with shared stages every lane must be done reading it.
-            if (mode != PIPE_FRAG) __syncwarp();
+            // Unit u+(S-1)·stride goes into the stage read last iteration:
+            // every lane must be done reading it.
+            __syncwarp();
             int wr = rd == 0 ? S - 1 : rd - 1;
             if (u + (S - 1) * stride < nu) issue(wr, u + (S - 1) * stride);
             cpCommit();
             cpWait<S - 1>(); // every group but the newest S-1: unit u's is done
             uint32_t s = ring + rd * PIPE_STAGE;
-            uint4 a0, b0, a1, b1;
-            if (mode == PIPE_FRAG) {
-                s += lane * 16;
-                a0 = lds128(s), b0 = lds128(s + 512), a1 = lds128(s + 1024), b1 = lds128(s + 1536);
-            } else {
-                __syncwarp(); // the other lanes' copies
-                a0 = lds128(s + pipeSwz(g, t)), b0 = lds128(s + pipeSwz(8 + g, t));
-                a1 = lds128(s + pipeSwz(g, 4 + t)), b1 = lds128(s + pipeSwz(8 + g, 4 + t));
-            }
+            __syncwarp(); // the other lanes' copies
+            uint4 a0 = lds128(s + pipeSwz(g, t)), b0 = lds128(s + pipeSwz(8 + g, t));
+            uint4 a1 = lds128(s + pipeSwz(g, 4 + t)), b1 = lds128(s + pipeSwz(8 + g, 4 + t));
             rd = rd == S - 1 ? 0 : rd + 1;
             float sa = __ldg(r.sca + (r.sa + u)), sb = __ldg(r.scb + (r.sb + u));
             const uint4* xp = (const uint4*)(xs + u * UNIT + 16 * t);
@@ -148,30 +125,13 @@ struct PipeDot {
     }
 };
 
-// pipeSources sets d's copy sources for PIPE_LINE and PIPE_TILED: copies
-// 0, 1 from rows baseA+i of wa, copies 2, 3 from rows baseB+i of wb (i =
-// 4·(k&1) + lane/8, clamped to out-1), each lane its 16-byte column of the
-// 128-byte line. Tiled: the warp's tile (index tile, rows per matrix per
-// tile half = 8 or 16) as if stored contiguously, unit after unit.
+// pipeSources sets d's copy sources: copies 0, 1 from rows baseA+i of wa,
+// copies 2, 3 from rows baseB+i of wb (i = 4·(k&1) + lane/8, clamped to
+// out-1), each lane its 16-byte column of the 128-byte line.
 template <int S>
 __device__ __forceinline__ void pipeSources(PipeDot<S>& d, const uint8_t* wa, const uint8_t* wb, int baseA, int baseB,
-                                            int out, int in, int tile, bool sameMatrix) {
+                                            int out, int in) {
     int lane = threadIdx.x & 31;
-    if (d.mode == PIPE_TILED) {
-        uint32_t units = (in + UNIT - 1) / UNIT;
-        if (sameMatrix) { // 16 rows of one matrix: 2 KiB per unit
-            d.ustep = 2048;
-#pragma unroll
-            for (int k = 0; k < 4; k++) d.src[k] = wa + (uint32_t)tile * units * 2048 + k * 512 + lane * 16;
-        } else { // 8 rows of each: 1 KiB per unit per matrix
-            d.ustep = 1024;
-#pragma unroll
-            for (int k = 0; k < 4; k++)
-                d.src[k] = (k < 2 ? wa : wb) + (uint32_t)tile * units * 1024 + (k & 1) * 512 + lane * 16;
-        }
-        return;
-    }
-    d.ustep = UNIT;
 #pragma unroll
     for (int k = 0; k < 4; k++) {
         int i = 4 * (k & 1) + (lane >> 3);
@@ -193,7 +153,6 @@ __device__ __forceinline__ uint32_t pipeRing(int pad) {
 // pipeGemv is gemv of fp8mma.cu (MODE 0 y = W·x, 1 y += W·x, 2 y =
 // W·rmsnorm(x)) over the ring, for blocks of any number of warps (≤ 32):
 // G = warps/wpr tiles per block, b the block's index within its matrix.
-// wpr's high byte is the copy mode.
 template <int S, int MODE>
 __device__ __forceinline__ void pipeGemv(float* y, const float* __restrict__ x, const float* __restrict__ nw, float eps,
                                          const uint8_t* w, const float* sc, int out, int in, int wpr, int b0, int nsc,
@@ -201,14 +160,11 @@ __device__ __forceinline__ void pipeGemv(float* y, const float* __restrict__ x, 
     __shared__ float red[32][16];
     int pad = (in + UNIT - 1) / UNIT * UNIT;
     __half* xs = (__half*)pipeShm;
-    int mode = wpr >> 8;
-    wpr &= 0xff;
     int warp = threadIdx.x >> 5, G = (blockDim.x >> 5) / wpr;
     int base = (b * G + warp / wpr) * 16;
     PipeDot<S> d;
-    d.mode = mode;
-    pipeSources(d, w, w, base, base + 8, out, in, base / 16, true);
-    d.prefetch(gemvRows(w, sc, base, out, in, b0, nsc), in, warp % wpr, wpr, base < out, pipeRing<S>(pad), mode);
+    pipeSources(d, w, w, base, base + 8, out, in);
+    d.prefetch(gemvRows(w, sc, base, out, in, b0, nsc), in, warp % wpr, wpr, base < out, pipeRing<S>(pad));
     pdlLaunchDependents();
     pdlWait();
     float ss;
@@ -252,16 +208,13 @@ __device__ __forceinline__ void pipeSwiGLU(float* act, const float* __restrict__
     __shared__ float red[32][16];
     int pad = (in + UNIT - 1) / UNIT * UNIT;
     __half* xs = (__half*)pipeShm;
-    int mode = wpr >> 8;
-    wpr &= 0xff;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = (blockDim.x >> 5) / wpr;
     int base = (blockIdx.x * G + warp / wpr) * 8;
     int o = min(base + (lane >> 2), out - 1), t = lane & 3;
     uint32_t off = (uint32_t)o * in + 16 * t, soff = (uint32_t)(o / b0) * nsc;
     PipeDot<S> d;
-    d.mode = mode;
-    pipeSources(d, wg, wu, base, base, out, in, base / 8, false);
-    d.prefetch(Rows{wg, wu, sg, su, off, off, soff, soff}, in, warp % wpr, wpr, base < out, pipeRing<S>(pad), mode);
+    pipeSources(d, wg, wu, base, base, out, in);
+    d.prefetch(Rows{wg, wu, sg, su, off, off, soff, soff}, in, warp % wpr, wpr, base < out, pipeRing<S>(pad));
     pdlLaunchDependents();
     pdlWait();
     float ss;

@@ -8,10 +8,10 @@ import (
 	"gorgonia.org/cu"
 )
 
-// The ring-streamed FP8 GEMVs (fp8pipe.cuh, in the fp8mma module): with
-// POCKET_FP8_PIPE=1 the one-row products the tensor-core kernels serve try
-// these first, one block per SM with a cp.async ring per warp, and fall
-// back to fp8mma's kernels where no geometry fits (planPipe).
+// The ring-streamed FP8 GEMVs (fp8pipe.cuh, in the fp8mma module): the
+// one-row products the tensor-core kernels serve try these first, one
+// block per SM with a cp.async ring per warp, and fall back to fp8mma's
+// kernels where no geometry fits (planPipe) or POCKET_FP8_PIPE=0.
 
 // Ops of the pipe kernels; each has a variant per ring depth of pipeStages.
 const (
@@ -80,7 +80,7 @@ func (b *Backend) pipeFn(op, stages int) cFunc {
 // format f, or false where the pipe kernels decline (switch off, not
 // loaded, nothing fits).
 func (b *Backend) pipePlan(op int, f gform, tiles ...int) (pipeGeom, cFunc, bool) {
-	if switches.fp8Pipe == 0 || b.pipe.budget <= 0 {
+	if switches.noFP8Pipe || b.pipe.budget <= 0 {
 		return pipeGeom{}, nil, false
 	}
 	g, ok := planPipe(b.sms, b.pipe.budget, f.in, cdiv(f.in, f8mmaUnit), tiles)
@@ -89,24 +89,6 @@ func (b *Backend) pipePlan(op int, f gform, tiles ...int) (pipeGeom, cFunc, bool
 	}
 	fn := b.pipeFn(op, g.stages)
 	return g, fn, fn != nil
-}
-
-// pipeWpr is the kernels' wpr argument: the copy mode (PIPE_FRAG,
-// PIPE_LINE, PIPE_TILED) in its high byte.
-func pipeWpr(g pipeGeom) uint64 { return i32(g.wpr | (switches.fp8Pipe-1)<<8) }
-
-// tiledOK reports whether the tiled experiment's contiguous reads stay
-// inside every matrix: whole tiles of rowsPerTile rows and whole units.
-func tiledOK(f gform, rowsPerTile int, ts ...*tensor) bool {
-	if switches.fp8Pipe != 3 {
-		return true
-	}
-	for _, t := range ts {
-		if t.w.Rows()%rowsPerTile != 0 || f.in%f8mmaUnit != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // runPipe launches fn over blocks with the geometry's shared memory (PDL
@@ -133,10 +115,10 @@ func (b *Backend) pipeGemv(k int, y, x uint64, t *tensor, f gform) bool {
 	out := t.w.Rows()
 	tiles := cdiv(out, 16)
 	g, fn, ok := b.pipePlan(op, f, tiles)
-	if !ok || !tiledOK(f, 16, t) {
+	if !ok {
 		return false
 	}
-	b.runPipe(fn, g, g.blocks([]int{tiles}), y, x, ptr(t.data), ptr(t.scale), i32(out), i32(f.in), pipeWpr(g),
+	b.runPipe(fn, g, g.blocks([]int{tiles}), y, x, ptr(t.data), ptr(t.scale), i32(out), i32(f.in), i32(g.wpr),
 		i32(f.b0), i32(f.nsc))
 	return true
 }
@@ -149,10 +131,10 @@ func (b *Backend) pipeNormMatMul(dst []uint64, x, nv uint64, eps float32, ts []*
 		tiles[i] = cdiv(t.w.Rows(), 16)
 	}
 	g, fn, ok := b.pipePlan(p8Norm, f, tiles...)
-	if !ok || !tiledOK(f, 16, ts...) {
+	if !ok {
 		return false
 	}
-	args := []uint64{x, nv, f32(eps), i32(f.in), pipeWpr(g), i32(f.b0), i32(f.nsc)}
+	args := []uint64{x, nv, f32(eps), i32(f.in), i32(g.wpr), i32(f.b0), i32(f.nsc)}
 	blocks := 0
 	for i := range 4 {
 		j := min(i, len(ts)-1)
@@ -176,10 +158,10 @@ func (b *Backend) pipeNormSwiGLU(act, x, nv uint64, eps float32, gt, ut *tensor,
 	out := gt.w.Rows()
 	tiles := cdiv(out, 8)
 	g, fn, ok := b.pipePlan(p8SwiGLU, f, tiles)
-	if !ok || !tiledOK(f, 8, gt, ut) {
+	if !ok {
 		return false
 	}
 	b.runPipe(fn, g, g.blocks([]int{tiles}), act, x, nv, f32(eps), ptr(gt.data), ptr(gt.scale), ptr(ut.data),
-		ptr(ut.scale), i32(out), i32(f.in), pipeWpr(g), i32(f.b0), i32(f.nsc))
+		ptr(ut.scale), i32(out), i32(f.in), i32(g.wpr), i32(f.b0), i32(f.nsc))
 	return true
 }

@@ -40,11 +40,9 @@ import (
 //	                     at least N positions per split (8)
 //	POCKET_DELTA_CHUNK=0 Gated DeltaNet prefill passes run the token-by-token recurrence, not the chunked
 //	                     delta rule (hybrid_chunk.cu) that passes of more than 64 rows take by default
-//	POCKET_FP8_PIPE=1|line|tiled one-row FP8 GEMVs on the tensor-core kernels that stream their weights through
-//	                     a per-warp cp.async ring in shared memory, one block per SM (fp8pipe.cuh): each lane
-//	                     copying its own fragments (1: measured no faster than fp8mma), whole 128-byte lines
-//	                     (line), or, as a speed experiment with WRONG results, tile-contiguous reads (tiled);
-//	                     POCKET_FP8_PIPE_KB=N caps a block's shared memory for them at N KiB
+//	POCKET_FP8_PIPE=0    one-row FP8 GEMVs on fp8mma's kernels (two units in flight in registers), not the
+//	                     ones that stream whole lines through a per-warp cp.async ring (fp8pipe.cuh)
+//	POCKET_FP8_PIPE_KB=N caps a block's shared memory for the ring kernels at N KiB
 //	POCKET_QMV_ASYNC=1   batch-1 GGUF GEMVs (qmv) stream their weights through a cp.async ring in shared
 //	                     memory (not yet measured)
 //	POCKET_MOE_QUANT=0   GGUF (block-format) MoE experts stay on host routing, not the device's indexed
@@ -71,7 +69,7 @@ var switches = struct {
 	fp8PrefillMMA   bool
 	noDeltaChunk    bool
 	noMoEQuant      bool
-	fp8Pipe         int
+	noFP8Pipe       bool
 	fp8PipeKB       int
 	qmvAsync        bool
 }{
@@ -96,7 +94,7 @@ var switches = struct {
 	fp8MMA:          intSwitch("POCKET_FP8_MMA", -1, 0, 8),
 	noDeltaChunk:    os.Getenv("POCKET_DELTA_CHUNK") == "0",
 	noMoEQuant:      os.Getenv("POCKET_MOE_QUANT") == "0",
-	fp8Pipe:         map[string]int{"1": 1, "line": 2, "tiled": 3}[os.Getenv("POCKET_FP8_PIPE")],
+	noFP8Pipe:       os.Getenv("POCKET_FP8_PIPE") == "0",
 	fp8PipeKB:       intSwitch("POCKET_FP8_PIPE_KB", 0, 16, 227),
 	qmvAsync:        os.Getenv("POCKET_QMV_ASYNC") == "1",
 }
