@@ -160,6 +160,11 @@ type DeltaNet struct {
 	// [rows, VHeads] from the normed input: the part whose checkpoint
 	// layout differs between architectures.
 	project func(p *Pass, in, qkv, z, a, b kernels.Buf)
+	// projectFused is project of one row from the un-normed residual x,
+	// the norm applied inside one kernels.FusedOps.NormMatMul over all the
+	// input projections; false (nothing done) when the backend declines.
+	// Nil: the architecture has no fused projection.
+	projectFused func(p *Pass, fu kernels.FusedOps, x kernels.Buf, norm kernels.Tensor, eps float32, qkv, z, a, b kernels.Buf) bool
 }
 
 // deltaShape reads the linear-attention hyper-parameters of c.
@@ -204,24 +209,67 @@ func hybridOps(b *binder) kernels.HybridOps {
 
 // Forward implements Mixer.
 func (n *DeltaNet) Forward(p *Pass, in, out kernels.Buf) error {
+	st, err := n.state(p)
+	if err != nil {
+		return err
+	}
+	b := n.bufs(p)
+	n.project(p, in, b.qkv, b.z, b.a, b.b)
+	n.mix(p, st, b)
+	n.be.MatMul(out, b.core, n.Out, p.Rows)
+	return nil
+}
+
+// forwardFused implements fusedBlock: the input projections read the
+// un-normed residual (one NormMatMul where the architecture and the
+// backend allow), and out_proj adds into the residual; the convolution,
+// the delta rule and the gated norm are as in Forward.
+func (n *DeltaNet) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Buf, norm kernels.Tensor, eps float32, add bool) (bool, error) {
+	st, err := n.state(p)
+	if err != nil {
+		return true, err
+	}
+	b := n.bufs(p)
+	if n.projectFused == nil || !n.projectFused(p, fu, x, norm, eps, b.qkv, b.z, b.a, b.b) {
+		hid := n.Out.Weight().Rows()
+		normed := p.Scratch.Buf("normed", hid)
+		n.be.RMSNorm(normed, x, norm, 1, hid, eps)
+		n.project(p, normed, b.qkv, b.z, b.a, b.b)
+	}
+	n.mix(p, st, b)
+	project(n.be, fu, x, out, b.core, n.Out, n.Out.Weight().Rows(), add)
+	return true, nil
+}
+
+// state is the pass's recurrent state, checked to hold this layer.
+func (n *DeltaNet) state(p *Pass) (*DeltaState, error) {
 	st, ok := p.Seq.State.(*DeltaState)
 	if !ok || n.Index >= len(st.conv) {
-		return fmt.Errorf("%w: linear attention needs the state from Model.NewState, have %T", ErrState, p.Seq.State)
+		return nil, fmt.Errorf("%w: linear attention needs the state from Model.NewState, have %T", ErrState, p.Seq.State)
 	}
-	s, sc, rows, sh := n.be, p.Scratch, p.Rows, n.Shape
+	return st, nil
+}
+
+// deltaBufs are a pass's DeltaNet activations.
+type deltaBufs struct {
+	qkv, conv, z, a, b, core kernels.Buf
+}
+
+func (n *DeltaNet) bufs(p *Pass) deltaBufs {
+	sc, rows, sh := p.Scratch, p.Rows, n.Shape
 	vd := sh.VHeads * sh.DV
-	qkv := sc.Buf("dn.qkv", rows*sh.ConvDim())
-	conv := sc.Buf("dn.conv", rows*sh.ConvDim())
-	z := sc.Buf("dn.z", rows*vd)
-	a := sc.Buf("dn.a", rows*sh.VHeads)
-	b := sc.Buf("dn.b", rows*sh.VHeads)
-	core := sc.Buf("dn.core", rows*vd)
-	n.project(p, in, qkv, z, a, b)
-	n.ops.CausalConv1D(conv, qkv, st.conv[n.Index], n.Conv, rows, sh)
-	n.ops.GatedDeltaRule(core, conv, a, b, st.rec[n.Index], n.ALog, n.DtBias, rows, sh)
-	n.ops.RMSNormGated(core, core, z, n.Norm, rows*sh.VHeads, sh.DV, n.Eps)
-	s.MatMul(out, core, n.Out, rows)
-	return nil
+	return deltaBufs{qkv: sc.Buf("dn.qkv", rows*sh.ConvDim()), conv: sc.Buf("dn.conv", rows*sh.ConvDim()),
+		z: sc.Buf("dn.z", rows*vd), a: sc.Buf("dn.a", rows*sh.VHeads), b: sc.Buf("dn.b", rows*sh.VHeads),
+		core: sc.Buf("dn.core", rows*vd)}
+}
+
+// mix runs the convolution, the gated delta rule over the state and the
+// gated norm, leaving the mixer's output before out_proj in b.core.
+func (n *DeltaNet) mix(p *Pass, st *DeltaState, b deltaBufs) {
+	rows, sh := p.Rows, n.Shape
+	n.ops.CausalConv1D(b.conv, b.qkv, st.conv[n.Index], n.Conv, rows, sh)
+	n.ops.GatedDeltaRule(b.core, b.conv, b.a, b.b, st.rec[n.Index], n.ALog, n.DtBias, rows, sh)
+	n.ops.RMSNormGated(b.core, b.core, b.z, n.Norm, rows*sh.VHeads, sh.DV, n.Eps)
 }
 
 // hybrid is the Network of a DeltaNet hybrid: the shared Decoder, plus the

@@ -11,7 +11,7 @@ import (
 // instead of a dozen small ones (see kernels.FusedOps for why that
 // matters). Where the backend declines an op (a weight format without a
 // fused kernel), that op runs unfused, so the values are the same either
-// way; blocks with no fused path (MoE, MLA, DeltaNet) run as before.
+// way; blocks with no fused path (MoE, MLA) run as before.
 
 // block is a residual block's function: a Mixer or an FFN.
 type block interface {
@@ -62,26 +62,33 @@ func project(be kernels.Backend, fu kernels.FusedOps, x, out, in kernels.Buf, w 
 // kernels.FusedAttention for the shape), the output projection adds into
 // the residual.
 func (a *Attention) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Buf, norm kernels.Tensor, eps float32, add bool) (bool, error) {
-	if a.gate != nil {
-		return false, nil // q_proj interleaves query and gate per head
-	}
 	if p.Seq.Pool == nil {
 		return true, fmt.Errorf("attention: no KV pool")
 	}
 	be, s := a.be, p.Scratch
 	qw, kw := a.Heads*a.Dim, a.KVHeads*a.Dim
 	q, k, v, att := s.Buf("q", qw), s.Buf("k", kw), s.Buf("v", kw), s.Buf("att", qw)
-	if !fu.NormMatMul([]kernels.Buf{q, k, v}, x, norm, eps, []kernels.Tensor{a.Q, a.K, a.V}, 1) {
+	qOut, qOutW := q, qw
+	if a.gate != nil { // q_proj yields query and output gate per head
+		qOut, qOutW = s.Buf("q.gated", 2*qw), 2*qw
+	}
+	if !fu.NormMatMul([]kernels.Buf{qOut, k, v}, x, norm, eps, []kernels.Tensor{a.Q, a.K, a.V}, 1) {
 		normed := s.Buf("normed", a.hidden)
 		be.RMSNorm(normed, x, norm, 1, a.hidden, eps)
-		be.MatMul(q, normed, a.Q, 1)
+		be.MatMul(qOut, normed, a.Q, 1)
 		be.MatMul(k, normed, a.K, 1)
 		be.MatMul(v, normed, a.V, 1)
 	}
 	if a.QBias != nil {
-		be.AddBias(q, a.QBias, 1, qw)
+		be.AddBias(qOut, a.QBias, 1, qOutW)
 		be.AddBias(k, a.KBias, 1, kw)
 		be.AddBias(v, a.VBias, 1, kw)
+	}
+	var gate kernels.Buf
+	if a.gate != nil {
+		gate = s.Buf("q.gate", qw)
+		be.Gather(q, qOut, unitGather(a.Heads, 2, []int{0}), a.Dim)
+		be.Gather(gate, qOut, unitGather(a.Heads, 2, []int{1}), a.Dim)
 	}
 	if fa, ok := fu.(kernels.FusedAttention); !ok || a.fullWidthQKNorm || !fa.RoPEAttention(att, q, k, v, a.QNorm,
 		a.KNorm, a.Eps, p.Seq.Pool, a.KVLayer, p.Pos, p.Slots, p.Attn, a.Heads, a.KVHeads, a.Dim, &a.Rope, a.Scale) {
@@ -90,6 +97,9 @@ func (a *Attention) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Bu
 			a.normRopeStore(p, q, k, v)
 		}
 		be.Attention(att, q, p.Seq.Pool, a.KVLayer, p.Attn, 1, a.Heads, a.Scale)
+	}
+	if a.gate != nil {
+		a.gate.SigmoidMul(att, gate, qw)
 	}
 	project(be, fu, x, out, att, a.O, a.hidden, add)
 	return true, nil

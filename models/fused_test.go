@@ -125,14 +125,18 @@ func decodeLogits(t *testing.T, dir string, be kernels.Backend, steps int) []flo
 
 func TestFusedDecodePath(t *testing.T) {
 	for _, tc := range []struct {
-		arch  string
-		fused []string // calls the fused path must make
+		arch    string
+		fused   []string // calls the fused path must make
+		perStep int      // NormMatMul calls per decode step, if checked (one per mixer layer)
 	}{
-		{"llama", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEAttention"}},
-		{"qwen3", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEAttention"}}, // per-head q/k norms
-		{"qwen3_moe", []string{"NormMatMul", "MatMulAdd", "RoPEAttention"}},           // attention fused, experts not
-		{"minimax_m2", []string{"NormMatMul", "MatMulAdd"}},                           // full-width q/k norm: unfused RoPE
-		{"glm4_moe", []string{"NormMatMul", "MatMulAdd", "RoPEAttention"}},            // q/k/v biases
+		{"llama", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEAttention"}, 0},
+		{"qwen3", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEAttention"}, 0}, // per-head q/k norms
+		{"qwen3_moe", []string{"NormMatMul", "MatMulAdd", "RoPEAttention"}, 0},           // attention fused, experts not
+		{"minimax_m2", []string{"NormMatMul", "MatMulAdd"}, 0},                           // full-width q/k norm: unfused RoPE
+		{"glm4_moe", []string{"NormMatMul", "MatMulAdd", "RoPEAttention"}, 0},            // q/k/v biases
+		// hybrids: DeltaNet projections in one NormMatMul, gated attention
+		{"qwen3_5", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEAttention"}, 4},
+		{"qwen3_next", []string{"NormMatMul", "MatMulAdd", "RoPEAttention"}, 4},
 	} {
 		t.Run(tc.arch, func(t *testing.T) {
 			dir := filepath.Join("testdata", "models", tc.arch)
@@ -154,6 +158,9 @@ func TestFusedDecodePath(t *testing.T) {
 					if fb.calls[name] == 0 {
 						t.Errorf("%+v: the fused path never called %s (calls %v)", mode, name, fb.calls)
 					}
+				}
+				if n := fb.calls["NormMatMul"]; tc.perStep > 0 && n != tc.perStep*steps {
+					t.Errorf("%+v: NormMatMul called %d times in %d steps, want %d per step", mode, n, steps, tc.perStep)
 				}
 				if !mode.decline && !mode.declineAttn && fb.calls["RoPEStoreKV"] != 0 {
 					t.Errorf("RoPEStoreKV called %d times beside an accepted RoPEAttention", fb.calls["RoPEStoreKV"])

@@ -21,6 +21,10 @@ func newQwen35(c *Config, b *binder) (Network, error) {
 			be.MatMul(bOut, in, bw, p.Rows)
 			be.MatMul(aOut, in, aw, p.Rows)
 		}
+		n.projectFused = func(p *Pass, fu kernels.FusedOps, x kernels.Buf, norm kernels.Tensor, eps float32,
+			qkvOut, zOut, aOut, bOut kernels.Buf) bool {
+			return fu.NormMatMul([]kernels.Buf{qkvOut, zOut, bOut, aOut}, x, norm, eps, []kernels.Tensor{qkv, z, bw, aw}, 1)
+		}
 	}
 	ffn := func(_ int, prefix string) FFN { return newMLP(c, b, prefix+"mlp.", c.IntermediateSize) }
 	return newHybridDecoder(c, b, project, ffn)

@@ -45,18 +45,35 @@ func qwen3NextProjections(c *Config, b *binder) func(n *DeltaNet, prefix string)
 		sh, hid := n.Shape, c.HiddenSize
 		qkvz := b.tensor(prefix+"in_proj_qkvz.weight", sh.ConvDim()+sh.VHeads*sh.DV, hid)
 		ba := b.tensor(prefix+"in_proj_ba.weight", 2*sh.VHeads, hid)
-		n.project = func(p *Pass, in, qkv, z, a, bb kernels.Buf) {
-			be, s, rows, sh := n.be, p.Scratch, p.Rows, n.Shape
+		// regroup writes the DeltaNet inputs from the two projections.
+		regroup := func(p *Pass, mixed, gates, qkv, z, a, bb kernels.Buf) {
+			be, rows, sh := n.be, p.Rows, n.Shape
 			g := qwen3NextGroups(sh)
-			mixed := s.Buf("dn.qkvz", rows*g.group*g.u*sh.KHeads)
-			gates := s.Buf("dn.ba", rows*2*sh.VHeads)
-			be.MatMul(mixed, in, qkvz, rows)
-			be.MatMul(gates, in, ba, rows)
 			units := g.group * sh.KHeads
 			be.Gather(qkv, mixed, unitGather(rows, units, g.qkv), g.u)
 			be.Gather(z, mixed, unitGather(rows, units, g.z), g.u)
 			be.Gather(bb, gates, unitGather(rows, 2*sh.KHeads, g.b), g.r)
 			be.Gather(a, gates, unitGather(rows, 2*sh.KHeads, g.a), g.r)
+		}
+		bufs := func(p *Pass) (mixed, gates kernels.Buf) {
+			sh := n.Shape
+			g := qwen3NextGroups(sh)
+			return p.Scratch.Buf("dn.qkvz", p.Rows*g.group*g.u*sh.KHeads), p.Scratch.Buf("dn.ba", p.Rows*2*sh.VHeads)
+		}
+		n.project = func(p *Pass, in, qkv, z, a, bb kernels.Buf) {
+			mixed, gates := bufs(p)
+			n.be.MatMul(mixed, in, qkvz, p.Rows)
+			n.be.MatMul(gates, in, ba, p.Rows)
+			regroup(p, mixed, gates, qkv, z, a, bb)
+		}
+		n.projectFused = func(p *Pass, fu kernels.FusedOps, x kernels.Buf, norm kernels.Tensor, eps float32,
+			qkv, z, a, bb kernels.Buf) bool {
+			mixed, gates := bufs(p)
+			if !fu.NormMatMul([]kernels.Buf{mixed, gates}, x, norm, eps, []kernels.Tensor{qkvz, ba}, 1) {
+				return false
+			}
+			regroup(p, mixed, gates, qkv, z, a, bb)
+			return true
 		}
 	}
 }
