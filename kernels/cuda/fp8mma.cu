@@ -160,6 +160,24 @@ struct MmaDot {
     }
 };
 
+// XB is the float4s of x a thread loads at once in xPrologue.
+#define XB 4
+
+// xLoad loads x4[i0 + j·blockDim.x] for j < XB (zero past nv).
+__device__ __forceinline__ void xLoad(float4* v, const float4* __restrict__ x4, int i0, int nv) {
+#pragma unroll
+    for (int j = 0; j < XB; j++) {
+        int i = i0 + j * blockDim.x;
+        v[j] = i < nv ? __ldg(x4 + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+}
+
+// xNormed is v times the norm weight n4[i] (zero past nv: v is zero there).
+__device__ __forceinline__ float4 xNormed(float4 v, const float4* __restrict__ n4, int i, int nv) {
+    float4 n = i < nv ? __ldg(n4 + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+    return make_float4(v.x * n.x, v.y * n.y, v.z * n.z, v.w * n.w);
+}
+
 // xPrologue writes f16(x·nw·2^sh) (nw may be null: 1) into xs[0, in) and
 // zeros to the next whole unit, with sh chosen so that the largest
 // magnitude lies in [2^13, 2^14), and returns 2^-sh; ss is the sum of
@@ -171,15 +189,21 @@ __device__ __forceinline__ float xPrologue(__half* xs, const float* __restrict__
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const float4* x4 = (const float4*)x;
     const float4* n4 = (const float4*)nw;
+    const int nv = in / 4;
     float m = 0.f, s = 0.f;
-    for (int i = tid; i < in / 4; i += blockDim.x) {
-        float4 v = __ldg(x4 + i);
-        s += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-        if (nw != nullptr) {
-            float4 n = __ldg(n4 + i);
-            v = make_float4(v.x * n.x, v.y * n.y, v.z * n.z, v.w * n.w);
+    // Each pass loads XB float4s per thread before using any, so a pass
+    // over a wide x (the down projection's 17408 columns: 11 float4s per
+    // thread) waits for a few L2 round trips, not one per float4. The
+    // sums stay in the order of i (out-of-range loads add zero).
+    for (int i0 = tid; i0 < nv; i0 += XB * blockDim.x) {
+        float4 v[XB];
+        xLoad(v, x4, i0, nv);
+#pragma unroll
+        for (int j = 0; j < XB; j++) {
+            s += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
+            if (nw != nullptr) v[j] = xNormed(v[j], n4, i0 + j * blockDim.x, nv);
+            m = fmaxf(m, fmaxf(fmaxf(fabsf(v[j].x), fabsf(v[j].y)), fmaxf(fabsf(v[j].z), fabsf(v[j].w))));
         }
-        m = fmaxf(m, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
     }
     s = warpSum(s);
     m = warpMax(m);
@@ -201,14 +225,17 @@ __device__ __forceinline__ float xPrologue(__half* xs, const float* __restrict__
     int sh = min(max(14 - e, -100), 100);
     float sc = __uint_as_float((uint32_t)(127 + sh) << 23);
     __half2* x2 = (__half2*)xs;
-    for (int i = tid; i < in / 4; i += blockDim.x) {
-        float4 v = __ldg(x4 + i);
-        if (nw != nullptr) {
-            float4 n = __ldg(n4 + i);
-            v = make_float4(v.x * n.x, v.y * n.y, v.z * n.z, v.w * n.w);
+    for (int i0 = tid; i0 < nv; i0 += XB * blockDim.x) {
+        float4 v[XB];
+        xLoad(v, x4, i0, nv);
+#pragma unroll
+        for (int j = 0; j < XB; j++) {
+            int i = i0 + j * blockDim.x;
+            if (i >= nv) break;
+            if (nw != nullptr) v[j] = xNormed(v[j], n4, i, nv);
+            x2[2 * i] = __floats2half2_rn(v[j].x * sc, v[j].y * sc);
+            x2[2 * i + 1] = __floats2half2_rn(v[j].z * sc, v[j].w * sc);
         }
-        x2[2 * i] = __floats2half2_rn(v.x * sc, v.y * sc);
-        x2[2 * i + 1] = __floats2half2_rn(v.z * sc, v.w * sc);
     }
     int pad = (in + UNIT - 1) / UNIT * UNIT;
     for (int i = in + tid; i < pad; i += blockDim.x) xs[i] = __float2half_rn(0.f);
