@@ -238,16 +238,20 @@ __device__ __forceinline__ void pipeSwiGLU(float* act, const float* __restrict__
         pipeSwiGLU<S>(act, x, nw, eps, wg, sg, wu, su, out, in, wpr, b0, nsc);                 \
     }
 
-// Rings of 4, 6 and 8 stages: fp8pipe.go takes the deepest that fits.
+// Rings of 3, 4, 6 and 8 stages (planPipe picks).
+PIPE_GEMV(f8pipe_r_3, 3, 0)
 PIPE_GEMV(f8pipe_r_4, 4, 0)
 PIPE_GEMV(f8pipe_r_6, 6, 0)
 PIPE_GEMV(f8pipe_r_8, 8, 0)
+PIPE_GEMV(f8pipe_add_3, 3, 1)
 PIPE_GEMV(f8pipe_add_4, 4, 1)
 PIPE_GEMV(f8pipe_add_6, 6, 1)
 PIPE_GEMV(f8pipe_add_8, 8, 1)
+PIPE_NORM(f8pipe_norm_3, 3)
 PIPE_NORM(f8pipe_norm_4, 4)
 PIPE_NORM(f8pipe_norm_6, 6)
 PIPE_NORM(f8pipe_norm_8, 8)
+PIPE_SWIGLU(f8pipe_swiglu_3, 3)
 PIPE_SWIGLU(f8pipe_swiglu_4, 4)
 PIPE_SWIGLU(f8pipe_swiglu_6, 6)
 PIPE_SWIGLU(f8pipe_swiglu_8, 8)

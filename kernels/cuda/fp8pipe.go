@@ -83,7 +83,7 @@ func (b *Backend) pipePlan(op int, f gform, tiles ...int) (pipeGeom, cFunc, bool
 	if switches.noFP8Pipe || b.pipe.budget <= 0 {
 		return pipeGeom{}, nil, false
 	}
-	g, ok := planPipe(b.sms, b.pipe.budget, f.in, cdiv(f.in, f8mmaUnit), tiles)
+	g, ok := planPipe(b.sms, b.pipe.budget, f.in, cdiv(f.in, f8mmaUnit), tiles, switches.fp8PipeDeep)
 	if !ok {
 		return g, nil, false
 	}

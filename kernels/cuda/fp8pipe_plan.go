@@ -23,7 +23,7 @@ func (g pipeGeom) blocks(tiles []int) int {
 
 // pipeStages are the ring depths fp8pipe.cuh is compiled for, deepest
 // first; pipeStageBytes is one stage of one warp (PIPE_STAGE).
-var pipeStages = [...]int{8, 6, 4}
+var pipeStages = [...]int{8, 6, 4, 3}
 
 const pipeStageBytes = 2048
 
@@ -35,10 +35,13 @@ const pipeMaxWarps = 24
 // dynamic shared memory per block. A block gets as many tiles as make the
 // grid one block per SM (so the whole product is one wave), and among the
 // warps-per-tile that keep a block within pipeMaxWarps and every warp at four
-// units or more, the one with the most units in flight per block
-// (warps × (stages-1)) whose ring and activation fit the budget. False when
-// nothing fits.
-func planPipe(sms, budget, in, units int, tiles []int) (pipeGeom, bool) {
+// units or more, the most warps whose ring and activation fit the budget,
+// then the deepest ring: ncu showed these kernels bound by each warp's
+// instruction latency (9 cycles per issued instruction with 3 warps per
+// scheduler on the down projection), not by the bytes in flight. With
+// deepFirst (POCKET_FP8_PIPE_PLAN=depth, the first policy) the most units
+// in flight per block (warps × (stages-1)) instead. False when nothing fits.
+func planPipe(sms, budget, in, units int, tiles []int, deepFirst bool) (pipeGeom, bool) {
 	if sms <= 0 || units <= 0 || len(tiles) == 0 {
 		return pipeGeom{}, false
 	}
@@ -58,7 +61,11 @@ func planPipe(sms, budget, in, units int, tiles []int) (pipeGeom, bool) {
 				continue
 			}
 			c := pipeGeom{wpr: wpr, tiles: g.tiles, stages: s, shm: shm}
-			if !found || c.warps()*(c.stages-1) > best.warps()*(best.stages-1) {
+			better := c.warps() > best.warps() || c.warps() == best.warps() && c.stages > best.stages
+			if deepFirst {
+				better = c.warps()*(c.stages-1) > best.warps()*(best.stages-1)
+			}
+			if !found || better {
 				best, found = c, true
 			}
 			break

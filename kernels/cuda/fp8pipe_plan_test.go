@@ -16,11 +16,15 @@ func TestPlanPipe(t *testing.T) {
 	}{
 		// gate/up + SwiGLU: 17408 outputs in tiles of 8.
 		{"swiglu", 5120, []int{2176}, pipeGeom{wpr: 1, tiles: 17, stages: 6, shm: 10240 + 17*6*2048}, 128, false},
-		// down: 5120 rows of 17408 columns; 8 warps per tile would need
-		// more than the budget even at 4 stages.
-		{"down", 17408, []int{320}, pipeGeom{wpr: 4, tiles: 3, stages: 6, shm: 34816 + 12*6*2048}, 107, false},
+		// down: 5120 rows of 17408 columns; 8 warps per tile fit with a
+		// ring of 3.
+		{"down", 17408, []int{320}, pipeGeom{wpr: 8, tiles: 3, stages: 3, shm: 34816 + 24*3*2048}, 107, false},
+		// out_proj: 5120 rows of 6144 columns.
+		{"out_proj", 6144, []int{320}, pipeGeom{wpr: 8, tiles: 3, stages: 4, shm: 12288 + 24*4*2048}, 107, false},
 		// a short matrix: one tile per block, its columns over 8 warps.
 		{"short", 5120, []int{64}, pipeGeom{wpr: 8, tiles: 1, stages: 8, shm: 10240 + 8*8*2048}, 64, false},
+		// DeltaNet's qkv, z, b and a of one launch.
+		{"deltanet", 5120, []int{640, 384, 3, 3}, pipeGeom{wpr: 2, tiles: 8, stages: 6, shm: 10240 + 16*6*2048}, 130, false},
 		// q, k, v of one launch: blocks never mix matrices.
 		{"qkv", 5120, []int{768, 64, 64}, pipeGeom{wpr: 2, tiles: 7, stages: 6, shm: 10240 + 14*6*2048}, 130, false},
 		// an activation too wide for any ring.
@@ -28,7 +32,7 @@ func TestPlanPipe(t *testing.T) {
 	}
 	for _, c := range cases {
 		units := cdiv(c.in, 128)
-		g, ok := planPipe(sms, budget, c.in, units, c.tiles)
+		g, ok := planPipe(sms, budget, c.in, units, c.tiles, false)
 		if ok == c.wantUnfound {
 			t.Fatalf("%s: found %v", c.name, ok)
 		}
@@ -38,7 +42,7 @@ func TestPlanPipe(t *testing.T) {
 		if g != c.want || g.blocks(c.tiles) != c.wantBlocks {
 			t.Errorf("%s: got %+v (%d blocks), want %+v (%d blocks)", c.name, g, g.blocks(c.tiles), c.want, c.wantBlocks)
 		}
-		if g.shm > budget || g.warps() > 32 || g.blocks(c.tiles) > sms {
+		if g.shm > budget || g.warps() > pipeMaxWarps || g.blocks(c.tiles) > sms {
 			t.Errorf("%s: %+v breaks a limit", c.name, g)
 		}
 	}
@@ -49,6 +53,10 @@ func TestPlanPipe(t *testing.T) {
 // copied into the stage it reads, by a group the wait has completed, and
 // that no stage is overwritten before it is read.
 func TestPipeRingSchedule(t *testing.T) {
+	// The first policy picked the deeper ring for the down projection.
+	if g, _ := planPipe(132, 227*1024-2304, 17408, 136, []int{320}, true); g.warps() != 12 || g.stages != 6 {
+		t.Errorf("deepFirst down projection: %+v", g)
+	}
 	for _, s := range pipeStages {
 		for _, nu := range []int{1, 2, 3, 5, 8, 9, 40, 136} {
 			for _, stride := range []int{1, 2, 4, 8} {
