@@ -14,8 +14,8 @@
 // shared memory with cp.async (16 bytes per lane per copy), so S-1 units
 // are in flight per warp without holding registers; a block is T tiles of
 // wpr warps each, sized in Go so that the grid is one block per SM. The
-// arithmetic is MmaDot's, in the same order: the results equal fp8mma's
-// for the same wpr.
+// arithmetic is MmaDot's, in the same order (unitDot only interleaves its
+// two chains): the results equal fp8mma's for the same wpr.
 //
 // A copy instruction moves whole 128-byte lines of 4 rows (lanes 8i..8i+7
 // one row) into a row-major stage, swizzled so that the fragment reads are
@@ -55,6 +55,36 @@ __device__ __forceinline__ uint4 lds128(uint32_t a) {
 // fragment-read phase (rows 2q, 2q+1, columns t or 4+t) hit 8 distinct
 // 16-byte bank groups.
 __device__ __forceinline__ uint32_t pipeSwz(int j, int c) { return j * 128 + ((c ^ ((j & 1) << 2)) << 4); }
+
+// kstep is one m16n8k16 step: weight words wa (row g) and wb (row g+8),
+// activation halves b0, b1.
+__device__ __forceinline__ void kstep(float* d, uint32_t wa, uint32_t wb, uint32_t b0, uint32_t b1) {
+    uint32_t a0, a1, a2, a3;
+    e4m3x4(wa, a0, a2);
+    e4m3x4(wb, a1, a3);
+    mma16816(d, a0, a1, a2, a3, b0, b1);
+}
+
+// unitDot adds a unit's products, times the block scales sa and sb, to
+// accA (row g) and accB (row g+8): piece() of both pieces, their k-steps
+// issued alternately so that no mma waits for the one before it (ncu
+// showed these kernels bound by each warp's instruction latency, and
+// fp8mma's code ran the two chains of four dependent mma's one after the
+// other). Same operations in the same order as MmaDot.
+__device__ __forceinline__ void unitDot(float& accA, float& accB, float sa, float sb, uint4 a0, uint4 b0, uint4 a1,
+                                        uint4 b1, uint4 x0, uint4 x1, uint4 y0, uint4 y1) {
+    float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
+    kstep(d0, a0.x, b0.x, x0.x, x0.y);
+    kstep(d1, a1.x, b1.x, y0.x, y0.y);
+    kstep(d0, a0.y, b0.y, x0.z, x0.w);
+    kstep(d1, a1.y, b1.y, y0.z, y0.w);
+    kstep(d0, a0.z, b0.z, x1.x, x1.y);
+    kstep(d1, a1.z, b1.z, y1.x, y1.y);
+    kstep(d0, a0.w, b0.w, x1.z, x1.w);
+    kstep(d1, a1.w, b1.w, y1.z, y1.w);
+    accA = fmaf(sa, d0[0] + d1[0], accA);
+    accB = fmaf(sb, d0[2] + d1[2], accB);
+}
 
 // PipeDot is MmaDot over a ring: units first, first+stride, ... of a
 // lane's two rows; ring is the shared address of stage 0 of the warp's
@@ -115,11 +145,7 @@ struct PipeDot {
             rd = rd == S - 1 ? 0 : rd + 1;
             float sa = __ldg(r.sca + (r.sa + u)), sb = __ldg(r.scb + (r.sb + u));
             const uint4* xp = (const uint4*)(xs + u * UNIT + 16 * t);
-            float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
-            piece(d0, a0, b0, xp[0], xp[1]);
-            piece(d1, a1, b1, xp[8], xp[9]);
-            accA = fmaf(sa, d0[0] + d1[0], accA);
-            accB = fmaf(sb, d0[2] + d1[2], accB);
+            unitDot(accA, accB, sa, sb, a0, b0, a1, b1, xp[0], xp[1], xp[8], xp[9]);
         }
         cpWait<0>(); // nothing of the ring outlives the warp
     }
@@ -187,17 +213,17 @@ __device__ __forceinline__ void pipeGemv(float* y, const float* __restrict__ x, 
     extern "C" __global__ void __launch_bounds__(768, 1) NAME(GEMV_ARGS) {                    \
         pipeGemv<S, MODE>(y, x, nullptr, 0.f, w, sc, out, in, wpr, b0, nsc, blockIdx.x);      \
     }
+// The block's matrix by selection, then one inlined call (not four, as
+// the if-chain of fp8mma's NORM_KERNEL: less code, fewer registers).
 #define PIPE_NORM(NAME, S)                                                                     \
     extern "C" __global__ void __launch_bounds__(768, 1) NAME(NORM_ARGS) {                     \
-        int b = blockIdx.x;                                                                    \
-        if (b < n0)                                                                            \
-            pipeGemv<S, 2>(y0, x, nw, eps, w0, s0, out0, in, wpr, b0, nsc, b);                 \
-        else if (b < n1)                                                                       \
-            pipeGemv<S, 2>(y1, x, nw, eps, w1, s1, out1, in, wpr, b0, nsc, b - n0);            \
-        else if (b < n2)                                                                       \
-            pipeGemv<S, 2>(y2, x, nw, eps, w2, s2, out2, in, wpr, b0, nsc, b - n1);            \
-        else                                                                                   \
-            pipeGemv<S, 2>(y3, x, nw, eps, w3, s3, out3, in, wpr, b0, nsc, b - n2);            \
+        int b = blockIdx.x, m = (b >= n0) + (b >= n1) + (b >= n2);                             \
+        float* y = m == 0 ? y0 : m == 1 ? y1 : m == 2 ? y2 : y3;                              \
+        const uint8_t* w = m == 0 ? w0 : m == 1 ? w1 : m == 2 ? w2 : w3;                      \
+        const float* sc = m == 0 ? s0 : m == 1 ? s1 : m == 2 ? s2 : s3;                       \
+        int out = m == 0 ? out0 : m == 1 ? out1 : m == 2 ? out2 : out3;                       \
+        int first = m == 0 ? 0 : m == 1 ? n0 : m == 2 ? n1 : n2;                              \
+        pipeGemv<S, 2>(y, x, nw, eps, w, sc, out, in, wpr, b0, nsc, b - first);                \
     }
 
 // pipeSwiGLU is normSwiGLU over the ring (tiles of 8 outputs).
