@@ -9,13 +9,8 @@ package cuda
 // blocks per SM: 136-180 KiB in flight per SM against qmv's one step per
 // warp held in registers). They serve every call qmv serves (MatMul's one
 // row of Q4_K/Q6_K/Q8_0, NormMatMul, NormSwiGLU, MatMulAdd) when switched
-// on: POCKET_QMV_ASYNC=1, or SetQMVAsync (conformance); the grid policy is
-// qaWarps (quant_async_plan.go). Measured on an H200 (qbench, µs, qmv →
-// qmv_async): Q4_K 4096×4096 10.8 → 9.2, 1024×4096 9.9 → 9.1, 12288×4096
-// 11.6 → 17.3, 4096×12288 13.2 → 15.8; Q6_K 4096×12288 21.9 → 20.2,
-// 151936×4096 165 → 150; Qwen3-8B Q4_K_M decode 403 → 348 tok/s. So they
-// stay off; POCKET_QMV_ASYNC=auto takes them only for the shapes they won
-// (qaAuto).
+// on: POCKET_QMV_ASYNC=1, or SetQMVAsync (conformance). Not yet measured on
+// a GPU; the grid policy is qaWarps (quant_async_plan.go).
 
 /*
 #include <cuda.h>
@@ -77,7 +72,7 @@ func (k *qaKernels) load(get func(string) (cFunc, error)) error {
 // row groups of in columns, its warps per group and dynamic shared memory.
 func (b *Backend) qmvPlan(swi bool, groups, in int) (f cFunc, wpr, shm int) {
 	q := b.q
-	if !q.qa.on && !(switches.qmvAsyncAuto && q.qa.err == nil && qaAuto(swi, groups, in)) {
+	if !q.qa.on {
 		f = q.mv
 		if swi {
 			f = q.swi

@@ -221,21 +221,3 @@ func TestQMVAsyncWarps(t *testing.T) {
 		}
 	}
 }
-
-// TestQAAuto pins POCKET_QMV_ASYNC=auto's shapes (Qwen3-8B Q4_K_M): the
-// o projection and the LM head take the ring kernels, q/k/v (6144 rows),
-// gate/up and down do not.
-func TestQAAuto(t *testing.T) {
-	for _, c := range []struct {
-		swi       bool
-		rows, in  int
-		wantAsync bool
-	}{
-		{false, 4096, 4096, true}, {false, 1024, 4096, true}, {false, 151936, 4096, true},
-		{false, 6144, 4096, false}, {false, 4096, 12288, false}, {true, 12288, 4096, false},
-	} {
-		if got := qaAuto(c.swi, c.rows/4, c.in); got != c.wantAsync {
-			t.Errorf("%+v: qaAuto %v", c, got)
-		}
-	}
-}

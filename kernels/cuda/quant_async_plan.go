@@ -64,12 +64,3 @@ func qaWarps(groups, in, slots int) int {
 	}
 	return wpr
 }
-
-// qaAuto reports whether POCKET_QMV_ASYNC=auto takes the ring kernels for
-// a launch of groups row groups of in columns: the square 4096-wide and
-// smaller products and the vocabulary-sized ones (an LM head), where
-// qbench measured them faster; not SwiGLU's, nor the 12288-row ones.
-func qaAuto(swi bool, groups, in int) bool {
-	rows := groups * 4
-	return !swi && (rows <= 4096 && in <= 4096 || rows >= 65536)
-}

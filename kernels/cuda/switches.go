@@ -45,8 +45,7 @@ import (
 //	POCKET_FP8_PIPE_KB=N caps a block's shared memory for the ring kernels at N KiB
 //	POCKET_FP8_PIPE_PLAN=depth the ring kernels' geometry maximises units in flight, not warps (planPipe)
 //	POCKET_QMV_ASYNC=1   batch-1 GGUF GEMVs (qmv) stream their weights through a cp.async ring in shared
-//	                     memory (measured slower overall: 348 vs 403 tok/s on Q4_K_M); =auto only for the
-//	                     shapes where qbench had it faster (qaAuto)
+//	                     memory (not yet measured)
 //	POCKET_MOE_QUANT=0   GGUF (block-format) MoE experts stay on host routing, not the device's indexed
 //	                     expert GEMVs (moe_quant.cu)
 var switches = struct {
@@ -75,7 +74,6 @@ var switches = struct {
 	fp8PipeDeep     bool
 	fp8PipeKB       int
 	qmvAsync        bool
-	qmvAsyncAuto    bool
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
 	attnOcc2:        os.Getenv("POCKET_ATTN_OCC") == "2",
@@ -102,7 +100,6 @@ var switches = struct {
 	fp8PipeDeep:     os.Getenv("POCKET_FP8_PIPE_PLAN") == "depth",
 	fp8PipeKB:       intSwitch("POCKET_FP8_PIPE_KB", 0, 16, 227),
 	qmvAsync:        os.Getenv("POCKET_QMV_ASYNC") == "1",
-	qmvAsyncAuto:    os.Getenv("POCKET_QMV_ASYNC") == "auto",
 }
 
 func fusedSwitch(v string) map[string]bool {
