@@ -130,11 +130,9 @@ for stage in "$@"; do
     POCKET_QGEMV=v1 step bench-q4km-v1 180 $W bench --model /tmp/q4/model.gguf --prompt-tokens 128 --new-tokens 64 --json
     # Q4_AB, e.g. "POCKET_QMV_PF=0 POCKET_QMV_FOLD=1"
     ab "${Q4_AB:-}" bench-q4km 180 $W bench --model /tmp/q4/model.gguf --prompt-tokens 128 --new-tokens 64 --json
-    step qbench 180 $W qbench
-    ab "${Q4_AB:-}" qbench 180 $W qbench ;;
+    step qbench 180 $W qbench ;;
   conf-v1) POCKET_QGEMV=v1 step conformance-qgemv-v1 300 $W conformance ;;
   conf-fold) POCKET_QMV_FOLD=1 step conformance-qmv-fold 300 $W conformance ;;
-  conf-async) POCKET_QMV_ASYNC=1 step conformance-qmv-async 300 $W conformance ;;
   daemon) # session costs and decode through pocketd
     model llama3-8b /tmp/l8b
     rm -rf /tmp/st-d

@@ -64,14 +64,12 @@ func (c *conf) quant() {
 	c.quantMatMul(kernels.IQ2_XXS, 40, 200, 512)
 	c.quantMatMul(kernels.IQ1_M, 40, 200, 512)
 	cuda.QuantScratchBytes = old
-	c.quantFused("")
-	c.quantAsync()
+	c.quantFused()
 }
 
 // quantFused checks kernels.FusedOps with Q4_K/Q6_K/Q8_0 weights (qmv,
-// int8 activations: bf16 tolerance) against the CPU's unfused ops; tag
-// follows the op names in the report.
-func (c *conf) quantFused(tag string) {
+// int8 activations: bf16 tolerance) against the CPU's unfused ops.
+func (c *conf) quantFused() {
 	declined := func(op, shape string) {
 		if cuda.QuantFused() {
 			c.declined(op, shape)
@@ -111,11 +109,11 @@ func (c *conf) quantFused(tag string) {
 		}
 		shape := fmt.Sprintf("%v in=%d out=%v", s.dts, in, s.outs)
 		if !c.g.NormMatMul(dg, xg, ng, 1e-6, wg, 1) {
-			declined("NormMatMul"+tag, shape)
+			declined("NormMatMul", shape)
 			continue
 		}
 		for i, out := range s.outs {
-			c.checkInt8("NormMatMul"+tag, fmt.Sprintf("%s #%d", shape, i), dg[i], d8[i], dh[i], out)
+			c.checkInt8("NormMatMul", fmt.Sprintf("%s #%d", shape, i), dg[i], d8[i], dh[i], out)
 		}
 	}
 	// NormSwiGLU: Qwen3-8B's gate/up, ragged ones.
@@ -140,10 +138,10 @@ func (c *conf) quantFused(tag string) {
 		c.c.SwiGLU(a8, a8, u, s.out)
 		shape := fmt.Sprintf("%s out=%d in=%d", s.dt, s.out, s.in)
 		if !c.g.NormSwiGLU(ag, xg, ng, 1e-5, gg, ug, 1) {
-			declined("NormSwiGLU"+tag, shape)
+			declined("NormSwiGLU", shape)
 			continue
 		}
-		c.checkInt8("NormSwiGLU"+tag, shape, ag, a8, ah, s.out)
+		c.checkInt8("NormSwiGLU", shape, ag, a8, ah, s.out)
 	}
 	// MatMulAdd: o_proj and both ffn_down formats of Qwen3-8B, ragged ones.
 	for _, s := range []struct {
@@ -164,10 +162,10 @@ func (c *conf) quantFused(tag string) {
 		c.c.Add(a8, a8, y, s.out)
 		shape := fmt.Sprintf("%s out=%d in=%d", s.dt, s.out, s.in)
 		if !c.g.MatMulAdd(ag, xg, wg, 1) {
-			declined("MatMulAdd"+tag, shape)
+			declined("MatMulAdd", shape)
 			continue
 		}
-		c.checkInt8("MatMulAdd"+tag, shape, ag, a8, ah, s.out)
+		c.checkInt8("MatMulAdd", shape, ag, a8, ah, s.out)
 	}
 }
 
@@ -183,11 +181,6 @@ func (c *conf) load(w *kernels.Weight) (g, h kernels.Tensor) {
 }
 
 func (c *conf) quantMatMul(dt kernels.DType, rows, out, in int) {
-	c.quantMatMulOp("QMatMul", dt, rows, out, in)
-}
-
-// quantMatMulOp is quantMatMul reported as op.
-func (c *conf) quantMatMulOp(op string, dt kernels.DType, rows, out, in int) {
 	w := &kernels.Weight{Name: "w", DType: dt, Shape: []int{out, in}, Data: randomBlocks(c.rng, dt, out, in, 1e-3)}
 	wg, wh := c.load(w)
 	xg, xh := c.pair(c.randn(rows * in))
@@ -202,10 +195,10 @@ func (c *conf) quantMatMulOp(op string, dt kernels.DType, rows, out, in int) {
 	if rows == 1 && cuda.QuantInt8Act(dt) { // int8-rounded activations (dp4a GEMV)
 		y8 := c.c.NewBuf(out)
 		c.c.MatMul(y8, c.int8Buf(xh, in), wh, 1)
-		c.checkInt8(op, shape, yg, y8, yh, out)
+		c.checkInt8("QMatMul", shape, yg, y8, yh, out)
 		return
 	}
-	c.check(op, shape, yg, yh, rows*out, tol)
+	c.check("QMatMul", shape, yg, yh, rows*out, tol)
 }
 
 // The int8-activation kernels (qx_norm + qmv, and v1's qx_quant +
