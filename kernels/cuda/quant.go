@@ -104,7 +104,6 @@ type quantMod struct {
 	qx      cFunc        // qx_quant
 	qxn     cFunc        // qx_norm (quant_mmv.go)
 	mv, swi cFunc        // qmv, qmv_swiglu (quant_mmv.go)
-	qa      qaKernels    // their cp.async-ring variants (quant_async.go)
 	xq      cu.DevicePtr // int8 activations: xs (float2 per 32) then xq
 	xqN     int64
 	int8    bool
@@ -137,9 +136,6 @@ func (b *Backend) quantModule() (*quantMod, error) {
 		return nil, err
 	}
 	if q.swi, err = get("qmv_swiglu"); err != nil {
-		return nil, err
-	}
-	if err = q.qa.load(get); err != nil {
 		return nil, err
 	}
 	q.int8 = !switches.exactQGEMV

@@ -22,8 +22,6 @@ import (
 // against 7, 5 and 3 for the unfused ops. POCKET_QGEMV=v1 keeps the first
 // int8 kernels (qx_quant + qgemv8_*, one launch pair per GEMV, no fused
 // ops); POCKET_QGEMV=exact the fp32 GEMV (no fused ops either).
-// POCKET_QMV_ASYNC=1 runs qmv_async / qmv_swiglu_async in place of qmv /
-// qmv_swiglu (the weights streamed through shared memory; quant_async.go).
 
 // qmv modes (quant_mmv.cuh).
 const (
@@ -121,7 +119,7 @@ func (b *Backend) qmvLaunch(mode int, xs, xq, ssp cu.DevicePtr, eps float32, in 
 	for _, t := range ts {
 		groups += cdiv(t.w.Rows(), qmvRows)
 	}
-	f, wpr, shm := b.qmvPlan(false, groups, in)
+	wpr := b.qmvWarps(groups, in)
 	per := qmvRows * 8 / wpr // rows per block
 	args := []uint64{ptr(xq), ptr(xs), ptr(ssp), f32(eps), i32(in), i32(wpr), i32(mode)}
 	blocks := 0
@@ -138,7 +136,7 @@ func (b *Backend) qmvLaunch(mode int, xs, xq, ssp cu.DevicePtr, eps float32, in 
 			args = append(args, i32(blocks))
 		}
 	}
-	b.runQShm(f, blocks, 256, shm, args...)
+	b.runQ(b.q.mv, blocks, 256, args...)
 }
 
 // quantGEMV1 is MatMul's one-row case on qmv (one quantize launch, one
@@ -205,8 +203,8 @@ func (b *Backend) quantNormSwiGLU(act, x kernels.Buf, nv cu.DevicePtr, eps float
 	}
 	xs, xq, ssp := b.qx(dptr(x), nv, in)
 	// A group is two gate and two up rows: two outputs.
-	f, wpr, shm := b.qmvPlan(true, cdiv(out, 2), in)
-	b.runQShm(f, cdiv(out, 2*8/wpr), 256, shm, ptr(dptr(act)), ptr(xq), ptr(xs), ptr(ssp), f32(eps), i32(in), i32(wpr),
+	wpr := b.qmvWarps(cdiv(out, 2), in)
+	b.runQ(b.q.swi, cdiv(out, 2*8/wpr), 256, ptr(dptr(act)), ptr(xq), ptr(xs), ptr(ssp), f32(eps), i32(in), i32(wpr),
 		i32(int(g.w.DType)), ptr(g.data), ptr(u.data), uint64(g.rowBytes()), i32(out))
 	return true
 }
