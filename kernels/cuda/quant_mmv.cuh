@@ -23,10 +23,6 @@
 //     covers up to four matrices (q, k, v) of any of the three formats, or
 //     gate and up with the SwiGLU formed where both dots end.
 //
-// quant_async.cuh has the same GEMVs with each warp's weights streamed
-// through a cp.async ring in shared memory (qaDot for qdot: qmvBlock,
-// qmvMat and qmvSwiGLU take A = true there).
-//
 // Lane mapping per 256-element block (j = lane % 8) as the v1 kernels:
 // Q4_K lane j reads qs bytes 16j..16j+15 (sub-blocks 2c, 2c+1 with c = j/2,
 // half h = j%2) and the 16-byte header; Q6_K lane j covers elements
@@ -238,12 +234,6 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
     }
 }
 
-// qaDot is qdot with the weights streamed through a per-warp cp.async ring
-// in shared memory (quant_async.cuh; the qmv_async kernels).
-template <int F, class Rows>
-__device__ __forceinline__ void qaDot(const Rows& wr, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
-                                      int nb, int s, int ss, bool active, float (&acc)[QR]);
-
 // qsums leaves each warp's QR sums in red[warp] (all threads may read them
 // after the call).
 __device__ __forceinline__ void qsums(float (*red)[QR], const float (&acc)[QR]) {
@@ -265,8 +255,8 @@ __device__ __forceinline__ float qinvRms(const float* ssp, int in, float eps) {
 }
 
 // qmvBlock is block blk of y = W·xq (mode: plain, add into y, or times the
-// norm factor): 8/wpr groups of QR rows; A: the weights through qaDot.
-template <int F, bool A>
+// norm factor): 8/wpr groups of QR rows.
+template <int F>
 __device__ __forceinline__ void qmvBlock(float* y, const uint8_t* w, long rb, int out, int blk,
                                          const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
                                          const float* ssp, float eps, int in, int wpr, int mode) {
@@ -278,10 +268,7 @@ __device__ __forceinline__ void qmvBlock(float* y, const uint8_t* w, long rb, in
 #pragma unroll
     for (int r = 0; r < QR; r++) wr.o[r] = (uint32_t)((min(base + r, out - 1) - min(base, out - 1)) * rb);
     float acc[QR];
-    if (A)
-        qaDot<F>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
-    else
-        qdot<F>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
+    qdot<F>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
     qsums(red, acc);
     const int t = threadIdx.x;
     if (t < G * QR) {
@@ -295,16 +282,15 @@ __device__ __forceinline__ void qmvBlock(float* y, const uint8_t* w, long rb, in
     }
 }
 
-template <bool A>
 __device__ __forceinline__ void qmvMat(int f, float* y, const uint8_t* w, long rb, int out, int blk,
                                        const uint8_t* xq, const float2* xs, const float* ssp, float eps, int in,
                                        int wpr, int mode) {
     if (f == Q4_K)
-        qmvBlock<Q4_K, A>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+        qmvBlock<Q4_K>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
     else if (f == Q6_K)
-        qmvBlock<Q6_K, A>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+        qmvBlock<Q6_K>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
     else
-        qmvBlock<Q8_0, A>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+        qmvBlock<Q8_0>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
 }
 
 // qmv: y_i = W_i · x for up to four matrices sharing the quantized x (in %
@@ -329,12 +315,12 @@ extern "C" __global__ void __launch_bounds__(256, 3) qmv(const uint8_t* __restri
     } else if (b < n2) {
         y = y2, w = w2, rb = rb2, out = out2, f = f2, blk = b - n1;
     }
-    qmvMat<false>(f, y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+    qmvMat(f, y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
 }
 
 // qmvSwiGLU: act = silu(Wg · rmsnorm(x)) * (Wu · rmsnorm(x)) from the
 // normed, quantized x; a group is gate rows o, o+1 and up rows o, o+1.
-template <int F, bool A>
+template <int F>
 __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
                                           const float* ssp, float eps, int in, int wpr, const uint8_t* wg,
                                           const uint8_t* wu, long rb, int out) {
@@ -349,10 +335,7 @@ __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict_
         wr.p[QR / 2 + r] = wu + o * rb;
     }
     float acc[QR];
-    if (A)
-        qaDot<F>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
-    else
-        qdot<F>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
+    qdot<F>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
     qsums(red, acc);
     const int t = threadIdx.x;
     if (t < G * (QR / 2)) {
@@ -376,9 +359,9 @@ extern "C" __global__ void __launch_bounds__(256, 3) qmv_swiglu(float* act, cons
                                                             float eps, int in, int wpr, int f, const uint8_t* wg,
                                                             const uint8_t* wu, long rb, int out) {
     if (f == Q4_K)
-        qmvSwiGLU<Q4_K, false>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
+        qmvSwiGLU<Q4_K>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
     else if (f == Q6_K)
-        qmvSwiGLU<Q6_K, false>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
+        qmvSwiGLU<Q6_K>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
     else
-        qmvSwiGLU<Q8_0, false>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
+        qmvSwiGLU<Q8_0>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
 }
