@@ -44,8 +44,6 @@ import (
 //	                     ones that stream whole lines through a per-warp cp.async ring (fp8pipe.cuh)
 //	POCKET_FP8_PIPE_KB=N caps a block's shared memory for the ring kernels at N KiB
 //	POCKET_FP8_PIPE_PLAN=depth the ring kernels' geometry maximises units in flight, not warps (planPipe)
-//	POCKET_QMV_ASYNC=1   batch-1 GGUF GEMVs (qmv) stream their weights through a cp.async ring in shared
-//	                     memory (not yet measured)
 //	POCKET_MOE_QUANT=0   GGUF (block-format) MoE experts stay on host routing, not the device's indexed
 //	                     expert GEMVs (moe_quant.cu)
 var switches = struct {
@@ -73,7 +71,6 @@ var switches = struct {
 	noFP8Pipe       bool
 	fp8PipeDeep     bool
 	fp8PipeKB       int
-	qmvAsync        bool
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
 	attnOcc2:        os.Getenv("POCKET_ATTN_OCC") == "2",
@@ -99,7 +96,6 @@ var switches = struct {
 	noFP8Pipe:       os.Getenv("POCKET_FP8_PIPE") == "0",
 	fp8PipeDeep:     os.Getenv("POCKET_FP8_PIPE_PLAN") == "depth",
 	fp8PipeKB:       intSwitch("POCKET_FP8_PIPE_KB", 0, 16, 227),
-	qmvAsync:        os.Getenv("POCKET_QMV_ASYNC") == "1",
 }
 
 func fusedSwitch(v string) map[string]bool {
