@@ -209,66 +209,6 @@ __device__ __forceinline__ void pipeGemv(float* y, const float* __restrict__ x, 
     }
 }
 
-// Split-K (pipeGemvSplit): the short, wide products (5120 outputs of the
-// 27B model's down and output projections: 320 tiles, which fill only 107
-// of 132 SMs at one block per SM) split their columns into ks slices, so
-// that ks·320 tile-slices spread over every SM. Block b is slice b / tb of
-// tile group b % tb; it stages only its slice of x, writes its tiles'
-// partial sums to part[slice][out], and the last block of a tile group to
-// finish (a counter per group, left at zero: the threadfence-reduction
-// pattern of attn_partial) sums the ks partials in slice order and stores
-// y (MODE 1: adds them to y). The order of that sum is fixed, so results
-// do not depend on which block finishes last.
-template <int S, int MODE>
-__device__ __forceinline__ void pipeGemvSplit(float* y, const float* __restrict__ x, const uint8_t* w, const float* sc,
-                                              int out, int in, int wpr, int b0, int nsc, float* part, int* counters,
-                                              int ks, int tb) {
-    __shared__ float red[32][16];
-    __shared__ int last;
-    int slice = blockIdx.x / tb, b = blockIdx.x % tb;
-    int per = ((in + UNIT - 1) / UNIT + ks - 1) / ks; // units per slice
-    int c0 = slice * per * UNIT, inS = min(in - c0, per * UNIT);
-    int pad = (inS + UNIT - 1) / UNIT * UNIT;
-    __half* xs = (__half*)pipeShm;
-    int warp = threadIdx.x >> 5, G = (blockDim.x >> 5) / wpr;
-    int base = (b * G + warp / wpr) * 16;
-    PipeDot<S> d;
-    pipeSources(d, w + c0, w + c0, base, base + 8, out, in);
-    Rows r = gemvRows(w, sc, base, out, in, b0, nsc);
-    r.sa += c0 / UNIT;
-    r.sb += c0 / UNIT;
-    d.prefetch(r, inS, warp % wpr, wpr, base < out, pipeRing<S>(pad));
-    pdlLaunchDependents();
-    pdlWait();
-    float ss;
-    float k = xPrologue(xs, x + c0, nullptr, inS, ss);
-    float accA, accB;
-    d.finish(xs, accA, accB);
-    tileSums(red, accA, accB);
-    int i = threadIdx.x, o = (b * G + i / 16) * 16 + i % 16;
-    bool mine = i < G * 16 && o < out;
-    if (mine) part[(long)slice * out + o] = tileTotal(red, i / 16, wpr, i % 16) * k;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        last = atomicAdd(counters + b, 1) == ks - 1;
-        if (last) counters[b] = 0;
-    }
-    __syncthreads();
-    if (last && mine) {
-        __threadfence();
-        float t = 0.f;
-        for (int j = 0; j < ks; j++) t += __ldcg(part + (long)j * out + o);
-        y[o] = MODE == 1 ? y[o] + t : t;
-    }
-}
-
-#define PIPE_SPLIT(NAME, S, MODE)                                                                      \
-    extern "C" __global__ void __launch_bounds__(768, 1)                                               \
-        NAME(GEMV_ARGS, float* part, int* counters, int ks, int tb) {                                  \
-        pipeGemvSplit<S, MODE>(y, x, w, sc, out, in, wpr, b0, nsc, part, counters, ks, tb);           \
-    }
-
 #define PIPE_GEMV(NAME, S, MODE)                                                              \
     extern "C" __global__ void __launch_bounds__(768, 1) NAME(GEMV_ARGS) {                    \
         pipeGemv<S, MODE>(y, x, nullptr, 0.f, w, sc, out, in, wpr, b0, nsc, blockIdx.x);      \
@@ -329,14 +269,6 @@ PIPE_GEMV(f8pipe_r_3, 3, 0)
 PIPE_GEMV(f8pipe_r_4, 4, 0)
 PIPE_GEMV(f8pipe_r_6, 6, 0)
 PIPE_GEMV(f8pipe_r_8, 8, 0)
-PIPE_SPLIT(f8pipe_rk_3, 3, 0)
-PIPE_SPLIT(f8pipe_rk_4, 4, 0)
-PIPE_SPLIT(f8pipe_rk_6, 6, 0)
-PIPE_SPLIT(f8pipe_rk_8, 8, 0)
-PIPE_SPLIT(f8pipe_addk_3, 3, 1)
-PIPE_SPLIT(f8pipe_addk_4, 4, 1)
-PIPE_SPLIT(f8pipe_addk_6, 6, 1)
-PIPE_SPLIT(f8pipe_addk_8, 8, 1)
 PIPE_GEMV(f8pipe_add_3, 3, 1)
 PIPE_GEMV(f8pipe_add_4, 4, 1)
 PIPE_GEMV(f8pipe_add_6, 6, 1)

@@ -19,28 +19,21 @@ const (
 	p8Add
 	p8Norm
 	p8SwiGLU
-	p8RSplit   // p8R over column slices (split-K)
-	p8AddSplit // p8Add likewise
 	numP8Ops
 	numP8Funcs = numP8Ops * len(pipeStages)
 )
 
-var p8OpNames = [numP8Ops]string{"r", "add", "norm", "swiglu", "rk", "addk"}
+var p8OpNames = [numP8Ops]string{"r", "add", "norm", "swiglu"}
 
 // pipeFuncs are a backend's pipe kernels and the dynamic shared memory each
-// may take, and the split-K kernels' partial sums and tile-group counters.
+// may take.
 type pipeFuncs struct {
-	fn       [numP8Funcs]cFunc
-	budget   int
-	part     cu.DevicePtr
-	partN    int64
-	counters cu.DevicePtr
-	countN   int
+	fn     [numP8Funcs]cFunc
+	budget int
 }
 
-// pipeStatic is the kernels' largest static shared memory (ptxas: 2304
-// bytes, the split-K ones 2320).
-const pipeStatic = 2320
+// pipeStatic is the kernels' static shared memory (ptxas: 2304 bytes).
+const pipeStatic = 2304
 
 // loadPipe resolves the pipe kernels of the loaded fp8mma module and lets
 // them take all the shared memory a block may (POCKET_FP8_PIPE_KB caps it).
@@ -71,20 +64,6 @@ func (b *Backend) loadPipe(mod cu.Module) {
 		}
 	}
 	b.pipe = pipeFuncs{fn: fns, budget: budget}
-}
-
-// pipeSplitScratch makes the split-K partials hold floats floats and the
-// counters number at least groups (zeroed when made; every launch leaves
-// them at zero). Old arrays stay allocated for captured graphs.
-func (b *Backend) pipeSplitScratch(floats, groups int) (part, counters cu.DevicePtr) {
-	p := &b.pipe
-	b.scratch(&p.part, &p.partN, int64(floats)*4)
-	if groups > p.countN {
-		p.countN = max(groups, 1024)
-		p.counters = b.alloc(int64(p.countN) * 4)
-		b.fail(cu.MemsetD32Async(p.counters, 0, int64(p.countN), b.stream))
-	}
-	return p.part, p.counters
 }
 
 // pipeFn is op's kernel for a ring of stages.
@@ -127,38 +106,20 @@ func (b *Backend) runPipe(fn cFunc, g pipeGeom, blocks int, args ...uint64) {
 }
 
 // pipeGemv is f8mmaGemv's product (k = f8R or f8Add) on the pipe kernels,
-// split-K where planPipeSplit finds that it fills more SMs
-// (POCKET_FP8_PIPE_SPLIT=0: never), or false.
+// or false.
 func (b *Backend) pipeGemv(k int, y, x uint64, t *tensor, f gform) bool {
-	op, opSplit := p8R, p8RSplit
+	op := p8R
 	if k == f8Add {
-		op, opSplit = p8Add, p8AddSplit
+		op = p8Add
 	}
 	out := t.w.Rows()
 	tiles := cdiv(out, 16)
-	if switches.noFP8Pipe || b.pipe.budget <= 0 {
-		return false
-	}
-	units := cdiv(f.in, f8mmaUnit)
-	g, ok := planPipeSplit(b.sms, b.pipe.budget, f.in, units, tiles, switches.fp8PipeDeep)
-	if switches.noFP8PipeSplit {
-		g, ok = planPipe(b.sms, b.pipe.budget, f.in, units, []int{tiles}, switches.fp8PipeDeep)
-	}
+	g, fn, ok := b.pipePlan(op, f, tiles)
 	if !ok {
 		return false
 	}
-	args := []uint64{y, x, ptr(t.data), ptr(t.scale), i32(out), i32(f.in), i32(g.wpr), i32(f.b0), i32(f.nsc)}
-	if g.ks > 1 {
-		op = opSplit
-		tb := cdiv(tiles, g.tiles)
-		part, counters := b.pipeSplitScratch(g.ks*out, tb)
-		args = append(args, ptr(part), ptr(counters), i32(g.ks), i32(tb))
-	}
-	fn := b.pipeFn(op, g.stages)
-	if fn == nil {
-		return false
-	}
-	b.runPipe(fn, g, g.blocks([]int{tiles}), args...)
+	b.runPipe(fn, g, g.blocks([]int{tiles}), y, x, ptr(t.data), ptr(t.scale), i32(out), i32(f.in), i32(g.wpr),
+		i32(f.b0), i32(f.nsc))
 	return true
 }
 

@@ -6,7 +6,6 @@ package cuda
 // memory a block takes.
 type pipeGeom struct {
 	wpr, tiles, stages, shm int
-	ks                      int // column slices (split-K; 0 or 1: none)
 }
 
 // warps is the block's warp count.
@@ -19,7 +18,7 @@ func (g pipeGeom) blocks(tiles []int) int {
 	for _, t := range tiles {
 		n += cdiv(t, g.tiles)
 	}
-	return n * max(g.ks, 1)
+	return n
 }
 
 // pipeStages are the ring depths fp8pipe.cuh is compiled for, deepest
@@ -70,31 +69,6 @@ func planPipe(sms, budget, in, units int, tiles []int, deepFirst bool) (pipeGeom
 				best, found = c, true
 			}
 			break
-		}
-	}
-	return best, found
-}
-
-// planPipeSplit is planPipe for one matrix whose columns may be split
-// into ks ≤ 4 slices (fp8pipe.cuh's split-K kernels), each slice at least
-// 8 units: the ks that gives a block the fewest units to stream when the
-// ks·tiles tile-slices are spread one block per SM (ties: fewer slices).
-// The 5120-output projections of Qwen3.5-27B (320 tiles) fill only 107
-// SMs unsplit; two slices of them fill 128.
-func planPipeSplit(sms, budget, in, units, tiles int, deepFirst bool) (pipeGeom, bool) {
-	best, found, cost := pipeGeom{}, false, 0
-	for ks := 1; ks <= 4; ks++ {
-		per := cdiv(units, ks)
-		if ks > 1 && (per < 8 || (ks-1)*per >= units || sms/ks == 0) {
-			continue
-		}
-		g, ok := planPipe(sms/ks, budget, min(in, per*128), per, []int{tiles}, deepFirst)
-		if !ok {
-			continue
-		}
-		g.ks = ks
-		if c := g.tiles * per; !found || c < cost {
-			best, found, cost = g, true, c
 		}
 	}
 	return best, found

@@ -43,7 +43,6 @@ import (
 //	POCKET_FP8_PIPE=0    one-row FP8 GEMVs on fp8mma's kernels (two units in flight in registers), not the
 //	                     ones that stream whole lines through a per-warp cp.async ring (fp8pipe.cuh)
 //	POCKET_FP8_PIPE_KB=N caps a block's shared memory for the ring kernels at N KiB
-//	POCKET_FP8_PIPE_SPLIT=0 the ring kernels never split a product's columns over blocks (planPipeSplit)
 //	POCKET_FP8_PIPE_PLAN=depth the ring kernels' geometry maximises units in flight, not warps (planPipe)
 //	POCKET_MOE_QUANT=0   GGUF (block-format) MoE experts stay on host routing, not the device's indexed
 //	                     expert GEMVs (moe_quant.cu)
@@ -71,7 +70,6 @@ var switches = struct {
 	noMoEQuant      bool
 	noFP8Pipe       bool
 	fp8PipeDeep     bool
-	noFP8PipeSplit  bool
 	fp8PipeKB       int
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
@@ -97,7 +95,6 @@ var switches = struct {
 	noMoEQuant:      os.Getenv("POCKET_MOE_QUANT") == "0",
 	noFP8Pipe:       os.Getenv("POCKET_FP8_PIPE") == "0",
 	fp8PipeDeep:     os.Getenv("POCKET_FP8_PIPE_PLAN") == "depth",
-	noFP8PipeSplit:  os.Getenv("POCKET_FP8_PIPE_SPLIT") == "0",
 	fp8PipeKB:       intSwitch("POCKET_FP8_PIPE_KB", 0, 16, 227),
 }
 
