@@ -293,27 +293,37 @@ func checkTP(t *testing.T, dir string, worlds ...int) {
 // tensor-parallel blocks (partial sums, all-reduce, then the residual add):
 // every rank's decode logits equal the unfused ranks' bit for bit.
 func TestTensorParallelFusedCPU(t *testing.T) {
-	dir := filepath.Join("testdata", "models", "qwen3")
-	ref := loadReference(t, dir)
-	plain := runRanks(t, dir, 2, ref.ids, len(ref.greedy))
-	for _, adder := range []bool{false, true} {
-		fused := runRanks(t, dir, 2, ref.ids, len(ref.greedy), true, adder)
-		for r := range plain {
-			if fused[r].calls["MatMulAdd"] != 0 || fused[r].calls["NormSwiGLU"] == 0 || fused[r].calls["NormMatMul"] == 0 {
-				t.Errorf("rank %d: fused calls %v: want norm-GEMVs and no residual-add GEMV (the add follows the all-reduce)", r, fused[r].calls)
-			}
-			// Two residual all-reduces per layer of each one-token step.
-			if got := fused[r].calls["AllReduceSumAdd"]; adder != (got > 0) {
-				t.Errorf("rank %d, adder %v: %d AllReduceSumAdd calls", r, adder, got)
-			}
-			for i := range plain[r].steps {
-				for j, v := range plain[r].steps[i] {
-					if math.Float32bits(fused[r].steps[i][j]) != math.Float32bits(v) {
-						t.Fatalf("rank %d step %d logit %d (adder %v): fused %v, unfused %v", r, i, j, adder, fused[r].steps[i][j], v)
+	// qwen3; and the hybrids, whose DeltaNet and gated attention blocks
+	// take the fused path inside the all-reduce blocks too.
+	for _, arch := range []string{"qwen3", "qwen3_5", "qwen3_next"} {
+		t.Run(arch, func(t *testing.T) {
+			dir := filepath.Join("testdata", "models", arch)
+			ref := loadReference(t, dir)
+			plain := runRanks(t, dir, 2, ref.ids, len(ref.greedy))
+			for _, adder := range []bool{false, true} {
+				fused := runRanks(t, dir, 2, ref.ids, len(ref.greedy), true, adder)
+				for r := range plain {
+					// One NormMatMul per mixer layer (4 in these fixtures) and step.
+					if n := fused[r].calls["NormMatMul"]; n != 4*len(ref.greedy) && arch != "qwen3" {
+						t.Errorf("rank %d: %d NormMatMul calls in %d steps, want 4 per step", r, n, len(ref.greedy))
+					}
+					if fused[r].calls["MatMulAdd"] != 0 || fused[r].calls["NormMatMul"] == 0 {
+						t.Errorf("rank %d: fused calls %v: want norm-GEMVs and no residual-add GEMV (the add follows the all-reduce)", r, fused[r].calls)
+					}
+					// Two residual all-reduces per layer of each one-token step.
+					if got := fused[r].calls["AllReduceSumAdd"]; adder != (got > 0) {
+						t.Errorf("rank %d, adder %v: %d AllReduceSumAdd calls", r, adder, got)
+					}
+					for i := range plain[r].steps {
+						for j, v := range plain[r].steps[i] {
+							if math.Float32bits(fused[r].steps[i][j]) != math.Float32bits(v) {
+								t.Fatalf("rank %d step %d logit %d (adder %v): fused %v, unfused %v", r, i, j, adder, fused[r].steps[i][j], v)
+							}
+						}
 					}
 				}
 			}
-		}
+		})
 	}
 }
 
