@@ -271,6 +271,33 @@ __device__ __forceinline__ Rows gemvRows(const uint8_t* w, const float* sc, int 
                 (uint32_t)(rb / b0) * nsc};
 }
 
+// gemvPrologue stages x in xs (xPrologue) and returns the factor that
+// undoes its scaling, times 1/rms(x) for MODE 2 (y = W·rmsnorm(x)).
+template <int MODE>
+__device__ __forceinline__ float gemvPrologue(__half* xs, const float* __restrict__ x, const float* __restrict__ nw,
+                                              float eps, int in) {
+    float ss;
+    float k = xPrologue(xs, x, MODE == 2 ? nw : nullptr, in, ss);
+    if (MODE == 2) k *= rsqrtf(ss / in + eps);
+    return k;
+}
+
+// gemvStore sums the warps' rows of the block's G tiles (block b of its
+// matrix) and stores them times k: y = (MODE 1: y +) W·x.
+template <int MODE>
+__device__ __forceinline__ void gemvStore(float* y, float (*red)[16], float accA, float accB, float k, int b, int G,
+                                          int wpr, int out) {
+    tileSums(red, accA, accB);
+    int i = threadIdx.x;
+    if (i < G * 16) {
+        int o = (b * G + i / 16) * 16 + i % 16;
+        if (o < out) {
+            float v = tileTotal(red, i / 16, wpr, i % 16) * k;
+            y[o] = MODE == 1 ? y[o] + v : v;
+        }
+    }
+}
+
 // gemv: y = W·x (MODE 0), y += W·x (MODE 1: y must not alias x), or
 // y = W·rmsnorm(x) (MODE 2, the block's matrix of NormMatMul). Tiles of 16
 // rows, wpr warps per tile, 8/wpr tiles per block; b is the block's index
@@ -287,20 +314,10 @@ __device__ __forceinline__ void gemv(float* y, const float* __restrict__ x, cons
     d.prefetch(gemvRows(w, sc, base, out, in, b0, nsc), in, warp % wpr, wpr, base < out);
     pdlLaunchDependents();
     pdlWait();
-    float ss;
-    float k = xPrologue(xs, x, MODE == 2 ? nw : nullptr, in, ss);
-    if (MODE == 2) k *= rsqrtf(ss / in + eps);
+    float k = gemvPrologue<MODE>(xs, x, nw, eps, in);
     float accA, accB;
     d.finish(xs, accA, accB);
-    tileSums(red, accA, accB);
-    int i = threadIdx.x;
-    if (i < G * 16) {
-        int o = (b * G + i / 16) * 16 + i % 16;
-        if (o < out) {
-            float v = tileTotal(red, i / 16, wpr, i % 16) * k;
-            y[o] = MODE == 1 ? y[o] + v : v;
-        }
-    }
+    gemvStore<MODE>(y, red, accA, accB, k, b, G, wpr, out);
 }
 
 #define GEMV_ARGS \
@@ -337,6 +354,21 @@ GEMV_KERNEL(f8mma_add_l, XS_L, 1)
 NORM_KERNEL(f8mma_norm_s, XS_S)
 NORM_KERNEL(f8mma_norm_l, XS_L)
 
+// swigluStore sums the warps' gate ("row g") and up ("row g+8") rows of the
+// block's G tiles of 8 outputs, times k, and stores silu(gate)·up.
+__device__ __forceinline__ void swigluStore(float* act, float (*red)[16], float accA, float accB, float k, int G,
+                                            int wpr, int out) {
+    tileSums(red, accA, accB);
+    int i = threadIdx.x;
+    if (i < G * 8) {
+        int oo = (blockIdx.x * G + i / 8) * 8 + i % 8;
+        if (oo < out) {
+            float gv = tileTotal(red, i / 8, wpr, i % 8) * k, uv = tileTotal(red, i / 8, wpr, 8 + i % 8) * k;
+            act[oo] = gv / (1.f + expf(-gv)) * uv;
+        }
+    }
+}
+
 // normSwiGLU: act = silu(Wg · rmsnorm(x)) * (Wu · rmsnorm(x)). A tile is 8
 // outputs: "row g" is gate row base+g, "row g+8" up row base+g.
 template <int XS>
@@ -353,20 +385,10 @@ __device__ __forceinline__ void normSwiGLU(float* act, const float* __restrict__
     d.prefetch(Rows{wg, wu, sg, su, off, off, soff, soff}, in, warp % wpr, wpr, base < out);
     pdlLaunchDependents();
     pdlWait();
-    float ss;
-    float k = xPrologue(xs, x, nw, in, ss);
-    k *= rsqrtf(ss / in + eps);
+    float k = gemvPrologue<2>(xs, x, nw, eps, in);
     float accA, accB;
     d.finish(xs, accA, accB);
-    tileSums(red, accA, accB);
-    int i = threadIdx.x;
-    if (i < G * 8) {
-        int oo = (blockIdx.x * G + i / 8) * 8 + i % 8;
-        if (oo < out) {
-            float gv = tileTotal(red, i / 8, wpr, i % 8) * k, uv = tileTotal(red, i / 8, wpr, 8 + i % 8) * k;
-            act[oo] = gv / (1.f + expf(-gv)) * uv;
-        }
-    }
+    swigluStore(act, red, accA, accB, k, G, wpr, out);
 }
 
 #define SWIGLU_ARGS                                                                                      \

@@ -193,20 +193,10 @@ __device__ __forceinline__ void pipeGemv(float* y, const float* __restrict__ x, 
     d.prefetch(gemvRows(w, sc, base, out, in, b0, nsc), in, warp % wpr, wpr, base < out, pipeRing<S>(pad));
     pdlLaunchDependents();
     pdlWait();
-    float ss;
-    float k = xPrologue(xs, x, MODE == 2 ? nw : nullptr, in, ss);
-    if (MODE == 2) k *= rsqrtf(ss / in + eps);
+    float k = gemvPrologue<MODE>(xs, x, nw, eps, in);
     float accA, accB;
     d.finish(xs, accA, accB);
-    tileSums(red, accA, accB);
-    int i = threadIdx.x;
-    if (i < G * 16) {
-        int o = (b * G + i / 16) * 16 + i % 16;
-        if (o < out) {
-            float v = tileTotal(red, i / 16, wpr, i % 16) * k;
-            y[o] = MODE == 1 ? y[o] + v : v;
-        }
-    }
+    gemvStore<MODE>(y, red, accA, accB, k, b, G, wpr, out);
 }
 
 #define PIPE_GEMV(NAME, S, MODE)                                                              \
@@ -243,20 +233,10 @@ __device__ __forceinline__ void pipeSwiGLU(float* act, const float* __restrict__
     d.prefetch(Rows{wg, wu, sg, su, off, off, soff, soff}, in, warp % wpr, wpr, base < out, pipeRing<S>(pad));
     pdlLaunchDependents();
     pdlWait();
-    float ss;
-    float k = xPrologue(xs, x, nw, in, ss);
-    k *= rsqrtf(ss / in + eps);
+    float k = gemvPrologue<2>(xs, x, nw, eps, in);
     float accA, accB;
     d.finish(xs, accA, accB);
-    tileSums(red, accA, accB);
-    int i = threadIdx.x;
-    if (i < G * 8) {
-        int oo = (blockIdx.x * G + i / 8) * 8 + i % 8;
-        if (oo < out) {
-            float gv = tileTotal(red, i / 8, wpr, i % 8) * k, uv = tileTotal(red, i / 8, wpr, 8 + i % 8) * k;
-            act[oo] = gv / (1.f + expf(-gv)) * uv;
-        }
-    }
+    swigluStore(act, red, accA, accB, k, G, wpr, out);
 }
 
 #define PIPE_SWIGLU(NAME, S)                                                                   \

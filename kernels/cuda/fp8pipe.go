@@ -134,20 +134,7 @@ func (b *Backend) pipeNormMatMul(dst []uint64, x, nv uint64, eps float32, ts []*
 	if !ok {
 		return false
 	}
-	args := []uint64{x, nv, f32(eps), i32(f.in), i32(g.wpr), i32(f.b0), i32(f.nsc)}
-	blocks := 0
-	for i := range 4 {
-		j := min(i, len(ts)-1)
-		out := ts[j].w.Rows()
-		if i >= len(ts) {
-			out = 0
-		}
-		blocks += cdiv(cdiv(out, 16), g.tiles)
-		args = append(args, dst[j], ptr(ts[j].data), ptr(ts[j].scale), i32(out))
-		if i < 3 {
-			args = append(args, i32(blocks))
-		}
-	}
+	args, blocks := normArgs([]uint64{x, nv, f32(eps), i32(f.in), i32(g.wpr), i32(f.b0), i32(f.nsc)}, dst, ts, g.tiles)
 	b.runPipe(fn, g, blocks, args...)
 	return true
 }
