@@ -20,12 +20,16 @@
 template <int K>
 __device__ void conv1d(float* dst, const float* x, float* state, const void* w, int wdt, int rows, int ch) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
+    pdlLaunchDependents();
     if (c >= ch) return;
+    // The weights and this layer's own state before the wait (no kernel
+    // of the step before this one writes them); x after it.
     float wt[K], win[K];  // win[0..K-1): oldest first
 #pragma unroll
     for (int j = 0; j < K; j++) wt[j] = loadW(w, wdt, (long)c * K + j);
 #pragma unroll
     for (int j = 0; j < K - 1; j++) win[j] = state[(long)j * ch + c];
+    pdlWait();
     for (int t = 0; t < rows; t++) {
         float cur = x[(long)t * ch + c];
         float acc = 0.f;
@@ -93,6 +97,10 @@ extern "C" __global__ void __launch_bounds__(GW * 32)
     }
     double negA = -exp((double)aLog[h]);
     float qscale = (float)(1.0 / sqrt((double)dk));
+    // The state and the weights above are read before the wait (only this
+    // kernel writes a layer's state); q, k, v, a and b after it.
+    pdlLaunchDependents();
+    pdlWait();
     for (int t = 0; t < rows; t++) {
         const float* row = qkv + t * cd;
         double pq = 0, pk = 0;
@@ -181,6 +189,8 @@ extern "C" __global__ void rms_norm_gated(float* dst, const float* x, const floa
     __shared__ double part[32];
     long r = blockIdx.x;
     const float* xr = x + r * dim;
+    pdlLaunchDependents();
+    pdlWait();
     double ss = 0;
     for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += (double)xr[i] * xr[i];
     ss = warpSumD(ss);

@@ -162,7 +162,7 @@ func (b *Backend) CausalConv1D(dst, x, state kernels.Buf, w kernels.Tensor, rows
 		return
 	}
 	ch := s.ConvDim()
-	b.launchFn(m.conv[s.ConvKernel-1], cdiv(ch, 128), 1, 128, ptr(dptr(dst)), ptr(dptr(x)), ptr(dptr(state)), ptr(t.data),
+	b.runHybrid(m.conv[s.ConvKernel-1], cdiv(ch, 128), 1, 128, ptr(dptr(dst)), ptr(dptr(x)), ptr(dptr(state)), ptr(t.data),
 		uint64(t.w.DType), i32(rows), i32(ch))
 }
 
@@ -199,7 +199,7 @@ func (b *Backend) GatedDeltaRule(dst, qkv, a, bb, state kernels.Buf, aLog, dtBia
 			i32(s.VHeads), i32(s.DK), i32(s.DV))
 		return
 	}
-	b.launchFn(m.delta, s.VHeads*cdiv(s.DV, 32), 1, 256, ptr(dptr(dst)), ptr(dptr(qkv)), ptr(dptr(a)), ptr(dptr(bb)),
+	b.runHybrid(m.delta, s.VHeads*cdiv(s.DV, 32), 1, 256, ptr(dptr(dst)), ptr(dptr(qkv)), ptr(dptr(a)), ptr(dptr(bb)),
 		ptr(dptr(state)), ptr(al), ptr(dt), i32(rows), i32(s.KHeads), i32(s.VHeads), i32(s.DK), i32(s.DV))
 }
 
@@ -211,8 +211,23 @@ func (b *Backend) RMSNormGated(dst, x, z kernels.Buf, w kernels.Tensor, rows, di
 		return
 	}
 	wv := b.vecOf(w, "gated norm weight")
-	b.launchFn(m.normGated, rows, 1, min(256, 32*cdiv(dim, 32)), ptr(dptr(dst)), ptr(dptr(x)), ptr(dptr(z)), ptr(wv),
+	b.runHybrid(m.normGated, rows, 1, min(256, 32*cdiv(dim, 32)), ptr(dptr(dst)), ptr(dptr(x)), ptr(dptr(z)), ptr(wv),
 		i32(dim), f32(eps))
+}
+
+// runHybrid launches f, with programmatic dependent launch when
+// POCKET_HYBRID_PDL=1 (causal_conv1d, gated_delta_rule and rms_norm_gated
+// wait for their predecessor themselves; not yet measured).
+func (b *Backend) runHybrid(f cFunc, gx, gy, bx int, args ...uint64) {
+	if !switches.hybridPDL || switches.noPDL {
+		b.launchFn(f, gx, gy, bx, args...)
+		return
+	}
+	if b.err != nil || gx <= 0 || gy <= 0 {
+		return
+	}
+	b.a(args...)
+	b.fail(launchPDL(f, gx, gy, bx, b.s, &b.args, b.nargs))
 }
 
 // SigmoidMul implements kernels.HybridOps.

@@ -44,6 +44,8 @@ import (
 //	                     ones that stream whole lines through a per-warp cp.async ring (fp8pipe.cuh)
 //	POCKET_FP8_PIPE_KB=N caps a block's shared memory for the ring kernels at N KiB
 //	POCKET_FP8_PIPE_PLAN=depth the ring kernels' geometry maximises units in flight, not warps (planPipe)
+//	POCKET_HYBRID_PDL=1  the Gated DeltaNet kernels (conv1d, token-by-token delta rule, gated norm) launch with
+//	                     programmatic dependent launch, their state read before the wait (not yet measured)
 //	POCKET_MOE_QUANT=0   GGUF (block-format) MoE experts stay on host routing, not the device's indexed
 //	                     expert GEMVs (moe_quant.cu)
 var switches = struct {
@@ -70,6 +72,7 @@ var switches = struct {
 	noMoEQuant      bool
 	noFP8Pipe       bool
 	fp8PipeDeep     bool
+	hybridPDL       bool
 	fp8PipeKB       int
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
@@ -95,6 +98,7 @@ var switches = struct {
 	noMoEQuant:      os.Getenv("POCKET_MOE_QUANT") == "0",
 	noFP8Pipe:       os.Getenv("POCKET_FP8_PIPE") == "0",
 	fp8PipeDeep:     os.Getenv("POCKET_FP8_PIPE_PLAN") == "depth",
+	hybridPDL:       os.Getenv("POCKET_HYBRID_PDL") == "1",
 	fp8PipeKB:       intSwitch("POCKET_FP8_PIPE_KB", 0, 16, 227),
 }
 
