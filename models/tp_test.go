@@ -1,6 +1,7 @@
 package models_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -372,22 +373,65 @@ func TestTensorParallelHybridFP8CPU(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dir := t.TempDir()
-			if _, err := synth.WriteConfig(dir, cfg, synth.Options{FP8: true, Block: 16, Seed: 7}); err != nil {
+			checkHybridFP8TP(t, cfg, 2)
+		})
+		// TP4 (issue #8's layout, as Qwen3.5-27B's 16 key heads, 48
+		// value heads and 4 KV heads divide over 4 ranks): the fixture's
+		// config widened to 4 key heads, 8 value heads, 8 attention heads
+		// over 4 KV heads.
+		t.Run(arch+"/tp4", func(t *testing.T) {
+			cfg, err := os.ReadFile(filepath.Join("testdata", "models", arch, "config.json"))
+			if err != nil {
 				t.Fatal(err)
 			}
-			ids := []int32{3, 17, 101, 7, 250, 9, 44, 12}
-			one := runRanks(t, dir, 1, ids, 6)[0]
-			for r, got := range runRanks(t, dir, 2, ids, 6) {
-				pe := relErr(got.prompt, one.prompt)
-				var se float64
-				for i := range got.steps {
-					se = max(se, relErr(got.steps[i], one.steps[i]))
-				}
-				if pe > 1e-5 || se > 1e-5 || !slices.Equal(got.greedy, one.greedy) {
-					t.Errorf("TP2 rank %d: prompt rel err %.3g, decode %.3g, greedy %v (TP1 %v)", r, pe, se, got.greedy, one.greedy)
+			var m map[string]any
+			if err := json.Unmarshal(cfg, &m); err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range map[string]int{"hidden_size": 128, "intermediate_size": 256, "linear_num_key_heads": 4,
+				"linear_num_value_heads": 8, "num_attention_heads": 8, "num_key_value_heads": 4} {
+				m[k] = v
+			}
+			if cfg, err = json.Marshal(m); err != nil {
+				t.Fatal(err)
+			}
+			checkHybridFP8TP(t, cfg, 4)
+		})
+	}
+}
+
+// checkHybridFP8TP writes random FP8 weights (16×16 scale blocks) for
+// config and checks that each of world CPU ranks equals the single-device
+// model (prompt and decode logits within 1e-5, the same greedy tokens),
+// and that the ranks' fused one-token path equals their unfused one.
+func checkHybridFP8TP(t *testing.T, cfg []byte, world int) {
+	t.Helper()
+	dir := t.TempDir()
+	if _, err := synth.WriteConfig(dir, cfg, synth.Options{FP8: true, Block: 16, Seed: 7}); err != nil {
+		t.Fatal(err)
+	}
+	ids := []int32{3, 17, 101, 7, 250, 9, 44, 12}
+	one := runRanks(t, dir, 1, ids, 6)[0]
+	ranks := runRanks(t, dir, world, ids, 6)
+	// The fused one-token path on the same ranks (the residual add in the
+	// all-reduce) must give the unfused ranks' decode logits bit for bit.
+	fused := runRanks(t, dir, world, ids, 6, true, true)
+	for r, got := range ranks {
+		pe := relErr(got.prompt, one.prompt)
+		var se float64
+		for i := range got.steps {
+			se = max(se, relErr(got.steps[i], one.steps[i]))
+			for j, v := range got.steps[i] {
+				if math.Float32bits(fused[r].steps[i][j]) != math.Float32bits(v) {
+					t.Fatalf("TP%d rank %d step %d logit %d: fused %v, unfused %v", world, r, i, j, fused[r].steps[i][j], v)
 				}
 			}
-		})
+		}
+		if pe > 1e-5 || se > 1e-5 || !slices.Equal(got.greedy, one.greedy) {
+			t.Errorf("TP%d rank %d: prompt rel err %.3g, decode %.3g, greedy %v (TP1 %v)", world, r, pe, se, got.greedy, one.greedy)
+		}
+		if fused[r].calls["NormMatMul"] == 0 || fused[r].calls["AllReduceSumAdd"] == 0 {
+			t.Errorf("TP%d rank %d: fused calls %v", world, r, fused[r].calls)
+		}
 	}
 }
