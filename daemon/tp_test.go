@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"github.com/pocketllm/pocketllm/kernels/cpu"
 	"github.com/pocketllm/pocketllm/models"
 	"github.com/pocketllm/pocketllm/models/checkpoint"
+	"github.com/pocketllm/pocketllm/models/synth"
 )
 
 // Tensor parallelism in the daemon: models with tensor_parallel = 2 on
@@ -92,6 +94,45 @@ func TestTPGroupModel(t *testing.T) {
 	}
 }
 
+// TestTPGroupHybridFP8TP4 is issue #8's daemon check on CPU ranks: an FP8
+// Qwen3.5 hybrid (random weights; the fixture's config widened to 4 key
+// heads and 4 KV heads, as Qwen3.5-27B divides over 4) served by a TP4
+// group of rank processes answers the session script with exactly the
+// tokens of the same checkpoint in process.
+func TestTPGroupHybridFP8TP4(t *testing.T) {
+	cfg, err := os.ReadFile(filepath.Join(fixtureModel("qwen3_5").Path, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conf map[string]any
+	if err := json.Unmarshal(cfg, &conf); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]int{"hidden_size": 128, "intermediate_size": 256, "linear_num_key_heads": 4,
+		"linear_num_value_heads": 8, "num_attention_heads": 8, "num_key_value_heads": 4} {
+		conf[k] = v
+	}
+	if cfg, err = json.Marshal(conf); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if _, err := synth.WriteConfig(dir, cfg, synth.Options{FP8: true, Block: 16, Seed: 3}); err != nil {
+		t.Fatal(err)
+	}
+	m := ModelConfig{Path: dir, Name: "hybrid-fp8-tp4", Backend: "cpu-worker", Worker: slowWorker(t), TensorParallel: 4,
+		Threads: 1}
+	ts := startServer(t, m, ModelConfig{Path: dir, Name: "hybrid-fp8"})
+	c := ts.client()
+	if h := health(t, c); h.Status != "ok" || len(h.Workers) != 1 {
+		t.Fatalf("health with a TP4 model: %+v", h)
+	}
+	px := ts.srv.workers[0].w.(*worker.Proxy)
+	if px.World() != 4 || len(px.PIDs()) != 4 {
+		t.Fatalf("TP4 model runs %d ranks (%v)", px.World(), px.PIDs())
+	}
+	tpSessionScript(t, c, m.Name, "hybrid-fp8")
+}
+
 func tpGroupModel(t *testing.T, arch string) {
 	name := arch + "-tp2"
 	m := fixtureModel(arch)
@@ -109,6 +150,51 @@ func tpGroupModel(t *testing.T, arch string) {
 	}
 	checkRanks(t, health(t, c).Workers[0], px.PIDs(), 0)
 
+	s, gen := tpSessionScript(t, c, name, arch)
+
+	// kill -9 of rank 1 between two generations of the session.
+	pids := px.PIDs()
+	if err := syscall.Kill(pids[1], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	degraded := false
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		h := health(t, c)
+		if h.Status == "degraded" && strings.Contains(h.Message, "tensor-parallel group") {
+			degraded = true
+		}
+		if h.Status == "ok" && h.Workers[0].Restarts == 1 {
+			break
+		}
+	}
+	if !degraded {
+		t.Error("/health never showed the group rebuilding")
+	}
+	if h := health(t, c); h.Status != "ok" || h.Workers[0].Restarts != 1 || h.Workers[0].PID == pids[0] {
+		t.Fatalf("health after the rebuild: %+v (rank 0 was pid %d)", h, pids[0])
+	} else {
+		now := px.PIDs()
+		if slices.Contains(now, pids[0]) || slices.Contains(now, pids[1]) {
+			t.Fatalf("ranks %v after the rebuild, were %v", now, pids)
+		}
+		checkRanks(t, h.Workers[0], now, 1)
+	}
+	before, err := c.Tokens(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := gen(s, 6), coldGreedy(t, arch, before, 6); !slices.Equal(got, want) {
+		t.Fatalf("after kill -9 of rank 1: %v, cold %v", got, want)
+	}
+}
+
+// tpSessionScript runs the same session script on model name (a TP
+// group) and model ref (in process) over c: append, generate, forks at
+// three points, truncate, prefix reuse; every answer must agree. It
+// returns the first session's id on name and a greedy generator.
+func tpSessionScript(t *testing.T, c *client.Client, name, ref string) (string, func(id string, n int) []int32) {
+	t.Helper()
+	ctx := context.Background()
 	zero := 0.0
 	gen := func(id string, n int) []int32 {
 		t.Helper()
@@ -125,7 +211,7 @@ func tpGroupModel(t *testing.T, arch string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := c.NewSession(ctx, arch)
+		b, err := c.NewSession(ctx, ref)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -176,40 +262,7 @@ func tpGroupModel(t *testing.T, arch string) {
 	appendBoth(s2, slices.Concat(tpToks(45, 1), tpToks(6, 2)))
 	genBoth(s2, 3)
 
-	// kill -9 of rank 1 between two generations of the session.
-	pids := px.PIDs()
-	if err := syscall.Kill(pids[1], syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	degraded := false
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		h := health(t, c)
-		if h.Status == "degraded" && strings.Contains(h.Message, "tensor-parallel group") {
-			degraded = true
-		}
-		if h.Status == "ok" && h.Workers[0].Restarts == 1 {
-			break
-		}
-	}
-	if !degraded {
-		t.Error("/health never showed the group rebuilding")
-	}
-	if h := health(t, c); h.Status != "ok" || h.Workers[0].Restarts != 1 || h.Workers[0].PID == pids[0] {
-		t.Fatalf("health after the rebuild: %+v (rank 0 was pid %d)", h, pids[0])
-	} else {
-		now := px.PIDs()
-		if slices.Contains(now, pids[0]) || slices.Contains(now, pids[1]) {
-			t.Fatalf("ranks %v after the rebuild, were %v", now, pids)
-		}
-		checkRanks(t, h.Workers[0], now, 1)
-	}
-	before, err := c.Tokens(ctx, s.tp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := gen(s.tp, 6), coldGreedy(t, arch, before, 6); !slices.Equal(got, want) {
-		t.Fatalf("after kill -9 of rank 1: %v, cold %v", got, want)
-	}
+	return s.tp, gen
 }
 
 // TestTPFlagsAndStatus: `pocketd serve --backend cpu-worker --tp 2`
