@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -104,19 +103,10 @@ func TestTPGroupHybridFP8TP4(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var conf map[string]any
-	if err := json.Unmarshal(cfg, &conf); err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range map[string]int{"hidden_size": 128, "intermediate_size": 256, "linear_num_key_heads": 4,
-		"linear_num_value_heads": 8, "num_attention_heads": 8, "num_key_value_heads": 4} {
-		conf[k] = v
-	}
-	if cfg, err = json.Marshal(conf); err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	if _, err := synth.WriteConfig(dir, cfg, synth.Options{FP8: true, Block: 16, Seed: 3}); err != nil {
+	set := map[string]any{"hidden_size": 128, "intermediate_size": 256, "linear_num_key_heads": 4,
+		"linear_num_value_heads": 8, "num_attention_heads": 8, "num_key_value_heads": 4}
+	if _, err := synth.WriteConfig(dir, cfg, synth.Options{FP8: true, Block: 16, Seed: 3, Set: set}); err != nil {
 		t.Fatal(err)
 	}
 	m := ModelConfig{Path: dir, Name: "hybrid-fp8-tp4", Backend: "cpu-worker", Worker: slowWorker(t), TensorParallel: 4,

@@ -30,6 +30,9 @@ type Options struct {
 	// checkpoints'); tiny test shapes need smaller ones.
 	Block int
 	Seed  uint64
+	// Set overrides top-level config fields (head counts, widths), keeping
+	// every other: e.g. a fixture's config widened to divide over 4 ranks.
+	Set map[string]any
 }
 
 func (o Options) block() int {
@@ -91,6 +94,9 @@ func adjustConfig(config []byte, o Options) ([]byte, error) {
 				raw[k] = l[:o.Layers]
 			}
 		}
+	}
+	for k, v := range o.Set {
+		raw[k] = v
 	}
 	if o.FP8 {
 		raw["quantization_config"] = map[string]any{"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
