@@ -86,10 +86,44 @@ __device__ __forceinline__ void unitDot(float& accA, float& accB, float sa, floa
     accB = fmaf(sb, d0[2] + d1[2], accB);
 }
 
+// unitDot2 is unitDot of two units (the second: scales sa2, sb2, weights
+// c*, e*, activation y*) with their four mma chains issued alternately; the
+// sums are added to accA/accB unit by unit, as two unitDot calls would.
+__device__ __forceinline__ void unitDot2(float& accA, float& accB, float sa, float sb, uint4 a0, uint4 b0, uint4 a1,
+                                         uint4 b1, uint4 x0, uint4 x1, uint4 y0, uint4 y1, float sa2, float sb2,
+                                         uint4 c0, uint4 e0, uint4 c1, uint4 e1, uint4 z0, uint4 z1, uint4 w0,
+                                         uint4 w1) {
+    float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
+    float f0[4] = {0.f, 0.f, 0.f, 0.f}, f1[4] = {0.f, 0.f, 0.f, 0.f};
+    kstep(d0, a0.x, b0.x, x0.x, x0.y);
+    kstep(d1, a1.x, b1.x, y0.x, y0.y);
+    kstep(f0, c0.x, e0.x, z0.x, z0.y);
+    kstep(f1, c1.x, e1.x, w0.x, w0.y);
+    kstep(d0, a0.y, b0.y, x0.z, x0.w);
+    kstep(d1, a1.y, b1.y, y0.z, y0.w);
+    kstep(f0, c0.y, e0.y, z0.z, z0.w);
+    kstep(f1, c1.y, e1.y, w0.z, w0.w);
+    kstep(d0, a0.z, b0.z, x1.x, x1.y);
+    kstep(d1, a1.z, b1.z, y1.x, y1.y);
+    kstep(f0, c0.z, e0.z, z1.x, z1.y);
+    kstep(f1, c1.z, e1.z, w1.x, w1.y);
+    kstep(d0, a0.w, b0.w, x1.z, x1.w);
+    kstep(d1, a1.w, b1.w, y1.z, y1.w);
+    kstep(f0, c0.w, e0.w, z1.z, z1.w);
+    kstep(f1, c1.w, e1.w, w1.z, w1.w);
+    accA = fmaf(sa, d0[0] + d1[0], accA);
+    accB = fmaf(sb, d0[2] + d1[2], accB);
+    accA = fmaf(sa2, f0[0] + f1[0], accA);
+    accB = fmaf(sb2, f0[2] + f1[2], accB);
+}
+
 // PipeDot is MmaDot over a ring: units first, first+stride, ... of a
 // lane's two rows; ring is the shared address of stage 0 of the warp's
-// ring, src[k] copy k's source in unit 0 (pipeSources).
-template <int S>
+// ring, src[k] copy k's source in unit 0 (pipeSources). U units are
+// computed per iteration (U = 2: their mma chains interleaved, for more
+// independent instructions per warp; the sums are added unit by unit, so
+// the results are U = 1's), with S-U units in flight while they are.
+template <int S, int U = 1>
 struct PipeDot {
     Rows r;
     int u, stride, nu, in;
@@ -109,7 +143,7 @@ struct PipeDot {
             cpAsync16(s + pipeSwz(4 * k + (lane >> 3), lane & 7), src[k] + (c - back), ok ? 16 : 0);
     }
 
-    // prefetch issues the first S-1 units (one commit group each, empty
+    // prefetch issues the first S-U units (one commit group each, empty
     // past the warp's last unit).
     __device__ __forceinline__ void prefetch(const Rows& rows, int inCols, int first, int strideUnits, bool active,
                                              uint32_t ringAddr) {
@@ -120,32 +154,54 @@ struct PipeDot {
         stride = strideUnits;
         ring = ringAddr;
 #pragma unroll
-        for (int s = 0; s < S - 1; s++) {
+        for (int s = 0; s < S - U; s++) {
             if (u + s * stride < nu) issue(s, u + s * stride);
             cpCommit();
         }
     }
 
-    __device__ __forceinline__ void finish(const __half* xs, float& accA, float& accB) {
+    // frag reads a lane's fragments of the unit in stage slot.
+    __device__ __forceinline__ void frag(int slot, uint4& a0, uint4& b0, uint4& a1, uint4& b1) {
         int lane = threadIdx.x & 31, t = lane & 3, g = lane >> 2;
+        uint32_t s = ring + slot * PIPE_STAGE;
+        a0 = lds128(s + pipeSwz(g, t)), b0 = lds128(s + pipeSwz(8 + g, t));
+        a1 = lds128(s + pipeSwz(g, 4 + t)), b1 = lds128(s + pipeSwz(8 + g, 4 + t));
+    }
+
+    __device__ __forceinline__ void finish(const __half* xs, float& accA, float& accB) {
+        int t = threadIdx.x & 3;
         accA = accB = 0.f;
-        int rd = 0; // the stage of unit u
-        for (; u < nu; u += stride) {
-            // Unit u+(S-1)·stride goes into the stage read last iteration:
-            // every lane must be done reading it.
+        int rd = 0, wr = S - U; // the stages of unit u and (U = 2) of the next copy
+        for (; u < nu; u += U * stride) {
+            // Units u+(S-U..S-1)·stride go into the stages read last
+            // iteration: every lane must be done reading them.
             __syncwarp();
-            int wr = rd == 0 ? S - 1 : rd - 1;
-            if (u + (S - 1) * stride < nu) issue(wr, u + (S - 1) * stride);
-            cpCommit();
-            cpWait<S - 1>(); // every group but the newest S-1: unit u's is done
-            uint32_t s = ring + rd * PIPE_STAGE;
-            __syncwarp(); // the other lanes' copies
-            uint4 a0 = lds128(s + pipeSwz(g, t)), b0 = lds128(s + pipeSwz(8 + g, t));
-            uint4 a1 = lds128(s + pipeSwz(g, 4 + t)), b1 = lds128(s + pipeSwz(8 + g, 4 + t));
+#pragma unroll
+            for (int j = 0; j < U; j++) {
+                int w = U == 1 ? (rd == 0 ? S - 1 : rd - 1) : wr;
+                if (u + (S - U + j) * stride < nu) issue(w, u + (S - U + j) * stride);
+                cpCommit();
+                if (U == 2) wr = wr == S - 1 ? 0 : wr + 1;
+            }
+            cpWait<S - U>(); // every group but the newest S-U: units u.. u+(U-1)·stride are done
+            __syncwarp();    // the other lanes' copies
+            uint4 a0, b0, a1, b1;
+            frag(rd, a0, b0, a1, b1);
             rd = rd == S - 1 ? 0 : rd + 1;
             float sa = __ldg(r.sca + (r.sa + u)), sb = __ldg(r.scb + (r.sb + u));
             const uint4* xp = (const uint4*)(xs + u * UNIT + 16 * t);
-            unitDot(accA, accB, sa, sb, a0, b0, a1, b1, xp[0], xp[1], xp[8], xp[9]);
+            if (U == 1 || u + stride >= nu) {
+                unitDot(accA, accB, sa, sb, a0, b0, a1, b1, xp[0], xp[1], xp[8], xp[9]);
+            } else {
+                int v = u + stride;
+                uint4 c0, e0, c1, e1;
+                frag(rd, c0, e0, c1, e1);
+                float sa2 = __ldg(r.sca + (r.sa + v)), sb2 = __ldg(r.scb + (r.sb + v));
+                const uint4* yp = (const uint4*)(xs + v * UNIT + 16 * t);
+                unitDot2(accA, accB, sa, sb, a0, b0, a1, b1, xp[0], xp[1], xp[8], xp[9], sa2, sb2, c0, e0, c1, e1,
+                         yp[0], yp[1], yp[8], yp[9]);
+            }
+            if (U == 2) rd = rd == S - 1 ? 0 : rd + 1;
         }
         cpWait<0>(); // nothing of the ring outlives the warp
     }
@@ -154,8 +210,8 @@ struct PipeDot {
 // pipeSources sets d's copy sources: copies 0, 1 from rows baseA+i of wa,
 // copies 2, 3 from rows baseB+i of wb (i = 4·(k&1) + lane/8, clamped to
 // out-1), each lane its 16-byte column of the 128-byte line.
-template <int S>
-__device__ __forceinline__ void pipeSources(PipeDot<S>& d, const uint8_t* wa, const uint8_t* wb, int baseA, int baseB,
+template <int S, int U>
+__device__ __forceinline__ void pipeSources(PipeDot<S, U>& d, const uint8_t* wa, const uint8_t* wb, int baseA, int baseB,
                                             int out, int in) {
     int lane = threadIdx.x & 31;
 #pragma unroll
@@ -179,7 +235,7 @@ __device__ __forceinline__ uint32_t pipeRing(int pad) {
 // pipeGemv is gemv of fp8mma.cu (MODE 0 y = W·x, 1 y += W·x, 2 y =
 // W·rmsnorm(x)) over the ring, for blocks of any number of warps (≤ 32):
 // G = warps/wpr tiles per block, b the block's index within its matrix.
-template <int S, int MODE>
+template <int S, int MODE, int U = 1>
 __device__ __forceinline__ void pipeGemv(float* y, const float* __restrict__ x, const float* __restrict__ nw, float eps,
                                          const uint8_t* w, const float* sc, int out, int in, int wpr, int b0, int nsc,
                                          int b) {
@@ -188,7 +244,7 @@ __device__ __forceinline__ void pipeGemv(float* y, const float* __restrict__ x, 
     __half* xs = (__half*)pipeShm;
     int warp = threadIdx.x >> 5, G = (blockDim.x >> 5) / wpr;
     int base = (b * G + warp / wpr) * 16;
-    PipeDot<S> d;
+    PipeDot<S, U> d;
     pipeSources(d, w, w, base, base + 8, out, in);
     d.prefetch(gemvRows(w, sc, base, out, in, b0, nsc), in, warp % wpr, wpr, base < out, pipeRing<S>(pad));
     pdlLaunchDependents();
@@ -217,7 +273,7 @@ __device__ __forceinline__ void pipeGemv(float* y, const float* __restrict__ x, 
     }
 
 // pipeSwiGLU is normSwiGLU over the ring (tiles of 8 outputs).
-template <int S>
+template <int S, int U = 1>
 __device__ __forceinline__ void pipeSwiGLU(float* act, const float* __restrict__ x, const float* __restrict__ nw,
                                            float eps, const uint8_t* wg, const float* sg, const uint8_t* wu,
                                            const float* su, int out, int in, int wpr, int b0, int nsc) {
@@ -228,7 +284,7 @@ __device__ __forceinline__ void pipeSwiGLU(float* act, const float* __restrict__
     int base = (blockIdx.x * G + warp / wpr) * 8;
     int o = min(base + (lane >> 2), out - 1), t = lane & 3;
     uint32_t off = (uint32_t)o * in + 16 * t, soff = (uint32_t)(o / b0) * nsc;
-    PipeDot<S> d;
+    PipeDot<S, U> d;
     pipeSources(d, wg, wu, base, base, out, in);
     d.prefetch(Rows{wg, wu, sg, su, off, off, soff, soff}, in, warp % wpr, wpr, base < out, pipeRing<S>(pad));
     pdlLaunchDependents();
@@ -261,3 +317,21 @@ PIPE_SWIGLU(f8pipe_swiglu_3, 3)
 PIPE_SWIGLU(f8pipe_swiglu_4, 4)
 PIPE_SWIGLU(f8pipe_swiglu_6, 6)
 PIPE_SWIGLU(f8pipe_swiglu_8, 8)
+
+// Two units an iteration (PipeDot's U = 2; POCKET_FP8_PIPE_U2=1, not yet
+// run on a GPU): blocks of at most 17 warps, so that a thread may hold
+// 120 registers.
+#define PIPE_GEMV2(NAME, S, MODE)                                                                 \
+    extern "C" __global__ void __launch_bounds__(544, 1) NAME(GEMV_ARGS) {                        \
+        pipeGemv<S, MODE, 2>(y, x, nullptr, 0.f, w, sc, out, in, wpr, b0, nsc, blockIdx.x);       \
+    }
+#define PIPE_SWIGLU2(NAME, S)                                                                     \
+    extern "C" __global__ void __launch_bounds__(544, 1) NAME(SWIGLU_ARGS) {                      \
+        pipeSwiGLU<S, 2>(act, x, nw, eps, wg, sg, wu, su, out, in, wpr, b0, nsc);                 \
+    }
+PIPE_GEMV2(f8pipe2_add_4, 4, 1)
+PIPE_GEMV2(f8pipe2_add_6, 6, 1)
+PIPE_GEMV2(f8pipe2_add_8, 8, 1)
+PIPE_SWIGLU2(f8pipe2_swiglu_4, 4)
+PIPE_SWIGLU2(f8pipe2_swiglu_6, 6)
+PIPE_SWIGLU2(f8pipe2_swiglu_8, 8)

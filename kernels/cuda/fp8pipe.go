@@ -30,7 +30,13 @@ var p8OpNames = [numP8Ops]string{"r", "add", "norm", "swiglu"}
 type pipeFuncs struct {
 	fn     [numP8Funcs]cFunc
 	budget int
+	// two is the two-units-an-iteration kernels (POCKET_FP8_PIPE_U2=1) of
+	// p8Add and p8SwiGLU, rings of pipe2Stages; unset when not loaded.
+	two [2][len(pipe2Stages)]cFunc
 }
+
+// pipe2Stages are the ring depths of the two-units kernels.
+var pipe2Stages = [...]int{8, 6, 4}
 
 // pipeStatic is the kernels' static shared memory (ptxas: 2304 bytes).
 const pipeStatic = 2304
@@ -64,6 +70,19 @@ func (b *Backend) loadPipe(mod cu.Module) {
 		}
 	}
 	b.pipe = pipeFuncs{fn: fns, budget: budget}
+	var two [2][len(pipe2Stages)]cFunc
+	for i, name := range []string{"add", "swiglu"} {
+		for j, s := range pipe2Stages {
+			fn, err := mod.Function(fmt.Sprintf("f8pipe2_%s_%d", name, s))
+			if err != nil {
+				return
+			}
+			if f := cfunc(fn); setMaxShm(f, budget) == nil {
+				two[i][j] = f
+			}
+		}
+	}
+	b.pipe.two = two
 }
 
 // pipeFn is op's kernel for a ring of stages.
@@ -78,16 +97,35 @@ func (b *Backend) pipeFn(op, stages int) cFunc {
 
 // pipePlan is the geometry of op over matrices of tiles[i] tiles for
 // format f, or false where the pipe kernels decline (switch off, not
-// loaded, nothing fits).
+// loaded, nothing fits). With POCKET_FP8_PIPE_U2=1 the products that have
+// two-units kernels (MatMulAdd, NormSwiGLU) take them.
 func (b *Backend) pipePlan(op int, f gform, tiles ...int) (pipeGeom, cFunc, bool) {
 	if switches.noFP8Pipe || b.pipe.budget <= 0 {
 		return pipeGeom{}, nil, false
 	}
-	g, ok := planPipe(b.sms, b.pipe.budget, f.in, cdiv(f.in, f8mmaUnit), tiles, switches.fp8PipeDeep)
+	two := -1 // the index into b.pipe.two
+	if switches.fp8PipeU2 {
+		switch op {
+		case p8Add:
+			two = 0
+		case p8SwiGLU:
+			two = 1
+		}
+	}
+	g, ok := planPipe(b.sms, b.pipe.budget, f.in, cdiv(f.in, f8mmaUnit), tiles, switches.fp8PipeDeep, two >= 0)
 	if !ok {
 		return g, nil, false
 	}
-	fn := b.pipeFn(op, g.stages)
+	var fn cFunc
+	if two >= 0 {
+		for j, s := range pipe2Stages {
+			if s == g.stages {
+				fn = b.pipe.two[two][j]
+			}
+		}
+	} else {
+		fn = b.pipeFn(op, g.stages)
+	}
 	return g, fn, fn != nil
 }
 

@@ -27,8 +27,12 @@ var pipeStages = [...]int{8, 6, 4, 3}
 
 const pipeStageBytes = 2048
 
-// pipeMaxWarps is a block's most warps (the kernels' __launch_bounds__(768)).
-const pipeMaxWarps = 24
+// pipeMaxWarps is a block's most warps (the kernels' __launch_bounds__(768));
+// pipe2MaxWarps the two-units-an-iteration kernels' (544: 120 registers).
+const (
+	pipeMaxWarps  = 24
+	pipe2MaxWarps = 17
+)
 
 // planPipe picks the geometry for matrices of tiles[i] tiles, units
 // 128-column units per row and in columns, on sms SMs with budget bytes of
@@ -40,8 +44,10 @@ const pipeMaxWarps = 24
 // instruction latency (9 cycles per issued instruction with 3 warps per
 // scheduler on the down projection), not by the bytes in flight. With
 // deepFirst (POCKET_FP8_PIPE_PLAN=depth, the first policy) the most units
-// in flight per block (warps × (stages-1)) instead. False when nothing fits.
-func planPipe(sms, budget, in, units int, tiles []int, deepFirst bool) (pipeGeom, bool) {
+// in flight per block (warps × (stages-1)) instead. twoUnits plans for the
+// kernels that compute two units an iteration (at most pipe2MaxWarps warps,
+// rings of 4 or more). False when nothing fits.
+func planPipe(sms, budget, in, units int, tiles []int, deepFirst, twoUnits bool) (pipeGeom, bool) {
 	if sms <= 0 || units <= 0 || len(tiles) == 0 {
 		return pipeGeom{}, false
 	}
@@ -51,11 +57,18 @@ func planPipe(sms, budget, in, units int, tiles []int, deepFirst bool) (pipeGeom
 		g.tiles++
 	}
 	best, found := pipeGeom{}, false
+	maxWarps := pipeMaxWarps
+	if twoUnits {
+		maxWarps = pipe2MaxWarps
+	}
 	for wpr := 1; wpr <= 8 && units >= 4*wpr; wpr *= 2 {
-		if wpr*g.tiles > pipeMaxWarps {
+		if wpr*g.tiles > maxWarps {
 			break
 		}
 		for _, s := range pipeStages {
+			if twoUnits && s < 4 {
+				continue
+			}
 			shm := xs + wpr*g.tiles*s*pipeStageBytes
 			if shm > budget {
 				continue

@@ -32,7 +32,7 @@ func TestPlanPipe(t *testing.T) {
 	}
 	for _, c := range cases {
 		units := cdiv(c.in, 128)
-		g, ok := planPipe(sms, budget, c.in, units, c.tiles, false)
+		g, ok := planPipe(sms, budget, c.in, units, c.tiles, false, false)
 		if ok == c.wantUnfound {
 			t.Fatalf("%s: found %v", c.name, ok)
 		}
@@ -48,27 +48,44 @@ func TestPlanPipe(t *testing.T) {
 	}
 }
 
-// TestPipeRingSchedule replays PipeDot's issue/commit/wait order of
-// fp8pipe.cuh for one lane and checks that every unit it computes was
-// copied into the stage it reads, by a group the wait has completed, and
-// that no stage is overwritten before it is read.
-func TestPipeRingSchedule(t *testing.T) {
+// TestPlanPipePolicies pins the other planning policies.
+func TestPlanPipePolicies(t *testing.T) {
 	// The first policy picked the deeper ring for the down projection.
-	if g, _ := planPipe(132, 227*1024-2304, 17408, 136, []int{320}, true); g.warps() != 12 || g.stages != 6 {
+	if g, _ := planPipe(132, 227*1024-2304, 17408, 136, []int{320}, true, false); g.warps() != 12 || g.stages != 6 {
 		t.Errorf("deepFirst down projection: %+v", g)
 	}
-	for _, s := range pipeStages {
-		for _, nu := range []int{1, 2, 3, 5, 8, 9, 40, 136} {
-			for _, stride := range []int{1, 2, 4, 8} {
-				for first := 0; first < stride; first++ {
-					checkRing(t, s, nu, first, stride)
+	// Two units an iteration: the gate/up GEMV keeps its 17 warps; the
+	// down projection drops to 4 warps a tile (12 a block) and a ring of 6.
+	if g, _ := planPipe(132, 227*1024-2304, 5120, 40, []int{2176}, false, true); g.warps() != 17 || g.stages != 6 {
+		t.Errorf("twoUnits gate/up: %+v", g)
+	}
+	if g, _ := planPipe(132, 227*1024-2304, 17408, 136, []int{320}, false, true); g.warps() != 12 || g.stages != 6 {
+		t.Errorf("twoUnits down projection: %+v", g)
+	}
+}
+
+// TestPipeRingSchedule replays PipeDot's issue/commit/wait order of
+// fp8pipe.cuh (U units an iteration) for one lane and checks that every
+// unit it computes was copied into the stage it reads, by a group the
+// wait has completed, and that no stage is overwritten before it is read.
+func TestPipeRingSchedule(t *testing.T) {
+	for _, u := range []int{1, 2} {
+		for _, s := range pipeStages {
+			if s-u < 1 {
+				continue
+			}
+			for _, nu := range []int{1, 2, 3, 5, 8, 9, 40, 136} {
+				for _, stride := range []int{1, 2, 4, 8} {
+					for first := 0; first < stride; first++ {
+						checkRing(t, s, u, nu, first, stride)
+					}
 				}
 			}
 		}
 	}
 }
 
-func checkRing(t *testing.T, S, nu, first, stride int) {
+func checkRing(t *testing.T, S, U, nu, first, stride int) {
 	t.Helper()
 	type copyOp struct{ unit, group int }
 	stage := make([]copyOp, S) // the last copy into each stage
@@ -82,40 +99,55 @@ func checkRing(t *testing.T, S, nu, first, stride int) {
 	groups := 0
 	issue := func(slot, unit int) {
 		if !read[slot] {
-			t.Fatalf("S=%d nu=%d: stage %d overwritten before its unit %d was read", S, nu, slot, stage[slot].unit)
+			t.Fatalf("S=%d U=%d nu=%d: stage %d overwritten before its unit %d was read", S, U, nu, slot, stage[slot].unit)
 		}
 		stage[slot] = copyOp{unit, groups}
 		read[slot] = false
 	}
+	next := func(i int) int { return (i + 1) % S }
 	u := first
-	for k := 0; k < S-1; k++ {
+	for k := 0; k < S-U; k++ {
 		if u+k*stride < nu {
 			issue(k, u+k*stride)
 		}
 		groups++ // commit
 	}
-	rd := 0
-	for ; u < nu; u += stride {
-		wr := rd - 1
-		if rd == 0 {
-			wr = S - 1
+	seen := 0
+	rd, wr := 0, S-U
+	for ; u < nu; u += U * stride {
+		for j := 0; j < U; j++ {
+			w := wr
+			if U == 1 {
+				w = (rd + S - 1) % S
+			}
+			if u+(S-U+j)*stride < nu {
+				issue(w, u+(S-U+j)*stride)
+			}
+			groups++
+			if U == 2 {
+				wr = next(wr)
+			}
 		}
-		if u+(S-1)*stride < nu {
-			issue(wr, u+(S-1)*stride)
+		complete := groups - (S - U) // wait_group S-U: groups [0, complete) are done
+		for j := 0; j < U; j++ {
+			if j == 1 && u+stride >= nu {
+				break // the kernel computes the last unit alone
+			}
+			c := stage[rd]
+			if c.unit != u+j*stride || c.group >= complete {
+				t.Fatalf("S=%d U=%d nu=%d first=%d stride=%d: unit %d reads stage %d holding %+v (complete < %d)",
+					S, U, nu, first, stride, u+j*stride, rd, c, complete)
+			}
+			read[rd] = true
+			seen++
+			rd = next(rd)
 		}
-		groups++
-		complete := groups - (S - 1) // wait_group S-1: groups [0, complete) are done
-		c := stage[rd]
-		if c.unit != u || c.group >= complete {
-			t.Fatalf("S=%d nu=%d first=%d stride=%d: unit %d reads stage %d holding %+v (complete < %d)",
-				S, nu, first, stride, u, rd, c, complete)
+		if U == 2 && u+stride >= nu {
+			rd = next(rd) // the kernel advances past the absent second unit too
 		}
-		read[rd] = true
-		if rd == S-1 {
-			rd = 0
-		} else {
-			rd++
-		}
+	}
+	if want := max(0, (nu-first+stride-1)/stride); seen != want {
+		t.Fatalf("S=%d U=%d nu=%d first=%d stride=%d: %d units computed, want %d", S, U, nu, first, stride, seen, want)
 	}
 }
 

@@ -43,6 +43,8 @@ import (
 //	POCKET_FP8_PIPE=0    one-row FP8 GEMVs on fp8mma's kernels (two units in flight in registers), not the
 //	                     ones that stream whole lines through a per-warp cp.async ring (fp8pipe.cuh)
 //	POCKET_FP8_PIPE_KB=N caps a block's shared memory for the ring kernels at N KiB
+//	POCKET_FP8_PIPE_U2=1 the ring kernels of MatMulAdd and NormSwiGLU compute two units an iteration, their
+//	                     mma chains interleaved (f8pipe2_*; not yet run on a GPU)
 //	POCKET_FP8_PIPE_PLAN=depth the ring kernels' geometry maximises units in flight, not warps (planPipe)
 //	POCKET_HYBRID_PDL=1  the Gated DeltaNet kernels (conv1d, token-by-token delta rule, gated norm) launch with
 //	                     programmatic dependent launch, their state read before the wait (not yet measured)
@@ -72,6 +74,7 @@ var switches = struct {
 	noMoEQuant      bool
 	noFP8Pipe       bool
 	fp8PipeDeep     bool
+	fp8PipeU2       bool
 	hybridPDL       bool
 	fp8PipeKB       int
 }{
@@ -98,6 +101,7 @@ var switches = struct {
 	noMoEQuant:      os.Getenv("POCKET_MOE_QUANT") == "0",
 	noFP8Pipe:       os.Getenv("POCKET_FP8_PIPE") == "0",
 	fp8PipeDeep:     os.Getenv("POCKET_FP8_PIPE_PLAN") == "depth",
+	fp8PipeU2:       os.Getenv("POCKET_FP8_PIPE_U2") == "1",
 	hybridPDL:       os.Getenv("POCKET_HYBRID_PDL") == "1",
 	fp8PipeKB:       intSwitch("POCKET_FP8_PIPE_KB", 0, 16, 227),
 }
