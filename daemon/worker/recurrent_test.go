@@ -191,9 +191,7 @@ func killHybrid(t *testing.T, arch string) {
 	gen(c, 4)
 
 	pid = px.PID()
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	stopProcess(t, pid)
 	gen(a, 3)
 	// The stopped worker's request timed out, so it was replaced; the
 	// count is read once it settles (a rare flake under load read 1 here).

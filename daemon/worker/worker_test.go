@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -402,9 +404,7 @@ func killWorker(t *testing.T, world int) {
 	// request times out, the worker is killed and restarted, and the
 	// request is answered by the new one.
 	pid = px.PID()
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	stopProcess(t, pid)
 	gen(a, 3)
 	// The stopped worker's request timed out, so it was replaced; the
 	// count is read once it settles (a rare flake under load read 1 here).
@@ -501,9 +501,7 @@ func TestKillRank(t *testing.T) {
 	// group is rebuilt; the request is answered by the new one.
 	for i, stop := range []int{1, 0} {
 		pids = px.PIDs()
-		if err := syscall.Kill(pids[stop], syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
+		stopProcess(t, pids[stop])
 		start := time.Now()
 		gen(a, 3)
 		d := time.Since(start)
@@ -535,6 +533,27 @@ func TestBadModel(t *testing.T) {
 	if err == nil {
 		t.Fatal("unknown backend accepted")
 	}
+}
+
+// stopProcess sends SIGSTOP to pid and waits until the kernel shows it
+// stopped (state T in /proc/pid/stat): on a loaded machine the stop takes
+// effect when the process is next scheduled, and a request sent before
+// that could be answered by it (CI saw "answered after 19ms", then no
+// rebuild to wait for).
+func stopProcess(t *testing.T, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return false
+		}
+		// pid (comm) state ...: the state follows the last ')'.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		return len(f) > 0 && (f[0] == "T" || f[0] == "t")
+	}, fmt.Sprintf("process %d to stop", pid))
 }
 
 func waitFor(t *testing.T, cond func() bool, what string) {
