@@ -131,6 +131,10 @@ for stage in "$@"; do
     # Q4_AB, e.g. "POCKET_QMV_PF=0 POCKET_QMV_FOLD=1"
     ab "${Q4_AB:-}" bench-q4km 180 $W bench --model /tmp/q4/model.gguf --prompt-tokens 128 --new-tokens 64 --json
     step qbench 180 $W qbench ;;
+  conf-ab) # conformance and the FP8/hybrid fixtures' parity under each CONF_AB entry (default-off paths)
+    ab "${CONF_AB:-}" conformance 300 $W conformance
+    ab "${CONF_AB:-}" parity-fp8-hybrid 200 $W parity -skip-unsupported models/testdata/models/qwen3-fp8/ \
+      models/testdata/models/deepseek_v3-fp8/ models/testdata/models/qwen3_5/ models/testdata/models/qwen3_next/ ;;
   conf-v1) POCKET_QGEMV=v1 step conformance-qgemv-v1 300 $W conformance ;;
   conf-fold) POCKET_QMV_FOLD=1 step conformance-qmv-fold 300 $W conformance ;;
   daemon) # session costs and decode through pocketd
