@@ -292,21 +292,6 @@ __device__ __forceinline__ void normMulti(const float* __restrict__ x, const flo
 extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi(NORM_MULTI_ARGS) { NORM_MULTI_CALL(0); }
 extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi8(NORM_MULTI_ARGS) { NORM_MULTI_CALL(1); }
 
-// gemv_norm_multi_b4 (POCKET_QKV_B4=1, not yet measured) is gemv_norm_multi
-// held to four blocks per SM, as gemv_norm_swiglu is: the if-chain's four
-// inlined calls need 80 registers (148 bytes spilled at 64, measured
-// slower), one call on selected parameters 64 with 24 bytes spilled.
-extern "C" __global__ void __launch_bounds__(256, 4) gemv_norm_multi_b4(NORM_MULTI_ARGS) {
-    int b = blockIdx.x;
-    int m = (b >= n0) + (b >= n1) + (b >= n2);
-    float* y = m == 0 ? y0 : m == 1 ? y1 : m == 2 ? y2 : y3;
-    const uint8_t* w = m == 0 ? w0 : m == 1 ? w1 : m == 2 ? w2 : w3;
-    const float* s = m == 0 ? s0 : m == 1 ? s1 : m == 2 ? s2 : s3;
-    int out = m == 0 ? out0 : m == 1 ? out1 : m == 2 ? out2 : out3;
-    int first = m == 0 ? 0 : m == 1 ? n0 : m == 2 ? n1 : n2;
-    normMulti<0>(x, nw, eps, in, wpr, Wt{w, s, b0, b1, nsc}, y, out, b - first);
-}
-
 // gemvR is y = W · x (ADD: y += W · x, a projection and the residual add;
 // y must not alias x).
 template <int WF, bool ADD>

@@ -33,7 +33,6 @@ import (
 //	POCKET_FP8_PREFILL=tf32 FP8 prefill GEMMs on the built-in tf32 kernel, not dequantized chunks on cuBLASLt
 //	POCKET_FP8_PREFILL=mma  FP8 prefill GEMMs on the weight's E4M3 bytes (fp8gemm.cu: activations rounded to E4M3
 //	                     per 128 columns, mma.sync), not dequantized chunks on cuBLASLt (not yet run on a GPU)
-//	POCKET_QKV_B4=1      the bf16 q/k/v GEMV on gemv_norm_multi_b4 (four blocks per SM; not yet measured)
 //	POCKET_ATTN_DEC_BLOCKS=N the fused decode attention (attn_decode) aims at N blocks per SM (2)
 //	POCKET_ATTN_DEC_FROM=N   contexts from N positions decode on rope_store + attn_gqa instead (default: none)
 //	POCKET_ATTN_BLOCKS=N, POCKET_ATTN_CHUNK=N decode attn_partial aims at N blocks per SM (16) with
@@ -65,7 +64,6 @@ var switches = struct {
 	attnBlocks      int
 	attnChunk       int
 	attnDecBlocks   int
-	qkvB4           bool
 	attnDecFrom     int
 	fp8MMA          int
 	noFP8Prefill    bool
@@ -92,7 +90,6 @@ var switches = struct {
 	attnBlocks:      intSwitch("POCKET_ATTN_BLOCKS", 16, 1, 64),
 	attnChunk:       intSwitch("POCKET_ATTN_CHUNK", 8, 1, 4096),
 	attnDecBlocks:   intSwitch("POCKET_ATTN_DEC_BLOCKS", 2, 1, 64),
-	qkvB4:           os.Getenv("POCKET_QKV_B4") == "1",
 	attnDecFrom:     intSwitch("POCKET_ATTN_DEC_FROM", math.MaxInt, 1, math.MaxInt),
 	noFP8Prefill:    os.Getenv("POCKET_FP8_PREFILL") == "tf32",
 	fp8PrefillMMA:   os.Getenv("POCKET_FP8_PREFILL") == "mma",
