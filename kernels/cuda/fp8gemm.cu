@@ -25,6 +25,8 @@
 // committed and embedded.
 #include <stdint.h>
 
+#include "f16mma.cuh"
+
 #define QG 128     // activation scale group = the K of one stage
 #define BM 128     // activation rows per block tile
 #define BN 128     // weight rows (output columns) per block tile
@@ -140,23 +142,6 @@ __device__ __forceinline__ void zero(float (*v)[4][4]) {
             for (int e = 0; e < 4; e++) v[i][j][e] = 0.f;
 }
 
-// f16x4 widens the four E4M3 bytes of w to two f16 pairs, exactly: lo =
-// bytes 0, 1 (byte 0 in the low half), hi = bytes 2, 3.
-__device__ __forceinline__ void f16x4(uint32_t w, uint32_t& lo, uint32_t& hi) {
-    asm("{\n\t.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\t"
-        "cvt.rn.f16x2.e4m3x2 %0, l;\n\tcvt.rn.f16x2.e4m3x2 %1, h;\n\t}"
-        : "=r"(lo), "=r"(hi)
-        : "r"(w));
-}
-
-// mma16816 is d += A·B for one m16n8k16 f16 step, fp32 accumulation.
-__device__ __forceinline__ void mma16816(float* d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                         uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 // Fragments (PTX ISA 9.7.14.5.10, "Matrix Fragments for mma.m16n8k32",
 // .e4m3; g = lane>>2, t = lane&3): A's four registers hold row g, k 4t..4t+3
 // (a0-a3); row g+8, k 4t.. (a4-a7); row g, k 16+4t.. (a8-a11); row g+8,
@@ -192,9 +177,9 @@ __device__ __forceinline__ void mmaE4M3(float* d, const uint32_t* a, const uint3
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         uint32_t g0, g1, e0, e1, b0, b1; // row g, row g+8 (lo, hi pairs), B
-        f16x4(a[2 * h], g0, g1);
-        f16x4(a[2 * h + 1], e0, e1);
-        f16x4(b[h], b0, b1);
+        e4m3x4(a[2 * h], g0, g1);
+        e4m3x4(a[2 * h + 1], e0, e1);
+        e4m3x4(b[h], b0, b1);
         mma16816(d, g0, e0, g1, e1, b0, b1);
     }
 }

@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "common.cuh"
+#include "f16mma.cuh"
 
 __device__ __forceinline__ void pdlWait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void pdlLaunchDependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
@@ -52,39 +53,28 @@ __device__ __forceinline__ float warpMax(float v) {
     return v;
 }
 
-// e4m3x4 converts the four E4M3 bytes of w to two f16 pairs: lo = bytes 0
-// (low half), 1; hi = bytes 2, 3.
-__device__ __forceinline__ void e4m3x4(uint32_t w, uint32_t& lo, uint32_t& hi) {
-    asm("{\n\t.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.rn.f16x2.e4m3x2 %0, l;\n\tcvt.rn.f16x2.e4m3x2 %1, h;\n\t}"
-        : "=r"(lo), "=r"(hi)
-        : "r"(w));
-}
-
-// mma16816 is d += A·B for one m16n8k16 f16 step with fp32 accumulation.
-__device__ __forceinline__ void mma16816(float* d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                         uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+// kstep is k-step J (0-3) of a 64-column piece: weight word J of the
+// lane's 16 bytes of rows g (wa) and g+8 (wb), activation half2 words 2J,
+// 2J+1 of its 16 activations (x0: halves 0-7, x1: 8-15).
+template <int J>
+__device__ __forceinline__ void kstep(float* d, uint4 wa, uint4 wb, uint4 x0, uint4 x1) {
+    const uint32_t* a = (const uint32_t*)&wa;
+    const uint32_t* b = (const uint32_t*)&wb;
+    const uint32_t* x = (const uint32_t*)(J < 2 ? &x0 : &x1);
+    uint32_t a0, a1, a2, a3;
+    e4m3x4(a[J], a0, a2);
+    e4m3x4(b[J], a1, a3);
+    mma16816(d, a0, a1, a2, a3, x[2 * (J & 1)], x[2 * (J & 1) + 1]);
 }
 
 // piece is 64 columns of the tile (16 per lane: four k-steps): wa and wb
 // are the lane's 16 bytes of rows g and g+8, x0 and x1 its 16 activations
 // (halves 0-7 and 8-15).
 __device__ __forceinline__ void piece(float* d, uint4 wa, uint4 wb, uint4 x0, uint4 x1) {
-    uint32_t a0, a1, a2, a3;
-    e4m3x4(wa.x, a0, a2);
-    e4m3x4(wb.x, a1, a3);
-    mma16816(d, a0, a1, a2, a3, x0.x, x0.y);
-    e4m3x4(wa.y, a0, a2);
-    e4m3x4(wb.y, a1, a3);
-    mma16816(d, a0, a1, a2, a3, x0.z, x0.w);
-    e4m3x4(wa.z, a0, a2);
-    e4m3x4(wb.z, a1, a3);
-    mma16816(d, a0, a1, a2, a3, x1.x, x1.y);
-    e4m3x4(wa.w, a0, a2);
-    e4m3x4(wb.w, a1, a3);
-    mma16816(d, a0, a1, a2, a3, x1.z, x1.w);
+    kstep<0>(d, wa, wb, x0, x1);
+    kstep<1>(d, wa, wb, x0, x1);
+    kstep<2>(d, wa, wb, x0, x1);
+    kstep<3>(d, wa, wb, x0, x1);
 }
 
 // Rows are a lane's two half-tile rows: byte offsets from their matrices

@@ -56,15 +56,6 @@ __device__ __forceinline__ uint4 lds128(uint32_t a) {
 // 16-byte bank groups.
 __device__ __forceinline__ uint32_t pipeSwz(int j, int c) { return j * 128 + ((c ^ ((j & 1) << 2)) << 4); }
 
-// kstep is one m16n8k16 step: weight words wa (row g) and wb (row g+8),
-// activation halves b0, b1.
-__device__ __forceinline__ void kstep(float* d, uint32_t wa, uint32_t wb, uint32_t b0, uint32_t b1) {
-    uint32_t a0, a1, a2, a3;
-    e4m3x4(wa, a0, a2);
-    e4m3x4(wb, a1, a3);
-    mma16816(d, a0, a1, a2, a3, b0, b1);
-}
-
 // unitDot adds a unit's products, times the block scales sa and sb, to
 // accA (row g) and accB (row g+8): piece() of both pieces, their k-steps
 // issued alternately so that no mma waits for the one before it (ncu
@@ -74,14 +65,14 @@ __device__ __forceinline__ void kstep(float* d, uint32_t wa, uint32_t wb, uint32
 __device__ __forceinline__ void unitDot(float& accA, float& accB, float sa, float sb, uint4 a0, uint4 b0, uint4 a1,
                                         uint4 b1, uint4 x0, uint4 x1, uint4 y0, uint4 y1) {
     float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
-    kstep(d0, a0.x, b0.x, x0.x, x0.y);
-    kstep(d1, a1.x, b1.x, y0.x, y0.y);
-    kstep(d0, a0.y, b0.y, x0.z, x0.w);
-    kstep(d1, a1.y, b1.y, y0.z, y0.w);
-    kstep(d0, a0.z, b0.z, x1.x, x1.y);
-    kstep(d1, a1.z, b1.z, y1.x, y1.y);
-    kstep(d0, a0.w, b0.w, x1.z, x1.w);
-    kstep(d1, a1.w, b1.w, y1.z, y1.w);
+    kstep<0>(d0, a0, b0, x0, x1);
+    kstep<0>(d1, a1, b1, y0, y1);
+    kstep<1>(d0, a0, b0, x0, x1);
+    kstep<1>(d1, a1, b1, y0, y1);
+    kstep<2>(d0, a0, b0, x0, x1);
+    kstep<2>(d1, a1, b1, y0, y1);
+    kstep<3>(d0, a0, b0, x0, x1);
+    kstep<3>(d1, a1, b1, y0, y1);
     accA = fmaf(sa, d0[0] + d1[0], accA);
     accB = fmaf(sb, d0[2] + d1[2], accB);
 }
@@ -95,22 +86,22 @@ __device__ __forceinline__ void unitDot2(float& accA, float& accB, float sa, flo
                                          uint4 w1) {
     float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
     float f0[4] = {0.f, 0.f, 0.f, 0.f}, f1[4] = {0.f, 0.f, 0.f, 0.f};
-    kstep(d0, a0.x, b0.x, x0.x, x0.y);
-    kstep(d1, a1.x, b1.x, y0.x, y0.y);
-    kstep(f0, c0.x, e0.x, z0.x, z0.y);
-    kstep(f1, c1.x, e1.x, w0.x, w0.y);
-    kstep(d0, a0.y, b0.y, x0.z, x0.w);
-    kstep(d1, a1.y, b1.y, y0.z, y0.w);
-    kstep(f0, c0.y, e0.y, z0.z, z0.w);
-    kstep(f1, c1.y, e1.y, w0.z, w0.w);
-    kstep(d0, a0.z, b0.z, x1.x, x1.y);
-    kstep(d1, a1.z, b1.z, y1.x, y1.y);
-    kstep(f0, c0.z, e0.z, z1.x, z1.y);
-    kstep(f1, c1.z, e1.z, w1.x, w1.y);
-    kstep(d0, a0.w, b0.w, x1.z, x1.w);
-    kstep(d1, a1.w, b1.w, y1.z, y1.w);
-    kstep(f0, c0.w, e0.w, z1.z, z1.w);
-    kstep(f1, c1.w, e1.w, w1.z, w1.w);
+    kstep<0>(d0, a0, b0, x0, x1);
+    kstep<0>(d1, a1, b1, y0, y1);
+    kstep<0>(f0, c0, e0, z0, z1);
+    kstep<0>(f1, c1, e1, w0, w1);
+    kstep<1>(d0, a0, b0, x0, x1);
+    kstep<1>(d1, a1, b1, y0, y1);
+    kstep<1>(f0, c0, e0, z0, z1);
+    kstep<1>(f1, c1, e1, w0, w1);
+    kstep<2>(d0, a0, b0, x0, x1);
+    kstep<2>(d1, a1, b1, y0, y1);
+    kstep<2>(f0, c0, e0, z0, z1);
+    kstep<2>(f1, c1, e1, w0, w1);
+    kstep<3>(d0, a0, b0, x0, x1);
+    kstep<3>(d1, a1, b1, y0, y1);
+    kstep<3>(f0, c0, e0, z0, z1);
+    kstep<3>(f1, c1, e1, w0, w1);
     accA = fmaf(sa, d0[0] + d1[0], accA);
     accB = fmaf(sb, d0[2] + d1[2], accB);
     accA = fmaf(sa2, f0[0] + f1[0], accA);
