@@ -108,9 +108,9 @@ var fp8gemmKernel = f8Kernel{
 	bLane: func(l int) (int, int) { return (l>>4)<<3 + l&7, (l >> 3) & 1 },
 	bFrag: func(f, k int) int { return 2*f + k },
 	widen: func(a *[4]uint32, b *[2]uint32, h int) ([4]uint32, [2]uint32) {
-		g0, g1 := f16x4(a[2*h])
-		e0, e1 := f16x4(a[2*h+1])
-		b0, b1 := f16x4(b[h])
+		g0, g1 := e4m3x4(a[2*h])
+		e0, e1 := e4m3x4(a[2*h+1])
+		b0, b1 := e4m3x4(b[h])
 		return [4]uint32{g0, e0, g1, e1}, [2]uint32{b0, b1}
 	},
 	out: func(wm, wn, mi, ni, e, l int) (int, int) {
@@ -141,11 +141,11 @@ func ldsm4(smem []byte, addr *[32]int) (r [32][4]uint32) {
 	return r
 }
 
-// f16x4 is cvt.rn.f16x2.e4m3x2 on each half of w (lo: bytes 0, 1; hi:
+// e4m3x4 is cvt.rn.f16x2.e4m3x2 on each half of w (lo: bytes 0, 1; hi:
 // bytes 2, 3; the low byte to the low half). The widening is exact, so an
 // f16 register is kept as the two E4M3 bytes it holds: f16Half decodes
 // half i.
-func f16x4(w uint32) (lo, hi uint32) { return w & 0xffff, w >> 16 }
+func e4m3x4(w uint32) (lo, hi uint32) { return w & 0xffff, w >> 16 }
 
 func f16Half(r uint32, i int) float64 {
 	return float64(kernels.FP8E4M3ToF32(byte(r >> (8 * i))))
