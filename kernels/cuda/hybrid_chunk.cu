@@ -38,6 +38,25 @@
 // fla's l2norm factor, rounded to fp32 first as on the CPU.
 __device__ __forceinline__ float l2factor(double ss) { return (float)(1.0 / sqrt(ss + 1e-6)); }
 
+// stageSlice writes columns d0 .. d0+DSL-1 of the chunk's l2-scaled keys
+// and queries of key head kh (rows t < n of the chunk at t0; zeros past n
+// and past dk) to kc and qc, rows ld floats apart; the block's 256
+// threads share the work.
+__device__ __forceinline__ void stageSlice(float* kc, float* qc, int ld, const float* qkv, long cd, int t0, int n,
+                                           int kh, int dk, int kd, int d0, const float* fq, const float* fk) {
+    for (int e = threadIdx.x; e < DC * DSL; e += 256) {
+        int t = e / DSL, i = e % DSL;
+        float xk = 0.f, xq = 0.f;
+        if (t < n && d0 + i < dk) {
+            const float* row = qkv + (long)(t0 + t) * cd;
+            xq = row[kh * dk + d0 + i] * fq[t];
+            xk = row[kd + kh * dk + d0 + i] * fk[t];
+        }
+        kc[t * ld + i] = xk;
+        qc[t * ld + i] = xq;
+    }
+}
+
 // Grid (chunks, key heads), 256 threads. kq[((kh*chunks + c)*2 + {0,1})*DC*DC]
 // gets K̂K̂ᵀ and Q̂K̂ᵀ of the chunk (rows and columns past the pass zero);
 // inv[(row*kheads + kh)*2 + {0,1}] the factors q̂ = q*inv[0], k̂ = k*inv[1].
@@ -77,17 +96,7 @@ extern "C" __global__ void __launch_bounds__(256)
     float akk[4][4] = {}, aqk[4][4] = {};
     for (int d0 = 0; d0 < dk; d0 += DSL) {
         __syncthreads();  // factors ready; the previous slice consumed
-        for (int e = threadIdx.x; e < DC * DSL; e += 256) {
-            int t = e / DSL, i = e % DSL;
-            float xk = 0.f, xq = 0.f;
-            if (t < n && d0 + i < dk) {
-                const float* row = qkv + (long)(t0 + t) * cd;
-                xq = row[kh * dk + d0 + i] * fq[t];
-                xk = row[kd + kh * dk + d0 + i] * fk[t];
-            }
-            kc[t][i] = xk;
-            qc[t][i] = xq;
-        }
+        stageSlice(&kc[0][0], &qc[0][0], DSL + 1, qkv, cd, t0, n, kh, dk, kd, d0, fq, fk);
         __syncthreads();
 #pragma unroll 4
         for (int i = 0; i < DSL; i++) {
@@ -181,17 +190,7 @@ extern "C" __global__ void __launch_bounds__(256)
         float aks[8] = {}, aqs[8] = {};
         for (int d0 = 0; d0 < dk; d0 += DSL) {
             __syncthreads();  // gates and factors ready; r and ss free
-            for (int e = threadIdx.x; e < DC * DSL; e += 256) {
-                int t = e / DSL, i = e % DSL;
-                float xk = 0.f, xq = 0.f;
-                if (t < n && d0 + i < dk) {
-                    const float* row = qkv + (long)(t0 + t) * cd;
-                    xq = row[kh * dk + d0 + i] * fq[t];
-                    xk = row[kd + kh * dk + d0 + i] * fk[t];
-                }
-                kc[e] = xk;
-                qc[e] = xq;
-            }
+            stageSlice(kc, qc, DSL, qkv, cd, t0, n, kh, dk, kd, d0, fq, fk);
             __syncthreads();
 #pragma unroll 2
             for (int i = 0; i < DSL; i += 4) {

@@ -16,6 +16,19 @@ import (
 
 const emuDC, emuDKC, emuDSL = 64, 128, 32
 
+// emuStageSlice is hybrid_chunk.cu's stageSlice (rows emuDSL apart).
+func emuStageSlice(kc, qc, qkv []float32, cd, t0, n, kh, dk, kd, d0 int, fq, fk []float32) {
+	for e := 0; e < emuDC*emuDSL; e++ {
+		t, i := e/emuDSL, e%emuDSL
+		kc[e], qc[e] = 0, 0
+		if t < n && d0+i < dk {
+			row := qkv[(t0+t)*cd:]
+			qc[e] = row[kh*dk+d0+i] * fq[t]
+			kc[e] = row[kd+kh*dk+d0+i] * fk[t]
+		}
+	}
+}
+
 func emuSigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
 
 // emuChunkKQ is delta_chunk_kq for all blocks.
@@ -41,15 +54,7 @@ func emuChunkKQ(kq, inv, qkv []float32, rows, kheads, vheads, dk, dv int) {
 			var akk, aqk [256][4][4]float32
 			kc, qc := make([]float32, emuDC*emuDSL), make([]float32, emuDC*emuDSL)
 			for d0 := 0; d0 < dk; d0 += emuDSL {
-				for e := 0; e < emuDC*emuDSL; e++ {
-					t, i := e/emuDSL, e%emuDSL
-					kc[e], qc[e] = 0, 0
-					if t < n && d0+i < dk {
-						row := qkv[(t0+t)*cd:]
-						qc[e] = row[kh*dk+d0+i] * fq[t]
-						kc[e] = row[kd+kh*dk+d0+i] * fk[t]
-					}
-				}
+				emuStageSlice(kc, qc, qkv, cd, t0, n, kh, dk, kd, d0, fq, fk)
 				for tid := 0; tid < 256; tid++ {
 					tx, ty := tid&15, tid>>4
 					for i := 0; i < emuDSL; i++ {
@@ -131,15 +136,7 @@ func emuChunk(out, qkv, a, b, state, aLog, dtBias, kq, inv []float32, rows, khea
 			}
 			var aks, aqs, o [256][8]float32
 			for d0 := 0; d0 < dk; d0 += emuDSL {
-				for e := 0; e < emuDC*emuDSL; e++ {
-					t, i := e/emuDSL, e%emuDSL
-					kc[e], qc[e] = 0, 0
-					if t < n && d0+i < dk {
-						row := qkv[(t0+t)*cd:]
-						qc[e] = row[kh*dk+d0+i] * fq[t]
-						kc[e] = row[kd+kh*dk+d0+i] * fk[t]
-					}
-				}
+				emuStageSlice(kc, qc, qkv, cd, t0, n, kh, dk, kd, d0, fq, fk)
 				for tid := 0; tid < 256; tid++ {
 					warp, lane := tid>>5, tid&31
 					for i := 0; i < emuDSL; i++ {
