@@ -39,20 +39,13 @@ func (c *conf) moe() {
 	} {
 		r := &kernels.Router{Experts: s.experts, TopK: s.k, NormTopK: true}
 		sg, sh := c.moeExperts(r, s.dt, s.dt, s.hid, s.inter, s.block)
+		grouped := tolTF32 // rows > 16: the prefill GEMMs
+		if s.dt == kernels.BF16 {
+			grouped = tolBF16
+		}
 		for _, rows := range s.rows {
-			selg, selh := c.pair(c.moeSel(rows, s.experts, s.k))
-			xg, xh := c.pair(c.randn(rows * s.hid))
-			yg, yh := c.outPair(rows * s.hid)
-			c.g.MoEExperts(sg, yg, xg, selg, rows)
-			c.c.MoEExperts(sh, yh, xh, selh, rows)
-			tol := tolExact * 10
-			if rows > 16 { // grouped: the prefill GEMMs
-				tol = tolTF32
-				if s.dt == kernels.BF16 {
-					tol = tolBF16
-				}
-			}
-			c.check("MoEExperts", fmt.Sprintf("%s %s e=%d k=%d rows=%d", s.name, s.dt, s.experts, s.k, rows), yg, yh, rows*s.hid, tol)
+			c.moeCompare(sg, sh, s.experts, s.k, s.hid, rows, grouped,
+				fmt.Sprintf("%s %s e=%d k=%d rows=%d", s.name, s.dt, s.experts, s.k, rows))
 		}
 	}
 	for _, s := range [][2]int{{1, 2048}, {3, 100}, {37, 64}} {
@@ -110,20 +103,28 @@ func (c *conf) moeQuant() {
 	for _, s := range cases {
 		r := &kernels.Router{Experts: s.experts, TopK: s.k, NormTopK: true}
 		sg, sh := c.moeExperts(r, s.gu, s.down, s.hid, s.inter, [2]int{})
-		for _, rows := range s.rows {
-			selg, selh := c.pair(c.moeSel(rows, s.experts, s.k))
-			xg, xh := c.pair(c.randn(rows * s.hid))
-			yg, yh := c.outPair(rows * s.hid)
-			c.g.MoEExperts(sg, yg, xg, selg, rows)
-			c.c.MoEExperts(sh, yh, xh, selh, rows)
-			tol := tolExact * 10
-			if rows > 16 { // grouped: quant.go's MatMuls
-				tol = tolBF16
-			}
-			c.check("MoEExperts", fmt.Sprintf("%s %s/%s e=%d k=%d hid=%d inter=%d rows=%d", s.name, s.gu, s.down, s.experts,
-				s.k, s.hid, s.inter, rows), yg, yh, rows*s.hid, tol)
+		for _, rows := range s.rows { // rows > 16: quant.go's MatMuls
+			c.moeCompare(sg, sh, s.experts, s.k, s.hid, rows, tolBF16, fmt.Sprintf("%s %s/%s e=%d k=%d hid=%d inter=%d rows=%d",
+				s.name, s.gu, s.down, s.experts, s.k, s.hid, s.inter, rows))
 		}
 	}
+}
+
+// moeCompare runs MoEExperts over rows random activations and expert
+// selections on both backends (experts sg on the GPU, sh on the CPU) and
+// checks them: within 10·tolExact for the one-row kernels, grouped for
+// more than 16 rows.
+func (c *conf) moeCompare(sg, sh kernels.ExpertSet, experts, k, hid, rows int, grouped float64, name string) {
+	selg, selh := c.pair(c.moeSel(rows, experts, k))
+	xg, xh := c.pair(c.randn(rows * hid))
+	yg, yh := c.outPair(rows * hid)
+	c.g.MoEExperts(sg, yg, xg, selg, rows)
+	c.c.MoEExperts(sh, yh, xh, selh, rows)
+	tol := tolExact * 10
+	if rows > 16 {
+		tol = grouped
+	}
+	c.check("MoEExperts", name, yg, yh, rows*hid, tol)
 }
 
 // moeRoute compares routing for the families' rules, on continuous logits
