@@ -215,9 +215,10 @@ func (b *Backend) RMSNormGated(dst, x, z kernels.Buf, w kernels.Tensor, rows, di
 		i32(dim), f32(eps))
 }
 
-// runHybrid launches f, with programmatic dependent launch when
-// POCKET_HYBRID_PDL=1 (causal_conv1d, gated_delta_rule and rms_norm_gated
-// wait for their predecessor themselves; not yet measured).
+// runHybrid launches f with programmatic dependent launch unless
+// POCKET_HYBRID_PDL=0 (causal_conv1d, gated_delta_rule and rms_norm_gated
+// wait for their predecessor themselves; measured on an H200, Qwen3.5-27B
+// FP8 decode 122.8 against 120.4 tok/s).
 func (b *Backend) runHybrid(f cFunc, gx, gy, bx int, args ...uint64) {
 	if !switches.hybridPDL || switches.noPDL {
 		b.launchFn(f, gx, gy, bx, args...)

@@ -31,8 +31,8 @@ func TestPlanPipe(t *testing.T) {
 		{"wide", 120000, []int{16}, pipeGeom{}, 0, true},
 	}
 	for _, c := range cases {
-		units := cdiv(c.in, 128)
-		g, ok := planPipe(sms, budget, c.in, units, c.tiles, false, false)
+		xs, units := pipeX(true, c.in)
+		g, ok := planPipe(sms, budget, xs, units, c.tiles, false)
 		if ok == c.wantUnfound {
 			t.Fatalf("%s: found %v", c.name, ok)
 		}
@@ -48,44 +48,60 @@ func TestPlanPipe(t *testing.T) {
 	}
 }
 
-// TestPlanPipePolicies pins the other planning policies.
+// TestPlanPipePolicies pins the other planning policy: the first one
+// picked the deeper ring for the down projection.
 func TestPlanPipePolicies(t *testing.T) {
-	// The first policy picked the deeper ring for the down projection.
-	if g, _ := planPipe(132, 227*1024-2304, 17408, 136, []int{320}, true, false); g.warps() != 12 || g.stages != 6 {
+	xs, units := pipeX(true, 17408)
+	if g, _ := planPipe(132, 227*1024-2304, xs, units, []int{320}, true); g.warps() != 12 || g.stages != 6 {
 		t.Errorf("deepFirst down projection: %+v", g)
 	}
-	// Two units an iteration: the gate/up GEMV keeps its 17 warps; the
-	// down projection drops to 4 warps a tile (12 a block) and a ring of 6.
-	if g, _ := planPipe(132, 227*1024-2304, 5120, 40, []int{2176}, false, true); g.warps() != 17 || g.stages != 6 {
-		t.Errorf("twoUnits gate/up: %+v", g)
+}
+
+// TestPlanPipeBF16 pins the bf16 geometries of Llama-3-8B's decode GEMVs,
+// whole and as one rank's share at TP2: two bytes a weight make twice the
+// units of an FP8 row of the same width, and the activation's two bf16
+// parts four bytes a column.
+func TestPlanPipeBF16(t *testing.T) {
+	const sms, budget = 132, 227*1024 - 2304
+	cases := []struct {
+		name  string
+		in    int
+		tiles []int
+		want  pipeGeom
+	}{
+		{"gate/up", 4096, []int{14336 / 8}, pipeGeom{wpr: 1, tiles: 14, stages: 6, shm: 16384 + 14*6*2048}},
+		{"down", 14336, []int{4096 / 16}, pipeGeom{wpr: 8, tiles: 2, stages: 4, shm: 57344 + 16*4*2048}},
+		{"qkv", 4096, []int{256, 64, 64}, pipeGeom{wpr: 8, tiles: 3, stages: 4, shm: 16384 + 24*4*2048}},
+		{"tp2 gate/up", 4096, []int{7168 / 8}, pipeGeom{wpr: 2, tiles: 7, stages: 6, shm: 16384 + 14*6*2048}},
+		{"tp2 o", 2048, []int{4096 / 16}, pipeGeom{wpr: 8, tiles: 2, stages: 6, shm: 8192 + 16*6*2048}},
+		{"tp2 down", 7168, []int{4096 / 16}, pipeGeom{wpr: 8, tiles: 2, stages: 6, shm: 28672 + 16*6*2048}},
 	}
-	if g, _ := planPipe(132, 227*1024-2304, 17408, 136, []int{320}, false, true); g.warps() != 12 || g.stages != 6 {
-		t.Errorf("twoUnits down projection: %+v", g)
+	for _, c := range cases {
+		xs, units := pipeX(false, c.in)
+		g, ok := planPipe(sms, budget, xs, units, c.tiles, false)
+		if !ok || g != c.want {
+			t.Errorf("%s: got %+v %v, want %+v", c.name, g, ok, c.want)
+		}
 	}
 }
 
 // TestPipeRingSchedule replays PipeDot's issue/commit/wait order of
-// fp8pipe.cuh (U units an iteration) for one lane and checks that every
-// unit it computes was copied into the stage it reads, by a group the
-// wait has completed, and that no stage is overwritten before it is read.
+// gemvpipe.cuh for one lane and checks that every unit it computes was
+// copied into the stage it reads, by a group the wait has completed, and
+// that no stage is overwritten before it is read.
 func TestPipeRingSchedule(t *testing.T) {
-	for _, u := range []int{1, 2} {
-		for _, s := range pipeStages {
-			if s-u < 1 {
-				continue
-			}
-			for _, nu := range []int{1, 2, 3, 5, 8, 9, 40, 136} {
-				for _, stride := range []int{1, 2, 4, 8} {
-					for first := 0; first < stride; first++ {
-						checkRing(t, s, u, nu, first, stride)
-					}
+	for _, s := range pipeStages {
+		for _, nu := range []int{1, 2, 3, 5, 8, 9, 40, 136} {
+			for _, stride := range []int{1, 2, 4, 8} {
+				for first := 0; first < stride; first++ {
+					checkRing(t, s, nu, first, stride)
 				}
 			}
 		}
 	}
 }
 
-func checkRing(t *testing.T, S, U, nu, first, stride int) {
+func checkRing(t *testing.T, S, nu, first, stride int) {
 	t.Helper()
 	type copyOp struct{ unit, group int }
 	stage := make([]copyOp, S) // the last copy into each stage
@@ -99,63 +115,45 @@ func checkRing(t *testing.T, S, U, nu, first, stride int) {
 	groups := 0
 	issue := func(slot, unit int) {
 		if !read[slot] {
-			t.Fatalf("S=%d U=%d nu=%d: stage %d overwritten before its unit %d was read", S, U, nu, slot, stage[slot].unit)
+			t.Fatalf("S=%d nu=%d: stage %d overwritten before its unit %d was read", S, nu, slot, stage[slot].unit)
 		}
 		stage[slot] = copyOp{unit, groups}
 		read[slot] = false
 	}
-	next := func(i int) int { return (i + 1) % S }
 	u := first
-	for k := 0; k < S-U; k++ {
+	for k := 0; k < S-1; k++ {
 		if u+k*stride < nu {
 			issue(k, u+k*stride)
 		}
 		groups++ // commit
 	}
 	seen := 0
-	rd, wr := 0, S-U
-	for ; u < nu; u += U * stride {
-		for j := 0; j < U; j++ {
-			w := wr
-			if U == 1 {
-				w = (rd + S - 1) % S
-			}
-			if u+(S-U+j)*stride < nu {
-				issue(w, u+(S-U+j)*stride)
-			}
-			groups++
-			if U == 2 {
-				wr = next(wr)
-			}
+	rd := 0
+	for ; u < nu; u += stride {
+		if u+(S-1)*stride < nu {
+			issue((rd+S-1)%S, u+(S-1)*stride)
 		}
-		complete := groups - (S - U) // wait_group S-U: groups [0, complete) are done
-		for j := 0; j < U; j++ {
-			if j == 1 && u+stride >= nu {
-				break // the kernel computes the last unit alone
-			}
-			c := stage[rd]
-			if c.unit != u+j*stride || c.group >= complete {
-				t.Fatalf("S=%d U=%d nu=%d first=%d stride=%d: unit %d reads stage %d holding %+v (complete < %d)",
-					S, U, nu, first, stride, u+j*stride, rd, c, complete)
-			}
-			read[rd] = true
-			seen++
-			rd = next(rd)
+		groups++
+		complete := groups - (S - 1) // wait_group S-1: groups [0, complete) are done
+		c := stage[rd]
+		if c.unit != u || c.group >= complete {
+			t.Fatalf("S=%d nu=%d first=%d stride=%d: unit %d reads stage %d holding %+v (complete < %d)",
+				S, nu, first, stride, u, rd, c, complete)
 		}
-		if U == 2 && u+stride >= nu {
-			rd = next(rd) // the kernel advances past the absent second unit too
-		}
+		read[rd] = true
+		seen++
+		rd = (rd + 1) % S
 	}
 	if want := max(0, (nu-first+stride-1)/stride); seen != want {
-		t.Fatalf("S=%d U=%d nu=%d first=%d stride=%d: %d units computed, want %d", S, U, nu, first, stride, seen, want)
+		t.Fatalf("S=%d nu=%d first=%d stride=%d: %d units computed, want %d", S, nu, first, stride, seen, want)
 	}
 }
 
-// pipeSwz is fp8pipe.cuh's stage offset of row j, 16-byte column c.
+// pipeSwz is gemvpipe.cuh's stage offset of row j, 16-byte column c.
 func pipeSwz(j, c int) int { return j*128 + (c^((j&1)<<2))<<4 }
 
 // TestPipeLineLayout checks PIPE_LINE's copy and read mappings of
-// fp8pipe.cuh: the lanes' whole-line copies (copy k, lane l: row 4k+l/8,
+// gemvpipe.cuh: the lanes' whole-line copies (copy k, lane l: row 4k+l/8,
 // column l%8) fill a stage from which every lane's fragment reads (rows g
 // and 8+g, columns t and 4+t) return exactly the bytes PIPE_FRAG's own
 // copies would, the copies cover the stage once, and the reads of each
