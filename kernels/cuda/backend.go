@@ -76,7 +76,7 @@ type Backend struct {
 	s      cStream
 	fn     [numFuncs]cFunc
 	dec    [numDecodeFuncs]cFunc // decode.cu
-	pipe   pipeFuncs             // gemvpipe.cuh's kernels (gemvpipe.go)
+	pipe   pipeFuncs             // fp8pipe.cuh's kernels (fp8pipe.go)
 	sms    int
 	args   [32]uint64
 	nargs  int

@@ -180,8 +180,7 @@ func (b *Backend) NormMatMul(dst []kernels.Buf, x kernels.Buf, norm kernels.Tens
 		return true
 	}
 	defer b.exit()
-	if f.fp8 && b.f8mmaNormMatMul(dst, ptr(dptr(x)), ptr(nv), eps, ws, f) ||
-		!f.fp8 && b.pipeNormMatMul(dst, ptr(dptr(x)), ptr(nv), eps, ws, f) {
+	if f.fp8 && b.f8mmaNormMatMul(dst, ptr(dptr(x)), ptr(nv), eps, ws, f) {
 		return true
 	}
 	wpr := b.groupWarps(cdiv(total, groupRows), f.chunks())
@@ -232,8 +231,7 @@ func (b *Backend) NormSwiGLU(act, x kernels.Buf, norm kernels.Tensor, eps float3
 		return true
 	}
 	defer b.exit()
-	if f.fp8 && b.f8mmaNormSwiGLU(ptr(dptr(act)), ptr(dptr(x)), ptr(nv), eps, g, u, f) ||
-		!f.fp8 && b.pipeNormSwiGLU(ptr(dptr(act)), ptr(dptr(x)), ptr(nv), eps, g, u, f) {
+	if f.fp8 && b.f8mmaNormSwiGLU(ptr(dptr(act)), ptr(dptr(x)), ptr(nv), eps, g, u, f) {
 		return true
 	}
 	// A group is two gate and two up rows: two outputs.
@@ -263,8 +261,7 @@ func (b *Backend) MatMulAdd(acc, x kernels.Buf, w kernels.Tensor, rows int) bool
 		return true
 	}
 	defer b.exit()
-	if f.fp8 && b.f8mmaGemv(f8Add, ptr(dptr(acc)), ptr(dptr(x)), w.(*tensor)) ||
-		!f.fp8 && b.pipeGemv(p8Add, ptr(dptr(acc)), ptr(dptr(x)), w.(*tensor), f) {
+	if f.fp8 && b.f8mmaGemv(f8Add, ptr(dptr(acc)), ptr(dptr(x)), w.(*tensor)) {
 		return true
 	}
 	b.gemvGroups(f.variant(dGemvAdd), ptr(dptr(acc)), ptr(dptr(x)), w.(*tensor), f)
@@ -381,9 +378,6 @@ func (b *Backend) gemvR4(y, x uint64, t *tensor) bool {
 	f, ok := formOf(t.w.Cols(), t)
 	if !ok {
 		return false
-	}
-	if !f.fp8 && b.pipeGemv(p8R, y, x, t, f) {
-		return true
 	}
 	b.gemvGroups(f.variant(dGemvR4), y, x, t, f)
 	return true

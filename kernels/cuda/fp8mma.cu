@@ -175,7 +175,7 @@ __device__ __forceinline__ float4 xNormed(float4 v, const float4* __restrict__ n
 // xs is complete on return.
 __device__ __forceinline__ float xPrologue(__half* xs, const float* __restrict__ x, const float* __restrict__ nw,
                                            int in, float& ss) {
-    __shared__ float red[32][2]; // blocks of up to 32 warps (gemvpipe.cuh)
+    __shared__ float red[32][2]; // blocks of up to 32 warps (fp8pipe.cuh)
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const float4* x4 = (const float4*)x;
     const float4* n4 = (const float4*)nw;
@@ -391,4 +391,4 @@ extern "C" __global__ void __launch_bounds__(256, 3) f8mma_swiglu_l(SWIGLU_ARGS)
     normSwiGLU<XS_L>(act, x, nw, eps, wg, sg, wu, su, out, in, wpr, b0, nsc);
 }
 
-#include "gemvpipe.cuh"
+#include "fp8pipe.cuh"

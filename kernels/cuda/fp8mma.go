@@ -142,11 +142,7 @@ func (b *Backend) f8mmaGemv(k int, y, x uint64, t *tensor) bool {
 	if !ok {
 		return false
 	}
-	op := p8R
-	if k == f8Add {
-		op = p8Add
-	}
-	if b.pipeGemv(op, y, x, t, f) {
+	if b.pipeGemv(k, y, x, t, f) {
 		return true
 	}
 	out := t.w.Rows()
@@ -175,7 +171,7 @@ func (b *Backend) f8mmaNormMatMul(dst []kernels.Buf, x uint64, nv uint64, eps fl
 	for i := range ws {
 		dsts[i] = ptr(dptr(dst[i]))
 	}
-	if b.pipeNormMatMul(dst, x, nv, eps, ws, f) {
+	if b.pipeNormMatMul(dsts, x, nv, eps, ts, f) {
 		return true
 	}
 	wpr := b.f8mmaWarps(v, cdiv(f.in, f8mmaUnit), tiles...)

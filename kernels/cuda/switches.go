@@ -40,11 +40,8 @@ import (
 //	POCKET_DELTA_CHUNK=0 Gated DeltaNet prefill passes run the token-by-token recurrence, not the chunked
 //	                     delta rule (hybrid_chunk.cu) that passes of more than 64 rows take by default
 //	POCKET_FP8_PIPE=0    one-row FP8 GEMVs on fp8mma's kernels (two units in flight in registers), not the
-//	                     ones that stream whole lines through a per-warp cp.async ring (gemvpipe.cuh)
+//	                     ones that stream whole lines through a per-warp cp.async ring (fp8pipe.cuh)
 //	POCKET_FP8_PIPE_KB=N caps a block's shared memory for the ring kernels at N KiB
-//	POCKET_BF16_PIPE=1   one-row bf16 GEMVs on the ring kernels of the FP8 ones (gemvpipe.cuh: whole lines through
-//	                     a cp.async ring, mma.sync on bf16 with the activation split into two bf16 parts), not
-//	                     the grouped CUDA-core kernels of decode.cu (not yet run on a GPU)
 //	POCKET_FP8_PIPE_PLAN=depth the ring kernels' geometry maximises units in flight, not warps (planPipe)
 //	POCKET_HYBRID_PDL=0  the Gated DeltaNet kernels (conv1d, token-by-token delta rule, gated norm) launch without
 //	                     programmatic dependent launch (with it, the default, they read their state before the
@@ -74,7 +71,6 @@ var switches = struct {
 	noMoEQuant      bool
 	noFP8Pipe       bool
 	fp8PipeDeep     bool
-	bf16Pipe        bool
 	hybridPDL       bool
 	fp8PipeKB       int
 }{
@@ -100,7 +96,6 @@ var switches = struct {
 	noMoEQuant:      os.Getenv("POCKET_MOE_QUANT") == "0",
 	noFP8Pipe:       os.Getenv("POCKET_FP8_PIPE") == "0",
 	fp8PipeDeep:     os.Getenv("POCKET_FP8_PIPE_PLAN") == "depth",
-	bf16Pipe:        os.Getenv("POCKET_BF16_PIPE") == "1",
 	hybridPDL:       os.Getenv("POCKET_HYBRID_PDL") != "0",
 	fp8PipeKB:       intSwitch("POCKET_FP8_PIPE_KB", 0, 16, 227),
 }

@@ -31,8 +31,7 @@ func TestPlanPipe(t *testing.T) {
 		{"wide", 120000, []int{16}, pipeGeom{}, 0, true},
 	}
 	for _, c := range cases {
-		xs, units := pipeX(true, c.in)
-		g, ok := planPipe(sms, budget, xs, units, c.tiles, false)
+		g, ok := planPipe(sms, budget, c.in, cdiv(c.in, 128), c.tiles, false)
 		if ok == c.wantUnfound {
 			t.Fatalf("%s: found %v", c.name, ok)
 		}
@@ -51,42 +50,13 @@ func TestPlanPipe(t *testing.T) {
 // TestPlanPipePolicies pins the other planning policy: the first one
 // picked the deeper ring for the down projection.
 func TestPlanPipePolicies(t *testing.T) {
-	xs, units := pipeX(true, 17408)
-	if g, _ := planPipe(132, 227*1024-2304, xs, units, []int{320}, true); g.warps() != 12 || g.stages != 6 {
+	if g, _ := planPipe(132, 227*1024-2304, 17408, 136, []int{320}, true); g.warps() != 12 || g.stages != 6 {
 		t.Errorf("deepFirst down projection: %+v", g)
 	}
 }
 
-// TestPlanPipeBF16 pins the bf16 geometries of Llama-3-8B's decode GEMVs,
-// whole and as one rank's share at TP2: two bytes a weight make twice the
-// units of an FP8 row of the same width, and the activation's two bf16
-// parts four bytes a column.
-func TestPlanPipeBF16(t *testing.T) {
-	const sms, budget = 132, 227*1024 - 2304
-	cases := []struct {
-		name  string
-		in    int
-		tiles []int
-		want  pipeGeom
-	}{
-		{"gate/up", 4096, []int{14336 / 8}, pipeGeom{wpr: 1, tiles: 14, stages: 6, shm: 16384 + 14*6*2048}},
-		{"down", 14336, []int{4096 / 16}, pipeGeom{wpr: 8, tiles: 2, stages: 4, shm: 57344 + 16*4*2048}},
-		{"qkv", 4096, []int{256, 64, 64}, pipeGeom{wpr: 8, tiles: 3, stages: 4, shm: 16384 + 24*4*2048}},
-		{"tp2 gate/up", 4096, []int{7168 / 8}, pipeGeom{wpr: 2, tiles: 7, stages: 6, shm: 16384 + 14*6*2048}},
-		{"tp2 o", 2048, []int{4096 / 16}, pipeGeom{wpr: 8, tiles: 2, stages: 6, shm: 8192 + 16*6*2048}},
-		{"tp2 down", 7168, []int{4096 / 16}, pipeGeom{wpr: 8, tiles: 2, stages: 6, shm: 28672 + 16*6*2048}},
-	}
-	for _, c := range cases {
-		xs, units := pipeX(false, c.in)
-		g, ok := planPipe(sms, budget, xs, units, c.tiles, false)
-		if !ok || g != c.want {
-			t.Errorf("%s: got %+v %v, want %+v", c.name, g, ok, c.want)
-		}
-	}
-}
-
 // TestPipeRingSchedule replays PipeDot's issue/commit/wait order of
-// gemvpipe.cuh for one lane and checks that every unit it computes was
+// fp8pipe.cuh for one lane and checks that every unit it computes was
 // copied into the stage it reads, by a group the wait has completed, and
 // that no stage is overwritten before it is read.
 func TestPipeRingSchedule(t *testing.T) {
@@ -149,11 +119,11 @@ func checkRing(t *testing.T, S, nu, first, stride int) {
 	}
 }
 
-// pipeSwz is gemvpipe.cuh's stage offset of row j, 16-byte column c.
+// pipeSwz is fp8pipe.cuh's stage offset of row j, 16-byte column c.
 func pipeSwz(j, c int) int { return j*128 + (c^((j&1)<<2))<<4 }
 
 // TestPipeLineLayout checks PIPE_LINE's copy and read mappings of
-// gemvpipe.cuh: the lanes' whole-line copies (copy k, lane l: row 4k+l/8,
+// fp8pipe.cuh: the lanes' whole-line copies (copy k, lane l: row 4k+l/8,
 // column l%8) fill a stage from which every lane's fragment reads (rows g
 // and 8+g, columns t and 4+t) return exactly the bytes PIPE_FRAG's own
 // copies would, the copies cover the stage once, and the reads of each

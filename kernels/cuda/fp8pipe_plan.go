@@ -1,8 +1,8 @@
 package cuda
 
-// pipeGeom is the launch geometry of the ring-streamed GEMVs
-// (gemvpipe.cuh): wpr warps per 16-row tile (they split its units of 128
-// bytes a row), tiles per block, ring stages per warp, and the dynamic
+// pipeGeom is the launch geometry of the ring-streamed FP8 GEMVs
+// (fp8pipe.cuh): wpr warps per 16-row tile (they split its 128-column
+// units), tiles per block, ring stages per warp, and the dynamic
 // shared memory a block takes.
 type pipeGeom struct {
 	wpr, tiles, stages, shm int
@@ -21,7 +21,7 @@ func (g pipeGeom) blocks(tiles []int) int {
 	return n
 }
 
-// pipeStages are the ring depths gemvpipe.cuh is compiled for, deepest
+// pipeStages are the ring depths fp8pipe.cuh is compiled for, deepest
 // first; pipeStageBytes is one stage of one warp (PIPE_STAGE).
 var pipeStages = [...]int{8, 6, 4, 3}
 
@@ -30,20 +30,9 @@ const pipeStageBytes = 2048
 // pipeMaxWarps is a block's most warps (the kernels' __launch_bounds__(768)).
 const pipeMaxWarps = 24
 
-// pipeX is the shared-memory activation of a pipe kernel for in columns
-// and the units of 128 bytes in a weight row: FP8 keeps it as f16 padded to
-// 128-column units (one byte a weight), bf16 as two bf16 parts padded to
-// 64-column units (two bytes a weight) — pipeXPad/pipeXBytes of the kernels.
-func pipeX(fp8 bool, in int) (xsBytes, units int) {
-	if fp8 {
-		return cdiv(in, 128) * 128 * 2, cdiv(in, 128)
-	}
-	return cdiv(in, 64) * 64 * 4, cdiv(in, 64)
-}
-
-// planPipe picks the geometry for matrices of tiles[i] tiles with units
-// units per row, on sms SMs with budget bytes of dynamic shared memory per
-// block of which the activation takes xsBytes. A block gets as many tiles
+// planPipe picks the geometry for matrices of tiles[i] tiles, units
+// 128-column units per row and in columns, on sms SMs with budget bytes of
+// dynamic shared memory per block. A block gets as many tiles
 // as make the grid one block per SM (so the whole product is one wave),
 // and among the warps-per-tile that keep a block within pipeMaxWarps and
 // every warp at four units or more, the most warps whose ring and
@@ -53,10 +42,11 @@ func pipeX(fp8 bool, in int) (xsBytes, units int) {
 // the bytes in flight. With deepFirst (POCKET_FP8_PIPE_PLAN=depth, the
 // first policy) the most units in flight per block (warps × (stages-1))
 // instead. False when nothing fits.
-func planPipe(sms, budget, xsBytes, units int, tiles []int, deepFirst bool) (pipeGeom, bool) {
+func planPipe(sms, budget, in, units int, tiles []int, deepFirst bool) (pipeGeom, bool) {
 	if sms <= 0 || units <= 0 || len(tiles) == 0 {
 		return pipeGeom{}, false
 	}
+	xs := cdiv(in, 128) * 128 * 2
 	g := pipeGeom{tiles: 1}
 	for g.blocks(tiles) > sms {
 		g.tiles++
@@ -67,7 +57,7 @@ func planPipe(sms, budget, xsBytes, units int, tiles []int, deepFirst bool) (pip
 			break
 		}
 		for _, s := range pipeStages {
-			shm := xsBytes + wpr*g.tiles*s*pipeStageBytes
+			shm := xs + wpr*g.tiles*s*pipeStageBytes
 			if shm > budget {
 				continue
 			}

@@ -1,0 +1,264 @@
+// The tensor-core FP8 GEMVs of fp8mma.cu with their weights streamed
+// through shared memory (included by fp8mma.cu; fp8pipe.go launches them;
+// POCKET_FP8_PIPE=1, not yet measured).
+//
+// Why: ncu on the Qwen3.5-27B FP8 decode step showed the fp8mma kernels at
+// 50-63% of DRAM bandwidth, stalled on L1TEX scoreboards with ~4 active
+// warps per scheduler. A warp there holds two 128-column units (4 KiB) in
+// registers ahead of the one it computes, and the grid gives an SM only
+// ~16 warps (one per 16-row tile: the gate/up GEMV of that model has 2176
+// tiles for 132 SMs), so an SM has ~64 KiB in flight where the bf16 GEMVs,
+// at 32 warps per SM, keep twice that and reach 85-90% of DRAM.
+//
+// Here each warp streams its units through a ring of S stages in dynamic
+// shared memory with cp.async (16 bytes per lane per copy), so S-1 units
+// are in flight per warp without holding registers; a block is T tiles of
+// wpr warps each, sized in Go so that the grid is one block per SM. The
+// arithmetic is MmaDot's, in the same order (unitDot only interleaves its
+// two chains): the results equal fp8mma's for the same wpr.
+//
+// A copy instruction moves whole 128-byte lines of 4 rows (lanes 8i..8i+7
+// one row) into a row-major stage, swizzled so that the fragment reads are
+// free of bank conflicts; the warp syncs before reading what its other
+// lanes copied. Measured on an H200 (Qwen3.5-27B FP8, ncu at locked
+// clocks), gate/up+SwiGLU GEMV:
+//   - fp8mma (two units in flight in registers):                  59.3 µs, 63% of DRAM
+//   - this ring with each lane copying its own fragment pieces
+//     (64 bytes of 8 rows per copy, 5 units in flight):           59.3 µs, 63%
+//   - whole-line copies (this kernel):                            53.8 µs, 70%
+//   - the same reading tile-contiguous bytes (a layout experiment
+//     with wrong results: what repacking the weights would give): 52.6 µs, 71%
+// So neither bytes in flight nor DRAM page locality is what held fp8mma
+// back, but the L2 requests of 64-byte pieces.
+//
+// Dynamic shared memory: the f16 activation (padded to whole units), then
+// the warps' rings, 2 KiB per stage per warp.
+
+#define PIPE_STAGE 2048 // bytes of one unit of one warp: 4 pieces × 32 lanes × 16 bytes
+
+__device__ __forceinline__ void cpAsync16(uint32_t dst, const void* src, uint32_t bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void cpCommit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cpWait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ uint4 lds128(uint32_t a) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
+    return v;
+}
+
+// pipeSwz is the stage offset of row j, 16-byte column c (of 8): rows are
+// 128 bytes, odd rows have their halves swapped, so the 8 lanes of a
+// fragment-read phase (rows 2q, 2q+1, columns t or 4+t) hit 8 distinct
+// 16-byte bank groups.
+__device__ __forceinline__ uint32_t pipeSwz(int j, int c) { return j * 128 + ((c ^ ((j & 1) << 2)) << 4); }
+
+// unitDot adds a unit's products, times the block scales sa and sb, to
+// accA (row g) and accB (row g+8): piece() of both pieces, their k-steps
+// issued alternately so that no mma waits for the one before it (ncu
+// showed these kernels bound by each warp's instruction latency, and
+// fp8mma's code ran the two chains of four dependent mma's one after the
+// other). Same operations in the same order as MmaDot.
+__device__ __forceinline__ void unitDot(float& accA, float& accB, float sa, float sb, uint4 a0, uint4 b0, uint4 a1,
+                                        uint4 b1, uint4 x0, uint4 x1, uint4 y0, uint4 y1) {
+    float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
+    kstep<0>(d0, a0, b0, x0, x1);
+    kstep<0>(d1, a1, b1, y0, y1);
+    kstep<1>(d0, a0, b0, x0, x1);
+    kstep<1>(d1, a1, b1, y0, y1);
+    kstep<2>(d0, a0, b0, x0, x1);
+    kstep<2>(d1, a1, b1, y0, y1);
+    kstep<3>(d0, a0, b0, x0, x1);
+    kstep<3>(d1, a1, b1, y0, y1);
+    accA = fmaf(sa, d0[0] + d1[0], accA);
+    accB = fmaf(sb, d0[2] + d1[2], accB);
+}
+
+// PipeDot is MmaDot over a ring: units first, first+stride, ... of a
+// lane's two rows; ring is the shared address of stage 0 of the warp's
+// ring, src[k] copy k's source in unit 0 (pipeSources). S-1 units are in
+// flight while one is computed.
+template <int S>
+struct PipeDot {
+    Rows r;
+    int u, stride, nu, in;
+    uint32_t ring;
+    const uint8_t* src[4];
+
+    // issue copies unit uu into stage slot. A tail past in (the second half
+    // of a 64-column last unit) is zero-filled (source size 0, from a valid
+    // address in the row).
+    __device__ __forceinline__ void issue(int slot, int uu) {
+        int lane = threadIdx.x & 31;
+        uint32_t c = uu * UNIT, s = ring + slot * PIPE_STAGE;
+        bool ok = c + (lane & 7) * 16 < (uint32_t)in;
+        uint32_t back = ok ? 0 : (lane & 7) * 16;
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            cpAsync16(s + pipeSwz(4 * k + (lane >> 3), lane & 7), src[k] + (c - back), ok ? 16 : 0);
+    }
+
+    // prefetch issues the first S-1 units (one commit group each, empty
+    // past the warp's last unit).
+    __device__ __forceinline__ void prefetch(const Rows& rows, int inCols, int first, int strideUnits, bool active,
+                                             uint32_t ringAddr) {
+        r = rows;
+        in = inCols;
+        nu = active ? (inCols + UNIT - 1) / UNIT : 0;
+        u = first;
+        stride = strideUnits;
+        ring = ringAddr;
+#pragma unroll
+        for (int s = 0; s < S - 1; s++) {
+            if (u + s * stride < nu) issue(s, u + s * stride);
+            cpCommit();
+        }
+    }
+
+    // frag reads a lane's fragments of the unit in stage slot.
+    __device__ __forceinline__ void frag(int slot, uint4& a0, uint4& b0, uint4& a1, uint4& b1) {
+        int lane = threadIdx.x & 31, t = lane & 3, g = lane >> 2;
+        uint32_t s = ring + slot * PIPE_STAGE;
+        a0 = lds128(s + pipeSwz(g, t)), b0 = lds128(s + pipeSwz(8 + g, t));
+        a1 = lds128(s + pipeSwz(g, 4 + t)), b1 = lds128(s + pipeSwz(8 + g, 4 + t));
+    }
+
+    // finish streams the rest against the f16 activation xs (padded with
+    // zeros to a whole unit) and leaves rows g and g+8 of the warp's
+    // columns in accA and accB (unscaled).
+    __device__ __forceinline__ void finish(const __half* xs, float& accA, float& accB) {
+        int t = threadIdx.x & 3;
+        accA = accB = 0.f;
+        int rd = 0;
+        for (; u < nu; u += stride) {
+            // Unit u+(S-1)·stride goes into the stage read last iteration:
+            // every lane must be done reading it.
+            __syncwarp();
+            if (u + (S - 1) * stride < nu) issue(rd == 0 ? S - 1 : rd - 1, u + (S - 1) * stride);
+            cpCommit();
+            cpWait<S - 1>(); // every group but the newest S-1: unit u is done
+            __syncwarp();    // the other lanes' copies
+            uint4 a0, b0, a1, b1;
+            frag(rd, a0, b0, a1, b1);
+            rd = rd == S - 1 ? 0 : rd + 1;
+            float sa = __ldg(r.sca + (r.sa + u)), sb = __ldg(r.scb + (r.sb + u));
+            const uint4* xp = (const uint4*)(xs + u * UNIT + 16 * t);
+            unitDot(accA, accB, sa, sb, a0, b0, a1, b1, xp[0], xp[1], xp[8], xp[9]);
+        }
+        cpWait<0>(); // nothing of the ring outlives the warp
+    }
+};
+
+// pipeSources sets d's copy sources: copies 0, 1 from rows baseA+i of wa,
+// copies 2, 3 from rows baseB+i of wb (i = 4·(k&1) + lane/8, clamped to
+// out-1), each lane its 16-byte column of the 128-byte line.
+template <int S>
+__device__ __forceinline__ void pipeSources(PipeDot<S>& d, const uint8_t* wa, const uint8_t* wb, int baseA, int baseB,
+                                            int out, int in) {
+    int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        int i = 4 * (k & 1) + (lane >> 3);
+        int row = min((k < 2 ? baseA : baseB) + i, out - 1);
+        d.src[k] = (k < 2 ? wa : wb) + (uint32_t)row * in + (lane & 7) * 16;
+    }
+}
+
+extern __shared__ __align__(16) unsigned char pipeShm[];
+
+// pipeRing is the shared address of this warp's ring (after xs of pad
+// halves).
+template <int S>
+__device__ __forceinline__ uint32_t pipeRing(int pad) {
+    int warp = threadIdx.x >> 5;
+    return (uint32_t)__cvta_generic_to_shared(pipeShm) + pad * 2 + warp * S * PIPE_STAGE;
+}
+
+// pipeGemv is gemv of fp8mma.cu (MODE 0 y = W·x, 1 y += W·x, 2 y =
+// W·rmsnorm(x)) over the ring, for blocks of any number of warps (≤ 32):
+// G = warps/wpr tiles per block, b the block's index within its matrix.
+template <int S, int MODE>
+__device__ __forceinline__ void pipeGemv(float* y, const float* __restrict__ x, const float* __restrict__ nw, float eps,
+                                         const uint8_t* w, const float* sc, int out, int in, int wpr, int b0, int nsc,
+                                         int b) {
+    __shared__ float red[32][16];
+    int pad = (in + UNIT - 1) / UNIT * UNIT;
+    __half* xs = (__half*)pipeShm;
+    int warp = threadIdx.x >> 5, G = (blockDim.x >> 5) / wpr;
+    int base = (b * G + warp / wpr) * 16;
+    PipeDot<S> d;
+    pipeSources(d, w, w, base, base + 8, out, in);
+    d.prefetch(gemvRows(w, sc, base, out, in, b0, nsc), in, warp % wpr, wpr, base < out, pipeRing<S>(pad));
+    pdlLaunchDependents();
+    pdlWait();
+    float k = gemvPrologue<MODE>(xs, x, nw, eps, in);
+    float accA, accB;
+    d.finish(xs, accA, accB);
+    gemvStore<MODE>(y, red, accA, accB, k, b, G, wpr, out);
+}
+
+#define PIPE_GEMV(NAME, S, MODE)                                                              \
+    extern "C" __global__ void __launch_bounds__(768, 1) NAME(GEMV_ARGS) {                    \
+        pipeGemv<S, MODE>(y, x, nullptr, 0.f, w, sc, out, in, wpr, b0, nsc, blockIdx.x);      \
+    }
+// The block's matrix by selection, then one inlined call (not four, as
+// the if-chain of fp8mma's NORM_KERNEL: less code, fewer registers).
+#define PIPE_NORM(NAME, S)                                                                     \
+    extern "C" __global__ void __launch_bounds__(768, 1) NAME(NORM_ARGS) {                     \
+        int b = blockIdx.x, m = (b >= n0) + (b >= n1) + (b >= n2);                             \
+        float* y = m == 0 ? y0 : m == 1 ? y1 : m == 2 ? y2 : y3;                              \
+        const uint8_t* w = m == 0 ? w0 : m == 1 ? w1 : m == 2 ? w2 : w3;                      \
+        const float* sc = m == 0 ? s0 : m == 1 ? s1 : m == 2 ? s2 : s3;                       \
+        int out = m == 0 ? out0 : m == 1 ? out1 : m == 2 ? out2 : out3;                       \
+        int first = m == 0 ? 0 : m == 1 ? n0 : m == 2 ? n1 : n2;                              \
+        pipeGemv<S, 2>(y, x, nw, eps, w, sc, out, in, wpr, b0, nsc, b - first);                \
+    }
+
+// pipeSwiGLU is normSwiGLU over the ring (tiles of 8 outputs).
+template <int S>
+__device__ __forceinline__ void pipeSwiGLU(float* act, const float* __restrict__ x, const float* __restrict__ nw,
+                                           float eps, const uint8_t* wg, const float* sg, const uint8_t* wu,
+                                           const float* su, int out, int in, int wpr, int b0, int nsc) {
+    __shared__ float red[32][16];
+    int pad = (in + UNIT - 1) / UNIT * UNIT;
+    __half* xs = (__half*)pipeShm;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = (blockDim.x >> 5) / wpr;
+    int base = (blockIdx.x * G + warp / wpr) * 8;
+    int o = min(base + (lane >> 2), out - 1), t = lane & 3;
+    uint32_t off = (uint32_t)o * in + 16 * t, soff = (uint32_t)(o / b0) * nsc;
+    PipeDot<S> d;
+    pipeSources(d, wg, wu, base, base, out, in);
+    d.prefetch(Rows{wg, wu, sg, su, off, off, soff, soff}, in, warp % wpr, wpr, base < out, pipeRing<S>(pad));
+    pdlLaunchDependents();
+    pdlWait();
+    float k = gemvPrologue<2>(xs, x, nw, eps, in);
+    float accA, accB;
+    d.finish(xs, accA, accB);
+    swigluStore(act, red, accA, accB, k, G, wpr, out);
+}
+
+#define PIPE_SWIGLU(NAME, S)                                                                   \
+    extern "C" __global__ void __launch_bounds__(768, 1) NAME(SWIGLU_ARGS) {                   \
+        pipeSwiGLU<S>(act, x, nw, eps, wg, sg, wu, su, out, in, wpr, b0, nsc);                 \
+    }
+
+// Rings of 3, 4, 6 and 8 stages (planPipe picks).
+PIPE_GEMV(f8pipe_r_3, 3, 0)
+PIPE_GEMV(f8pipe_r_4, 4, 0)
+PIPE_GEMV(f8pipe_r_6, 6, 0)
+PIPE_GEMV(f8pipe_r_8, 8, 0)
+PIPE_GEMV(f8pipe_add_3, 3, 1)
+PIPE_GEMV(f8pipe_add_4, 4, 1)
+PIPE_GEMV(f8pipe_add_6, 6, 1)
+PIPE_GEMV(f8pipe_add_8, 8, 1)
+PIPE_NORM(f8pipe_norm_3, 3)
+PIPE_NORM(f8pipe_norm_4, 4)
+PIPE_NORM(f8pipe_norm_6, 6)
+PIPE_NORM(f8pipe_norm_8, 8)
+PIPE_SWIGLU(f8pipe_swiglu_3, 3)
+PIPE_SWIGLU(f8pipe_swiglu_4, 4)
+PIPE_SWIGLU(f8pipe_swiglu_6, 6)
+PIPE_SWIGLU(f8pipe_swiglu_8, 8)

@@ -1,0 +1,160 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+
+	"gorgonia.org/cu"
+)
+
+// The ring-streamed FP8 GEMVs (fp8pipe.cuh, in the fp8mma module): the
+// one-row products the tensor-core kernels serve try these first, one
+// block per SM with a cp.async ring per warp, and fall back to fp8mma's
+// kernels where no geometry fits (planPipe) or POCKET_FP8_PIPE=0.
+//
+// (A bf16 variant — the same ring, mma.sync on bf16 weights with the
+// activation split into two bf16 parts — was measured on an H200 against
+// the grouped CUDA-core kernels of decode.cu and dropped: Llama-3-8B
+// decode 241.1 against 247.0 tok/s, TP2 340.6 against 347.5; per kernel
+// in ncu equal on gate/up, 13.8 against 12.5 µs on the output projections.)
+
+// Ops of the pipe kernels; each has a variant per ring depth of pipeStages.
+const (
+	p8R = iota
+	p8Add
+	p8Norm
+	p8SwiGLU
+	numP8Ops
+	numP8Funcs = numP8Ops * len(pipeStages)
+)
+
+var p8OpNames = [numP8Ops]string{"r", "add", "norm", "swiglu"}
+
+// pipeFuncs are a backend's pipe kernels and the dynamic shared memory each
+// may take.
+type pipeFuncs struct {
+	fn     [numP8Funcs]cFunc
+	budget int
+}
+
+// pipeStatic is the kernels' static shared memory (ptxas: 2304 bytes).
+const pipeStatic = 2304
+
+// loadPipe resolves the pipe kernels of the loaded fp8mma module and lets
+// them take all the shared memory a block may (POCKET_FP8_PIPE_KB caps it).
+// A failure leaves them unset: the products stay on fp8mma's kernels.
+func (b *Backend) loadPipe(mod cu.Module) {
+	b.pipe = pipeFuncs{}
+	perSM, err := b.dev.Attribute(cu.MaxSharedMemoryPerMultiprocessor)
+	if err != nil {
+		return
+	}
+	// A block may take 227 KiB on sm_90; the SM keeps 1 KiB per block.
+	budget := min(perSM-1024, 227*1024) - pipeStatic
+	if switches.fp8PipeKB > 0 {
+		budget = min(budget, switches.fp8PipeKB*1024)
+	}
+	var fns [numP8Funcs]cFunc
+	for op, name := range p8OpNames {
+		for i, s := range pipeStages {
+			fn, err := mod.Function(fmt.Sprintf("f8pipe_%s_%d", name, s))
+			if err != nil {
+				return
+			}
+			f := cfunc(fn)
+			if setMaxShm(f, budget) != nil {
+				return
+			}
+			fns[op*len(pipeStages)+i] = f
+		}
+	}
+	b.pipe = pipeFuncs{fn: fns, budget: budget}
+}
+
+// pipeFn is op's kernel for a ring of stages.
+func (b *Backend) pipeFn(op, stages int) cFunc {
+	for i, s := range pipeStages {
+		if s == stages {
+			return b.pipe.fn[op*len(pipeStages)+i]
+		}
+	}
+	return nil
+}
+
+// pipePlan is the geometry of op over matrices of tiles[i] tiles for
+// format f, or false where the pipe kernels decline (switch off, not
+// loaded, nothing fits).
+func (b *Backend) pipePlan(op int, f gform, tiles ...int) (pipeGeom, cFunc, bool) {
+	if switches.noFP8Pipe || b.pipe.budget <= 0 {
+		return pipeGeom{}, nil, false
+	}
+	g, ok := planPipe(b.sms, b.pipe.budget, f.in, cdiv(f.in, f8mmaUnit), tiles, switches.fp8PipeDeep)
+	if !ok {
+		return g, nil, false
+	}
+	fn := b.pipeFn(op, g.stages)
+	return g, fn, fn != nil
+}
+
+// runPipe launches fn over blocks with the geometry's shared memory (PDL
+// as runDec).
+func (b *Backend) runPipe(fn cFunc, g pipeGeom, blocks int, args ...uint64) {
+	if b.err != nil || blocks <= 0 {
+		return
+	}
+	b.a(args...)
+	if switches.noPDL {
+		b.fail(launchShm(fn, blocks, 1, 32*g.warps(), g.shm, b.s, &b.args, b.nargs))
+		return
+	}
+	b.fail(launchPDLShm(fn, blocks, 1, 32*g.warps(), g.shm, b.s, &b.args, b.nargs))
+}
+
+// pipeGemv is f8mmaGemv's product (k = f8R or f8Add) on the pipe kernels,
+// or false.
+func (b *Backend) pipeGemv(k int, y, x uint64, t *tensor, f gform) bool {
+	op := p8R
+	if k == f8Add {
+		op = p8Add
+	}
+	out := t.w.Rows()
+	tiles := cdiv(out, 16)
+	g, fn, ok := b.pipePlan(op, f, tiles)
+	if !ok {
+		return false
+	}
+	b.runPipe(fn, g, g.blocks([]int{tiles}), y, x, ptr(t.data), ptr(t.scale), i32(out), i32(f.in), i32(g.wpr),
+		i32(f.b0), i32(f.nsc))
+	return true
+}
+
+// pipeNormMatMul is f8mmaNormMatMul's product on the pipe kernels, or
+// false.
+func (b *Backend) pipeNormMatMul(dst []uint64, x, nv uint64, eps float32, ts []*tensor, f gform) bool {
+	tiles := make([]int, len(ts))
+	for i, t := range ts {
+		tiles[i] = cdiv(t.w.Rows(), 16)
+	}
+	g, fn, ok := b.pipePlan(p8Norm, f, tiles...)
+	if !ok {
+		return false
+	}
+	args, blocks := normArgs([]uint64{x, nv, f32(eps), i32(f.in), i32(g.wpr), i32(f.b0), i32(f.nsc)}, dst, ts, g.tiles)
+	b.runPipe(fn, g, blocks, args...)
+	return true
+}
+
+// pipeNormSwiGLU is f8mmaNormSwiGLU's product on the pipe kernels, or
+// false.
+func (b *Backend) pipeNormSwiGLU(act, x, nv uint64, eps float32, gt, ut *tensor, f gform) bool {
+	out := gt.w.Rows()
+	tiles := cdiv(out, 8)
+	g, fn, ok := b.pipePlan(p8SwiGLU, f, tiles)
+	if !ok {
+		return false
+	}
+	b.runPipe(fn, g, g.blocks([]int{tiles}), act, x, nv, f32(eps), ptr(gt.data), ptr(gt.scale), ptr(ut.data),
+		ptr(ut.scale), i32(out), i32(f.in), i32(g.wpr), i32(f.b0), i32(f.nsc))
+	return true
+}
