@@ -26,14 +26,3 @@ type Collective interface {
 type AllReduceAdder interface {
 	AllReduceSumAdd(acc, buf Buf, n int) (bool, error)
 }
-
-// MatMulAllReduceAdder is an optional extension of Collective: acc += the
-// sum over the ranks of W·x (each rank its own row-split W and its x), for
-// rows rows, in one step where the transport can fold the exchange into
-// the projection (tensor-parallel decode's output and down projections).
-// It reports whether it did; false (no error) means nothing was done and
-// the caller runs the projection and AllReduceSum (or AllReduceSumAdd)
-// itself. Every rank must get the same answer for the same shapes.
-type MatMulAllReduceAdder interface {
-	MatMulAllReduceAdd(acc, x Buf, w Tensor, rows int) (bool, error)
-}

@@ -124,90 +124,28 @@ func (m *MLP) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Buf, nor
 
 // forwardFused implements fusedBlock for a tensor-parallel block: the
 // inner block writes its partial sum, the group sums it, and the sum is
-// added to the residual. Where the transport can fold the exchange into
-// the projection (kernels.MatMulAllReduceAdder), the inner block adds into
-// the residual through reducingOps instead, and its last projection is
-// that one step.
+// added to the residual.
 func (r *allReduce) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Buf, norm kernels.Tensor, eps float32, add bool) (bool, error) {
 	fb, ok := r.inner.(fusedBlock)
 	if !ok || !add {
 		return false, nil
 	}
-	n := p.Rows * r.width
-	if mr, ok := r.comm.(kernels.MatMulAllReduceAdder); ok {
-		red := &reducingOps{FusedOps: fu, r: r, mr: mr, be: p.Scratch.be, out: out, n: n}
-		var wrapped kernels.FusedOps = red
-		if fa, ok := fu.(kernels.FusedAttention); ok {
-			wrapped = reducingAttn{red, fa}
-		}
-		done, err := fb.forwardFused(p, wrapped, x, out, norm, eps, true)
-		switch {
-		case err != nil || !done:
-			return done, err
-		case red.err != nil:
-			return true, fmt.Errorf("tp all-reduce: %w", red.err)
-		case !red.called:
-			return true, fmt.Errorf("tp all-reduce: the block's output projection never reached the group")
-		}
-		return true, nil
-	}
 	if done, err := fb.forwardFused(p, fu, x, out, norm, eps, false); !done || err != nil {
 		return done, err
 	}
-	if err := r.reduceAdd(p.Scratch.be, x, out, n); err != nil {
-		return true, fmt.Errorf("tp all-reduce: %w", err)
-	}
-	return true, nil
-}
-
-// reduceAdd adds the group's sum of out (each rank's partial) to x.
-func (r *allReduce) reduceAdd(be kernels.Backend, x, out kernels.Buf, n int) error {
+	n := p.Rows * r.width
 	if ad, ok := r.comm.(kernels.AllReduceAdder); ok {
 		// The transport adds the sums into the residual itself.
 		if done, err := ad.AllReduceSumAdd(x, out, n); done || err != nil {
-			return err
+			if err != nil {
+				return true, fmt.Errorf("tp all-reduce: %w", err)
+			}
+			return true, nil
 		}
 	}
 	if err := r.comm.AllReduceSum(out, n); err != nil {
-		return err
+		return true, fmt.Errorf("tp all-reduce: %w", err)
 	}
-	be.Add(x, x, out, n)
-	return nil
-}
-
-// reducingOps are the fused ops a tensor-parallel block runs with when
-// its row-split output projection and the all-reduce are one step: the
-// block's MatMulAdd into the residual (its last op: project) becomes
-// acc += Σ_ranks W·x, by the transport where it takes the shape, else by
-// the projection into out and reduceAdd. Every other op is the backend's.
-type reducingOps struct {
-	kernels.FusedOps
-	r      *allReduce
-	mr     kernels.MatMulAllReduceAdder
-	be     kernels.Backend
-	out    kernels.Buf
-	n      int
-	called bool
-	err    error
-}
-
-// MatMulAdd implements kernels.FusedOps; it always reports done (a failure
-// is kept in err for forwardFused).
-func (o *reducingOps) MatMulAdd(acc, x kernels.Buf, w kernels.Tensor, rows int) bool {
-	o.called = true
-	done, err := o.mr.MatMulAllReduceAdd(acc, x, w, rows)
-	if err != nil || done {
-		o.err = err
-		return true
-	}
-	o.be.MatMul(o.out, x, w, rows)
-	o.err = o.r.reduceAdd(o.be, acc, o.out, o.n)
-	return true
-}
-
-// reducingAttn is reducingOps for a backend that also fuses attention
-// (inner blocks look for kernels.FusedAttention on the ops they get).
-type reducingAttn struct {
-	*reducingOps
-	kernels.FusedAttention
+	p.Scratch.be.Add(x, x, out, n)
+	return true, nil
 }

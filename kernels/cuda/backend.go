@@ -76,7 +76,6 @@ type Backend struct {
 	s      cStream
 	fn     [numFuncs]cFunc
 	dec    [numDecodeFuncs]cFunc // decode.cu
-	arOcc  int                   // gemv_add_ar's resident blocks per SM
 	pipe   pipeFuncs             // fp8pipe.cuh's kernels (fp8pipe.go)
 	sms    int
 	args   [32]uint64

@@ -16,7 +16,6 @@
 #include <stdint.h>
 
 #include "common.cuh"
-#include "p2p.cuh"
 
 // The format branches of GroupDot end in returns, which leaves the other
 // format's code unreachable in each instantiation: expected.
@@ -331,68 +330,6 @@ GEMV_KERNEL(gemv_add, 0, true, __launch_bounds__(256))
 GEMV_KERNEL(gemv_r4, 0, false, __launch_bounds__(256))
 GEMV_KERNEL(gemv_add8, 1, true, __launch_bounds__(256, 3))
 GEMV_KERNEL(gemv_r48, 1, false, __launch_bounds__(256, 3))
-
-// gemv_add_ar is gemv_add for one rank of a tensor-parallel group whose
-// row-split projection is followed by an all-reduce into the replicated
-// residual: acc += Σ_ranks W_r·x_r, with p2p.cu's exchange folded into the
-// GEMV's epilogue instead of a kernel of its own (the p2p_allreduce launch
-// after every row-split projection was a tenth of a TP2 decode step).
-// Block b pushes its rows' partial sums into every peer's slot, raises its
-// flag [b][rank] there, waits for the peers' flags [b][q] (the same block
-// of the same grid: the grid depends on the shape alone) and adds the rows'
-// sums in rank order, so that every rank adds the same bits. The epoch
-// (state[0]) is p2p_allreduce's, so the calls of both kernels form one
-// sequence. The grid must be resident at once (p2p.go's gemvAR sizes it):
-// a block spins until the peer's block of the same index has run.
-template <int WF>
-__device__ __forceinline__ void gemvAR(float* acc, const float* __restrict__ x, Wt wt, int out, int in, int wpr,
-                                       const uint64_t* peers, uint32_t* state, volatile uint32_t* herr, int rank,
-                                       int world, uint64_t slot, uint64_t timeout_ns) {
-    __shared__ float red[8][R + 1];
-    __shared__ uint32_t s_e, s_skip;
-    __shared__ uint8_t* s_peer[P2P_MAXW];
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = 8 / wpr, t = threadIdx.x, b = blockIdx.x;
-    int base = (b * G + warp / wpr) * R;
-    int rows[R];
-    groupRows(rows, base, out);
-    GroupDot<WF, false> d;
-    d.prefetch(wt, wt, R, rows, in, (warp % wpr) * 32 + lane, 32 * wpr, base < out);
-    pdlLaunchDependents();
-    pdlWait(); // the projection's input, and the previous call's epoch
-    if (t == 0) {
-        s_e = *(volatile uint32_t*)&state[0] + 1u;
-        s_skip = *(volatile uint32_t*)&state[2];
-    }
-    if (t < world) s_peer[t] = (uint8_t*)peers[t];
-    float a[R], ss = 0.f;
-    d.finish(x, nullptr, a, ss);
-    groupSums(red, a, ss); // (a barrier: s_e and s_peer are visible)
-    const uint32_t e = s_e;
-    const uint64_t par = e & 1u;
-    int o = (b * G + t / R) * R + t % R;
-    bool mine = t < G * R && o < out;
-    float v = mine ? groupTotal(red, t / R, wpr, t % R) : 0.f;
-    if (mine)
-        for (int q = 0; q < world; q++)
-            if (q != rank) p2pSlot(s_peer[q], par, world, rank, slot)[o] = v;
-    __syncthreads();
-    if (t < world && t != rank) st_release_sys(p2pFlag(s_peer[t], b, rank), e);
-    if (t < world && t != rank && !s_skip) p2pAwait(p2pFlag(s_peer[rank], b, t), e, state, herr, timeout_ns);
-    __syncthreads();
-    if (mine) {
-        float sum = rank == 0 ? v : __ldcg(p2pSlot(s_peer[rank], par, world, 0, slot) + o);
-        for (int s = 1; s < world; s++) sum += s == rank ? v : __ldcg(p2pSlot(s_peer[rank], par, world, s, slot) + o);
-        acc[o] += sum;
-    }
-    if (t == 0) p2pCallDone(state, e);
-}
-
-extern "C" __global__ void __launch_bounds__(256) gemv_add_ar(float* acc, const float* __restrict__ x, const uint8_t* w,
-                                                              int out, int in, int wpr, const uint64_t* peers,
-                                                              uint32_t* state, volatile uint32_t* herr, int rank,
-                                                              int world, uint64_t slot, uint64_t timeout_ns) {
-    gemvAR<0>(acc, x, Wt{w, nullptr, 1, 16, 1}, out, in, wpr, peers, state, herr, rank, world, slot, timeout_ns);
-}
 
 // normSwiGLU: act = silu(Wg · rmsnorm(x)) * (Wu · rmsnorm(x)). A group is
 // gate rows o, o+1 and up rows o, o+1, so the activation is formed where

@@ -33,14 +33,13 @@ const (
 	dGemvR48
 	dRopeStore
 	dAttnDecode                      // attn_decode_2, _4, _8 (elements per lane)
-	dGemvAddAR     = dAttnDecode + 3 // gemv_add with the P2P all-reduce in its epilogue (p2p.go)
-	dF8MMA         = dGemvAddAR + 1  // the tensor-core FP8 GEMVs of fp8mma.cu (fp8mma.go) from here
+	dF8MMA         = dAttnDecode + 3 // the tensor-core FP8 GEMVs of fp8mma.cu (fp8mma.go) from here
 	numDecodeFuncs = dF8MMA + numF8MMA
 )
 
 var decodeNames = [dF8MMA]string{"gemv_norm_multi", "gemv_norm_multi8", "gemv_add", "gemv_add8",
 	"gemv_norm_swiglu", "gemv_norm_swiglu8", "gemv_r4", "gemv_r48", "rope_store", "attn_decode_2", "attn_decode_4",
-	"attn_decode_8", "gemv_add_ar"}
+	"attn_decode_8"}
 
 var _ kernels.FusedOps = (*Backend)(nil)
 
@@ -51,15 +50,8 @@ func (b *Backend) loadDecode() error {
 	for i, name := range decodeNames {
 		fns[name] = &b.dec[i]
 	}
-	mod, err := loadModule(decodePTX, "decode", fns)
-	if err != nil {
+	if _, err := loadModule(decodePTX, "decode", fns); err != nil {
 		return err
-	}
-	// gemv_add_ar's grid must be resident at once (p2p.go's arGrid).
-	if fn, err := mod.Function("gemv_add_ar"); err == nil {
-		if n, err := fn.MaxActiveBlocksPerMultiProcessor(256, 0); err == nil {
-			b.arOcc = n
-		}
 	}
 	b.loadF8MMA()
 	return nil

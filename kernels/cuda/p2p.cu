@@ -41,7 +41,27 @@
 // skip their waits and return at once) and *herr (mapped host memory that
 // the host polls without touching the stream); the sums are then garbage
 // and the host reports the group broken.
-#include "p2p.cuh"
+#include <stdint.h>
+
+#define P2P_MAXW 8
+#define P2P_MAXB 128
+#define P2P_FLAG_BYTES (P2P_MAXB * P2P_MAXW * 4)
+
+__device__ __forceinline__ void st_release_sys(uint32_t* p, uint32_t v) {
+    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ uint32_t ld_acquire_sys(const uint32_t* p) {
+    uint32_t v;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ uint64_t globaltimer() {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
 
 __device__ __forceinline__ float4 add4(float4 a, float4 b) {
     return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
@@ -81,7 +101,7 @@ extern "C" __global__ void __launch_bounds__(512)
     // 2. push
     for (int q = 0; q < world; q++) {
         if (q == rank) continue;
-        float* dst = p2pSlot(s_peer[q], par, world, rank, slot);
+        float* dst = (float*)(s_peer[q] + P2P_FLAG_BYTES) + (par * world + rank) * slot;
         float4* d4 = (float4*)dst;
         for (int i = b * T + tid; i < n4; i += G * T) d4[i] = x4[i];
         if (b == 0)
@@ -89,12 +109,26 @@ extern "C" __global__ void __launch_bounds__(512)
     }
     __syncthreads();
     if (tid < world && tid != rank)
-        st_release_sys(p2pFlag(s_peer[tid], b, rank), e);
+        st_release_sys((uint32_t*)s_peer[tid] + b * P2P_MAXW + rank, e);
 
     // 3. wait
-    if (tid < world && tid != rank && !s_skip) p2pAwait(p2pFlag(s_peer[rank], b, tid), e, state, herr, timeout_ns);
+    if (tid < world && tid != rank && !s_skip) {
+        const uint32_t* f = (const uint32_t*)s_peer[rank] + b * P2P_MAXW + tid;
+        if ((int32_t)(ld_acquire_sys(f) - e) < 0) {
+            const uint64_t t0 = globaltimer();
+            uint32_t spins = 0;
+            while ((int32_t)(ld_acquire_sys(f) - e) < 0) {
+                if ((++spins & 255u) == 0 && globaltimer() - t0 > timeout_ns) {
+                    atomicExch(&state[2], 1u);
+                    *herr = 1u;
+                    __threadfence_system();
+                    break;
+                }
+            }
+        }
+    }
     __syncthreads();
-    const float* own = p2pSlot(s_peer[rank], par, world, 0, slot);
+    const float* own = (const float*)(s_peer[rank] + P2P_FLAG_BYTES) + par * world * slot;
     float4* y4 = (float4*)(acc ? acc : buf);
     for (int i = b * T + tid; i < n4; i += G * T) {
         float4 sum = rank == 0 ? x4[i] : __ldcg((const float4*)own + i);
@@ -112,5 +146,10 @@ extern "C" __global__ void __launch_bounds__(512)
         }
 
     // 4. the last block advances the epoch (every block read it in 1.)
-    if (tid == 0) p2pCallDone(state, e);
+    if (tid == 0) {
+        if (atomicAdd(&state[1], 1u) == (uint32_t)G - 1u) {
+            state[1] = 0;
+            *(volatile uint32_t*)&state[0] = e;
+        }
+    }
 }

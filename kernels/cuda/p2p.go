@@ -17,9 +17,7 @@ package cuda
 // P2PMaxFloats (prefill) the all-reduce goes to NCCL.
 //
 // POCKET_P2P=0 declines the peer path (NCCL for every all-reduce), for A/B
-// measurement; POCKET_TP_FUSE=1 folds the exchange into the row-split
-// projections that precede it (MatMulAllReduceAdd; not yet measured). Both
-// read once, here.
+// measurement; read once, here.
 
 /*
 #include <cuda.h>
@@ -79,11 +77,8 @@ import (
 //go:embed p2p.ptx
 var p2pPTX string
 
-// p2pOff is POCKET_P2P=0, p2pFuse POCKET_TP_FUSE=1.
-var (
-	p2pOff  = os.Getenv("POCKET_P2P") == "0"
-	p2pFuse = os.Getenv("POCKET_TP_FUSE") == "1"
-)
+// p2pOff is POCKET_P2P=0.
+var p2pOff = os.Getenv("POCKET_P2P") == "0"
 
 // ErrP2P marks a failed peer-memory all-reduce (a peer that stopped
 // answering within the timeout): the group must be rebuilt.
@@ -108,15 +103,11 @@ type P2P struct {
 	herrHost    unsafe.Pointer
 	herrDev     C.CUdeviceptr
 	timeoutNs   uint64
-	fused       bool // every rank sizes gemv_add_ar's grids alike (MatMulAllReduceAdd)
 	closed      atomic.Bool
 	closeOnce   sync.Once
 }
 
-var (
-	_ kernels.Collective           = (*P2P)(nil)
-	_ kernels.MatMulAllReduceAdder = (*P2P)(nil)
-)
+var _ kernels.Collective = (*P2P)(nil)
 
 // NewP2P sets up the peer-memory all-reduce for c's group, exchanging the
 // IPC handles through files in dir (the group's private rendezvous
@@ -130,7 +121,7 @@ var (
 func (b *Backend) NewP2P(c *Comm, dir string, join, spin time.Duration) (*P2P, error) {
 	p := &P2P{Comm: c, b: b, rank: c.Rank(), world: c.Size(), slot: p2pSlotFloats(P2PMaxFloats),
 		timeoutNs: uint64(max(spin, time.Millisecond).Nanoseconds())}
-	rec := p2pRecord{Rank: p.rank, Slot: p.slot, Fused: fmt.Sprintf("sms=%d occ=%d", b.sms, b.arOcc)}
+	rec := p2pRecord{Rank: p.rank, Slot: p.slot}
 	switch {
 	case p2pOff:
 		rec.Why = "disabled by POCKET_P2P=0"
@@ -159,10 +150,6 @@ func (b *Backend) NewP2P(c *Comm, dir string, join, spin time.Duration) (*P2P, e
 	}
 	if why := p2pCheckRecords(recs); why != "" {
 		return fail(fmt.Errorf("%w: %s", ErrP2PUnsupported, why))
-	}
-	p.fused = p2pFuse && b.arOcc > 0
-	for _, r := range recs {
-		p.fused = p.fused && r.Fused == rec.Fused
 	}
 	// Round two: could every rank map every peer?
 	v := p2pVerdict{Rank: p.rank, OK: true}
@@ -339,66 +326,6 @@ func (p *P2P) AllReduceSum(buf kernels.Buf, n int) error {
 // AllReduceSum runs on P2P; larger ones are declined (NCCL + Add).
 func (p *P2P) AllReduceSumAdd(acc, buf kernels.Buf, n int) (bool, error) {
 	return p.allReduce(buf, acc, n)
-}
-
-// MatMulAllReduceAdd implements kernels.MatMulAllReduceAdder with
-// POCKET_TP_FUSE=1: acc += Σ_ranks W·x for one row of bf16 weights in one
-// kernel, gemv_add_ar (decode.cu), whose blocks exchange their rows'
-// partial sums through the peer regions as p2p_allreduce does. Other
-// formats, shapes past a slot and grids that cannot be resident at once
-// are declined (every rank alike: the checks depend on the shapes and on
-// the devices' SM count and occupancy, which the join found equal).
-func (p *P2P) MatMulAllReduceAdd(acc, x kernels.Buf, w kernels.Tensor, rows int) (bool, error) {
-	if !p.fused || rows != 1 {
-		return false, nil
-	}
-	t, ok := w.(*tensor)
-	if !ok || t.w.DType != kernels.BF16 {
-		return false, nil
-	}
-	f, ok := formOf(t.w.Cols(), t)
-	out := t.w.Rows()
-	if !ok || out > p.slot || x.Len() < f.in || acc.Len() < out || dptr(acc) == dptr(x) {
-		return false, nil
-	}
-	b := p.b
-	wpr, blocks, ok := b.arGrid(out, f.chunks())
-	if !ok {
-		return false, nil
-	}
-	if p.closed.Load() {
-		return true, fmt.Errorf("%w: closed", ErrP2P)
-	}
-	if p.timedOut() {
-		return true, p.errTimedOut()
-	}
-	if !b.enter() {
-		b.exit()
-		return true, b.err
-	}
-	defer b.exit()
-	b.runDec(dGemvAddAR, blocks, 1, 256, ptr(dptr(acc)), ptr(dptr(x)), ptr(t.data), i32(out), i32(f.in), i32(wpr),
-		uint64(p.peers), uint64(p.state), uint64(p.herrDev), i32(p.rank), i32(p.world), uint64(p.slot), p.timeoutNs)
-	return true, b.err
-}
-
-// arGrid is gemv_add_ar's warps per group and grid for out rows of chunks
-// 16-byte chunks: groupWarps' choice, halved until every block can be
-// resident at once (a block waits for its peers' blocks of the same index,
-// which must not wait for an SM this one holds) and has its flags; false
-// when no split fits.
-func (b *Backend) arGrid(out, chunks int) (wpr, blocks int, ok bool) {
-	wpr = b.groupWarps(cdiv(out, groupRows), chunks)
-	for {
-		blocks = cdiv(out, groupRows*8/wpr)
-		if blocks <= b.arOcc*b.sms && blocks <= p2pFlagBlocks {
-			return wpr, blocks, true
-		}
-		if wpr == 1 {
-			return 0, 0, false
-		}
-		wpr /= 2
-	}
 }
 
 // allReduce runs one P2P all-reduce of buf's first n floats, the sums

@@ -20,14 +20,11 @@ import (
 // alike, and the caller keeps NCCL for every all-reduce.
 var ErrP2PUnsupported = errors.New("p2p all-reduce unsupported")
 
-// Limits shared with p2p.cuh (P2P_MAXW, P2P_MAXB, P2P_FLAG_BYTES):
-// p2p_allreduce launches at most p2pMaxBlocks blocks, the GEMVs that fuse
-// the exchange (gemv_add_ar) up to p2pFlagBlocks, each with its own flags.
+// Limits shared with p2p.cu (P2P_MAXW, P2P_MAXB, P2P_FLAG_BYTES).
 const (
 	p2pMaxWorld   = 8
 	p2pMaxBlocks  = 128
-	p2pFlagBlocks = 1024
-	p2pFlagBytes  = p2pFlagBlocks * p2pMaxWorld * 4
+	p2pFlagBytes  = p2pMaxBlocks * p2pMaxWorld * 4
 	p2pThreads    = 256 // threads per block: one float4 per thread for up to 128 KiB
 	p2pHandleSize = 64  // CUipcMemHandle
 )
@@ -63,7 +60,6 @@ type p2pRecord struct {
 	Why    string `json:"why,omitempty"`
 	Bus    string `json:"bus,omitempty"`    // PCI bus id of the rank's GPU
 	Slot   int    `json:"slot,omitempty"`   // floats per slot (must agree)
-	Fused  string `json:"fused,omitempty"`  // what sizes gemv_add_ar's grids (the fused path needs every rank's alike)
 	Handle []byte `json:"handle,omitempty"` // CUipcMemHandle of the region
 }
 

@@ -107,7 +107,7 @@ func TestP2PRendezvous(t *testing.T) {
 func TestP2PProtocol(t *testing.T) {
 	const world, slot, calls = 3, 1 << 12, 300
 	type region struct {
-		flags [p2pFlagBlocks * p2pMaxWorld]atomic.Uint32
+		flags [p2pMaxBlocks * p2pMaxWorld]atomic.Uint32
 		data  []atomic.Uint32 // [2][world][slot] float bits
 	}
 	type rankState struct {
@@ -124,10 +124,8 @@ func TestP2PProtocol(t *testing.T) {
 	for i := range sizes {
 		sizes[i] = []int{4096, 5, slot, 1027, 64, 3000}[rng.IntN(6)]
 	}
-	// kernel is one call of rank on buf (float bits in place): p2p_allreduce's
-	// grid and element mapping, or with rows set gemv_add_ar's (block b the
-	// rows [rows·b, rows·(b+1)), up to p2pFlagBlocks blocks).
-	kernel := func(rank int, buf []uint32, delay func(), rows int) {
+	// kernel is one call of rank on buf (float bits in place).
+	kernel := func(rank int, buf []uint32, delay func()) {
 		n := len(buf)
 		G, T := p2pGrid(n)
 		T = min(T, 8) // fewer "threads" per block: same logic, more blocks per element range
@@ -143,17 +141,6 @@ func TestP2PProtocol(t *testing.T) {
 			}
 			if b == 0 {
 				for i := 4 * n4; i < n; i++ {
-					f(i)
-				}
-			}
-		}
-		if rows > 0 {
-			G = (n + rows - 1) / rows
-			if G > p2pFlagBlocks {
-				t.Fatalf("%d floats in rows of %d: %d blocks", n, rows, G)
-			}
-			units = func(b int, f func(i int)) {
-				for i := b * rows; i < min(n, (b+1)*rows); i++ {
 					f(i)
 				}
 			}
@@ -235,13 +222,7 @@ func TestP2PProtocol(t *testing.T) {
 				for i := range buf {
 					buf[i] = math.Float32bits(float32(r+1)*0.1 + float32(c) + float32(i%97)*0.01)
 				}
-				// Every third call as gemv_add_ar: the two kernels share the
-				// epochs, flags and slots.
-				rows := 0
-				if c%3 == 2 {
-					rows = []int{4, 8, 16, 32}[c%4]
-				}
-				kernel(r, buf, delay, rows)
+				kernel(r, buf, delay)
 				results[r] = append(results[r], buf)
 			}
 		}()
