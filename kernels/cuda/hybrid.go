@@ -215,6 +215,10 @@ func (b *Backend) RMSNormGated(dst, x, z kernels.Buf, w kernels.Tensor, rows, di
 		i32(dim), f32(eps))
 }
 
+// (One clustered kernel for a layer's whole one-token mix — conv, delta
+// rule and gated norm, a cluster per key head — measured 122.7 against
+// 122.6 tok/s on Qwen3.5-27B FP8 with these three under PDL: not kept.)
+//
 // runHybrid launches f with programmatic dependent launch unless
 // POCKET_HYBRID_PDL=0 (causal_conv1d, gated_delta_rule and rms_norm_gated
 // wait for their predecessor themselves; measured on an H200, Qwen3.5-27B
