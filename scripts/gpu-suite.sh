@@ -163,6 +163,19 @@ for stage in "$@"; do
     POCKET_P2P=0 step tp2-nccl 300 $W tp --model /tmp/l8b --tp 2 --devices 0,1 --prompt-tokens 128 --steps 256 --timeout 45s
     # TP_AB, e.g. "POCKET_GEMV_L2=200 POCKET_PDL=0"
     ab "${TP_AB:-}" tp2 300 $W tp --model /tmp/l8b --tp 2 --devices 0,1 --prompt-tokens 128 --steps 256 --timeout 45s ;;
+  tp-hybrid) # issues #7/#8: the hybrids on a TP2 group (fixtures, the Qwen3.5-27B FP8 shape, the daemon)
+    for f in qwen3_5 qwen3_next; do
+      step tp2-$f 200 $W tp --model models/testdata/models/$f --tp 2 --devices 0,1 --prompt-tokens 16 --steps 32 --timeout 45s
+    done
+    model qwen3.5-27b-fp8 /tmp/m-qwen3.5-27b-fp8
+    step tp2-q35 400 $W tp --model /tmp/m-qwen3.5-27b-fp8 --tp 2 --devices 0,1 --prompt-tokens 128 --steps ${TP_STEPS:-128} --timeout 90s
+    rm -rf /tmp/st-tph
+    $D/pocketd serve --model models/testdata/models/qwen3_5 --backend cuda --devices 0,1 --tp 2 --socket /tmp/p-tph.sock \
+      --listen off --state-dir /tmp/st-tph >"$O/tp-hybrid-log.txt" 2>&1 &
+    pid=$!
+    for i in $(seq 1 120); do curl -s --unix-socket /tmp/p-tph.sock http://pocketd/v0/health 2>/dev/null | grep -q '"ok"' && break; sleep 1; done
+    step session-tp-hybrid 300 python3 scripts/gpu-daemon-session.py --socket /tmp/p-tph.sock --model qwen3_5 --vocab 512 --context 1024
+    kill $pid; wait $pid 2>/dev/null ;;
   *) echo "unknown stage $stage" | tee -a "$O/errors.txt" ;;
   esac
 done
