@@ -302,7 +302,13 @@ func runTPRank(o *tpOpts) (err error) {
 		return err
 	}
 	wd.tick("prefill")
+	// A hybrid's recurrent state is not rewound by seq.Start: each pass
+	// that goes back restores the snapshot of where it starts.
+	rewind0 := rewinder(seq, 0)
 	if _, err := m.Forward(seq, prompt, models.LastLogits); err != nil { // warm-up
+		return err
+	}
+	if err := rewind0(); err != nil {
 		return err
 	}
 	t0 = time.Now()
@@ -310,6 +316,7 @@ func runTPRank(o *tpOpts) (err error) {
 	if err != nil {
 		return err
 	}
+	rewindP := rewinder(seq, P)
 	r.PrefillTokS = float64(P) / time.Since(t0).Seconds()
 
 	// The reference: TP1 decodes greedily and records every step; the
@@ -373,6 +380,9 @@ func runTPRank(o *tpOpts) (err error) {
 		// The same steps without the all-reduces: what the step's compute
 		// costs, hence what the communication adds.
 		sw.off = true
+		if err := rewindP(); err != nil {
+			return err
+		}
 		t0 = time.Now()
 		for i := range N {
 			wd.tick(fmt.Sprintf("no-allreduce decode step %d", i))
@@ -418,6 +428,9 @@ func runTPRank(o *tpOpts) (err error) {
 	}
 	if o.graph {
 		wd.tick("graph capture")
+		if err := rewindP(); err != nil {
+			return err
+		}
 		got, tokS, gerr := tpGraphDecode(g, m, seq, P, tokens, N, &wd)
 		r.GraphTokS = tokS
 		if gerr != nil {
