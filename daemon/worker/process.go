@@ -305,7 +305,7 @@ func (p *Proxy) startRank(gen, rank int) (*proc, error) {
 	// and a member exits (POSIX job control), un-stopping a hung worker
 	// behind the supervisor's back.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	err = cmd.Start()
+	err = startCmd(cmd) // (from a thread that never exits: spawn.go)
 	// Only the worker holds its end now: its exit is our EOF.
 	child.Close()
 	outW.Close()
