@@ -316,8 +316,8 @@ func runTPRank(o *tpOpts) (err error) {
 	if err != nil {
 		return err
 	}
-	rewindP := rewinder(seq, P)
 	r.PrefillTokS = float64(P) / time.Since(t0).Seconds()
+	rewindP := rewinder(seq, P) // (a hybrid's snapshot is a device-to-host copy: not prefill time)
 
 	// The reference: TP1 decodes greedily and records every step; the
 	// other ranks read it and decode the same tokens.
