@@ -303,13 +303,12 @@ func runTPRank(o *tpOpts) (err error) {
 	}
 	wd.tick("prefill")
 	// A hybrid's recurrent state is not rewound by seq.Start: each pass
-	// that goes back restores the snapshot of where it starts.
-	rewind0 := rewinder(seq, 0)
+	// that goes back resets it or restores the snapshot of where it starts.
 	if _, err := m.Forward(seq, prompt, models.LastLogits); err != nil { // warm-up
 		return err
 	}
-	if err := rewind0(); err != nil {
-		return err
+	if rs, ok := seq.State.(models.RecurrentState); ok {
+		rs.Reset()
 	}
 	t0 = time.Now()
 	promptLogits, err := m.Forward(seq, prompt, models.LastLogits)
