@@ -1,6 +1,6 @@
 // The tensor-core FP8 GEMVs of fp8mma.cu with their weights streamed
-// through shared memory (included by fp8mma.cu; fp8pipe.go launches them;
-// POCKET_FP8_PIPE=1, not yet measured).
+// through shared memory (included by fp8mma.cu; fp8pipe.go launches them,
+// by default; POCKET_FP8_PIPE=0 keeps fp8mma's).
 //
 // Why: ncu on the Qwen3.5-27B FP8 decode step showed the fp8mma kernels at
 // 50-63% of DRAM bandwidth, stalled on L1TEX scoreboards with ~4 active

@@ -2,8 +2,8 @@ package cuda
 
 // pipeGeom is the launch geometry of the ring-streamed FP8 GEMVs
 // (fp8pipe.cuh): wpr warps per 16-row tile (they split its 128-column
-// units), tiles per block, ring stages per warp, and the dynamic
-// shared memory a block takes.
+// units), tiles per block, ring stages per warp, and the dynamic shared
+// memory a block takes.
 type pipeGeom struct {
 	wpr, tiles, stages, shm int
 }
@@ -32,16 +32,15 @@ const pipeMaxWarps = 24
 
 // planPipe picks the geometry for matrices of tiles[i] tiles, units
 // 128-column units per row and in columns, on sms SMs with budget bytes of
-// dynamic shared memory per block. A block gets as many tiles
-// as make the grid one block per SM (so the whole product is one wave),
-// and among the warps-per-tile that keep a block within pipeMaxWarps and
-// every warp at four units or more, the most warps whose ring and
-// activation fit the budget, then the deepest ring: ncu showed these
-// kernels bound by each warp's instruction latency (9 cycles per issued
-// instruction with 3 warps per scheduler on the down projection), not by
-// the bytes in flight. With deepFirst (POCKET_FP8_PIPE_PLAN=depth, the
-// first policy) the most units in flight per block (warps × (stages-1))
-// instead. False when nothing fits.
+// dynamic shared memory per block. A block gets as many tiles as make the
+// grid one block per SM (so the whole product is one wave), and among the
+// warps-per-tile that keep a block within pipeMaxWarps and every warp at four
+// units or more, the most warps whose ring and activation fit the budget,
+// then the deepest ring: ncu showed these kernels bound by each warp's
+// instruction latency (9 cycles per issued instruction with 3 warps per
+// scheduler on the down projection), not by the bytes in flight. With
+// deepFirst (POCKET_FP8_PIPE_PLAN=depth, the first policy) the most units
+// in flight per block (warps × (stages-1)) instead. False when nothing fits.
 func planPipe(sms, budget, in, units int, tiles []int, deepFirst bool) (pipeGeom, bool) {
 	if sms <= 0 || units <= 0 || len(tiles) == 0 {
 		return pipeGeom{}, false

@@ -215,14 +215,12 @@ func (b *Backend) RMSNormGated(dst, x, z kernels.Buf, w kernels.Tensor, rows, di
 		i32(dim), f32(eps))
 }
 
-// (One clustered kernel for a layer's whole one-token mix — conv, delta
-// rule and gated norm, a cluster per key head — measured 122.7 against
-// 122.6 tok/s on Qwen3.5-27B FP8 with these three under PDL: not kept.)
-//
 // runHybrid launches f with programmatic dependent launch unless
 // POCKET_HYBRID_PDL=0 (causal_conv1d, gated_delta_rule and rms_norm_gated
 // wait for their predecessor themselves; measured on an H200, Qwen3.5-27B
-// FP8 decode 122.8 against 120.4 tok/s).
+// FP8 decode 122.8 against 120.4 tok/s). With the three on PDL, one
+// clustered kernel for a layer's whole one-token mix (a cluster per key
+// head) measured 122.7 against 122.6 and was not kept.
 func (b *Backend) runHybrid(f cFunc, gx, gy, bx int, args ...uint64) {
 	if !switches.hybridPDL || switches.noPDL {
 		b.launchFn(f, gx, gy, bx, args...)
