@@ -86,9 +86,7 @@ func (a *Attention) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Bu
 	}
 	var gate kernels.Buf
 	if a.gate != nil {
-		gate = s.Buf("q.gate", qw)
-		be.Gather(q, qOut, unitGather(a.Heads, 2, []int{0}), a.Dim)
-		be.Gather(gate, qOut, unitGather(a.Heads, 2, []int{1}), a.Dim)
+		gate = a.splitGate(p, q, qOut)
 	}
 	if fa, ok := fu.(kernels.FusedAttention); !ok || a.fullWidthQKNorm || !fa.RoPEAttention(att, q, k, v, a.QNorm,
 		a.KNorm, a.Eps, p.Seq.Pool, a.KVLayer, p.Pos, p.Slots, p.Attn, a.Heads, a.KVHeads, a.Dim, &a.Rope, a.Scale) {

@@ -222,9 +222,7 @@ func (a *Attention) Forward(p *Pass, in, out kernels.Buf) error {
 	}
 	var gate kernels.Buf
 	if a.gate != nil {
-		gate = s.Buf("q.gate", rows*qw)
-		be.Gather(q, qOut, unitGather(rows*a.Heads, 2, []int{0}), a.Dim)
-		be.Gather(gate, qOut, unitGather(rows*a.Heads, 2, []int{1}), a.Dim)
+		gate = a.splitGate(p, q, qOut)
 	}
 	if p.Seq.Pool == nil {
 		return fmt.Errorf("attention: no KV pool")
@@ -236,6 +234,17 @@ func (a *Attention) Forward(p *Pass, in, out kernels.Buf) error {
 	}
 	be.MatMul(out, att, a.O, rows)
 	return nil
+}
+
+// splitGate writes the queries of the gated attention's q_proj output
+// qOut (query and output gate interleaved per head) into q and returns
+// its gates, both [p.Rows, Heads·Dim].
+func (a *Attention) splitGate(p *Pass, q, qOut kernels.Buf) kernels.Buf {
+	n := p.Rows * a.Heads
+	gate := p.Scratch.Buf("q.gate", n*a.Dim)
+	a.be.Gather(q, qOut, unitGather(n, 2, []int{0}), a.Dim)
+	a.be.Gather(gate, qOut, unitGather(n, 2, []int{1}), a.Dim)
+	return gate
 }
 
 // normRopeStore applies the optional q/k norms and the rotary embedding to
