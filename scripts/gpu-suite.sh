@@ -131,6 +131,18 @@ for stage in "$@"; do
     # Q4_AB, e.g. "POCKET_QMV_PF=0 POCKET_QMV_FOLD=1"
     ab "${Q4_AB:-}" bench-q4km 180 $W bench --model /tmp/q4/model.gguf --prompt-tokens 128 --new-tokens 64 --json
     step qbench 180 $W qbench ;;
+  q4prof) # issue #10: per-kernel (and per-shape) device time of the Q4_K_M decode step, ncu detail of its GEMVs
+    [ -e /tmp/q4/.done ] || { $W synth --shape qwen3-8b --format q4_k_m --out /tmp/q4 >/dev/null 2>&1 && touch /tmp/q4/.done; }
+    step ncu-q4km 300 ncu --clock-control none --csv --metrics gpu__time_duration.sum --launch-skip ${NCU_SKIP:-1500} --launch-count ${NCU_COUNT:-700} \
+      -o /tmp/q4prof -f $W bench --model /tmp/q4/model.gguf --prompt-tokens 16 --new-tokens 8
+    ncu --import /tmp/q4prof.ncu-rep --csv --metrics gpu__time_duration.sum >/tmp/q4prof.csv 2>/dev/null
+    python3 scripts/ncu-summary.py --by-grid /tmp/q4prof.csv >>"$O/$stage.txt" 2>&1
+    for k in ${Q4_NCU:-qmv_swiglu qmv}; do
+      step ncu-$k 200 ncu --kernel-name regex:"^$k\$" --launch-skip ${Q4_NCU_SKIP:-120} --launch-count ${Q4_NCU_COUNT:-3} \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+        --section SchedulerStats --section WarpStateStats --section Occupancy --section LaunchStats --section InstructionStats \
+        $W bench --model /tmp/q4/model.gguf --prompt-tokens 16 --new-tokens 8
+    done ;;
   conf-ab) # conformance and the FP8/hybrid fixtures' parity under each CONF_AB entry (default-off paths)
     ab "${CONF_AB:-}" conformance 300 $W conformance
     ab "${CONF_AB:-}" parity-fp8-hybrid 200 $W parity -skip-unsupported models/testdata/models/qwen3-fp8/ \

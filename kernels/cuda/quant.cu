@@ -148,40 +148,59 @@ __device__ __forceinline__ void ldq4k(LdQ4K& L, const uint8_t* wr, const uint8_t
     L.x1 = __ldg((const int4*)(xb + 32));
     L.s = __ldg((const float4*)(xs + 8 * (long)b + 2 * c));
 }
-__device__ __forceinline__ void k4sm(int j, uint32_t s0, uint32_t s1, uint32_t s2, uint32_t& d, uint32_t& m) {
-    const uint32_t sh = 8 * (j & 3);
-    const uint32_t b0 = s0 >> sh, b1 = s1 >> sh, b2 = s2 >> sh;
-    if (j < 4) {
-        d = b0 & 63;
-        m = b1 & 63;
-    } else {
-        d = (b2 & 0xF) | ((b0 >> 2) & 0x30);
-        m = ((b2 >> 4) & 0xF) | ((b1 >> 2) & 0x30);
-    }
+// dp4u is dp4 with the first operand's bytes unsigned (dp4a.u32.s32):
+// Q4_K's high nibbles masked in place are bytes 16q, 0..240.
+__device__ __forceinline__ int dp4u(uint32_t a, int b, int c) {
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+// bf2f is byte k of v as a float times 2^(e-23) (0x4B000000 | b = 2^23 + b,
+// exactly): one PRMT and one FADD, no I2F (quarter rate). e is 0x4B (×1)
+// or 0x49 (×1/16).
+template <int K, uint32_t E>
+__device__ __forceinline__ float bf2f(uint32_t v) {
+    return __uint_as_float(__byte_perm(v, E << 24, 0x7440 + K)) - __uint_as_float(E << 24);
 }
 // q4kDot is one lane's share of a Q4_K block times the int8 activation:
 // block header hd (d, dmin, packed scales), the lane's 16 quant bytes qv,
 // the two sub-blocks' activation words x0, x1 and their {d, Σq} pairs s.
 // The v1 (qgemv8_q4_k) and qmv (quant_mmv.cuh) kernels share it.
+//
+// Written for few instructions (ncu: the qmv kernels issue ~2.3 of 4
+// instructions a cycle; the k4sm-style scale unpacking with its j < 4
+// branch was a third of them): the high nibbles are dotted where they lie
+// (16q as unsigned bytes, the 1/16 moved into the scale, exactly); the
+// 6-bit scales and mins of the lane's two sub-blocks 2c, 2c+1 come out of
+// the header as byte pairs with lane-constant masks and selects, no
+// branch; the min term is weighted by 0 in the lanes with h = 1. The
+// products and sums are the previous code's, in the same order: the same
+// result bits.
 __device__ __forceinline__ float q4kDot(uint4 hd, uint4 qv, int4 x0, int4 x1, float4 s, int j) {
-    const uint32_t M = 0x0F0F0F0Fu;
+    const uint32_t M = 0x0F0F0F0Fu, MH = 0xF0F0F0F0u;
     int sl = dp4(qv.x & M, x0.x, 0);
     sl = dp4(qv.y & M, x0.y, sl);
     sl = dp4(qv.z & M, x0.z, sl);
     sl = dp4(qv.w & M, x0.w, sl);
-    int sh = dp4((qv.x >> 4) & M, x1.x, 0);
-    sh = dp4((qv.y >> 4) & M, x1.y, sh);
-    sh = dp4((qv.z >> 4) & M, x1.z, sh);
-    sh = dp4((qv.w >> 4) & M, x1.w, sh);
+    int sh = dp4u(qv.x & MH, x1.x, 0);
+    sh = dp4u(qv.y & MH, x1.y, sh);
+    sh = dp4u(qv.z & MH, x1.z, sh);
+    sh = dp4u(qv.w & MH, x1.w, sh); // 16 × the high nibbles' sum
+    // Scales bytes 0-3 are hd.y, 4-7 hd.z, 8-11 hd.w. Sub-block k < 4:
+    // scale = byte k & 63, min = byte k+4 & 63; k >= 4: scale = (byte k+4
+    // & 15) | (byte k-4 >> 6) << 4, min = (byte k+4 >> 4) | (byte k >> 6)
+    // << 4. The lane's pair is bytes 2(c&1), 2(c&1)+1 of each word.
     const int c = j >> 1;
-    uint32_t sc0, m0, sc1, m1;
-    k4sm(2 * c, hd.y, hd.z, hd.w, sc0, m0);
-    k4sm(2 * c + 1, hd.y, hd.z, hd.w, sc1, m1);
-    const float d = h2f(hd.x & 0xffff), dm = h2f(hd.x >> 16);
-    float v = d * (u2f(sc0) * s.x * (float)sl + u2f(sc1) * s.z * (float)sh);
-    // The min term once per sub-block (the lane with h = 0), over the
-    // group's whole sum.
-    if ((j & 1) == 0) v -= dm * (u2f(m0) * (s.x * s.y) + u2f(m1) * (s.z * s.w));
+    const bool hi = c >= 2;
+    const uint32_t shp = 16 * (c & 1), mL = hi ? 0x0F0Fu : 0x3F3Fu, mH = hi ? 0x3030u : 0u;
+    const uint32_t Y = hd.y >> shp, Z = hd.z >> shp, W = hd.w >> shp;
+    const uint32_t scp = ((hi ? W : Y) & mL) | ((Y >> 2) & mH);
+    const uint32_t mp = ((hi ? W >> 4 : Z) & mL) | ((Z >> 2) & mH);
+    const float d = h2f(hd.x & 0xffff), dm = (j & 1) ? 0.f : h2f(hd.x >> 16);
+    float v = d * (bf2f<0, 0x4B>(scp) * s.x * (float)sl + bf2f<1, 0x49>(scp) * s.z * (float)sh);
+    // The min term once per sub-block (dm is 0 in the lane with h = 1),
+    // over the group's whole sum.
+    v -= dm * (bf2f<0, 0x4B>(mp) * (s.x * s.y) + bf2f<1, 0x4B>(mp) * (s.z * s.w));
     return v;
 }
 __device__ __forceinline__ float cmq4k(const LdQ4K& L, int j) { return q4kDot(L.hd, L.qv, L.x0, L.x1, L.s, j); }
@@ -229,26 +248,32 @@ __device__ __forceinline__ void ldq6k(LdQ6K& L, const uint8_t* wr, const uint8_t
     L.s01 = __ldg((const float4*)sp);
     L.s23 = __ldg((const float4*)(sp + 2));
 }
-// s6 maps 4 packed 6-bit values v to the int8 bytes v - 32.
-__device__ __forceinline__ uint32_t s6(uint32_t v) {
-    const uint32_t u = v ^ 0x20202020u;
-    return u | ((u & 0x20202020u) * 6u);
+// q6kZero leaves in z[k] -32 times the sum of the 8 activation bytes
+// x[k]: the 6-bit quants are dotted as they are (0..63) and this offset
+// starts each sum, so the -32 of Q6_K costs nothing per weight row (the
+// activation is shared by the rows of a warp).
+__device__ __forceinline__ void q6kZero(const int2* x, int (&z)[4]) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) z[k] = -32 * dp4(0x01010101u, x[k].x, dp4(0x01010101u, x[k].y, 0));
 }
 // q6kDot is one lane's share of a Q6_K block times the int8 activation
-// (quant bytes a, b, high bits h, scales sc, d; activation words x and
-// their {d, Σq} pairs s01, s23). Shared by qgemv8_q6_k and qmv.
+// (quant bytes a, b, high bits h, scales sc, d; activation words x, their
+// q6kZero offsets z and their {d, Σq} pairs s01, s23). Shared by
+// qgemv8_q6_k and qmv. The integer sums equal those of the quants minus
+// 32 dotted one by one; the float part is unchanged.
 __device__ __forceinline__ float q6kDot(const uint32_t* a, const uint32_t* b, const uint32_t* h, const uint32_t* sc,
-                                        uint32_t dd, const int2* x, float4 s01, float4 s23, int t) {
+                                        uint32_t dd, const int2* x, const int (&z)[4], float4 s01, float4 s23,
+                                        int t) {
     const uint32_t M = 0x0F0F0F0Fu, H = 0x30303030u;
-    int d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+    int d0 = z[0], d1 = z[1], d2 = z[2], d3 = z[3];
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const int xi0 = i ? x[0].y : x[0].x, xi1 = i ? x[1].y : x[1].x, xi2 = i ? x[2].y : x[2].x,
                   xi3 = i ? x[3].y : x[3].x;
-        d0 = dp4(s6((a[i] & M) | ((h[i] << 4) & H)), xi0, d0);
-        d1 = dp4(s6((b[i] & M) | ((h[i] << 2) & H)), xi1, d1);
-        d2 = dp4(s6(((a[i] >> 4) & M) | (h[i] & H)), xi2, d2);
-        d3 = dp4(s6(((b[i] >> 4) & M) | ((h[i] >> 2) & H)), xi3, d3);
+        d0 = dp4((a[i] & M) | ((h[i] << 4) & H), xi0, d0);
+        d1 = dp4((b[i] & M) | ((h[i] << 2) & H), xi1, d1);
+        d2 = dp4(((a[i] >> 4) & M) | (h[i] & H), xi2, d2);
+        d3 = dp4(((b[i] >> 4) & M) | ((h[i] >> 2) & H), xi3, d3);
     }
     const uint32_t sh = 8 * ((t & 3) >> 1);
     const float c0 = (float)(int8_t)(sc[0] >> sh), c1 = (float)(int8_t)(sc[0] >> (16 + sh)),
@@ -256,7 +281,9 @@ __device__ __forceinline__ float q6kDot(const uint32_t* a, const uint32_t* b, co
     return h2f(dd) * (c0 * s01.x * (float)d0 + c1 * s01.z * (float)d1 + c2 * s23.x * (float)d2 + c3 * s23.z * (float)d3);
 }
 __device__ __forceinline__ float cmq6k(const LdQ6K& L, int t) {
-    return q6kDot(L.a, L.b, L.h, L.sc, L.d, L.x, L.s01, L.s23, t);
+    int z[4];
+    q6kZero(L.x, z);
+    return q6kDot(L.a, L.b, L.h, L.sc, L.d, L.x, z, L.s01, L.s23, t);
 }
 
 extern "C" __global__ void __launch_bounds__(128) qgemv8_q6_k(float* y, const uint8_t* __restrict__ xq,

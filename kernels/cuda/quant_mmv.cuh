@@ -124,6 +124,7 @@ template <> struct QT<Q6_K> {
     };
     struct X {
         int2 x[4];
+        int z[4]; // q6kZero(x), once for the QR rows
         float4 s01, s23;
     };
     // 210-byte blocks are only 2-byte aligned: aligned words, funnel shifts.
@@ -144,9 +145,10 @@ template <> struct QT<Q6_K> {
         const float2* sp = xs + 8 * (long)b + 4 * n;
         x.s01 = __ldg((const float4*)sp);
         x.s23 = __ldg((const float4*)(sp + 2));
+        q6kZero(x.x, x.z);
     }
     static __device__ __forceinline__ float dot(const W& w, const X& x, int t) {
-        return q6kDot(w.a, w.b, w.h, w.sc, w.d, x.x, x.s01, x.s23, t);
+        return q6kDot(w.a, w.b, w.h, w.sc, w.d, x.x, x.z, x.s01, x.s23, t);
     }
 };
 
