@@ -31,9 +31,11 @@ func (c *conf) quant() {
 			{24, 100, 512}, {33, 64, 256}}
 		if dt == kernels.Q4_K || dt == kernels.Q6_K || dt == kernels.Q8_0 {
 			shapes = append(shapes, mm{1, 4096, 4096}, mm{1, 1024, 12288}, mm{2, 4096, 4096}, mm{130, 1024, 4096})
-			// qmv (quant_mmv.cuh): row counts off its 4 rows per warp and
-			// 16/wpr rows per block, block counts off its steps of 4.
-			shapes = append(shapes, mm{1, 7, 256}, mm{1, 33, 1280}, mm{1, 4099, 4096}, mm{1, 513, 12288}, mm{1, 130, 768})
+			// qmv (quant_mmv.cuh): row counts off its 2 or 4 rows per warp
+			// and 16/wpr or 32/wpr rows per block, block counts off its
+			// steps of 4 (Q4_K: 8) blocks.
+			shapes = append(shapes, mm{1, 7, 256}, mm{1, 33, 1280}, mm{1, 4099, 4096}, mm{1, 513, 12288}, mm{1, 130, 768},
+				mm{1, 65, 2304}, mm{1, 1027, 3328})
 		}
 		if _, _, lattice := quant.Lattice(dt); lattice {
 			// Wider rows take 2 and 4 warps per output row; a MoE-expert

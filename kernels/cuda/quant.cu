@@ -162,6 +162,20 @@ template <int K, uint32_t E>
 __device__ __forceinline__ float bf2f(uint32_t v) {
     return __uint_as_float(__byte_perm(v, E << 24, 0x7440 + K)) - __uint_as_float(E << 24);
 }
+// q4kPair leaves the 6-bit scales (scp) and mins (mp) of sub-blocks 2c and
+// 2c+1 of a Q4_K header in bytes 0 and 1. Scales bytes 0-3 are hd.y, 4-7
+// hd.z, 8-11 hd.w. Sub-block k < 4: scale = byte k & 63, min = byte k+4 &
+// 63; k >= 4: scale = (byte k+4 & 15) | (byte k-4 >> 6) << 4, min = (byte
+// k+4 >> 4) | (byte k >> 6) << 4. The pair is bytes 2(c&1), 2(c&1)+1 of
+// each word; c is constant in a lane, so the masks and selects replace
+// k4sm's branch.
+__device__ __forceinline__ void q4kPair(uint4 hd, int c, uint32_t& scp, uint32_t& mp) {
+    const bool hi = c >= 2;
+    const uint32_t shp = 16 * (c & 1), mL = hi ? 0x0F0Fu : 0x3F3Fu, mH = hi ? 0x3030u : 0u;
+    const uint32_t Y = hd.y >> shp, Z = hd.z >> shp, W = hd.w >> shp;
+    scp = ((hi ? W : Y) & mL) | ((Y >> 2) & mH);
+    mp = ((hi ? W >> 4 : Z) & mL) | ((Z >> 2) & mH);
+}
 // q4kDot is one lane's share of a Q4_K block times the int8 activation:
 // block header hd (d, dmin, packed scales), the lane's 16 quant bytes qv,
 // the two sub-blocks' activation words x0, x1 and their {d, Σq} pairs s.
@@ -186,20 +200,43 @@ __device__ __forceinline__ float q4kDot(uint4 hd, uint4 qv, int4 x0, int4 x1, fl
     sh = dp4u(qv.y & MH, x1.y, sh);
     sh = dp4u(qv.z & MH, x1.z, sh);
     sh = dp4u(qv.w & MH, x1.w, sh); // 16 × the high nibbles' sum
-    // Scales bytes 0-3 are hd.y, 4-7 hd.z, 8-11 hd.w. Sub-block k < 4:
-    // scale = byte k & 63, min = byte k+4 & 63; k >= 4: scale = (byte k+4
-    // & 15) | (byte k-4 >> 6) << 4, min = (byte k+4 >> 4) | (byte k >> 6)
-    // << 4. The lane's pair is bytes 2(c&1), 2(c&1)+1 of each word.
-    const int c = j >> 1;
-    const bool hi = c >= 2;
-    const uint32_t shp = 16 * (c & 1), mL = hi ? 0x0F0Fu : 0x3F3Fu, mH = hi ? 0x3030u : 0u;
-    const uint32_t Y = hd.y >> shp, Z = hd.z >> shp, W = hd.w >> shp;
-    const uint32_t scp = ((hi ? W : Y) & mL) | ((Y >> 2) & mH);
-    const uint32_t mp = ((hi ? W >> 4 : Z) & mL) | ((Z >> 2) & mH);
+    uint32_t scp, mp;
+    q4kPair(hd, j >> 1, scp, mp);
     const float d = h2f(hd.x & 0xffff), dm = (j & 1) ? 0.f : h2f(hd.x >> 16);
     float v = d * (bf2f<0, 0x4B>(scp) * s.x * (float)sl + bf2f<1, 0x49>(scp) * s.z * (float)sh);
     // The min term once per sub-block (dm is 0 in the lane with h = 1),
     // over the group's whole sum.
+    v -= dm * (bf2f<0, 0x4B>(mp) * (s.x * s.y) + bf2f<1, 0x4B>(mp) * (s.z * s.w));
+    return v;
+}
+// q4kDot32 is q4kDot for a lane holding a sub-block pair whole: quant
+// bytes q0, q1 (32 of them), the activation words a (sub-block 2c) and b
+// (2c+1) and their {d, Σq} pairs s. The same operations but for the
+// integer sums over 32 rather than 16 elements and no lane without the
+// min term.
+__device__ __forceinline__ float q4kDot32(uint4 hd, uint4 q0, uint4 q1, int4 a0, int4 a1, int4 b0, int4 b1, float4 s,
+                                          int c) {
+    const uint32_t M = 0x0F0F0F0Fu, MH = 0xF0F0F0F0u;
+    int sl = dp4(q0.x & M, a0.x, 0);
+    sl = dp4(q0.y & M, a0.y, sl);
+    sl = dp4(q0.z & M, a0.z, sl);
+    sl = dp4(q0.w & M, a0.w, sl);
+    sl = dp4(q1.x & M, a1.x, sl);
+    sl = dp4(q1.y & M, a1.y, sl);
+    sl = dp4(q1.z & M, a1.z, sl);
+    sl = dp4(q1.w & M, a1.w, sl);
+    int sh = dp4u(q0.x & MH, b0.x, 0);
+    sh = dp4u(q0.y & MH, b0.y, sh);
+    sh = dp4u(q0.z & MH, b0.z, sh);
+    sh = dp4u(q0.w & MH, b0.w, sh);
+    sh = dp4u(q1.x & MH, b1.x, sh);
+    sh = dp4u(q1.y & MH, b1.y, sh);
+    sh = dp4u(q1.z & MH, b1.z, sh);
+    sh = dp4u(q1.w & MH, b1.w, sh);
+    uint32_t scp, mp;
+    q4kPair(hd, c, scp, mp);
+    const float d = h2f(hd.x & 0xffff), dm = h2f(hd.x >> 16);
+    float v = d * (bf2f<0, 0x4B>(scp) * s.x * (float)sl + bf2f<1, 0x49>(scp) * s.z * (float)sh);
     v -= dm * (bf2f<0, 0x4B>(mp) * (s.x * s.y) + bf2f<1, 0x4B>(mp) * (s.z * s.w));
     return v;
 }

@@ -100,10 +100,11 @@ type quantFns struct {
 
 type quantMod struct {
 	fns     map[kernels.DType]*quantFns
-	iqErr   error        // why the lattice codebooks could not be filled (their formats then refuse to load)
-	qx      cFunc        // qx_quant
-	qxn     cFunc        // qx_norm (quant_mmv.go)
-	mv, swi cFunc        // qmv, qmv_swiglu (quant_mmv.go)
+	iqErr   error // why the lattice codebooks could not be filled (their formats then refuse to load)
+	qx      cFunc // qx_quant
+	qxn     cFunc // qx_norm (quant_mmv.go)
+	mv, swi cFunc // qmv_R_B, qmv_swiglu_R_B of geom (quant_mmv.go)
+	geom    qmvGeom
 	xq      cu.DevicePtr // int8 activations: xs (float2 per 32) then xq
 	xqN     int64
 	int8    bool
@@ -132,10 +133,12 @@ func (b *Backend) quantModule() (*quantMod, error) {
 	if q.qxn, err = get("qx_norm"); err != nil {
 		return nil, err
 	}
-	if q.mv, err = get("qmv"); err != nil {
+	geom := qmvGeomByName(switches.qmvGeom)
+	q.geom = geom
+	if q.mv, err = get(fmt.Sprintf("qmv_%d_%d", geom.rows, geom.occ)); err != nil {
 		return nil, err
 	}
-	if q.swi, err = get("qmv_swiglu"); err != nil {
+	if q.swi, err = get(fmt.Sprintf("qmv_swiglu_%d_%d", geom.rows, geom.occ)); err != nil {
 		return nil, err
 	}
 	q.int8 = !switches.exactQGEMV

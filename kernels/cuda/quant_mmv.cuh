@@ -4,31 +4,30 @@
 // its 32 int8 activations and their scales per 16 bytes of weights and a
 // 4096-wide row leaves a warp with only a few loads in flight. Here:
 //
-//   - a warp computes QR = 4 weight rows at once: each activation load
-//     serves four rows, and a lane has 4 rows' blocks in flight per step;
-//   - wpr warps split a group's columns (steps of 1024 elements: 8 lanes
-//     per 256-element block, 4 blocks per warp), so that short matrices
-//     still give every SM several blocks; the grid is sized in Go;
+//   - a warp computes QR = 2 or 4 weight rows at once (a template
+//     parameter; the entry points at the end): each activation load serves
+//     QR rows, and a lane has QR rows' blocks in flight per step;
+//   - wpr warps split a group's columns (steps of 32/LPB blocks: LPB
+//     lanes per 256-element block), so that short matrices still give
+//     every SM several blocks; the grid is sized in Go;
 //   - the first step's weights are loaded before griddepcontrol.wait
 //     (weights are never written during a step; PDL as decode.cu). Loads
 //     of the next step issued before computing the current one (a rolling
 //     double buffer) took 108-128 registers (2 blocks per SM): not done;
-//     the warps of other groups keep the loads in flight instead: qmv and
-//     qmv_swiglu are __launch_bounds__(256, 3), 80 registers, 24 warps
-//     per SM (qmv took 104, 2 blocks per SM, until its rows became one
-//     pointer and 32-bit offsets, QRowsO);
+//     the warps of other groups keep the loads in flight instead (24-32
+//     warps per SM; rows are one pointer and 32-bit offsets, QRowsO, to
+//     save registers);
 //   - the activation is quantized once per distinct x by qx_norm (which can
 //     multiply by an RMSNorm weight and leave the partial sums of squares,
 //     so the norm's 1/rms is applied to the dot products), and one launch
 //     covers up to four matrices (q, k, v) of any of the three formats, or
 //     gate and up with the SwiGLU formed where both dots end.
 //
-// Lane mapping per 256-element block (j = lane % 8) as the v1 kernels:
-// Q4_K lane j reads qs bytes 16j..16j+15 (sub-blocks 2c, 2c+1 with c = j/2,
-// half h = j%2) and the 16-byte header; Q6_K lane j covers elements
-// 128n + 32k + 8*(j%4) + (0..7), n = j/4, k = 0..3; Q8_0 lane j the whole
-// 34-byte block 8*b + j.
-#define QR 4
+// Lane mapping per 256-element block: Q4_K (LPB 4) lane j = lane % 4 reads
+// qs bytes 32j..32j+31 (sub-blocks 2j and 2j+1 whole) and the 16-byte
+// header; with j = lane % 8 as the v1 kernels, Q6_K lane j covers elements
+// 128n + 32k + 8*(j%4) + (0..7), n = j/4, k = 0..3, and Q8_0 lane j the
+// whole 34-byte block 8*b + j.
 #define QMV_PLAIN 0
 #define QMV_ADD 1
 #define QMV_NORM 2
@@ -91,33 +90,41 @@ extern "C" __global__ void __launch_bounds__(256) qx_norm(uint32_t* xq, float2* 
 // their loads and the dot product.
 template <int F> struct QT;
 
+// Q4_K: 4 lanes a block, lane j the 32 quant bytes 32j..32j+31 (sub-blocks
+// 2j and 2j+1 whole, their scales unpacked once for 64 weights: with 16
+// bytes a lane, as v1, the unpacking and the float part of q4kDot were
+// spent twice as often).
 template <> struct QT<Q4_K> {
+    static constexpr int LPB = 4;
     struct W {
-        uint4 hd, qv;
+        uint4 hd, q0, q1;
     };
     struct X {
-        int4 x0, x1;
+        int4 a0, a1, b0, b1;
         float4 s;
     };
     // Rows are 16-byte aligned: 144-byte blocks from a 256-byte aligned base.
     static __device__ __forceinline__ void ldW(W& w, const uint8_t* wr, int b, int j) {
         const uint8_t* blk = wr + (long)b * 144;
         w.hd = ldnc(blk);
-        w.qv = ldnc(blk + 16 + 16 * j);
+        w.q0 = ldnc(blk + 16 + 32 * j);
+        w.q1 = ldnc(blk + 32 + 32 * j);
     }
     static __device__ __forceinline__ void ldX(X& x, const uint8_t* xq, const float2* xs, int b, int j) {
-        const int c = j >> 1, h = j & 1;
-        const uint8_t* xb = xq + ((long)b << 8) + 64 * c + 16 * h;
-        x.x0 = __ldg((const int4*)xb);
-        x.x1 = __ldg((const int4*)(xb + 32));
-        x.s = __ldg((const float4*)(xs + 8 * (long)b + 2 * c));
+        const int4* xb = (const int4*)(xq + ((long)b << 8) + 64 * j);
+        x.a0 = __ldg(xb);
+        x.a1 = __ldg(xb + 1);
+        x.b0 = __ldg(xb + 2);
+        x.b1 = __ldg(xb + 3);
+        x.s = __ldg((const float4*)(xs + 8 * (long)b + 2 * j));
     }
     static __device__ __forceinline__ float dot(const W& w, const X& x, int j) {
-        return q4kDot(w.hd, w.qv, x.x0, x.x1, x.s, j);
+        return q4kDot32(w.hd, w.q0, w.q1, x.a0, x.a1, x.b0, x.b1, x.s, j);
     }
 };
 
 template <> struct QT<Q6_K> {
+    static constexpr int LPB = 8;
     struct W {
         uint32_t a[2], b[2], h[2], sc[2];
         uint32_t d;
@@ -153,6 +160,7 @@ template <> struct QT<Q6_K> {
 };
 
 template <> struct QT<Q8_0> {
+    static constexpr int LPB = 8; // 8 blocks of 32 a lane group
     struct W {
         uint32_t q[8];
         uint32_t d;
@@ -195,25 +203,28 @@ template <> struct QT<Q8_0> {
 // two matrices), or for qmv one pointer and 32-bit offsets of the other
 // rows from it (QR - 1 registers fewer; rows of one matrix are at most 3
 // row lengths apart), which kept qmv at 80 registers without spills.
+template <int QR>
 struct QRowsP {
     const uint8_t* p[QR];
     __device__ __forceinline__ const uint8_t* operator[](int r) const { return p[r]; }
 };
+template <int QR>
 struct QRowsO {
     const uint8_t* p;
     uint32_t o[QR];
     __device__ __forceinline__ const uint8_t* operator[](int r) const { return p + o[r]; }
 };
 
-template <int F, class Rows>
+template <int F, int QR, class Rows>
 __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__ xq,
                                      const float2* __restrict__ xs, int nb, int s, int ss, bool active,
                                      float (&acc)[QR]) {
-    const int lane = threadIdx.x & 31, j = lane & 7;
+    constexpr int LPB = QT<F>::LPB, BPS = 32 / LPB; // lanes a block, blocks a step
+    const int lane = threadIdx.x & 31, j = lane % LPB;
 #pragma unroll
     for (int r = 0; r < QR; r++) acc[r] = 0.f;
     typename QT<F>::W cur[QR];
-    int b = 4 * s + (lane >> 3);
+    int b = BPS * s + lane / LPB;
     if (active && b < nb) {
 #pragma unroll
         for (int r = 0; r < QR; r++) QT<F>::ldW(cur[r], wr[r], b, j);
@@ -221,14 +232,14 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
     qPdlLaunch();
     qPdlWait();
     if (!active) return;
-    for (; 4 * s < nb; s += ss) {
+    for (; BPS * s < nb; s += ss) {
         if (b < nb) {
             typename QT<F>::X x;
             QT<F>::ldX(x, xq, xs, b, j);
 #pragma unroll
             for (int r = 0; r < QR; r++) acc[r] += QT<F>::dot(cur[r], x, j);
         }
-        b += 4 * ss;
+        b += BPS * ss;
         if (b < nb) {
 #pragma unroll
             for (int r = 0; r < QR; r++) QT<F>::ldW(cur[r], wr[r], b, j);
@@ -238,6 +249,7 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
 
 // qsums leaves each warp's QR sums in red[warp] (all threads may read them
 // after the call).
+template <int QR>
 __device__ __forceinline__ void qsums(float (*red)[QR], const float (&acc)[QR]) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll
@@ -258,20 +270,20 @@ __device__ __forceinline__ float qinvRms(const float* ssp, int in, float eps) {
 
 // qmvBlock is block blk of y = W·xq (mode: plain, add into y, or times the
 // norm factor): 8/wpr groups of QR rows.
-template <int F>
+template <int F, int QR>
 __device__ __forceinline__ void qmvBlock(float* y, const uint8_t* w, long rb, int out, int blk,
                                          const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
                                          const float* ssp, float eps, int in, int wpr, int mode) {
     __shared__ float red[8][QR];
     const int warp = threadIdx.x >> 5, G = 8 / wpr;
     const int base = (blk * G + warp / wpr) * QR;
-    QRowsO wr;
+    QRowsO<QR> wr;
     wr.p = w + (long)min(base, out - 1) * rb;
 #pragma unroll
     for (int r = 0; r < QR; r++) wr.o[r] = (uint32_t)((min(base + r, out - 1) - min(base, out - 1)) * rb);
     float acc[QR];
-    qdot<F>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
-    qsums(red, acc);
+    qdot<F, QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
+    qsums<QR>(red, acc);
     const int t = threadIdx.x;
     if (t < G * QR) {
         const int g = t / QR, r = t % QR, o = (blk * G + g) * QR + r;
@@ -284,25 +296,26 @@ __device__ __forceinline__ void qmvBlock(float* y, const uint8_t* w, long rb, in
     }
 }
 
+template <int QR>
 __device__ __forceinline__ void qmvMat(int f, float* y, const uint8_t* w, long rb, int out, int blk,
                                        const uint8_t* xq, const float2* xs, const float* ssp, float eps, int in,
                                        int wpr, int mode) {
     if (f == Q4_K)
-        qmvBlock<Q4_K>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+        qmvBlock<Q4_K, QR>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
     else if (f == Q6_K)
-        qmvBlock<Q6_K>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+        qmvBlock<Q6_K, QR>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
     else
-        qmvBlock<Q8_0>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+        qmvBlock<Q8_0, QR>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
 }
 
 // qmv: y_i = W_i · x for up to four matrices sharing the quantized x (in %
 // 256 == 0), each Q4_K, Q6_K or Q8_0 (f_i = its DType number); blocks [0,
 // n0) do matrix 0, [n0, n1) matrix 1, ... (unused matrices: out 0).
 #define QMV_MAT(i) float *y##i, const uint8_t *w##i, long rb##i, int out##i, int f##i
-extern "C" __global__ void __launch_bounds__(256, 3) qmv(const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
-                                                     const float* ssp, float eps, int in, int wpr, int mode,
-                                                     QMV_MAT(0), int n0, QMV_MAT(1), int n1, QMV_MAT(2), int n2,
-                                                     QMV_MAT(3)) {
+template <int QR>
+__device__ __forceinline__ void qmvEntry(const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
+                                         const float* ssp, float eps, int in, int wpr, int mode, QMV_MAT(0), int n0,
+                                         QMV_MAT(1), int n1, QMV_MAT(2), int n2, QMV_MAT(3)) {
     // The block's matrix by selection (one inlined copy of the GEMV; an
     // indexed array of the parameters would live in local memory).
     const int b = blockIdx.x;
@@ -317,19 +330,18 @@ extern "C" __global__ void __launch_bounds__(256, 3) qmv(const uint8_t* __restri
     } else if (b < n2) {
         y = y2, w = w2, rb = rb2, out = out2, f = f2, blk = b - n1;
     }
-    qmvMat(f, y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+    qmvMat<QR>(f, y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
 }
-
 // qmvSwiGLU: act = silu(Wg · rmsnorm(x)) * (Wu · rmsnorm(x)) from the
 // normed, quantized x; a group is gate rows o, o+1 and up rows o, o+1.
-template <int F>
+template <int F, int QR>
 __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
                                           const float* ssp, float eps, int in, int wpr, const uint8_t* wg,
                                           const uint8_t* wu, long rb, int out) {
     __shared__ float red[8][QR];
     const int warp = threadIdx.x >> 5, G = 8 / wpr;
     const int base = (blockIdx.x * G + warp / wpr) * (QR / 2);
-    QRowsP wr;
+    QRowsP<QR> wr;
 #pragma unroll
     for (int r = 0; r < QR / 2; r++) {
         const long o = min(base + r, out - 1);
@@ -337,8 +349,8 @@ __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict_
         wr.p[QR / 2 + r] = wu + o * rb;
     }
     float acc[QR];
-    qdot<F>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
-    qsums(red, acc);
+    qdot<F, QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
+    qsums<QR>(red, acc);
     const int t = threadIdx.x;
     if (t < G * (QR / 2)) {
         const int g = t / (QR / 2), r = t % (QR / 2), o = (blockIdx.x * G + g) * (QR / 2) + r;
@@ -356,14 +368,37 @@ __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict_
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256, 3) qmv_swiglu(float* act, const uint8_t* __restrict__ xq,
-                                                            const float2* __restrict__ xs, const float* ssp,
-                                                            float eps, int in, int wpr, int f, const uint8_t* wg,
-                                                            const uint8_t* wu, long rb, int out) {
+template <int QR>
+__device__ __forceinline__ void qmvSwiGLUEntry(float* act, const uint8_t* __restrict__ xq,
+                                               const float2* __restrict__ xs, const float* ssp, float eps, int in,
+                                               int wpr, int f, const uint8_t* wg, const uint8_t* wu, long rb, int out) {
     if (f == Q4_K)
-        qmvSwiGLU<Q4_K>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
+        qmvSwiGLU<Q4_K, QR>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
     else if (f == Q6_K)
-        qmvSwiGLU<Q6_K>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
+        qmvSwiGLU<Q6_K, QR>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
     else
-        qmvSwiGLU<Q8_0>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
+        qmvSwiGLU<Q8_0, QR>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
 }
+
+// The entry points by geometry: qmv_R_B and qmv_swiglu_R_B compute R rows
+// a warp with __launch_bounds__(256, B) (quant_mmv.go's qmvGeoms). R = 4
+// with B = 3 (80 registers) was the one geometry until the Q4_K lanes took
+// 32 quant bytes each; it now spills, so 4 rows take 128 registers (B = 2)
+// and 2 rows fit 64 (B = 4) or 80 (B = 3).
+#define QMV_ENTRIES(R, B)                                                                                            \
+    extern "C" __global__ void __launch_bounds__(256, B)                                                             \
+        qmv_##R##_##B(const uint8_t* __restrict__ xq, const float2* __restrict__ xs, const float* ssp, float eps,   \
+                      int in, int wpr, int mode, QMV_MAT(0), int n0, QMV_MAT(1), int n1, QMV_MAT(2), int n2,        \
+                      QMV_MAT(3)) {                                                                                 \
+        qmvEntry<R>(xq, xs, ssp, eps, in, wpr, mode, y0, w0, rb0, out0, f0, n0, y1, w1, rb1, out1, f1, n1, y2, w2,  \
+                    rb2, out2, f2, n2, y3, w3, rb3, out3, f3);                                                      \
+    }                                                                                                                \
+    extern "C" __global__ void __launch_bounds__(256, B)                                                             \
+        qmv_swiglu_##R##_##B(float* act, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,             \
+                             const float* ssp, float eps, int in, int wpr, int f, const uint8_t* wg,                 \
+                             const uint8_t* wu, long rb, int out) {                                                  \
+        qmvSwiGLUEntry<R>(act, xq, xs, ssp, eps, in, wpr, f, wg, wu, rb, out);                                       \
+    }
+QMV_ENTRIES(4, 2)
+QMV_ENTRIES(2, 4)
+QMV_ENTRIES(2, 3)

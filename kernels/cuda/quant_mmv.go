@@ -30,8 +30,42 @@ const (
 	qmvNorm  = 2
 )
 
-// qmvRows is QR of quant_mmv.cuh: the weight rows one warp computes.
-const qmvRows = 4
+// qmvGeom is one of quant_mmv.cuh's compiled geometries (QMV_ENTRIES):
+// rows a warp computes (QR) and blocks an SM holds (the launch bounds).
+type qmvGeom struct {
+	rows, occ int
+}
+
+// qmvGeoms are the compiled geometries by POCKET_QMV_GEOM name; the first
+// is the default.
+var qmvGeoms = []struct {
+	name string
+	g    qmvGeom
+}{
+	{"2x4", qmvGeom{2, 4}},
+	{"2x3", qmvGeom{2, 3}},
+	{"4x2", qmvGeom{4, 2}},
+}
+
+// qmvGeomByName is the geometry POCKET_QMV_GEOM names (the default for ""
+// or an unknown name).
+func qmvGeomByName(name string) qmvGeom {
+	for _, e := range qmvGeoms {
+		if e.name == name {
+			return e.g
+		}
+	}
+	return qmvGeoms[0].g
+}
+
+// qmvStepBlocks is how many 256-element blocks one step of a warp covers in
+// format f (quant_mmv.cuh: 32 lanes over QT<F>::LPB lanes a block).
+func qmvStepBlocks(f kernels.DType) int {
+	if f == kernels.Q4_K {
+		return 8
+	}
+	return 4
+}
 
 // qmvOn reports whether the second-version int8 GEMVs are in use.
 func (b *Backend) qmvOn() bool {
@@ -88,19 +122,15 @@ func (b *Backend) qx(x, nw cu.DevicePtr, in int) (xs, xq, ssp cu.DevicePtr) {
 	return xs, xq, ssp
 }
 
-// qmvOcc is the blocks of qmv and qmv_swiglu an SM holds: both are
-// __launch_bounds__(256, 3), 80 registers (ptxas).
-const qmvOcc = 3
-
 // qmvWarps picks how many warps share a row group (1, 2, 4 or 8; every
-// warp keeps at least one step of 4 blocks, 1024 columns). A warp has one
-// step of weights in flight at a time, so the time goes as the waves of
-// blocks times the steps per warp; of equal ones the fewer warps per group
-// (less reduction), unless more fill a quarter more of the first wave's
-// slots (qmvOcc blocks per SM).
-func (b *Backend) qmvWarps(groups, in int) int {
-	steps := cdiv(in/256, 4)
-	slots := qmvOcc * b.sms
+// warp keeps at least one step of bps blocks). A warp has one step of
+// weights in flight at a time, so the time goes as the waves of blocks
+// times the steps per warp; of equal ones the fewer warps per group (less
+// reduction), unless more fill a quarter more of the first wave's slots
+// (the geometry's blocks per SM).
+func (b *Backend) qmvWarps(groups, in, bps int) int {
+	steps := cdiv(in/256, bps)
+	slots := b.q.geom.occ * b.sms
 	best, cost, res := 1, 0, 0
 	for wpr := 1; wpr <= 8 && (wpr == 1 || steps >= wpr); wpr *= 2 {
 		blocks := cdiv(groups*wpr, 8)
@@ -115,12 +145,16 @@ func (b *Backend) qmvWarps(groups, in int) int {
 // qmvLaunch computes ys[i] = ts[i]·x (mode plain, add or norm) for up to
 // four weights with in columns from the quantized x, in one launch.
 func (b *Backend) qmvLaunch(mode int, xs, xq, ssp cu.DevicePtr, eps float32, in int, ys []cu.DevicePtr, ts []*tensor) {
-	groups := 0
+	rows := b.q.geom.rows
+	groups, most, bps := 0, 0, 4
 	for _, t := range ts {
-		groups += cdiv(t.w.Rows(), qmvRows)
+		groups += cdiv(t.w.Rows(), rows)
+		if t.w.Rows() > most { // the steps of the matrix with the most rows
+			most, bps = t.w.Rows(), qmvStepBlocks(t.w.DType)
+		}
 	}
-	wpr := b.qmvWarps(groups, in)
-	per := qmvRows * 8 / wpr // rows per block
+	wpr := b.qmvWarps(groups, in, bps)
+	per := rows * 8 / wpr // rows per block
 	args := []uint64{ptr(xq), ptr(xs), ptr(ssp), f32(eps), i32(in), i32(wpr), i32(mode)}
 	blocks := 0
 	for i := range 4 {
@@ -202,9 +236,10 @@ func (b *Backend) quantNormSwiGLU(act, x kernels.Buf, nv cu.DevicePtr, eps float
 		return false
 	}
 	xs, xq, ssp := b.qx(dptr(x), nv, in)
-	// A group is two gate and two up rows: two outputs.
-	wpr := b.qmvWarps(cdiv(out, 2), in)
-	b.runQ(b.q.swi, cdiv(out, 2*8/wpr), 256, ptr(dptr(act)), ptr(xq), ptr(xs), ptr(ssp), f32(eps), i32(in), i32(wpr),
+	// A group is rows/2 gate and as many up rows: rows/2 outputs.
+	half := b.q.geom.rows / 2
+	wpr := b.qmvWarps(cdiv(out, half), in, qmvStepBlocks(g.w.DType))
+	b.runQ(b.q.swi, cdiv(out, half*8/wpr), 256, ptr(dptr(act)), ptr(xq), ptr(xs), ptr(ssp), f32(eps), i32(in), i32(wpr),
 		i32(int(g.w.DType)), ptr(g.data), ptr(u.data), uint64(g.rowBytes()), i32(out))
 	return true
 }

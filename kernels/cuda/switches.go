@@ -20,6 +20,7 @@ import (
 //	POCKET_QGEMV=exact   GGUF one-row GEMVs keep float32 activations (no int8 dp4a path)
 //	POCKET_QGEMV=v1      GGUF one-row GEMVs on the first int8 kernels (qgemv8_*, a quantize
 //	                     launch per GEMV, no fused ops for block formats), not qmv
+//	POCKET_QMV_GEOM=2x4|2x3|4x2 qmv's rows a warp and blocks an SM (quant_mmv.go's qmvGeoms; default the first)
 //	POCKET_FUSED=0       no fused decode kernels (kernels.FusedOps declines every call);
 //	                     POCKET_FUSED=qkv,mlp,add,rope,attn enables only the named ones
 //	                     (NormMatMul, NormSwiGLU, MatMulAdd, RoPEStoreKV, RoPEAttention)
@@ -53,6 +54,7 @@ var switches = struct {
 	attnOcc2        bool
 	exactQGEMV      bool
 	qgemvV1         bool
+	qmvGeom         string
 	fused           map[string]bool
 	noPDL           bool
 	oldAttn         bool
@@ -78,6 +80,7 @@ var switches = struct {
 	attnOcc2:        os.Getenv("POCKET_ATTN_OCC") == "2",
 	exactQGEMV:      os.Getenv("POCKET_QGEMV") == "exact",
 	qgemvV1:         os.Getenv("POCKET_QGEMV") == "v1",
+	qmvGeom:         os.Getenv("POCKET_QMV_GEOM"),
 	fused:           fusedSwitch(os.Getenv("POCKET_FUSED")),
 	noPDL:           os.Getenv("POCKET_PDL") == "0",
 	oldAttn:         os.Getenv("POCKET_ATTN") == "partial",
