@@ -209,30 +209,11 @@ __device__ __forceinline__ float q4kDot(uint4 hd, uint4 qv, int4 x0, int4 x1, fl
     v -= dm * (bf2f<0, 0x4B>(mp) * (s.x * s.y) + bf2f<1, 0x4B>(mp) * (s.z * s.w));
     return v;
 }
-// q4kDot32 is q4kDot for a lane holding a sub-block pair whole: quant
-// bytes q0, q1 (32 of them), the activation words a (sub-block 2c) and b
-// (2c+1) and their {d, Σq} pairs s. The same operations but for the
-// integer sums over 32 rather than 16 elements and no lane without the
-// min term.
-__device__ __forceinline__ float q4kDot32(uint4 hd, uint4 q0, uint4 q1, int4 a0, int4 a1, int4 b0, int4 b1, float4 s,
-                                          int c) {
-    const uint32_t M = 0x0F0F0F0Fu, MH = 0xF0F0F0F0u;
-    int sl = dp4(q0.x & M, a0.x, 0);
-    sl = dp4(q0.y & M, a0.y, sl);
-    sl = dp4(q0.z & M, a0.z, sl);
-    sl = dp4(q0.w & M, a0.w, sl);
-    sl = dp4(q1.x & M, a1.x, sl);
-    sl = dp4(q1.y & M, a1.y, sl);
-    sl = dp4(q1.z & M, a1.z, sl);
-    sl = dp4(q1.w & M, a1.w, sl);
-    int sh = dp4u(q0.x & MH, b0.x, 0);
-    sh = dp4u(q0.y & MH, b0.y, sh);
-    sh = dp4u(q0.z & MH, b0.z, sh);
-    sh = dp4u(q0.w & MH, b0.w, sh);
-    sh = dp4u(q1.x & MH, b1.x, sh);
-    sh = dp4u(q1.y & MH, b1.y, sh);
-    sh = dp4u(q1.z & MH, b1.z, sh);
-    sh = dp4u(q1.w & MH, b1.w, sh);
+// q4kFinish is a Q4_K sub-block pair's contribution to a row from its
+// integer sums sl (low nibbles · the activation of sub-block 2c) and sh
+// (16 × high nibbles · that of 2c+1) over the pair's 64 elements, with
+// the activation's {d, Σq} pairs s (quant_mmv.cuh's qdotQ4K).
+__device__ __forceinline__ float q4kFinish(uint4 hd, int c, int sl, int sh, float4 s) {
     uint32_t scp, mp;
     q4kPair(hd, c, scp, mp);
     const float d = h2f(hd.x & 0xffff), dm = h2f(hd.x >> 16);

@@ -7,9 +7,9 @@
 //   - a warp computes QR = 2 or 4 weight rows at once (a template
 //     parameter; the entry points at the end): each activation load serves
 //     QR rows, and a lane has QR rows' blocks in flight per step;
-//   - wpr warps split a group's columns (steps of 32/LPB blocks: LPB
-//     lanes per 256-element block), so that short matrices still give
-//     every SM several blocks; the grid is sized in Go;
+//   - wpr warps split a group's columns (steps of 1024 elements: 8 lanes
+//     per 256-element block, 4 blocks per warp), so that short matrices
+//     still give every SM several blocks; the grid is sized in Go;
 //   - the first step's weights are loaded before griddepcontrol.wait
 //     (weights are never written during a step; PDL as decode.cu). Loads
 //     of the next step issued before computing the current one (a rolling
@@ -23,11 +23,11 @@
 //     covers up to four matrices (q, k, v) of any of the three formats, or
 //     gate and up with the SwiGLU formed where both dots end.
 //
-// Lane mapping per 256-element block: Q4_K (LPB 4) lane j = lane % 4 reads
-// qs bytes 32j..32j+31 (sub-blocks 2j and 2j+1 whole) and the 16-byte
-// header; with j = lane % 8 as the v1 kernels, Q6_K lane j covers elements
-// 128n + 32k + 8*(j%4) + (0..7), n = j/4, k = 0..3, and Q8_0 lane j the
-// whole 34-byte block 8*b + j.
+// Lane mapping per 256-element block (j = lane % 8) as the v1 kernels:
+// Q4_K lane j reads qs bytes 16j..16j+15 (sub-blocks 2c, 2c+1 with c = j/2,
+// half h = j%2) and the 16-byte header (qdotQ4K); Q6_K lane j covers
+// elements 128n + 32k + 8*(j%4) + (0..7), n = j/4, k = 0..3; Q8_0 lane j
+// the whole 34-byte block 8*b + j.
 #define QMV_PLAIN 0
 #define QMV_ADD 1
 #define QMV_NORM 2
@@ -90,41 +90,7 @@ extern "C" __global__ void __launch_bounds__(256) qx_norm(uint32_t* xq, float2* 
 // their loads and the dot product.
 template <int F> struct QT;
 
-// Q4_K: 4 lanes a block, lane j the 32 quant bytes 32j..32j+31 (sub-blocks
-// 2j and 2j+1 whole, their scales unpacked once for 64 weights: with 16
-// bytes a lane, as v1, the unpacking and the float part of q4kDot were
-// spent twice as often).
-template <> struct QT<Q4_K> {
-    static constexpr int LPB = 4;
-    struct W {
-        uint4 hd, q0, q1;
-    };
-    struct X {
-        int4 a0, a1, b0, b1;
-        float4 s;
-    };
-    // Rows are 16-byte aligned: 144-byte blocks from a 256-byte aligned base.
-    static __device__ __forceinline__ void ldW(W& w, const uint8_t* wr, int b, int j) {
-        const uint8_t* blk = wr + (long)b * 144;
-        w.hd = ldnc(blk);
-        w.q0 = ldnc(blk + 16 + 32 * j);
-        w.q1 = ldnc(blk + 32 + 32 * j);
-    }
-    static __device__ __forceinline__ void ldX(X& x, const uint8_t* xq, const float2* xs, int b, int j) {
-        const int4* xb = (const int4*)(xq + ((long)b << 8) + 64 * j);
-        x.a0 = __ldg(xb);
-        x.a1 = __ldg(xb + 1);
-        x.b0 = __ldg(xb + 2);
-        x.b1 = __ldg(xb + 3);
-        x.s = __ldg((const float4*)(xs + 8 * (long)b + 2 * j));
-    }
-    static __device__ __forceinline__ float dot(const W& w, const X& x, int j) {
-        return q4kDot32(w.hd, w.q0, w.q1, x.a0, x.a1, x.b0, x.b1, x.s, j);
-    }
-};
-
 template <> struct QT<Q6_K> {
-    static constexpr int LPB = 8;
     struct W {
         uint32_t a[2], b[2], h[2], sc[2];
         uint32_t d;
@@ -160,7 +126,6 @@ template <> struct QT<Q6_K> {
 };
 
 template <> struct QT<Q8_0> {
-    static constexpr int LPB = 8; // 8 blocks of 32 a lane group
     struct W {
         uint32_t q[8];
         uint32_t d;
@@ -219,12 +184,11 @@ template <int F, int QR, class Rows>
 __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__ xq,
                                      const float2* __restrict__ xs, int nb, int s, int ss, bool active,
                                      float (&acc)[QR]) {
-    constexpr int LPB = QT<F>::LPB, BPS = 32 / LPB; // lanes a block, blocks a step
-    const int lane = threadIdx.x & 31, j = lane % LPB;
+    const int lane = threadIdx.x & 31, j = lane & 7;
 #pragma unroll
     for (int r = 0; r < QR; r++) acc[r] = 0.f;
     typename QT<F>::W cur[QR];
-    int b = BPS * s + lane / LPB;
+    int b = 4 * s + (lane >> 3);
     if (active && b < nb) {
 #pragma unroll
         for (int r = 0; r < QR; r++) QT<F>::ldW(cur[r], wr[r], b, j);
@@ -232,20 +196,111 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
     qPdlLaunch();
     qPdlWait();
     if (!active) return;
-    for (; BPS * s < nb; s += ss) {
+    for (; 4 * s < nb; s += ss) {
         if (b < nb) {
             typename QT<F>::X x;
             QT<F>::ldX(x, xq, xs, b, j);
 #pragma unroll
             for (int r = 0; r < QR; r++) acc[r] += QT<F>::dot(cur[r], x, j);
         }
-        b += BPS * ss;
+        b += 4 * ss;
         if (b < nb) {
 #pragma unroll
             for (int r = 0; r < QR; r++) QT<F>::ldW(cur[r], wr[r], b, j);
         }
     }
 }
+
+// qdotQ4K is qdot for Q4_K. The 8 lanes of a block each hold 16 quant
+// bytes (lane j: qs bytes 16j..16j+15 as the v1 kernels, so that a load
+// instruction covers whole 128-byte spans), the halves h = j & 1 of the
+// sub-block pair c = j >> 1. Each lane forms the integer sums of all QR
+// rows over its half; the two lanes of a pair then swap QR/2 rows' sums
+// (shfl_xor 1) and each finishes QR/2 rows whole, so a row's scales are
+// unpacked and its float part done once a pair, not in both lanes (ncu:
+// these kernels issue ~2.3 of 4 instructions a cycle, and that part was
+// half of them). Slots r < QR/2 of a lane are its own rows h·QR/2 + r,
+// slots r >= QR/2 its partner's (row r ^ QR/2 of lane h = 0's order).
+// Handing a lane a pair's 32 bytes instead took the same instructions
+// off but split every 32-byte sector between two load instructions
+// (measured slower: 410 against 426 tok/s on the Qwen3-8B Q4_K_M step).
+template <int QR, class Rows>
+__device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restrict__ xq,
+                                        const float2* __restrict__ xs, int nb, int s, int ss, bool active,
+                                        float (&acc)[QR]) {
+    constexpr int H = QR / 2;
+    const int lane = threadIdx.x & 31, j = lane & 7, c = j >> 1, h = j & 1;
+    const uint8_t* rp[QR];
+#pragma unroll
+    for (int r = 0; r < QR; r++) rp[r] = h ? wr[r ^ H] : wr[r];
+    float mine[H];
+#pragma unroll
+    for (int k = 0; k < H; k++) mine[k] = 0.f;
+    uint4 qv[QR], hd[H];
+    int b = 4 * s + (lane >> 3);
+    auto load = [&](int blk) {
+#pragma unroll
+        for (int r = 0; r < QR; r++) qv[r] = ldnc(rp[r] + (long)blk * 144 + 16 + 16 * j);
+#pragma unroll
+        for (int k = 0; k < H; k++) hd[k] = ldnc(rp[k] + (long)blk * 144);
+    };
+    if (active && b < nb) load(b);
+    qPdlLaunch();
+    qPdlWait();
+#pragma unroll
+    for (int r = 0; r < QR; r++) acc[r] = 0.f;
+    if (!active) return;
+    const uint32_t M = 0x0F0F0F0Fu, MH = 0xF0F0F0F0u;
+    for (; 4 * s < nb; s += ss) {
+        const unsigned m = __ballot_sync(0xffffffffu, b < nb); // a pair is in or out together
+        if (b < nb) {
+            const uint8_t* xb = xq + ((long)b << 8) + 64 * c + 16 * h;
+            const int4 x0 = __ldg((const int4*)xb), x1 = __ldg((const int4*)(xb + 32));
+            const float4 sx = __ldg((const float4*)(xs + 8 * (long)b + 2 * c));
+            int sl[QR], sh[QR];
+#pragma unroll
+            for (int r = 0; r < QR; r++) {
+                sl[r] = dp4(qv[r].x & M, x0.x, 0);
+                sl[r] = dp4(qv[r].y & M, x0.y, sl[r]);
+                sl[r] = dp4(qv[r].z & M, x0.z, sl[r]);
+                sl[r] = dp4(qv[r].w & M, x0.w, sl[r]);
+                sh[r] = dp4u(qv[r].x & MH, x1.x, 0); // 16 × the high nibbles' sum
+                sh[r] = dp4u(qv[r].y & MH, x1.y, sh[r]);
+                sh[r] = dp4u(qv[r].z & MH, x1.z, sh[r]);
+                sh[r] = dp4u(qv[r].w & MH, x1.w, sh[r]);
+            }
+#pragma unroll
+            for (int k = 0; k < H; k++) {
+                const int pl = __shfl_xor_sync(m, sl[H + k], 1), ph = __shfl_xor_sync(m, sh[H + k], 1);
+                mine[k] += q4kFinish(hd[k], c, sl[k] + pl, sh[k] + ph, sx);
+            }
+        }
+        b += 4 * ss;
+        if (b < nb) load(b);
+    }
+#pragma unroll
+    for (int r = 0; r < QR; r++) acc[r] = r / H == h ? mine[r % H] : 0.f;
+}
+
+// qdotF is qdot, or qdotQ4K for Q4_K.
+template <int F>
+struct QDotF {
+    template <int QR, class Rows>
+    static __device__ __forceinline__ void run(const Rows& wr, const uint8_t* __restrict__ xq,
+                                               const float2* __restrict__ xs, int nb, int s, int ss, bool active,
+                                               float (&acc)[QR]) {
+        qdot<F, QR>(wr, xq, xs, nb, s, ss, active, acc);
+    }
+};
+template <>
+struct QDotF<Q4_K> {
+    template <int QR, class Rows>
+    static __device__ __forceinline__ void run(const Rows& wr, const uint8_t* __restrict__ xq,
+                                               const float2* __restrict__ xs, int nb, int s, int ss, bool active,
+                                               float (&acc)[QR]) {
+        qdotQ4K<QR>(wr, xq, xs, nb, s, ss, active, acc);
+    }
+};
 
 // qsums leaves each warp's QR sums in red[warp] (all threads may read them
 // after the call).
@@ -282,7 +337,7 @@ __device__ __forceinline__ void qmvBlock(float* y, const uint8_t* w, long rb, in
 #pragma unroll
     for (int r = 0; r < QR; r++) wr.o[r] = (uint32_t)((min(base + r, out - 1) - min(base, out - 1)) * rb);
     float acc[QR];
-    qdot<F, QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
+    QDotF<F>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
     qsums<QR>(red, acc);
     const int t = threadIdx.x;
     if (t < G * QR) {
@@ -349,7 +404,7 @@ __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict_
         wr.p[QR / 2 + r] = wu + o * rb;
     }
     float acc[QR];
-    qdot<F, QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
+    QDotF<F>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
     qsums<QR>(red, acc);
     const int t = threadIdx.x;
     if (t < G * (QR / 2)) {
@@ -381,10 +436,7 @@ __device__ __forceinline__ void qmvSwiGLUEntry(float* act, const uint8_t* __rest
 }
 
 // The entry points by geometry: qmv_R_B and qmv_swiglu_R_B compute R rows
-// a warp with __launch_bounds__(256, B) (quant_mmv.go's qmvGeoms). R = 4
-// with B = 3 (80 registers) was the one geometry until the Q4_K lanes took
-// 32 quant bytes each; it now spills, so 4 rows take 128 registers (B = 2)
-// and 2 rows fit 64 (B = 4) or 80 (B = 3).
+// a warp with __launch_bounds__(256, B) (quant_mmv.go's qmvGeoms).
 #define QMV_ENTRIES(R, B)                                                                                            \
     extern "C" __global__ void __launch_bounds__(256, B)                                                             \
         qmv_##R##_##B(const uint8_t* __restrict__ xq, const float2* __restrict__ xs, const float* ssp, float eps,   \
@@ -399,6 +451,6 @@ __device__ __forceinline__ void qmvSwiGLUEntry(float* act, const uint8_t* __rest
                              const uint8_t* wu, long rb, int out) {                                                  \
         qmvSwiGLUEntry<R>(act, xq, xs, ssp, eps, in, wpr, f, wg, wu, rb, out);                                       \
     }
-QMV_ENTRIES(4, 2)
+QMV_ENTRIES(4, 3)
+QMV_ENTRIES(4, 4)
 QMV_ENTRIES(2, 4)
-QMV_ENTRIES(2, 3)

@@ -42,9 +42,9 @@ var qmvGeoms = []struct {
 	name string
 	g    qmvGeom
 }{
+	{"4x3", qmvGeom{4, 3}}, // 80 registers
+	{"4x4", qmvGeom{4, 4}}, // 64 registers: Q6_K spills
 	{"2x4", qmvGeom{2, 4}},
-	{"2x3", qmvGeom{2, 3}},
-	{"4x2", qmvGeom{4, 2}},
 }
 
 // qmvGeomByName is the geometry POCKET_QMV_GEOM names (the default for ""
@@ -56,15 +56,6 @@ func qmvGeomByName(name string) qmvGeom {
 		}
 	}
 	return qmvGeoms[0].g
-}
-
-// qmvStepBlocks is how many 256-element blocks one step of a warp covers in
-// format f (quant_mmv.cuh: 32 lanes over QT<F>::LPB lanes a block).
-func qmvStepBlocks(f kernels.DType) int {
-	if f == kernels.Q4_K {
-		return 8
-	}
-	return 4
 }
 
 // qmvOn reports whether the second-version int8 GEMVs are in use.
@@ -123,13 +114,13 @@ func (b *Backend) qx(x, nw cu.DevicePtr, in int) (xs, xq, ssp cu.DevicePtr) {
 }
 
 // qmvWarps picks how many warps share a row group (1, 2, 4 or 8; every
-// warp keeps at least one step of bps blocks). A warp has one step of
+// warp keeps at least one step of 4 blocks, 1024 columns). A warp has one step of
 // weights in flight at a time, so the time goes as the waves of blocks
 // times the steps per warp; of equal ones the fewer warps per group (less
 // reduction), unless more fill a quarter more of the first wave's slots
 // (the geometry's blocks per SM).
-func (b *Backend) qmvWarps(groups, in, bps int) int {
-	steps := cdiv(in/256, bps)
+func (b *Backend) qmvWarps(groups, in int) int {
+	steps := cdiv(in/256, 4)
 	slots := b.q.geom.occ * b.sms
 	best, cost, res := 1, 0, 0
 	for wpr := 1; wpr <= 8 && (wpr == 1 || steps >= wpr); wpr *= 2 {
@@ -146,14 +137,11 @@ func (b *Backend) qmvWarps(groups, in, bps int) int {
 // four weights with in columns from the quantized x, in one launch.
 func (b *Backend) qmvLaunch(mode int, xs, xq, ssp cu.DevicePtr, eps float32, in int, ys []cu.DevicePtr, ts []*tensor) {
 	rows := b.q.geom.rows
-	groups, most, bps := 0, 0, 4
+	groups := 0
 	for _, t := range ts {
 		groups += cdiv(t.w.Rows(), rows)
-		if t.w.Rows() > most { // the steps of the matrix with the most rows
-			most, bps = t.w.Rows(), qmvStepBlocks(t.w.DType)
-		}
 	}
-	wpr := b.qmvWarps(groups, in, bps)
+	wpr := b.qmvWarps(groups, in)
 	per := rows * 8 / wpr // rows per block
 	args := []uint64{ptr(xq), ptr(xs), ptr(ssp), f32(eps), i32(in), i32(wpr), i32(mode)}
 	blocks := 0
@@ -238,7 +226,7 @@ func (b *Backend) quantNormSwiGLU(act, x kernels.Buf, nv cu.DevicePtr, eps float
 	xs, xq, ssp := b.qx(dptr(x), nv, in)
 	// A group is rows/2 gate and as many up rows: rows/2 outputs.
 	half := b.q.geom.rows / 2
-	wpr := b.qmvWarps(cdiv(out, half), in, qmvStepBlocks(g.w.DType))
+	wpr := b.qmvWarps(cdiv(out, half), in)
 	b.runQ(b.q.swi, cdiv(out, half*8/wpr), 256, ptr(dptr(act)), ptr(xq), ptr(xs), ptr(ssp), f32(eps), i32(in), i32(wpr),
 		i32(int(g.w.DType)), ptr(g.data), ptr(u.data), uint64(g.rowBytes()), i32(out))
 	return true
