@@ -219,20 +219,21 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
 // (shfl_xor 1) and each finishes QR/2 rows whole, so a row's scales are
 // unpacked and its float part done once a pair, not in both lanes (ncu:
 // these kernels issue ~2.3 of 4 instructions a cycle, and that part was
-// half of them). Slots r < QR/2 of a lane are its own rows h·QR/2 + r,
-// slots r >= QR/2 its partner's (row r ^ QR/2 of lane h = 0's order).
-// Handing a lane a pair's 32 bytes instead took the same instructions
-// off but split every 32-byte sector between two load instructions
-// (measured slower: 410 against 426 tok/s on the Qwen3-8B Q4_K_M step).
+// half of them). Lane h finishes rows h·QR/2 + k, k < QR/2; every load
+// instruction still reads one row in all lanes. Handing a lane a pair's
+// 32 bytes instead took the same instructions off but split every 32-byte
+// sector between two load instructions (measured slower: 410 against 426
+// tok/s on the Qwen3-8B Q4_K_M step), and so did loading the rows in an
+// order that depends on h (414).
 template <int QR, class Rows>
 __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restrict__ xq,
                                         const float2* __restrict__ xs, int nb, int s, int ss, bool active,
                                         float (&acc)[QR]) {
     constexpr int H = QR / 2;
     const int lane = threadIdx.x & 31, j = lane & 7, c = j >> 1, h = j & 1;
-    const uint8_t* rp[QR];
+    const uint8_t* hp[H]; // the rows this lane finishes
 #pragma unroll
-    for (int r = 0; r < QR; r++) rp[r] = h ? wr[r ^ H] : wr[r];
+    for (int k = 0; k < H; k++) hp[k] = h ? wr[H + k] : wr[k];
     float mine[H];
 #pragma unroll
     for (int k = 0; k < H; k++) mine[k] = 0.f;
@@ -240,9 +241,9 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
     int b = 4 * s + (lane >> 3);
     auto load = [&](int blk) {
 #pragma unroll
-        for (int r = 0; r < QR; r++) qv[r] = ldnc(rp[r] + (long)blk * 144 + 16 + 16 * j);
+        for (int r = 0; r < QR; r++) qv[r] = ldnc(wr[r] + (long)blk * 144 + 16 + 16 * j);
 #pragma unroll
-        for (int k = 0; k < H; k++) hd[k] = ldnc(rp[k] + (long)blk * 144);
+        for (int k = 0; k < H; k++) hd[k] = ldnc(hp[k] + (long)blk * 144);
     };
     if (active && b < nb) load(b);
     qPdlLaunch();
@@ -271,8 +272,9 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
             }
 #pragma unroll
             for (int k = 0; k < H; k++) {
-                const int pl = __shfl_xor_sync(m, sl[H + k], 1), ph = __shfl_xor_sync(m, sh[H + k], 1);
-                mine[k] += q4kFinish(hd[k], c, sl[k] + pl, sh[k] + ph, sx);
+                const int pl = __shfl_xor_sync(m, h ? sl[k] : sl[H + k], 1);
+                const int ph = __shfl_xor_sync(m, h ? sh[k] : sh[H + k], 1);
+                mine[k] += q4kFinish(hd[k], c, (h ? sl[H + k] : sl[k]) + pl, (h ? sh[H + k] : sh[k]) + ph, sx);
             }
         }
         b += 4 * ss;
