@@ -79,26 +79,37 @@ __device__ __forceinline__ void unitDot(float& accA, float& accB, float sa, floa
 
 // PipeDot is MmaDot over a ring: units first, first+stride, ... of a
 // lane's two rows; ring is the shared address of stage 0 of the warp's
-// ring, src[k] copy k's source in unit 0 (pipeSources). S-1 units are in
-// flight while one is computed.
+// ring; copies 0 and 1 read from pa and pa + oa, copies 2 and 3 from pb
+// and pb + ob in unit 0 (pipeSources), lim is how far the lane's 16-byte
+// column may start (in - its offset). S-1 units are in flight while one
+// is computed.
+//
+// The sources are two pointers and two 32-bit offsets rather than four
+// pointers: with four, ptxas recomputed all four 64-bit addresses from
+// the row indices in every unit (~40 of the ~154 instructions of
+// f8pipe_add_3's unit, and these kernels are bound by each warp's
+// instruction latency).
 template <int S>
 struct PipeDot {
     Rows r;
     int u, stride, nu, in;
-    uint32_t ring;
-    const uint8_t* src[4];
+    uint32_t ring, oa, ob;
+    int lim;
+    const uint8_t *pa, *pb;
 
     // issue copies unit uu into stage slot. A tail past in (the second half
     // of a 64-column last unit) is zero-filled (source size 0, from a valid
     // address in the row).
     __device__ __forceinline__ void issue(int slot, int uu) {
         int lane = threadIdx.x & 31;
-        uint32_t c = uu * UNIT, s = ring + slot * PIPE_STAGE;
-        bool ok = c + (lane & 7) * 16 < (uint32_t)in;
-        uint32_t back = ok ? 0 : (lane & 7) * 16;
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            cpAsync16(s + pipeSwz(4 * k + (lane >> 3), lane & 7), src[k] + (c - back), ok ? 16 : 0);
+        uint32_t c = uu * UNIT, s = ring + slot * PIPE_STAGE + pipeSwz(lane >> 3, lane & 7);
+        bool ok = (int)c < lim;
+        uint32_t off = ok ? c : c - (uint32_t)(in - lim), n = ok ? 16 : 0;
+        // pipeSwz(4k + i, col) = 512k + pipeSwz(i, col): 4k is even.
+        cpAsync16(s, pa + off, n);
+        cpAsync16(s + 512, pa + (oa + off), n);
+        cpAsync16(s + 1024, pb + off, n);
+        cpAsync16(s + 1536, pb + (ob + off), n);
     }
 
     // prefetch issues the first S-1 units (one commit group each, empty
@@ -131,6 +142,8 @@ struct PipeDot {
     // columns in accA and accB (unscaled).
     __device__ __forceinline__ void finish(const __half* xs, float& accA, float& accB) {
         int t = threadIdx.x & 3;
+        const float *psa = r.sca + r.sa, *psb = r.scb + r.sb; // the rows' block scales
+        asm volatile("" : "+l"(psa), "+l"(psb));
         accA = accB = 0.f;
         int rd = 0;
         for (; u < nu; u += stride) {
@@ -144,7 +157,7 @@ struct PipeDot {
             uint4 a0, b0, a1, b1;
             frag(rd, a0, b0, a1, b1);
             rd = rd == S - 1 ? 0 : rd + 1;
-            float sa = __ldg(r.sca + (r.sa + u)), sb = __ldg(r.scb + (r.sb + u));
+            float sa = __ldg(psa + u), sb = __ldg(psb + u);
             const uint4* xp = (const uint4*)(xs + u * UNIT + 16 * t);
             unitDot(accA, accB, sa, sb, a0, b0, a1, b1, xp[0], xp[1], xp[8], xp[9]);
         }
@@ -154,17 +167,24 @@ struct PipeDot {
 
 // pipeSources sets d's copy sources: copies 0, 1 from rows baseA+i of wa,
 // copies 2, 3 from rows baseB+i of wb (i = 4·(k&1) + lane/8, clamped to
-// out-1), each lane its 16-byte column of the 128-byte line.
+// out-1), each lane its 16-byte column of the 128-byte line. A tail past
+// in (the second half of a 64-column last unit) is read from the lane's
+// column moved back by its offset (a valid address in the row) with
+// source size 0: zeros.
 template <int S>
 __device__ __forceinline__ void pipeSources(PipeDot<S>& d, const uint8_t* wa, const uint8_t* wb, int baseA, int baseB,
                                             int out, int in) {
-    int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        int i = 4 * (k & 1) + (lane >> 3);
-        int row = min((k < 2 ? baseA : baseB) + i, out - 1);
-        d.src[k] = (k < 2 ? wa : wb) + (uint32_t)row * in + (lane & 7) * 16;
-    }
+    int lane = threadIdx.x & 31, i = lane >> 3, col = (lane & 7) * 16;
+    int a0 = min(baseA + i, out - 1), a1 = min(baseA + 4 + i, out - 1);
+    int b0 = min(baseB + i, out - 1), b1 = min(baseB + 4 + i, out - 1);
+    d.pa = wa + (uint32_t)a0 * in + col;
+    d.pb = wb + (uint32_t)b0 * in + col;
+    d.oa = (uint32_t)(a1 - a0) * in;
+    d.ob = (uint32_t)(b1 - b0) * in;
+    d.lim = in - col; // may be negative (in = 64)
+    // Opaque to ptxas, which otherwise rematerialises them from the row
+    // indices in every unit (see PipeDot).
+    asm volatile("" : "+l"(d.pa), "+l"(d.pb), "+r"(d.oa), "+r"(d.ob), "+r"(d.lim));
 }
 
 extern __shared__ __align__(16) unsigned char pipeShm[];
