@@ -454,5 +454,4 @@ __device__ __forceinline__ void qmvSwiGLUEntry(float* act, const uint8_t* __rest
         qmvSwiGLUEntry<R>(act, xq, xs, ssp, eps, in, wpr, f, wg, wu, rb, out);                                       \
     }
 QMV_ENTRIES(4, 3)
-QMV_ENTRIES(4, 4)
 QMV_ENTRIES(2, 4)

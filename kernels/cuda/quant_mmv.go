@@ -42,9 +42,8 @@ var qmvGeoms = []struct {
 	name string
 	g    qmvGeom
 }{
-	{"4x3", qmvGeom{4, 3}}, // 80 registers
-	{"4x4", qmvGeom{4, 4}}, // 64 registers: Q6_K spills
-	{"2x4", qmvGeom{2, 4}},
+	{"4x3", qmvGeom{4, 3}}, // 80 registers: 433.8 tok/s on the Qwen3-8B Q4_K_M step
+	{"2x4", qmvGeom{2, 4}}, // 64 registers: 430.4 (4 rows at 64 registers spill in Q6_K: 399.4)
 }
 
 // qmvGeomByName is the geometry POCKET_QMV_GEOM names (the default for ""

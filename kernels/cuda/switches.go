@@ -20,7 +20,7 @@ import (
 //	POCKET_QGEMV=exact   GGUF one-row GEMVs keep float32 activations (no int8 dp4a path)
 //	POCKET_QGEMV=v1      GGUF one-row GEMVs on the first int8 kernels (qgemv8_*, a quantize
 //	                     launch per GEMV, no fused ops for block formats), not qmv
-//	POCKET_QMV_GEOM=4x3|4x4|2x4 qmv's rows a warp and blocks an SM (quant_mmv.go's qmvGeoms; default the first)
+//	POCKET_QMV_GEOM=4x3|2x4 qmv's rows a warp and blocks an SM (quant_mmv.go's qmvGeoms; default the first)
 //	POCKET_FUSED=0       no fused decode kernels (kernels.FusedOps declines every call);
 //	                     POCKET_FUSED=qkv,mlp,add,rope,attn enables only the named ones
 //	                     (NormMatMul, NormSwiGLU, MatMulAdd, RoPEStoreKV, RoPEAttention)
