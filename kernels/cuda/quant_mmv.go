@@ -120,6 +120,9 @@ func (b *Backend) qx(x, nw cu.DevicePtr, in int) (xs, xq, ssp cu.DevicePtr) {
 // (the geometry's blocks per SM).
 func (b *Backend) qmvWarps(groups, in int) int {
 	steps := cdiv(in/256, 4)
+	if w := switches.qmvWarps; w > 0 && 8%w == 0 && steps >= w { // a test hook: 1, 2, 4 or 8
+		return w
+	}
 	slots := b.q.geom.occ * b.sms
 	best, cost, res := 1, 0, 0
 	for wpr := 1; wpr <= 8 && (wpr == 1 || steps >= wpr); wpr *= 2 {
