@@ -128,7 +128,7 @@ func (b *Backend) qmvWarps(groups, in int) int {
 	for wpr := 1; wpr <= 8 && (wpr == 1 || steps >= wpr); wpr *= 2 {
 		blocks := cdiv(groups*wpr, 8)
 		c, r := cdiv(blocks, slots)*cdiv(steps, wpr), min(blocks, slots)
-		if wpr == 1 || c < cost || (c == cost && 4*r >= 5*res) {
+		if wpr == 1 || c < cost || (c == cost && !switches.qmvTieFewer && 4*r >= 5*res) {
 			best, cost, res = wpr, c, r
 		}
 	}
