@@ -22,7 +22,6 @@ import (
 //	                     launch per GEMV, no fused ops for block formats), not qmv
 //	POCKET_QMV_GEOM=4x3|2x4 qmv's rows a warp and blocks an SM (quant_mmv.go's qmvGeoms; default the first)
 //	POCKET_QMV_WPR=1|2|4|8 every qmv launch with that many steps splits a row group over that many warps
-//	POCKET_QMV_TIE=fewer qmv's grid sizing keeps the fewer warps per row group on equal cost
 //	POCKET_FUSED=0       no fused decode kernels (kernels.FusedOps declines every call);
 //	                     POCKET_FUSED=qkv,mlp,add,rope,attn enables only the named ones
 //	                     (NormMatMul, NormSwiGLU, MatMulAdd, RoPEStoreKV, RoPEAttention)
@@ -58,7 +57,6 @@ var switches = struct {
 	qgemvV1         bool
 	qmvGeom         string
 	qmvWarps        int
-	qmvTieFewer     bool
 	fused           map[string]bool
 	noPDL           bool
 	oldAttn         bool
@@ -86,7 +84,6 @@ var switches = struct {
 	qgemvV1:         os.Getenv("POCKET_QGEMV") == "v1",
 	qmvGeom:         os.Getenv("POCKET_QMV_GEOM"),
 	qmvWarps:        intSwitch("POCKET_QMV_WPR", 0, 1, 8),
-	qmvTieFewer:     os.Getenv("POCKET_QMV_TIE") == "fewer",
 	fused:           fusedSwitch(os.Getenv("POCKET_FUSED")),
 	noPDL:           os.Getenv("POCKET_PDL") == "0",
 	oldAttn:         os.Getenv("POCKET_ATTN") == "partial",
