@@ -87,7 +87,7 @@ extern "C" __global__ void __launch_bounds__(256) qx_norm(uint32_t* xq, float2* 
 }
 
 // QT<F>: a lane's weights (W) and activations (X) of one 256-element block,
-// their loads and the dot product.
+// their loads and the dot product, for qdot (Q4_K has qdotQ4K instead).
 template <int F> struct QT;
 
 template <> struct QT<Q6_K> {
@@ -284,7 +284,7 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
     for (int r = 0; r < QR; r++) acc[r] = r / H == h ? mine[r % H] : 0.f;
 }
 
-// qdotF is qdot, or qdotQ4K for Q4_K.
+// QDotF runs qdot, or qdotQ4K for Q4_K.
 template <int F>
 struct QDotF {
     template <int QR, class Rows>
