@@ -176,50 +176,48 @@ __device__ __forceinline__ void q4kPair(uint4 hd, int c, uint32_t& scp, uint32_t
     scp = ((hi ? W : Y) & mL) | ((Y >> 2) & mH);
     mp = ((hi ? W >> 4 : Z) & mL) | ((Z >> 2) & mH);
 }
-// q4kDot is one lane's share of a Q4_K block times the int8 activation:
-// block header hd (d, dmin, packed scales), the lane's 16 quant bytes qv,
-// the two sub-blocks' activation words x0, x1 and their {d, Σq} pairs s.
-// The v1 (qgemv8_q4_k) and qmv (quant_mmv.cuh) kernels share it.
-//
-// Written for few instructions (ncu: the qmv kernels issue ~2.3 of 4
-// instructions a cycle; the k4sm-style scale unpacking with its j < 4
-// branch was a third of them): the high nibbles are dotted where they lie
-// (16q as unsigned bytes, the 1/16 moved into the scale, exactly); the
-// 6-bit scales and mins of the lane's two sub-blocks 2c, 2c+1 come out of
-// the header as byte pairs with lane-constant masks and selects, no
-// branch; the min term is weighted by 0 in the lanes with h = 1. The
-// products and sums are the previous code's, in the same order: the same
-// result bits.
-__device__ __forceinline__ float q4kDot(uint4 hd, uint4 qv, int4 x0, int4 x1, float4 s, int j) {
+// q4kSums are the integer sums of 16 Q4_K quant bytes qv with the
+// activation words x0 (low nibbles: sub-block 2c) and x1 (high nibbles:
+// 2c+1). The high nibbles are dotted where they lie, as unsigned bytes
+// 16q (dp4a.u32.s32): sh is 16 times their sum, the 1/16 is in the scale.
+__device__ __forceinline__ void q4kSums(uint4 qv, int4 x0, int4 x1, int& sl, int& sh) {
     const uint32_t M = 0x0F0F0F0Fu, MH = 0xF0F0F0F0u;
-    int sl = dp4(qv.x & M, x0.x, 0);
+    sl = dp4(qv.x & M, x0.x, 0);
     sl = dp4(qv.y & M, x0.y, sl);
     sl = dp4(qv.z & M, x0.z, sl);
     sl = dp4(qv.w & M, x0.w, sl);
-    int sh = dp4u(qv.x & MH, x1.x, 0);
+    sh = dp4u(qv.x & MH, x1.x, 0);
     sh = dp4u(qv.y & MH, x1.y, sh);
     sh = dp4u(qv.z & MH, x1.z, sh);
-    sh = dp4u(qv.w & MH, x1.w, sh); // 16 × the high nibbles' sum
+    sh = dp4u(qv.w & MH, x1.w, sh);
+}
+// q4kFinish is a Q4_K sub-block pair's contribution to a row from its
+// q4kSums sl and sh (over 32 or, summed over a lane pair, 64 elements),
+// the header hd and the activation's {d, Σq} pairs s; the min term only
+// where withMin (once per sub-block, over the group's whole sum).
+__device__ __forceinline__ float q4kFinish(uint4 hd, int c, int sl, int sh, float4 s, bool withMin) {
     uint32_t scp, mp;
-    q4kPair(hd, j >> 1, scp, mp);
-    const float d = h2f(hd.x & 0xffff), dm = (j & 1) ? 0.f : h2f(hd.x >> 16);
+    q4kPair(hd, c, scp, mp);
+    const float d = h2f(hd.x & 0xffff), dm = withMin ? h2f(hd.x >> 16) : 0.f;
     float v = d * (bf2f<0, 0x4B>(scp) * s.x * (float)sl + bf2f<1, 0x49>(scp) * s.z * (float)sh);
-    // The min term once per sub-block (dm is 0 in the lane with h = 1),
-    // over the group's whole sum.
     v -= dm * (bf2f<0, 0x4B>(mp) * (s.x * s.y) + bf2f<1, 0x4B>(mp) * (s.z * s.w));
     return v;
 }
-// q4kFinish is a Q4_K sub-block pair's contribution to a row from its
-// integer sums sl (low nibbles · the activation of sub-block 2c) and sh
-// (16 × high nibbles · that of 2c+1) over the pair's 64 elements, with
-// the activation's {d, Σq} pairs s (quant_mmv.cuh's qdotQ4K).
-__device__ __forceinline__ float q4kFinish(uint4 hd, int c, int sl, int sh, float4 s) {
-    uint32_t scp, mp;
-    q4kPair(hd, c, scp, mp);
-    const float d = h2f(hd.x & 0xffff), dm = h2f(hd.x >> 16);
-    float v = d * (bf2f<0, 0x4B>(scp) * s.x * (float)sl + bf2f<1, 0x49>(scp) * s.z * (float)sh);
-    v -= dm * (bf2f<0, 0x4B>(mp) * (s.x * s.y) + bf2f<1, 0x4B>(mp) * (s.z * s.w));
-    return v;
+// q4kDot is one lane's share of a Q4_K block times the int8 activation:
+// block header hd (d, dmin, packed scales), the lane's 16 quant bytes qv,
+// the two sub-blocks' activation words x0, x1 and their {d, Σq} pairs s
+// (the v1 kernel qgemv8_q4_k; qmv's qdotQ4K uses its two halves).
+//
+// Written for few instructions (ncu: the qmv kernels issued ~2.3 of 4
+// instructions a cycle, and the scale unpacking with a branch on the
+// sub-block index, as get_scale_min_k4 reads, was a third of them): see
+// q4kSums and q4kPair; the min term is weighted by 0 in the lanes with
+// h = 1. Products and sums in the order of the branchy version: the same
+// result bits.
+__device__ __forceinline__ float q4kDot(uint4 hd, uint4 qv, int4 x0, int4 x1, float4 s, int j) {
+    int sl, sh;
+    q4kSums(qv, x0, x1, sl, sh);
+    return q4kFinish(hd, j >> 1, sl, sh, s, (j & 1) == 0);
 }
 __device__ __forceinline__ float cmq4k(const LdQ4K& L, int j) { return q4kDot(L.hd, L.qv, L.x0, L.x1, L.s, j); }
 

@@ -251,7 +251,6 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
 #pragma unroll
     for (int r = 0; r < QR; r++) acc[r] = 0.f;
     if (!active) return;
-    const uint32_t M = 0x0F0F0F0Fu, MH = 0xF0F0F0F0u;
     for (; 4 * s < nb; s += ss) {
         const unsigned m = __ballot_sync(0xffffffffu, b < nb); // a pair is in or out together
         if (b < nb) {
@@ -260,21 +259,12 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
             const float4 sx = __ldg((const float4*)(xs + 8 * (long)b + 2 * c));
             int sl[QR], sh[QR];
 #pragma unroll
-            for (int r = 0; r < QR; r++) {
-                sl[r] = dp4(qv[r].x & M, x0.x, 0);
-                sl[r] = dp4(qv[r].y & M, x0.y, sl[r]);
-                sl[r] = dp4(qv[r].z & M, x0.z, sl[r]);
-                sl[r] = dp4(qv[r].w & M, x0.w, sl[r]);
-                sh[r] = dp4u(qv[r].x & MH, x1.x, 0); // 16 × the high nibbles' sum
-                sh[r] = dp4u(qv[r].y & MH, x1.y, sh[r]);
-                sh[r] = dp4u(qv[r].z & MH, x1.z, sh[r]);
-                sh[r] = dp4u(qv[r].w & MH, x1.w, sh[r]);
-            }
+            for (int r = 0; r < QR; r++) q4kSums(qv[r], x0, x1, sl[r], sh[r]);
 #pragma unroll
             for (int k = 0; k < H; k++) {
                 const int pl = __shfl_xor_sync(m, h ? sl[k] : sl[H + k], 1);
                 const int ph = __shfl_xor_sync(m, h ? sh[k] : sh[H + k], 1);
-                mine[k] += q4kFinish(hd[k], c, (h ? sl[H + k] : sl[k]) + pl, (h ? sh[H + k] : sh[k]) + ph, sx);
+                mine[k] += q4kFinish(hd[k], c, (h ? sl[H + k] : sl[k]) + pl, (h ? sh[H + k] : sh[k]) + ph, sx, true);
             }
         }
         b += 4 * ss;
