@@ -50,22 +50,18 @@ __device__ __forceinline__ uint4 ldnc(const void* p) {
 extern "C" __global__ void __launch_bounds__(256) qx_norm(uint32_t* xq, float2* xs, float* ssp, const float* x,
                                                          const float* nw, int n) {
     __shared__ float red[8];
-    // The GEMV after this launches at once: it streams its first weights
-    // and waits (griddepcontrol.wait) for this grid before it reads xq, so
-    // its weight loads overlap this grid's own wait and work, not just the
-    // quantization (the trigger used to follow the norm).
-    qPdlLaunch();
+    qPdlWait(); // x is the predecessor's output; xq may still be read by it
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     const bool ok = i < (n >> 2);
-    // The norm weight is never written during a step: read before the wait.
-    const float4 g = nw != nullptr && ok ? __ldg((const float4*)nw + i) : make_float4(1.f, 1.f, 1.f, 1.f);
-    qPdlWait(); // x is the predecessor's output; xq may still be read by it
     float4 v = ok ? __ldg((const float4*)x + i) : make_float4(0.f, 0.f, 0.f, 0.f);
     if (nw != nullptr) {
         float ss = v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
         ss = warpSum(ss);
         if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
-        if (ok) v = make_float4(v.x * g.x, v.y * g.y, v.z * g.z, v.w * g.w);
+        if (ok) {
+            const float4 g = __ldg((const float4*)nw + i);
+            v = make_float4(v.x * g.x, v.y * g.y, v.z * g.z, v.w * g.w);
+        }
         __syncthreads();
         if (threadIdx.x == 0) {
             float t = 0.f;
@@ -73,6 +69,7 @@ extern "C" __global__ void __launch_bounds__(256) qx_norm(uint32_t* xq, float2* 
             ssp[blockIdx.x] = t;
         }
     }
+    qPdlLaunch();
     float am = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
 #pragma unroll
     for (int o = 1; o < 8; o <<= 1) am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, o));
