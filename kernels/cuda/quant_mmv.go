@@ -10,7 +10,7 @@ import (
 
 // Batch-1 GEMVs of Q4_K, Q6_K and Q8_0 weights, second version (kernels in
 // quant_mmv.cuh): the activation is rounded to int8 once per distinct x by
-// qx_norm, and qmv computes up to four matrices that share it, QR = 4 rows
+// qx_norm, and qmv computes up to four matrices that share it, QR rows
 // per warp, wpr warps per row group. It serves MatMul's one-row case and
 // the FusedOps entry points for these formats (decode.go hands them over
 // when its bf16/FP8 kernels cannot read the weights):
