@@ -30,33 +30,6 @@ const (
 	qmvNorm  = 2
 )
 
-// qmvGeom is one of quant_mmv.cuh's compiled geometries (QMV_ENTRIES):
-// rows a warp computes (QR) and blocks an SM holds (the launch bounds).
-type qmvGeom struct {
-	rows, occ int
-}
-
-// qmvGeoms are the compiled geometries by POCKET_QMV_GEOM name; the first
-// is the default.
-var qmvGeoms = []struct {
-	name string
-	g    qmvGeom
-}{
-	{"4x3", qmvGeom{4, 3}}, // 80 registers: 433.8 tok/s on the Qwen3-8B Q4_K_M step
-	{"2x4", qmvGeom{2, 4}}, // 64 registers: 430.4 (4 rows at 64 registers spill in Q6_K: 399.4)
-}
-
-// qmvGeomByName is the geometry POCKET_QMV_GEOM names (the default for ""
-// or an unknown name).
-func qmvGeomByName(name string) qmvGeom {
-	for _, e := range qmvGeoms {
-		if e.name == name {
-			return e.g
-		}
-	}
-	return qmvGeoms[0].g
-}
-
 // qmvOn reports whether the second-version int8 GEMVs are in use.
 func (b *Backend) qmvOn() bool {
 	return b.q != nil && b.q.int8 && !switches.qgemvV1 && b.q.mv != nil
@@ -112,28 +85,14 @@ func (b *Backend) qx(x, nw cu.DevicePtr, in int) (xs, xq, ssp cu.DevicePtr) {
 	return xs, xq, ssp
 }
 
-// qmvWarps picks how many warps share a row group (1, 2, 4 or 8; every
-// warp keeps at least one step of 4 blocks, 1024 columns). A warp has one
-// step of weights in flight at a time, so the time goes as the waves of
-// blocks times the steps per warp; of equal ones the fewer warps per
-// group. (Taking more when they filled a quarter more of the first wave's
-// slots, the rule before, gave the 4096-row o and down projections of
-// Qwen3-8B 4 warps and 512 blocks for 396 slots: 432.5-433.5 tok/s on its
-// Q4_K_M step against 450.5-452.8 with 2 warps and 256 blocks.)
+// qmvWarps is qmvWarpsFor on this device's SMs and geometry, unless
+// POCKET_QMV_WPR forces a choice (an A/B hook: 1, 2, 4 or 8 where a warp
+// keeps a step).
 func (b *Backend) qmvWarps(groups, in int) int {
-	steps := cdiv(in/256, 4)
-	if w := switches.qmvWarps; w > 0 && 8%w == 0 && steps >= w { // a test hook: 1, 2, 4 or 8
+	if w := switches.qmvWarps; w > 0 && 8%w == 0 && cdiv(in/256, 4) >= w {
 		return w
 	}
-	slots := b.q.geom.occ * b.sms
-	best, cost := 1, 0
-	for wpr := 1; wpr <= 8 && (wpr == 1 || steps >= wpr); wpr *= 2 {
-		c := cdiv(cdiv(groups*wpr, 8), slots) * cdiv(steps, wpr)
-		if wpr == 1 || c < cost {
-			best, cost = wpr, c
-		}
-	}
-	return best
+	return qmvWarpsFor(groups, in, b.q.geom.occ*b.sms)
 }
 
 // qmvLaunch computes ys[i] = ts[i]·x (mode plain, add or norm) for up to
