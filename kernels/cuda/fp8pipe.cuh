@@ -88,7 +88,8 @@ __device__ __forceinline__ void unitDot(float& accA, float& accB, float sa, floa
 // pointers: with four, ptxas recomputed all four 64-bit addresses from
 // the row indices in every unit (~40 of the ~154 instructions of
 // f8pipe_add_3's unit, and these kernels are bound by each warp's
-// instruction latency).
+// instruction latency). With these, 135: Qwen3.5-27B FP8 decode 121.7 and
+// 121.8 against 121.0 and 121.1 tok/s, interleaved — within the noise.
 template <int S>
 struct PipeDot {
     Rows r;
