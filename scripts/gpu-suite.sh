@@ -143,6 +143,22 @@ for stage in "$@"; do
         --section SchedulerStats --section WarpStateStats --section Occupancy --section LaunchStats --section InstructionStats \
         $W bench --model /tmp/q4/model.gguf --prompt-tokens 16 --new-tokens 8
     done ;;
+  abbin) # interleaved A/B of two builds: $BIN against $BIN_OLD (its worker, unpacked as BIN's)
+    # on AB_MODEL q4km|q35|l8b, AB_ROUNDS rounds (default 3): run-to-run drift (±1.5%) hits
+    # both alike, which separate calls do not. E.g. BIN_OLD=.gpud/old AB_MODEL=q35.
+    OD=${BIN_OLD:?BIN_OLD names the other build}
+    for f in "$OD"/*.xz; do [ -e "$f" ] && unxz -f "$f"; done
+    chmod +x "$OD"/* 2>/dev/null
+    case ${AB_MODEL:-q4km} in
+    q4km) [ -e /tmp/q4/.done ] || { $W synth --shape qwen3-8b --format q4_k_m --out /tmp/q4 >/dev/null 2>&1 && touch /tmp/q4/.done; }
+      M="--model /tmp/q4/model.gguf --prompt-tokens 128 --new-tokens 64" ;;
+    q35) model qwen3.5-27b-fp8 /tmp/m-qwen3.5-27b-fp8; M="--model /tmp/m-qwen3.5-27b-fp8 --prompt-tokens 512 --new-tokens 64" ;;
+    l8b) model llama3-8b /tmp/l8b; M="--model /tmp/l8b --prompt-tokens 512 --new-tokens 128" ;;
+    esac
+    for i in $(seq 1 "${AB_ROUNDS:-3}"); do
+      step old-$i 200 "$OD/pocket-worker" bench $M --json
+      step new-$i 200 $W bench $M --json
+    done ;;
   conf-ab) # conformance and the FP8/hybrid fixtures' parity under each CONF_AB entry (default-off paths)
     ab "${CONF_AB:-}" conformance 300 $W conformance
     ab "${CONF_AB:-}" parity-fp8-hybrid 200 $W parity -skip-unsupported models/testdata/models/qwen3-fp8/ \
