@@ -58,6 +58,70 @@ __device__ __forceinline__ void headRow(float* out, float* sv, const float* src,
     __syncwarp();
 }
 
+// ropeCS leaves in c[m], sn[m] the rotary factors (times rscale) of the
+// pairs j = lane + 32m < half that ropePairs rotates in this lane, as it
+// computes them: they depend on the position only, so the early variant
+// works them out before the PDL wait, once for the query and the key.
+template <int E>
+__device__ __forceinline__ void ropeCS(float (&c)[E / 2], float (&sn)[E / 2], float p, const float* invf, int half,
+                                       float rscale) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int m = 0; m < E / 2; m++) {
+        const int j = lane + 32 * m;
+        const float ang = j < half ? p * invf[j] : 0.f;
+        c[m] = cosf(ang) * rscale;
+        sn[m] = sinf(ang) * rscale;
+    }
+}
+
+// headRowR is headRow for a head vector already in registers (x, E
+// elements a lane, lane-major), with the norm weight nw in registers when
+// norm is set and the rotary factors of ropeCS.
+template <int E>
+__device__ __forceinline__ void headRowR(float* out, float* sv, float (&x)[E], const float (&nw)[E], bool norm,
+                                         float eps, const float (&c)[E / 2], const float (&sn)[E / 2], int half,
+                                         int neox, float mul) {
+    constexpr int HD = 32 * E;
+    const int lane = threadIdx.x & 31;
+    if (norm) {
+        float s = 0.f;
+#pragma unroll
+        for (int e = 0; e < E; e++) s += x[e] * x[e];
+        float inv = rsqrtf(warpSum(s) / HD + eps);
+#pragma unroll
+        for (int e = 0; e < E; e++) x[e] = x[e] * inv * nw[e];
+    }
+#pragma unroll
+    for (int e = 0; e < E; e++) sv[lane * E + e] = x[e];
+    __syncwarp();
+#pragma unroll
+    for (int m = 0; m < E / 2; m++) {
+        const int j = lane + 32 * m;
+        if (j < half) {
+            int i0 = neox ? j : 2 * j, i1 = neox ? j + half : 2 * j + 1;
+            float a = sv[i0], b = sv[i1];
+            sv[i0] = a * c[m] - b * sn[m];
+            sv[i1] = b * c[m] + a * sn[m];
+        }
+    }
+    __syncwarp();
+#pragma unroll
+    for (int e = 0; e < E; e++) out[e] = sv[lane * E + e] * mul;
+    __syncwarp();
+}
+
+// storeKV writes a lane's E elements of the newest key and value rows at
+// cache offset at.
+template <int E>
+__device__ __forceinline__ void storeKV(float* K, float* V, long at, const float* knew, const float* vnew) {
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+        K[at + e] = knew[e];
+        V[at + e] = vnew[e];
+    }
+}
+
 // ldRow loads a lane's E elements of a K or V row.
 template <int E>
 __device__ __forceinline__ void ldRow(float* r, const float* p) {
@@ -89,7 +153,7 @@ __device__ __forceinline__ void ldBatch(float (&kr)[P][E], float (&vr)[P][E], co
     }
 }
 
-template <int E>
+template <int E, bool EARLY>
 __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counters, const float* q, const float* k,
                                            const float* v, const float* nq, const float* nk, float eps, float* K,
                                            float* V, const int* pos, const int* slots, const float* invf,
@@ -111,25 +175,49 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     // Lane j < P holds the slot of position p0 + j of the batch at p0.
     int slot = lo + lane < hi && lane < P ? table[(lo + lane) / bs] * bs + (lo + lane) % bs : 0;
     ldBatch<E, P>(kr, vr, K, V, slot, lo, hi, ctx - 1, kw, off);
+    // EARLY: the position (written before the step, as the context and the
+    // table), the rotary factors and the norm weights before the wait too;
+    // after it, the query, key and value rows are loaded together, one
+    // round trip instead of one per headRow. The same operations, so the
+    // same results.
+    float rc[E / 2], rs[E / 2], wq[E], wk[E];
+    if (EARLY && lo < hi) {
+        ropeCS<E>(rc, rs, (float)pos[0], invf, half, rscale);
+#pragma unroll
+        for (int e = 0; e < E; e++) {
+            wq[e] = nq != nullptr ? nq[lane * E + e] : 1.f;
+            wk[e] = nk != nullptr && hi == ctx ? nk[lane * E + e] : 1.f;
+        }
+    }
     pdlWait();
     pdlLaunchDependents();
     if (lo >= hi) return; // past the context: no partial, not counted
-    const float p = (float)pos[0];
 
     float qv[E], knew[E], vnew[E];
-    headRow<E>(qv, sv[warp], q + (long)h * HD, nq, eps, p, invf, half, neox, rscale, scale);
-    const bool newest = hi == ctx;
-    if (newest) {
-        headRow<E>(knew, sv[warp], k + (long)kh * HD, nk, eps, p, invf, half, neox, rscale, 1.f);
+    bool newest;
+    if (EARLY) {
+        newest = hi == ctx;
+        float xq[E], xk[E];
 #pragma unroll
-        for (int e = 0; e < E; e++) vnew[e] = v[(long)kh * HD + lane * E + e];
-        if (warp == 0) {
-            long at = (long)slots[0] * kw + off;
+        for (int e = 0; e < E; e++) {
+            xq[e] = q[(long)h * HD + lane * E + e];
+            xk[e] = newest ? k[(long)kh * HD + lane * E + e] : 0.f;
+            vnew[e] = newest ? v[(long)kh * HD + lane * E + e] : 0.f;
+        }
+        headRowR<E>(qv, sv[warp], xq, wq, nq != nullptr, eps, rc, rs, half, neox, scale);
+        if (newest) {
+            headRowR<E>(knew, sv[warp], xk, wk, nk != nullptr, eps, rc, rs, half, neox, 1.f);
+            if (warp == 0) storeKV<E>(K, V, (long)slots[0] * kw + off, knew, vnew);
+        }
+    } else {
+        const float p = (float)pos[0];
+        headRow<E>(qv, sv[warp], q + (long)h * HD, nq, eps, p, invf, half, neox, rscale, scale);
+        newest = hi == ctx;
+        if (newest) {
+            headRow<E>(knew, sv[warp], k + (long)kh * HD, nk, eps, p, invf, half, neox, rscale, 1.f);
 #pragma unroll
-            for (int e = 0; e < E; e++) {
-                K[at + e] = knew[e];
-                V[at + e] = vnew[e];
-            }
+            for (int e = 0; e < E; e++) vnew[e] = v[(long)kh * HD + lane * E + e];
+            if (warp == 0) storeKV<E>(K, V, (long)slots[0] * kw + off, knew, vnew);
         }
     }
 
@@ -249,11 +337,15 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
         const float *nk, float eps, float *K, float *V, const int *pos, const int *slots, const float *invf,        \
         const int *table, const int *startp, int kvh, int half, int neox, float rscale, int bs, int minchunk,     \
         float scale
-#define ATTN_DECODE_KERNEL(E)                                                                                       \
-    extern "C" __global__ void __launch_bounds__(32 * AD_MAXG) attn_decode_##E(ATTN_DECODE_ARGS) {                 \
-        attnDecode<E>(dst, part, counters, q, k, v, nq, nk, eps, K, V, pos, slots, invf, table, startp, kvh, half, \
-                      neox, rscale, bs, minchunk, scale);                                                          \
+#define ATTN_DECODE_KERNEL(NAME, E, EARLY)                                                                          \
+    extern "C" __global__ void __launch_bounds__(32 * AD_MAXG) NAME(ATTN_DECODE_ARGS) {                            \
+        attnDecode<E, EARLY>(dst, part, counters, q, k, v, nq, nk, eps, K, V, pos, slots, invf, table, startp, kvh,  \
+                             half, neox, rscale, bs, minchunk, scale);                                              \
     }
-ATTN_DECODE_KERNEL(2)
-ATTN_DECODE_KERNEL(4)
-ATTN_DECODE_KERNEL(8)
+ATTN_DECODE_KERNEL(attn_decode_2, 2, false)
+ATTN_DECODE_KERNEL(attn_decode_4, 4, false)
+ATTN_DECODE_KERNEL(attn_decode_8, 8, false)
+// The early prologue (POCKET_ATTN_DEC_EARLY=1, not yet measured).
+ATTN_DECODE_KERNEL(attn_decode_early_2, 2, true)
+ATTN_DECODE_KERNEL(attn_decode_early_4, 4, true)
+ATTN_DECODE_KERNEL(attn_decode_early_8, 8, true)
