@@ -137,7 +137,8 @@ for stage in "$@"; do
       -o /tmp/q4prof -f $W bench --model /tmp/q4/model.gguf --prompt-tokens 16 --new-tokens 8
     ncu --import /tmp/q4prof.ncu-rep --csv --metrics gpu__time_duration.sum >/tmp/q4prof.csv 2>/dev/null
     python3 scripts/ncu-summary.py --by-grid /tmp/q4prof.csv >>"$O/$stage.txt" 2>&1
-    for k in ${Q4_NCU:-qmv_swiglu qmv}; do
+    for k in ${Q4_NCU:-qmv_swiglu_4_3 qmv_4_3}; do
+      [ "$k" = none ] && continue
       step ncu-$k 200 ncu --kernel-name regex:"^$k\$" --launch-skip ${Q4_NCU_SKIP:-120} --launch-count ${Q4_NCU_COUNT:-3} \
         --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
         --section SchedulerStats --section WarpStateStats --section Occupancy --section LaunchStats --section InstructionStats \
