@@ -4,8 +4,11 @@
 Drives the /v0 API over the daemon's Unix socket with random token ids,
 greedy: the cold time to first token of a long session, an append of 64
 tokens to it, a fork at its middle, and decode speed on both. Issue #5's
-bars: append ≤ 5% and fork ≤ 10% of the cold TTFT. Standard library only,
-so it runs on the GPU machine as it is.
+bars: append ≤ 5% and fork ≤ 10% of the cold TTFT. It also reports how many
+greedy tokens a fork at the middle shares with a fresh session given the
+same first half (fork_vs_fresh): a count, not a pass/fail, since a GPU's
+prefill and decode kernels round differently and a random model has near
+ties. Standard library only, so it runs on the GPU machine as it is.
 
     scripts/gpu-daemon-session.py --socket /tmp/p.sock --model l8b --vocab 128256 --context 7680
 """
@@ -102,7 +105,8 @@ def main():
     cold = []
     for _ in range(2):
         s = c.session(a.model)
-        cold.append(ttft(c, s, toks(a.context)))
+        prompt = toks(a.context)
+        cold.append(ttft(c, s, prompt))
     res["cold_ttft_ms"] = [round(x * 1e3, 1) for x in cold]
     cold_ms = min(cold) * 1e3
     m0 = c.metrics()
@@ -131,6 +135,16 @@ def main():
     res["fork_share"] = round(statistics.median(fk) / cold_ms, 4)
     res["decode_fork_tok_s"] = round(decode_rate(c, f, 64), 1)
     res["decode_long_tok_s"] = round(decode_rate(c, s, 128), 1)
+    # The fork's continuation against a fresh session of the same first half.
+    n = 32
+    forked = c.generate(c.fork(s, half), n)
+    fresh = c.session(a.model)
+    c.append(fresh, prompt[:half])
+    again = c.generate(fresh, n)
+    fi = forked.get("ids") or forked.get("tokens") or []
+    ai = again.get("ids") or again.get("tokens") or []
+    same = next((i for i, (x, y) in enumerate(zip(fi, ai)) if x != y), min(len(fi), len(ai)))
+    res["fork_vs_fresh"] = f"{same}/{n} equal before the first difference"
     short = c.session(a.model)
     ttft(c, short, toks(512))
     res["decode_512ctx_tok_s"] = round(decode_rate(c, short, 128), 1)
