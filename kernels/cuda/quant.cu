@@ -155,20 +155,11 @@ __device__ __forceinline__ int dp4u(uint32_t a, int b, int c) {
     asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
     return d;
 }
-// bf2f is byte k of v as a float times 2^(e-23) (0x4B000000 | b = 2^23 + b,
-// exactly): one PRMT and one FADD, no I2F (quarter rate). e is 0x4B (×1)
-// or 0x49 (×1/16).
-template <int K, uint32_t E>
-__device__ __forceinline__ float bf2f(uint32_t v) {
-    return __uint_as_float(__byte_perm(v, E << 24, 0x7440 + K)) - __uint_as_float(E << 24);
-}
 // q4kPair leaves the 6-bit scales (scp) and mins (mp) of sub-blocks 2c and
-// 2c+1 of a Q4_K header in bytes 0 and 1. Scales bytes 0-3 are hd.y, 4-7
-// hd.z, 8-11 hd.w. Sub-block k < 4: scale = byte k & 63, min = byte k+4 &
-// 63; k >= 4: scale = (byte k+4 & 15) | (byte k-4 >> 6) << 4, min = (byte
-// k+4 >> 4) | (byte k >> 6) << 4. The pair is bytes 2(c&1), 2(c&1)+1 of
-// each word; c is constant in a lane, so the masks and selects replace
-// k4sm's branch.
+// 2c+1 of a Q4_K header in bytes 0 and 1: quant_blocks.cuh's scaleMinK4
+// for a pair at once (bytes 2(c&1), 2(c&1)+1 of each scales word; scales
+// bytes 0-3 are hd.y, 4-7 hd.z, 8-11 hd.w). c is constant in a lane, so
+// masks and selects replace scaleMinK4's branch on j < 4.
 __device__ __forceinline__ void q4kPair(uint4 hd, int c, uint32_t& scp, uint32_t& mp) {
     const bool hi = c >= 2;
     const uint32_t shp = 16 * (c & 1), mL = hi ? 0x0F0Fu : 0x3F3Fu, mH = hi ? 0x3030u : 0u;

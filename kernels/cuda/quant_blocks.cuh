@@ -52,6 +52,14 @@ __device__ __forceinline__ float u2f(uint32_t n) { return __uint_as_float(0x4B00
 // s2f converts -2^15 <= v < 2^15 exactly.
 __device__ __forceinline__ float s2f(int v) { return __uint_as_float(0x4B000000u | (uint32_t)(v + 32768)) - 8421376.f; }
 
+// bf2f is u2f of byte K of v, scaled by 2^(2·(E-0x4B)): E = 0x4B gives
+// the byte, 0x49 the byte / 16, exactly. One PRMT and one FADD (the
+// Q4_K dots, quant.cu).
+template <int K, uint32_t E>
+__device__ __forceinline__ float bf2f(uint32_t v) {
+    return __uint_as_float(__byte_perm(v, E << 24, 0x7440 + K)) - __uint_as_float(E << 24);
+}
+
 __device__ __forceinline__ uint32_t ldw(const uint32_t* p) { return __ldg(p); }
 
 // ldu reads N 32-bit little-endian words starting at any byte address.
