@@ -77,7 +77,9 @@ __device__ __forceinline__ void ropeCS(float (&c)[E / 2], float (&sn)[E / 2], fl
 
 // headRowR is headRow for a head vector already in registers (x, E
 // elements a lane, lane-major), with the norm weight nw in registers when
-// norm is set and the rotary factors of ropeCS.
+// norm is set and the rotary factors of ropeCS. It is a near-copy of
+// headRow kept so that the default kernel stays as measured until the
+// early variant is: whichever loses then goes, and the copy with it.
 template <int E>
 __device__ __forceinline__ void headRowR(float* out, float* sv, float (&x)[E], const float (&nw)[E], bool norm,
                                          float eps, const float (&c)[E / 2], const float (&sn)[E / 2], int half,

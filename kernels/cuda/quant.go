@@ -133,12 +133,11 @@ func (b *Backend) quantModule() (*quantMod, error) {
 	if q.qxn, err = get("qx_norm"); err != nil {
 		return nil, err
 	}
-	geom := qmvGeomByName(switches.qmvGeom)
-	q.geom = geom
-	if q.mv, err = get(fmt.Sprintf("qmv_%d_%d", geom.rows, geom.occ)); err != nil {
+	q.geom = qmvGeomByName(switches.qmvGeom)
+	if q.mv, err = get(fmt.Sprintf("qmv_%d_%d", q.geom.rows, q.geom.occ)); err != nil {
 		return nil, err
 	}
-	if q.swi, err = get(fmt.Sprintf("qmv_swiglu_%d_%d", geom.rows, geom.occ)); err != nil {
+	if q.swi, err = get(fmt.Sprintf("qmv_swiglu_%d_%d", q.geom.rows, q.geom.occ)); err != nil {
 		return nil, err
 	}
 	q.int8 = !switches.exactQGEMV
