@@ -43,6 +43,14 @@ gguf_fixtures() {
     mkdir -p /tmp/gg/$n && gunzip -c "$d/model.gguf.gz" >/tmp/gg/$n/model.gguf && cp "$d"/reference.safetensors /tmp/gg/$n/ 2>/dev/null
   done
 }
+bench_model() { # sets M: bench flags of model $1 (q4km|q35|l8b), generated if missing
+  case $1 in
+  q4km) [ -e /tmp/q4/.done ] || { $W synth --shape qwen3-8b --format q4_k_m --out /tmp/q4 >/dev/null 2>&1 && touch /tmp/q4/.done; }
+    M="--model /tmp/q4/model.gguf --prompt-tokens 128 --new-tokens 64" ;;
+  q35) model qwen3.5-27b-fp8 /tmp/m-qwen3.5-27b-fp8; M="--model /tmp/m-qwen3.5-27b-fp8 --prompt-tokens 512 --new-tokens 64" ;;
+  l8b) model llama3-8b /tmp/l8b; M="--model /tmp/l8b --prompt-tokens 512 --new-tokens 128" ;;
+  esac
+}
 for stage in "$@"; do
   case $stage in
   conf) step conformance 300 $W conformance ;;
@@ -150,16 +158,17 @@ for stage in "$@"; do
     OD=${BIN_OLD:?BIN_OLD names the other build}
     for f in "$OD"/*.xz; do [ -e "$f" ] && unxz -f "$f"; done
     chmod +x "$OD"/* 2>/dev/null
-    case ${AB_MODEL:-q4km} in
-    q4km) [ -e /tmp/q4/.done ] || { $W synth --shape qwen3-8b --format q4_k_m --out /tmp/q4 >/dev/null 2>&1 && touch /tmp/q4/.done; }
-      M="--model /tmp/q4/model.gguf --prompt-tokens 128 --new-tokens 64" ;;
-    q35) model qwen3.5-27b-fp8 /tmp/m-qwen3.5-27b-fp8; M="--model /tmp/m-qwen3.5-27b-fp8 --prompt-tokens 512 --new-tokens 64" ;;
-    l8b) model llama3-8b /tmp/l8b; M="--model /tmp/l8b --prompt-tokens 512 --new-tokens 128" ;;
-    esac
+    bench_model ${AB_MODEL:-q4km}
     for i in $(seq 1 "${AB_ROUNDS:-3}"); do
       step old-$i 200 "$OD/pocket-worker" bench $M --json
       step new-$i 200 $W bench $M --json
     done ;;
+  ablate) # what the decode step costs without some launches (POCKET_ABLATE, kernels/cuda/switches.go;
+    # wrong results, timing only): AB_MODEL q4km|q35|l8b; ABLATE: tag sets, e.g. "qx,qx_norm attn"
+    bench_model ${AB_MODEL:-q4km}
+    step base 200 $W bench $M --json
+    for a in ${ABLATE:-qx qx_norm attn qmv_o qmv_down}; do step "ablate-$a" 200 env POCKET_ABLATE=$a $W bench $M --json; done
+    step base-again 200 $W bench $M --json ;;
   conf-ab) # conformance and the FP8/hybrid fixtures' parity under each CONF_AB entry (default-off paths)
     ab "${CONF_AB:-}" conformance 300 $W conformance
     ab "${CONF_AB:-}" parity-fp8-hybrid 200 $W parity -skip-unsupported models/testdata/models/qwen3-fp8/ \

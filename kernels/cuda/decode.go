@@ -60,6 +60,10 @@ func (b *Backend) loadDecode() error {
 
 // runDec launches a decode.cu kernel, with PDL unless switched off.
 func (b *Backend) runDec(f, gx, gy, bx int, args ...uint64) {
+	if len(switches.ablate) > 0 && f < dF8MMA &&
+		(ablated(decodeNames[f]) || f >= dAttnDecode && f < dF8MMA && ablated("attn")) {
+		return
+	}
 	if switches.noPDL {
 		b.launchFn(b.dec[f], gx, gy, bx, args...)
 		return

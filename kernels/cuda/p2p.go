@@ -373,7 +373,7 @@ func (p *P2P) allReduce(buf, acc kernels.Buf, n int) (bool, error) {
 // writes the sums to buf.
 func (p *P2P) enqueue(buf, acc cu.DevicePtr, n int) {
 	b := p.b
-	if b.err != nil {
+	if b.err != nil || ablated("allreduce") { // on every rank alike: no peer waits
 		return
 	}
 	blocks, threads := p2pGrid(n)

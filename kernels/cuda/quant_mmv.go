@@ -81,6 +81,9 @@ func (b *Backend) runQ(f cFunc, gx, bx int, args ...uint64) {
 // qx quantizes x (times the norm vector nw unless 0) into the scratch.
 func (b *Backend) qx(x, nw cu.DevicePtr, in int) (xs, xq, ssp cu.DevicePtr) {
 	xs, xq, ssp = b.qxBuf(in)
+	if ablated("qx") && nw == 0 || ablated("qx_norm") && nw != 0 {
+		return xs, xq, ssp
+	}
 	b.runQ(b.q.qxn, cdiv(in/4, 256), 256, ptr(xq), ptr(xs), ptr(ssp), ptr(x), ptr(nw), i32(in))
 	return xs, xq, ssp
 }
@@ -120,7 +123,24 @@ func (b *Backend) qmvLaunch(mode int, xs, xq, ssp cu.DevicePtr, eps float32, in 
 			args = append(args, i32(blocks))
 		}
 	}
+	if ablated(qmvTag(mode, in, ts[0].w.Rows())) {
+		return
+	}
 	b.runQ(b.q.mv, blocks, 256, args...)
+}
+
+// qmvTag is POCKET_ABLATE's name of a qmv launch: the add mode is the
+// output projection when the matrix is square or wider, else the down one.
+func qmvTag(mode, in, out int) string {
+	switch {
+	case mode == qmvNorm:
+		return "qmv_norm"
+	case mode == qmvAdd && in <= out:
+		return "qmv_o"
+	case mode == qmvAdd:
+		return "qmv_down"
+	}
+	return "qmv_plain"
 }
 
 // quantGEMV1 is MatMul's one-row case on qmv (one quantize launch, one
@@ -189,6 +209,9 @@ func (b *Backend) quantNormSwiGLU(act, x kernels.Buf, nv cu.DevicePtr, eps float
 	// A group is rows/2 gate and as many up rows: rows/2 outputs.
 	half := b.q.geom.rows / 2
 	wpr := b.qmvWarps(cdiv(out, half), in)
+	if ablated("qmv_swiglu") {
+		return true
+	}
 	b.runQ(b.q.swi, cdiv(out, half*8/wpr), 256, ptr(dptr(act)), ptr(xq), ptr(xs), ptr(ssp), f32(eps), i32(in), i32(wpr),
 		i32(int(g.w.DType)), ptr(g.data), ptr(u.data), uint64(g.rowBytes()), i32(out))
 	return true

@@ -50,6 +50,9 @@ import (
 //	POCKET_HYBRID_PDL=0  the Gated DeltaNet kernels (conv1d, token-by-token delta rule, gated norm) launch without
 //	                     programmatic dependent launch (with it, the default, they read their state before the
 //	                     wait: Qwen3.5-27B FP8 decode 122.8 against 120.4 tok/s on an H200)
+//	POCKET_ABLATE=a,b    leaves out the decode launches so tagged (qx, qx_norm, qmv_norm, qmv_o, qmv_down,
+//	                     qmv_plain, qmv_swiglu, attn, allreduce, or a decode.cu kernel's name): wrong
+//	                     results, for timing only — what a step costs without them (bench, profiles)
 //	POCKET_MOE_QUANT=0   GGUF (block-format) MoE experts stay on host routing, not the device's indexed
 //	                     expert GEMVs (moe_quant.cu)
 var switches = struct {
@@ -80,6 +83,7 @@ var switches = struct {
 	fp8PipeDeep     bool
 	hybridPDL       bool
 	fp8PipeKB       int
+	ablate          map[string]bool
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
 	attnOcc2:        os.Getenv("POCKET_ATTN_OCC") == "2",
@@ -108,6 +112,25 @@ var switches = struct {
 	fp8PipeDeep:     os.Getenv("POCKET_FP8_PIPE_PLAN") == "depth",
 	hybridPDL:       os.Getenv("POCKET_HYBRID_PDL") != "0",
 	fp8PipeKB:       intSwitch("POCKET_FP8_PIPE_KB", 0, 16, 227),
+	ablate:          listSwitch(os.Getenv("POCKET_ABLATE")),
+}
+
+// ablated reports whether POCKET_ABLATE leaves out the launches tagged
+// tag. Measuring a step without a kernel prices it where nothing else
+// can: inside a captured graph, with its overlap with the neighbours (ncu
+// serialises kernels; the GPU machines cannot make nsys reports).
+func ablated(tag string) bool { return len(switches.ablate) > 0 && switches.ablate[tag] }
+
+// listSwitch is a comma-separated set (nil when empty).
+func listSwitch(v string) map[string]bool {
+	if v == "" {
+		return nil
+	}
+	on := map[string]bool{}
+	for _, f := range strings.Split(v, ",") {
+		on[strings.TrimSpace(f)] = true
+	}
+	return on
 }
 
 func fusedSwitch(v string) map[string]bool {
