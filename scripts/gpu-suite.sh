@@ -165,10 +165,12 @@ for stage in "$@"; do
     done ;;
   ablate) # what the decode step costs without some launches (POCKET_ABLATE, kernels/cuda/switches.go;
     # wrong results, timing only): AB_MODEL q4km|q35|l8b; ABLATE: tag sets, e.g. "qx,qx_norm attn"
+    # ABL_ENV: settings for every run of the stage (VAR=value, several joined by +)
     bench_model ${AB_MODEL:-q4km}
-    step base 200 $W bench $M --json
-    for a in ${ABLATE:-qx qx_norm attn qmv_o qmv_down}; do step "ablate-$a" 200 env POCKET_ABLATE=$a $W bench $M --json; done
-    step base-again 200 $W bench $M --json ;;
+    E=${ABL_ENV:+${ABL_ENV//+/ }}
+    step base 200 env $E $W bench $M --json
+    for a in ${ABLATE:-qx qx_norm attn qmv_o qmv_down}; do step "ablate-$a" 200 env $E POCKET_ABLATE=$a $W bench $M --json; done
+    step base-again 200 env $E $W bench $M --json ;;
   conf-ab) # conformance and the FP8/hybrid fixtures' parity under each CONF_AB entry (default-off paths)
     ab "${CONF_AB:-}" conformance 300 $W conformance
     ab "${CONF_AB:-}" parity-fp8-hybrid 200 $W parity -skip-unsupported models/testdata/models/qwen3-fp8/ \

@@ -449,3 +449,4 @@ __device__ __forceinline__ void qmvSwiGLUEntry(float* act, const uint8_t* __rest
     }
 QMV_ENTRIES(4, 3)
 QMV_ENTRIES(2, 4)
+QMV_ENTRIES(8, 2)

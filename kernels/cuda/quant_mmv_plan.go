@@ -20,6 +20,7 @@ var qmvGeoms = []struct {
 	// in Q6_K (399.4 against 414.3 for 4x3 then).
 	{"4x3", qmvGeom{4, 3}}, // 80 registers
 	{"2x4", qmvGeom{2, 4}}, // 64 registers
+	{"8x2", qmvGeom{8, 2}}, // 128 registers (not yet measured)
 }
 
 // qmvGeomByName is the geometry POCKET_QMV_GEOM names (the default for ""
