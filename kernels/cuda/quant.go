@@ -98,16 +98,22 @@ type quantFns struct {
 	deq   cFunc
 }
 
+// qmvKernels are one geometry's qmv and qmv_swiglu.
+type qmvKernels struct {
+	g       qmvGeom
+	mv, swi cFunc
+}
+
 type quantMod struct {
-	fns     map[kernels.DType]*quantFns
-	iqErr   error // why the lattice codebooks could not be filled (their formats then refuse to load)
-	qx      cFunc // qx_quant
-	qxn     cFunc // qx_norm (quant_mmv.go)
-	mv, swi cFunc // qmv_R_B, qmv_swiglu_R_B of geom (quant_mmv.go)
-	geom    qmvGeom
-	xq      cu.DevicePtr // int8 activations: xs (float2 per 32) then xq
-	xqN     int64
-	int8    bool
+	fns   map[kernels.DType]*quantFns
+	iqErr error        // why the lattice codebooks could not be filled (their formats then refuse to load)
+	qx    cFunc        // qx_quant
+	qxn   cFunc        // qx_norm (quant_mmv.go)
+	kern  []qmvKernels // by qmvGeoms index (quant_mmv.go)
+	plan  qmvPlan      // the geometry of each kind of qmv launch (POCKET_QMV_GEOM)
+	xq    cu.DevicePtr // int8 activations: xs (float2 per 32) then xq
+	xqN   int64
+	int8  bool
 }
 
 // quantModule loads the quant kernels once (context current).
@@ -133,13 +139,18 @@ func (b *Backend) quantModule() (*quantMod, error) {
 	if q.qxn, err = get("qx_norm"); err != nil {
 		return nil, err
 	}
-	q.geom = qmvGeomByName(switches.qmvGeom)
-	if q.mv, err = get(fmt.Sprintf("qmv_%d_%d", q.geom.rows, q.geom.occ)); err != nil {
-		return nil, err
+	for _, e := range qmvGeoms {
+		k := qmvKernels{g: e.g}
+		mv, swi := e.g.entries()
+		if k.mv, err = get(mv); err != nil {
+			return nil, err
+		}
+		if k.swi, err = get(swi); err != nil {
+			return nil, err
+		}
+		q.kern = append(q.kern, k)
 	}
-	if q.swi, err = get(fmt.Sprintf("qmv_swiglu_%d_%d", q.geom.rows, q.geom.occ)); err != nil {
-		return nil, err
-	}
+	q.plan = parseQmvPlan(switches.qmvGeom)
 	q.int8 = !switches.exactQGEMV
 	q.iqErr = uploadLattices(mod)
 	for dt, n := range quantNames {

@@ -23,16 +23,9 @@ import (
 // int8 kernels (qx_quant + qgemv8_*, one launch pair per GEMV, no fused
 // ops); POCKET_QGEMV=exact the fp32 GEMV (no fused ops either).
 
-// qmv modes (quant_mmv.cuh).
-const (
-	qmvPlain = 0
-	qmvAdd   = 1
-	qmvNorm  = 2
-)
-
 // qmvOn reports whether the second-version int8 GEMVs are in use.
 func (b *Backend) qmvOn() bool {
-	return b.q != nil && b.q.int8 && !switches.qgemvV1 && b.q.mv != nil
+	return b.q != nil && b.q.int8 && !switches.qgemvV1 && len(b.q.kern) > 0
 }
 
 // qmvWeight is t as qmv reads it: Q4_K, Q6_K or Q8_0, in columns (in %
@@ -91,22 +84,24 @@ func (b *Backend) qx(x, nw cu.DevicePtr, in int) (xs, xq, ssp cu.DevicePtr) {
 // qmvWarps is qmvWarpsFor on this device's SMs and geometry, unless
 // POCKET_QMV_WPR forces a choice (an A/B hook: 1, 2, 4 or 8 where a warp
 // keeps a step).
-func (b *Backend) qmvWarps(groups, in int) int {
+func (b *Backend) qmvWarps(g qmvGeom, groups, in int) int {
 	if w := switches.qmvWarps; w > 0 && 8%w == 0 && cdiv(in/256, 4) >= w {
 		return w
 	}
-	return qmvWarpsFor(groups, in, b.q.geom.occ*b.sms)
+	return qmvWarpsFor(groups, in, g.occ*b.sms)
 }
 
 // qmvLaunch computes ys[i] = ts[i]·x (mode plain, add or norm) for up to
 // four weights with in columns from the quantized x, in one launch.
 func (b *Backend) qmvLaunch(mode int, xs, xq, ssp cu.DevicePtr, eps float32, in int, ys []cu.DevicePtr, ts []*tensor) {
-	rows := b.q.geom.rows
+	kind := qmvKind(mode, in, ts[0].w.Rows())
+	k := b.q.kern[b.q.plan[kind]]
+	rows := k.g.rows
 	groups := 0
 	for _, t := range ts {
 		groups += cdiv(t.w.Rows(), rows)
 	}
-	wpr := b.qmvWarps(groups, in)
+	wpr := b.qmvWarps(k.g, groups, in)
 	per := rows * 8 / wpr // rows per block
 	args := []uint64{ptr(xq), ptr(xs), ptr(ssp), f32(eps), i32(in), i32(wpr), i32(mode)}
 	blocks := 0
@@ -123,24 +118,10 @@ func (b *Backend) qmvLaunch(mode int, xs, xq, ssp cu.DevicePtr, eps float32, in 
 			args = append(args, i32(blocks))
 		}
 	}
-	if ablated(qmvTag(mode, in, ts[0].w.Rows())) {
+	if ablated("qmv_" + kind) {
 		return
 	}
-	b.runQ(b.q.mv, blocks, 256, args...)
-}
-
-// qmvTag is POCKET_ABLATE's name of a qmv launch: the add mode is the
-// output projection when the matrix is square or wider, else the down one.
-func qmvTag(mode, in, out int) string {
-	switch {
-	case mode == qmvNorm:
-		return "qmv_norm"
-	case mode == qmvAdd && in <= out:
-		return "qmv_o"
-	case mode == qmvAdd:
-		return "qmv_down"
-	}
-	return "qmv_plain"
+	b.runQ(k.mv, blocks, 256, args...)
 }
 
 // quantGEMV1 is MatMul's one-row case on qmv (one quantize launch, one
@@ -207,12 +188,13 @@ func (b *Backend) quantNormSwiGLU(act, x kernels.Buf, nv cu.DevicePtr, eps float
 	}
 	xs, xq, ssp := b.qx(dptr(x), nv, in)
 	// A group is rows/2 gate and as many up rows: rows/2 outputs.
-	half := b.q.geom.rows / 2
-	wpr := b.qmvWarps(cdiv(out, half), in)
+	k := b.q.kern[b.q.plan["swiglu"]]
+	half := k.g.rows / 2
+	wpr := b.qmvWarps(k.g, cdiv(out, half), in)
 	if ablated("qmv_swiglu") {
 		return true
 	}
-	b.runQ(b.q.swi, cdiv(out, half*8/wpr), 256, ptr(dptr(act)), ptr(xq), ptr(xs), ptr(ssp), f32(eps), i32(in), i32(wpr),
+	b.runQ(k.swi, cdiv(out, half*8/wpr), 256, ptr(dptr(act)), ptr(xq), ptr(xs), ptr(ssp), f32(eps), i32(in), i32(wpr),
 		i32(int(g.w.DType)), ptr(g.data), ptr(u.data), uint64(g.rowBytes()), i32(out))
 	return true
 }

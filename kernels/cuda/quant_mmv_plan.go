@@ -1,37 +1,115 @@
 package cuda
 
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
 // The launch geometry of quant_mmv.cuh's GEMVs, without the cuda tag so
 // that it is tested on every machine (quant_mmv_plan_test.go).
 
+// qmv modes (quant_mmv.cuh).
+const (
+	qmvPlain = 0
+	qmvAdd   = 1
+	qmvNorm  = 2
+)
+
 // qmvGeom is one of quant_mmv.cuh's compiled geometries (QMV_ENTRIES):
-// rows a warp computes (QR) and blocks an SM holds (the launch bounds).
+// rows a warp computes (QR), blocks an SM holds (the launch bounds) and
+// steps of weight loads a warp keeps in flight (1, or 2 for a rolling
+// double buffer).
 type qmvGeom struct {
-	rows, occ int
+	rows, occ, depth int
 }
 
-// qmvGeoms are the compiled geometries by POCKET_QMV_GEOM name; the first
-// is the default.
+// entries are the geometry's kernel names (qmv, qmv_swiglu).
+func (g qmvGeom) entries() (mv, swi string) {
+	d := ""
+	if g.depth == 2 {
+		d = "2"
+	}
+	return fmt.Sprintf("qmv%s_%d_%d", d, g.rows, g.occ), fmt.Sprintf("qmv_swiglu%s_%d_%d", d, g.rows, g.occ)
+}
+
+// qmvGeoms are the compiled geometries by name; the first is the default.
 var qmvGeoms = []struct {
 	name string
 	g    qmvGeom
 }{
 	// Qwen3-8B Q4_K_M decode on an H200, tok/s: 4x3 447.9-449.5, 2x4
 	// 450.0-451.3 (the same within the noise); 4 rows at 64 registers spill
-	// in Q6_K (399.4 against 414.3 for 4x3 then).
-	{"4x3", qmvGeom{4, 3}}, // 80 registers
-	{"2x4", qmvGeom{2, 4}}, // 64 registers
-	{"8x2", qmvGeom{8, 2}}, // 128 registers (not yet measured)
+	// in Q6_K (399.4 against 414.3 for 4x3 then). 8x2: 420.8-422.3 against
+	// 447.9-448.9 (every projection on it, one call).
+	{"4x3", qmvGeom{4, 3, 1}},  // 80 registers
+	{"2x4", qmvGeom{2, 4, 1}},  // 64 registers
+	{"8x2", qmvGeom{8, 2, 1}},  // 128 registers
+	{"4x2d", qmvGeom{4, 2, 2}}, // 128 registers, two steps in flight (not yet measured)
 }
 
-// qmvGeomByName is the geometry POCKET_QMV_GEOM names (the default for ""
-// or an unknown name).
-func qmvGeomByName(name string) qmvGeom {
-	for _, e := range qmvGeoms {
+// qmvGeomIndex is the index of the geometry name names (ok false for an
+// unknown name).
+func qmvGeomIndex(name string) (int, bool) {
+	for i, e := range qmvGeoms {
 		if e.name == name {
-			return e.g
+			return i, true
 		}
 	}
-	return qmvGeoms[0].g
+	return 0, false
+}
+
+// qmvGeomByName is the geometry name names (the default for an unknown
+// name).
+func qmvGeomByName(name string) qmvGeom {
+	i, _ := qmvGeomIndex(name)
+	return qmvGeoms[i].g
+}
+
+// qmvKinds are the launches a qmvPlan can give their own geometry: the
+// fused q/k/v projection, the output and down projections (added into the
+// residual), SwiGLU's gate and up, and a plain GEMV (the LM head).
+var qmvKinds = []string{"norm", "o", "down", "swiglu", "plain"}
+
+// qmvPlan is the geometry (an index into qmvGeoms) of each kind of qmv
+// launch.
+type qmvPlan map[string]int
+
+// parseQmvPlan reads POCKET_QMV_GEOM: a geometry name for every launch,
+// then kind=name pairs for some, e.g. "4x3,down=4x2d". Unknown names and
+// kinds are ignored (the default stays).
+func parseQmvPlan(v string) qmvPlan {
+	p := qmvPlan{}
+	for i, f := range strings.Split(v, ",") {
+		kind, name, pair := strings.Cut(strings.TrimSpace(f), "=")
+		if !pair {
+			if g, ok := qmvGeomIndex(kind); ok && i == 0 {
+				for _, k := range qmvKinds {
+					p[k] = g
+				}
+			}
+			continue
+		}
+		if g, ok := qmvGeomIndex(name); ok && slices.Contains(qmvKinds, kind) {
+			p[kind] = g
+		}
+	}
+	return p
+}
+
+// qmvKind is the kind of a qmv launch by its mode and matrix shape: the add
+// mode is the output projection when the matrix is square or wider, else
+// the down one.
+func qmvKind(mode, in, out int) string {
+	switch {
+	case mode == qmvNorm:
+		return "norm"
+	case mode == qmvAdd && in <= out:
+		return "o"
+	case mode == qmvAdd:
+		return "down"
+	}
+	return "plain"
 }
 
 // qmvWarpsFor picks how many warps share a row group of qmv (1, 2, 4 or

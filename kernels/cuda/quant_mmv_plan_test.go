@@ -7,7 +7,7 @@ import "testing"
 // rows (qmv) or 2 outputs (qmv_swiglu).
 func TestQmvWarpsFor(t *testing.T) {
 	g := qmvGeomByName("")
-	if g != (qmvGeom{4, 3}) {
+	if g != (qmvGeom{4, 3, 1}) {
 		t.Fatalf("default geometry %+v, want 4 rows at 3 blocks an SM", g)
 	}
 	slots := g.occ * 132
@@ -33,10 +33,50 @@ func TestQmvWarpsFor(t *testing.T) {
 			t.Errorf("%s: %d groups of %d columns: %d warps, want %d", c.name, c.groups, c.in, got, c.want)
 		}
 	}
-	if g := qmvGeomByName("2x4"); g != (qmvGeom{2, 4}) {
+	if g := qmvGeomByName("2x4"); g != (qmvGeom{2, 4, 1}) {
 		t.Errorf("2x4: %+v", g)
 	}
 	if g := qmvGeomByName("9x9"); g != qmvGeoms[0].g {
 		t.Errorf("an unknown name gives %+v, want the default", g)
+	}
+}
+
+// POCKET_QMV_GEOM: one geometry for all launches, then per kind; what it
+// does not know leaves the default in place.
+func TestParseQmvPlan(t *testing.T) {
+	idx := func(name string) int {
+		i, ok := qmvGeomIndex(name)
+		if !ok {
+			t.Fatalf("no geometry %s", name)
+		}
+		return i
+	}
+	cases := []struct {
+		v    string
+		want map[string]string
+	}{
+		{"", map[string]string{"norm": "4x3", "down": "4x3", "swiglu": "4x3"}},
+		{"2x4", map[string]string{"norm": "2x4", "o": "2x4", "down": "2x4", "swiglu": "2x4", "plain": "2x4"}},
+		{"4x3,down=4x2d", map[string]string{"norm": "4x3", "down": "4x2d", "o": "4x3"}},
+		{"down=4x2d,o=2x4", map[string]string{"norm": "4x3", "down": "4x2d", "o": "2x4"}},
+		{"9x9,down=9x9,up=2x4,o=8x2", map[string]string{"down": "4x3", "o": "8x2", "plain": "4x3"}},
+	}
+	for _, c := range cases {
+		p := parseQmvPlan(c.v)
+		for kind, name := range c.want {
+			if p[kind] != idx(name) {
+				t.Errorf("%q: %s has %s, want %s", c.v, kind, qmvGeoms[p[kind]].name, name)
+			}
+		}
+	}
+	mv, swi := qmvGeomByName("4x2d").entries()
+	if mv != "qmv2_4_2" || swi != "qmv_swiglu2_4_2" {
+		t.Errorf("4x2d's entries: %s, %s", mv, swi)
+	}
+	if k := qmvKind(qmvAdd, 12288, 4096); k != "down" {
+		t.Errorf("add 4096×12288: %s", k)
+	}
+	if k := qmvKind(qmvAdd, 4096, 4096); k != "o" {
+		t.Errorf("add 4096×4096: %s", k)
 	}
 }
