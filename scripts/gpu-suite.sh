@@ -152,6 +152,19 @@ for stage in "$@"; do
         --section SchedulerStats --section WarpStateStats --section Occupancy --section LaunchStats --section InstructionStats \
         $W bench --model /tmp/q4/model.gguf --prompt-tokens 16 --new-tokens 8
     done ;;
+  stalls) # ncu detail with the warp stall reasons of kernel NCU_K (a regex) on AB_MODEL's decode:
+    # launches NCU_SKIP.. (NCU_COUNT of them) of that kernel; the whole report into the log
+    bench_model ${AB_MODEL:-q4km}
+    ST=""
+    for r in long_scoreboard lg_throttle mio_throttle wait math_pipe_throttle not_selected short_scoreboard barrier \
+      drain no_instruction membar selected dispatch_stall imc_miss branch_resolving sleeping; do
+      ST="$ST,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio"
+    done
+    ST="${ST#,},l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"
+    ST="$ST,smsp__inst_executed.sum,dram__bytes_read.sum"
+    step "ncu-${NCU_K:?NCU_K names the kernel}" 300 ncu --kernel-name regex:"$NCU_K" --launch-skip ${NCU_SKIP:-120} \
+      --launch-count ${NCU_COUNT:-1} --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
+      --section MemoryWorkloadAnalysis --section Occupancy --metrics "$ST" $W bench ${M/--prompt-tokens 128/--prompt-tokens 16} ;;
   abbin) # interleaved A/B of two builds: $BIN against $BIN_OLD (its worker, unpacked as BIN's)
     # on AB_MODEL q4km|q35|l8b, AB_ROUNDS rounds (default 3): run-to-run drift (±1.5%) hits
     # both alike, which separate calls do not. E.g. BIN_OLD=.gpud/old AB_MODEL=q35.
