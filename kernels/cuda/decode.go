@@ -60,8 +60,7 @@ func (b *Backend) loadDecode() error {
 
 // runDec launches a decode.cu kernel, with PDL unless switched off.
 func (b *Backend) runDec(f, gx, gy, bx int, args ...uint64) {
-	if len(switches.ablate) > 0 && f < dF8MMA &&
-		(ablated(decodeNames[f]) || f >= dAttnDecode && f < dF8MMA && ablated("attn")) {
+	if len(switches.ablate) > 0 && ablatedDec(f) {
 		return
 	}
 	if switches.noPDL {
@@ -73,6 +72,15 @@ func (b *Backend) runDec(f, gx, gy, bx int, args ...uint64) {
 	}
 	b.a(args...)
 	b.fail(launchPDL(b.dec[f], gx, gy, bx, b.s, &b.args, b.nargs))
+}
+
+// ablatedDec reports whether POCKET_ABLATE names decode kernel f (or
+// "attn" for the decode attention).
+func ablatedDec(f int) bool {
+	if f >= dF8MMA {
+		return ablated(f8mmaNames[f-dF8MMA])
+	}
+	return ablated(decodeNames[f]) || f >= dAttnDecode && ablated("attn")
 }
 
 // groupRows is R of decode.cu: the weight rows one warp streams at once.

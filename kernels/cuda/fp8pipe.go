@@ -99,8 +99,8 @@ func (b *Backend) pipePlan(op int, f gform, tiles ...int) (pipeGeom, cFunc, bool
 
 // runPipe launches fn over blocks with the geometry's shared memory (PDL
 // as runDec).
-func (b *Backend) runPipe(fn cFunc, g pipeGeom, blocks int, args ...uint64) {
-	if b.err != nil || blocks <= 0 {
+func (b *Backend) runPipe(op int, fn cFunc, g pipeGeom, blocks int, args ...uint64) {
+	if b.err != nil || blocks <= 0 || ablated("f8pipe_"+p8OpNames[op]) {
 		return
 	}
 	b.a(args...)
@@ -124,7 +124,7 @@ func (b *Backend) pipeGemv(k int, y, x uint64, t *tensor, f gform) bool {
 	if !ok {
 		return false
 	}
-	b.runPipe(fn, g, g.blocks([]int{tiles}), y, x, ptr(t.data), ptr(t.scale), i32(out), i32(f.in), i32(g.wpr),
+	b.runPipe(op, fn, g, g.blocks([]int{tiles}), y, x, ptr(t.data), ptr(t.scale), i32(out), i32(f.in), i32(g.wpr),
 		i32(f.b0), i32(f.nsc))
 	return true
 }
@@ -141,7 +141,7 @@ func (b *Backend) pipeNormMatMul(dst []uint64, x, nv uint64, eps float32, ts []*
 		return false
 	}
 	args, blocks := normArgs([]uint64{x, nv, f32(eps), i32(f.in), i32(g.wpr), i32(f.b0), i32(f.nsc)}, dst, ts, g.tiles)
-	b.runPipe(fn, g, blocks, args...)
+	b.runPipe(p8Norm, fn, g, blocks, args...)
 	return true
 }
 
@@ -154,7 +154,7 @@ func (b *Backend) pipeNormSwiGLU(act, x, nv uint64, eps float32, gt, ut *tensor,
 	if !ok {
 		return false
 	}
-	b.runPipe(fn, g, g.blocks([]int{tiles}), act, x, nv, f32(eps), ptr(gt.data), ptr(gt.scale), ptr(ut.data),
+	b.runPipe(p8SwiGLU, fn, g, g.blocks([]int{tiles}), act, x, nv, f32(eps), ptr(gt.data), ptr(gt.scale), ptr(ut.data),
 		ptr(ut.scale), i32(out), i32(f.in), i32(g.wpr), i32(f.b0), i32(f.nsc))
 	return true
 }

@@ -222,6 +222,9 @@ func (b *Backend) RMSNormGated(dst, x, z kernels.Buf, w kernels.Tensor, rows, di
 // clustered kernel for a layer's whole one-token mix (a cluster per key
 // head) measured 122.7 against 122.6 and was not kept.
 func (b *Backend) runHybrid(f cFunc, gx, gy, bx int, args ...uint64) {
+	if ablated("deltanet") {
+		return
+	}
 	if !switches.hybridPDL || switches.noPDL {
 		b.launchFn(f, gx, gy, bx, args...)
 		return

@@ -53,7 +53,8 @@ import (
 //	                     programmatic dependent launch (with it, the default, they read their state before the
 //	                     wait: Qwen3.5-27B FP8 decode 122.8 against 120.4 tok/s on an H200)
 //	POCKET_ABLATE=a,b    leaves out the decode launches so tagged (qx, qx_norm, qmv_norm, qmv_o, qmv_down,
-//	                     qmv_plain, qmv_swiglu, attn, allreduce, or a decode.cu kernel's name): wrong
+//	                     qmv_plain, qmv_swiglu, attn, allreduce, deltanet, f8pipe_r|add|norm|swiglu, or a
+//	                     decode.cu or fp8mma.cu kernel's name): wrong
 //	                     results, for timing only — what a step costs without them (bench, profiles)
 //	POCKET_MOE_QUANT=0   GGUF (block-format) MoE experts stay on host routing, not the device's indexed
 //	                     expert GEMVs (moe_quant.cu)
