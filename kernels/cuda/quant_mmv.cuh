@@ -44,29 +44,6 @@ __device__ __forceinline__ uint4 ldnc(const void* p) {
     return r;
 }
 
-// qld is a load of the quantized activation: from shared memory where the
-// block staged it (S), else through the read-only cache.
-template <bool S, class T>
-__device__ __forceinline__ T qld(const T* p) {
-    if (S) return *p;
-    return __ldg(p);
-}
-
-// qstage copies the quantized activation of nb 256-element blocks (xq, then
-// xs: 256 + 64 bytes a block) into the block's dynamic shared memory sh;
-// every thread of the block calls it (after the PDL wait). A step of a
-// warp then reads its activation at shared-memory latency: ncu on the
-// Q4_K_M step's GEMVs showed warps stalled mostly on their loads (long
-// scoreboard, 4.4-6.1 of 9-13 cycles an instruction) and the weights are
-// already a step ahead, the activation is not.
-__device__ __forceinline__ void qstage(uint8_t* sh, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
-                                       int nb) {
-    for (int i = threadIdx.x; i < nb * 16; i += blockDim.x) ((uint4*)sh)[i] = __ldg((const uint4*)xq + i);
-    for (int i = threadIdx.x; i < nb * 4; i += blockDim.x)
-        ((uint4*)(sh + nb * 256))[i] = __ldg((const uint4*)xs + i);
-    __syncthreads();
-}
-
 // qx_norm rounds x (times nw when nw is not null) to int8 per 32 elements
 // as qx_quant does, and with nw also leaves block i's sum of the squares of
 // the raw x in ssp[i] (n/1024 rounded up blocks of 256 threads; n % 4 == 0).
@@ -137,15 +114,14 @@ template <> struct QT<Q6_K> {
         ldu<2>(blk + 192 + 8 * n, w.sc);
         w.d = __ldg((const unsigned short*)(blk + 208));
     }
-    template <bool S>
     static __device__ __forceinline__ void ldX(X& x, const uint8_t* xq, const float2* xs, int b, int t) {
         const int n = t >> 2, l8 = t & 3;
         const uint8_t* xb = xq + ((long)b << 8) + 128 * n + 8 * l8;
 #pragma unroll
-        for (int k = 0; k < 4; k++) x.x[k] = qld<S>((const int2*)(xb + 32 * k));
+        for (int k = 0; k < 4; k++) x.x[k] = __ldg((const int2*)(xb + 32 * k));
         const float2* sp = xs + 8 * (long)b + 4 * n;
-        x.s01 = qld<S>((const float4*)sp);
-        x.s23 = qld<S>((const float4*)(sp + 2));
+        x.s01 = __ldg((const float4*)sp);
+        x.s23 = __ldg((const float4*)(sp + 2));
         q6kZero(x.x, x.z);
     }
     static __device__ __forceinline__ float dot(const W& w, const X& x, int t) {
@@ -168,12 +144,11 @@ template <> struct QT<Q8_0> {
         ldu<8>(blk + 2, w.q);
         w.d = __ldg((const unsigned short*)blk);
     }
-    template <bool S>
     static __device__ __forceinline__ void ldX(X& x, const uint8_t* xq, const float2* xs, int b, int j) {
         const long g = 8 * (long)b + j;
-        x.x0 = qld<S>((const int4*)(xq + 32 * g));
-        x.x1 = qld<S>((const int4*)(xq + 32 * g + 16));
-        x.s = qld<S>(xs + g);
+        x.x0 = __ldg((const int4*)(xq + 32 * g));
+        x.x1 = __ldg((const int4*)(xq + 32 * g + 16));
+        x.s = __ldg(xs + g);
     }
     static __device__ __forceinline__ float dot(const W& w, const X& x, int) {
         int s = dp4(w.q[0], x.x0.x, 0);
@@ -209,53 +184,33 @@ struct QRowsO {
     __device__ __forceinline__ const uint8_t* operator[](int r) const { return p + o[r]; }
 };
 
-template <int F, int QR, int D, bool S, class Rows>
+template <int F, int QR, class Rows>
 __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__ xq,
                                      const float2* __restrict__ xs, int nb, int s, int ss, bool active,
                                      float (&acc)[QR]) {
     const int lane = threadIdx.x & 31, j = lane & 7;
 #pragma unroll
     for (int r = 0; r < QR; r++) acc[r] = 0.f;
-    typename QT<F>::W cur[D][QR];
+    typename QT<F>::W cur[QR];
     int b = 4 * s + (lane >> 3);
-    if (active) {
+    if (active && b < nb) {
 #pragma unroll
-        for (int k = 0; k < D; k++)
-            if (b + 4 * ss * k < nb) {
-#pragma unroll
-                for (int r = 0; r < QR; r++) QT<F>::ldW(cur[k][r], wr[r], b + 4 * ss * k, j);
-            }
+        for (int r = 0; r < QR; r++) QT<F>::ldW(cur[r], wr[r], b, j);
     }
     qPdlLaunch();
     qPdlWait();
-    extern __shared__ __align__(16) uint8_t qsh[];
-    if (S) {
-        qstage(qsh, xq, xs, nb);
-        xq = qsh;
-        xs = (const float2*)(qsh + nb * 256);
-    }
     if (!active) return;
-    // Step k of D in flight: block b in slot k, reloaded with the block D
-    // steps on once used (D = 2: a rolling double buffer).
-    auto body = [&](int k) {
+    for (; 4 * s < nb; s += ss) {
         if (b < nb) {
             typename QT<F>::X x;
-            QT<F>::template ldX<S>(x, xq, xs, b, j);
+            QT<F>::ldX(x, xq, xs, b, j);
 #pragma unroll
-            for (int r = 0; r < QR; r++) acc[r] += QT<F>::dot(cur[k][r], x, j);
-        }
-        const int bn = b + 4 * ss * D;
-        if (bn < nb) {
-#pragma unroll
-            for (int r = 0; r < QR; r++) QT<F>::ldW(cur[k][r], wr[r], bn, j);
+            for (int r = 0; r < QR; r++) acc[r] += QT<F>::dot(cur[r], x, j);
         }
         b += 4 * ss;
-    };
-    for (; 4 * s < nb; s += D * ss) {
-        body(0);
-        if (D == 2) {
-            if (4 * (s + ss) >= nb) break;
-            body(D - 1);
+        if (b < nb) {
+#pragma unroll
+            for (int r = 0; r < QR; r++) QT<F>::ldW(cur[r], wr[r], b, j);
         }
     }
 }
@@ -274,7 +229,7 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
 // sector between two load instructions (measured slower: 410 against 426
 // tok/s on the Qwen3-8B Q4_K_M step), and so did loading the rows in an
 // order that depends on h (414).
-template <int QR, int D, bool S, class Rows>
+template <int QR, class Rows>
 __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restrict__ xq,
                                         const float2* __restrict__ xs, int nb, int s, int ss, bool active,
                                         float (&acc)[QR]) {
@@ -286,59 +241,38 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
     float mine[H];
 #pragma unroll
     for (int k = 0; k < H; k++) mine[k] = 0.f;
-    uint4 qv[D][QR], hd[D][H];
+    uint4 qv[QR], hd[H];
     int b = 4 * s + (lane >> 3);
-    auto load = [&](int k, int blk) {
+    auto load = [&](int blk) {
 #pragma unroll
-        for (int r = 0; r < QR; r++) qv[k][r] = ldnc(wr[r] + (long)blk * 144 + 16 + 16 * j);
+        for (int r = 0; r < QR; r++) qv[r] = ldnc(wr[r] + (long)blk * 144 + 16 + 16 * j);
 #pragma unroll
-        for (int i = 0; i < H; i++) hd[k][i] = ldnc(hp[i] + (long)blk * 144);
+        for (int k = 0; k < H; k++) hd[k] = ldnc(hp[k] + (long)blk * 144);
     };
-    if (active) {
-#pragma unroll
-        for (int k = 0; k < D; k++)
-            if (b + 4 * ss * k < nb) load(k, b + 4 * ss * k);
-    }
+    if (active && b < nb) load(b);
     qPdlLaunch();
     qPdlWait();
 #pragma unroll
     for (int r = 0; r < QR; r++) acc[r] = 0.f;
-    extern __shared__ __align__(16) uint8_t qsh[];
-    if (S) {
-        qstage(qsh, xq, xs, nb);
-        xq = qsh;
-        xs = (const float2*)(qsh + nb * 256);
-    }
     if (!active) return;
-    // Slot k holds block b; once used it is reloaded with the block D steps
-    // on (D = 2: a rolling double buffer, two steps of loads in flight).
-    auto body = [&](int k) {
+    for (; 4 * s < nb; s += ss) {
         const unsigned m = __ballot_sync(0xffffffffu, b < nb); // a pair is in or out together
         if (b < nb) {
             const uint8_t* xb = xq + ((long)b << 8) + 64 * c + 16 * h;
-            const int4 x0 = qld<S>((const int4*)xb), x1 = qld<S>((const int4*)(xb + 32));
-            const float4 sx = qld<S>((const float4*)(xs + 8 * (long)b + 2 * c));
+            const int4 x0 = __ldg((const int4*)xb), x1 = __ldg((const int4*)(xb + 32));
+            const float4 sx = __ldg((const float4*)(xs + 8 * (long)b + 2 * c));
             int sl[QR], sh[QR];
 #pragma unroll
-            for (int r = 0; r < QR; r++) q4kSums(qv[k][r], x0, x1, sl[r], sh[r]);
+            for (int r = 0; r < QR; r++) q4kSums(qv[r], x0, x1, sl[r], sh[r]);
 #pragma unroll
-            for (int i = 0; i < H; i++) {
-                const int pl = __shfl_xor_sync(m, h ? sl[i] : sl[H + i], 1);
-                const int ph = __shfl_xor_sync(m, h ? sh[i] : sh[H + i], 1);
-                mine[i] +=
-                    q4kFinish(hd[k][i], c, (h ? sl[H + i] : sl[i]) + pl, (h ? sh[H + i] : sh[i]) + ph, sx, true);
+            for (int k = 0; k < H; k++) {
+                const int pl = __shfl_xor_sync(m, h ? sl[k] : sl[H + k], 1);
+                const int ph = __shfl_xor_sync(m, h ? sh[k] : sh[H + k], 1);
+                mine[k] += q4kFinish(hd[k], c, (h ? sl[H + k] : sl[k]) + pl, (h ? sh[H + k] : sh[k]) + ph, sx, true);
             }
         }
-        const int bn = b + 4 * ss * D;
-        if (bn < nb) load(k, bn);
         b += 4 * ss;
-    };
-    for (; 4 * s < nb; s += D * ss) {
-        body(0);
-        if (D == 2) {
-            if (4 * (s + ss) >= nb) break;
-            body(D - 1);
-        }
+        if (b < nb) load(b);
     }
 #pragma unroll
     for (int r = 0; r < QR; r++) acc[r] = r / H == h ? mine[r % H] : 0.f;
@@ -347,20 +281,20 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
 // QDotF runs qdot, or qdotQ4K for Q4_K.
 template <int F>
 struct QDotF {
-    template <int QR, int D, bool S, class Rows>
+    template <int QR, class Rows>
     static __device__ __forceinline__ void run(const Rows& wr, const uint8_t* __restrict__ xq,
                                                const float2* __restrict__ xs, int nb, int s, int ss, bool active,
                                                float (&acc)[QR]) {
-        qdot<F, QR, D, S>(wr, xq, xs, nb, s, ss, active, acc);
+        qdot<F, QR>(wr, xq, xs, nb, s, ss, active, acc);
     }
 };
 template <>
 struct QDotF<Q4_K> {
-    template <int QR, int D, bool S, class Rows>
+    template <int QR, class Rows>
     static __device__ __forceinline__ void run(const Rows& wr, const uint8_t* __restrict__ xq,
                                                const float2* __restrict__ xs, int nb, int s, int ss, bool active,
                                                float (&acc)[QR]) {
-        qdotQ4K<QR, D, S>(wr, xq, xs, nb, s, ss, active, acc);
+        qdotQ4K<QR>(wr, xq, xs, nb, s, ss, active, acc);
     }
 };
 
@@ -387,7 +321,7 @@ __device__ __forceinline__ float qinvRms(const float* ssp, int in, float eps) {
 
 // qmvBlock is block blk of y = W·xq (mode: plain, add into y, or times the
 // norm factor): 8/wpr groups of QR rows.
-template <int F, int QR, int D, bool S>
+template <int F, int QR>
 __device__ __forceinline__ void qmvBlock(float* y, const uint8_t* w, long rb, int out, int blk,
                                          const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
                                          const float* ssp, float eps, int in, int wpr, int mode) {
@@ -399,7 +333,7 @@ __device__ __forceinline__ void qmvBlock(float* y, const uint8_t* w, long rb, in
 #pragma unroll
     for (int r = 0; r < QR; r++) wr.o[r] = (uint32_t)((min(base + r, out - 1) - min(base, out - 1)) * rb);
     float acc[QR];
-    QDotF<F>::template run<QR, D, S>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
+    QDotF<F>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
     qsums<QR>(red, acc);
     const int t = threadIdx.x;
     if (t < G * QR) {
@@ -413,23 +347,23 @@ __device__ __forceinline__ void qmvBlock(float* y, const uint8_t* w, long rb, in
     }
 }
 
-template <int QR, int D, bool S>
+template <int QR>
 __device__ __forceinline__ void qmvMat(int f, float* y, const uint8_t* w, long rb, int out, int blk,
                                        const uint8_t* xq, const float2* xs, const float* ssp, float eps, int in,
                                        int wpr, int mode) {
     if (f == Q4_K)
-        qmvBlock<Q4_K, QR, D, S>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+        qmvBlock<Q4_K, QR>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
     else if (f == Q6_K)
-        qmvBlock<Q6_K, QR, D, S>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+        qmvBlock<Q6_K, QR>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
     else
-        qmvBlock<Q8_0, QR, D, S>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+        qmvBlock<Q8_0, QR>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
 }
 
 // qmv: y_i = W_i · x for up to four matrices sharing the quantized x (in %
 // 256 == 0), each Q4_K, Q6_K or Q8_0 (f_i = its DType number); blocks [0,
 // n0) do matrix 0, [n0, n1) matrix 1, ... (unused matrices: out 0).
 #define QMV_MAT(i) float *y##i, const uint8_t *w##i, long rb##i, int out##i, int f##i
-template <int QR, int D, bool S>
+template <int QR>
 __device__ __forceinline__ void qmvEntry(const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
                                          const float* ssp, float eps, int in, int wpr, int mode, QMV_MAT(0), int n0,
                                          QMV_MAT(1), int n1, QMV_MAT(2), int n2, QMV_MAT(3)) {
@@ -447,11 +381,11 @@ __device__ __forceinline__ void qmvEntry(const uint8_t* __restrict__ xq, const f
     } else if (b < n2) {
         y = y2, w = w2, rb = rb2, out = out2, f = f2, blk = b - n1;
     }
-    qmvMat<QR, D, S>(f, y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+    qmvMat<QR>(f, y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
 }
 // qmvSwiGLU: act = silu(Wg · rmsnorm(x)) * (Wu · rmsnorm(x)) from the
 // normed, quantized x; a group is gate rows o, o+1 and up rows o, o+1.
-template <int F, int QR, int D, bool S>
+template <int F, int QR>
 __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
                                           const float* ssp, float eps, int in, int wpr, const uint8_t* wg,
                                           const uint8_t* wu, long rb, int out) {
@@ -466,7 +400,7 @@ __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict_
         wr.p[QR / 2 + r] = wu + o * rb;
     }
     float acc[QR];
-    QDotF<F>::template run<QR, D, S>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
+    QDotF<F>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
     qsums<QR>(red, acc);
     const int t = threadIdx.x;
     if (t < G * (QR / 2)) {
@@ -485,40 +419,33 @@ __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict_
     }
 }
 
-template <int QR, int D, bool S>
+template <int QR>
 __device__ __forceinline__ void qmvSwiGLUEntry(float* act, const uint8_t* __restrict__ xq,
                                                const float2* __restrict__ xs, const float* ssp, float eps, int in,
                                                int wpr, int f, const uint8_t* wg, const uint8_t* wu, long rb, int out) {
     if (f == Q4_K)
-        qmvSwiGLU<Q4_K, QR, D, S>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
+        qmvSwiGLU<Q4_K, QR>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
     else if (f == Q6_K)
-        qmvSwiGLU<Q6_K, QR, D, S>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
+        qmvSwiGLU<Q6_K, QR>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
     else
-        qmvSwiGLU<Q8_0, QR, D, S>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
+        qmvSwiGLU<Q8_0, QR>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
 }
 
 // The entry points by geometry: qmv_R_B and qmv_swiglu_R_B compute R rows
-// a warp with __launch_bounds__(256, B), one step of loads in flight;
-// qmv2_R_B and qmv_swiglu2_R_B keep two; qmvs_R_B and qmv_swiglus_R_B
-// stage the activation in shared memory (launched with in + in/4 bytes of
-// it). quant_mmv_plan.go's qmvGeoms lists them.
-#define QMV_ENTRIES(R, B, D, S, SUF)                                                                                   \
+// a warp with __launch_bounds__(256, B) (quant_mmv.go's qmvGeoms).
+#define QMV_ENTRIES(R, B)                                                                                            \
     extern "C" __global__ void __launch_bounds__(256, B)                                                             \
-        qmv##SUF##_##R##_##B(const uint8_t* __restrict__ xq, const float2* __restrict__ xs, const float* ssp,       \
-                             float eps, int in, int wpr, int mode, QMV_MAT(0), int n0, QMV_MAT(1), int n1,          \
-                             QMV_MAT(2), int n2, QMV_MAT(3)) {                                                      \
-        qmvEntry<R, D, S>(xq, xs, ssp, eps, in, wpr, mode, y0, w0, rb0, out0, f0, n0, y1, w1, rb1, out1, f1, n1, y2,   \
-                       w2, rb2, out2, f2, n2, y3, w3, rb3, out3, f3);                                               \
+        qmv_##R##_##B(const uint8_t* __restrict__ xq, const float2* __restrict__ xs, const float* ssp, float eps,   \
+                      int in, int wpr, int mode, QMV_MAT(0), int n0, QMV_MAT(1), int n1, QMV_MAT(2), int n2,        \
+                      QMV_MAT(3)) {                                                                                 \
+        qmvEntry<R>(xq, xs, ssp, eps, in, wpr, mode, y0, w0, rb0, out0, f0, n0, y1, w1, rb1, out1, f1, n1, y2, w2,  \
+                    rb2, out2, f2, n2, y3, w3, rb3, out3, f3);                                                      \
     }                                                                                                                \
     extern "C" __global__ void __launch_bounds__(256, B)                                                             \
-        qmv_swiglu##SUF##_##R##_##B(float* act, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,      \
-                                    const float* ssp, float eps, int in, int wpr, int f, const uint8_t* wg,          \
-                                    const uint8_t* wu, long rb, int out) {                                           \
-        qmvSwiGLUEntry<R, D, S>(act, xq, xs, ssp, eps, in, wpr, f, wg, wu, rb, out);                                    \
+        qmv_swiglu_##R##_##B(float* act, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,             \
+                             const float* ssp, float eps, int in, int wpr, int f, const uint8_t* wg,                 \
+                             const uint8_t* wu, long rb, int out) {                                                  \
+        qmvSwiGLUEntry<R>(act, xq, xs, ssp, eps, in, wpr, f, wg, wu, rb, out);                                       \
     }
-QMV_ENTRIES(4, 3, 1, false, )
-QMV_ENTRIES(2, 4, 1, false, )
-QMV_ENTRIES(8, 2, 1, false, )
-QMV_ENTRIES(4, 2, 2, false, 2)
-QMV_ENTRIES(4, 3, 1, true, s)
-QMV_ENTRIES(2, 4, 1, true, s)
+QMV_ENTRIES(4, 3)
+QMV_ENTRIES(2, 4)

@@ -59,29 +59,16 @@ func (b *Backend) qxBuf(in int) (xs, xq, ssp cu.DevicePtr) {
 }
 
 // runQ launches a quant_mmv.cuh kernel, with PDL unless switched off.
-func (b *Backend) runQ(f cFunc, gx, bx int, args ...uint64) { b.runQShm(f, gx, bx, 0, args...) }
-
-// runQShm is runQ with shm bytes of dynamic shared memory.
-func (b *Backend) runQShm(f cFunc, gx, bx, shm int, args ...uint64) {
+func (b *Backend) runQ(f cFunc, gx, bx int, args ...uint64) {
+	if switches.noPDL {
+		b.launchFn(f, gx, 1, bx, args...)
+		return
+	}
 	if b.err != nil || gx <= 0 {
 		return
 	}
 	b.a(args...)
-	if switches.noPDL {
-		b.fail(launchShm(f, gx, 1, bx, shm, b.s, &b.args, b.nargs))
-		return
-	}
-	b.fail(launchPDLShm(f, gx, 1, bx, shm, b.s, &b.args, b.nargs))
-}
-
-// qmvKern is the geometry's kernels for a kind of launch over in columns:
-// the plan's, or the default's where its staged activation would not fit.
-func (b *Backend) qmvKern(kind string, in int) qmvKernels {
-	k := b.q.kern[b.q.plan[kind]]
-	if k.g.stageBytes(in) > qmvStageMax {
-		k = b.q.kern[0]
-	}
-	return k
+	b.fail(launchPDL(f, gx, 1, bx, b.s, &b.args, b.nargs))
 }
 
 // qx quantizes x (times the norm vector nw unless 0) into the scratch.
@@ -108,7 +95,7 @@ func (b *Backend) qmvWarps(g qmvGeom, groups, in int) int {
 // four weights with in columns from the quantized x, in one launch.
 func (b *Backend) qmvLaunch(mode int, xs, xq, ssp cu.DevicePtr, eps float32, in int, ys []cu.DevicePtr, ts []*tensor) {
 	kind := qmvKind(mode, in, ts[0].w.Rows())
-	k := b.qmvKern(kind, in)
+	k := b.q.kern[b.q.plan[kind]]
 	rows := k.g.rows
 	groups := 0
 	for _, t := range ts {
@@ -134,7 +121,7 @@ func (b *Backend) qmvLaunch(mode int, xs, xq, ssp cu.DevicePtr, eps float32, in 
 	if ablated("qmv_" + kind) {
 		return
 	}
-	b.runQShm(k.mv, blocks, 256, k.g.stageBytes(in), args...)
+	b.runQ(k.mv, blocks, 256, args...)
 }
 
 // quantGEMV1 is MatMul's one-row case on qmv (one quantize launch, one
@@ -201,13 +188,13 @@ func (b *Backend) quantNormSwiGLU(act, x kernels.Buf, nv cu.DevicePtr, eps float
 	}
 	xs, xq, ssp := b.qx(dptr(x), nv, in)
 	// A group is rows/2 gate and as many up rows: rows/2 outputs.
-	k := b.qmvKern("swiglu", in)
+	k := b.q.kern[b.q.plan["swiglu"]]
 	half := k.g.rows / 2
 	wpr := b.qmvWarps(k.g, cdiv(out, half), in)
 	if ablated("qmv_swiglu") {
 		return true
 	}
-	b.runQShm(k.swi, cdiv(out, half*8/wpr), 256, k.g.stageBytes(in), ptr(dptr(act)), ptr(xq), ptr(xs), ptr(ssp), f32(eps), i32(in), i32(wpr),
+	b.runQ(k.swi, cdiv(out, half*8/wpr), 256, ptr(dptr(act)), ptr(xq), ptr(xs), ptr(ssp), f32(eps), i32(in), i32(wpr),
 		i32(int(g.w.DType)), ptr(g.data), ptr(u.data), uint64(g.rowBytes()), i32(out))
 	return true
 }

@@ -17,55 +17,34 @@ const (
 )
 
 // qmvGeom is one of quant_mmv.cuh's compiled geometries (QMV_ENTRIES):
-// rows a warp computes (QR), blocks an SM holds (the launch bounds), steps
-// of weight loads a warp keeps in flight (1, or 2 for a rolling double
-// buffer) and whether a block stages the activation in shared memory.
+// rows a warp computes (QR) and blocks an SM holds (the launch bounds).
 type qmvGeom struct {
-	rows, occ, depth int
-	stage            bool
-}
-
-// qmvStageMax is the most shared memory a staging geometry's block takes
-// (the default limit of dynamic shared memory); wider inputs run on the
-// default geometry.
-const qmvStageMax = 48 << 10
-
-// stageBytes is the dynamic shared memory of a launch over in columns:
-// the int8 activation and its float2 scales (320 bytes a 256-column block).
-func (g qmvGeom) stageBytes(in int) int {
-	if !g.stage {
-		return 0
-	}
-	return in / 256 * 320
+	rows, occ int
 }
 
 // entries are the geometry's kernel names (qmv, qmv_swiglu).
 func (g qmvGeom) entries() (mv, swi string) {
-	d := ""
-	if g.depth == 2 {
-		d = "2"
-	}
-	if g.stage {
-		d += "s"
-	}
-	return fmt.Sprintf("qmv%s_%d_%d", d, g.rows, g.occ), fmt.Sprintf("qmv_swiglu%s_%d_%d", d, g.rows, g.occ)
+	return fmt.Sprintf("qmv_%d_%d", g.rows, g.occ), fmt.Sprintf("qmv_swiglu_%d_%d", g.rows, g.occ)
 }
 
 // qmvGeoms are the compiled geometries by name; the first is the default.
+// Measured and dropped on an H200 (Qwen3-8B Q4_K_M decode, interleaved
+// against 4x3 in the same calls; history: ad8c2de, 014d0fd, 568fc69):
+// 8 rows a warp at 2 blocks an SM 420.8-422.3 against 447.9-448.9 tok/s;
+// two steps of weight loads in flight at 4 rows, 2 blocks (128 registers)
+// 436.4-440.6 against 448.8-451.2 on the down projection alone, worse on
+// every other; the activation staged in shared memory per block 432.4-434.6
+// (441.4-442.7 on the down projection alone) against 448.3-452.8. ncu
+// shows the warps waiting on their loads (long scoreboard), but neither
+// more bytes in flight per warp nor a nearer activation moved the step.
 var qmvGeoms = []struct {
 	name string
 	g    qmvGeom
 }{
-	// Qwen3-8B Q4_K_M decode on an H200, tok/s: 4x3 447.9-449.5, 2x4
-	// 450.0-451.3 (the same within the noise); 4 rows at 64 registers spill
-	// in Q6_K (399.4 against 414.3 for 4x3 then). 8x2: 420.8-422.3 against
-	// 447.9-448.9 (every projection on it, one call).
-	{"4x3", qmvGeom{4, 3, 1, false}},  // 80 registers
-	{"2x4", qmvGeom{2, 4, 1, false}},  // 64 registers
-	{"8x2", qmvGeom{8, 2, 1, false}},  // 128 registers
-	{"4x2d", qmvGeom{4, 2, 2, false}}, // 128 registers, two steps in flight: 436-441 against 449-451
-	{"4x3s", qmvGeom{4, 3, 1, true}},  // 4x3 with the activation in shared memory (not yet measured)
-	{"2x4s", qmvGeom{2, 4, 1, true}},  // 2x4 likewise
+	// 4x3 447.9-449.5, 2x4 450.0-451.3 (the same within the noise); 4 rows
+	// at 64 registers spill in Q6_K (399.4 against 414.3 for 4x3 then).
+	{"4x3", qmvGeom{4, 3}}, // 80 registers
+	{"2x4", qmvGeom{2, 4}}, // 64 registers
 }
 
 // qmvGeomIndex is the index of the geometry name names (ok false for an
