@@ -205,7 +205,12 @@ extern "C" __global__ void rms_norm_gated(float* dst, const float* x, const floa
     }
 }
 
+// x *= sigmoid(gate): the gated attention of Qwen3-Next/Qwen3.5 between the
+// decode attention and the output projection, on PDL like the kernels
+// above (launched without it the wait returns at once).
 extern "C" __global__ void sigmoid_mul(float* x, const float* gate, long n) {
+    pdlLaunchDependents();
+    pdlWait();
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] *= sigmoidD(gate[i]);
 }

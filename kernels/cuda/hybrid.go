@@ -222,7 +222,7 @@ func (b *Backend) RMSNormGated(dst, x, z kernels.Buf, w kernels.Tensor, rows, di
 // clustered kernel for a layer's whole one-token mix (a cluster per key
 // head) measured 122.7 against 122.6 and was not kept.
 func (b *Backend) runHybrid(f cFunc, gx, gy, bx int, args ...uint64) {
-	if ablated("deltanet") {
+	if ablated("hybrid") {
 		return
 	}
 	if !switches.hybridPDL || switches.noPDL {
@@ -243,5 +243,5 @@ func (b *Backend) SigmoidMul(x, gate kernels.Buf, n int) {
 	if !ok {
 		return
 	}
-	b.launchFn(m.sigmoid, cdiv(n, 256), 1, 256, ptr(dptr(x)), ptr(dptr(gate)), uint64(n))
+	b.runHybrid(m.sigmoid, cdiv(n, 256), 1, 256, ptr(dptr(x)), ptr(dptr(gate)), uint64(n))
 }

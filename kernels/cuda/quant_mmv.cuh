@@ -44,17 +44,28 @@ __device__ __forceinline__ uint4 ldnc(const void* p) {
     return r;
 }
 
+// qPrefetchSums asks L1 for qx_norm's partial sums of squares (one line:
+// up to 32 partials, 32768 columns) right after the PDL wait, when they are
+// final, so that the 1/rms a block applies after its reduction reads them
+// from L1 instead of waiting an L2 round trip at the end of the block
+// (null: not a norm launch). One lane a warp asks.
+__device__ __forceinline__ void qPrefetchSums(const float* ssp) {
+    if (ssp != nullptr && (threadIdx.x & 31) == 0) asm volatile("prefetch.global.L1 [%0];" ::"l"(ssp));
+}
+
 // qx_norm rounds x (times nw when nw is not null) to int8 per 32 elements
 // as qx_quant does, and with nw also leaves block i's sum of the squares of
 // the raw x in ssp[i] (n/1024 rounded up blocks of 256 threads; n % 4 == 0).
 extern "C" __global__ void __launch_bounds__(256) qx_norm(uint32_t* xq, float2* xs, float* ssp, const float* x,
-                                                         const float* nw, int n) {
+                                                         const float* nw, int n, int early) {
     __shared__ float red[8];
     // Triggering the next GEMV's launch here, before the wait, with the
     // norm weight read before it too, measured 445.0-445.8 against
     // 447.9-449.7 tok/s (Qwen3-8B Q4_K_M, interleaved): its blocks then
-    // sit on SM slots while two grids drain. The trigger follows the norm.
+    // sit on SM slots while two grids drain. The trigger follows the norm,
+    // or with early (POCKET_QXN_EARLY=1, not yet measured) the wait.
     qPdlWait(); // x is the predecessor's output; xq may still be read by it
+    if (early) qPdlLaunch();
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     const bool ok = i < (n >> 2);
     float4 v = ok ? __ldg((const float4*)x + i) : make_float4(0.f, 0.f, 0.f, 0.f);
@@ -187,7 +198,7 @@ struct QRowsO {
 template <int F, int QR, class Rows>
 __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__ xq,
                                      const float2* __restrict__ xs, int nb, int s, int ss, bool active,
-                                     float (&acc)[QR]) {
+                                     const float* ssp, float (&acc)[QR]) {
     const int lane = threadIdx.x & 31, j = lane & 7;
 #pragma unroll
     for (int r = 0; r < QR; r++) acc[r] = 0.f;
@@ -199,6 +210,7 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
     }
     qPdlLaunch();
     qPdlWait();
+    qPrefetchSums(ssp);
     if (!active) return;
     for (; 4 * s < nb; s += ss) {
         if (b < nb) {
@@ -232,7 +244,7 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
 template <int QR, class Rows>
 __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restrict__ xq,
                                         const float2* __restrict__ xs, int nb, int s, int ss, bool active,
-                                        float (&acc)[QR]) {
+                                        const float* ssp, float (&acc)[QR]) {
     constexpr int H = QR / 2;
     const int lane = threadIdx.x & 31, j = lane & 7, c = j >> 1, h = j & 1;
     const uint8_t* hp[H]; // the rows this lane finishes
@@ -252,6 +264,7 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
     if (active && b < nb) load(b);
     qPdlLaunch();
     qPdlWait();
+    qPrefetchSums(ssp);
 #pragma unroll
     for (int r = 0; r < QR; r++) acc[r] = 0.f;
     if (!active) return;
@@ -284,8 +297,8 @@ struct QDotF {
     template <int QR, class Rows>
     static __device__ __forceinline__ void run(const Rows& wr, const uint8_t* __restrict__ xq,
                                                const float2* __restrict__ xs, int nb, int s, int ss, bool active,
-                                               float (&acc)[QR]) {
-        qdot<F, QR>(wr, xq, xs, nb, s, ss, active, acc);
+                                               const float* ssp, float (&acc)[QR]) {
+        qdot<F, QR>(wr, xq, xs, nb, s, ss, active, ssp, acc);
     }
 };
 template <>
@@ -293,8 +306,8 @@ struct QDotF<Q4_K> {
     template <int QR, class Rows>
     static __device__ __forceinline__ void run(const Rows& wr, const uint8_t* __restrict__ xq,
                                                const float2* __restrict__ xs, int nb, int s, int ss, bool active,
-                                               float (&acc)[QR]) {
-        qdotQ4K<QR>(wr, xq, xs, nb, s, ss, active, acc);
+                                               const float* ssp, float (&acc)[QR]) {
+        qdotQ4K<QR>(wr, xq, xs, nb, s, ss, active, ssp, acc);
     }
 };
 
@@ -333,7 +346,8 @@ __device__ __forceinline__ void qmvBlock(float* y, const uint8_t* w, long rb, in
 #pragma unroll
     for (int r = 0; r < QR; r++) wr.o[r] = (uint32_t)((min(base + r, out - 1) - min(base, out - 1)) * rb);
     float acc[QR];
-    QDotF<F>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
+    QDotF<F>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, mode == QMV_NORM ? ssp : nullptr,
+                               acc);
     qsums<QR>(red, acc);
     const int t = threadIdx.x;
     if (t < G * QR) {
@@ -400,7 +414,7 @@ __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict_
         wr.p[QR / 2 + r] = wu + o * rb;
     }
     float acc[QR];
-    QDotF<F>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
+    QDotF<F>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, ssp, acc);
     qsums<QR>(red, acc);
     const int t = threadIdx.x;
     if (t < G * (QR / 2)) {

@@ -49,13 +49,15 @@ import (
 //	                     ones that stream whole lines through a per-warp cp.async ring (fp8pipe.cuh)
 //	POCKET_FP8_PIPE_KB=N caps a block's shared memory for the ring kernels at N KiB
 //	POCKET_FP8_PIPE_PLAN=depth the ring kernels' geometry maximises units in flight, not warps (planPipe)
-//	POCKET_HYBRID_PDL=0  the Gated DeltaNet kernels (conv1d, token-by-token delta rule, gated norm) launch without
+//	POCKET_HYBRID_PDL=0  the Gated DeltaNet kernels (conv1d, token-by-token delta rule, gated norm) and the
+//	                     attention gate (sigmoid_mul) launch without
 //	                     programmatic dependent launch (with it, the default, they read their state before the
 //	                     wait: Qwen3.5-27B FP8 decode 122.8 against 120.4 tok/s on an H200)
+//	POCKET_QXN_EARLY=1   qx_norm lets the next GEMV launch right after its PDL wait, not after the norm's sums
 //	POCKET_ABLATE=a,b    leaves out the decode launches so tagged (qx, qx_norm, qmv_norm, qmv_o, qmv_down,
-//	                     qmv_plain, qmv_swiglu, attn, allreduce, deltanet, f8pipe_r|add|norm|swiglu, or a
-//	                     decode.cu or fp8mma.cu kernel's name): wrong
-//	                     results, for timing only — what a step costs without them (bench, profiles)
+//	                     qmv_plain, qmv_swiglu, attn, allreduce, hybrid: the DeltaNet kernels and the
+//	                     attention gate, f8pipe_r|add|norm|swiglu, or a decode.cu or fp8mma.cu kernel's
+//	                     name): wrong results, for timing only — what a step costs without them (bench)
 //	POCKET_MOE_QUANT=0   GGUF (block-format) MoE experts stay on host routing, not the device's indexed
 //	                     expert GEMVs (moe_quant.cu)
 var switches = struct {
@@ -87,6 +89,7 @@ var switches = struct {
 	hybridPDL       bool
 	fp8PipeKB       int
 	ablate          map[string]bool
+	qxnEarly        bool
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
 	attnOcc2:        os.Getenv("POCKET_ATTN_OCC") == "2",
@@ -116,6 +119,7 @@ var switches = struct {
 	hybridPDL:       os.Getenv("POCKET_HYBRID_PDL") != "0",
 	fp8PipeKB:       intSwitch("POCKET_FP8_PIPE_KB", 0, 16, 227),
 	ablate:          listSwitch(os.Getenv("POCKET_ABLATE")),
+	qxnEarly:        os.Getenv("POCKET_QXN_EARLY") == "1",
 }
 
 // ablated reports whether POCKET_ABLATE leaves out the launches tagged
