@@ -44,15 +44,6 @@ __device__ __forceinline__ uint4 ldnc(const void* p) {
     return r;
 }
 
-// qPrefetchSums asks L1 for qx_norm's partial sums of squares (one line:
-// up to 32 partials, 32768 columns) right after the PDL wait, when they are
-// final, so that the 1/rms a block applies after its reduction reads them
-// from L1 instead of waiting an L2 round trip at the end of the block
-// (null: not a norm launch). One lane a warp asks.
-__device__ __forceinline__ void qPrefetchSums(const float* ssp) {
-    if (ssp != nullptr && (threadIdx.x & 31) == 0) asm volatile("prefetch.global.L1 [%0];" ::"l"(ssp));
-}
-
 // qx_norm rounds x (times nw when nw is not null) to int8 per 32 elements
 // as qx_quant does, and with nw also leaves block i's sum of the squares of
 // the raw x in ssp[i] (n/1024 rounded up blocks of 256 threads; n % 4 == 0).
@@ -198,7 +189,7 @@ struct QRowsO {
 template <int F, int QR, class Rows>
 __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__ xq,
                                      const float2* __restrict__ xs, int nb, int s, int ss, bool active,
-                                     const float* ssp, float (&acc)[QR]) {
+                                     float (&acc)[QR]) {
     const int lane = threadIdx.x & 31, j = lane & 7;
 #pragma unroll
     for (int r = 0; r < QR; r++) acc[r] = 0.f;
@@ -210,7 +201,6 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
     }
     qPdlLaunch();
     qPdlWait();
-    qPrefetchSums(ssp);
     if (!active) return;
     for (; 4 * s < nb; s += ss) {
         if (b < nb) {
@@ -244,7 +234,7 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
 template <int QR, class Rows>
 __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restrict__ xq,
                                         const float2* __restrict__ xs, int nb, int s, int ss, bool active,
-                                        const float* ssp, float (&acc)[QR]) {
+                                        float (&acc)[QR]) {
     constexpr int H = QR / 2;
     const int lane = threadIdx.x & 31, j = lane & 7, c = j >> 1, h = j & 1;
     const uint8_t* hp[H]; // the rows this lane finishes
@@ -264,7 +254,6 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
     if (active && b < nb) load(b);
     qPdlLaunch();
     qPdlWait();
-    qPrefetchSums(ssp);
 #pragma unroll
     for (int r = 0; r < QR; r++) acc[r] = 0.f;
     if (!active) return;
@@ -297,8 +286,8 @@ struct QDotF {
     template <int QR, class Rows>
     static __device__ __forceinline__ void run(const Rows& wr, const uint8_t* __restrict__ xq,
                                                const float2* __restrict__ xs, int nb, int s, int ss, bool active,
-                                               const float* ssp, float (&acc)[QR]) {
-        qdot<F, QR>(wr, xq, xs, nb, s, ss, active, ssp, acc);
+                                               float (&acc)[QR]) {
+        qdot<F, QR>(wr, xq, xs, nb, s, ss, active, acc);
     }
 };
 template <>
@@ -306,8 +295,8 @@ struct QDotF<Q4_K> {
     template <int QR, class Rows>
     static __device__ __forceinline__ void run(const Rows& wr, const uint8_t* __restrict__ xq,
                                                const float2* __restrict__ xs, int nb, int s, int ss, bool active,
-                                               const float* ssp, float (&acc)[QR]) {
-        qdotQ4K<QR>(wr, xq, xs, nb, s, ss, active, ssp, acc);
+                                               float (&acc)[QR]) {
+        qdotQ4K<QR>(wr, xq, xs, nb, s, ss, active, acc);
     }
 };
 
@@ -346,8 +335,7 @@ __device__ __forceinline__ void qmvBlock(float* y, const uint8_t* w, long rb, in
 #pragma unroll
     for (int r = 0; r < QR; r++) wr.o[r] = (uint32_t)((min(base + r, out - 1) - min(base, out - 1)) * rb);
     float acc[QR];
-    QDotF<F>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, mode == QMV_NORM ? ssp : nullptr,
-                               acc);
+    QDotF<F>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
     qsums<QR>(red, acc);
     const int t = threadIdx.x;
     if (t < G * QR) {
@@ -414,7 +402,7 @@ __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict_
         wr.p[QR / 2 + r] = wu + o * rb;
     }
     float acc[QR];
-    QDotF<F>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, ssp, acc);
+    QDotF<F>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
     qsums<QR>(red, acc);
     const int t = threadIdx.x;
     if (t < G * (QR / 2)) {
