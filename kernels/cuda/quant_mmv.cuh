@@ -48,15 +48,18 @@ __device__ __forceinline__ uint4 ldnc(const void* p) {
 // as qx_quant does, and with nw also leaves block i's sum of the squares of
 // the raw x in ssp[i] (n/1024 rounded up blocks of 256 threads; n % 4 == 0).
 extern "C" __global__ void __launch_bounds__(256) qx_norm(uint32_t* xq, float2* xs, float* ssp, const float* x,
-                                                         const float* nw, int n, int early) {
+                                                         const float* nw, int n) {
     __shared__ float red[8];
-    // Triggering the next GEMV's launch here, before the wait, with the
-    // norm weight read before it too, measured 445.0-445.8 against
-    // 447.9-449.7 tok/s (Qwen3-8B Q4_K_M, interleaved): its blocks then
-    // sit on SM slots while two grids drain. The trigger follows the norm,
-    // or with early (POCKET_QXN_EARLY=1, not yet measured) the wait.
+    // The next GEMV may launch once this grid has passed its wait: its
+    // blocks then take the SM slots the predecessor frees and stream their
+    // first weights while the norm's sums and the rounding run (Qwen3-8B
+    // Q4_K_M, interleaved: 455.5-458.2 tok/s against 446.2-451.2 with the
+    // trigger after the norm's block sums). Triggering before the wait,
+    // with the norm weight read before it too, measured 445.0-445.8
+    // against 447.9-449.7: the GEMV's blocks then sit on SM slots while
+    // two grids drain.
     qPdlWait(); // x is the predecessor's output; xq may still be read by it
-    if (early) qPdlLaunch();
+    qPdlLaunch();
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     const bool ok = i < (n >> 2);
     float4 v = ok ? __ldg((const float4*)x + i) : make_float4(0.f, 0.f, 0.f, 0.f);
@@ -75,7 +78,6 @@ extern "C" __global__ void __launch_bounds__(256) qx_norm(uint32_t* xq, float2* 
             ssp[blockIdx.x] = t;
         }
     }
-    qPdlLaunch();
     float am = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
 #pragma unroll
     for (int o = 1; o < 8; o <<= 1) am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, o));

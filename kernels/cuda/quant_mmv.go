@@ -77,7 +77,7 @@ func (b *Backend) qx(x, nw cu.DevicePtr, in int) (xs, xq, ssp cu.DevicePtr) {
 	if ablated("qx") && nw == 0 || ablated("qx_norm") && nw != 0 {
 		return xs, xq, ssp
 	}
-	b.runQ(b.q.qxn, cdiv(in/4, 256), 256, ptr(xq), ptr(xs), ptr(ssp), ptr(x), ptr(nw), i32(in), i32(qxnEarly()))
+	b.runQ(b.q.qxn, cdiv(in/4, 256), 256, ptr(xq), ptr(xs), ptr(ssp), ptr(x), ptr(nw), i32(in))
 	return xs, xq, ssp
 }
 
@@ -224,11 +224,3 @@ func (b *Backend) quantMatMulAdd(acc, x kernels.Buf, w kernels.Tensor) bool {
 // with POCKET_QGEMV=exact or v1), so conformance knows which declines are
 // expected.
 func QuantFused() bool { return !switches.exactQGEMV && !switches.qgemvV1 }
-
-// qxnEarly is qx_norm's early argument (POCKET_QXN_EARLY).
-func qxnEarly() int {
-	if switches.qxnEarly {
-		return 1
-	}
-	return 0
-}
