@@ -18,9 +18,9 @@
 // that every window index is a constant and the window stays in registers
 // (with a run-time width nvcc moved it to local memory).
 template <int K>
-__device__ void conv1d(float* dst, const float* x, float* state, const void* w, int wdt, int rows, int ch, int late) {
+__device__ void conv1d(float* dst, const float* x, float* state, const void* w, int wdt, int rows, int ch) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (!late) pdlLaunchDependents();
+    pdlLaunchDependents();
     if (c >= ch) return;
     // The weights and this layer's own state before the wait (no kernel
     // of the step before this one writes them); x after it.
@@ -30,7 +30,6 @@ __device__ void conv1d(float* dst, const float* x, float* state, const void* w, 
 #pragma unroll
     for (int j = 0; j < K - 1; j++) win[j] = state[(long)j * ch + c];
     pdlWait();
-    if (late) pdlLaunchDependents();
     for (int t = 0; t < rows; t++) {
         float cur = x[(long)t * ch + c];
         float acc = 0.f;
@@ -48,8 +47,8 @@ __device__ void conv1d(float* dst, const float* x, float* state, const void* w, 
 
 #define CONV(K)                                                                                                 \
     extern "C" __global__ void causal_conv1d_##K(float* dst, const float* x, float* state, const void* w, int wdt, \
-                                                int rows, int ch, int late) {                                   \
-        conv1d<K>(dst, x, state, w, wdt, rows, ch, late);                                                       \
+                                                int rows, int ch) {                                             \
+        conv1d<K>(dst, x, state, w, wdt, rows, ch);                                                             \
     }
 CONV(1)
 CONV(2)
@@ -78,7 +77,7 @@ CONV(8)
 // block barriers.
 extern "C" __global__ void __launch_bounds__(GW * 32)
     gated_delta_rule(float* out, const float* qkv, const float* a, const float* b, float* state, const float* aLog,
-                     const float* dtBias, int rows, int kheads, int vheads, int dk, int dv, int late) {
+                     const float* dtBias, int rows, int kheads, int vheads, int dk, int dv) {
     __shared__ float qs[GW * GMAXR], ks[GW * GMAXR];
     __shared__ float red[GW][32];
     __shared__ double ssq[GW], ssk[GW];
@@ -100,9 +99,8 @@ extern "C" __global__ void __launch_bounds__(GW * 32)
     float qscale = (float)(1.0 / sqrt((double)dk));
     // The state and the weights above are read before the wait (only this
     // kernel writes a layer's state); q, k, v, a and b after it.
-    if (!late) pdlLaunchDependents();
+    pdlLaunchDependents();
     pdlWait();
-    if (late) pdlLaunchDependents();
     for (int t = 0; t < rows; t++) {
         const float* row = qkv + t * cd;
         double pq = 0, pk = 0;
@@ -187,13 +185,12 @@ extern "C" __global__ void __launch_bounds__(GW * 32)
 // One block per row: dst = x/rms(x) * w * silu(z). Every thread reads and
 // writes only its own elements, after the sum barrier, so dst may be x.
 extern "C" __global__ void rms_norm_gated(float* dst, const float* x, const float* z, const float* w, int dim,
-                                          float eps, int late) {
+                                          float eps) {
     __shared__ double part[32];
     long r = blockIdx.x;
     const float* xr = x + r * dim;
-    if (!late) pdlLaunchDependents();
+    pdlLaunchDependents();
     pdlWait();
-    if (late) pdlLaunchDependents();
     double ss = 0;
     for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += (double)xr[i] * xr[i];
     ss = warpSumD(ss);
@@ -211,16 +208,9 @@ extern "C" __global__ void rms_norm_gated(float* dst, const float* x, const floa
 // x *= sigmoid(gate): the gated attention of Qwen3-Next/Qwen3.5 between the
 // decode attention and the output projection, on PDL like the kernels
 // above (launched without it the wait returns at once).
-//
-// late (every kernel of this file; POCKET_HYBRID_TRIGGER=wait, not yet
-// measured): let the dependents launch only after the wait, as qx_norm
-// does: triggered before it, a chain of these short kernels lets the
-// FP8 ring GEMV after them launch while the kernel before them still
-// runs, and its one-per-SM blocks can take SMs the chain still needs.
-extern "C" __global__ void sigmoid_mul(float* x, const float* gate, long n, int late) {
-    if (!late) pdlLaunchDependents();
+extern "C" __global__ void sigmoid_mul(float* x, const float* gate, long n) {
+    pdlLaunchDependents();
     pdlWait();
-    if (late) pdlLaunchDependents();
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] *= sigmoidD(gate[i]);
 }

@@ -225,11 +225,6 @@ func (b *Backend) runHybrid(f cFunc, gx, gy, bx int, args ...uint64) {
 	if ablated("hybrid") {
 		return
 	}
-	late := 0 // every kernel's last parameter: trigger after the wait (hybrid.cu)
-	if switches.hybridLate {
-		late = 1
-	}
-	args = append(args, i32(late))
 	if !switches.hybridPDL || switches.noPDL {
 		b.launchFn(f, gx, gy, bx, args...)
 		return
