@@ -39,8 +39,6 @@ import (
 //	                     per 128 columns, mma.sync), not dequantized chunks on cuBLASLt (not yet run on a GPU)
 //	POCKET_ATTN_DEC_BLOCKS=N the fused decode attention (attn_decode) aims at N blocks per SM (2)
 //	POCKET_ATTN_DEC_FROM=N   contexts from N positions decode on rope_store + attn_gqa instead (default: none)
-//	POCKET_ATTN_DEC_EARLY=1  attn_decode reads the position, rotary factors and norm weights before the PDL
-//	                         wait and loads q, k and v together after it (not yet measured)
 //	POCKET_ATTN_BLOCKS=N, POCKET_ATTN_CHUNK=N decode attn_partial aims at N blocks per SM (16) with
 //	                     at least N positions per split (8)
 //	POCKET_DELTA_CHUNK=0 Gated DeltaNet prefill passes run the token-by-token recurrence, not the chunked
@@ -77,7 +75,6 @@ var switches = struct {
 	attnChunk       int
 	attnDecBlocks   int
 	attnDecFrom     int
-	attnDecEarly    bool
 	fp8MMA          int
 	noFP8Prefill    bool
 	fp8PrefillMMA   bool
@@ -106,7 +103,6 @@ var switches = struct {
 	attnChunk:       intSwitch("POCKET_ATTN_CHUNK", 8, 1, 4096),
 	attnDecBlocks:   intSwitch("POCKET_ATTN_DEC_BLOCKS", 2, 1, 64),
 	attnDecFrom:     intSwitch("POCKET_ATTN_DEC_FROM", math.MaxInt, 1, math.MaxInt),
-	attnDecEarly:    os.Getenv("POCKET_ATTN_DEC_EARLY") == "1",
 	noFP8Prefill:    os.Getenv("POCKET_FP8_PREFILL") == "tf32",
 	fp8PrefillMMA:   os.Getenv("POCKET_FP8_PREFILL") == "mma",
 	fp8MMA:          intSwitch("POCKET_FP8_MMA", -1, 0, 8),
