@@ -75,7 +75,7 @@ var qmvKinds = []string{"norm", "o", "down", "swiglu", "plain"}
 type qmvPlan map[string]int
 
 // parseQmvPlan reads POCKET_QMV_GEOM: a geometry name for every launch,
-// then kind=name pairs for some, e.g. "4x3,down=4x2d". Unknown names and
+// then kind=name pairs for some, e.g. "4x3,down=2x4". Unknown names and
 // kinds are ignored (the default stays).
 func parseQmvPlan(v string) qmvPlan {
 	p := qmvPlan{}
