@@ -43,8 +43,19 @@ func TestSpawnOutlivesCallerThread(t *testing.T) {
 			return false
 		}
 	}
-	direct := start(false)
-	if !exited(direct, 10*time.Second) {
+	// The premise, tried up to three times: a goroutine that lands on the
+	// main thread and exits locked to it does not end that thread (Go
+	// parks the main thread instead), so its child lives on; CI saw that
+	// once in a few runs. The main thread never runs goroutines again
+	// after that, so the next try is on a thread that does end.
+	premise := false
+	for range 3 {
+		if exited(start(false), 5*time.Second) {
+			premise = true
+			break
+		}
+	}
+	if !premise {
 		t.Fatal("a child started directly outlived its thread: the premise of startCmd does not hold here")
 	}
 	spawned := start(true)
