@@ -47,8 +47,16 @@ __device__ __forceinline__ uint4 ldnc(const void* p) {
 // qx_norm rounds x (times nw when nw is not null) to int8 per 32 elements
 // as qx_quant does, and with nw also leaves block i's sum of the squares of
 // the raw x in ssp[i] (n/1024 rounded up blocks of 256 threads; n % 4 == 0).
-extern "C" __global__ void __launch_bounds__(256) qx_norm(uint32_t* xq, float2* xs, float* ssp, const float* x,
-                                                         const float* nw, int n) {
+//
+// EARLY (entry qx_norm_early, POCKET_QX_O_EARLY=1: the rounding of the
+// attention output before the o projection; not yet measured) triggers
+// before the wait instead. That measured slower for every qx_norm launch
+// (below), where the GEMV before streams weights; an attention does not,
+// and with one attention block an SM (POCKET_ATTN_DEC_BLOCKS=1) the o
+// projection's blocks fit beside it and could stream their first weights
+// while it runs.
+template <bool EARLY>
+__device__ __forceinline__ void qxNorm(uint32_t* xq, float2* xs, float* ssp, const float* x, const float* nw, int n) {
     __shared__ float red[8];
     // The next GEMV may launch once this grid has passed its wait: its
     // blocks then take the SM slots the predecessor frees and stream their
@@ -58,8 +66,9 @@ extern "C" __global__ void __launch_bounds__(256) qx_norm(uint32_t* xq, float2* 
     // with the norm weight read before it too, measured 445.0-445.8
     // against 447.9-449.7: the GEMV's blocks then sit on SM slots while
     // two grids drain.
+    if (EARLY) qPdlLaunch();
     qPdlWait(); // x is the predecessor's output; xq may still be read by it
-    qPdlLaunch();
+    if (!EARLY) qPdlLaunch();
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     const bool ok = i < (n >> 2);
     float4 v = ok ? __ldg((const float4*)x + i) : make_float4(0.f, 0.f, 0.f, 0.f);
@@ -92,6 +101,15 @@ extern "C" __global__ void __launch_bounds__(256) qx_norm(uint32_t* xq, float2* 
                 ((uint32_t)(q3 & 0xff) << 24);
         if ((i & 7) == 0) xs[i >> 3] = make_float2(d, (float)s);
     }
+}
+
+extern "C" __global__ void __launch_bounds__(256) qx_norm(uint32_t* xq, float2* xs, float* ssp, const float* x,
+                                                         const float* nw, int n) {
+    qxNorm<false>(xq, xs, ssp, x, nw, n);
+}
+extern "C" __global__ void __launch_bounds__(256) qx_norm_early(uint32_t* xq, float2* xs, float* ssp, const float* x,
+                                                               const float* nw, int n) {
+    qxNorm<true>(xq, xs, ssp, x, nw, n);
 }
 
 // QT<F>: a lane's weights (W) and activations (X) of one 256-element block,

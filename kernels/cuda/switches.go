@@ -51,6 +51,9 @@ import (
 //	                     attention gate (sigmoid_mul) launch without
 //	                     programmatic dependent launch (with it, the default, they read their state before the
 //	                     wait: Qwen3.5-27B FP8 decode 122.8 against 120.4 tok/s on an H200)
+//	POCKET_QX_O_EARLY=1  the int8 rounding before a block-format o projection lets it launch before its PDL wait
+//	                     (qx_norm_early; with POCKET_ATTN_DEC_BLOCKS=1 its blocks fit beside the attention's;
+//	                     not yet measured)
 //	POCKET_ABLATE=a,b    leaves out the decode launches so tagged (qx, qx_norm, qmv_norm, qmv_o, qmv_down,
 //	                     qmv_plain, qmv_swiglu, attn, allreduce, hybrid: the DeltaNet kernels and the
 //	                     attention gate, f8pipe_r|add|norm|swiglu, or a decode.cu or fp8mma.cu kernel's
@@ -85,6 +88,7 @@ var switches = struct {
 	hybridPDL       bool
 	fp8PipeKB       int
 	ablate          map[string]bool
+	qxOEarly        bool
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
 	attnOcc2:        os.Getenv("POCKET_ATTN_OCC") == "2",
@@ -113,6 +117,7 @@ var switches = struct {
 	hybridPDL:       os.Getenv("POCKET_HYBRID_PDL") != "0",
 	fp8PipeKB:       intSwitch("POCKET_FP8_PIPE_KB", 0, 16, 227),
 	ablate:          listSwitch(os.Getenv("POCKET_ABLATE")),
+	qxOEarly:        os.Getenv("POCKET_QX_O_EARLY") == "1",
 }
 
 // ablated reports whether POCKET_ABLATE leaves out the launches tagged
