@@ -176,6 +176,13 @@ for stage in "$@"; do
       step old-$i 200 "$OD/pocket-worker" bench $M --json
       step new-$i 200 $W bench $M --json
     done ;;
+  abenv) # interleaved A/B of settings on one build: AB_MODEL q4km|q35|l8b, AB_ENVS entries (VAR=value,
+    # several joined by +) each run against no setting in every one of AB_ROUNDS rounds (default 3)
+    bench_model ${AB_MODEL:-q4km}
+    for i in $(seq 1 "${AB_ROUNDS:-3}"); do
+      step base-$i 200 $W bench $M --json
+      for e in ${AB_ENVS:?AB_ENVS lists the settings}; do step "$e-$i" 200 env ${e//+/ } $W bench $M --json; done
+    done ;;
   ablate) # what the decode step costs without some launches (POCKET_ABLATE, kernels/cuda/switches.go;
     # wrong results, timing only): AB_MODEL q4km|q35|l8b; ABLATE: tag sets, e.g. "qx,qx_norm attn"
     # ABL_ENV: settings for every run of the stage (VAR=value, several joined by +)

@@ -17,14 +17,20 @@ const (
 )
 
 // qmvGeom is one of quant_mmv.cuh's compiled geometries (QMV_ENTRIES):
-// rows a warp computes (QR) and blocks an SM holds (the launch bounds).
+// rows a warp computes (QR), blocks an SM holds (the launch bounds), and
+// whether Q6_K blocks are read with 8-byte loads (Ld8).
 type qmvGeom struct {
 	rows, occ int
+	ld8       bool
 }
 
 // entries are the geometry's kernel names (qmv, qmv_swiglu).
 func (g qmvGeom) entries() (mv, swi string) {
-	return fmt.Sprintf("qmv_%d_%d", g.rows, g.occ), fmt.Sprintf("qmv_swiglu_%d_%d", g.rows, g.occ)
+	a := ""
+	if g.ld8 {
+		a = "a"
+	}
+	return fmt.Sprintf("qmv%s_%d_%d", a, g.rows, g.occ), fmt.Sprintf("qmv_swiglu%s_%d_%d", a, g.rows, g.occ)
 }
 
 // qmvGeoms are the compiled geometries by name; the first is the default.
@@ -43,8 +49,12 @@ var qmvGeoms = []struct {
 }{
 	// 4x3 447.9-449.5, 2x4 450.0-451.3 (the same within the noise); 4 rows
 	// at 64 registers spill in Q6_K (399.4 against 414.3 for 4x3 then).
-	{"4x3", qmvGeom{4, 3}}, // 80 registers
-	{"2x4", qmvGeom{2, 4}}, // 64 registers
+	{"4x3", qmvGeom{4, 3, false}}, // 80 registers
+	{"2x4", qmvGeom{2, 4, false}}, // 64 registers
+	// 4x3 with Q6_K's pieces in 8-byte loads: its loop 44 loads a step
+	// instead of 60, 480 instructions instead of 477 (not yet measured;
+	// POCKET_QMV_GEOM=4x3,down=4x3a,plain=4x3a takes it where Q6_K is).
+	{"4x3a", qmvGeom{4, 3, true}},
 }
 
 // qmvGeomIndex is the index of the geometry name names (ok false for an

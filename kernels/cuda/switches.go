@@ -20,7 +20,7 @@ import (
 //	POCKET_QGEMV=exact   GGUF one-row GEMVs keep float32 activations (no int8 dp4a path)
 //	POCKET_QGEMV=v1      GGUF one-row GEMVs on the first int8 kernels (qgemv8_*, a quantize
 //	                     launch per GEMV, no fused ops for block formats), not qmv
-//	POCKET_QMV_GEOM=G[,kind=G...] qmv's geometry (rows a warp and blocks an SM: 4x3|2x4, quant_mmv_plan.go's
+//	POCKET_QMV_GEOM=G[,kind=G...] qmv's geometry (rows a warp and blocks an SM: 4x3|2x4|4x3a, quant_mmv_plan.go's
 //	                     qmvGeoms; default the first), for all launches and then per kind (norm, o, down,
 //	                     swiglu, plain), e.g. 4x3,down=2x4
 //	POCKET_QMV_WPR=1|2|4|8 every qmv launch with that many steps splits a row group over that many warps
