@@ -175,14 +175,16 @@ for stage in "$@"; do
     for i in $(seq 1 "${AB_ROUNDS:-3}"); do
       step old-$i 200 "$OD/pocket-worker" bench $M --json
       step new-$i 200 $W bench $M --json
-    done ;;
+    done
+    python3 scripts/bench-summary.py "$O/$stage.txt" >"$O/$stage-summary.txt" ;;
   abenv) # interleaved A/B of settings on one build: AB_MODEL q4km|q35|l8b, AB_ENVS entries (VAR=value,
     # several joined by +) each run against no setting in every one of AB_ROUNDS rounds (default 3)
     bench_model ${AB_MODEL:-q4km}
     for i in $(seq 1 "${AB_ROUNDS:-3}"); do
       step base-$i 200 $W bench $M --json
       for e in ${AB_ENVS:?AB_ENVS lists the settings}; do step "$e-$i" 200 env ${e//+/ } $W bench $M --json; done
-    done ;;
+    done
+    python3 scripts/bench-summary.py "$O/$stage.txt" >"$O/$stage-summary.txt" ;;
   ablate) # what the decode step costs without some launches (POCKET_ABLATE, kernels/cuda/switches.go;
     # wrong results, timing only): AB_MODEL q4km|q35|l8b; ABLATE: tag sets, e.g. "qx,qx_norm attn"
     # ABL_ENV: settings for every run of the stage (VAR=value, several joined by +)
@@ -190,7 +192,8 @@ for stage in "$@"; do
     E=${ABL_ENV:+${ABL_ENV//+/ }}
     step base 200 env $E $W bench $M --json
     for a in ${ABLATE:-qx qx_norm attn qmv_o qmv_down}; do step "ablate-$a" 200 env $E POCKET_ABLATE=$a $W bench $M --json; done
-    step base-again 200 env $E $W bench $M --json ;;
+    step base-again 200 env $E $W bench $M --json
+    python3 scripts/bench-summary.py "$O/$stage.txt" >"$O/$stage-summary.txt" ;;
   conf-ab) # conformance and the FP8/hybrid fixtures' parity under each CONF_AB entry (default-off paths)
     ab "${CONF_AB:-}" conformance 300 $W conformance
     ab "${CONF_AB:-}" parity-fp8-hybrid 200 $W parity -skip-unsupported models/testdata/models/qwen3-fp8/ \

@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Summarise the bench runs of a gpu-suite.sh log (ablate, abenv, abbin, ab).
+
+Every step `== name: command` followed by bench's JSON line is one run.
+Runs are grouped by name without a trailing -<round> (abenv's base-1,
+base-2, ... are one group); a group prints its graph decode rate (min-max)
+and step time. With a group named base (ablate, abenv), every other group
+also prints its step time less base's: for ablate-<tags> what the tagged
+launches cost inside the captured step.
+
+    python3 scripts/bench-summary.py gpu-out/ablate.txt
+"""
+import json
+import re
+import sys
+from collections import OrderedDict
+
+
+def runs(path):
+    name = None
+    for line in open(path, encoding="utf-8", errors="replace"):
+        m = re.match(r"== (\S+?): (?!rc=)", line)
+        if m:
+            name = m.group(1)
+            continue
+        if name and line.startswith("{"):
+            try:
+                j = json.loads(line)
+            except ValueError:
+                continue
+            if "decode_tokens_per_s" in j:
+                yield name, j["decode_tokens_per_s"]
+            name = None
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    groups = OrderedDict()
+    for name, tps in runs(sys.argv[1]):
+        key = re.sub(r"-(\d+|again)$", "", name)
+        groups.setdefault(key, []).append(tps)
+    if not groups:
+        sys.exit("no bench runs in " + sys.argv[1])
+    base = groups.get("base")
+    base_ms = None
+    if base:
+        base_ms = sum(1e3 / t for t in base) / len(base)
+    print(f"{'run':<48} {'tok/s':>17} {'step ms':>8} {'vs base ms':>10}")
+    for key, v in groups.items():
+        ms = sum(1e3 / t for t in v) / len(v)
+        rate = f"{min(v):.1f}" if len(v) == 1 else f"{min(v):.1f}-{max(v):.1f}"
+        d = f"{base_ms - ms:+.3f}" if base_ms and key != "base" else ""
+        print(f"{key:<48} {rate:>17} {ms:>8.3f} {d:>10}")
+
+
+if __name__ == "__main__":
+    main()
