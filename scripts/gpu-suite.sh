@@ -164,7 +164,7 @@ for stage in "$@"; do
     ST="$ST,smsp__inst_executed.sum,dram__bytes_read.sum"
     step "ncu-${NCU_K:?NCU_K names the kernel}" 300 ncu --kernel-name regex:"$NCU_K" --launch-skip ${NCU_SKIP:-120} \
       --launch-count ${NCU_COUNT:-1} --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
-      --section MemoryWorkloadAnalysis --section Occupancy --metrics "$ST" $W bench ${M/--prompt-tokens 128/--prompt-tokens 16} ;;
+      --section MemoryWorkloadAnalysis --section Occupancy --metrics "$ST" $W bench $M --prompt-tokens 16 --new-tokens 8 ;; # the later flags win
   abbin) # interleaved A/B of two builds: $BIN against $BIN_OLD (its worker, unpacked as BIN's)
     # on AB_MODEL q4km|q35|l8b, AB_ROUNDS rounds (default 3): run-to-run drift (±1.5%) hits
     # both alike, which separate calls do not. E.g. BIN_OLD=.gpud/old AB_MODEL=q35.

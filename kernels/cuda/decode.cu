@@ -378,18 +378,22 @@ extern "C" __global__ void __launch_bounds__(256, 3) gemv_norm_swiglu8(SWIGLU_AR
     normSwiGLU<1>(act, x, nw, eps, Wt{wg, sg, b0, b1, nsc}, Wt{wu, su, b0, b1, nsc}, out, in, wpr);
 }
 
-// ropePairs rotates the pairs j = first, first+step, ... < half of the
-// head vector sv (shared memory) by position p: NeoX pairs (j, j+half) or
-// interleaved ones (2j, 2j+1), cos and sin times scale.
+// ropePair rotates pair j of the head vector sv (shared memory) by the
+// factors c, sn: NeoX pairs (j, j+half) or interleaved ones (2j, 2j+1).
+__device__ __forceinline__ void ropePair(float* sv, int j, int half, int neox, float c, float sn) {
+    int i0 = neox ? j : 2 * j, i1 = neox ? j + half : 2 * j + 1;
+    float a = sv[i0], b = sv[i1];
+    sv[i0] = a * c - b * sn;
+    sv[i1] = b * c + a * sn;
+}
+
+// ropePairs rotates the pairs j = first, first+step, ... < half of sv by
+// position p, cos and sin times scale.
 __device__ __forceinline__ void ropePairs(float* sv, float p, const float* invf, int half, int neox, float scale,
                                           int first, int step) {
     for (int j = first; j < half; j += step) {
         float ang = p * invf[j];
-        float c = cosf(ang) * scale, sn = sinf(ang) * scale;
-        int i0 = neox ? j : 2 * j, i1 = neox ? j + half : 2 * j + 1;
-        float a = sv[i0], b = sv[i1];
-        sv[i0] = a * c - b * sn;
-        sv[i1] = b * c + a * sn;
+        ropePair(sv, j, half, neox, cosf(ang) * scale, sinf(ang) * scale);
     }
 }
 

@@ -72,12 +72,7 @@ __device__ __forceinline__ void headRow(float* out, float* sv, float (&x)[E], co
 #pragma unroll
     for (int m = 0; m < E / 2; m++) {
         const int j = lane + 32 * m;
-        if (j < half) {
-            int i0 = neox ? j : 2 * j, i1 = neox ? j + half : 2 * j + 1;
-            float a = sv[i0], b = sv[i1];
-            sv[i0] = a * c[m] - b * sn[m];
-            sv[i1] = b * c[m] + a * sn[m];
-        }
+        if (j < half) ropePair(sv, j, half, neox, c[m], sn[m]);
     }
     __syncwarp();
 #pragma unroll

@@ -100,7 +100,7 @@ func (b *Backend) pipePlan(op int, f gform, tiles ...int) (pipeGeom, cFunc, bool
 // runPipe launches fn over blocks with the geometry's shared memory (PDL
 // as runDec).
 func (b *Backend) runPipe(op int, fn cFunc, g pipeGeom, blocks int, args ...uint64) {
-	if b.err != nil || blocks <= 0 || ablated("f8pipe_"+p8OpNames[op]) {
+	if b.err != nil || blocks <= 0 || ablatedAs("f8pipe_", p8OpNames[op]) {
 		return
 	}
 	b.a(args...)

@@ -124,7 +124,7 @@ func (b *Backend) qmvLaunch(mode int, xs, xq, ssp cu.DevicePtr, eps float32, in 
 			args = append(args, i32(blocks))
 		}
 	}
-	if ablated("qmv_" + kind) {
+	if ablatedAs("qmv_", kind) {
 		return
 	}
 	b.runQ(k.mv, blocks, 256, args...)

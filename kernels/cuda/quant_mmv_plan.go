@@ -68,13 +68,6 @@ func qmvGeomIndex(name string) (int, bool) {
 	return 0, false
 }
 
-// qmvGeomByName is the geometry name names (the default for an unknown
-// name).
-func qmvGeomByName(name string) qmvGeom {
-	i, _ := qmvGeomIndex(name)
-	return qmvGeoms[i].g
-}
-
 // qmvKinds are the launches a qmvPlan can give their own geometry: the
 // fused q/k/v projection, the output and down projections (added into the
 // residual), SwiGLU's gate and up, and a plain GEMV (the LM head).

@@ -82,3 +82,10 @@ func TestParseQmvPlan(t *testing.T) {
 		t.Errorf("add 4096×4096: %s", k)
 	}
 }
+
+// qmvGeomByName is the geometry name names (the default for an unknown
+// name).
+func qmvGeomByName(name string) qmvGeom {
+	i, _ := qmvGeomIndex(name)
+	return qmvGeoms[i].g
+}

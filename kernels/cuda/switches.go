@@ -126,6 +126,12 @@ var switches = struct {
 // serialises kernels; the GPU machines cannot make nsys reports).
 func ablated(tag string) bool { return len(switches.ablate) > 0 && switches.ablate[tag] }
 
+// ablatedAs is ablated(prefix + name), the tag built only when
+// POCKET_ABLATE is set (these run on every launch of a decode step).
+func ablatedAs(prefix, name string) bool {
+	return len(switches.ablate) > 0 && switches.ablate[prefix+name]
+}
+
 // listSwitch is a comma-separated set (nil when empty).
 func listSwitch(v string) map[string]bool {
 	if v == "" {
