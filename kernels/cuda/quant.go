@@ -109,7 +109,6 @@ type quantMod struct {
 	iqErr error        // why the lattice codebooks could not be filled (their formats then refuse to load)
 	qx    cFunc        // qx_quant
 	qxn   cFunc        // qx_norm (quant_mmv.go)
-	qxnE  cFunc        // qx_norm_early (POCKET_QX_O_EARLY)
 	kern  []qmvKernels // by qmvGeoms index (quant_mmv.go)
 	plan  qmvPlan      // the geometry of each kind of qmv launch (POCKET_QMV_GEOM)
 	xq    cu.DevicePtr // int8 activations: xs (float2 per 32) then xq
@@ -138,9 +137,6 @@ func (b *Backend) quantModule() (*quantMod, error) {
 		return nil, err
 	}
 	if q.qxn, err = get("qx_norm"); err != nil {
-		return nil, err
-	}
-	if q.qxnE, err = get("qx_norm_early"); err != nil {
 		return nil, err
 	}
 	for _, e := range qmvGeoms {

@@ -47,16 +47,8 @@ __device__ __forceinline__ uint4 ldnc(const void* p) {
 // qx_norm rounds x (times nw when nw is not null) to int8 per 32 elements
 // as qx_quant does, and with nw also leaves block i's sum of the squares of
 // the raw x in ssp[i] (n/1024 rounded up blocks of 256 threads; n % 4 == 0).
-//
-// EARLY (entry qx_norm_early, POCKET_QX_O_EARLY=1: the rounding of the
-// attention output before the o projection; not yet measured) triggers
-// before the wait instead. That measured slower for every qx_norm launch
-// (below), where the GEMV before streams weights; an attention does not,
-// and with one attention block an SM (POCKET_ATTN_DEC_BLOCKS=1) the o
-// projection's blocks fit beside it and could stream their first weights
-// while it runs.
-template <bool EARLY>
-__device__ __forceinline__ void qxNorm(uint32_t* xq, float2* xs, float* ssp, const float* x, const float* nw, int n) {
+extern "C" __global__ void __launch_bounds__(256) qx_norm(uint32_t* xq, float2* xs, float* ssp, const float* x,
+                                                         const float* nw, int n) {
     __shared__ float red[8];
     // The next GEMV may launch once this grid has passed its wait: its
     // blocks then take the SM slots the predecessor frees and stream their
@@ -65,10 +57,12 @@ __device__ __forceinline__ void qxNorm(uint32_t* xq, float2* xs, float* ssp, con
     // trigger after the norm's block sums). Triggering before the wait,
     // with the norm weight read before it too, measured 445.0-445.8
     // against 447.9-449.7: the GEMV's blocks then sit on SM slots while
-    // two grids drain.
-    if (EARLY) qPdlLaunch();
+    // two grids drain. Before the wait for the o projection's rounding
+    // alone (after the attention, which streams no weights) measured
+    // 459.2-460.1, 458.5-459.7 with POCKET_ATTN_DEC_BLOCKS=1, against
+    // 457.8-459.8: no gain (276ac6f).
     qPdlWait(); // x is the predecessor's output; xq may still be read by it
-    if (!EARLY) qPdlLaunch();
+    qPdlLaunch();
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     const bool ok = i < (n >> 2);
     float4 v = ok ? __ldg((const float4*)x + i) : make_float4(0.f, 0.f, 0.f, 0.f);
@@ -103,42 +97,6 @@ __device__ __forceinline__ void qxNorm(uint32_t* xq, float2* xs, float* ssp, con
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256) qx_norm(uint32_t* xq, float2* xs, float* ssp, const float* x,
-                                                         const float* nw, int n) {
-    qxNorm<false>(xq, xs, ssp, x, nw, n);
-}
-extern "C" __global__ void __launch_bounds__(256) qx_norm_early(uint32_t* xq, float2* xs, float* ssp, const float* x,
-                                                               const float* nw, int n) {
-    qxNorm<true>(xq, xs, ssp, x, nw, n);
-}
-
-// Ld8 reads 8-byte pieces of a 2-byte aligned block with two 8-byte loads
-// each, of the aligned words around them (ldu<2> takes three 4-byte
-// loads): ncu had the Q6_K down projection issue 737 K L1 requests for
-// 41 MB of weights against 224 K for the Q4_K gate/up's 57 MB. The pieces
-// of a Q6_K lane sit at multiples of 8 from its block, so the block's
-// address fixes the shift of all of them; the words are picked by select,
-// so a warp whose blocks sit at different alignments stays converged.
-struct Ld8 {
-    const uint2* base; // the block's address rounded down to 8 bytes
-    uint32_t s;        // the shift within a 32-bit word
-    bool up;           // the piece starts in the second word
-    __device__ __forceinline__ explicit Ld8(const uint8_t* blk) {
-        const uintptr_t a = (uintptr_t)blk;
-        base = (const uint2*)(a & ~(uintptr_t)7);
-        const uint32_t sh = (uint32_t)(a & 7) * 8; // 0, 16, 32 or 48
-        up = sh >= 32;
-        s = sh & 31;
-    }
-    // piece loads the 8 bytes at blk + 8k.
-    __device__ __forceinline__ void piece(int k, uint32_t (&o)[2]) const {
-        const uint2 lo = __ldg(base + k), hi = __ldg(base + k + 1);
-        const uint32_t t0 = up ? lo.y : lo.x, t1 = up ? hi.x : lo.y, t2 = up ? hi.y : hi.x;
-        o[0] = __funnelshift_r(t0, t1, s);
-        o[1] = __funnelshift_r(t1, t2, s);
-    }
-};
-
 // QT<F>: a lane's weights (W) and activations (X) of one 256-element block,
 // their loads and the dot product, for qdot (Q4_K has qdotQ4K instead).
 template <int F> struct QT;
@@ -153,24 +111,14 @@ template <> struct QT<Q6_K> {
         int z[4]; // q6kZero(x), once for the QR rows
         float4 s01, s23;
     };
-    // 210-byte blocks are only 2-byte aligned: aligned words, funnel shifts
-    // (A: 8-byte words, Ld8).
-    template <bool A>
+    // 210-byte blocks are only 2-byte aligned: aligned words, funnel shifts.
     static __device__ __forceinline__ void ldW(W& w, const uint8_t* wr, int b, int t) {
         const uint8_t* blk = wr + (long)b * 210;
         const int n = t >> 2, l8 = t & 3;
-        if (A) {
-            const Ld8 l(blk);
-            l.piece(8 * n + l8, w.a);
-            l.piece(8 * n + 4 + l8, w.b);
-            l.piece(16 + 4 * n + l8, w.h);
-            l.piece(24 + n, w.sc);
-        } else {
-            ldu<2>(blk + 64 * n + 8 * l8, w.a);
-            ldu<2>(blk + 64 * n + 32 + 8 * l8, w.b);
-            ldu<2>(blk + 128 + 32 * n + 8 * l8, w.h);
-            ldu<2>(blk + 192 + 8 * n, w.sc);
-        }
+        ldu<2>(blk + 64 * n + 8 * l8, w.a);
+        ldu<2>(blk + 64 * n + 32 + 8 * l8, w.b);
+        ldu<2>(blk + 128 + 32 * n + 8 * l8, w.h);
+        ldu<2>(blk + 192 + 8 * n, w.sc);
         w.d = __ldg((const unsigned short*)(blk + 208));
     }
     static __device__ __forceinline__ void ldX(X& x, const uint8_t* xq, const float2* xs, int b, int t) {
@@ -198,7 +146,6 @@ template <> struct QT<Q8_0> {
         float2 s;
     };
     // Lane j: the 34-byte block 8b + j (2-byte aligned).
-    template <bool A> // (A is Q6_K's)
     static __device__ __forceinline__ void ldW(W& w, const uint8_t* wr, int b, int j) {
         const uint8_t* blk = wr + (8 * (long)b + j) * 34;
         ldu<8>(blk + 2, w.q);
@@ -244,7 +191,7 @@ struct QRowsO {
     __device__ __forceinline__ const uint8_t* operator[](int r) const { return p + o[r]; }
 };
 
-template <int F, int QR, bool A, class Rows>
+template <int F, int QR, class Rows>
 __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__ xq,
                                      const float2* __restrict__ xs, int nb, int s, int ss, bool active,
                                      float (&acc)[QR]) {
@@ -255,7 +202,7 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
     int b = 4 * s + (lane >> 3);
     if (active && b < nb) {
 #pragma unroll
-        for (int r = 0; r < QR; r++) QT<F>::template ldW<A>(cur[r], wr[r], b, j);
+        for (int r = 0; r < QR; r++) QT<F>::ldW(cur[r], wr[r], b, j);
     }
     qPdlLaunch();
     qPdlWait();
@@ -270,7 +217,7 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
         b += 4 * ss;
         if (b < nb) {
 #pragma unroll
-            for (int r = 0; r < QR; r++) QT<F>::template ldW<A>(cur[r], wr[r], b, j);
+            for (int r = 0; r < QR; r++) QT<F>::ldW(cur[r], wr[r], b, j);
         }
     }
 }
@@ -341,16 +288,16 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
 // QDotF runs qdot, or qdotQ4K for Q4_K.
 template <int F>
 struct QDotF {
-    template <int QR, bool A, class Rows>
+    template <int QR, class Rows>
     static __device__ __forceinline__ void run(const Rows& wr, const uint8_t* __restrict__ xq,
                                                const float2* __restrict__ xs, int nb, int s, int ss, bool active,
                                                float (&acc)[QR]) {
-        qdot<F, QR, A>(wr, xq, xs, nb, s, ss, active, acc);
+        qdot<F, QR>(wr, xq, xs, nb, s, ss, active, acc);
     }
 };
 template <>
 struct QDotF<Q4_K> {
-    template <int QR, bool A, class Rows>
+    template <int QR, class Rows>
     static __device__ __forceinline__ void run(const Rows& wr, const uint8_t* __restrict__ xq,
                                                const float2* __restrict__ xs, int nb, int s, int ss, bool active,
                                                float (&acc)[QR]) {
@@ -381,7 +328,7 @@ __device__ __forceinline__ float qinvRms(const float* ssp, int in, float eps) {
 
 // qmvBlock is block blk of y = W·xq (mode: plain, add into y, or times the
 // norm factor): 8/wpr groups of QR rows.
-template <int F, int QR, bool A>
+template <int F, int QR>
 __device__ __forceinline__ void qmvBlock(float* y, const uint8_t* w, long rb, int out, int blk,
                                          const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
                                          const float* ssp, float eps, int in, int wpr, int mode) {
@@ -393,7 +340,7 @@ __device__ __forceinline__ void qmvBlock(float* y, const uint8_t* w, long rb, in
 #pragma unroll
     for (int r = 0; r < QR; r++) wr.o[r] = (uint32_t)((min(base + r, out - 1) - min(base, out - 1)) * rb);
     float acc[QR];
-    QDotF<F>::template run<QR, A>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
+    QDotF<F>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
     qsums<QR>(red, acc);
     const int t = threadIdx.x;
     if (t < G * QR) {
@@ -407,23 +354,23 @@ __device__ __forceinline__ void qmvBlock(float* y, const uint8_t* w, long rb, in
     }
 }
 
-template <int QR, bool A>
+template <int QR>
 __device__ __forceinline__ void qmvMat(int f, float* y, const uint8_t* w, long rb, int out, int blk,
                                        const uint8_t* xq, const float2* xs, const float* ssp, float eps, int in,
                                        int wpr, int mode) {
     if (f == Q4_K)
-        qmvBlock<Q4_K, QR, A>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+        qmvBlock<Q4_K, QR>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
     else if (f == Q6_K)
-        qmvBlock<Q6_K, QR, A>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+        qmvBlock<Q6_K, QR>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
     else
-        qmvBlock<Q8_0, QR, A>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+        qmvBlock<Q8_0, QR>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
 }
 
 // qmv: y_i = W_i · x for up to four matrices sharing the quantized x (in %
 // 256 == 0), each Q4_K, Q6_K or Q8_0 (f_i = its DType number); blocks [0,
 // n0) do matrix 0, [n0, n1) matrix 1, ... (unused matrices: out 0).
 #define QMV_MAT(i) float *y##i, const uint8_t *w##i, long rb##i, int out##i, int f##i
-template <int QR, bool A>
+template <int QR>
 __device__ __forceinline__ void qmvEntry(const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
                                          const float* ssp, float eps, int in, int wpr, int mode, QMV_MAT(0), int n0,
                                          QMV_MAT(1), int n1, QMV_MAT(2), int n2, QMV_MAT(3)) {
@@ -441,11 +388,11 @@ __device__ __forceinline__ void qmvEntry(const uint8_t* __restrict__ xq, const f
     } else if (b < n2) {
         y = y2, w = w2, rb = rb2, out = out2, f = f2, blk = b - n1;
     }
-    qmvMat<QR, A>(f, y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+    qmvMat<QR>(f, y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
 }
 // qmvSwiGLU: act = silu(Wg · rmsnorm(x)) * (Wu · rmsnorm(x)) from the
 // normed, quantized x; a group is gate rows o, o+1 and up rows o, o+1.
-template <int F, int QR, bool A>
+template <int F, int QR>
 __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
                                           const float* ssp, float eps, int in, int wpr, const uint8_t* wg,
                                           const uint8_t* wu, long rb, int out) {
@@ -460,7 +407,7 @@ __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict_
         wr.p[QR / 2 + r] = wu + o * rb;
     }
     float acc[QR];
-    QDotF<F>::template run<QR, A>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
+    QDotF<F>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
     qsums<QR>(red, acc);
     const int t = threadIdx.x;
     if (t < G * (QR / 2)) {
@@ -479,35 +426,33 @@ __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict_
     }
 }
 
-template <int QR, bool A>
+template <int QR>
 __device__ __forceinline__ void qmvSwiGLUEntry(float* act, const uint8_t* __restrict__ xq,
                                                const float2* __restrict__ xs, const float* ssp, float eps, int in,
                                                int wpr, int f, const uint8_t* wg, const uint8_t* wu, long rb, int out) {
     if (f == Q4_K)
-        qmvSwiGLU<Q4_K, QR, A>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
+        qmvSwiGLU<Q4_K, QR>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
     else if (f == Q6_K)
-        qmvSwiGLU<Q6_K, QR, A>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
+        qmvSwiGLU<Q6_K, QR>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
     else
-        qmvSwiGLU<Q8_0, QR, A>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
+        qmvSwiGLU<Q8_0, QR>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
 }
 
 // The entry points by geometry: qmv_R_B and qmv_swiglu_R_B compute R rows
-// a warp with __launch_bounds__(256, B) (quant_mmv_plan.go's qmvGeoms);
-// qmva_R_B and qmv_swiglua_R_B read Q6_K blocks with 8-byte loads (Ld8).
-#define QMV_ENTRIES(R, B, A, SUF)                                                                                   \
+// a warp with __launch_bounds__(256, B) (quant_mmv_plan.go's qmvGeoms).
+#define QMV_ENTRIES(R, B)                                                                                            \
     extern "C" __global__ void __launch_bounds__(256, B)                                                             \
-        qmv##SUF##_##R##_##B(const uint8_t* __restrict__ xq, const float2* __restrict__ xs, const float* ssp,       \
-                             float eps, int in, int wpr, int mode, QMV_MAT(0), int n0, QMV_MAT(1), int n1,          \
-                             QMV_MAT(2), int n2, QMV_MAT(3)) {                                                      \
-        qmvEntry<R, A>(xq, xs, ssp, eps, in, wpr, mode, y0, w0, rb0, out0, f0, n0, y1, w1, rb1, out1, f1, n1, y2,   \
-                       w2, rb2, out2, f2, n2, y3, w3, rb3, out3, f3);                                               \
+        qmv_##R##_##B(const uint8_t* __restrict__ xq, const float2* __restrict__ xs, const float* ssp, float eps,   \
+                      int in, int wpr, int mode, QMV_MAT(0), int n0, QMV_MAT(1), int n1, QMV_MAT(2), int n2,        \
+                      QMV_MAT(3)) {                                                                                 \
+        qmvEntry<R>(xq, xs, ssp, eps, in, wpr, mode, y0, w0, rb0, out0, f0, n0, y1, w1, rb1, out1, f1, n1, y2, w2,  \
+                    rb2, out2, f2, n2, y3, w3, rb3, out3, f3);                                                      \
     }                                                                                                                \
     extern "C" __global__ void __launch_bounds__(256, B)                                                             \
-        qmv_swiglu##SUF##_##R##_##B(float* act, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,      \
-                                    const float* ssp, float eps, int in, int wpr, int f, const uint8_t* wg,          \
-                                    const uint8_t* wu, long rb, int out) {                                           \
-        qmvSwiGLUEntry<R, A>(act, xq, xs, ssp, eps, in, wpr, f, wg, wu, rb, out);                                    \
+        qmv_swiglu_##R##_##B(float* act, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,             \
+                             const float* ssp, float eps, int in, int wpr, int f, const uint8_t* wg,                 \
+                             const uint8_t* wu, long rb, int out) {                                                  \
+        qmvSwiGLUEntry<R>(act, xq, xs, ssp, eps, in, wpr, f, wg, wu, rb, out);                                       \
     }
-QMV_ENTRIES(4, 3, false, )
-QMV_ENTRIES(2, 4, false, )
-QMV_ENTRIES(4, 3, true, a)
+QMV_ENTRIES(4, 3)
+QMV_ENTRIES(2, 4)

@@ -71,19 +71,13 @@ func (b *Backend) runQ(f cFunc, gx, bx int, args ...uint64) {
 	b.fail(launchPDL(f, gx, 1, bx, b.s, &b.args, b.nargs))
 }
 
-// qx quantizes x (times the norm vector nw unless 0) into the scratch;
-// early takes qx_norm_early, which lets the next GEMV launch before its
-// PDL wait.
-func (b *Backend) qx(x, nw cu.DevicePtr, in int, early bool) (xs, xq, ssp cu.DevicePtr) {
+// qx quantizes x (times the norm vector nw unless 0) into the scratch.
+func (b *Backend) qx(x, nw cu.DevicePtr, in int) (xs, xq, ssp cu.DevicePtr) {
 	xs, xq, ssp = b.qxBuf(in)
 	if ablated("qx") && nw == 0 || ablated("qx_norm") && nw != 0 {
 		return xs, xq, ssp
 	}
-	f := b.q.qxn
-	if early {
-		f = b.q.qxnE
-	}
-	b.runQ(f, cdiv(in/4, 256), 256, ptr(xq), ptr(xs), ptr(ssp), ptr(x), ptr(nw), i32(in))
+	b.runQ(b.q.qxn, cdiv(in/4, 256), 256, ptr(xq), ptr(xs), ptr(ssp), ptr(x), ptr(nw), i32(in))
 	return xs, xq, ssp
 }
 
@@ -140,7 +134,7 @@ func (b *Backend) quantGEMV1(y, x cu.DevicePtr, t *tensor) bool {
 	if _, ok := qmvWeight(t, in); !ok {
 		return false
 	}
-	xs, xq, ssp := b.qx(x, 0, in, false)
+	xs, xq, ssp := b.qx(x, 0, in)
 	b.qmvLaunch(qmvPlain, xs, xq, ssp, 0, in, []cu.DevicePtr{y}, []*tensor{t})
 	return true
 }
@@ -166,7 +160,7 @@ func (b *Backend) quantNormMatMul(dst []kernels.Buf, x kernels.Buf, nv cu.Device
 	if !b.qmvOn() {
 		return false
 	}
-	xs, xq, ssp := b.qx(dptr(x), nv, in, false)
+	xs, xq, ssp := b.qx(dptr(x), nv, in)
 	b.qmvLaunch(qmvNorm, xs, xq, ssp, eps, in, ys, ts)
 	return true
 }
@@ -192,7 +186,7 @@ func (b *Backend) quantNormSwiGLU(act, x kernels.Buf, nv cu.DevicePtr, eps float
 	if !b.qmvOn() {
 		return false
 	}
-	xs, xq, ssp := b.qx(dptr(x), nv, in, false)
+	xs, xq, ssp := b.qx(dptr(x), nv, in)
 	// A group is rows/2 gate and as many up rows: rows/2 outputs.
 	k := b.q.kern[b.q.plan["swiglu"]]
 	half := k.g.rows / 2
@@ -221,8 +215,7 @@ func (b *Backend) quantMatMulAdd(acc, x kernels.Buf, w kernels.Tensor) bool {
 	if !b.qmvOn() {
 		return false
 	}
-	// The o projection (square or wider) follows the attention.
-	xs, xq, ssp := b.qx(dptr(x), 0, in, switches.qxOEarly && qmvKind(qmvAdd, in, t.w.Rows()) == "o")
+	xs, xq, ssp := b.qx(dptr(x), 0, in)
 	b.qmvLaunch(qmvAdd, xs, xq, ssp, 0, in, []cu.DevicePtr{dptr(acc)}, []*tensor{t})
 	return true
 }

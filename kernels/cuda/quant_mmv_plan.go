@@ -17,44 +17,38 @@ const (
 )
 
 // qmvGeom is one of quant_mmv.cuh's compiled geometries (QMV_ENTRIES):
-// rows a warp computes (QR), blocks an SM holds (the launch bounds), and
-// whether Q6_K blocks are read with 8-byte loads (Ld8).
+// rows a warp computes (QR) and blocks an SM holds (the launch bounds).
 type qmvGeom struct {
 	rows, occ int
-	ld8       bool
 }
 
 // entries are the geometry's kernel names (qmv, qmv_swiglu).
 func (g qmvGeom) entries() (mv, swi string) {
-	a := ""
-	if g.ld8 {
-		a = "a"
-	}
-	return fmt.Sprintf("qmv%s_%d_%d", a, g.rows, g.occ), fmt.Sprintf("qmv_swiglu%s_%d_%d", a, g.rows, g.occ)
+	return fmt.Sprintf("qmv_%d_%d", g.rows, g.occ), fmt.Sprintf("qmv_swiglu_%d_%d", g.rows, g.occ)
 }
 
 // qmvGeoms are the compiled geometries by name; the first is the default.
 // Measured and dropped on an H200 (Qwen3-8B Q4_K_M decode, interleaved
-// against 4x3 in the same calls; history: ad8c2de, 014d0fd, 568fc69):
+// against 4x3 in the same calls; history: ad8c2de, 014d0fd, 568fc69,
+// a4b78b6):
 // 8 rows a warp at 2 blocks an SM 420.8-422.3 against 447.9-448.9 tok/s;
 // two steps of weight loads in flight at 4 rows, 2 blocks (128 registers)
 // 436.4-440.6 against 448.8-451.2 on the down projection alone, worse on
 // every other; the activation staged in shared memory per block 432.4-434.6
-// (441.4-442.7 on the down projection alone) against 448.3-452.8. ncu
-// shows the warps waiting on their loads (long scoreboard), but neither
-// more bytes in flight per warp nor a nearer activation moved the step.
+// (441.4-442.7 on the down projection alone) against 448.3-452.8; Q6_K's
+// pieces in 8-byte loads (44 loads a step instead of 60) on the down
+// projection and the LM head 451.7-455.7 against 457.8-459.8. ncu shows
+// the warps waiting on their loads (long scoreboard), but neither more
+// bytes in flight per warp, fewer loads nor a nearer activation moved the
+// step.
 var qmvGeoms = []struct {
 	name string
 	g    qmvGeom
 }{
 	// 4x3 447.9-449.5, 2x4 450.0-451.3 (the same within the noise); 4 rows
 	// at 64 registers spill in Q6_K (399.4 against 414.3 for 4x3 then).
-	{"4x3", qmvGeom{4, 3, false}}, // 80 registers
-	{"2x4", qmvGeom{2, 4, false}}, // 64 registers
-	// 4x3 with Q6_K's pieces in 8-byte loads: its loop 44 loads a step
-	// instead of 60, 480 instructions instead of 477 (not yet measured;
-	// POCKET_QMV_GEOM=4x3,down=4x3a,plain=4x3a takes it where Q6_K is).
-	{"4x3a", qmvGeom{4, 3, true}},
+	{"4x3", qmvGeom{4, 3}}, // 80 registers
+	{"2x4", qmvGeom{2, 4}}, // 64 registers
 }
 
 // qmvGeomIndex is the index of the geometry name names (ok false for an

@@ -7,7 +7,7 @@ import "testing"
 // rows (qmv) or 2 outputs (qmv_swiglu).
 func TestQmvWarpsFor(t *testing.T) {
 	g := qmvGeomByName("")
-	if g != (qmvGeom{4, 3, false}) {
+	if g != (qmvGeom{4, 3}) {
 		t.Fatalf("default geometry %+v, want 4 rows at 3 blocks an SM", g)
 	}
 	slots := g.occ * 132
@@ -33,7 +33,7 @@ func TestQmvWarpsFor(t *testing.T) {
 			t.Errorf("%s: %d groups of %d columns: %d warps, want %d", c.name, c.groups, c.in, got, c.want)
 		}
 	}
-	if g := qmvGeomByName("2x4"); g != (qmvGeom{2, 4, false}) {
+	if g := qmvGeomByName("2x4"); g != (qmvGeom{2, 4}) {
 		t.Errorf("2x4: %+v", g)
 	}
 	if g := qmvGeomByName("9x9"); g != qmvGeoms[0].g {
@@ -71,9 +71,6 @@ func TestParseQmvPlan(t *testing.T) {
 	}
 	if mv, swi := qmvGeomByName("2x4").entries(); mv != "qmv_2_4" || swi != "qmv_swiglu_2_4" {
 		t.Errorf("2x4's entries: %s, %s", mv, swi)
-	}
-	if mv, swi := qmvGeomByName("4x3a").entries(); mv != "qmva_4_3" || swi != "qmv_swiglua_4_3" {
-		t.Errorf("4x3a's entries: %s, %s", mv, swi)
 	}
 	if k := qmvKind(qmvAdd, 12288, 4096); k != "down" {
 		t.Errorf("add 4096×12288: %s", k)

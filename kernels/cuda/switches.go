@@ -20,7 +20,7 @@ import (
 //	POCKET_QGEMV=exact   GGUF one-row GEMVs keep float32 activations (no int8 dp4a path)
 //	POCKET_QGEMV=v1      GGUF one-row GEMVs on the first int8 kernels (qgemv8_*, a quantize
 //	                     launch per GEMV, no fused ops for block formats), not qmv
-//	POCKET_QMV_GEOM=G[,kind=G...] qmv's geometry (rows a warp and blocks an SM: 4x3|2x4|4x3a, quant_mmv_plan.go's
+//	POCKET_QMV_GEOM=G[,kind=G...] qmv's geometry (rows a warp and blocks an SM: 4x3|2x4, quant_mmv_plan.go's
 //	                     qmvGeoms; default the first), for all launches and then per kind (norm, o, down,
 //	                     swiglu, plain), e.g. 4x3,down=2x4
 //	POCKET_QMV_WPR=1|2|4|8 every qmv launch with that many steps splits a row group over that many warps
@@ -51,9 +51,6 @@ import (
 //	                     attention gate (sigmoid_mul) launch without programmatic dependent launch (with it,
 //	                     the default, they read their state before the wait: Qwen3.5-27B FP8 decode 122.8
 //	                     against 120.4 tok/s on an H200; the gate on it too, 124.0-124.2 against 123.4)
-//	POCKET_QX_O_EARLY=1  the int8 rounding before a block-format o projection lets it launch before its PDL wait
-//	                     (qx_norm_early; with POCKET_ATTN_DEC_BLOCKS=1 its blocks fit beside the attention's;
-//	                     not yet measured)
 //	POCKET_ABLATE=a,b    leaves out the decode launches so tagged (qx, qx_norm, qmv_norm, qmv_o, qmv_down,
 //	                     qmv_plain, qmv_swiglu, attn, allreduce, hybrid: the DeltaNet kernels and the
 //	                     attention gate, f8pipe_r|add|norm|swiglu, or a decode.cu or fp8mma.cu kernel's
@@ -88,7 +85,6 @@ var switches = struct {
 	hybridPDL       bool
 	fp8PipeKB       int
 	ablate          map[string]bool
-	qxOEarly        bool
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
 	attnOcc2:        os.Getenv("POCKET_ATTN_OCC") == "2",
@@ -117,7 +113,6 @@ var switches = struct {
 	hybridPDL:       os.Getenv("POCKET_HYBRID_PDL") != "0",
 	fp8PipeKB:       intSwitch("POCKET_FP8_PIPE_KB", 0, 16, 227),
 	ablate:          listSwitch(os.Getenv("POCKET_ABLATE")),
-	qxOEarly:        os.Getenv("POCKET_QX_O_EARLY") == "1",
 }
 
 // ablated reports whether POCKET_ABLATE leaves out the launches tagged
