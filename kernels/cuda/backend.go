@@ -76,14 +76,11 @@ type Backend struct {
 	s      cStream
 	fn     [numFuncs]cFunc
 	dec    [numDecodeFuncs]cFunc // decode.cu
-	// clusterShm is the dynamic shared memory attn_decode_cl_E was last
-	// allowed (attnCluster).
-	clusterShm [3]int
-	pipe       pipeFuncs // fp8pipe.cuh's kernels (fp8pipe.go)
-	sms        int
-	args       [32]uint64
-	nargs      int
-	err        error // first failure; later ops are skipped
+	pipe   pipeFuncs             // fp8pipe.cuh's kernels (fp8pipe.go)
+	sms    int
+	args   [32]uint64
+	nargs  int
+	err    error // first failure; later ops are skipped
 
 	uploads [numKinds]upload
 	rope    map[ropeKey]cu.DevicePtr

@@ -32,15 +32,14 @@ const (
 	dGemvR4
 	dGemvR48
 	dRopeStore
-	dAttnDecode                        // attn_decode_2, _4, _8 (elements per lane)
-	dAttnDecodeCl  = dAttnDecode + 3   // attn_decode_cl_2, _4, _8: the splits merge in a cluster (POCKET_ATTN_CLUSTER)
-	dF8MMA         = dAttnDecodeCl + 3 // the tensor-core FP8 GEMVs of fp8mma.cu (fp8mma.go) from here
+	dAttnDecode                      // attn_decode_2, _4, _8 (elements per lane)
+	dF8MMA         = dAttnDecode + 3 // the tensor-core FP8 GEMVs of fp8mma.cu (fp8mma.go) from here
 	numDecodeFuncs = dF8MMA + numF8MMA
 )
 
 var decodeNames = [dF8MMA]string{"gemv_norm_multi", "gemv_norm_multi8", "gemv_add", "gemv_add8",
 	"gemv_norm_swiglu", "gemv_norm_swiglu8", "gemv_r4", "gemv_r48", "rope_store", "attn_decode_2", "attn_decode_4",
-	"attn_decode_8", "attn_decode_cl_2", "attn_decode_cl_4", "attn_decode_cl_8"}
+	"attn_decode_8"}
 
 var _ kernels.FusedOps = (*Backend)(nil)
 
@@ -368,10 +367,6 @@ func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.T
 	// sized for.
 	const minChunk = 16
 	splits := min(max(cdiv(switches.attnDecBlocks*b.sms, kvHeads), 1), max(cdiv(ctx, minChunk), 1), 256)
-	cluster := switches.attnCluster > 1 && ctx > minChunk
-	if cluster {
-		splits = min(switches.attnCluster, cdiv(ctx, minChunk))
-	}
 	b.attnScratch(heads*splits*(headDim+2), kvHeads)
 	pp := b.put(kPos, words(pos))
 	sp := b.put(kSlots, words(slots))
@@ -380,34 +375,9 @@ func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.T
 	args := append([]uint64{ptr(dptr(dst)), ptr(b.part), ptr(b.counters), ptr(dptr(q)), ptr(dptr(k)), ptr(dptr(v)), ptr(nq),
 		ptr(nk), f32(eps), ptr(p.kLayer(layer)), ptr(p.vLayer(layer)), ptr(pp), ptr(sp), ptr(b.ropeFreq(r)), ptr(tp), ptr(st),
 		i32(kvHeads)}, ropeArgs(r)...)
-	args = append(args, i32(p.spec.BlockSize), i32(minChunk), f32(scale))
-	if cluster {
-		b.attnCluster(dAttnDecodeCl+headDim/128, kvHeads, splits, heads/kvHeads, headDim, args)
-		return true
-	}
-	b.runDec(dAttnDecode+headDim/128, kvHeads, splits, 32*(heads/kvHeads), args...)
+	b.runDec(dAttnDecode+headDim/128, kvHeads, splits, 32*(heads/kvHeads), append(args, i32(p.spec.BlockSize), i32(minChunk),
+		f32(scale))...)
 	return true
-}
-
-// attnCluster launches attn_decode_cl_E on a (kvHeads, splits) grid in
-// clusters of the splits of one kv head, which merge in rank 0's shared
-// memory (splits × G × (hd+2) floats), with PDL unless switched off.
-func (b *Backend) attnCluster(f, kvHeads, splits, g, headDim int, args []uint64) {
-	if len(switches.ablate) > 0 && ablatedDec(f) {
-		return
-	}
-	if b.err != nil {
-		return
-	}
-	shm := splits * g * (headDim + 2) * 4
-	if b.clusterShm[f-dAttnDecodeCl] < shm {
-		// Cluster sizes above the portable 8 need the function's consent;
-		// dynamic shared memory above 48 KiB its raised limit.
-		b.fail(setClusterFunc(b.dec[f], shm))
-		b.clusterShm[f-dAttnDecodeCl] = shm
-	}
-	b.a(args...)
-	b.fail(launchCluster(b.dec[f], kvHeads, splits, 32*g, splits, shm, !switches.noPDL, b.s, &b.args, b.nargs))
 }
 
 // gemvR4 launches y = w·x for one row of a bf16 or FP8 weight on the

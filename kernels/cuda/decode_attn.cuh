@@ -122,78 +122,7 @@ __device__ __forceinline__ void ldBatch(float (&kr)[P][E], float (&vr)[P][E], co
     }
 }
 
-// ---------------------------------------------------------------- cluster merge (sm_90)
-// attn_decode_cl_E (POCKET_ATTN_CLUSTER=C): the splits of a kv head are
-// the C blocks of one thread-block cluster, and they merge through
-// distributed shared memory instead of attn_partial's global partials,
-// threadfence and counter: each block stores its partial in rank 0's
-// shared memory and arrives at the cluster barrier; rank 0 waits and
-// merges. That takes the two dependent global round trips (the counter's
-// atomic, then the partials' loads) off the end of the attention.
-//
-// Barrier phases: every block arrives at phase 0 at its start and waits
-// on it before its remote stores, so no store reaches a block that has not
-// started; phase 1's arrive (release) follows the stores, and rank 0's
-// wait (acquire) precedes its reads. Blocks past the context exit at once:
-// exited threads count as arrived.
-__device__ __forceinline__ void clusterArrive() { asm volatile("barrier.cluster.arrive;" ::: "memory"); }
-__device__ __forceinline__ void clusterWait() { asm volatile("barrier.cluster.wait;" ::: "memory"); }
-__device__ __forceinline__ uint32_t sharedAddr(const void* p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-// remoteAddr is the address of shared location a in the block of cluster rank r.
-__device__ __forceinline__ uint32_t remoteAddr(uint32_t a, int r) {
-    uint32_t d;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(r));
-    return d;
-}
-__device__ __forceinline__ void stCluster(uint32_t a, float v) {
-    asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(a), "f"(v) : "memory");
-}
-
-// clusterMerge stores this block's partial for head warp (acc, max m, sum
-// l) in rank 0's cpart[split][warp][HD+2] and, in rank 0, merges the nsplit
-// partials into out.
 template <int E>
-__device__ __forceinline__ void clusterMerge(float* out, const float (&acc)[E], float m, float l, int nsplit) {
-    constexpr int HD = 32 * E;
-    extern __shared__ __align__(16) float cpart[];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = blockDim.x >> 5;
-    const int stride = G * (HD + 2);
-    clusterWait(); // phase 0
-    const uint32_t at = remoteAddr(sharedAddr(cpart + blockIdx.y * stride + warp * (HD + 2)), 0);
-#pragma unroll
-    for (int e = 0; e < E; e++) stCluster(at + (lane * E + e) * 4, acc[e]);
-    if (lane == 0) {
-        stCluster(at + HD * 4, m);
-        stCluster(at + (HD + 1) * 4, l);
-    }
-    clusterArrive(); // phase 1: this block's partial is in place
-    if (blockIdx.y != 0) return;
-    clusterWait();
-    const float* ph = cpart + warp * (HD + 2);
-    // One split per lane (nsplit ≤ 32): its max and weight, then the
-    // accumulators weighted by the broadcast factors.
-    const float ms = lane < nsplit ? ph[lane * stride + HD] : -INFINITY;
-    float M = ms;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-    const float f = lane < nsplit ? expf(ms - M) : 0.f;
-    const float L = warpSum(lane < nsplit ? f * ph[lane * stride + HD + 1] : 0.f);
-    float o[E];
-#pragma unroll
-    for (int e = 0; e < E; e++) o[e] = 0.f;
-    for (int s = 0; s < nsplit; s++) {
-        const float fs = __shfl_sync(0xffffffffu, f, s);
-#pragma unroll
-        for (int e = 0; e < E; e++) o[e] = fmaf(fs, ph[s * stride + lane * E + e], o[e]);
-    }
-    const float inv = 1.f / L;
-#pragma unroll
-    for (int e = 0; e < E; e++) out[e] = o[e] * inv;
-}
-
-template <int E, bool CL>
 __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counters, const float* q, const float* k,
                                            const float* v, const float* nq, const float* nk, float eps, float* K,
                                            float* V, const int* pos, const int* slots, const float* invf,
@@ -204,7 +133,6 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     __shared__ int last;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = blockDim.x >> 5;
     const int kh = blockIdx.x, h = kh * G + warp, splits = gridDim.y;
-    if (CL) clusterArrive(); // phase 0: every block of the cluster has started
     // The context, block table and earlier cache rows are in place before
     // the step's first kernel: read them before the wait.
     const int ctx = *startp + 1;
@@ -306,10 +234,6 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
         for (int e = 0; e < E; e++) out[e] = acc[e] * inv;
         return;
     }
-    if (CL) {
-        clusterMerge<E>(out, acc, m, l, nsplit);
-        return;
-    }
     float* pp = part + ((long)h * splits + blockIdx.y) * (HD + 2);
 #pragma unroll
     for (int e = 0; e < E; e++) pp[lane * E + e] = acc[e];
@@ -370,16 +294,11 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
         const float *nk, float eps, float *K, float *V, const int *pos, const int *slots, const float *invf,        \
         const int *table, const int *startp, int kvh, int half, int neox, float rscale, int bs, int minchunk,     \
         float scale
-#define ATTN_DECODE_KERNEL(NAME, E, CL)                                                                             \
+#define ATTN_DECODE_KERNEL(NAME, E)                                                                                 \
     extern "C" __global__ void __launch_bounds__(32 * AD_MAXG) NAME(ATTN_DECODE_ARGS) {                            \
-        attnDecode<E, CL>(dst, part, counters, q, k, v, nq, nk, eps, K, V, pos, slots, invf, table, startp, kvh,    \
-                          half, neox, rscale, bs, minchunk, scale);                                                 \
+        attnDecode<E>(dst, part, counters, q, k, v, nq, nk, eps, K, V, pos, slots, invf, table, startp, kvh, half,  \
+                      neox, rscale, bs, minchunk, scale);                                                           \
     }
-ATTN_DECODE_KERNEL(attn_decode_2, 2, false)
-ATTN_DECODE_KERNEL(attn_decode_4, 4, false)
-ATTN_DECODE_KERNEL(attn_decode_8, 8, false)
-// Launched in clusters of gridDim.y blocks along y, with gridDim.y ×
-// G × (HD+2) floats of dynamic shared memory (attnCluster, decode.go).
-ATTN_DECODE_KERNEL(attn_decode_cl_2, 2, true)
-ATTN_DECODE_KERNEL(attn_decode_cl_4, 4, true)
-ATTN_DECODE_KERNEL(attn_decode_cl_8, 8, true)
+ATTN_DECODE_KERNEL(attn_decode_2, 2)
+ATTN_DECODE_KERNEL(attn_decode_4, 4)
+ATTN_DECODE_KERNEL(attn_decode_8, 8)

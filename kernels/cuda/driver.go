@@ -46,43 +46,6 @@ static CUresult pl_launch_pdl(CUfunction f, unsigned gx, unsigned gy, unsigned b
 	return cuLaunchKernelEx(&cfg, f, params, NULL);
 }
 
-// pl_launch_cluster is pl_launch on a (gx, gy) grid in clusters of
-// (1, cy, 1) blocks, with programmatic stream serialization when pdl is set.
-static CUresult pl_launch_cluster(CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned cy, unsigned shm,
-                                  int pdl, CUstream s, unsigned long long *a, int n) {
-	void *params[32];
-	for (int i = 0; i < n && i < 32; i++) params[i] = &a[i];
-	CUlaunchAttribute attr[2];
-	memset(attr, 0, sizeof attr);
-	attr[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-	attr[0].value.clusterDim.x = 1;
-	attr[0].value.clusterDim.y = cy;
-	attr[0].value.clusterDim.z = 1;
-	attr[1].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-	attr[1].value.programmaticStreamSerializationAllowed = 1;
-	CUlaunchConfig cfg;
-	memset(&cfg, 0, sizeof cfg);
-	cfg.gridDimX = gx;
-	cfg.gridDimY = gy;
-	cfg.gridDimZ = 1;
-	cfg.blockDimX = bx;
-	cfg.blockDimY = 1;
-	cfg.blockDimZ = 1;
-	cfg.sharedMemBytes = shm;
-	cfg.hStream = s;
-	cfg.attrs = attr;
-	cfg.numAttrs = pdl ? 2 : 1;
-	return cuLaunchKernelEx(&cfg, f, params, NULL);
-}
-
-// pl_cluster_func lets f run in clusters above the portable 8 blocks with
-// up to shm bytes of dynamic shared memory.
-static CUresult pl_cluster_func(CUfunction f, int shm) {
-	CUresult r = cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
-	if (r != CUDA_SUCCESS) return r;
-	return cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shm);
-}
-
 // pl_max_shm lets f take up to bytes of dynamic shared memory (above the
 // 48 KiB a launch gets without asking).
 static CUresult pl_max_shm(CUfunction f, int bytes) {
@@ -169,24 +132,6 @@ func launchPDL(f C.CUfunction, gx, gy, bx int, s C.CUstream, args *[32]uint64, n
 func launchPDLShm(f C.CUfunction, gx, gy, bx, shm int, s C.CUstream, args *[32]uint64, n int) error {
 	return cuErr("launch", C.pl_launch_pdl(f, C.uint(gx), C.uint(gy), C.uint(bx), C.uint(shm), s,
 		(*C.ulonglong)(unsafe.Pointer(&args[0])), C.int(n)))
-}
-
-// launchCluster starts f on a (gx, gy) grid in clusters of (1, cy, 1)
-// blocks with shm bytes of dynamic shared memory, with programmatic
-// dependent launch when pdl is set.
-func launchCluster(f C.CUfunction, gx, gy, bx, cy, shm int, pdl bool, s C.CUstream, args *[32]uint64, n int) error {
-	p := C.int(0)
-	if pdl {
-		p = 1
-	}
-	return cuErr("cluster launch", C.pl_launch_cluster(f, C.uint(gx), C.uint(gy), C.uint(bx), C.uint(cy), C.uint(shm), p, s,
-		(*C.ulonglong)(unsafe.Pointer(&args[0])), C.int(n)))
-}
-
-// setClusterFunc lets f run in clusters of more than 8 blocks with up to
-// shm bytes of dynamic shared memory.
-func setClusterFunc(f C.CUfunction, shm int) error {
-	return cuErr("set cluster attributes", C.pl_cluster_func(f, C.int(shm)))
 }
 
 func beginCapture(s C.CUstream) error { return cuErr("begin capture", C.pl_begin_capture(s)) }

@@ -38,8 +38,6 @@ import (
 //	POCKET_FP8_PREFILL=mma  FP8 prefill GEMMs on the weight's E4M3 bytes (fp8gemm.cu: activations rounded to E4M3
 //	                     per 128 columns, mma.sync), not dequantized chunks on cuBLASLt (not yet run on a GPU)
 //	POCKET_ATTN_DEC_BLOCKS=N the fused decode attention (attn_decode) aims at N blocks per SM (2)
-//	POCKET_ATTN_CLUSTER=C    the fused decode attention's splits of a kv head are one cluster of C blocks (2..16)
-//	                         that merges in shared memory (attn_decode_cl_E; not yet run on a GPU; default 0: off)
 //	POCKET_ATTN_DEC_FROM=N   contexts from N positions decode on rope_store + attn_gqa instead (default: none)
 //	POCKET_ATTN_BLOCKS=N, POCKET_ATTN_CHUNK=N decode attn_partial aims at N blocks per SM (16) with
 //	                     at least N positions per split (8)
@@ -76,7 +74,6 @@ var switches = struct {
 	attnBlocks      int
 	attnChunk       int
 	attnDecBlocks   int
-	attnCluster     int
 	attnDecFrom     int
 	fp8MMA          int
 	noFP8Prefill    bool
@@ -105,7 +102,6 @@ var switches = struct {
 	attnBlocks:      intSwitch("POCKET_ATTN_BLOCKS", 16, 1, 64),
 	attnChunk:       intSwitch("POCKET_ATTN_CHUNK", 8, 1, 4096),
 	attnDecBlocks:   intSwitch("POCKET_ATTN_DEC_BLOCKS", 2, 1, 64),
-	attnCluster:     intSwitch("POCKET_ATTN_CLUSTER", 0, 0, 16),
 	attnDecFrom:     intSwitch("POCKET_ATTN_DEC_FROM", math.MaxInt, 1, math.MaxInt),
 	noFP8Prefill:    os.Getenv("POCKET_FP8_PREFILL") == "tf32",
 	fp8PrefillMMA:   os.Getenv("POCKET_FP8_PREFILL") == "mma",
