@@ -264,9 +264,15 @@ func (n *DeltaNet) bufs(p *Pass) deltaBufs {
 }
 
 // mix runs the convolution, the gated delta rule over the state and the
-// gated norm, leaving the mixer's output before out_proj in b.core.
+// gated norm, leaving the mixer's output before out_proj in b.core. A
+// decode step takes the backend's fused mix where it has one (b.conv is
+// then left unwritten).
 func (n *DeltaNet) mix(p *Pass, st *DeltaState, b deltaBufs) {
 	rows, sh := p.Rows, n.Shape
+	if fm, ok := n.ops.(kernels.FusedDeltaMix); ok && rows == 1 && fm.DeltaMix(b.core, b.qkv, b.z, b.a, b.b,
+		st.conv[n.Index], st.rec[n.Index], n.Conv, n.ALog, n.DtBias, n.Norm, sh, n.Eps) {
+		return
+	}
 	n.ops.CausalConv1D(b.conv, b.qkv, st.conv[n.Index], n.Conv, rows, sh)
 	n.ops.GatedDeltaRule(b.core, b.conv, b.a, b.b, st.rec[n.Index], n.ALog, n.DtBias, rows, sh)
 	n.ops.RMSNormGated(b.core, b.core, b.z, n.Norm, rows*sh.VHeads, sh.DV, n.Eps)

@@ -43,6 +43,8 @@ import (
 //	                     at least N positions per split (8)
 //	POCKET_DELTA_CHUNK=0 Gated DeltaNet prefill passes run the token-by-token recurrence, not the chunked
 //	                     delta rule (hybrid_chunk.cu) that passes of more than 64 rows take by default
+//	POCKET_DELTA_FUSED=1 a one-token DeltaNet mix (conv1d, delta rule, gated norm) runs as one launch,
+//	                     delta_step_K (hybrid.cu), not three (not yet run on a GPU)
 //	POCKET_FP8_PIPE=0    one-row FP8 GEMVs on fp8mma's kernels (two units in flight in registers), not the
 //	                     ones that stream whole lines through a per-warp cp.async ring (fp8pipe.cuh)
 //	POCKET_FP8_PIPE_KB=N caps a block's shared memory for the ring kernels at N KiB
@@ -79,6 +81,7 @@ var switches = struct {
 	noFP8Prefill    bool
 	fp8PrefillMMA   bool
 	noDeltaChunk    bool
+	deltaFused      bool
 	noMoEQuant      bool
 	noFP8Pipe       bool
 	fp8PipeDeep     bool
@@ -107,6 +110,7 @@ var switches = struct {
 	fp8PrefillMMA:   os.Getenv("POCKET_FP8_PREFILL") == "mma",
 	fp8MMA:          intSwitch("POCKET_FP8_MMA", -1, 0, 8),
 	noDeltaChunk:    os.Getenv("POCKET_DELTA_CHUNK") == "0",
+	deltaFused:      os.Getenv("POCKET_DELTA_FUSED") == "1",
 	noMoEQuant:      os.Getenv("POCKET_MOE_QUANT") == "0",
 	noFP8Pipe:       os.Getenv("POCKET_FP8_PIPE") == "0",
 	fp8PipeDeep:     os.Getenv("POCKET_FP8_PIPE_PLAN") == "depth",
