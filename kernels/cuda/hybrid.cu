@@ -246,7 +246,7 @@ extern "C" __global__ void sigmoid_mul(float* x, const float* gate, long n) {
 #define DS_ROWS 32  // state rows per thread: dk ≤ NG·DS_ROWS
 #define DS_CH 640   // convolved channels per block: 2·dk + dv ≤ DS_CH
 
-template <int K>
+template <int K, int MODE>
 __device__ void deltaStep(float* out, const float* qkv, const float* z, const float* a, const float* b,
                           float* convState, float* state, const void* w, int wdt, const float* aLog,
                           const float* dtBias, const float* nw, int* cnt, int kheads, int vheads, int dk, int dv,
@@ -262,6 +262,10 @@ __device__ void deltaStep(float* out, const float* qkv, const float* z, const fl
     const int h = blockIdx.x, rep = vheads / kheads, kh = h / rep, nch = 2 * dk + dv;
     const long kd = (long)kheads * dk, cd = 2 * kd + (long)vheads * dv;
     const bool col = j < dv;
+    // MODE (POCKET_DELTA_STEP_MODE, timing probes): 1 returns after the
+    // wait, 2 leaves the recurrent state unread and unwritten (both give
+    // wrong results), 3 evaluates the gates, SiLU and norms in float.
+    constexpr bool F = MODE == 3;
     // Local channel c: q (c < dk), k (c < 2dk), v; its global channel:
     auto gch = [&](int c) -> long {
         return c < dk ? (long)kh * dk + c : c < 2 * dk ? kd + (long)kh * dk + (c - dk) : 2 * kd + (long)h * dv + (c - 2 * dk);
@@ -274,7 +278,7 @@ __device__ void deltaStep(float* out, const float* qkv, const float* z, const fl
 #pragma unroll
     for (int m = 0; m < DS_ROWS; m++) {
         const int i = g + ng * m;
-        s[m] = col && i < dk ? S[(long)i * dv + j] : 0.f;
+        s[m] = MODE != 2 && col && i < dk ? S[(long)i * dv + j] : 0.f;
     }
     for (int c = threadIdx.x; c < nch; c += blockDim.x) {
         const long gc = gch(c);
@@ -293,6 +297,7 @@ __device__ void deltaStep(float* out, const float* qkv, const float* z, const fl
     }
     pdlLaunchDependents();
     pdlWait();
+    if (MODE == 1) return;
 
     // The convolution of the new row, as conv1d computes it.
     for (int c = threadIdx.x; c < nch; c += blockDim.x) {
@@ -302,14 +307,19 @@ __device__ void deltaStep(float* out, const float* qkv, const float* z, const fl
 #pragma unroll
         for (int t = 0; t < K - 1; t++) acc = __fadd_rn(acc, __fmul_rn(loadW(w, wdt, gc * K + t), win[t][c]));
         acc = __fadd_rn(acc, __fmul_rn(loadW(w, wdt, gc * K + K - 1), cur));
-        xs[c] = acc * sigmoidD(acc);
+        xs[c] = acc * (F ? 1.f / (1.f + __expf(-acc)) : sigmoidD(acc));
         // The window shifted (its oldest input leaves), kept for the store.
 #pragma unroll
         for (int t = 0; t < K - 2; t++) win[t][c] = win[t + 1][c];
         if (K > 1) win[K > 1 ? K - 2 : 0][c] = cur;
     }
     const float zj = col && g == 0 ? z[(long)h * dv + j] : 0.f;
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == 0 && F) {
+        const float x = a[h] + dtBias[h];
+        const float sp = x > 20.f ? x : log1pf(__expf(x));
+        gate[0] = __expf((float)negA * sp);
+        gate[1] = 1.f / (1.f + __expf(-b[h]));
+    } else if (threadIdx.x == 0) {
         const double x = (double)(a[h] + dtBias[h]);
         const double sp = x > 20 ? x : log1p(exp(x));  // torch softplus
         gate[0] = (float)exp(negA * sp);
@@ -317,14 +327,20 @@ __device__ void deltaStep(float* out, const float* qkv, const float* z, const fl
     }
     __syncthreads();  // (1) xs, the shifted windows and the gates
     // fla's l2norm factors: warp 0 sums q², warp 1 k² (in double).
-    if (warp < 2) {
+    if (warp < 2 && F) {
+        float p = 0.f;
+        for (int i = lane; i < dk; i += 32) p += xs[warp * dk + i] * xs[warp * dk + i];
+        p = warpSumF(p);
+        if (lane == 0) ssd[warp] = p;
+    } else if (warp < 2) {
         double p = 0;
         for (int i = lane; i < dk; i += 32) p += (double)xs[warp * dk + i] * xs[warp * dk + i];
         p = warpSumD(p);
         if (lane == 0) ssd[warp] = p;
     }
     __syncthreads();  // (2)
-    const float iq = (float)(1.0 / sqrt(ssd[0] + 1e-6)) * qscale, ik = (float)(1.0 / sqrt(ssd[1] + 1e-6));
+    const float iq = (F ? rsqrtf((float)ssd[0] + 1e-6f) : (float)(1.0 / sqrt(ssd[0] + 1e-6))) * qscale,
+                ik = F ? rsqrtf((float)ssd[1] + 1e-6f) : (float)(1.0 / sqrt(ssd[1] + 1e-6));
     const float decay = gate[0], beta = gate[1];
     float mem = 0.f;
 #pragma unroll
@@ -357,20 +373,25 @@ __device__ void deltaStep(float* out, const float* qkv, const float* z, const fl
     float y = 0.f;
     if (g == 0)
         for (int k = 0; k < ng; k++) y += red[k * dvp + j];
-    double ss = g == 0 && col ? (double)y * y : 0.0;
-    ss = warpSumD(ss);
-    if (lane == 0) ssd[warp] = ss;
+    if (F) {
+        const float sf = warpSumF(g == 0 && col ? y * y : 0.f);
+        if (lane == 0) ssd[warp] = sf;
+    } else {
+        const double ss = warpSumD(g == 0 && col ? (double)y * y : 0.0);
+        if (lane == 0) ssd[warp] = ss;
+    }
     __syncthreads();  // (6)
     if (g == 0 && col) {
         double t = 0;
         for (int k = 0; k < nwarps; k++) t += ssd[k];
-        const float inv = (float)(1.0 / sqrt(t / dv + (double)eps));
-        out[(long)h * dv + j] = __fmul_rn(__fmul_rn(__fmul_rn(y, inv), wn), __fmul_rn(zj, sigmoidD(zj)));
+        const float inv = F ? rsqrtf((float)t / dv + eps) : (float)(1.0 / sqrt(t / dv + (double)eps));
+        const float sz = F ? 1.f / (1.f + __expf(-zj)) : sigmoidD(zj);
+        out[(long)h * dv + j] = __fmul_rn(__fmul_rn(__fmul_rn(y, inv), wn), __fmul_rn(zj, sz));
     }
 #pragma unroll
     for (int m = 0; m < DS_ROWS; m++) {
         const int i = g + ng * m;
-        if (col && i < dk) S[(long)i * dv + j] = s[m];
+        if (MODE != 2 && col && i < dk) S[(long)i * dv + j] = s[m];
     }
     // The windows: v channels always (this block's own), q/k ones by the
     // last reader of the key head.
@@ -381,15 +402,19 @@ __device__ void deltaStep(float* out, const float* qkv, const float* z, const fl
     }
 }
 
-#define DELTA_STEP(K)                                                                                                \
-    extern "C" __global__ void __launch_bounds__(512) delta_step_##K(                                              \
+#define DELTA_STEP(NAME, K, MODE)                                                                                    \
+    extern "C" __global__ void __launch_bounds__(512) NAME(                                                          \
         float* out, const float* qkv, const float* z, const float* a, const float* b, float* convState, float* state, \
         const void* w, int wdt, const float* aLog, const float* dtBias, const float* nw, int* cnt, int kheads,       \
         int vheads, int dk, int dv, float eps) {                                                                     \
-        deltaStep<K>(out, qkv, z, a, b, convState, state, w, wdt, aLog, dtBias, nw, cnt, kheads, vheads, dk, dv,   \
-                     eps);                                                                                           \
+        deltaStep<K, MODE>(out, qkv, z, a, b, convState, state, w, wdt, aLog, dtBias, nw, cnt, kheads, vheads, dk,  \
+                           dv, eps);                                                                                 \
     }
-DELTA_STEP(1)
-DELTA_STEP(2)
-DELTA_STEP(3)
-DELTA_STEP(4)
+DELTA_STEP(delta_step_1, 1, 0)
+DELTA_STEP(delta_step_2, 2, 0)
+DELTA_STEP(delta_step_3, 3, 0)
+DELTA_STEP(delta_step_4, 4, 0)
+// Timing probes for a 4-tap convolution (POCKET_DELTA_STEP_MODE=1..3).
+DELTA_STEP(delta_step_4_m1, 4, 1)
+DELTA_STEP(delta_step_4_m2, 4, 2)
+DELTA_STEP(delta_step_4_m3, 4, 3)

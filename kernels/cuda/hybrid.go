@@ -48,6 +48,7 @@ type hybridMod struct {
 	normGated cFunc
 	sigmoid   cFunc
 	step      [maxStepConv]cFunc // delta_step_K (DeltaMix)
+	stepProbe [3]cFunc           // delta_step_4_mM (POCKET_DELTA_STEP_MODE=M)
 
 	// fused selects DeltaMix's one launch for one-token mixes
 	// (POCKET_DELTA_FUSED, SetDeltaFused). stepCnt are its counters, a
@@ -92,6 +93,9 @@ func (b *Backend) hybridModule() (*hybridMod, error) {
 	}
 	for k := 1; k <= maxStepConv; k++ {
 		names[fmt.Sprintf("delta_step_%d", k)] = &m.step[k-1]
+	}
+	for i := range m.stepProbe {
+		names[fmt.Sprintf("delta_step_4_m%d", i+1)] = &m.stepProbe[i]
 	}
 	if _, err := loadModule(hybridPTX, "hybrid", names); err != nil {
 		return nil, err

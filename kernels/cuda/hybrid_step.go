@@ -90,7 +90,11 @@ func (b *Backend) DeltaMix(core, qkv, z, a, bb, convState, recState kernels.Buf,
 	}
 	cnt := m.stepCnt + cu.DevicePtr(m.stepSlot*maxStepKHeads*4)
 	m.stepSlot = (m.stepSlot + 1) % stepSlots
-	b.runHybrid(m.step[s.ConvKernel-1], s.VHeads, 1, threads, ptr(dptr(core)), ptr(dptr(qkv)), ptr(dptr(z)),
+	f := m.step[s.ConvKernel-1]
+	if switches.deltaStepMode > 0 && s.ConvKernel == 4 {
+		f = m.stepProbe[switches.deltaStepMode-1]
+	}
+	b.runHybrid(f, s.VHeads, 1, threads, ptr(dptr(core)), ptr(dptr(qkv)), ptr(dptr(z)),
 		ptr(dptr(a)), ptr(dptr(bb)), ptr(dptr(convState)), ptr(dptr(recState)), ptr(t.data), uint64(t.w.DType), ptr(al),
 		ptr(dt), ptr(nw), ptr(cnt), i32(s.KHeads), i32(s.VHeads), i32(s.DK), i32(s.DV), f32(eps))
 	return true
