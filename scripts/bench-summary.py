@@ -28,8 +28,12 @@ def runs(path):
                 j = json.loads(line)
             except ValueError:
                 continue
-            if "decode_tokens_per_s" in j:
-                yield name, j["decode_tokens_per_s"]
+            # The graph rate whenever bench measured one: an ablated run's
+            # graph disagrees with its eager decode, and bench then reports
+            # the eager rate as decode_tokens_per_s.
+            tps = j.get("decode_graph_tokens_per_s") or j.get("decode_tokens_per_s")
+            if tps:
+                yield name, tps
             name = None
 
 
