@@ -236,7 +236,9 @@ func (n *DeltaNet) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Buf
 		n.be.RMSNorm(normed, x, norm, 1, hid, eps)
 		n.project(p, normed, b.qkv, b.z, b.a, b.b)
 	}
+	hint(fu, n.Out)
 	n.mix(p, st, b)
+	hint(fu, nil)
 	project(n.be, fu, x, out, b.core, n.Out, n.Out.Weight().Rows(), add)
 	return true, nil
 }

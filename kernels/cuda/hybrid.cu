@@ -8,6 +8,7 @@
 // Compiled to compute_90 PTX by `go generate` (hybrid.go); the PTX is
 // committed and embedded.
 #include "hybrid_common.cuh"
+#include "prefetch.cuh"
 
 // ---------------------------------------------------------------- CausalConv1D
 
@@ -250,7 +251,7 @@ template <int K, int MODE>
 __device__ void deltaStep(float* out, const float* qkv, const float* z, const float* a, const float* b,
                           float* convState, float* state, const void* w, int wdt, const float* aLog,
                           const float* dtBias, const float* nw, int* cnt, int kheads, int vheads, int dk, int dv,
-                          float eps) {
+                          float eps, const uint8_t* pf, long pfBytes) {
     __shared__ float xs[DS_CH];  // convolved q, k (2·dk), then v (dv)
     __shared__ float win[K > 1 ? K - 1 : 1][DS_CH];
     __shared__ float red[512];  // [group][column]
@@ -298,6 +299,7 @@ __device__ void deltaStep(float* out, const float* qkv, const float* z, const fl
     pdlLaunchDependents();
     pdlWait();
     if (MODE == 1) return;
+    l2Prefetch(pf, pfBytes, blockIdx.x, gridDim.x);
 
     // The convolution of the new row, as conv1d computes it.
     for (int c = threadIdx.x; c < nch; c += blockDim.x) {
@@ -406,9 +408,9 @@ __device__ void deltaStep(float* out, const float* qkv, const float* z, const fl
     extern "C" __global__ void __launch_bounds__(512) NAME(                                                          \
         float* out, const float* qkv, const float* z, const float* a, const float* b, float* convState, float* state, \
         const void* w, int wdt, const float* aLog, const float* dtBias, const float* nw, int* cnt, int kheads,       \
-        int vheads, int dk, int dv, float eps) {                                                                     \
+        int vheads, int dk, int dv, float eps, const uint8_t* pf, long pfBytes) {                                    \
         deltaStep<K, MODE>(out, qkv, z, a, b, convState, state, w, wdt, aLog, dtBias, nw, cnt, kheads, vheads, dk,  \
-                           dv, eps);                                                                                 \
+                           dv, eps, pf, pfBytes);                                                                    \
     }
 DELTA_STEP(delta_step_1, 1, 0)
 DELTA_STEP(delta_step_2, 2, 0)

@@ -96,6 +96,30 @@ func (b *Backend) DeltaMix(core, qkv, z, a, bb, convState, recState kernels.Buf,
 	}
 	b.runHybrid(f, s.VHeads, 1, threads, ptr(dptr(core)), ptr(dptr(qkv)), ptr(dptr(z)),
 		ptr(dptr(a)), ptr(dptr(bb)), ptr(dptr(convState)), ptr(dptr(recState)), ptr(t.data), uint64(t.w.DType), ptr(al),
-		ptr(dt), ptr(nw), ptr(cnt), i32(s.KHeads), i32(s.VHeads), i32(s.DK), i32(s.DV), f32(eps))
+		ptr(dt), ptr(nw), ptr(cnt), i32(s.KHeads), i32(s.VHeads), i32(s.DK), i32(s.DV), f32(eps), ptr(b.l2Hint),
+		uint64(b.l2Bytes))
 	return true
+}
+
+var _ kernels.L2Hinter = (*Backend)(nil)
+
+// HintL2 implements kernels.L2Hinter when POCKET_L2_HINT=1 (not yet
+// measured; off by default): the next attn_decode or delta_step launch
+// asks L2 for t's weight bytes after its PDL wait.
+func (b *Backend) HintL2(t kernels.Tensor) {
+	if !switches.l2Hint {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.l2Hint, b.l2Bytes = 0, 0
+	tt, ok := t.(*tensor)
+	if !ok || tt == nil || len(tt.w.Shape) != 2 {
+		return
+	}
+	rb, err := tt.w.DType.RowBytes(tt.w.Cols())
+	if err != nil {
+		return
+	}
+	b.l2Hint, b.l2Bytes = tt.data, int64(rb)*int64(tt.w.Rows())
 }

@@ -45,6 +45,8 @@ import (
 //	                     delta rule (hybrid_chunk.cu) that passes of more than 64 rows take by default
 //	POCKET_DELTA_FUSED=1 a one-token DeltaNet mix (conv1d, delta rule, gated norm) runs as one launch,
 //	                     delta_step_K (hybrid.cu), not three (not yet run on a GPU)
+//	POCKET_L2_HINT=1     attn_decode and delta_step ask L2 for the output projection's weights after their
+//	                     PDL wait (kernels.L2Hinter; not yet run on a GPU)
 //	POCKET_DELTA_STEP_MODE=M its timing probes (4-tap convolutions): 1 returns after the PDL wait, 2 skips
 //	                     the recurrent state (both wrong results), 3 gates and norms in float
 //	POCKET_FP8_PIPE=0    one-row FP8 GEMVs on fp8mma's kernels (two units in flight in registers), not the
@@ -85,6 +87,7 @@ var switches = struct {
 	noDeltaChunk    bool
 	deltaFused      bool
 	deltaStepMode   int
+	l2Hint          bool
 	noMoEQuant      bool
 	noFP8Pipe       bool
 	fp8PipeDeep     bool
@@ -115,6 +118,7 @@ var switches = struct {
 	noDeltaChunk:    os.Getenv("POCKET_DELTA_CHUNK") == "0",
 	deltaFused:      os.Getenv("POCKET_DELTA_FUSED") == "1",
 	deltaStepMode:   intSwitch("POCKET_DELTA_STEP_MODE", 0, 0, 3),
+	l2Hint:          os.Getenv("POCKET_L2_HINT") == "1",
 	noMoEQuant:      os.Getenv("POCKET_MOE_QUANT") == "0",
 	noFP8Pipe:       os.Getenv("POCKET_FP8_PIPE") == "0",
 	fp8PipeDeep:     os.Getenv("POCKET_FP8_PIPE_PLAN") == "depth",
