@@ -47,17 +47,3 @@ type HybridOps interface {
 	// SigmoidMul computes x *= sigmoid(gate) over n elements.
 	SigmoidMul(x, gate Buf, n int)
 }
-
-// FusedDeltaMix is an optional extension of HybridOps: a one-token decode
-// step's DeltaNet mix in one call (on a GPU one launch instead of three,
-// each of a few microseconds).
-type FusedDeltaMix interface {
-	// DeltaMix computes for one row what CausalConv1D(tmp, qkv, convState,
-	// conv, 1, s), GatedDeltaRule(core, tmp, a, b, recState, aLog, dtBias,
-	// 1, s) and RMSNormGated(core, core, z, norm, s.VHeads, s.DV, eps)
-	// compute in sequence, both states updated in place, without storing
-	// the convolved row tmp. Like the FusedOps it reports false, having
-	// done nothing, when it declines (shape, weights, or switched off),
-	// and the caller runs the three ops.
-	DeltaMix(core, qkv, z, a, b, convState, recState Buf, conv, aLog, dtBias, norm Tensor, s DeltaShape, eps float32) bool
-}

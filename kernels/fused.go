@@ -42,12 +42,3 @@ type FusedAttention interface {
 	RoPEAttention(dst, q, k, v Buf, qNorm, kNorm Tensor, eps float32, p KVPool, layer int, pos, slots []int32,
 		seq AttnSeq, heads, kvHeads, headDim int, r *RoPE, scale float32) bool
 }
-
-// L2Hinter is an optional extension of the backend: HintL2(t) tells it
-// that the next RoPEAttention or DeltaMix is followed by a launch that
-// streams t (the output projection's weights), so that kernel may ask the
-// GPU's L2 cache for t's bytes while it runs: it reads little from DRAM
-// itself. HintL2(nil) withdraws the hint. Hints change no result.
-type L2Hinter interface {
-	HintL2(t Tensor)
-}

@@ -236,9 +236,7 @@ func (n *DeltaNet) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Buf
 		n.be.RMSNorm(normed, x, norm, 1, hid, eps)
 		n.project(p, normed, b.qkv, b.z, b.a, b.b)
 	}
-	hint(fu, n.Out)
 	n.mix(p, st, b)
-	hint(fu, nil)
 	project(n.be, fu, x, out, b.core, n.Out, n.Out.Weight().Rows(), add)
 	return true, nil
 }
@@ -266,15 +264,9 @@ func (n *DeltaNet) bufs(p *Pass) deltaBufs {
 }
 
 // mix runs the convolution, the gated delta rule over the state and the
-// gated norm, leaving the mixer's output before out_proj in b.core. A
-// decode step takes the backend's fused mix where it has one (b.conv is
-// then left unwritten).
+// gated norm, leaving the mixer's output before out_proj in b.core.
 func (n *DeltaNet) mix(p *Pass, st *DeltaState, b deltaBufs) {
 	rows, sh := p.Rows, n.Shape
-	if fm, ok := n.ops.(kernels.FusedDeltaMix); ok && rows == 1 && fm.DeltaMix(b.core, b.qkv, b.z, b.a, b.b,
-		st.conv[n.Index], st.rec[n.Index], n.Conv, n.ALog, n.DtBias, n.Norm, sh, n.Eps) {
-		return
-	}
 	n.ops.CausalConv1D(b.conv, b.qkv, st.conv[n.Index], n.Conv, rows, sh)
 	n.ops.GatedDeltaRule(b.core, b.conv, b.a, b.b, st.rec[n.Index], n.ALog, n.DtBias, rows, sh)
 	n.ops.RMSNormGated(b.core, b.core, b.z, n.Norm, rows*sh.VHeads, sh.DV, n.Eps)

@@ -55,15 +55,6 @@ func project(be kernels.Backend, fu kernels.FusedOps, x, out, in kernels.Buf, w 
 	}
 }
 
-// hint passes the weights of the launch after the next attention or
-// DeltaNet mix to backends that take L2 hints (kernels.L2Hinter); nil
-// withdraws it.
-func hint(fu kernels.FusedOps, next kernels.Tensor) {
-	if h, ok := fu.(kernels.L2Hinter); ok {
-		h.HintL2(next)
-	}
-}
-
 // forwardFused implements fusedBlock: the q/k/v projections read the
 // un-normed residual (the norm is applied inside the GEMV), q/k norms,
 // RoPE, the KV store and the attention are one kernel (or the first three
@@ -97,7 +88,6 @@ func (a *Attention) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Bu
 	if a.gate != nil {
 		gate = a.splitGate(p, q, qOut)
 	}
-	hint(fu, a.O)
 	if fa, ok := fu.(kernels.FusedAttention); !ok || a.fullWidthQKNorm || !fa.RoPEAttention(att, q, k, v, a.QNorm,
 		a.KNorm, a.Eps, p.Seq.Pool, a.KVLayer, p.Pos, p.Slots, p.Attn, a.Heads, a.KVHeads, a.Dim, &a.Rope, a.Scale) {
 		if a.fullWidthQKNorm || !fu.RoPEStoreKV(q, k, v, a.QNorm, a.KNorm, a.Eps, p.Seq.Pool, a.KVLayer, p.Pos, p.Slots,
@@ -106,7 +96,6 @@ func (a *Attention) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Bu
 		}
 		be.Attention(att, q, p.Seq.Pool, a.KVLayer, p.Attn, 1, a.Heads, a.Scale)
 	}
-	hint(fu, nil)
 	if a.gate != nil {
 		a.gate.SigmoidMul(att, gate, qw)
 	}

@@ -78,7 +78,6 @@ func (c *conf) deltaNet() {
 		c.check("RMSNormGated", name, og, oh, s.rows*vd, tolExact)
 	}
 	c.deltaChunked()
-	c.deltaMix()
 	// RMSNormGated into another buffer, wide rows.
 	for _, s := range [][2]int{{3, 1000}, {1, 4096}} {
 		rows, dim := s[0], s[1]
@@ -142,81 +141,6 @@ func (c *conf) deltaChunked() {
 		}
 		xg, xh := c.pair(x)
 		c.runDelta(c.newDeltaRun(sh, s.rows, name, xg, xh), "DeltaChunk", true)
-	}
-}
-
-// deltaMix checks the fused one-token mix (kernels.FusedDeltaMix,
-// hybrid.cu: delta_step_K), switched on for the case whatever
-// POCKET_DELTA_FUSED says, against the CPU's CausalConv1D, GatedDeltaRule
-// and RMSNormGated in sequence: four decode steps in a row from a
-// non-zero state, the output of every step and both states after the
-// last, on the fixtures' shape, Qwen3.5-27B's (three value heads per key
-// head sharing the q/k windows), Qwen3-Next's, 8 value heads per key head
-// and ragged ones (dv not a multiple of 32 with two row groups, dk below
-// a warp, a one-tap convolution). The last step's output is also compared
-// with the CUDA backend's own three kernels ("DeltaMix/3k"): the same
-// float operations, the recurrence's column sums added in another order,
-// so a few ulps apart at most. Tolerance as for the three ops.
-func (c *conf) deltaMix() {
-	const steps = 4
-	for _, sh := range []kernels.DeltaShape{
-		{KHeads: 2, VHeads: 4, DK: 16, DV: 16, ConvKernel: 4},
-		{KHeads: 16, VHeads: 48, DK: 128, DV: 128, ConvKernel: 4},
-		{KHeads: 16, VHeads: 32, DK: 128, DV: 128, ConvKernel: 4},
-		{KHeads: 2, VHeads: 16, DK: 128, DV: 128, ConvKernel: 4},
-		{KHeads: 2, VHeads: 6, DK: 8, DV: 12, ConvKernel: 4},
-		{KHeads: 2, VHeads: 4, DK: 32, DV: 200, ConvKernel: 3},
-		{KHeads: 3, VHeads: 3, DK: 100, DV: 70, ConvKernel: 1},
-	} {
-		name := fmt.Sprintf("k=%d v=%d dk=%d dv=%d conv=%d", sh.KHeads, sh.VHeads, sh.DK, sh.DV, sh.ConvKernel)
-		cd, vd := sh.ConvDim(), sh.VHeads*sh.DV
-		wg, wh := c.weight(kernels.BF16, []int{cd, 1, sh.ConvKernel}, [2]int{})
-		ng, nh := c.weight(kernels.BF16, []int{sh.DV}, [2]int{})
-		aLog := c.randn(sh.VHeads)
-		for i := range aLog {
-			aLog[i] = 0.3*aLog[i] - 2
-		}
-		alg, alh := c.vector(aLog)
-		dtg, dth := c.vector(c.randn(sh.VHeads))
-		conv, rec := c.randn(sh.ConvStateLen()), c.randn(sh.RecStateLen())
-		for i := range rec {
-			rec[i] *= 0.5
-		}
-		cg, ch := c.pair(conv)
-		rg, rh := c.pair(rec)
-		c3, _ := c.pair(conv) // the CUDA three-kernel sequence's own states
-		r3, _ := c.pair(rec)
-		was := c.g.SetDeltaFused(true)
-		for step := range steps {
-			xg, xh := c.pair(c.randn(cd))
-			zg, zh := c.pair(c.randn(vd))
-			ag, ah := c.pair(c.randn(sh.VHeads))
-			bg, bh := c.pair(c.randn(sh.VHeads))
-			og, oh := c.outPair(vd)
-			if !c.g.DeltaMix(og, xg, zg, ag, bg, cg, rg, wg, alg, dtg, ng, sh, 1e-6) {
-				c.declined("DeltaMix", name)
-				break
-			}
-			tmp := c.c.NewBuf(cd)
-			c.c.CausalConv1D(tmp, xh, ch, wh, 1, sh)
-			c.c.GatedDeltaRule(oh, tmp, ah, bh, rh, alh, dth, 1, sh)
-			c.c.RMSNormGated(oh, oh, zh, nh, sh.VHeads, sh.DV, 1e-6)
-			c.check("DeltaMix", fmt.Sprintf("%s step %d", name, step), og, oh, vd, tolExact)
-
-			t3, o3 := c.g.NewBuf(cd), c.g.NewBuf(vd)
-			c.g.CausalConv1D(t3, xg, c3, wg, 1, sh)
-			c.g.GatedDeltaRule(o3, t3, ag, bg, r3, alg, dtg, 1, sh)
-			c.g.RMSNormGated(o3, o3, zg, ng, sh.VHeads, sh.DV, 1e-6)
-			if step == steps-1 {
-				c.check("DeltaMix", name+" conv state", cg, ch, sh.ConvStateLen(), tolExact)
-				c.check("DeltaMix", name+" state", rg, rh, sh.RecStateLen(), tolExact)
-				fused, three := make([]float32, vd), make([]float32, vd)
-				c.g.Read(og, 0, fused)
-				c.g.Read(o3, 0, three)
-				c.compare("DeltaMix/3k", name, fused, three, tolExact)
-			}
-		}
-		c.g.SetDeltaFused(was)
 	}
 }
 

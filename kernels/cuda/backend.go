@@ -76,15 +76,11 @@ type Backend struct {
 	s      cStream
 	fn     [numFuncs]cFunc
 	dec    [numDecodeFuncs]cFunc // decode.cu
-	// l2Hint and l2Bytes are the weights HintL2 names (POCKET_L2_HINT),
-	// passed to the next attn_decode or delta_step launch.
-	l2Hint  cu.DevicePtr
-	l2Bytes int64
-	pipe    pipeFuncs // fp8pipe.cuh's kernels (fp8pipe.go)
-	sms     int
-	args    [32]uint64
-	nargs   int
-	err     error // first failure; later ops are skipped
+	pipe   pipeFuncs             // fp8pipe.cuh's kernels (fp8pipe.go)
+	sms    int
+	args   [32]uint64
+	nargs  int
+	err    error // first failure; later ops are skipped
 
 	uploads [numKinds]upload
 	rope    map[ropeKey]cu.DevicePtr

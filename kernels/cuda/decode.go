@@ -376,7 +376,7 @@ func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.T
 		ptr(nk), f32(eps), ptr(p.kLayer(layer)), ptr(p.vLayer(layer)), ptr(pp), ptr(sp), ptr(b.ropeFreq(r)), ptr(tp), ptr(st),
 		i32(kvHeads)}, ropeArgs(r)...)
 	b.runDec(dAttnDecode+headDim/128, kvHeads, splits, 32*(heads/kvHeads), append(args, i32(p.spec.BlockSize), i32(minChunk),
-		f32(scale), ptr(b.l2Hint), uint64(b.l2Bytes))...)
+		f32(scale))...)
 	return true
 }
 

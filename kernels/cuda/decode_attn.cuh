@@ -29,7 +29,6 @@
 // and split): each lane reads one split's max and sum, then the
 // accumulators are read sixteen splits at a time.
 #define AD_MAXG 8
-#include "prefetch.cuh"
 
 // ropeCS leaves in c[m], sn[m] the rotary factors (times rscale) of the
 // pairs j = lane + 32m < half that this lane rotates, as ropePairs
@@ -128,8 +127,7 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
                                            const float* v, const float* nq, const float* nk, float eps, float* K,
                                            float* V, const int* pos, const int* slots, const float* invf,
                                            const int* table, const int* startp, int kvh, int half, int neox,
-                                           float rscale, int bs, int minchunk, float scale, const uint8_t* pf,
-                                           long pfBytes) {
+                                           float rscale, int bs, int minchunk, float scale) {
     constexpr int HD = 32 * E, P = 64 / E;
     __shared__ __align__(16) float sv[AD_MAXG][HD];
     __shared__ int last;
@@ -163,9 +161,6 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     }
     pdlWait();
     pdlLaunchDependents();
-    // The next launch's weights (a hint, POCKET_L2_HINT), every block a
-    // share, empty splits too: this kernel reads little from DRAM.
-    l2Prefetch(pf, pfBytes, blockIdx.y * gridDim.x + blockIdx.x, gridDim.x * gridDim.y);
     if (lo >= hi) return; // past the context: no partial, not counted
 
     float qv[E], knew[E], vnew[E];
@@ -298,11 +293,11 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     float *dst, float *part, int *counters, const float *q, const float *k, const float *v, const float *nq,      \
         const float *nk, float eps, float *K, float *V, const int *pos, const int *slots, const float *invf,        \
         const int *table, const int *startp, int kvh, int half, int neox, float rscale, int bs, int minchunk,     \
-        float scale, const uint8_t *pf, long pfBytes
+        float scale
 #define ATTN_DECODE_KERNEL(NAME, E)                                                                                 \
     extern "C" __global__ void __launch_bounds__(32 * AD_MAXG) NAME(ATTN_DECODE_ARGS) {                            \
         attnDecode<E>(dst, part, counters, q, k, v, nq, nk, eps, K, V, pos, slots, invf, table, startp, kvh, half,  \
-                      neox, rscale, bs, minchunk, scale, pf, pfBytes);                                              \
+                      neox, rscale, bs, minchunk, scale);                                                           \
     }
 ATTN_DECODE_KERNEL(attn_decode_2, 2)
 ATTN_DECODE_KERNEL(attn_decode_4, 4)

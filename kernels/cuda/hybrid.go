@@ -47,15 +47,6 @@ type hybridMod struct {
 	delta     cFunc
 	normGated cFunc
 	sigmoid   cFunc
-	step      [maxStepConv]cFunc // delta_step_K (DeltaMix)
-	stepProbe [3]cFunc           // delta_step_4_mM (POCKET_DELTA_STEP_MODE=M)
-
-	// fused selects DeltaMix's one launch for one-token mixes
-	// (POCKET_DELTA_FUSED, SetDeltaFused). stepCnt are its counters, a
-	// ring of stepSlots slots of maxStepKHeads; stepSlot the next one.
-	fused    bool
-	stepCnt  cu.DevicePtr
-	stepSlot int
 
 	// The chunked kernels' module (hybrid_chunk.cu), loaded on the first
 	// chunked pass only (decode-only workers never need it).
@@ -76,7 +67,7 @@ type hybridMod struct {
 // anything (b.mu held).
 func (b *Backend) hybridState() *hybridMod {
 	if b.hy == nil {
-		b.hy = &hybridMod{chunked: !switches.noDeltaChunk, fused: switches.deltaFused}
+		b.hy = &hybridMod{chunked: !switches.noDeltaChunk}
 	}
 	return b.hy
 }
@@ -90,12 +81,6 @@ func (b *Backend) hybridModule() (*hybridMod, error) {
 	names := map[string]*cFunc{"gated_delta_rule": &m.delta, "rms_norm_gated": &m.normGated, "sigmoid_mul": &m.sigmoid}
 	for k := 1; k <= maxConvKernel; k++ {
 		names[fmt.Sprintf("causal_conv1d_%d", k)] = &m.conv[k-1]
-	}
-	for k := 1; k <= maxStepConv; k++ {
-		names[fmt.Sprintf("delta_step_%d", k)] = &m.step[k-1]
-	}
-	for i := range m.stepProbe {
-		names[fmt.Sprintf("delta_step_4_m%d", i+1)] = &m.stepProbe[i]
 	}
 	if _, err := loadModule(hybridPTX, "hybrid", names); err != nil {
 		return nil, err

@@ -43,12 +43,6 @@ import (
 //	                     at least N positions per split (8)
 //	POCKET_DELTA_CHUNK=0 Gated DeltaNet prefill passes run the token-by-token recurrence, not the chunked
 //	                     delta rule (hybrid_chunk.cu) that passes of more than 64 rows take by default
-//	POCKET_DELTA_FUSED=1 a one-token DeltaNet mix (conv1d, delta rule, gated norm) runs as one launch,
-//	                     delta_step_K (hybrid.cu), not three (not yet run on a GPU)
-//	POCKET_L2_HINT=1     attn_decode and delta_step ask L2 for the output projection's weights after their
-//	                     PDL wait (kernels.L2Hinter; not yet run on a GPU)
-//	POCKET_DELTA_STEP_MODE=M its timing probes (4-tap convolutions): 1 returns after the PDL wait, 2 skips
-//	                     the recurrent state (both wrong results), 3 gates and norms in float
 //	POCKET_FP8_PIPE=0    one-row FP8 GEMVs on fp8mma's kernels (two units in flight in registers), not the
 //	                     ones that stream whole lines through a per-warp cp.async ring (fp8pipe.cuh)
 //	POCKET_FP8_PIPE_KB=N caps a block's shared memory for the ring kernels at N KiB
@@ -85,9 +79,6 @@ var switches = struct {
 	noFP8Prefill    bool
 	fp8PrefillMMA   bool
 	noDeltaChunk    bool
-	deltaFused      bool
-	deltaStepMode   int
-	l2Hint          bool
 	noMoEQuant      bool
 	noFP8Pipe       bool
 	fp8PipeDeep     bool
@@ -116,9 +107,6 @@ var switches = struct {
 	fp8PrefillMMA:   os.Getenv("POCKET_FP8_PREFILL") == "mma",
 	fp8MMA:          intSwitch("POCKET_FP8_MMA", -1, 0, 8),
 	noDeltaChunk:    os.Getenv("POCKET_DELTA_CHUNK") == "0",
-	deltaFused:      os.Getenv("POCKET_DELTA_FUSED") == "1",
-	deltaStepMode:   intSwitch("POCKET_DELTA_STEP_MODE", 0, 0, 3),
-	l2Hint:          os.Getenv("POCKET_L2_HINT") == "1",
 	noMoEQuant:      os.Getenv("POCKET_MOE_QUANT") == "0",
 	noFP8Pipe:       os.Getenv("POCKET_FP8_PIPE") == "0",
 	fp8PipeDeep:     os.Getenv("POCKET_FP8_PIPE_PLAN") == "depth",
