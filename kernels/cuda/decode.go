@@ -33,14 +33,13 @@ const (
 	dGemvR48
 	dRopeStore
 	dAttnDecode                      // attn_decode_2, _4, _8 (elements per lane)
-	dAttnProbe     = dAttnDecode + 3 // attn_decode_p1_4, _p2_4 (POCKET_ATTN_PROBE)
-	dF8MMA         = dAttnProbe + 2  // the tensor-core FP8 GEMVs of fp8mma.cu (fp8mma.go) from here
+	dF8MMA         = dAttnDecode + 3 // the tensor-core FP8 GEMVs of fp8mma.cu (fp8mma.go) from here
 	numDecodeFuncs = dF8MMA + numF8MMA
 )
 
 var decodeNames = [dF8MMA]string{"gemv_norm_multi", "gemv_norm_multi8", "gemv_add", "gemv_add8",
 	"gemv_norm_swiglu", "gemv_norm_swiglu8", "gemv_r4", "gemv_r48", "rope_store", "attn_decode_2", "attn_decode_4",
-	"attn_decode_8", "attn_decode_p1_4", "attn_decode_p2_4"}
+	"attn_decode_8"}
 
 var _ kernels.FusedOps = (*Backend)(nil)
 
@@ -376,11 +375,7 @@ func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.T
 	args := append([]uint64{ptr(dptr(dst)), ptr(b.part), ptr(b.counters), ptr(dptr(q)), ptr(dptr(k)), ptr(dptr(v)), ptr(nq),
 		ptr(nk), f32(eps), ptr(p.kLayer(layer)), ptr(p.vLayer(layer)), ptr(pp), ptr(sp), ptr(b.ropeFreq(r)), ptr(tp), ptr(st),
 		i32(kvHeads)}, ropeArgs(r)...)
-	f := dAttnDecode + headDim/128
-	if switches.attnProbe > 0 && headDim == 128 {
-		f = dAttnProbe + switches.attnProbe - 1
-	}
-	b.runDec(f, kvHeads, splits, 32*(heads/kvHeads), append(args, i32(p.spec.BlockSize), i32(minChunk),
+	b.runDec(dAttnDecode+headDim/128, kvHeads, splits, 32*(heads/kvHeads), append(args, i32(p.spec.BlockSize), i32(minChunk),
 		f32(scale))...)
 	return true
 }

@@ -122,7 +122,7 @@ __device__ __forceinline__ void ldBatch(float (&kr)[P][E], float (&vr)[P][E], co
     }
 }
 
-template <int E, int PROBE>
+template <int E>
 __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counters, const float* q, const float* k,
                                            const float* v, const float* nq, const float* nk, float eps, float* K,
                                            float* V, const int* pos, const int* slots, const float* invf,
@@ -161,7 +161,7 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     }
     pdlWait();
     pdlLaunchDependents();
-    if (PROBE == 1 || lo >= hi) return; // past the context: no partial, not counted
+    if (lo >= hi) return; // past the context: no partial, not counted
 
     float qv[E], knew[E], vnew[E];
     const bool newest = hi == ctx;
@@ -241,7 +241,6 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
         pp[HD] = m;
         pp[HD + 1] = l;
     }
-    if (PROBE == 2) return;
     // The last split of the kv head to finish merges (the threadfence
     // reduction of attn_partial); it leaves the counter at zero.
     __threadfence();
@@ -295,15 +294,11 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
         const float *nk, float eps, float *K, float *V, const int *pos, const int *slots, const float *invf,        \
         const int *table, const int *startp, int kvh, int half, int neox, float rscale, int bs, int minchunk,     \
         float scale
-#define ATTN_DECODE_KERNEL(NAME, E, PROBE)                                                                          \
+#define ATTN_DECODE_KERNEL(NAME, E)                                                                                 \
     extern "C" __global__ void __launch_bounds__(32 * AD_MAXG) NAME(ATTN_DECODE_ARGS) {                            \
-        attnDecode<E, PROBE>(dst, part, counters, q, k, v, nq, nk, eps, K, V, pos, slots, invf, table, startp, kvh, half,  \
+        attnDecode<E>(dst, part, counters, q, k, v, nq, nk, eps, K, V, pos, slots, invf, table, startp, kvh, half,  \
                       neox, rscale, bs, minchunk, scale);                                                           \
     }
-ATTN_DECODE_KERNEL(attn_decode_2, 2, 0)
-ATTN_DECODE_KERNEL(attn_decode_4, 4, 0)
-ATTN_DECODE_KERNEL(attn_decode_8, 8, 0)
-// Timing probes (POCKET_ATTN_PROBE, wrong results): 1 returns right after
-// the PDL wait, 2 leaves out the merge.
-ATTN_DECODE_KERNEL(attn_decode_p1_4, 4, 1)
-ATTN_DECODE_KERNEL(attn_decode_p2_4, 4, 2)
+ATTN_DECODE_KERNEL(attn_decode_2, 2)
+ATTN_DECODE_KERNEL(attn_decode_4, 4)
+ATTN_DECODE_KERNEL(attn_decode_8, 8)

@@ -74,7 +74,6 @@ var switches = struct {
 	attnBlocks      int
 	attnChunk       int
 	attnDecBlocks   int
-	attnProbe       int
 	attnDecFrom     int
 	fp8MMA          int
 	noFP8Prefill    bool
@@ -103,7 +102,6 @@ var switches = struct {
 	attnBlocks:      intSwitch("POCKET_ATTN_BLOCKS", 16, 1, 64),
 	attnChunk:       intSwitch("POCKET_ATTN_CHUNK", 8, 1, 4096),
 	attnDecBlocks:   intSwitch("POCKET_ATTN_DEC_BLOCKS", 2, 1, 64),
-	attnProbe:       intSwitch("POCKET_ATTN_PROBE", 0, 0, 2),
 	attnDecFrom:     intSwitch("POCKET_ATTN_DEC_FROM", math.MaxInt, 1, math.MaxInt),
 	noFP8Prefill:    os.Getenv("POCKET_FP8_PREFILL") == "tf32",
 	fp8PrefillMMA:   os.Getenv("POCKET_FP8_PREFILL") == "mma",
