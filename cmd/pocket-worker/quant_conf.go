@@ -169,6 +169,43 @@ func (c *conf) quantFused() {
 		}
 		c.checkInt8("MatMulAdd", shape, ag, a8, ah, s.out)
 	}
+	// MatMulAdd straight after RoPEAttention, the o projection of a decode
+	// layer: with POCKET_ATTN_DEFER=1 the attention leaves its merge to the
+	// projection's int8 rounding (qx_merge). Contexts of one split, a few
+	// and many.
+	for _, s := range []struct{ heads, kvh, start int }{{32, 8, 600}, {32, 8, 5}, {16, 4, 8000}, {8, 8, 0}} {
+		const hd, bs, out = 128, 16, 512
+		ctx := s.start + 1
+		kv, table, slots := c.filledKV(s.kvh, hd, bs, ctx, s.start)
+		pos := []int32{int32(s.start)}
+		in := c.newRopeInputs(kv, 1, s.heads, hd, hd, true, true, pos, slots[s.start:])
+		seq := kernels.AttnSeq{Table: table, Start: s.start}
+		scale := float32(1 / math.Sqrt(hd))
+		qn := s.heads * hd
+		yg, yh := c.outPair(qn)
+		c.c.Attention(yh, in.qh, kv.h, 1, seq, 1, s.heads, scale)
+		acc := c.randn(out)
+		ag, ah := c.pair(acc)
+		a8 := c.c.NewBuf(out)
+		c.c.Write(a8, 0, acc)
+		wg, wh := qw(kernels.Q4_K, out, qn)
+		y := c.c.NewBuf(out)
+		c.c.MatMul(y, yh, wh, 1)
+		c.c.Add(ah, ah, y, out)
+		c.c.MatMul(y, c.int8Buf(yh, qn), wh, 1)
+		c.c.Add(a8, a8, y, out)
+		shape := fmt.Sprintf("after RoPEAttention heads=%d/%d start=%d", s.heads, s.kvh, s.start)
+		if !c.g.RoPEAttention(yg, in.qg, in.kg, in.vg, in.nqg, in.nkg, 1e-6, kv.g, 1, pos, slots[s.start:], seq, s.heads,
+			s.kvh, hd, in.r, scale) {
+			c.declined("RoPEAttention", shape)
+			continue
+		}
+		if !c.g.MatMulAdd(ag, yg, wg, 1) {
+			declined("MatMulAdd", shape)
+			continue
+		}
+		c.checkInt8("MatMulAdd", shape, ag, a8, ah, out)
+	}
 }
 
 func (c *conf) load(w *kernels.Weight) (g, h kernels.Tensor) {

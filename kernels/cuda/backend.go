@@ -76,11 +76,14 @@ type Backend struct {
 	s      cStream
 	fn     [numFuncs]cFunc
 	dec    [numDecodeFuncs]cFunc // decode.cu
-	pipe   pipeFuncs             // fp8pipe.cuh's kernels (fp8pipe.go)
-	sms    int
-	args   [32]uint64
-	nargs  int
-	err    error // first failure; later ops are skipped
+	// attnDef is a decode attention whose merge waits for the next op
+	// (attn_merge.go).
+	attnDef attnDeferred
+	pipe    pipeFuncs // fp8pipe.cuh's kernels (fp8pipe.go)
+	sms     int
+	args    [32]uint64
+	nargs   int
+	err     error // first failure; later ops are skipped
 
 	uploads [numKinds]upload
 	rope    map[ropeKey]cu.DevicePtr
@@ -187,19 +190,42 @@ func (b *Backend) Err() error {
 }
 
 // enter takes the lock, makes the context current on this OS thread and
-// launches any deferred GEMVs (every op may read their outputs).
+// launches any deferred work: a decode attention's merge and GEMVs (every
+// op may read their outputs).
 func (b *Backend) enter() bool {
-	if !b.enterKeep() {
-		return false
+	_, ok := b.enterTaking(0)
+	return ok
+}
+
+// enterTaking is enter for an op whose input is x: a deferred attention
+// merge whose output is x is handed to the op (which merges it itself)
+// instead of launched.
+func (b *Backend) enterTaking(x cu.DevicePtr) (attnDeferred, bool) {
+	if !b.lock() {
+		return attnDeferred{}, false
 	}
+	var d attnDeferred
+	if x != 0 && b.attnDef.dst == x {
+		d, b.attnDef = b.attnDef, attnDeferred{}
+	}
+	b.settleAttn()
 	b.flush()
 	b.lt.bfSrc = 0 // any op may write the converted GEMM input's source
+	return d, true
+}
+
+// enterKeep is enter without the GEMV flush (for MatMul, which may join
+// the deferred group).
+func (b *Backend) enterKeep() bool {
+	if !b.lock() {
+		return false
+	}
+	b.settleAttn()
 	return true
 }
 
-// enterKeep is enter without the flush (for MatMul, which may join the
-// deferred group).
-func (b *Backend) enterKeep() bool {
+// lock takes the lock and makes the context current on this OS thread.
+func (b *Backend) lock() bool {
 	b.mu.Lock()
 	runtime.LockOSThread()
 	if b.err != nil {

@@ -32,14 +32,16 @@ const (
 	dGemvR4
 	dGemvR48
 	dRopeStore
-	dAttnDecode                      // attn_decode_2, _4, _8 (elements per lane)
-	dF8MMA         = dAttnDecode + 3 // the tensor-core FP8 GEMVs of fp8mma.cu (fp8mma.go) from here
+	dAttnDecode                       // attn_decode_2, _4, _8 (elements per lane)
+	dAttnDecodeD   = dAttnDecode + 3  // attn_decode_d_2, _4, _8: the merge deferred (attn_merge.go)
+	dAttnMerge     = dAttnDecodeD + 3 // attn_merge_2, _4, _8
+	dF8MMA         = dAttnMerge + 3   // the tensor-core FP8 GEMVs of fp8mma.cu (fp8mma.go) from here
 	numDecodeFuncs = dF8MMA + numF8MMA
 )
 
 var decodeNames = [dF8MMA]string{"gemv_norm_multi", "gemv_norm_multi8", "gemv_add", "gemv_add8",
 	"gemv_norm_swiglu", "gemv_norm_swiglu8", "gemv_r4", "gemv_r48", "rope_store", "attn_decode_2", "attn_decode_4",
-	"attn_decode_8"}
+	"attn_decode_8", "attn_decode_d_2", "attn_decode_d_4", "attn_decode_d_8", "attn_merge_2", "attn_merge_4", "attn_merge_8"}
 
 var _ kernels.FusedOps = (*Backend)(nil)
 
@@ -375,8 +377,15 @@ func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.T
 	args := append([]uint64{ptr(dptr(dst)), ptr(b.part), ptr(b.counters), ptr(dptr(q)), ptr(dptr(k)), ptr(dptr(v)), ptr(nq),
 		ptr(nk), f32(eps), ptr(p.kLayer(layer)), ptr(p.vLayer(layer)), ptr(pp), ptr(sp), ptr(b.ropeFreq(r)), ptr(tp), ptr(st),
 		i32(kvHeads)}, ropeArgs(r)...)
-	b.runDec(dAttnDecode+headDim/128, kvHeads, splits, 32*(heads/kvHeads), append(args, i32(p.spec.BlockSize), i32(minChunk),
-		f32(scale))...)
+	args = append(args, i32(p.spec.BlockSize), i32(minChunk), f32(scale))
+	if switches.attnDefer {
+		// The merge is left to the next launch that reads dst (attn_merge.go).
+		b.runDec(dAttnDecodeD+headDim/128, kvHeads, splits, 32*(heads/kvHeads), args...)
+		b.attnDef = attnDeferred{dst: dptr(dst), part: b.part, start: st, heads: heads, splits: splits, hd: headDim,
+			minChunk: minChunk}
+		return true
+	}
+	b.runDec(dAttnDecode+headDim/128, kvHeads, splits, 32*(heads/kvHeads), args...)
 	return true
 }
 

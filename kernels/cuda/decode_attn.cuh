@@ -29,6 +29,7 @@
 // and split): each lane reads one split's max and sum, then the
 // accumulators are read sixteen splits at a time.
 #define AD_MAXG 8
+#include "attn_merge.cuh"
 
 // ropeCS leaves in c[m], sn[m] the rotary factors (times rscale) of the
 // pairs j = lane + 32m < half that this lane rotates, as ropePairs
@@ -122,7 +123,7 @@ __device__ __forceinline__ void ldBatch(float (&kr)[P][E], float (&vr)[P][E], co
     }
 }
 
-template <int E>
+template <int E, bool DEFER>
 __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counters, const float* q, const float* k,
                                            const float* v, const float* nq, const float* nk, float eps, float* K,
                                            float* V, const int* pos, const int* slots, const float* invf,
@@ -228,7 +229,7 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     }
 
     float* out = dst + (long)h * HD + lane * E;
-    if (nsplit == 1) {
+    if (!DEFER && nsplit == 1) {
         float inv = 1.f / l;
 #pragma unroll
         for (int e = 0; e < E; e++) out[e] = acc[e] * inv;
@@ -241,6 +242,7 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
         pp[HD] = m;
         pp[HD + 1] = l;
     }
+    if (DEFER) return; // attn_merge_E or qx_merge merges (attn_merge.cuh)
     // The last split of the kv head to finish merges (the threadfence
     // reduction of attn_partial); it leaves the counter at zero.
     __threadfence();
@@ -294,11 +296,41 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
         const float *nk, float eps, float *K, float *V, const int *pos, const int *slots, const float *invf,        \
         const int *table, const int *startp, int kvh, int half, int neox, float rscale, int bs, int minchunk,     \
         float scale
-#define ATTN_DECODE_KERNEL(NAME, E)                                                                                 \
+#define ATTN_DECODE_KERNEL(NAME, E, DEFER)                                                                          \
     extern "C" __global__ void __launch_bounds__(32 * AD_MAXG) NAME(ATTN_DECODE_ARGS) {                            \
-        attnDecode<E>(dst, part, counters, q, k, v, nq, nk, eps, K, V, pos, slots, invf, table, startp, kvh, half,  \
+        attnDecode<E, DEFER>(dst, part, counters, q, k, v, nq, nk, eps, K, V, pos, slots, invf, table, startp, kvh, half,  \
                       neox, rscale, bs, minchunk, scale);                                                           \
     }
-ATTN_DECODE_KERNEL(attn_decode_2, 2)
-ATTN_DECODE_KERNEL(attn_decode_4, 4)
-ATTN_DECODE_KERNEL(attn_decode_8, 8)
+ATTN_DECODE_KERNEL(attn_decode_2, 2, false)
+ATTN_DECODE_KERNEL(attn_decode_4, 4, false)
+ATTN_DECODE_KERNEL(attn_decode_8, 8, false)
+// POCKET_ATTN_DEFER=1: every split writes its partial, and the merge is
+// left to the next launch (attn_merge.cuh).
+ATTN_DECODE_KERNEL(attn_decode_d_2, 2, true)
+ATTN_DECODE_KERNEL(attn_decode_d_4, 4, true)
+ATTN_DECODE_KERNEL(attn_decode_d_8, 8, true)
+
+// attn_merge_E writes heads' outputs from the deferred partials: a warp
+// per head, on PDL (the partials are its predecessor's output).
+template <int E>
+__device__ __forceinline__ void attnMergeTo(float* dst, const float* part, const int* startp, int heads, int splits,
+                                            int minchunk) {
+    pdlWait();
+    pdlLaunchDependents();
+    const int h = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (h >= heads) return;
+    constexpr int HD = 32 * E;
+    float o[E];
+    attnMerge<E>(o, part + (long)h * splits * (HD + 2), attnSplits(startp, splits, minchunk, 64 / E));
+    float* out = dst + (long)h * HD + (threadIdx.x & 31) * E;
+#pragma unroll
+    for (int e = 0; e < E; e++) out[e] = o[e];
+}
+#define ATTN_MERGE_KERNEL(NAME, E)                                                                                 \
+    extern "C" __global__ void __launch_bounds__(128) NAME(float* dst, const float* part, const int* startp,     \
+                                                           int heads, int splits, int minchunk) {               \
+        attnMergeTo<E>(dst, part, startp, heads, splits, minchunk);                                             \
+    }
+ATTN_MERGE_KERNEL(attn_merge_2, 2)
+ATTN_MERGE_KERNEL(attn_merge_4, 4)
+ATTN_MERGE_KERNEL(attn_merge_8, 8)

@@ -355,6 +355,7 @@ extern "C" __global__ void __launch_bounds__(128) qgemv8_q8_0(float* y, const ui
     if (lane == 0) y[row] = acc;
 }
 
+#include "attn_merge.cuh"
 #include "quant_mmv.cuh"
 
 // ---------------------------------------------------------------- decode

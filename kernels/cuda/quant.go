@@ -109,6 +109,7 @@ type quantMod struct {
 	iqErr error        // why the lattice codebooks could not be filled (their formats then refuse to load)
 	qx    cFunc        // qx_quant
 	qxn   cFunc        // qx_norm (quant_mmv.go)
+	qxm   cFunc        // qx_merge: a deferred attention merged and rounded (attn_merge.go)
 	kern  []qmvKernels // by qmvGeoms index (quant_mmv.go)
 	plan  qmvPlan      // the geometry of each kind of qmv launch (POCKET_QMV_GEOM)
 	xq    cu.DevicePtr // int8 activations: xs (float2 per 32) then xq
@@ -137,6 +138,9 @@ func (b *Backend) quantModule() (*quantMod, error) {
 		return nil, err
 	}
 	if q.qxn, err = get("qx_norm"); err != nil {
+		return nil, err
+	}
+	if q.qxm, err = get("qx_merge"); err != nil {
 		return nil, err
 	}
 	for _, e := range qmvGeoms {

@@ -44,6 +44,26 @@ __device__ __forceinline__ uint4 ldnc(const void* p) {
     return r;
 }
 
+// qRound rounds float4 i of a row (v; ok: i is in the row) to int8 per 32
+// elements (8 lanes): xq[i] the four values, xs[i/8] the block's scale and
+// the sum of its integers. Every lane of the warp takes part.
+__device__ __forceinline__ void qRound(uint32_t* xq, float2* xs, float4 v, int i, bool ok) {
+    float am = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+#pragma unroll
+    for (int o = 1; o < 8; o <<= 1) am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, o));
+    const float d = am / 127.f, id = am > 0.f ? 127.f / am : 0.f;
+    const int q0 = __float2int_rn(v.x * id), q1 = __float2int_rn(v.y * id), q2 = __float2int_rn(v.z * id),
+              q3 = __float2int_rn(v.w * id);
+    int s = q0 + q1 + q2 + q3;
+#pragma unroll
+    for (int o = 1; o < 8; o <<= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (ok) {
+        xq[i] = (uint32_t)(q0 & 0xff) | ((uint32_t)(q1 & 0xff) << 8) | ((uint32_t)(q2 & 0xff) << 16) |
+                ((uint32_t)(q3 & 0xff) << 24);
+        if ((i & 7) == 0) xs[i >> 3] = make_float2(d, (float)s);
+    }
+}
+
 // qx_norm rounds x (times nw when nw is not null) to int8 per 32 elements
 // as qx_quant does, and with nw also leaves block i's sum of the squares of
 // the raw x in ssp[i] (n/1024 rounded up blocks of 256 threads; n % 4 == 0).
@@ -81,20 +101,22 @@ extern "C" __global__ void __launch_bounds__(256) qx_norm(uint32_t* xq, float2* 
             ssp[blockIdx.x] = t;
         }
     }
-    float am = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-#pragma unroll
-    for (int o = 1; o < 8; o <<= 1) am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, o));
-    const float d = am / 127.f, id = am > 0.f ? 127.f / am : 0.f;
-    const int q0 = __float2int_rn(v.x * id), q1 = __float2int_rn(v.y * id), q2 = __float2int_rn(v.z * id),
-              q3 = __float2int_rn(v.w * id);
-    int s = q0 + q1 + q2 + q3;
-#pragma unroll
-    for (int o = 1; o < 8; o <<= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (ok) {
-        xq[i] = (uint32_t)(q0 & 0xff) | ((uint32_t)(q1 & 0xff) << 8) | ((uint32_t)(q2 & 0xff) << 16) |
-                ((uint32_t)(q3 & 0xff) << 24);
-        if ((i & 7) == 0) xs[i >> 3] = make_float2(d, (float)s);
-    }
+    qRound(xq, xs, v, i, ok);
+}
+
+// qx_merge merges the decode attention's deferred split partials
+// (attn_merge.cuh; head dim 128, a warp per head, lane l holding the
+// head's elements 4l..4l+3: qx's float4 i = 32h + l) and rounds them as
+// qx does, for a block-format o projection: the merge costs no launch.
+extern "C" __global__ void __launch_bounds__(256) qx_merge(uint32_t* xq, float2* xs, const float* part,
+                                                          const int* startp, int heads, int splits, int minchunk) {
+    qPdlWait(); // the partials are the predecessor's output; xq may still be read by it
+    qPdlLaunch();
+    const int h = blockIdx.x * 8 + (threadIdx.x >> 5);
+    if (h >= heads) return; // whole warps: the rounding's shuffles stay within one
+    float o[4];
+    attnMerge<4>(o, part + (long)h * splits * 130, attnSplits(startp, splits, minchunk, 16));
+    qRound(xq, xs, make_float4(o[0], o[1], o[2], o[3]), h * 32 + (threadIdx.x & 31), true);
 }
 
 // QT<F>: a lane's weights (W) and activations (X) of one 256-element block,

@@ -207,15 +207,26 @@ func (b *Backend) quantMatMulAdd(acc, x kernels.Buf, w kernels.Tensor) bool {
 	if !ok {
 		return false
 	}
-	if !b.enter() {
+	d, ok := b.enterTaking(dptr(x))
+	if !ok {
 		b.exit()
 		return true
 	}
 	defer b.exit()
 	if !b.qmvOn() {
+		b.mergeAttn(d)
 		return false
 	}
-	xs, xq, ssp := b.qx(dptr(x), 0, in)
+	var xs, xq, ssp cu.DevicePtr
+	if d.dst != 0 && d.hd == 128 && d.heads*128 == in {
+		// The deferred attention's merge and the rounding in one launch.
+		xs, xq, ssp = b.qxBuf(in)
+		b.runQ(b.q.qxm, cdiv(d.heads, 8), 256, ptr(xq), ptr(xs), ptr(d.part), ptr(d.start), i32(d.heads),
+			i32(d.splits), i32(d.minChunk))
+	} else {
+		b.mergeAttn(d)
+		xs, xq, ssp = b.qx(dptr(x), 0, in)
+	}
 	b.qmvLaunch(qmvAdd, xs, xq, ssp, 0, in, []cu.DevicePtr{dptr(acc)}, []*tensor{t})
 	return true
 }
