@@ -108,7 +108,8 @@ func (c *conf) ropeStore() {
 // ends on a block edge, and long ones (many splits, a few batches each,
 // empty splits past the context).
 func (c *conf) ropeAttention() {
-	for _, s := range []struct {
+	defer c.g.SetAttnDefer(c.g.SetAttnDefer(true))
+	for i, s := range []struct {
 		heads, kvh, hd, rd, bs, start int
 		neox, norm                    bool
 	}{{32, 8, 128, 128, 16, 600, true, false}, {32, 8, 128, 128, 16, 511, true, true}, {16, 4, 64, 64, 8, 33, false, true},
@@ -130,6 +131,9 @@ func (c *conf) ropeAttention() {
 		c.c.Attention(yh, in.qh, kv.h, 1, seq, 1, s.heads, scale)
 		shape := fmt.Sprintf("heads=%d/%d hd=%d rot=%d bs=%d start=%d neox=%v norm=%v", s.heads, s.kvh, s.hd, s.rd, s.bs,
 			s.start, s.neox, s.norm)
+		// Deferred merges (done by attn_merge_E before the check's Read)
+		// and the attention's own, alternately.
+		c.g.SetAttnDefer(i%2 == 0)
 		if !c.g.RoPEAttention(yg, in.qg, in.kg, in.vg, in.nqg, in.nkg, 1e-6, kv.g, 1, pos, slots[s.start:], seq, s.heads,
 			s.kvh, s.hd, in.r, scale) {
 			c.declined("RoPEAttention", shape)

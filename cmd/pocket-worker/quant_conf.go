@@ -170,9 +170,9 @@ func (c *conf) quantFused() {
 		c.checkInt8("MatMulAdd", shape, ag, a8, ah, s.out)
 	}
 	// MatMulAdd straight after RoPEAttention, the o projection of a decode
-	// layer: with POCKET_ATTN_DEFER=1 the attention leaves its merge to the
-	// projection's int8 rounding (qx_merge). Contexts of one split, a few
-	// and many.
+	// layer: the attention leaves its merge to the projection's int8
+	// rounding (qx_merge; re-armed for the case, as the ops before may have
+	// turned it off). Contexts of one split, a few and many.
 	for _, s := range []struct{ heads, kvh, start int }{{32, 8, 600}, {32, 8, 5}, {16, 4, 8000}, {8, 8, 0}} {
 		const hd, bs, out = 128, 16, 512
 		ctx := s.start + 1
@@ -195,12 +195,16 @@ func (c *conf) quantFused() {
 		c.c.MatMul(y, c.int8Buf(yh, qn), wh, 1)
 		c.c.Add(a8, a8, y, out)
 		shape := fmt.Sprintf("after RoPEAttention heads=%d/%d start=%d", s.heads, s.kvh, s.start)
+		was := c.g.SetAttnDefer(true)
 		if !c.g.RoPEAttention(yg, in.qg, in.kg, in.vg, in.nqg, in.nkg, 1e-6, kv.g, 1, pos, slots[s.start:], seq, s.heads,
 			s.kvh, hd, in.r, scale) {
 			c.declined("RoPEAttention", shape)
+			c.g.SetAttnDefer(was)
 			continue
 		}
-		if !c.g.MatMulAdd(ag, yg, wg, 1) {
+		ok := c.g.MatMulAdd(ag, yg, wg, 1)
+		c.g.SetAttnDefer(was)
+		if !ok {
 			declined("MatMulAdd", shape)
 			continue
 		}

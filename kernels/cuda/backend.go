@@ -79,11 +79,14 @@ type Backend struct {
 	// attnDef is a decode attention whose merge waits for the next op
 	// (attn_merge.go).
 	attnDef attnDeferred
-	pipe    pipeFuncs // fp8pipe.cuh's kernels (fp8pipe.go)
-	sms     int
-	args    [32]uint64
-	nargs   int
-	err     error // first failure; later ops are skipped
+	// attnMergeSelf: a deferred merge needed its own launch, so the
+	// attention merges itself (attn_merge.go).
+	attnMergeSelf bool
+	pipe          pipeFuncs // fp8pipe.cuh's kernels (fp8pipe.go)
+	sms           int
+	args          [32]uint64
+	nargs         int
+	err           error // first failure; later ops are skipped
 
 	uploads [numKinds]upload
 	rope    map[ropeKey]cu.DevicePtr

@@ -378,8 +378,8 @@ func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.T
 		ptr(nk), f32(eps), ptr(p.kLayer(layer)), ptr(p.vLayer(layer)), ptr(pp), ptr(sp), ptr(b.ropeFreq(r)), ptr(tp), ptr(st),
 		i32(kvHeads)}, ropeArgs(r)...)
 	args = append(args, i32(p.spec.BlockSize), i32(minChunk), f32(scale))
-	if switches.attnDefer {
-		// The merge is left to the next launch that reads dst (attn_merge.go).
+	if b.deferAttn() {
+		// The merge is left to the next op, which reads dst (attn_merge.go).
 		b.runDec(dAttnDecodeD+headDim/128, kvHeads, splits, 32*(heads/kvHeads), args...)
 		b.attnDef = attnDeferred{dst: dptr(dst), part: b.part, start: st, heads: heads, splits: splits, hd: headDim,
 			minChunk: minChunk}
