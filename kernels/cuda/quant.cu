@@ -108,10 +108,10 @@ __device__ __forceinline__ void qgemv(float* __restrict__ y, const float* __rest
 // The rounding of x makes this path approximate (NMSE ~1e-5 against the
 // exact fp32 result); POCKET_QGEMV=exact keeps the fp32 GEMV.
 
-extern "C" __global__ void __launch_bounds__(256) qx_quant(uint32_t* xq, float2* xs, const float* x, int n) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x; // 4 elements each; 8 threads per group
-    const bool ok = i < (n >> 2);
-    float4 v = ok ? __ldg((const float4*)x + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+// qRound rounds float4 i of a row (v; ok: i is in the row) to int8 per 32
+// elements (8 lanes): xq[i] the four values, xs[i/8] the block's scale and
+// the sum of its integers. Every lane of the warp takes part.
+__device__ __forceinline__ void qRound(uint32_t* xq, float2* xs, float4 v, int i, bool ok) {
     float am = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
 #pragma unroll
     for (int o = 1; o < 8; o <<= 1) am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, o));
@@ -126,6 +126,12 @@ extern "C" __global__ void __launch_bounds__(256) qx_quant(uint32_t* xq, float2*
                 ((uint32_t)(q3 & 0xff) << 24);
         if ((i & 7) == 0) xs[i >> 3] = make_float2(d, (float)s);
     }
+}
+
+extern "C" __global__ void __launch_bounds__(256) qx_quant(uint32_t* xq, float2* xs, const float* x, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x; // 4 elements each; 8 threads per group
+    const bool ok = i < (n >> 2);
+    qRound(xq, xs, ok ? __ldg((const float4*)x + i) : make_float4(0.f, 0.f, 0.f, 0.f), i, ok);
 }
 
 __device__ __forceinline__ int dp4(uint32_t a, int b, int c) { return __dp4a((int)a, b, c); }
