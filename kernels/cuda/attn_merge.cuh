@@ -7,9 +7,11 @@
 // attention) at 2.7 µs a layer on Qwen3-8B Q4_K_M and 4.3 on Llama-3-8B.
 // Here the partials' loads are the successor's first and only round trip.
 //
-// The partials' layout is attn_partial's: per head and split, HD
-// accumulators, then the split's max and sum. The split count is
-// re-derived from the device-side context exactly as attnDecode does.
+// The deferred partials' layout: the accumulators of head h, split s at
+// part[(h·splits + s)·HD], so that a lane's E of them are one or two
+// vector loads; then, after all heads' accumulators, each split's max
+// and sum as a pair. The split count is re-derived from the device-side
+// context exactly as attnDecode does.
 #pragma once
 
 // attnSplits is attnDecode's number of non-empty splits.
@@ -19,42 +21,86 @@ __device__ __forceinline__ int attnSplits(const int* startp, int splits, int min
     return (ctx + chunk - 1) / chunk;
 }
 
-// attnMerge leaves in o a lane's E elements of one head's output from the
-// partials ph of its nsplit splits: one warp per head, sixteen splits at a
-// time, every lane loading each split's max and sum (broadcast reads)
-// with its accumulators, so that up to sixteen splits cost one round trip;
-// more are folded in online.
+// ldv loads a lane's E consecutive floats (16-byte aligned for E ≥ 4),
+// bypassing L1 (the partials were written by another grid). Volatile asm,
+// so that nvcc keeps them ahead of the shuffles in program order (it had
+// sunk them next to their uses: 40 registers, a few loads in flight).
 template <int E>
-__device__ __forceinline__ void attnMerge(float (&o)[E], const float* ph, int nsplit) {
+__device__ __forceinline__ void ldv(float (&a)[E], const float* p) {
+    if (E == 2) {
+        asm volatile("ld.global.cg.v2.f32 {%0,%1}, [%2];" : "=f"(a[0]), "=f"(a[1]) : "l"(p));
+    } else {
+#pragma unroll
+        for (int i = 0; i < E / 4; i++)
+            asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];"
+                         : "=f"(a[4 * i]), "=f"(a[4 * i + 1]), "=f"(a[4 * i + 2]), "=f"(a[4 * i + 3])
+                         : "l"(p + 4 * i));
+    }
+}
+
+// attnPartialStore is a split's partial for head h in that layout.
+template <int E>
+__device__ __forceinline__ void attnPartialStore(float* part, const float (&acc)[E], float m, float l, int h, int heads,
+                                                 int splits, int split) {
     constexpr int HD = 32 * E;
     const int lane = threadIdx.x & 31;
+    float* pa = part + ((long)h * splits + split) * HD + lane * E;
+#pragma unroll
+    for (int e = 0; e < E; e++) pa[e] = acc[e];
+    if (lane == 0) {
+        float* pm = part + (long)heads * splits * HD + ((long)h * splits + split) * 2;
+        pm[0] = m;
+        pm[1] = l;
+    }
+}
+
+// attnMerge leaves in o a lane's E elements of head h's output from its
+// nsplit partials: one warp per head, sixteen splits at a time. Lane j <
+// 16 loads split j's max and sum, every lane its accumulators of all
+// sixteen, all in flight together (one round trip for up to sixteen
+// splits); the weights are then broadcast by shuffles. More splits are
+// folded in online.
+template <int E>
+__device__ __forceinline__ void attnMerge(float (&o)[E], const float* part, int h, int heads, int splits, int nsplit) {
+    constexpr int HD = 32 * E;
+    const int lane = threadIdx.x & 31;
+    const float* pa = part + (long)h * splits * HD + lane * E;
+    const float* pm = part + (long)heads * splits * HD + (long)h * splits * 2;
     float M = -INFINITY, L = 0.f;
 #pragma unroll
     for (int e = 0; e < E; e++) o[e] = 0.f;
     for (int s0 = 0; s0 < nsplit; s0 += 16) {
-        float a[16][E], m[16], l[16];
+        const int sj = s0 + (lane & 15);
+        const bool mine = lane < 16 && sj < nsplit;
+        // Every lane loads a split's max and sum (splits past nsplit the
+        // last one again, weight 0): no branch, so that these and the
+        // sixteen accumulator loads are in flight together.
+        float ml[2];
+        ldv<2>(ml, pm + 2 * min(sj, nsplit - 1));
+        float a[16][E];
 #pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const bool in = s0 + j < nsplit;
-            const float* pj = ph + (s0 + j) * (HD + 2);
-            m[j] = in ? __ldcg(pj + HD) : -INFINITY;
-            l[j] = in ? __ldcg(pj + HD + 1) : 0.f;
+        for (int j = 0; j < 16; j++) ldv<E>(a[j], pa + (long)min(s0 + j, nsplit - 1) * HD);
+        // ptxas sinks loads next to their uses (volatile asm only fixes
+        // nvcc's order); a warp barrier keeps them all issued here.
+        __syncwarp();
+        const float m = mine ? ml[0] : -INFINITY, l = mine ? ml[1] : 0.f;
+        float nM = m;
 #pragma unroll
-            for (int e = 0; e < E; e++) a[j][e] = in ? __ldcg(pj + lane * E + e) : 0.f;
-        }
-        float nM = M;
-#pragma unroll
-        for (int j = 0; j < 16; j++) nM = fmaxf(nM, m[j]);
+        for (int k = 16; k > 0; k >>= 1) nM = fmaxf(nM, __shfl_xor_sync(0xffffffffu, nM, k));
+        nM = fmaxf(nM, M);
         const float c = expf(M - nM); // 0 on the first batch (M = -inf)
-        L *= c;
+        const float w = mine ? expf(m - nM) : 0.f;
+        float lb = w * l;
+#pragma unroll
+        for (int k = 16; k > 0; k >>= 1) lb += __shfl_xor_sync(0xffffffffu, lb, k);
+        L = fmaf(L, c, lb);
 #pragma unroll
         for (int e = 0; e < E; e++) o[e] *= c;
 #pragma unroll
         for (int j = 0; j < 16; j++) {
-            const float w = s0 + j < nsplit ? expf(m[j] - nM) : 0.f;
-            L = fmaf(w, l[j], L);
+            const float wj = __shfl_sync(0xffffffffu, w, j);
 #pragma unroll
-            for (int e = 0; e < E; e++) o[e] = fmaf(w, a[j][e], o[e]);
+            for (int e = 0; e < E; e++) o[e] = fmaf(wj, a[j][e], o[e]);
         }
         M = nM;
     }

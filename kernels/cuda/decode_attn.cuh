@@ -235,6 +235,12 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
         for (int e = 0; e < E; e++) out[e] = acc[e] * inv;
         return;
     }
+    if (DEFER) {
+        // attn_merge.cuh's layout (vector loads for the merge), merged by
+        // attn_merge_E or qx_merge.
+        attnPartialStore<E>(part, acc, m, l, h, gridDim.x * G, splits, blockIdx.y);
+        return;
+    }
     float* pp = part + ((long)h * splits + blockIdx.y) * (HD + 2);
 #pragma unroll
     for (int e = 0; e < E; e++) pp[lane * E + e] = acc[e];
@@ -242,7 +248,6 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
         pp[HD] = m;
         pp[HD + 1] = l;
     }
-    if (DEFER) return; // attn_merge_E or qx_merge merges (attn_merge.cuh)
     // The last split of the kv head to finish merges (the threadfence
     // reduction of attn_partial); it leaves the counter at zero.
     __threadfence();
@@ -315,13 +320,17 @@ ATTN_DECODE_KERNEL(attn_decode_d_8, 8, true)
 template <int E>
 __device__ __forceinline__ void attnMergeTo(float* dst, const float* part, const int* startp, int heads, int splits,
                                             int minchunk) {
-    pdlWait();
+    // The context is in place before the step: the split count before the
+    // wait, which depends on it (always ≥ 1) so that the division stays
+    // ahead.
+    const int nsplit = attnSplits(startp, splits, minchunk, 64 / E);
+    if (nsplit > 0) pdlWait();
     pdlLaunchDependents();
     const int h = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (h >= heads) return;
     constexpr int HD = 32 * E;
     float o[E];
-    attnMerge<E>(o, part + (long)h * splits * (HD + 2), attnSplits(startp, splits, minchunk, 64 / E));
+    attnMerge<E>(o, part, h, heads, splits, nsplit);
     float* out = dst + (long)h * HD + (threadIdx.x & 31) * E;
 #pragma unroll
     for (int e = 0; e < E; e++) out[e] = o[e];

@@ -90,12 +90,18 @@ extern "C" __global__ void __launch_bounds__(256) qx_norm(uint32_t* xq, float2* 
 // qx does, for a block-format o projection: the merge costs no launch.
 extern "C" __global__ void __launch_bounds__(256) qx_merge(uint32_t* xq, float2* xs, const float* part,
                                                           const int* startp, int heads, int splits, int minchunk) {
-    qPdlWait(); // the partials are the predecessor's output; xq may still be read by it
+    // The context is in place before the step's first kernel (as for the
+    // attention): its split count before the wait, a round trip saved.
+    const int nsplit = attnSplits(startp, splits, minchunk, 16);
+    // The wait depends on nsplit (always ≥ 1) so that ptxas keeps the
+    // division ahead of it. The partials are the predecessor's output; xq
+    // may still be read by it.
+    if (nsplit > 0) qPdlWait();
     qPdlLaunch();
     const int h = blockIdx.x * 8 + (threadIdx.x >> 5);
     if (h >= heads) return; // whole warps: the rounding's shuffles stay within one
     float o[4];
-    attnMerge<4>(o, part + (long)h * splits * 130, attnSplits(startp, splits, minchunk, 16));
+    attnMerge<4>(o, part, h, heads, splits, nsplit);
     qRound(xq, xs, make_float4(o[0], o[1], o[2], o[3]), h * 32 + (threadIdx.x & 31), true);
 }
 
