@@ -8,10 +8,11 @@ import "gorgonia.org/cu"
 // (attn_decode_d_E) and the next op that enters the backend merges them:
 // a block-format o projection inside its int8 rounding (qx_merge), any
 // other op after an attn_merge_E launch (attn_merge.cuh says why). Measured
-// on an H200, interleaved: Qwen3-8B Q4_K_M 462.2-466.3 tok/s against
-// 457.4-459.9 with the attention merging itself; but Llama-3-8B, whose bf16
-// o projection cannot merge, 242.9-243.3 against 246.1-246.3: the merge's
-// own launch costs more than the attention's last-split merge. So a
+// on an H200, interleaved: Qwen3-8B Q4_K_M 477.0-481.8 tok/s against
+// 460.3-462.3 with the attention merging itself; but Llama-3-8B, whose bf16
+// o projection cannot merge, 242.9-243.3 against 246.1-246.3 (with the
+// first, slower merge): the merge's own launch costs more than the
+// attention's last-split merge. So a
 // backend defers only until a deferred merge needs its own launch, and
 // from then on the attention merges itself (attnMergeSelf), unless
 // SetAttnDefer re-arms it. POCKET_ATTN_DEFER=0 never defers.
