@@ -27,7 +27,10 @@
 // Splits past the context are empty; the last non-empty split to finish
 // merges the partials (attn_partial's layout: acc[hd], max, sum per head
 // and split): each lane reads one split's max and sum, then the
-// accumulators are read sixteen splits at a time.
+// accumulators are read sixteen splits at a time. The deferred entries
+// (attn_decode_d_E) leave the merge to the op after them instead
+// (attn_merge.cuh, attn_merge.go): a block-format o projection does it in
+// its int8 rounding, saving the merge's dependent round trips.
 #define AD_MAXG 8
 #include "attn_merge.cuh"
 
@@ -303,14 +306,14 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
         float scale
 #define ATTN_DECODE_KERNEL(NAME, E, DEFER)                                                                          \
     extern "C" __global__ void __launch_bounds__(32 * AD_MAXG) NAME(ATTN_DECODE_ARGS) {                            \
-        attnDecode<E, DEFER>(dst, part, counters, q, k, v, nq, nk, eps, K, V, pos, slots, invf, table, startp, kvh, half,  \
-                      neox, rscale, bs, minchunk, scale);                                                           \
+        attnDecode<E, DEFER>(dst, part, counters, q, k, v, nq, nk, eps, K, V, pos, slots, invf, table, startp, kvh, \
+                             half, neox, rscale, bs, minchunk, scale);                                              \
     }
 ATTN_DECODE_KERNEL(attn_decode_2, 2, false)
 ATTN_DECODE_KERNEL(attn_decode_4, 4, false)
 ATTN_DECODE_KERNEL(attn_decode_8, 8, false)
-// POCKET_ATTN_DEFER=1: every split writes its partial, and the merge is
-// left to the next launch (attn_merge.cuh).
+// Deferred (attn_merge.go): every split writes its partial in
+// attn_merge.cuh's layout, and the op after the attention merges.
 ATTN_DECODE_KERNEL(attn_decode_d_2, 2, true)
 ATTN_DECODE_KERNEL(attn_decode_d_4, 4, true)
 ATTN_DECODE_KERNEL(attn_decode_d_8, 8, true)
