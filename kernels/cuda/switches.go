@@ -43,6 +43,8 @@ import (
 //	POCKET_ATTN_DEC_FROM=N   contexts from N positions decode on rope_store + attn_gqa instead (default: none)
 //	POCKET_ATTN_BLOCKS=N, POCKET_ATTN_CHUNK=N decode attn_partial aims at N blocks per SM (16) with
 //	                     at least N positions per split (8)
+//	POCKET_GNORM_FOLD=1  a Gated DeltaNet decode step's gated norm is applied while its FP8 out_proj stages
+//	                     its input (f8pipe_gadd_S, gnorm.go), not by rms_norm_gated (not yet run on a GPU)
 //	POCKET_DELTA_CHUNK=0 Gated DeltaNet prefill passes run the token-by-token recurrence, not the chunked
 //	                     delta rule (hybrid_chunk.cu) that passes of more than 64 rows take by default
 //	POCKET_FP8_PIPE=0    one-row FP8 GEMVs on fp8mma's kernels (two units in flight in registers), not the
@@ -77,6 +79,7 @@ var switches = struct {
 	attnChunk       int
 	attnDecBlocks   int
 	attnDefer       bool
+	gnormFold       bool
 	attnDecFrom     int
 	fp8MMA          int
 	noFP8Prefill    bool
@@ -106,6 +109,7 @@ var switches = struct {
 	attnChunk:       intSwitch("POCKET_ATTN_CHUNK", 8, 1, 4096),
 	attnDecBlocks:   intSwitch("POCKET_ATTN_DEC_BLOCKS", 2, 1, 64),
 	attnDefer:       os.Getenv("POCKET_ATTN_DEFER") != "0",
+	gnormFold:       os.Getenv("POCKET_GNORM_FOLD") == "1",
 	attnDecFrom:     intSwitch("POCKET_ATTN_DEC_FROM", math.MaxInt, 1, math.MaxInt),
 	noFP8Prefill:    os.Getenv("POCKET_FP8_PREFILL") == "tf32",
 	fp8PrefillMMA:   os.Getenv("POCKET_FP8_PREFILL") == "mma",
