@@ -75,9 +75,24 @@ CONV(8)
 // Every column is independent, so the blocks need no communication.
 // Tokens run in order (no chunked form yet): prefill costs rows × a few
 // block barriers.
-extern "C" __global__ void __launch_bounds__(GW * 32)
-    gated_delta_rule(float* out, const float* qkv, const float* a, const float* b, float* state, const float* aLog,
-                     const float* dtBias, int rows, int kheads, int vheads, int dk, int dv) {
+//
+// LEAN (gated_delta_rule_l, POCKET_DELTA_LEAN=1; not yet run on a GPU)
+// shortens what runs after the PDL wait, which probes found is what a
+// short kernel costs in the decode graph (docs/benchmarks.md, 2026-11-30
+// from 10:59: the whole DeltaNet mix 10 µs a layer after its wait, its
+// double-precision scalars 1.5 µs of it):
+//   - a token's value, a and b are loaded with its q and k, before the
+//     first barrier (not after the Sᵀk sum and the q/k loop);
+//   - the gates are worked out by the block's last thread, which loads no
+//     q or k when dk < 256 (Qwen3.5, Qwen3-Next: 128), in float; the l2
+//     sums and factors are float too. In
+//     double, one thread ran ~400 dependent instructions (exp, log1p)
+//     while the block waited at the first barrier. The results stay
+//     within a few ulps of float32 rounding of the CPU's float64 scalars.
+template <bool LEAN>
+__device__ __forceinline__ void gatedDeltaRule(float* out, const float* qkv, const float* a, const float* b,
+                                               float* state, const float* aLog, const float* dtBias, int rows,
+                                               int kheads, int vheads, int dk, int dv) {
     __shared__ float qs[GW * GMAXR], ks[GW * GMAXR];
     __shared__ float red[GW][32];
     __shared__ double ssq[GW], ssk[GW];
@@ -103,21 +118,46 @@ extern "C" __global__ void __launch_bounds__(GW * 32)
     pdlWait();
     for (int t = 0; t < rows; t++) {
         const float* row = qkv + t * cd;
+        const bool gater = LEAN ? threadIdx.x == blockDim.x - 1 : threadIdx.x == 0;
+        float vl = 0.f, al = 0.f, bl = 0.f;
+        if (LEAN) {
+            vl = col ? row[2L * kd + (long)h * dv + j] : 0.f;
+            if (gater) {
+                al = a[(long)t * vheads + h];
+                bl = b[(long)t * vheads + h];
+            }
+        }
         double pq = 0, pk = 0;
+        float fq = 0.f, fk = 0.f;
         for (int i = threadIdx.x; i < dk; i += blockDim.x) {
             float xq = row[kh * dk + i], xk = row[kd + kh * dk + i];
             qs[i] = xq;
             ks[i] = xk;
-            pq += (double)xq * xq;
-            pk += (double)xk * xk;
+            if (LEAN) {
+                fq += xq * xq;
+                fk += xk * xk;
+            } else {
+                pq += (double)xq * xq;
+                pk += (double)xk * xk;
+            }
         }
-        pq = warpSumD(pq);
-        pk = warpSumD(pk);
+        if (LEAN) {
+            pq = warpSumF(fq);
+            pk = warpSumF(fk);
+        } else {
+            pq = warpSumD(pq);
+            pk = warpSumD(pk);
+        }
         if (lane == 0) {
             ssq[warp] = pq;
             ssk[warp] = pk;
         }
-        if (threadIdx.x == 0) {
+        if (gater && LEAN) {
+            const float x = al + dtBias[h];
+            const float sp = x > 20.f ? x : log1pf(__expf(x));  // torch softplus
+            gate[0] = __expf((float)negA * sp);
+            gate[1] = 1.f / (1.f + __expf(-bl));
+        } else if (gater) {
             double x = (double)(a[(long)t * vheads + h] + dtBias[h]);
             double sp = x > 20 ? x : log1p(exp(x));  // torch softplus
             gate[0] = (float)exp(negA * sp);
@@ -132,7 +172,8 @@ extern "C" __global__ void __launch_bounds__(GW * 32)
         }
         // fla's l2norm: x * rsqrt(Σx² + 1e-6), the factor rounded to fp32
         // first as on the CPU.
-        float iq = (float)(1.0 / sqrt(tq + 1e-6)) * qscale, ik = (float)(1.0 / sqrt(tk + 1e-6));
+        float iq = (LEAN ? rsqrtf((float)tq + 1e-6f) : (float)(1.0 / sqrt(tq + 1e-6))) * qscale,
+              ik = LEAN ? rsqrtf((float)tk + 1e-6f) : (float)(1.0 / sqrt(tk + 1e-6));
         float decay = gate[0], beta = gate[1];
         float mem = 0.f;
 #pragma unroll
@@ -148,7 +189,7 @@ extern "C" __global__ void __launch_bounds__(GW * 32)
         float tot = 0.f;
 #pragma unroll
         for (int w = 0; w < GW; w++) tot += red[w][lane];
-        float v = col ? row[2L * kd + (long)h * dv + j] : 0.f;
+        float v = LEAN ? vl : col ? row[2L * kd + (long)h * dv + j] : 0.f;
         float delta = (v - tot) * beta;
         float o = 0.f;
 #pragma unroll
@@ -178,6 +219,17 @@ extern "C" __global__ void __launch_bounds__(GW * 32)
         int i = warp + GW * m;
         if (col && i < dk) S[(long)i * dv + j] = s[m];
     }
+}
+
+extern "C" __global__ void __launch_bounds__(GW * 32)
+    gated_delta_rule(float* out, const float* qkv, const float* a, const float* b, float* state, const float* aLog,
+                     const float* dtBias, int rows, int kheads, int vheads, int dk, int dv) {
+    gatedDeltaRule<false>(out, qkv, a, b, state, aLog, dtBias, rows, kheads, vheads, dk, dv);
+}
+extern "C" __global__ void __launch_bounds__(GW * 32)
+    gated_delta_rule_l(float* out, const float* qkv, const float* a, const float* b, float* state, const float* aLog,
+                       const float* dtBias, int rows, int kheads, int vheads, int dk, int dv) {
+    gatedDeltaRule<true>(out, qkv, a, b, state, aLog, dtBias, rows, kheads, vheads, dk, dv);
 }
 
 // ---------------------------------------------------------------- RMSNormGated, SigmoidMul

@@ -45,6 +45,7 @@ type hybridMod struct {
 	loaded    bool
 	conv      [maxConvKernel]cFunc // causal_conv1d_K
 	delta     cFunc
+	deltaLean cFunc // gated_delta_rule_l (POCKET_DELTA_LEAN)
 	normGated cFunc
 	sigmoid   cFunc
 
@@ -78,7 +79,8 @@ func (b *Backend) hybridModule() (*hybridMod, error) {
 	if m.loaded {
 		return m, nil
 	}
-	names := map[string]*cFunc{"gated_delta_rule": &m.delta, "rms_norm_gated": &m.normGated, "sigmoid_mul": &m.sigmoid}
+	names := map[string]*cFunc{"gated_delta_rule": &m.delta, "gated_delta_rule_l": &m.deltaLean,
+		"rms_norm_gated": &m.normGated, "sigmoid_mul": &m.sigmoid}
 	for k := 1; k <= maxConvKernel; k++ {
 		names[fmt.Sprintf("causal_conv1d_%d", k)] = &m.conv[k-1]
 	}
@@ -199,7 +201,11 @@ func (b *Backend) GatedDeltaRule(dst, qkv, a, bb, state kernels.Buf, aLog, dtBia
 			i32(s.VHeads), i32(s.DK), i32(s.DV))
 		return
 	}
-	b.runHybrid(m.delta, s.VHeads*cdiv(s.DV, 32), 1, 256, ptr(dptr(dst)), ptr(dptr(qkv)), ptr(dptr(a)), ptr(dptr(bb)),
+	f := m.delta
+	if switches.deltaLean {
+		f = m.deltaLean
+	}
+	b.runHybrid(f, s.VHeads*cdiv(s.DV, 32), 1, 256, ptr(dptr(dst)), ptr(dptr(qkv)), ptr(dptr(a)), ptr(dptr(bb)),
 		ptr(dptr(state)), ptr(al), ptr(dt), i32(rows), i32(s.KHeads), i32(s.VHeads), i32(s.DK), i32(s.DV))
 }
 
