@@ -85,10 +85,10 @@ CONV(8)
 //     first barrier (not after the Sᵀk sum and the q/k loop);
 //   - the gates are worked out by the block's last thread, which loads no
 //     q or k when dk < 256 (Qwen3.5, Qwen3-Next: 128), in float; the l2
-//     sums and factors are float too. In
-//     double, one thread ran ~400 dependent instructions (exp, log1p)
-//     while the block waited at the first barrier. The results stay
-//     within a few ulps of float32 rounding of the CPU's float64 scalars.
+//     sums and factors are float too. In double, one thread ran ~400
+//     dependent instructions (exp, log1p) while the block waited at the
+//     first barrier. The CPU's float64 scalars differ from these by float
+//     rounding, far inside the CUDA backend's bf16 tolerance.
 template <bool LEAN>
 __device__ __forceinline__ void gatedDeltaRule(float* out, const float* qkv, const float* a, const float* b,
                                                float* state, const float* aLog, const float* dtBias, int rows,
