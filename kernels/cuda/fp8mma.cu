@@ -168,6 +168,23 @@ __device__ __forceinline__ float4 xNormed(float4 v, const float4* __restrict__ n
     return make_float4(v.x * n.x, v.y * n.y, v.z * n.z, v.w * n.w);
 }
 
+// xShift is the sh that puts m's magnitude in [2^13, 2^14): m < 2^e for
+// e = its biased exponent - 126 (m normal; a zero, subnormal or infinite
+// m only meets the clamp).
+__device__ __forceinline__ int xShift(float m) {
+    int e = (int)((__float_as_uint(m) >> 23) & 0xffu) - 126;
+    return min(max(14 - e, -100), 100);
+}
+
+// xFinish zeroes xs from in to the next whole unit, waits for the block's
+// writes and returns 2^-sh, the factor that undoes the staging's scaling.
+__device__ __forceinline__ float xFinish(__half* xs, int in, int sh) {
+    int pad = (in + UNIT - 1) / UNIT * UNIT;
+    for (int i = in + threadIdx.x; i < pad; i += blockDim.x) xs[i] = __float2half_rn(0.f);
+    __syncthreads();
+    return __uint_as_float((uint32_t)(127 - sh) << 23);
+}
+
 // xPrologue writes f16(x·nw·2^sh) (nw may be null: 1) into xs[0, in) and
 // zeros to the next whole unit, with sh chosen so that the largest
 // magnitude lies in [2^13, 2^14), and returns 2^-sh; ss is the sum of
@@ -209,10 +226,7 @@ __device__ __forceinline__ float xPrologue(__half* xs, const float* __restrict__
         m = fmaxf(m, red[w][1]);
     }
     ss = s;
-    // m < 2^e for e = its biased exponent - 126 (m normal; a zero,
-    // subnormal or infinite m only meets the clamp).
-    int e = (int)((__float_as_uint(m) >> 23) & 0xffu) - 126;
-    int sh = min(max(14 - e, -100), 100);
+    int sh = xShift(m);
     float sc = __uint_as_float((uint32_t)(127 + sh) << 23);
     __half2* x2 = (__half2*)xs;
     for (int i0 = tid; i0 < nv; i0 += XB * blockDim.x) {
@@ -227,10 +241,7 @@ __device__ __forceinline__ float xPrologue(__half* xs, const float* __restrict__
             x2[2 * i + 1] = __floats2half2_rn(v[j].z * sc, v[j].w * sc);
         }
     }
-    int pad = (in + UNIT - 1) / UNIT * UNIT;
-    for (int i = in + tid; i < pad; i += blockDim.x) xs[i] = __float2half_rn(0.f);
-    __syncthreads();
-    return __uint_as_float((uint32_t)(127 - sh) << 23);
+    return xFinish(xs, in, sh);
 }
 
 // gatedNorm4 is Gated DeltaNet's RMSNormGated of float4 i of a row, v:
@@ -285,8 +296,7 @@ __device__ __forceinline__ float xPrologueGated(__half* xs, const float* __restr
     __syncthreads();
     m = 0.f;
     for (int w = 0; w < (int)(blockDim.x >> 5); w++) m = fmaxf(m, red[w]);
-    int e = (int)((__float_as_uint(m) >> 23) & 0xffu) - 126;
-    int sh = min(max(14 - e, -100), 100);
+    int sh = xShift(m);
     float sc = __uint_as_float((uint32_t)(127 + sh) << 23);
     __half2* x2 = (__half2*)xs;
     for (int i0 = tid; i0 < nv; i0 += XB * blockDim.x) {
@@ -300,10 +310,7 @@ __device__ __forceinline__ float xPrologueGated(__half* xs, const float* __restr
             x2[2 * i + 1] = __floats2half2_rn(v[j].z * sc, v[j].w * sc);
         }
     }
-    int pad = (in + UNIT - 1) / UNIT * UNIT;
-    for (int i = in + tid; i < pad; i += blockDim.x) xs[i] = __float2half_rn(0.f);
-    __syncthreads();
-    return __uint_as_float((uint32_t)(127 - sh) << 23);
+    return xFinish(xs, in, sh);
 }
 
 // tileSums leaves the warps' partial sums of rows g / g+8 in red[warp][g]
