@@ -82,13 +82,11 @@ type Backend struct {
 	// attnMergeSelf: a deferred merge needed its own launch, so the
 	// attention merges itself (attn_merge.go).
 	attnMergeSelf bool
-	// gnormForce and gnormOff override POCKET_GNORM_FOLD (SetGNormFold).
-	gnormForce, gnormOff bool
-	pipe                 pipeFuncs // fp8pipe.cuh's kernels (fp8pipe.go)
-	sms                  int
-	args                 [32]uint64
-	nargs                int
-	err                  error // first failure; later ops are skipped
+	pipe          pipeFuncs // fp8pipe.cuh's kernels (fp8pipe.go)
+	sms           int
+	args          [32]uint64
+	nargs         int
+	err           error // first failure; later ops are skipped
 
 	uploads [numKinds]upload
 	rope    map[ropeKey]cu.DevicePtr

@@ -63,17 +63,17 @@ func (b *Backend) GatedNormMatMulAdd(acc, x, z kernels.Buf, norm kernels.Tensor,
 func (b *Backend) gnormOn() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return switches.gnormFold && !b.gnormOff || b.gnormForce
+	return b.hybridState().gnormFold
 }
 
 // SetGNormFold turns GatedNormMatMulAdd on or off for this backend
-// whatever POCKET_GNORM_FOLD says (conformance checks it); it returns
-// whether it was on.
+// whatever POCKET_GNORM_FOLD says (conformance checks it); it returns the
+// previous setting.
 func (b *Backend) SetGNormFold(on bool) (was bool) {
-	was = b.gnormOn()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.gnormForce, b.gnormOff = on, !on
+	m := b.hybridState()
+	was, m.gnormFold = m.gnormFold, on
 	return was
 }
 

@@ -142,8 +142,8 @@ __device__ __forceinline__ void gatedDeltaRule(float* out, const float* qkv, con
             }
         }
         if (LEAN) {
-            pq = warpSumF(fq);
-            pk = warpSumF(fk);
+            pq = warpSum(fq);
+            pk = warpSum(fk);
         } else {
             pq = warpSumD(pq);
             pk = warpSumD(pk);

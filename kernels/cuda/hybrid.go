@@ -58,6 +58,9 @@ type hybridMod struct {
 	// chunked selects the chunked delta rule for long passes (the
 	// default; POCKET_DELTA_CHUNK=0 and SetDeltaChunk turn it off).
 	chunked bool
+	// gnormFold selects GatedNormMatMulAdd's fold (POCKET_GNORM_FOLD,
+	// SetGNormFold; gnorm.go).
+	gnormFold bool
 	// Scratch of the chunked form: the chunks' Gram matrices and the
 	// rows' l2 factors (hybrid.cu: delta_chunk_kq).
 	kq, inv   cu.DevicePtr
@@ -68,7 +71,7 @@ type hybridMod struct {
 // anything (b.mu held).
 func (b *Backend) hybridState() *hybridMod {
 	if b.hy == nil {
-		b.hy = &hybridMod{chunked: !switches.noDeltaChunk}
+		b.hy = &hybridMod{chunked: !switches.noDeltaChunk, gnormFold: switches.gnormFold}
 	}
 	return b.hy
 }

@@ -4,6 +4,8 @@
 #pragma once
 #include <cuda_fp16.h>
 
+#include "common.cuh"  // warpSum
+
 // kernels.DType numbers of the formats a conv1d weight may be stored in.
 #define DT_F32 0
 #define DT_F16 1
@@ -16,12 +18,6 @@ __device__ __forceinline__ float loadW(const void* w, int dt, long i) {
 }
 
 __device__ __forceinline__ float sigmoidD(float x) { return (float)(1.0 / (1.0 + exp(-(double)x))); }
-
-__device__ __forceinline__ float warpSumF(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
 __device__ __forceinline__ double warpSumD(double v) {
 #pragma unroll
