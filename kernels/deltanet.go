@@ -47,14 +47,3 @@ type HybridOps interface {
 	// SigmoidMul computes x *= sigmoid(gate) over n elements.
 	SigmoidMul(x, gate Buf, n int)
 }
-
-// FusedGatedNormAdd is an optional extension of the FusedOps for a Gated
-// DeltaNet decode step: acc += w · RMSNormGated(x, z) (groups of group
-// elements, norm their weights) for one row, in one launch where a
-// backend can: the norm applied while the projection stages its input,
-// instead of a launch of its own before it. Like the FusedOps it reports
-// false, having done nothing, when it declines, and the caller runs
-// RMSNormGated and the projection.
-type FusedGatedNormAdd interface {
-	GatedNormMatMulAdd(acc, x, z Buf, norm Tensor, eps float32, group int, w Tensor) bool
-}

@@ -236,13 +236,7 @@ func (n *DeltaNet) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Buf
 		n.be.RMSNorm(normed, x, norm, 1, hid, eps)
 		n.project(p, normed, b.qkv, b.z, b.a, b.b)
 	}
-	n.mixCore(p, st, b)
-	if ga, ok := fu.(kernels.FusedGatedNormAdd); ok && add && p.Rows == 1 &&
-		ga.GatedNormMatMulAdd(x, b.core, b.z, n.Norm, n.Eps, n.Shape.DV, n.Out) {
-		// The gated norm applied while out_proj stages its input.
-		return true, nil
-	}
-	n.gatedNorm(p, b)
+	n.mix(p, st, b)
 	project(n.be, fu, x, out, b.core, n.Out, n.Out.Weight().Rows(), add)
 	return true, nil
 }
@@ -272,21 +266,10 @@ func (n *DeltaNet) bufs(p *Pass) deltaBufs {
 // mix runs the convolution, the gated delta rule over the state and the
 // gated norm, leaving the mixer's output before out_proj in b.core.
 func (n *DeltaNet) mix(p *Pass, st *DeltaState, b deltaBufs) {
-	n.mixCore(p, st, b)
-	n.gatedNorm(p, b)
-}
-
-// mixCore is mix up to the gated norm: b.core holds the delta rule's
-// output.
-func (n *DeltaNet) mixCore(p *Pass, st *DeltaState, b deltaBufs) {
 	rows, sh := p.Rows, n.Shape
 	n.ops.CausalConv1D(b.conv, b.qkv, st.conv[n.Index], n.Conv, rows, sh)
 	n.ops.GatedDeltaRule(b.core, b.conv, b.a, b.b, st.rec[n.Index], n.ALog, n.DtBias, rows, sh)
-}
-
-// gatedNorm is mix's last step, in place on b.core.
-func (n *DeltaNet) gatedNorm(p *Pass, b deltaBufs) {
-	n.ops.RMSNormGated(b.core, b.core, b.z, n.Norm, p.Rows*n.Shape.VHeads, n.Shape.DV, n.Eps)
+	n.ops.RMSNormGated(b.core, b.core, b.z, n.Norm, rows*sh.VHeads, sh.DV, n.Eps)
 }
 
 // hybrid is the Network of a DeltaNet hybrid: the shared Decoder, plus the

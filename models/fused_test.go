@@ -65,20 +65,6 @@ func (c *composedFused) MatMulAdd(acc, x kernels.Buf, w kernels.Tensor, rows int
 	return true
 }
 
-func (c *composedFused) GatedNormMatMulAdd(acc, x, z kernels.Buf, norm kernels.Tensor, eps float32, group int,
-	w kernels.Tensor) bool {
-	c.calls["GatedNormMatMulAdd"]++
-	if c.decline {
-		return false
-	}
-	in, out := w.Weight().Cols(), w.Weight().Rows()
-	normed, y := c.NewBuf(in), c.NewBuf(out)
-	c.RMSNormGated(normed, x, z, norm, in/group, group, eps)
-	c.MatMul(y, normed, w, 1)
-	c.Add(acc, acc, y, out)
-	return true
-}
-
 func (c *composedFused) RoPEStoreKV(q, k, v kernels.Buf, qNorm, kNorm kernels.Tensor, eps float32, p kernels.KVPool, layer int,
 	pos, slots []int32, heads, kvHeads, headDim int, r *kernels.RoPE) bool {
 	c.calls["RoPEStoreKV"]++
@@ -149,9 +135,8 @@ func TestFusedDecodePath(t *testing.T) {
 		{"minimax_m2", []string{"NormMatMul", "MatMulAdd"}, 0},                           // full-width q/k norm: unfused RoPE
 		{"glm4_moe", []string{"NormMatMul", "MatMulAdd", "RoPEAttention"}, 0},            // q/k/v biases
 		// hybrids: DeltaNet projections in one NormMatMul, gated attention
-		// and out_proj with the gated norm folded in.
-		{"qwen3_5", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEAttention", "GatedNormMatMulAdd"}, 4},
-		{"qwen3_next", []string{"NormMatMul", "MatMulAdd", "RoPEAttention", "GatedNormMatMulAdd"}, 4},
+		{"qwen3_5", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEAttention"}, 4},
+		{"qwen3_next", []string{"NormMatMul", "MatMulAdd", "RoPEAttention"}, 4},
 	} {
 		t.Run(tc.arch, func(t *testing.T) {
 			dir := filepath.Join("testdata", "models", tc.arch)

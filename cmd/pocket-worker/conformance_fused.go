@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/pocketllm/pocketllm/kernels"
-	"github.com/pocketllm/pocketllm/kernels/cuda"
 )
 
 // fused checks the CUDA backend's kernels.FusedOps against the CPU running
@@ -99,40 +98,8 @@ func (c *conf) fused() {
 		}
 		c.check("MatMulAdd", fmt.Sprintf("%s out=%d in=%d", s.dt, s.out, s.in), ag, ah, s.out, tolGEMV(s.dt))
 	}
-	c.gatedNormMatMulAdd()
 	c.ropeStore()
 	c.ropeAttention()
-}
-
-// gatedNormMatMulAdd checks kernels.FusedGatedNormAdd (an FP8 out_proj
-// whose staging applies Gated DeltaNet's gated norm: f8pipe_gadd_S),
-// switched on for the cases whatever POCKET_GNORM_FOLD says, against the
-// CPU's RMSNormGated, MatMul and Add: Qwen3.5-27B's out_proj (48 heads of
-// 128), Qwen3-Next's (32), a small one and a TP2 rank's.
-func (c *conf) gatedNormMatMulAdd() {
-	was := c.g.SetGNormFold(true)
-	defer c.g.SetGNormFold(was)
-	const group = 128
-	for _, s := range []struct{ out, in int }{{5120, 6144}, {2048, 4096}, {300, 1024}, {5120, 3072}} {
-		acc := c.randn(s.out)
-		ag, ah := c.pair(acc)
-		xg, xh := c.pair(c.randn(s.in))
-		zg, zh := c.pair(c.randn(s.in))
-		ng, nh := c.weight(kernels.F32, []int{group}, [2]int{})
-		wg, wh := c.weight(kernels.F8E4M3, []int{s.out, s.in}, fusedBlock(kernels.F8E4M3, s.in))
-		normed, y := c.c.NewBuf(s.in), c.c.NewBuf(s.out)
-		c.c.RMSNormGated(normed, xh, zh, nh, s.in/group, group, 1e-6)
-		c.c.MatMul(y, normed, wh, 1)
-		c.c.Add(ah, ah, y, s.out)
-		shape := fmt.Sprintf("out=%d in=%d", s.out, s.in)
-		if !c.g.GatedNormMatMulAdd(ag, xg, zg, ng, 1e-6, group, wg) {
-			if cuda.FP8PipeOn() { // the fold rides on the ring kernels
-				c.declined("GatedNormMatMulAdd", shape)
-			}
-			continue
-		}
-		c.check("GatedNormMatMulAdd", shape, ag, ah, s.out, tolGEMV(kernels.F8E4M3))
-	}
 }
 
 // fusedBlock is the FP8 scale block of a fused-op case: DeepSeek/Qwen's

@@ -168,23 +168,6 @@ __device__ __forceinline__ float4 xNormed(float4 v, const float4* __restrict__ n
     return make_float4(v.x * n.x, v.y * n.y, v.z * n.z, v.w * n.w);
 }
 
-// xShift is the sh that puts m's magnitude in [2^13, 2^14): m < 2^e for
-// e = its biased exponent - 126 (m normal; a zero, subnormal or infinite
-// m only meets the clamp).
-__device__ __forceinline__ int xShift(float m) {
-    int e = (int)((__float_as_uint(m) >> 23) & 0xffu) - 126;
-    return min(max(14 - e, -100), 100);
-}
-
-// xFinish zeroes xs from in to the next whole unit, waits for the block's
-// writes and returns 2^-sh, the factor that undoes the staging's scaling.
-__device__ __forceinline__ float xFinish(__half* xs, int in, int sh) {
-    int pad = (in + UNIT - 1) / UNIT * UNIT;
-    for (int i = in + threadIdx.x; i < pad; i += blockDim.x) xs[i] = __float2half_rn(0.f);
-    __syncthreads();
-    return __uint_as_float((uint32_t)(127 - sh) << 23);
-}
-
 // xPrologue writes f16(x·nw·2^sh) (nw may be null: 1) into xs[0, in) and
 // zeros to the next whole unit, with sh chosen so that the largest
 // magnitude lies in [2^13, 2^14), and returns 2^-sh; ss is the sum of
@@ -226,7 +209,10 @@ __device__ __forceinline__ float xPrologue(__half* xs, const float* __restrict__
         m = fmaxf(m, red[w][1]);
     }
     ss = s;
-    int sh = xShift(m);
+    // m < 2^e for e = its biased exponent - 126 (m normal; a zero,
+    // subnormal or infinite m only meets the clamp).
+    int e = (int)((__float_as_uint(m) >> 23) & 0xffu) - 126;
+    int sh = min(max(14 - e, -100), 100);
     float sc = __uint_as_float((uint32_t)(127 + sh) << 23);
     __half2* x2 = (__half2*)xs;
     for (int i0 = tid; i0 < nv; i0 += XB * blockDim.x) {
@@ -241,76 +227,10 @@ __device__ __forceinline__ float xPrologue(__half* xs, const float* __restrict__
             x2[2 * i + 1] = __floats2half2_rn(v[j].z * sc, v[j].w * sc);
         }
     }
-    return xFinish(xs, in, sh);
-}
-
-// gatedNorm4 is Gated DeltaNet's RMSNormGated of float4 i of a row, v:
-// v/rms·w·silu(z) with inv = 1/rms of its 128-element group (n4: the
-// group's 32 float4s of weights).
-__device__ __forceinline__ float4 gatedNorm4(float4 v, float4 z, const float4* __restrict__ n4, int i, float inv) {
-    const float4 n = __ldg(n4 + (i & 31));
-    const float gx = z.x / (1.f + __expf(-z.x)), gy = z.y / (1.f + __expf(-z.y)), gz = z.z / (1.f + __expf(-z.z)),
-                gw = z.w / (1.f + __expf(-z.w));
-    return make_float4(v.x * inv * n.x * gx, v.y * inv * n.y * gy, v.z * inv * n.z * gz, v.w * inv * n.w * gw);
-}
-
-// gatedPass loads x and z of one pass (float4s i0 + j·blockDim.x) and
-// leaves their gated norms in v: with blockDim.x a multiple of 32 a warp's
-// 32 float4s are one whole 128-element group (in % 128 == 0), so the
-// group's sum of squares is a warp sum.
-__device__ __forceinline__ void gatedPass(float4* v, const float4* __restrict__ x4, const float4* __restrict__ z4,
-                                          const float4* __restrict__ n4, float eps, int i0, int nv) {
-    float4 z[XB];
-    xLoad(v, x4, i0, nv);
-    xLoad(z, z4, i0, nv);
-#pragma unroll
-    for (int j = 0; j < XB; j++) {
-        const int i = i0 + j * blockDim.x;
-        const float ss = warpSum(v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w);
-        if (i < nv) v[j] = gatedNorm4(v[j], z[j], n4, i, rsqrtf(ss / 128.f + eps));
-    }
-}
-
-// xPrologueGated is xPrologue of the gated norm of x (gate z, weights nw
-// of one 128-element group, POCKET_GNORM_FOLD): the out_proj of a Gated
-// DeltaNet layer normalises its input while staging it, instead of an
-// rms_norm_gated launch before it (whose cost in the graph is its own
-// chain of a load, a reduction and a store). Two passes as xPrologue: the
-// largest magnitude, then f16(g·2^sh).
-__device__ __forceinline__ float xPrologueGated(__half* xs, const float* __restrict__ x, const float* __restrict__ z,
-                                                const float* __restrict__ nw, float eps, int in) {
-    __shared__ float red[32];
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, nv = in / 4;
-    const float4 *x4 = (const float4*)x, *z4 = (const float4*)z, *n4 = (const float4*)nw;
-    float m = 0.f;
-    for (int i0 = tid; i0 < nv; i0 += XB * blockDim.x) {
-        float4 v[XB];
-        gatedPass(v, x4, z4, n4, eps, i0, nv);
-#pragma unroll
-        for (int j = 0; j < XB; j++)
-            if (i0 + j * (int)blockDim.x < nv)
-                m = fmaxf(m, fmaxf(fmaxf(fabsf(v[j].x), fabsf(v[j].y)), fmaxf(fabsf(v[j].z), fabsf(v[j].w))));
-    }
-    m = warpMax(m);
-    if (lane == 0) red[warp] = m;
+    int pad = (in + UNIT - 1) / UNIT * UNIT;
+    for (int i = in + tid; i < pad; i += blockDim.x) xs[i] = __float2half_rn(0.f);
     __syncthreads();
-    m = 0.f;
-    for (int w = 0; w < (int)(blockDim.x >> 5); w++) m = fmaxf(m, red[w]);
-    int sh = xShift(m);
-    float sc = __uint_as_float((uint32_t)(127 + sh) << 23);
-    __half2* x2 = (__half2*)xs;
-    for (int i0 = tid; i0 < nv; i0 += XB * blockDim.x) {
-        float4 v[XB];
-        gatedPass(v, x4, z4, n4, eps, i0, nv);
-#pragma unroll
-        for (int j = 0; j < XB; j++) {
-            int i = i0 + j * blockDim.x;
-            if (i >= nv) break;
-            x2[2 * i] = __floats2half2_rn(v[j].x * sc, v[j].y * sc);
-            x2[2 * i + 1] = __floats2half2_rn(v[j].z * sc, v[j].w * sc);
-        }
-    }
-    return xFinish(xs, in, sh);
+    return __uint_as_float((uint32_t)(127 - sh) << 23);
 }
 
 // tileSums leaves the warps' partial sums of rows g / g+8 in red[warp][g]
@@ -353,7 +273,7 @@ __device__ __forceinline__ float gemvPrologue(__half* xs, const float* __restric
 }
 
 // gemvStore sums the warps' rows of the block's G tiles (block b of its
-// matrix) and stores them times k: y = (MODE 1 and 3: y +) W·x.
+// matrix) and stores them times k: y = (MODE 1: y +) W·x.
 template <int MODE>
 __device__ __forceinline__ void gemvStore(float* y, float (*red)[16], float accA, float accB, float k, int b, int G,
                                           int wpr, int out) {
@@ -363,7 +283,7 @@ __device__ __forceinline__ void gemvStore(float* y, float (*red)[16], float accA
         int o = (b * G + i / 16) * 16 + i % 16;
         if (o < out) {
             float v = tileTotal(red, i / 16, wpr, i % 16) * k;
-            y[o] = MODE == 1 || MODE == 3 ? y[o] + v : v;
+            y[o] = MODE == 1 ? y[o] + v : v;
         }
     }
 }

@@ -199,13 +199,12 @@ __device__ __forceinline__ uint32_t pipeRing(int pad) {
 }
 
 // pipeGemv is gemv of fp8mma.cu (MODE 0 y = W·x, 1 y += W·x, 2 y =
-// W·rmsnorm(x), 3 y += W·gatednorm(x, z) with nw the groups' weights)
-// over the ring, for blocks of any number of warps (≤ 32): G = warps/wpr
-// tiles per block, b the block's index within its matrix.
+// W·rmsnorm(x)) over the ring, for blocks of any number of warps (≤ 32):
+// G = warps/wpr tiles per block, b the block's index within its matrix.
 template <int S, int MODE>
 __device__ __forceinline__ void pipeGemv(float* y, const float* __restrict__ x, const float* __restrict__ nw, float eps,
                                          const uint8_t* w, const float* sc, int out, int in, int wpr, int b0, int nsc,
-                                         int b, const float* __restrict__ z = nullptr) {
+                                         int b) {
     __shared__ float red[32][16];
     int pad = (in + UNIT - 1) / UNIT * UNIT;
     __half* xs = (__half*)pipeShm;
@@ -216,7 +215,7 @@ __device__ __forceinline__ void pipeGemv(float* y, const float* __restrict__ x, 
     d.prefetch(gemvRows(w, sc, base, out, in, b0, nsc), in, warp % wpr, wpr, base < out, pipeRing<S>(pad));
     pdlLaunchDependents();
     pdlWait();
-    float k = MODE == 3 ? xPrologueGated(xs, x, z, nw, eps, in) : gemvPrologue<MODE>(xs, x, nw, eps, in);
+    float k = gemvPrologue<MODE>(xs, x, nw, eps, in);
     float accA, accB;
     d.finish(xs, accA, accB);
     gemvStore<MODE>(y, red, accA, accB, k, b, G, wpr, out);
@@ -267,13 +266,6 @@ __device__ __forceinline__ void pipeSwiGLU(float* act, const float* __restrict__
         pipeSwiGLU<S>(act, x, nw, eps, wg, sg, wu, su, out, in, wpr, b0, nsc);                 \
     }
 
-// y += W·gatednorm(x, z) (POCKET_GNORM_FOLD; in % 128 == 0, groups of 128).
-#define PIPE_GADD(NAME, S)                                                                      \
-    extern "C" __global__ void __launch_bounds__(768, 1) NAME(GEMV_ARGS, const float* __restrict__ z,          \
-                                                             const float* __restrict__ nw, float eps) {        \
-        pipeGemv<S, 3>(y, x, nw, eps, w, sc, out, in, wpr, b0, nsc, blockIdx.x, z);             \
-    }
-
 // Rings of 3, 4, 6 and 8 stages (planPipe picks).
 PIPE_GEMV(f8pipe_r_3, 3, 0)
 PIPE_GEMV(f8pipe_r_4, 4, 0)
@@ -291,7 +283,3 @@ PIPE_SWIGLU(f8pipe_swiglu_3, 3)
 PIPE_SWIGLU(f8pipe_swiglu_4, 4)
 PIPE_SWIGLU(f8pipe_swiglu_6, 6)
 PIPE_SWIGLU(f8pipe_swiglu_8, 8)
-PIPE_GADD(f8pipe_gadd_3, 3)
-PIPE_GADD(f8pipe_gadd_4, 4)
-PIPE_GADD(f8pipe_gadd_6, 6)
-PIPE_GADD(f8pipe_gadd_8, 8)

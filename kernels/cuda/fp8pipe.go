@@ -25,12 +25,11 @@ const (
 	p8Add
 	p8Norm
 	p8SwiGLU
-	p8GAdd // y += W·gatednorm(x, z) (GatedNormMatMulAdd)
 	numP8Ops
 	numP8Funcs = numP8Ops * len(pipeStages)
 )
 
-var p8OpNames = [numP8Ops]string{"r", "add", "norm", "swiglu", "gadd"}
+var p8OpNames = [numP8Ops]string{"r", "add", "norm", "swiglu"}
 
 // pipeFuncs are a backend's pipe kernels and the dynamic shared memory each
 // may take.
@@ -60,15 +59,11 @@ func (b *Backend) loadPipe(mod cu.Module) {
 	for op, name := range p8OpNames {
 		for i, s := range pipeStages {
 			fn, err := mod.Function(fmt.Sprintf("f8pipe_%s_%d", name, s))
-			var f cFunc
-			if err == nil {
-				f = cfunc(fn)
-				err = setMaxShm(f, budget)
+			if err != nil {
+				return
 			}
-			switch {
-			case err != nil && op == p8GAdd:
-				f = nil // the fold (not yet measured) declines; the rest stands
-			case err != nil:
+			f := cfunc(fn)
+			if setMaxShm(f, budget) != nil {
 				return
 			}
 			fns[op*len(pipeStages)+i] = f

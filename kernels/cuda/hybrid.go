@@ -45,7 +45,7 @@ type hybridMod struct {
 	loaded    bool
 	conv      [maxConvKernel]cFunc // causal_conv1d_K
 	delta     cFunc
-	deltaLean cFunc // gated_delta_rule_l (POCKET_DELTA_LEAN)
+	deltaLean cFunc // gated_delta_rule_l (the default; POCKET_DELTA_LEAN=0 takes delta)
 	normGated cFunc
 	sigmoid   cFunc
 
@@ -58,9 +58,6 @@ type hybridMod struct {
 	// chunked selects the chunked delta rule for long passes (the
 	// default; POCKET_DELTA_CHUNK=0 and SetDeltaChunk turn it off).
 	chunked bool
-	// gnormFold selects GatedNormMatMulAdd's fold (POCKET_GNORM_FOLD,
-	// SetGNormFold; gnorm.go).
-	gnormFold bool
 	// Scratch of the chunked form: the chunks' Gram matrices and the
 	// rows' l2 factors (hybrid.cu: delta_chunk_kq).
 	kq, inv   cu.DevicePtr
@@ -71,7 +68,7 @@ type hybridMod struct {
 // anything (b.mu held).
 func (b *Backend) hybridState() *hybridMod {
 	if b.hy == nil {
-		b.hy = &hybridMod{chunked: !switches.noDeltaChunk, gnormFold: switches.gnormFold}
+		b.hy = &hybridMod{chunked: !switches.noDeltaChunk}
 	}
 	return b.hy
 }

@@ -43,10 +43,9 @@ import (
 //	POCKET_ATTN_DEC_FROM=N   contexts from N positions decode on rope_store + attn_gqa instead (default: none)
 //	POCKET_ATTN_BLOCKS=N, POCKET_ATTN_CHUNK=N decode attn_partial aims at N blocks per SM (16) with
 //	                     at least N positions per split (8)
-//	POCKET_GNORM_FOLD=1  a Gated DeltaNet decode step's gated norm is applied while its FP8 out_proj stages
-//	                     its input (f8pipe_gadd_S, gnorm.go), not by rms_norm_gated (not yet run on a GPU)
-//	POCKET_DELTA_LEAN=1  the token-by-token delta rule loads a token's value and gates with its q and k and
-//	                     works the gates out in float, off the q/k path (gated_delta_rule_l; not yet run on a GPU)
+//	POCKET_DELTA_LEAN=0  the token-by-token delta rule loads a token's value and gates after its q and k and
+//	                     works the gates out in double by thread 0 (gated_delta_rule), not as
+//	                     gated_delta_rule_l does (with q and k; in float, by a thread with no q/k of its own)
 //	POCKET_DELTA_CHUNK=0 Gated DeltaNet prefill passes run the token-by-token recurrence, not the chunked
 //	                     delta rule (hybrid_chunk.cu) that passes of more than 64 rows take by default
 //	POCKET_FP8_PIPE=0    one-row FP8 GEMVs on fp8mma's kernels (two units in flight in registers), not the
@@ -81,7 +80,6 @@ var switches = struct {
 	attnChunk       int
 	attnDecBlocks   int
 	attnDefer       bool
-	gnormFold       bool
 	deltaLean       bool
 	attnDecFrom     int
 	fp8MMA          int
@@ -112,8 +110,7 @@ var switches = struct {
 	attnChunk:       intSwitch("POCKET_ATTN_CHUNK", 8, 1, 4096),
 	attnDecBlocks:   intSwitch("POCKET_ATTN_DEC_BLOCKS", 2, 1, 64),
 	attnDefer:       os.Getenv("POCKET_ATTN_DEFER") != "0",
-	gnormFold:       os.Getenv("POCKET_GNORM_FOLD") == "1",
-	deltaLean:       os.Getenv("POCKET_DELTA_LEAN") == "1",
+	deltaLean:       os.Getenv("POCKET_DELTA_LEAN") != "0",
 	attnDecFrom:     intSwitch("POCKET_ATTN_DEC_FROM", math.MaxInt, 1, math.MaxInt),
 	noFP8Prefill:    os.Getenv("POCKET_FP8_PREFILL") == "tf32",
 	fp8PrefillMMA:   os.Getenv("POCKET_FP8_PREFILL") == "mma",
