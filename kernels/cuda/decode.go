@@ -52,7 +52,11 @@ func (b *Backend) loadDecode() error {
 	for i, name := range decodeNames {
 		fns[name] = &b.dec[i]
 	}
-	if _, err := loadModule(decodePTX, "decode", fns); err != nil {
+	mod, err := loadModule(decodePTX, "decode", fns)
+	if err != nil {
+		return err
+	}
+	if err := setGlobalInt(mod, "gemvL2", int32(switches.gemvL2)); err != nil {
 		return err
 	}
 	b.loadF8MMA()
