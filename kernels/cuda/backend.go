@@ -298,19 +298,6 @@ func loadModule(ptx, what string, fns map[string]*cFunc) (cu.Module, error) {
 	return mod, nil
 }
 
-// setGlobalInt stores v in the module's 32-bit device global name (a
-// setting a kernel reads, e.g. fp8pipe.cuh's pipeL2).
-func setGlobalInt(mod cu.Module, name string, v int32) error {
-	p, size, err := mod.Global(name)
-	if err != nil {
-		return fmt.Errorf("cuda: global %s: %w", name, err)
-	}
-	if size != 4 {
-		return fmt.Errorf("cuda: global %s holds %d bytes, want 4", name, size)
-	}
-	return cu.MemcpyHtoD(p, unsafe.Pointer(&v), 4)
-}
-
 // ---------------------------------------------------------------- buffers
 
 // Buf is a float32 device buffer.

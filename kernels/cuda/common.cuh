@@ -18,9 +18,6 @@ __device__ __forceinline__ float fp8f(uint8_t v) {
     return __uint_as_float(s | ((e + 120u) << 23) | (m << 20));
 }
 
-// l2Line asks L2 for the line holding p (a hint: no register waits on it).
-__device__ __forceinline__ void l2Line(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
-
 __device__ __forceinline__ float warpSum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

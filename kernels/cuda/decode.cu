@@ -92,12 +92,6 @@ struct Wt {
     int b0, b1, nsc;
 };
 
-// gemvL2 is how many chunk steps after its first two a warp asks L2 for
-// before its PDL wait (POCKET_GEMV_L2=N; bit 8 set: every 32-byte sector,
-// not one address a 128-byte line), set by the module's loader
-// (decode.go), as fp8pipe.cuh's pipeL2. Experimental, 0 (off) by default.
-__device__ int gemvL2;
-
 // GroupDot is one warp's share of a group's R dot products: lane chunks
 // first, first+stride, ... Two chunk steps (2R loads) are in flight; the
 // first two are issued by prefetch, before the kernel waits for its
@@ -130,40 +124,17 @@ struct GroupDot {
         chunks = active ? in / (FP8 ? 16 : 8) : 0;
         stride = strideChunks;
         c = first;
-        l2Ahead(); // before the loads: nothing of them is live across it
         if (!FP8) {
             // bf16: both steps or none (the burst schedule of finish).
             if (c + stride < chunks) {
                 load(p[0], c);
                 load(p[1], c + stride);
             }
-        } else {
+            return;
+        }
 #pragma unroll
-            for (int j = 0; j < 2; j++)
-                if (c + j * stride < chunks) load(p[j], c + j * stride);
-        }
-    }
-
-    // l2Ahead asks L2 for the gemvL2 steps after the two loaded. A warp's
-    // step is 32 consecutive 16-byte chunks (512 bytes) of each of its R
-    // = 4 rows: 16 lines, one a lane for lanes 0..15 (or 64 sectors, two a
-    // lane). One row pointer a lane, picked by selects (an indexed w would
-    // be local memory), so that it fits beside the loads' registers.
-    __device__ __forceinline__ void l2Ahead() {
-        const int mode = gemvL2, n = mode & 255, lane = threadIdx.x & 31;
-        const bool sec = (mode & 256) != 0;
-        const int row = sec ? lane >> 3 : lane >> 2;
-        if (n == 0 || row >= R) return;
-        const uint4* base = row == 0 ? w[0] : row == 1 ? w[1] : row == 2 ? w[2] : w[3];
-        // This lane's first chunk of the warp's step (first = its 32·k + lane).
-        const int c0 = c - lane + (sec ? (lane & 7) * 4 : (lane & 3) * 8);
-#pragma unroll 1
-        for (int k = 2; k < 2 + n; k++) {
-            const int cc = c0 + k * stride;
-            if (cc >= chunks) break; // inside the row: never past the matrix
-            l2Line(base + cc);
-            if (sec) l2Line(base + cc + 2);
-        }
+        for (int j = 0; j < 2; j++)
+            if (c + j * stride < chunks) load(p[j], c + j * stride);
     }
 
     __device__ __forceinline__ void load(uint4* a, int cc) {

@@ -52,11 +52,7 @@ func (b *Backend) loadDecode() error {
 	for i, name := range decodeNames {
 		fns[name] = &b.dec[i]
 	}
-	mod, err := loadModule(decodePTX, "decode", fns)
-	if err != nil {
-		return err
-	}
-	if err := setGlobalInt(mod, "gemvL2", int32(switches.gemvL2)); err != nil {
+	if _, err := loadModule(decodePTX, "decode", fns); err != nil {
 		return err
 	}
 	b.loadF8MMA()

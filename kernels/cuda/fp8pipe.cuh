@@ -77,15 +77,6 @@ __device__ __forceinline__ void unitDot(float& accA, float& accB, float sa, floa
     accB = fmaf(sb, d0[2] + d1[2], accB);
 }
 
-// pipeL2 is how many units after its ring's a warp asks L2 for before its
-// PDL wait (POCKET_FP8_L2=N; bit 8 set: every 32-byte sector, not one
-// address a 128-byte line), set by the module's loader (fp8pipe.go). A
-// block that lands while its predecessor's last blocks drain has only its
-// ring's S-1 units a warp to stream, then idles at the wait; these keep
-// DRAM busy through the predecessor's tail instead. Experimental, 0 (off)
-// by default.
-__device__ int pipeL2;
-
 // PipeDot is MmaDot over a ring: units first, first+stride, ... of a
 // lane's two rows; ring is the shared address of stage 0 of the warp's
 // ring; copies 0 and 1 read from pa and pa + oa, copies 2 and 3 from pb
@@ -136,26 +127,6 @@ struct PipeDot {
         for (int s = 0; s < S - 1; s++) {
             if (u + s * stride < nu) issue(s, u + s * stride);
             cpCommit();
-        }
-        l2Ahead();
-    }
-
-    // l2Ahead asks L2 for the pipeL2 units after the ring's: a lane's four
-    // copy sources are rows lane/8 (+4, +8, +12) at its 16-byte column, so
-    // lanes 0, 8, 16, 24 name every 128-byte line of a unit, and the even
-    // lanes every 32-byte sector.
-    __device__ __forceinline__ void l2Ahead() {
-        const int mode = pipeL2, n = mode & 255, lane = threadIdx.x & 31;
-        if (n == 0 || (lane & ((mode & 256) ? 1 : 7)) != 0) return;
-        for (int k = 0; k < n; k++) {
-            const int uu = u + (S - 1 + k) * stride;
-            if (uu >= nu) break;
-            const uint32_t c = uu * UNIT;
-            if ((int)c >= lim) break; // the lane's column is past the row's end
-            l2Line(pa + c);
-            l2Line(pa + (oa + c));
-            l2Line(pb + c);
-            l2Line(pb + (ob + c));
         }
     }
 

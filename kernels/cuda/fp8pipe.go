@@ -55,9 +55,6 @@ func (b *Backend) loadPipe(mod cu.Module) {
 	if switches.fp8PipeKB > 0 {
 		budget = min(budget, switches.fp8PipeKB*1024)
 	}
-	if err := setGlobalInt(mod, "pipeL2", int32(switches.fp8L2)); err != nil {
-		return
-	}
 	var fns [numP8Funcs]cFunc
 	for op, name := range p8OpNames {
 		for i, s := range pipeStages {

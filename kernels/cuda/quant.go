@@ -155,9 +155,6 @@ func (b *Backend) quantModule() (*quantMod, error) {
 		q.kern = append(q.kern, k)
 	}
 	q.plan = parseQmvPlan(switches.qmvGeom)
-	if err := setGlobalInt(mod, "qmvL2", int32(switches.qmvL2)); err != nil {
-		return nil, err
-	}
 	q.int8 = !switches.exactQGEMV
 	q.iqErr = uploadLattices(mod)
 	for dt, n := range quantNames {

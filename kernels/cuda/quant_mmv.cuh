@@ -199,39 +199,6 @@ struct QRowsO {
     __device__ __forceinline__ const uint8_t* operator[](int r) const { return p + o[r]; }
 };
 
-// qmvL2 is how many steps after its first a warp asks L2 for before its
-// PDL wait (POCKET_QMV_L2=N; bit 8 set: every 32-byte sector, not one
-// address a 128-byte line), set by the module's loader (quant.go), as
-// fp8pipe.cuh's pipeL2: a block that lands while its predecessor drains
-// then keeps DRAM busy through the predecessor's tail. Experimental, 0
-// (off) by default.
-__device__ int qmvL2;
-
-// qBlockBytes is the bytes of qdot's block index b (256 elements).
-template <int F>
-__device__ __forceinline__ int qBlockBytes() {
-    return F == Q4_K ? 144 : F == Q6_K ? 210 : 8 * 34;
-}
-
-// qL2Ahead asks L2 for the qmvL2 steps after step s of a warp's QR rows
-// (the 128-byte lines, or 32-byte sectors, of each row's 4 blocks).
-template <int F, int QR, class Rows>
-__device__ __forceinline__ void qL2Ahead(const Rows& wr, int nb, int s, int ss, bool active) {
-    const int mode = qmvL2, n = mode & 255, lane = threadIdx.x & 31, step = (mode & 256) ? 32 : 128;
-    if (n == 0 || !active) return;
-    const int BB = qBlockBytes<F>();
-    for (int k = 1; k <= n; k++) {
-        const int b0 = 4 * (s + k * ss);
-        if (b0 >= nb) break;
-        const int bytes = (min(b0 + 4, nb) - b0) * BB;
-#pragma unroll
-        for (int r = 0; r < QR; r++) {
-            const uintptr_t p = (uintptr_t)(wr[r] + (long)b0 * BB), end = p + bytes;
-            for (uintptr_t a = (p & ~(uintptr_t)127) + lane * step; a < end; a += 32 * step) l2Line((const void*)a);
-        }
-    }
-}
-
 template <int F, int QR, class Rows>
 __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__ xq,
                                      const float2* __restrict__ xs, int nb, int s, int ss, bool active,
@@ -245,7 +212,6 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
 #pragma unroll
         for (int r = 0; r < QR; r++) QT<F>::ldW(cur[r], wr[r], b, j);
     }
-    qL2Ahead<F, QR>(wr, nb, s, ss, active);
     qPdlLaunch();
     qPdlWait();
     if (!active) return;
@@ -299,7 +265,6 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
         for (int k = 0; k < H; k++) hd[k] = ldnc(hp[k] + (long)blk * 144);
     };
     if (active && b < nb) load(b);
-    qL2Ahead<Q4_K, QR>(wr, nb, s, ss, active);
     qPdlLaunch();
     qPdlWait();
 #pragma unroll

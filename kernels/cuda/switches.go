@@ -60,12 +60,6 @@ import (
 //	                     qmv_plain, qmv_swiglu, attn, allreduce, hybrid: the DeltaNet kernels and the
 //	                     attention gate, f8pipe_r|add|norm|swiglu, or a decode.cu or fp8mma.cu kernel's
 //	                     name): wrong results, for timing only — what a step costs without them (bench)
-//	POCKET_FP8_L2=N      each warp of a one-row FP8 ring GEMV asks L2 for the N units after its ring's
-//	                     before its PDL wait (N+256: every 32-byte sector); 0 off (experimental)
-//	POCKET_QMV_L2=N      each warp of a block-format qmv GEMV asks L2 for its next N steps of weights
-//	                     before its PDL wait (N+256: every 32-byte sector); 0 off (experimental)
-//	POCKET_GEMV_L2=N     each warp of a one-row bf16/FP8 grouped GEMV (decode.cu) asks L2 for its N chunk
-//	                     steps after the first two before its PDL wait (N+256: every 32-byte sector); 0 off
 //	POCKET_MOE_QUANT=0   GGUF (block-format) MoE experts stay on host routing, not the device's indexed
 //	                     expert GEMVs (moe_quant.cu)
 var switches = struct {
@@ -97,9 +91,6 @@ var switches = struct {
 	fp8PipeDeep     bool
 	hybridPDL       bool
 	fp8PipeKB       int
-	fp8L2           int
-	qmvL2           int
-	gemvL2          int
 	ablate          map[string]bool
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
@@ -130,9 +121,6 @@ var switches = struct {
 	fp8PipeDeep:     os.Getenv("POCKET_FP8_PIPE_PLAN") == "depth",
 	hybridPDL:       os.Getenv("POCKET_HYBRID_PDL") != "0",
 	fp8PipeKB:       intSwitch("POCKET_FP8_PIPE_KB", 0, 16, 227),
-	fp8L2:           intSwitch("POCKET_FP8_L2", 0, 0, 511),
-	qmvL2:           intSwitch("POCKET_QMV_L2", 0, 0, 511),
-	gemvL2:          intSwitch("POCKET_GEMV_L2", 0, 0, 511),
 	ablate:          listSwitch(os.Getenv("POCKET_ABLATE")),
 }
 
