@@ -169,6 +169,52 @@ func (c *conf) quantFused() {
 		}
 		c.checkInt8("MatMulAdd", shape, ag, a8, ah, s.out)
 	}
+	// MatMulAdd straight after NormSwiGLU, a decode layer's down projection:
+	// with the rounding SwiGLU (SetSwiGLURound) it reads the int8 rounding
+	// the SwiGLU GEMV left instead of rounding the activation itself. The
+	// SwiGLU formats, then the down projection's.
+	for _, s := range []struct {
+		up, down   kernels.DType
+		hid, inter int
+	}{{kernels.Q4_K, kernels.Q6_K, 4096, 12288}, {kernels.Q4_K, kernels.Q4_K, 4096, 12288},
+		{kernels.Q6_K, kernels.Q8_0, 512, 512}, {kernels.Q8_0, kernels.Q4_K, 768, 768}} {
+		xv := c.randn(s.hid)
+		xg, xh := c.pair(xv)
+		gam, ng, nh := c.normVec(s.hid)
+		gg, gh := qw(s.up, s.inter, s.hid)
+		ug, uh := qw(s.up, s.inter, s.hid)
+		dg, dh := qw(s.down, s.hid, s.inter)
+		actg := c.g.NewBuf(s.inter)
+		// The exact reference: float activations throughout.
+		normed, act, u := c.c.NewBuf(s.hid), c.c.NewBuf(s.inter), c.c.NewBuf(s.inter)
+		c.c.RMSNorm(normed, xh, nh, 1, s.hid, 1e-5)
+		c.c.MatMul(act, normed, gh, 1)
+		c.c.MatMul(u, normed, uh, 1)
+		c.c.SwiGLU(act, act, u, s.inter)
+		acc := c.randn(s.hid)
+		ag, ah := c.pair(acc)
+		a8 := c.c.NewBuf(s.hid)
+		c.c.Write(a8, 0, acc)
+		y := c.c.NewBuf(s.hid)
+		c.c.MatMul(y, act, dh, 1)
+		c.c.Add(ah, ah, y, s.hid)
+		// The int8 reference: both inputs rounded as the GPU rounds them.
+		normed8 := c.normInt8(xv, gam, 1e-5)
+		c.c.MatMul(act, normed8, gh, 1)
+		c.c.MatMul(u, normed8, uh, 1)
+		c.c.SwiGLU(act, act, u, s.inter)
+		c.c.MatMul(y, c.int8Buf(act, s.inter), dh, 1)
+		c.c.Add(a8, a8, y, s.hid)
+		shape := fmt.Sprintf("after NormSwiGLU %s/%s hidden=%d inter=%d", s.up, s.down, s.hid, s.inter)
+		was := c.g.SetSwiGLURound(true)
+		ok := c.g.NormSwiGLU(actg, xg, ng, 1e-5, gg, ug, 1) && c.g.MatMulAdd(ag, actg, dg, 1)
+		c.g.SetSwiGLURound(was)
+		if !ok {
+			declined("NormSwiGLU+MatMulAdd", shape)
+			continue
+		}
+		c.checkInt8("MatMulAdd", shape, ag, a8, ah, s.hid)
+	}
 	// MatMulAdd straight after RoPEAttention, the o projection of a decode
 	// layer: the attention leaves its merge to the projection's int8
 	// rounding (qx_merge; re-armed for the case, as the ops before may have

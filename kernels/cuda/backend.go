@@ -82,11 +82,19 @@ type Backend struct {
 	// attnMergeSelf: a deferred merge needed its own launch, so the
 	// attention merges itself (attn_merge.go).
 	attnMergeSelf bool
-	pipe          pipeFuncs // fp8pipe.cuh's kernels (fp8pipe.go)
-	sms           int
-	args          [32]uint64
-	nargs         int
-	err           error // first failure; later ops are skipped
+	// rounded is an activation whose int8 rounding the op that wrote it
+	// left in the quant module's second scratch (qmv_swiglu_q); took is
+	// what the current op took of it (enterTaking): only the op right
+	// after may read the rounding (quant_mmv.go).
+	rounded, took roundedAct
+	// swiq: block-format SwiGLU GEMVs round their output themselves
+	// (POCKET_QMV_SWIQ, SetSwiGLURound).
+	swiq  bool
+	pipe  pipeFuncs // fp8pipe.cuh's kernels (fp8pipe.go)
+	sms   int
+	args  [32]uint64
+	nargs int
+	err   error // first failure; later ops are skipped
 
 	uploads [numKinds]upload
 	rope    map[ropeKey]cu.DevicePtr
@@ -146,7 +154,8 @@ func newBackend(ordinal int, makeCtx func(cu.Device) (cu.CUContext, error)) (*Ba
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{dev: dev, ctx: ctx, rope: map[ropeKey]cu.DevicePtr{}, free: map[int64][]cu.DevicePtr{}}
+	b := &Backend{dev: dev, ctx: ctx, rope: map[ropeKey]cu.DevicePtr{}, free: map[int64][]cu.DevicePtr{},
+		swiq: switches.qmvSwiQ}
 	if b.stream, err = cu.MakeStream(cu.NonBlocking); err != nil {
 		return nil, fmt.Errorf("cuda: stream: %w", err)
 	}
@@ -211,6 +220,11 @@ func (b *Backend) enterTaking(x cu.DevicePtr) (attnDeferred, bool) {
 	if x != 0 && b.attnDef.dst == x {
 		d, b.attnDef = b.attnDef, attnDeferred{}
 	}
+	b.took = roundedAct{}
+	if x != 0 && b.rounded.act == x {
+		b.took = b.rounded
+	}
+	b.rounded = roundedAct{}
 	b.settleAttn()
 	b.flush()
 	b.lt.bfSrc = 0 // any op may write the converted GEMM input's source

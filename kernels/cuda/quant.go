@@ -98,10 +98,10 @@ type quantFns struct {
 	deq   cFunc
 }
 
-// qmvKernels are one geometry's qmv and qmv_swiglu.
+// qmvKernels are one geometry's qmv, qmv_swiglu and qmv_swiglu_q.
 type qmvKernels struct {
-	g       qmvGeom
-	mv, swi cFunc
+	g             qmvGeom
+	mv, swi, swiq cFunc
 }
 
 type quantMod struct {
@@ -114,6 +114,8 @@ type quantMod struct {
 	plan  qmvPlan      // the geometry of each kind of qmv launch (POCKET_QMV_GEOM)
 	xq    cu.DevicePtr // int8 activations: xs (float2 per 32) then xq
 	xqN   int64
+	xq2   cu.DevicePtr // a SwiGLU output's rounding (qmv_swiglu_q): xs then xq
+	xq2N  int64
 	int8  bool
 }
 
@@ -150,6 +152,9 @@ func (b *Backend) quantModule() (*quantMod, error) {
 			return nil, err
 		}
 		if k.swi, err = get(swi); err != nil {
+			return nil, err
+		}
+		if k.swiq, err = get(e.g.swiqEntry()); err != nil {
 			return nil, err
 		}
 		q.kern = append(q.kern, k)

@@ -400,50 +400,72 @@ __device__ __forceinline__ void qmvEntry(const uint8_t* __restrict__ xq, const f
 }
 // qmvSwiGLU: act = silu(Wg · rmsnorm(x)) * (Wu · rmsnorm(x)) from the
 // normed, quantized x; a group is gate rows o, o+1 and up rows o, o+1.
-template <int F, int QR>
+//
+// ROUND (qmv_swiglu_q_R_B, POCKET_QMV_SWIQ=1): a block computes 32
+// outputs, in 32/per passes of its per = 8/wpr·QR/2 outputs, and rounds
+// them to int8 as qx does, into xq2/xs2: the down projection then reads
+// them without a qx launch of its own (quant_mmv.go). The float act is
+// written too, for any other reader.
+template <int F, int QR, bool ROUND>
 __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
                                           const float* ssp, float eps, int in, int wpr, const uint8_t* wg,
-                                          const uint8_t* wu, long rb, int out) {
+                                          const uint8_t* wu, long rb, int out, uint32_t* xq2, float2* xs2) {
     __shared__ float red[8][QR];
-    const int warp = threadIdx.x >> 5, G = 8 / wpr;
-    const int base = (blockIdx.x * G + warp / wpr) * (QR / 2);
-    QRowsP<QR> wr;
+    __shared__ __align__(16) float sact[ROUND ? 32 : 1];
+    const int warp = threadIdx.x >> 5, G = 8 / wpr, per = G * (QR / 2);
+    const int passes = ROUND ? 32 / per : 1;
+    for (int p = 0; p < passes; p++) {
+        const int blk = blockIdx.x * passes + p;
+        const int base = (blk * G + warp / wpr) * (QR / 2);
+        QRowsP<QR> wr;
 #pragma unroll
-    for (int r = 0; r < QR / 2; r++) {
-        const long o = min(base + r, out - 1);
-        wr.p[r] = wg + o * rb;
-        wr.p[QR / 2 + r] = wu + o * rb;
-    }
-    float acc[QR];
-    QDotF<F>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
-    qsums<QR>(red, acc);
-    const int t = threadIdx.x;
-    if (t < G * (QR / 2)) {
-        const int g = t / (QR / 2), r = t % (QR / 2), o = (blockIdx.x * G + g) * (QR / 2) + r;
-        if (o < out) {
-            float gv = 0.f, uv = 0.f;
-            for (int i = 0; i < wpr; i++) {
-                gv += red[g * wpr + i][r];
-                uv += red[g * wpr + i][QR / 2 + r];
-            }
-            const float inv = qinvRms(ssp, in, eps);
-            gv *= inv;
-            uv *= inv;
-            act[o] = gv / (1.f + expf(-gv)) * uv;
+        for (int r = 0; r < QR / 2; r++) {
+            const long o = min(base + r, out - 1);
+            wr.p[r] = wg + o * rb;
+            wr.p[QR / 2 + r] = wu + o * rb;
         }
+        float acc[QR];
+        QDotF<F>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
+        qsums<QR>(red, acc);
+        const int t = threadIdx.x;
+        if (t < G * (QR / 2)) {
+            const int g = t / (QR / 2), r = t % (QR / 2), o = (blk * G + g) * (QR / 2) + r;
+            if (o < out) {
+                float gv = 0.f, uv = 0.f;
+                for (int i = 0; i < wpr; i++) {
+                    gv += red[g * wpr + i][r];
+                    uv += red[g * wpr + i][QR / 2 + r];
+                }
+                const float inv = qinvRms(ssp, in, eps);
+                gv *= inv;
+                uv *= inv;
+                const float a = gv / (1.f + expf(-gv)) * uv;
+                act[o] = a;
+                if (ROUND) sact[p * per + t] = a;
+            } else if (ROUND) {
+                sact[p * per + t] = 0.f;
+            }
+        }
+        if (ROUND) __syncthreads(); // red is read before the next pass writes it; sact is whole after the last
+    }
+    if (ROUND && warp == 0) {
+        const int lane = threadIdx.x & 31, i = blockIdx.x * 8 + lane; // float4 i of the row
+        const bool ok = lane < 8 && 4 * i < out;
+        qRound(xq2, xs2, ok ? ((const float4*)sact)[lane] : make_float4(0.f, 0.f, 0.f, 0.f), i, ok);
     }
 }
 
-template <int QR>
+template <int QR, bool ROUND>
 __device__ __forceinline__ void qmvSwiGLUEntry(float* act, const uint8_t* __restrict__ xq,
                                                const float2* __restrict__ xs, const float* ssp, float eps, int in,
-                                               int wpr, int f, const uint8_t* wg, const uint8_t* wu, long rb, int out) {
+                                               int wpr, int f, const uint8_t* wg, const uint8_t* wu, long rb, int out,
+                                               uint32_t* xq2, float2* xs2) {
     if (f == Q4_K)
-        qmvSwiGLU<Q4_K, QR>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
+        qmvSwiGLU<Q4_K, QR, ROUND>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out, xq2, xs2);
     else if (f == Q6_K)
-        qmvSwiGLU<Q6_K, QR>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
+        qmvSwiGLU<Q6_K, QR, ROUND>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out, xq2, xs2);
     else
-        qmvSwiGLU<Q8_0, QR>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out);
+        qmvSwiGLU<Q8_0, QR, ROUND>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out, xq2, xs2);
 }
 
 // The entry points by geometry: qmv_R_B and qmv_swiglu_R_B compute R rows
@@ -460,7 +482,13 @@ __device__ __forceinline__ void qmvSwiGLUEntry(float* act, const uint8_t* __rest
         qmv_swiglu_##R##_##B(float* act, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,             \
                              const float* ssp, float eps, int in, int wpr, int f, const uint8_t* wg,                 \
                              const uint8_t* wu, long rb, int out) {                                                  \
-        qmvSwiGLUEntry<R>(act, xq, xs, ssp, eps, in, wpr, f, wg, wu, rb, out);                                       \
+        qmvSwiGLUEntry<R, false>(act, xq, xs, ssp, eps, in, wpr, f, wg, wu, rb, out, nullptr, nullptr);             \
+    }                                                                                                                \
+    extern "C" __global__ void __launch_bounds__(256, B)                                                             \
+        qmv_swiglu_q_##R##_##B(float* act, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,           \
+                               const float* ssp, float eps, int in, int wpr, int f, const uint8_t* wg,               \
+                               const uint8_t* wu, long rb, int out, uint32_t* xq2, float2* xs2) {                    \
+        qmvSwiGLUEntry<R, true>(act, xq, xs, ssp, eps, in, wpr, f, wg, wu, rb, out, xq2, xs2);                       \
     }
 QMV_ENTRIES(4, 3)
 QMV_ENTRIES(2, 4)

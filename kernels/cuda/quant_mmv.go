@@ -19,7 +19,9 @@ import (
 //	NormSwiGLU: qx_norm(x·norm) + qmv_swiglu:                   2 launches
 //	MatMulAdd:  qx_norm(x)      + qmv (add mode):               2 launches
 //
-// against 7, 5 and 3 for the unfused ops. POCKET_QGEMV=v1 keeps the first
+// against 7, 5 and 3 for the unfused ops. With POCKET_QMV_SWIQ=1 the
+// SwiGLU GEMV rounds its own output (qmv_swiglu_q, 32 outputs a block) and
+// the down projection after it is one launch. POCKET_QGEMV=v1 keeps the first
 // int8 kernels (qx_quant + qgemv8_*, one launch pair per GEMV, no fused
 // ops); POCKET_QGEMV=exact the fp32 GEMV (no fused ops either).
 
@@ -56,6 +58,34 @@ func (b *Backend) qxBuf(in int) (xs, xq, ssp cu.DevicePtr) {
 	}
 	xs = b.q.xq
 	return xs, xs + cu.DevicePtr(xsB), xs + cu.DevicePtr(xsB+xqB)
+}
+
+// roundedAct names an activation of n elements (see Backend.rounded).
+type roundedAct struct {
+	act cu.DevicePtr
+	n   int
+}
+
+// qxBuf2 is qxBuf's layout (without ssp) in the second scratch, where a
+// SwiGLU GEMV rounds its output while the first still holds its input's.
+func (b *Backend) qxBuf2(in int) (xs, xq cu.DevicePtr) {
+	xsB := int64(in/32*8+255) &^ 255
+	need := xsB + int64(in+255)&^255
+	if need > b.q.xq2N {
+		n := max(need, 1<<20)
+		b.q.xq2, b.q.xq2N = b.alloc(n), n
+	}
+	return b.q.xq2, b.q.xq2 + cu.DevicePtr(xsB)
+}
+
+// SetSwiGLURound turns the rounding SwiGLU GEMV on or off (default off;
+// POCKET_QMV_SWIQ=1 on), so that conformance can check it; it returns the
+// previous setting.
+func (b *Backend) SetSwiGLURound(on bool) (was bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	was, b.swiq = b.swiq, on
+	return was
 }
 
 // runQ launches a quant_mmv.cuh kernel, with PDL unless switched off.
@@ -194,8 +224,16 @@ func (b *Backend) quantNormSwiGLU(act, x kernels.Buf, nv cu.DevicePtr, eps float
 	if ablated("qmv_swiglu") {
 		return true
 	}
-	b.runQ(k.swi, cdiv(out, half*8/wpr), 256, ptr(dptr(act)), ptr(xq), ptr(xs), ptr(ssp), f32(eps), i32(in), i32(wpr),
-		i32(int(g.w.DType)), ptr(g.data), ptr(u.data), uint64(g.rowBytes()), i32(out))
+	args := []uint64{ptr(dptr(act)), ptr(xq), ptr(xs), ptr(ssp), f32(eps), i32(in), i32(wpr), i32(int(g.w.DType)),
+		ptr(g.data), ptr(u.data), uint64(g.rowBytes()), i32(out)}
+	if p := swiqPasses(k.g.rows, wpr); b.swiq && p > 0 && out%32 == 0 {
+		// 32 outputs a block, rounded for the op after (quantMatMulAdd).
+		xs2, xq2 := b.qxBuf2(out)
+		b.runQ(k.swiq, out/32, 256, append(args, ptr(xq2), ptr(xs2))...)
+		b.rounded = roundedAct{dptr(act), out}
+		return true
+	}
+	b.runQ(k.swi, cdiv(out, half*8/wpr), 256, args...)
 	return true
 }
 
@@ -218,7 +256,11 @@ func (b *Backend) quantMatMulAdd(acc, x kernels.Buf, w kernels.Tensor) bool {
 		return false
 	}
 	var xs, xq, ssp cu.DevicePtr
-	if d.dst != 0 && d.hd == 128 && d.heads*128 == in {
+	if b.took.act == dptr(x) && b.took.n == in && d.dst == 0 {
+		// The SwiGLU GEMV before rounded x itself (ssp: unused in add mode).
+		xs, xq = b.qxBuf2(in)
+		ssp = xs
+	} else if d.dst != 0 && d.hd == 128 && d.heads*128 == in {
 		// The deferred attention's merge and the rounding in one launch.
 		xs, xq, ssp = b.qxBuf(in)
 		b.runQ(b.q.qxm, cdiv(d.heads, 8), 256, ptr(xq), ptr(xs), ptr(d.part), ptr(d.start), i32(d.heads),

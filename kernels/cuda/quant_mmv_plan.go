@@ -27,6 +27,21 @@ func (g qmvGeom) entries() (mv, swi string) {
 	return fmt.Sprintf("qmv_%d_%d", g.rows, g.occ), fmt.Sprintf("qmv_swiglu_%d_%d", g.rows, g.occ)
 }
 
+// swiqEntry is the geometry's qmv_swiglu that also rounds its output
+// (POCKET_QMV_SWIQ).
+func (g qmvGeom) swiqEntry() string { return fmt.Sprintf("qmv_swiglu_q_%d_%d", g.rows, g.occ) }
+
+// swiqPasses is how many passes a qmv_swiglu_q block makes to cover the
+// 32 outputs it rounds, with wpr warps a group of rows/2 outputs; 0 where
+// a pass's outputs do not divide 32.
+func swiqPasses(rows, wpr int) int {
+	per := 8 / wpr * (rows / 2)
+	if per <= 0 || 32%per != 0 {
+		return 0
+	}
+	return 32 / per
+}
+
 // qmvGeoms are the compiled geometries by name; the first is the default.
 // Measured and dropped on an H200 (Qwen3-8B Q4_K_M decode, interleaved
 // against 4x3 in the same calls; history: ad8c2de, 014d0fd, 568fc69,

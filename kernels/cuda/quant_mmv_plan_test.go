@@ -72,6 +72,14 @@ func TestParseQmvPlan(t *testing.T) {
 	if mv, swi := qmvGeomByName("2x4").entries(); mv != "qmv_2_4" || swi != "qmv_swiglu_2_4" {
 		t.Errorf("2x4's entries: %s, %s", mv, swi)
 	}
+	if e := qmvGeomByName("4x3").swiqEntry(); e != "qmv_swiglu_q_4_3" {
+		t.Errorf("4x3's rounding SwiGLU: %s", e)
+	}
+	for _, c := range []struct{ rows, wpr, want int }{{4, 1, 2}, {4, 2, 4}, {2, 1, 4}, {4, 8, 16}, {2, 8, 32}, {4, 16, 0}} {
+		if got := swiqPasses(c.rows, c.wpr); got != c.want {
+			t.Errorf("swiqPasses(%d, %d) = %d, want %d", c.rows, c.wpr, got, c.want)
+		}
+	}
 	if k := qmvKind(qmvAdd, 12288, 4096); k != "down" {
 		t.Errorf("add 4096×12288: %s", k)
 	}
