@@ -401,7 +401,7 @@ __device__ __forceinline__ void qmvEntry(const uint8_t* __restrict__ xq, const f
 // qmvSwiGLU: act = silu(Wg · rmsnorm(x)) * (Wu · rmsnorm(x)) from the
 // normed, quantized x; a group is gate rows o, o+1 and up rows o, o+1.
 //
-// ROUND (qmv_swiglu_q_R_B, POCKET_QMV_SWIQ=1): a block computes 32
+// ROUND (qmv_swiglu_q_R_B, the default; POCKET_QMV_SWIQ=0 off): a block computes 32
 // outputs, in 32/per passes of its per = 8/wpr·QR/2 outputs, and rounds
 // them to int8 as qx does, into xq2/xs2: the down projection then reads
 // them without a qx launch of its own (quant_mmv.go). The float act is

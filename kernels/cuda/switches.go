@@ -60,8 +60,8 @@ import (
 //	                     qmv_plain, qmv_swiglu, attn, allreduce, hybrid: the DeltaNet kernels and the
 //	                     attention gate, f8pipe_r|add|norm|swiglu, or a decode.cu or fp8mma.cu kernel's
 //	                     name): wrong results, for timing only — what a step costs without them (bench)
-//	POCKET_QMV_SWIQ=1    a block-format SwiGLU GEMV rounds its output to int8 itself (qmv_swiglu_q, 32
-//	                     outputs a block) for the down projection, instead of a qx launch before it
+//	POCKET_QMV_SWIQ=0    a block-format SwiGLU GEMV leaves its output's int8 rounding to a qx launch before
+//	                     the down projection, instead of rounding it itself (qmv_swiglu_q, 32 outputs a block)
 //	POCKET_MOE_QUANT=0   GGUF (block-format) MoE experts stay on host routing, not the device's indexed
 //	                     expert GEMVs (moe_quant.cu)
 var switches = struct {
@@ -124,7 +124,7 @@ var switches = struct {
 	fp8PipeDeep:     os.Getenv("POCKET_FP8_PIPE_PLAN") == "depth",
 	hybridPDL:       os.Getenv("POCKET_HYBRID_PDL") != "0",
 	fp8PipeKB:       intSwitch("POCKET_FP8_PIPE_KB", 0, 16, 227),
-	qmvSwiQ:         os.Getenv("POCKET_QMV_SWIQ") == "1",
+	qmvSwiQ:         os.Getenv("POCKET_QMV_SWIQ") != "0",
 	ablate:          listSwitch(os.Getenv("POCKET_ABLATE")),
 }
 
