@@ -215,6 +215,79 @@ func (c *conf) quantFused() {
 		}
 		c.checkInt8("MatMulAdd", shape, ag, a8, ah, s.hid)
 	}
+	// An RMSNorm-GEMV straight after the MatMulAdd that writes its input,
+	// the o projection before gate/up and the down projection before the
+	// next layer's q/k/v: with SetAddRound the add leaves the rounding of
+	// its output times the norm and its sums of squares (qmv_addq), and
+	// the GEMV reads them instead of a qx_norm launch's. The residual and
+	// the GEMV's outputs are checked.
+	for _, s := range []struct {
+		add     kernels.DType
+		next    kernels.DType
+		hid, in int
+		swiglu  bool
+		outs    []int
+	}{{kernels.Q4_K, kernels.Q4_K, 4096, 4096, true, []int{12288}},
+		{kernels.Q6_K, kernels.Q4_K, 4096, 12288, false, []int{4096, 1024, 1024}},
+		{kernels.Q8_0, kernels.Q6_K, 512, 256, false, []int{256}},
+		{kernels.Q4_K, kernels.Q8_0, 768, 512, true, []int{96}}} {
+		av := c.randn(s.in)
+		aG, aH := c.pair(av)
+		acc := c.randn(s.hid)
+		accG, accH := c.pair(acc)
+		acc8 := c.c.NewBuf(s.hid)
+		c.c.Write(acc8, 0, acc)
+		wg, wh := qw(s.add, s.hid, s.in)
+		y := c.c.NewBuf(s.hid)
+		c.c.MatMul(y, aH, wh, 1)
+		c.c.Add(accH, accH, y, s.hid)
+		c.c.MatMul(y, c.int8Buf(aH, s.in), wh, 1)
+		c.c.Add(acc8, acc8, y, s.hid)
+		accV, acc8V := make([]float32, s.hid), make([]float32, s.hid)
+		c.c.Read(accH, 0, accV)
+		c.c.Read(acc8, 0, acc8V)
+		gam, ng, nh := c.normVec(s.hid)
+		normed, normed8 := c.c.NewBuf(s.hid), c.normInt8(acc8V, gam, 1e-5)
+		c.c.RMSNorm(normed, accH, nh, 1, s.hid, 1e-5)
+		var outG, outH, out8 []kernels.Buf
+		var ok bool
+		shape := fmt.Sprintf("after MatMulAdd %s/%s hidden=%d in=%d outs=%v", s.add, s.next, s.hid, s.in, s.outs)
+		was := c.g.SetAddRound(true)
+		if s.swiglu {
+			out := s.outs[0]
+			gg, gh := qw(s.next, out, s.hid)
+			ug, uh := qw(s.next, out, s.hid)
+			actG, actH, act8, u := c.g.NewBuf(out), c.c.NewBuf(out), c.c.NewBuf(out), c.c.NewBuf(out)
+			c.c.MatMul(actH, normed, gh, 1)
+			c.c.MatMul(u, normed, uh, 1)
+			c.c.SwiGLU(actH, actH, u, out)
+			c.c.MatMul(act8, normed8, gh, 1)
+			c.c.MatMul(u, normed8, uh, 1)
+			c.c.SwiGLU(act8, act8, u, out)
+			ok = c.g.MatMulAdd(accG, aG, wg, 1) && c.g.NormSwiGLU(actG, accG, ng, 1e-5, gg, ug, 1)
+			outG, outH, out8 = []kernels.Buf{actG}, []kernels.Buf{actH}, []kernels.Buf{act8}
+		} else {
+			var ws []kernels.Tensor
+			for _, out := range s.outs {
+				g, h := qw(s.next, out, s.hid)
+				yg, yh := c.outPair(out)
+				y8 := c.c.NewBuf(out)
+				c.c.MatMul(yh, normed, h, 1)
+				c.c.MatMul(y8, normed8, h, 1)
+				ws, outG, outH, out8 = append(ws, g), append(outG, yg), append(outH, yh), append(out8, y8)
+			}
+			ok = c.g.MatMulAdd(accG, aG, wg, 1) && c.g.NormMatMul(outG, accG, ng, 1e-5, ws, 1)
+		}
+		c.g.SetAddRound(was)
+		if !ok {
+			declined("MatMulAdd+NormGEMV", shape)
+			continue
+		}
+		c.checkInt8("MatMulAdd", shape+" residual", accG, acc8, accH, s.hid)
+		for i := range outG {
+			c.checkInt8("NormGEMV", fmt.Sprintf("%s #%d", shape, i), outG[i], out8[i], outH[i], s.outs[i])
+		}
+	}
 	// MatMulAdd straight after RoPEAttention, the o projection of a decode
 	// layer: the attention leaves its merge to the projection's int8
 	// rounding (qx_merge; re-armed for the case, as the ops before may have
