@@ -83,23 +83,18 @@ type Backend struct {
 	// attention merges itself (attn_merge.go).
 	attnMergeSelf bool
 	// rounded is an activation whose int8 rounding the op that wrote it
-	// left in a quant scratch (qmv_swiglu_q); took is
+	// left in the quant module's second scratch (qmv_swiglu_q); took is
 	// what the current op took of it (enterTaking): only the op right
 	// after may read the rounding (quant_mmv.go).
 	rounded, took roundedAct
 	// swiq: block-format SwiGLU GEMVs round their output themselves
 	// (POCKET_QMV_SWIQ, SetSwiGLURound).
-	swiq bool
-	// pendAdd is a block-format MatMulAdd left to the op after it, which
-	// launches it (addq: POCKET_QMV_ADDQ, SetAddRound); tookAdd is the one
-	// an RMSNorm-GEMV of its output took (enterNorm, quantNormInput).
-	pendAdd, tookAdd pendingAdd
-	addq             bool
-	pipe             pipeFuncs // fp8pipe.cuh's kernels (fp8pipe.go)
-	sms              int
-	args             [32]uint64
-	nargs            int
-	err              error // first failure; later ops are skipped
+	swiq  bool
+	pipe  pipeFuncs // fp8pipe.cuh's kernels (fp8pipe.go)
+	sms   int
+	args  [32]uint64
+	nargs int
+	err   error // first failure; later ops are skipped
 
 	uploads [numKinds]upload
 	rope    map[ropeKey]cu.DevicePtr
@@ -160,7 +155,7 @@ func newBackend(ordinal int, makeCtx func(cu.Device) (cu.CUContext, error)) (*Ba
 		return nil, err
 	}
 	b := &Backend{dev: dev, ctx: ctx, rope: map[ropeKey]cu.DevicePtr{}, free: map[int64][]cu.DevicePtr{},
-		swiq: switches.qmvSwiQ, addq: switches.qmvAddQ}
+		swiq: switches.qmvSwiQ}
 	if b.stream, err = cu.MakeStream(cu.NonBlocking); err != nil {
 		return nil, fmt.Errorf("cuda: stream: %w", err)
 	}
@@ -221,37 +216,6 @@ func (b *Backend) enterTaking(x cu.DevicePtr) (attnDeferred, bool) {
 	if !b.lock() {
 		return attnDeferred{}, false
 	}
-	b.settleAdd(0)
-	return b.entered(x), true
-}
-
-// enterNorm is enter for an RMSNorm-GEMV of x: a pending MatMulAdd whose
-// output is x is handed to it (b.tookAdd) instead of launched.
-func (b *Backend) enterNorm(x cu.DevicePtr) bool {
-	if !b.lock() {
-		return false
-	}
-	b.settleAdd(x)
-	b.entered(0)
-	return true
-}
-
-// settleAdd launches the pending MatMulAdd, if any, unless its output is
-// x (not 0): that one goes to tookAdd.
-func (b *Backend) settleAdd(x cu.DevicePtr) {
-	p := b.pendAdd
-	b.pendAdd, b.tookAdd = pendingAdd{}, pendingAdd{}
-	if x != 0 && p.acc == x {
-		b.tookAdd = p
-		return
-	}
-	b.launchAdd(p)
-}
-
-// entered settles what an op entering the backend settles (lock held,
-// pending add settled): a deferred attention merge unless its output is
-// x, which is returned; the deferred GEMV group.
-func (b *Backend) entered(x cu.DevicePtr) attnDeferred {
 	var d attnDeferred
 	if x != 0 && b.attnDef.dst == x {
 		d, b.attnDef = b.attnDef, attnDeferred{}
@@ -264,7 +228,7 @@ func (b *Backend) entered(x cu.DevicePtr) attnDeferred {
 	b.settleAttn()
 	b.flush()
 	b.lt.bfSrc = 0 // any op may write the converted GEMM input's source
-	return d
+	return d, true
 }
 
 // enterKeep is enter without the GEMV flush (for MatMul, which may join
@@ -273,7 +237,6 @@ func (b *Backend) enterKeep() bool {
 	if !b.lock() {
 		return false
 	}
-	b.settleAdd(0)
 	b.settleAttn()
 	return true
 }

@@ -128,15 +128,6 @@ __device__ __forceinline__ void qRound(uint32_t* xq, float2* xs, float4 v, int i
     }
 }
 
-// qSumSq leaves in ssp[i/8] the sum of the squares of the 32 elements of
-// float4 i's group (8 lanes, as qRound); every lane of the warp takes part.
-__device__ __forceinline__ void qSumSq(float* ssp, float4 v, int i, bool ok) {
-    float s = v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-#pragma unroll
-    for (int o = 1; o < 8; o <<= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (ok && (i & 7) == 0) ssp[i >> 3] = s;
-}
-
 extern "C" __global__ void __launch_bounds__(256) qx_quant(uint32_t* xq, float2* xs, const float* x, int n) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x; // 4 elements each; 8 threads per group
     const bool ok = i < (n >> 2);

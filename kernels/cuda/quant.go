@@ -98,11 +98,10 @@ type quantFns struct {
 	deq   cFunc
 }
 
-// qmvKernels are one geometry's qmv, qmv_swiglu, qmv_swiglu_q and
-// qmv_addq.
+// qmvKernels are one geometry's qmv, qmv_swiglu and qmv_swiglu_q.
 type qmvKernels struct {
-	g                   qmvGeom
-	mv, swi, swiq, addq cFunc
+	g             qmvGeom
+	mv, swi, swiq cFunc
 }
 
 type quantMod struct {
@@ -113,14 +112,11 @@ type quantMod struct {
 	qxm   cFunc        // qx_merge: a deferred attention merged and rounded (attn_merge.go)
 	kern  []qmvKernels // by qmvGeoms index (quant_mmv.go)
 	plan  qmvPlan      // the geometry of each kind of qmv launch (POCKET_QMV_GEOM)
-	// Two int8 activation scratches (xs, float2 per 32; xq; ssp, a
-	// float per 32), written in turn (qxNext): a GEMV that rounds its
-	// output for the op after (qmv_swiglu_q, qmv_addq) writes one while
-	// it reads the other.
-	xq   [2]cu.DevicePtr
-	xqN  [2]int64
-	cur  int // the scratch written last
-	int8 bool
+	xq    cu.DevicePtr // int8 activations: xs (float2 per 32) then xq
+	xqN   int64
+	xq2   cu.DevicePtr // a SwiGLU output's rounding (qmv_swiglu_q): xs then xq
+	xq2N  int64
+	int8  bool
 }
 
 // quantModule loads the quant kernels once (context current).
@@ -159,9 +155,6 @@ func (b *Backend) quantModule() (*quantMod, error) {
 			return nil, err
 		}
 		if k.swiq, err = get(e.g.swiqEntry()); err != nil {
-			return nil, err
-		}
-		if k.addq, err = get(fmt.Sprintf("qmv_addq_%d_%d", e.g.rows, e.g.occ)); err != nil {
 			return nil, err
 		}
 		q.kern = append(q.kern, k)
@@ -280,7 +273,15 @@ func (b *Backend) quantMatMul(dst, x kernels.Buf, t *tensor, rows int) {
 	}
 	if rows == 1 && b.q.int8 && fs.gemv8 != nil && in%256 == 0 {
 		// The first int8 kernels (POCKET_QGEMV=v1).
-		xs, xq, _ := b.qxNext(in)
+		// xs: in/32 float2 {d, Σq}; xq: in int8, 256-byte aligned.
+		xsB := int64(in/32*8+255) &^ 255
+		if need := xsB + int64(in); need > b.q.xqN {
+			// The old buffer is not freed: queued work or a captured
+			// graph may still use it.
+			n := max(need, 1<<20)
+			b.q.xq, b.q.xqN = b.alloc(n), n
+		}
+		xs, xq := b.q.xq, b.q.xq+cu.DevicePtr(xsB)
 		b.launchFn(b.q.qx, cdiv(in/4, 256), 1, 256, ptr(xq), ptr(xs), ptr(xp), i32(in))
 		b.launchFn(fs.gemv8, cdiv(out, 4), 1, 128, ptr(y), ptr(xq), ptr(xs), ptr(t.data), i32(out), i32(in),
 			uint64(t.rowBytes()))

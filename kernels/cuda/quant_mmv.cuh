@@ -45,12 +45,11 @@ __device__ __forceinline__ uint4 ldnc(const void* p) {
 }
 
 // qx_norm rounds x (times nw when nw is not null) to int8 per 32 elements
-// as qx_quant does, and with nw also leaves the sum of the squares of the
-// raw x of each 32 in ssp[i/32] (n/1024 rounded up blocks of 256 threads;
-// n % 32 == 0). Sums per 32, not per block, so that a GEMV that writes x
-// can leave them too (qmv_addq).
+// as qx_quant does, and with nw also leaves block i's sum of the squares of
+// the raw x in ssp[i] (n/1024 rounded up blocks of 256 threads; n % 4 == 0).
 extern "C" __global__ void __launch_bounds__(256) qx_norm(uint32_t* xq, float2* xs, float* ssp, const float* x,
                                                          const float* nw, int n) {
+    __shared__ float red[8];
     // The next GEMV may launch once this grid has passed its wait: its
     // blocks then take the SM slots the predecessor frees and stream their
     // first weights while the norm's sums and the rounding run (Qwen3-8B
@@ -68,10 +67,18 @@ extern "C" __global__ void __launch_bounds__(256) qx_norm(uint32_t* xq, float2* 
     const bool ok = i < (n >> 2);
     float4 v = ok ? __ldg((const float4*)x + i) : make_float4(0.f, 0.f, 0.f, 0.f);
     if (nw != nullptr) {
-        qSumSq(ssp, v, i, ok); // of the raw x (zero past n)
+        float ss = v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+        ss = warpSum(ss);
+        if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
         if (ok) {
             const float4 g = __ldg((const float4*)nw + i);
             v = make_float4(v.x * g.x, v.y * g.y, v.z * g.z, v.w * g.w);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float t = 0.f;
+            for (int k = 0; k < 8; k++) t += red[k];
+            ssp[blockIdx.x] = t;
         }
     }
     qRound(xq, xs, v, i, ok);
@@ -319,16 +326,12 @@ __device__ __forceinline__ void qsums(float (*red)[QR], const float (&acc)[QR]) 
     __syncthreads();
 }
 
-// qinvRms is the RMSNorm factor from the sums of squares per 32 (qx_norm,
-// qmv_addq), in four chains.
+// qinvRms is the RMSNorm factor from qx_norm's partial sums of squares.
 __device__ __forceinline__ float qinvRms(const float* ssp, int in, float eps) {
-    float t0 = 0.f, t1 = 0.f, t2 = 0.f, t3 = 0.f;
-    const int n = in / 32; // a multiple of 8 (in % 256 == 0)
-    for (int i = 0; i < n; i += 4) {
-        const float4 s = __ldg((const float4*)(ssp + i));
-        t0 += s.x, t1 += s.y, t2 += s.z, t3 += s.w;
-    }
-    return rsqrtf(((t0 + t1) + (t2 + t3)) / in + eps);
+    float t = 0.f;
+    const int n = (in / 4 + 255) / 256;
+    for (int i = 0; i < n; i++) t += ssp[i];
+    return rsqrtf(t / in + eps);
 }
 
 // qmvBlock is block blk of y = W·xq (mode: plain, add into y, or times the
@@ -395,56 +398,6 @@ __device__ __forceinline__ void qmvEntry(const uint8_t* __restrict__ xq, const f
     }
     qmvMat<QR>(f, y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
 }
-// qmvAddRound is qmv's add mode over one matrix that also leaves, for the
-// RMSNorm-GEMV after it, what qx_norm would (qmv_addq_R_B,
-// POCKET_QMV_ADDQ): a block computes 32 rows of y += W·x, in 32/per passes
-// of its per = 8/wpr·QR rows, then rounds the new y·nw to int8 into
-// xq2/xs2 and leaves the sum of the squares of the new y in ssp2 (per 32,
-// as qx_norm): the next layer's norm costs no launch (quant_mmv.go).
-template <int F, int QR>
-__device__ __forceinline__ void qmvAddRound(float* y, const uint8_t* w, long rb, int out,
-                                            const uint8_t* __restrict__ xq, const float2* __restrict__ xs, int in,
-                                            int wpr, const float* __restrict__ nw, uint32_t* xq2, float2* xs2,
-                                            float* ssp2) {
-    __shared__ float red[8][QR];
-    __shared__ __align__(16) float sy[32];
-    const int warp = threadIdx.x >> 5, G = 8 / wpr, per = G * QR, passes = 32 / per;
-    for (int p = 0; p < passes; p++) {
-        const int blk = blockIdx.x * passes + p;
-        const int base = (blk * G + warp / wpr) * QR;
-        QRowsO<QR> wr;
-        wr.p = w + (long)min(base, out - 1) * rb;
-#pragma unroll
-        for (int r = 0; r < QR; r++) wr.o[r] = (uint32_t)((min(base + r, out - 1) - min(base, out - 1)) * rb);
-        float acc[QR];
-        QDotF<F>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
-        qsums<QR>(red, acc);
-        const int t = threadIdx.x;
-        if (t < per) {
-            const int g = t / QR, r = t % QR, o = (blk * G + g) * QR + r;
-            float v = 0.f;
-            if (o < out) {
-                for (int i = 0; i < wpr; i++) v += red[g * wpr + i][r];
-                v += y[o];
-                y[o] = v;
-            }
-            sy[p * per + t] = v;
-        }
-        __syncthreads(); // red is read before the next pass writes it; sy is whole after the last
-    }
-    if (warp == 0) {
-        const int lane = threadIdx.x & 31, i = blockIdx.x * 8 + lane; // float4 i of the row
-        const bool ok = lane < 8 && 4 * i < out;
-        float4 v = ok ? ((const float4*)sy)[lane] : make_float4(0.f, 0.f, 0.f, 0.f);
-        qSumSq(ssp2, v, i, ok);
-        if (ok) {
-            const float4 g = __ldg((const float4*)nw + i);
-            v = make_float4(v.x * g.x, v.y * g.y, v.z * g.z, v.w * g.w);
-        }
-        qRound(xq2, xs2, v, i, ok);
-    }
-}
-
 // qmvSwiGLU: act = silu(Wg · rmsnorm(x)) * (Wu · rmsnorm(x)) from the
 // normed, quantized x; a group is gate rows o, o+1 and up rows o, o+1.
 //
@@ -537,20 +490,5 @@ __device__ __forceinline__ void qmvSwiGLUEntry(float* act, const uint8_t* __rest
                                const uint8_t* wu, long rb, int out, uint32_t* xq2, float2* xs2) {                    \
         qmvSwiGLUEntry<R, true>(act, xq, xs, ssp, eps, in, wpr, f, wg, wu, rb, out, xq2, xs2);                       \
     }
-// qmv_addq_R_B: qmvAddRound for a Q4_K, Q6_K or Q8_0 matrix (f).
-#define QMV_ADDQ(R, B)                                                                                               \
-    extern "C" __global__ void __launch_bounds__(256, B)                                                             \
-        qmv_addq_##R##_##B(float* y, const uint8_t* w, long rb, int out, int f, const uint8_t* __restrict__ xq,      \
-                           const float2* __restrict__ xs, int in, int wpr, const float* __restrict__ nw,              \
-                           uint32_t* xq2, float2* xs2, float* ssp2) {                                                \
-        if (f == Q4_K)                                                                                               \
-            qmvAddRound<Q4_K, R>(y, w, rb, out, xq, xs, in, wpr, nw, xq2, xs2, ssp2);                               \
-        else if (f == Q6_K)                                                                                          \
-            qmvAddRound<Q6_K, R>(y, w, rb, out, xq, xs, in, wpr, nw, xq2, xs2, ssp2);                               \
-        else                                                                                                         \
-            qmvAddRound<Q8_0, R>(y, w, rb, out, xq, xs, in, wpr, nw, xq2, xs2, ssp2);                               \
-    }
-QMV_ADDQ(4, 3)
-QMV_ADDQ(2, 4)
 QMV_ENTRIES(4, 3)
 QMV_ENTRIES(2, 4)

@@ -46,76 +46,38 @@ func qmvWeight(w kernels.Tensor, in int) (*tensor, bool) {
 	return nil, false
 }
 
-// qxNext lays out the int8 activation scratch not written last for in
-// elements and makes it the last: xs (in/32 float2 {d, Σq}), xq (in
-// bytes) and ssp (a sum of squares per 32), each 256-byte aligned. A
-// scratch only grows; an old one is not freed (queued work or a captured
-// graph may still use it).
-func (b *Backend) qxNext(in int) (xs, xq, ssp cu.DevicePtr) {
-	k := 1 - b.q.cur
-	b.q.cur = k
+// qxBuf lays out the int8 activation scratch for in elements: xs (in/32
+// float2), xq (in bytes) and ssp (qx_norm's partial sums of squares), each
+// 256-byte aligned. The buffer only grows; an old one is not freed (queued
+// work or a captured graph may still use it).
+func (b *Backend) qxBuf(in int) (xs, xq, ssp cu.DevicePtr) {
 	xsB := int64(in/32*8+255) &^ 255
 	xqB := int64(in+255) &^ 255
-	need := xsB + xqB + int64(in/32+1)*4
-	if need > b.q.xqN[k] {
+	need := xsB + xqB + int64(cdiv(in/4, 256))*4
+	if need > b.q.xqN {
 		n := max(need, 1<<20)
-		b.q.xq[k], b.q.xqN[k] = b.alloc(n), n
+		b.q.xq, b.q.xqN = b.alloc(n), n
 	}
-	xs = b.q.xq[k]
+	xs = b.q.xq
 	return xs, xs + cu.DevicePtr(xsB), xs + cu.DevicePtr(xsB+xqB)
 }
 
-// roundedAct is an activation act of n elements and the scratch that
-// holds its int8 rounding (see Backend.rounded).
+// roundedAct names an activation of n elements (see Backend.rounded).
 type roundedAct struct {
-	act         cu.DevicePtr
-	n           int
-	xs, xq, ssp cu.DevicePtr
+	act cu.DevicePtr
+	n   int
 }
 
-// pendingAdd is a one-row block-format MatMulAdd not yet launched
-// (Backend.pendAdd): acc += t·x from x's rounding in xs/xq. The op after
-// it launches it, as qmv_addq when that op is an RMSNorm-GEMV of acc that
-// takes its rounding from the add (quantNormInput), else as it was.
-type pendingAdd struct {
-	acc    cu.DevicePtr
-	xs, xq cu.DevicePtr
-	in     int
-	t      *tensor
-}
-
-// launchAdd launches p as qmv's add mode (nothing for the zero value).
-func (b *Backend) launchAdd(p pendingAdd) {
-	if p.acc == 0 {
-		return
+// qxBuf2 is qxBuf's layout (without ssp) in the second scratch, where a
+// SwiGLU GEMV rounds its output while the first still holds its input's.
+func (b *Backend) qxBuf2(in int) (xs, xq cu.DevicePtr) {
+	xsB := int64(in/32*8+255) &^ 255
+	need := xsB + int64(in+255)&^255
+	if need > b.q.xq2N {
+		n := max(need, 1<<20)
+		b.q.xq2, b.q.xq2N = b.alloc(n), n
 	}
-	b.qmvLaunch(qmvAdd, p.xs, p.xq, p.xs, 0, p.in, []cu.DevicePtr{p.acc}, []*tensor{p.t})
-}
-
-// quantNormInput is the int8 rounding of x·nv (and x's sums of squares)
-// for an RMSNorm-GEMV over in columns: the pending add that writes x
-// (b.tookAdd) launched as qmv_addq, which leaves them, or else a qx_norm
-// launch after it.
-func (b *Backend) quantNormInput(x, nv cu.DevicePtr, in int) (xs, xq, ssp cu.DevicePtr) {
-	p := b.tookAdd
-	b.tookAdd = pendingAdd{}
-	if p.acc == 0 {
-		return b.qx(x, nv, in)
-	}
-	k := b.q.kern[b.q.plan[qmvKind(qmvAdd, p.in, p.t.w.Rows())]]
-	out := p.t.w.Rows()
-	wpr := b.qmvWarps(k.g, cdiv(out, k.g.rows), p.in)
-	if p.acc != x || nv == 0 || out != in || out%32 != 0 || swiqPasses(2*k.g.rows, wpr) == 0 {
-		b.launchAdd(p)
-		return b.qx(x, nv, in)
-	}
-	xs, xq, ssp = b.qxNext(in)
-	if ablatedAs("qmv_", "addq") {
-		return xs, xq, ssp
-	}
-	b.runQ(k.addq, out/32, 256, ptr(p.acc), ptr(p.t.data), uint64(p.t.rowBytes()), i32(out), i32(int(p.t.w.DType)),
-		ptr(p.xq), ptr(p.xs), i32(p.in), i32(wpr), ptr(nv), ptr(xq), ptr(xs), ptr(ssp))
-	return xs, xq, ssp
+	return b.q.xq2, b.q.xq2 + cu.DevicePtr(xsB)
 }
 
 // SetSwiGLURound turns the rounding SwiGLU GEMV on or off (default on;
@@ -125,16 +87,6 @@ func (b *Backend) SetSwiGLURound(on bool) (was bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	was, b.swiq = b.swiq, on
-	return was
-}
-
-// SetAddRound turns the pending block-format MatMulAdd (qmv_addq for the
-// RMSNorm-GEMV after it) on or off (default off; POCKET_QMV_ADDQ=1 on), so
-// that conformance can check it; it returns the previous setting.
-func (b *Backend) SetAddRound(on bool) (was bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	was, b.addq = b.addq, on
 	return was
 }
 
@@ -153,7 +105,7 @@ func (b *Backend) runQ(f cFunc, gx, bx int, args ...uint64) {
 
 // qx quantizes x (times the norm vector nw unless 0) into the scratch.
 func (b *Backend) qx(x, nw cu.DevicePtr, in int) (xs, xq, ssp cu.DevicePtr) {
-	xs, xq, ssp = b.qxNext(in)
+	xs, xq, ssp = b.qxBuf(in)
 	if ablated("qx") && nw == 0 || ablated("qx_norm") && nw != 0 {
 		return xs, xq, ssp
 	}
@@ -232,7 +184,7 @@ func (b *Backend) quantNormMatMul(dst []kernels.Buf, x kernels.Buf, nv cu.Device
 		}
 		ts[i], ys[i] = t, dptr(dst[i])
 	}
-	if !b.enterNorm(dptr(x)) {
+	if !b.enter() {
 		b.exit()
 		return true
 	}
@@ -240,7 +192,7 @@ func (b *Backend) quantNormMatMul(dst []kernels.Buf, x kernels.Buf, nv cu.Device
 	if !b.qmvOn() {
 		return false
 	}
-	xs, xq, ssp := b.quantNormInput(dptr(x), nv, in)
+	xs, xq, ssp := b.qx(dptr(x), nv, in)
 	b.qmvLaunch(qmvNorm, xs, xq, ssp, eps, in, ys, ts)
 	return true
 }
@@ -258,7 +210,7 @@ func (b *Backend) quantNormSwiGLU(act, x kernels.Buf, nv cu.DevicePtr, eps float
 	if u.w.Rows() != out || act.Len() < out {
 		return false
 	}
-	if !b.enterNorm(dptr(x)) {
+	if !b.enter() {
 		b.exit()
 		return true
 	}
@@ -266,7 +218,7 @@ func (b *Backend) quantNormSwiGLU(act, x kernels.Buf, nv cu.DevicePtr, eps float
 	if !b.qmvOn() {
 		return false
 	}
-	xs, xq, ssp := b.quantNormInput(dptr(x), nv, in)
+	xs, xq, ssp := b.qx(dptr(x), nv, in)
 	// A group is rows/2 gate and as many up rows: rows/2 outputs.
 	k := b.q.kern[b.q.plan["swiglu"]]
 	half := k.g.rows / 2
@@ -278,9 +230,9 @@ func (b *Backend) quantNormSwiGLU(act, x kernels.Buf, nv cu.DevicePtr, eps float
 		ptr(g.data), ptr(u.data), uint64(g.rowBytes()), i32(out)}
 	if p := swiqPasses(k.g.rows, wpr); b.swiq && p > 0 && out%32 == 0 {
 		// 32 outputs a block, rounded for the op after (quantMatMulAdd).
-		xs2, xq2, ssp2 := b.qxNext(out)
+		xs2, xq2 := b.qxBuf2(out)
 		b.runQ(k.swiq, out/32, 256, append(args, ptr(xq2), ptr(xs2))...)
-		b.rounded = roundedAct{dptr(act), out, xs2, xq2, ssp2}
+		b.rounded = roundedAct{dptr(act), out}
 		return true
 	}
 	b.runQ(k.swi, cdiv(out, half*8/wpr), 256, args...)
@@ -306,23 +258,18 @@ func (b *Backend) quantMatMulAdd(acc, x kernels.Buf, w kernels.Tensor) bool {
 		return false
 	}
 	var xs, xq, ssp cu.DevicePtr
-	if r := b.took; r.act == dptr(x) && r.n == in && d.dst == 0 {
-		// The SwiGLU GEMV before rounded x itself.
-		xs, xq, ssp = r.xs, r.xq, r.ssp
+	if b.took.act == dptr(x) && b.took.n == in && d.dst == 0 {
+		// The SwiGLU GEMV before rounded x itself (ssp: unused in add mode).
+		xs, xq = b.qxBuf2(in)
+		ssp = xs
 	} else if d.dst != 0 && d.hd == 128 && d.heads*128 == in {
 		// The deferred attention's merge and the rounding in one launch.
-		xs, xq, ssp = b.qxNext(in)
+		xs, xq, ssp = b.qxBuf(in)
 		b.runQ(b.q.qxm, cdiv(d.heads, 8), 256, ptr(xq), ptr(xs), ptr(d.part), ptr(d.start), i32(d.heads),
 			i32(d.splits), i32(d.minChunk))
 	} else {
 		b.mergeAttn(d)
 		xs, xq, ssp = b.qx(dptr(x), 0, in)
-	}
-	if b.addq && t.w.Rows()%32 == 0 {
-		// Left to the op after: an RMSNorm-GEMV of acc takes the rounding
-		// of its input from it (quantNormInput).
-		b.pendAdd = pendingAdd{acc: dptr(acc), xs: xs, xq: xq, in: in, t: t}
-		return true
 	}
 	b.qmvLaunch(qmvAdd, xs, xq, ssp, 0, in, []cu.DevicePtr{dptr(acc)}, []*tensor{t})
 	return true

@@ -62,9 +62,6 @@ import (
 //	                     name): wrong results, for timing only — what a step costs without them (bench)
 //	POCKET_QMV_SWIQ=0    a block-format SwiGLU GEMV leaves its output's int8 rounding to a qx launch before
 //	                     the down projection, instead of rounding it itself (qmv_swiglu_q, 32 outputs a block)
-//	POCKET_QMV_ADDQ=1    a block-format MatMulAdd (the o and down projections) is left to the op after it:
-//	                     an RMSNorm-GEMV of its output then has it round and sum its rows as qx_norm
-//	                     would (qmv_addq, 32 rows a block) instead of a qx_norm launch
 //	POCKET_MOE_QUANT=0   GGUF (block-format) MoE experts stay on host routing, not the device's indexed
 //	                     expert GEMVs (moe_quant.cu)
 var switches = struct {
@@ -97,7 +94,6 @@ var switches = struct {
 	hybridPDL       bool
 	fp8PipeKB       int
 	qmvSwiQ         bool
-	qmvAddQ         bool
 	ablate          map[string]bool
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
@@ -129,7 +125,6 @@ var switches = struct {
 	hybridPDL:       os.Getenv("POCKET_HYBRID_PDL") != "0",
 	fp8PipeKB:       intSwitch("POCKET_FP8_PIPE_KB", 0, 16, 227),
 	qmvSwiQ:         os.Getenv("POCKET_QMV_SWIQ") != "0",
-	qmvAddQ:         os.Getenv("POCKET_QMV_ADDQ") == "1",
 	ablate:          listSwitch(os.Getenv("POCKET_ABLATE")),
 }
 
