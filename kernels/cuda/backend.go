@@ -90,11 +90,7 @@ type Backend struct {
 	// swiq: block-format SwiGLU GEMVs round their output themselves
 	// (POCKET_QMV_SWIQ, SetSwiGLURound).
 	swiq  bool
-	// slimNext: the op just launched is a short kernel that a ring GEMV
-	// after it may sit beside (POCKET_FP8_SLIM); slimTook: the current op
-	// follows one (enterTaking).
-	slimNext, slimTook bool
-	pipe               pipeFuncs // fp8pipe.cuh's kernels (fp8pipe.go)
+	pipe  pipeFuncs // fp8pipe.cuh's kernels (fp8pipe.go)
 	sms   int
 	args  [32]uint64
 	nargs int
@@ -224,7 +220,6 @@ func (b *Backend) enterTaking(x cu.DevicePtr) (attnDeferred, bool) {
 	if x != 0 && b.attnDef.dst == x {
 		d, b.attnDef = b.attnDef, attnDeferred{}
 	}
-	b.slimTook, b.slimNext = b.slimNext, false
 	b.took = roundedAct{}
 	if x != 0 && b.rounded.act == x {
 		b.took = b.rounded

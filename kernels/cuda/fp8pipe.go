@@ -89,15 +89,7 @@ func (b *Backend) pipePlan(op int, f gform, tiles ...int) (pipeGeom, cFunc, bool
 	if switches.noFP8Pipe || b.pipe.budget <= 0 {
 		return pipeGeom{}, nil, false
 	}
-	sms, warps := b.sms, pipeMaxWarps
-	if op == p8Add && b.slimTook && switches.fp8SlimWarps > 0 {
-		// After a short kernel (the DeltaNet mix's gated norm, the
-		// attention gate): a block small enough to sit beside its blocks,
-		// on at most fp8SlimBlocks SMs, so that it streams its ring while
-		// they run (POCKET_FP8_SLIM; experimental).
-		sms, warps = min(sms, switches.fp8SlimBlocks), switches.fp8SlimWarps
-	}
-	g, ok := planPipe(sms, b.pipe.budget, f.in, cdiv(f.in, f8mmaUnit), tiles, switches.fp8PipeDeep, warps)
+	g, ok := planPipe(b.sms, b.pipe.budget, f.in, cdiv(f.in, f8mmaUnit), tiles, switches.fp8PipeDeep)
 	if !ok {
 		return g, nil, false
 	}

@@ -41,10 +41,7 @@ const pipeMaxWarps = 24
 // scheduler on the down projection), not by the bytes in flight. With
 // deepFirst (POCKET_FP8_PIPE_PLAN=depth, the first policy) the most units
 // in flight per block (warps × (stages-1)) instead. False when nothing fits.
-//
-// maxWarps caps a block's warps (pipeMaxWarps, or fewer so that a block
-// fits on an SM beside another kernel's: POCKET_FP8_SLIM).
-func planPipe(sms, budget, in, units int, tiles []int, deepFirst bool, maxWarps int) (pipeGeom, bool) {
+func planPipe(sms, budget, in, units int, tiles []int, deepFirst bool) (pipeGeom, bool) {
 	if sms <= 0 || units <= 0 || len(tiles) == 0 {
 		return pipeGeom{}, false
 	}
@@ -55,7 +52,7 @@ func planPipe(sms, budget, in, units int, tiles []int, deepFirst bool, maxWarps 
 	}
 	best, found := pipeGeom{}, false
 	for wpr := 1; wpr <= 8 && units >= 4*wpr; wpr *= 2 {
-		if wpr*g.tiles > maxWarps {
+		if wpr*g.tiles > pipeMaxWarps {
 			break
 		}
 		for _, s := range pipeStages {

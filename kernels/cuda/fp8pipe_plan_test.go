@@ -31,7 +31,7 @@ func TestPlanPipe(t *testing.T) {
 		{"wide", 120000, []int{16}, pipeGeom{}, 0, true},
 	}
 	for _, c := range cases {
-		g, ok := planPipe(sms, budget, c.in, cdiv(c.in, 128), c.tiles, false, pipeMaxWarps)
+		g, ok := planPipe(sms, budget, c.in, cdiv(c.in, 128), c.tiles, false)
 		if ok == c.wantUnfound {
 			t.Fatalf("%s: found %v", c.name, ok)
 		}
@@ -50,7 +50,7 @@ func TestPlanPipe(t *testing.T) {
 // TestPlanPipePolicies pins the other planning policy: the first one
 // picked the deeper ring for the down projection.
 func TestPlanPipePolicies(t *testing.T) {
-	if g, _ := planPipe(132, 227*1024-2304, 17408, 136, []int{320}, true, pipeMaxWarps); g.warps() != 12 || g.stages != 6 {
+	if g, _ := planPipe(132, 227*1024-2304, 17408, 136, []int{320}, true); g.warps() != 12 || g.stages != 6 {
 		t.Errorf("deepFirst down projection: %+v", g)
 	}
 }

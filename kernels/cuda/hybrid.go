@@ -219,7 +219,6 @@ func (b *Backend) RMSNormGated(dst, x, z kernels.Buf, w kernels.Tensor, rows, di
 	wv := b.vecOf(w, "gated norm weight")
 	b.runHybrid(m.normGated, rows, 1, min(256, 32*cdiv(dim, 32)), ptr(dptr(dst)), ptr(dptr(x)), ptr(dptr(z)), ptr(wv),
 		i32(dim), f32(eps))
-	b.slimNext = rows == 1
 }
 
 // runHybrid launches f with programmatic dependent launch unless
@@ -251,5 +250,4 @@ func (b *Backend) SigmoidMul(x, gate kernels.Buf, n int) {
 		return
 	}
 	b.runHybrid(m.sigmoid, cdiv(n, 256), 1, 256, ptr(dptr(x)), ptr(dptr(gate)), uint64(n))
-	b.slimNext = true
 }

@@ -62,9 +62,6 @@ import (
 //	                     name): wrong results, for timing only — what a step costs without them (bench)
 //	POCKET_QMV_SWIQ=0    a block-format SwiGLU GEMV leaves its output's int8 rounding to a qx launch before
 //	                     the down projection, instead of rounding it itself (qmv_swiglu_q, 32 outputs a block)
-//	POCKET_FP8_SLIM=W,B  the FP8 ring GEMV after a DeltaNet gated norm or an attention gate takes at most W
-//	                     warps a block and B blocks, so that its blocks fit beside the short kernels before
-//	                     it and stream their rings while those run (experimental; off)
 //	POCKET_MOE_QUANT=0   GGUF (block-format) MoE experts stay on host routing, not the device's indexed
 //	                     expert GEMVs (moe_quant.cu)
 var switches = struct {
@@ -97,8 +94,6 @@ var switches = struct {
 	hybridPDL       bool
 	fp8PipeKB       int
 	qmvSwiQ         bool
-	fp8SlimWarps    int
-	fp8SlimBlocks   int
 	ablate          map[string]bool
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
@@ -130,8 +125,6 @@ var switches = struct {
 	hybridPDL:       os.Getenv("POCKET_HYBRID_PDL") != "0",
 	fp8PipeKB:       intSwitch("POCKET_FP8_PIPE_KB", 0, 16, 227),
 	qmvSwiQ:         os.Getenv("POCKET_QMV_SWIQ") != "0",
-	fp8SlimWarps:    pairSwitch("POCKET_FP8_SLIM", 0),
-	fp8SlimBlocks:   pairSwitch("POCKET_FP8_SLIM", 1),
 	ablate:          listSwitch(os.Getenv("POCKET_ABLATE")),
 }
 
@@ -174,19 +167,6 @@ func fusedSwitch(v string) map[string]bool {
 }
 
 // intSwitch is an integer switch in [lo, hi], def when unset or invalid.
-// pairSwitch is field i of name's "W,B" (two positive numbers), or 0.
-func pairSwitch(name string, i int) int {
-	f := strings.Split(os.Getenv(name), ",")
-	if len(f) != 2 {
-		return 0
-	}
-	v, err := strconv.Atoi(strings.TrimSpace(f[i]))
-	if err != nil || v <= 0 {
-		return 0
-	}
-	return v
-}
-
 func intSwitch(name string, def, lo, hi int) int {
 	v, err := strconv.Atoi(os.Getenv(name))
 	if err != nil || v < lo || v > hi {
