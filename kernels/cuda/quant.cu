@@ -7,13 +7,8 @@
 //
 // Compiled to compute_90 PTX by `go generate` (quant.go); the PTX is
 // committed and embedded.
+#include "common.cuh"  // warpSum
 #include "quant_blocks.cuh"
-
-__device__ __forceinline__ float warpSum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
 // ---------------------------------------------------------------- GEMV
 // y[r, o] = Σ_k x[r, k] w[o, k] for NR activation rows. A block of 256
