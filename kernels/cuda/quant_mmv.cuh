@@ -335,13 +335,14 @@ __device__ __forceinline__ float qinvRms(const float* ssp, int in, float eps) {
 }
 
 // qmvBlock is block blk of y = W·xq (mode: plain, add into y, or times the
-// norm factor): 8/wpr groups of QR rows.
+// norm factor): warps/wpr groups of QR rows (a block of 8 warps, or of 6
+// with wpr = 3: POCKET_QMV_W6, quant_mmv.go).
 template <int F, int QR>
 __device__ __forceinline__ void qmvBlock(float* y, const uint8_t* w, long rb, int out, int blk,
                                          const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
                                          const float* ssp, float eps, int in, int wpr, int mode) {
     __shared__ float red[8][QR];
-    const int warp = threadIdx.x >> 5, G = 8 / wpr;
+    const int warp = threadIdx.x >> 5, G = (blockDim.x >> 5) / wpr;
     const int base = (blk * G + warp / wpr) * QR;
     QRowsO<QR> wr;
     wr.p = w + (long)min(base, out - 1) * rb;

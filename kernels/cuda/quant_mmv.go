@@ -133,8 +133,15 @@ func (b *Backend) qmvLaunch(mode int, xs, xq, ssp cu.DevicePtr, eps float32, in 
 	for _, t := range ts {
 		groups += cdiv(t.w.Rows(), rows)
 	}
-	wpr := b.qmvWarps(k.g, groups, in)
-	per := rows * 8 / wpr // rows per block
+	wpr, warps := b.qmvWarps(k.g, groups, in), 8
+	if switches.qmvW6[kind] && cdiv(in/256, 4) >= 3 {
+		// Blocks of 6 warps, 3 a group (POCKET_QMV_W6; experimental): the
+		// 4096-row o and down projections of Qwen3-8B then fill one wave
+		// of 4 blocks an SM (512 blocks, 3072 warps) where 8-warp blocks
+		// fill 256 of 396 slots at 2 warps a group or 1.3 waves at 4.
+		wpr, warps = 3, 6
+	}
+	per := rows * (warps / wpr) // rows per block
 	args := []uint64{ptr(xq), ptr(xs), ptr(ssp), f32(eps), i32(in), i32(wpr), i32(mode)}
 	blocks := 0
 	for i := range 4 {
@@ -153,7 +160,7 @@ func (b *Backend) qmvLaunch(mode int, xs, xq, ssp cu.DevicePtr, eps float32, in 
 	if ablatedAs("qmv_", kind) {
 		return
 	}
-	b.runQ(k.mv, blocks, 256, args...)
+	b.runQ(k.mv, blocks, 32*warps, args...)
 }
 
 // quantGEMV1 is MatMul's one-row case on qmv (one quantize launch, one
