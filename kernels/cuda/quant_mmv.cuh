@@ -336,7 +336,7 @@ __device__ __forceinline__ float qinvRms(const float* ssp, int in, float eps) {
 
 // qmvBlock is block blk of y = W·xq (mode: plain, add into y, or times the
 // norm factor): warps/wpr groups of QR rows (a block of 8 warps, or of 6
-// with wpr = 3: POCKET_QMV_W6, quant_mmv.go).
+// with wpr = 3: qmvBlockFor, quant_mmv_plan.go).
 template <int F, int QR>
 __device__ __forceinline__ void qmvBlock(float* y, const uint8_t* w, long rb, int out, int blk,
                                          const uint8_t* __restrict__ xq, const float2* __restrict__ xs,

@@ -133,13 +133,9 @@ func (b *Backend) qmvLaunch(mode int, xs, xq, ssp cu.DevicePtr, eps float32, in 
 	for _, t := range ts {
 		groups += cdiv(t.w.Rows(), rows)
 	}
-	wpr, warps := b.qmvWarps(k.g, groups, in), 8
-	if switches.qmvW6[kind] && cdiv(in/256, 4) >= 3 {
-		// Blocks of 6 warps, 3 a group (POCKET_QMV_W6; experimental): the
-		// 4096-row o and down projections of Qwen3-8B then fill one wave
-		// of 4 blocks an SM (512 blocks, 3072 warps) where 8-warp blocks
-		// fill 256 of 396 slots at 2 warps a group or 1.3 waves at 4.
-		wpr, warps = 3, 6
+	wpr, warps := qmvBlockFor(groups, in, k.g.occ, b.sms, switches.noQmvW6)
+	if w := switches.qmvWarps; w > 0 && 8%w == 0 && cdiv(in/256, 4) >= w {
+		wpr, warps = w, 8 // POCKET_QMV_WPR
 	}
 	per := rows * (warps / wpr) // rows per block
 	args := []uint64{ptr(xq), ptr(xs), ptr(ssp), f32(eps), i32(in), i32(wpr), i32(mode)}

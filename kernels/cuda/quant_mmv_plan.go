@@ -144,3 +144,28 @@ func qmvWarpsFor(groups, in, slots int) int {
 	}
 	return best
 }
+
+// qmvBlockFor picks qmv's block for groups row groups of in columns on sms
+// SMs of a geometry that holds occ 8-warp blocks an SM: wpr warps a group
+// in blocks of warps warps. Blocks of 8 warps take qmvWarpsFor's wpr;
+// blocks of 6 warps, 3 a group, go where they cost less by the same
+// measure (waves × steps a warp; occ·4/3 of them fit an SM): Qwen3-8B's
+// down projection (12288 columns, 12 steps) takes 6 steps a warp in 256
+// 8-warp blocks for 396 slots, 4 steps in 512 6-warp blocks for 528. Its
+// Q4_K_M decode on an H200, interleaved: 500.4-506.9 tok/s against
+// 481.3-481.5. The o projection (4 steps, equal cost: not taken) measured
+// no faster with them, and q/k/v and the LM head slower. noW6
+// (POCKET_QMV_W6=0) keeps 8-warp blocks.
+func qmvBlockFor(groups, in, occ, sms int, noW6 bool) (wpr, warps int) {
+	slots, steps := occ*sms, cdiv(in/256, 4)
+	wpr = qmvWarpsFor(groups, in, slots)
+	if noW6 || steps < 3 {
+		return wpr, 8
+	}
+	cost8 := cdiv(cdiv(groups*wpr, 8), slots) * cdiv(steps, wpr)
+	cost6 := cdiv(cdiv(groups, 2), occ*4/3*sms) * cdiv(steps, 3)
+	if cost6 < cost8 {
+		return 3, 6
+	}
+	return wpr, 8
+}

@@ -33,6 +33,25 @@ func TestQmvWarpsFor(t *testing.T) {
 			t.Errorf("%s: %d groups of %d columns: %d warps, want %d", c.name, c.groups, c.in, got, c.want)
 		}
 	}
+	blocks := []struct {
+		name       string
+		groups, in int
+		wpr, warps int
+		occ        int
+		noW6       bool
+	}{
+		{"down", 4096 / 4, 12288, 3, 6, 3, false},
+		{"down, 6-warp blocks off", 4096 / 4, 12288, 2, 8, 3, true},
+		{"o", 4096 / 4, 4096, 2, 8, 3, false},
+		{"q/k/v", (4096 + 1024 + 1024) / 4, 4096, 2, 8, 3, false},
+		{"LM head", 151936 / 4, 4096, 1, 8, 3, false},
+		{"down at 2x4 (1024 6-warp blocks: two waves)", 4096 / 2, 12288, 2, 8, 4, false},
+	}
+	for _, c := range blocks {
+		if wpr, warps := qmvBlockFor(c.groups, c.in, c.occ, 132, c.noW6); wpr != c.wpr || warps != c.warps {
+			t.Errorf("%s: %d warps a group in blocks of %d, want %d in %d", c.name, wpr, warps, c.wpr, c.warps)
+		}
+	}
 	if g := qmvGeomByName("2x4"); g != (qmvGeom{2, 4}) {
 		t.Errorf("2x4: %+v", g)
 	}

@@ -62,8 +62,8 @@ import (
 //	                     name): wrong results, for timing only — what a step costs without them (bench)
 //	POCKET_QMV_SWIQ=0    a block-format SwiGLU GEMV leaves its output's int8 rounding to a qx launch before
 //	                     the down projection, instead of rounding it itself (qmv_swiglu_q, 32 outputs a block)
-//	POCKET_QMV_W6=kinds  the block-format GEMVs of these kinds (norm, o, down, plain; comma-separated) run in
-//	                     blocks of 6 warps, 3 a row group, where a warp then keeps a step (experimental)
+//	POCKET_QMV_W6=0      block-format GEMVs always run in blocks of 8 warps, not 6 (3 a row group) where
+//	                     those cost less (qmvBlockFor: Qwen3-8B's down projection)
 //	POCKET_MOE_QUANT=0   GGUF (block-format) MoE experts stay on host routing, not the device's indexed
 //	                     expert GEMVs (moe_quant.cu)
 var switches = struct {
@@ -96,7 +96,7 @@ var switches = struct {
 	hybridPDL       bool
 	fp8PipeKB       int
 	qmvSwiQ         bool
-	qmvW6           map[string]bool
+	noQmvW6         bool
 	ablate          map[string]bool
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
@@ -128,7 +128,7 @@ var switches = struct {
 	hybridPDL:       os.Getenv("POCKET_HYBRID_PDL") != "0",
 	fp8PipeKB:       intSwitch("POCKET_FP8_PIPE_KB", 0, 16, 227),
 	qmvSwiQ:         os.Getenv("POCKET_QMV_SWIQ") != "0",
-	qmvW6:           listSwitch(os.Getenv("POCKET_QMV_W6")),
+	noQmvW6:         os.Getenv("POCKET_QMV_W6") == "0",
 	ablate:          listSwitch(os.Getenv("POCKET_ABLATE")),
 }
 
