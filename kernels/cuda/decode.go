@@ -92,7 +92,7 @@ const groupRows = 4
 // every lane keeps at least four 16-byte chunks per row.
 func (b *Backend) groupWarps(groups, chunks int) int {
 	wpr := 1
-	for wpr < 8 && cdiv(groups, 8/wpr) < switches.gemvBlocks*b.sms && chunks >= switches.gemvLaneChunks*32*wpr {
+	for wpr < 8 && cdiv(groups, 8/wpr) < switches.gemvBlocks*b.sms && chunks >= 4*32*wpr*2 {
 		wpr *= 2
 	}
 	return wpr

@@ -64,8 +64,6 @@ import (
 //	                     the down projection, instead of rounding it itself (qmv_swiglu_q, 32 outputs a block)
 //	POCKET_QMV_W6=0      block-format GEMVs always run in blocks of 8 warps, not 6 (3 a row group) where
 //	                     those cost less (qmvBlockFor: Qwen3-8B's down projection)
-//	POCKET_GEMV_LANE_CHUNKS=N  the grouped bf16/FP8 GEMVs split a row group's columns over more warps only
-//	                     while every lane keeps N 16-byte chunks of a row (default 8; experimental)
 //	POCKET_MOE_QUANT=0   GGUF (block-format) MoE experts stay on host routing, not the device's indexed
 //	                     expert GEMVs (moe_quant.cu)
 var switches = struct {
@@ -79,7 +77,6 @@ var switches = struct {
 	noPDL           bool
 	oldAttn         bool
 	gemvBlocks      int
-	gemvLaneChunks  int
 	noPrefillSplits bool
 	ltTune          bool
 	attnPrefill     string
@@ -112,7 +109,6 @@ var switches = struct {
 	noPDL:           os.Getenv("POCKET_PDL") == "0",
 	oldAttn:         os.Getenv("POCKET_ATTN") == "partial",
 	gemvBlocks:      intSwitch("POCKET_GEMV_BLOCKS", 2, 1, 64),
-	gemvLaneChunks:  intSwitch("POCKET_GEMV_LANE_CHUNKS", 8, 1, 64),
 	noPrefillSplits: os.Getenv("POCKET_PREFILL_SPLITS") == "0",
 	ltTune:          os.Getenv("POCKET_LT_TUNE") == "1",
 	attnPrefill:     os.Getenv("POCKET_ATTN_PREFILL"),
