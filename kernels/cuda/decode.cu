@@ -253,7 +253,7 @@ template <int WF>
 __device__ __forceinline__ void normMulti(const float* __restrict__ x, const float* __restrict__ nw, float eps, int in,
                                           int wpr, Wt wt, float* y, int out, int b) {
     __shared__ float red[8][R + 1];
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = (blockDim.x >> 5) / wpr;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = 8 / wpr;
     int base = (b * G + warp / wpr) * R;
     int rows[R];
     groupRows(rows, base, out);
@@ -297,7 +297,7 @@ extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi8(NORM_MULTI_AR
 template <int WF, bool ADD>
 __device__ __forceinline__ void gemvR(float* y, const float* __restrict__ x, Wt wt, int out, int in, int wpr) {
     __shared__ float red[8][R + 1];
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = (blockDim.x >> 5) / wpr;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = 8 / wpr;
     int base = (blockIdx.x * G + warp / wpr) * R;
     int rows[R];
     groupRows(rows, base, out);
@@ -338,7 +338,7 @@ template <int WF>
 __device__ __forceinline__ void normSwiGLU(float* act, const float* __restrict__ x, const float* __restrict__ nw,
                                            float eps, Wt gate, Wt up, int out, int in, int wpr) {
     __shared__ float red[8][R + 1];
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = (blockDim.x >> 5) / wpr;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = 8 / wpr;
     int base = (blockIdx.x * G + warp / wpr) * (R / 2);
     int rows[R];
     // Rows: gate o, o+1, then up o, o+1 (one GroupDot of R rows: two would

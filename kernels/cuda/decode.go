@@ -98,18 +98,6 @@ func (b *Backend) groupWarps(groups, chunks int) int {
 	return wpr
 }
 
-// groupBlock is groupWarps with the block's warps: with POCKET_GEMV_W6=1
-// (experimental) blocks of 6 warps, 3 a group, where 8-warp blocks would
-// leave a third of a wave's slots (3 blocks an SM) empty and 6-warp ones
-// (4 an SM) fill one wave, as qmv's down projection (qmvBlockFor).
-func (b *Backend) groupBlock(groups, chunks int) (wpr, warps int) {
-	wpr = b.groupWarps(groups, chunks)
-	if switches.gemvW6 && chunks >= 3*32 && cdiv(groups, 8/wpr) < 2*b.sms && cdiv(groups, 2) <= 4*b.sms {
-		return 3, 6
-	}
-	return wpr, 8
-}
-
 // gform is the format of a set of weights the grouped GEMVs read
 // together: bf16 (8 elements per 16-byte chunk), or FP8 E4M3 with block
 // scales shared in shape (16 per chunk; a chunk never straddles a scale
@@ -209,8 +197,8 @@ func (b *Backend) NormMatMul(dst []kernels.Buf, x kernels.Buf, norm kernels.Tens
 	if f.fp8 && b.f8mmaNormMatMul(dst, ptr(dptr(x)), ptr(nv), eps, ws, f) {
 		return true
 	}
-	wpr, warps := b.groupBlock(cdiv(total, groupRows), f.chunks())
-	per := groupRows * (warps / wpr) // rows per block
+	wpr := b.groupWarps(cdiv(total, groupRows), f.chunks())
+	per := groupRows * 8 / wpr // rows per block
 	args := append([]uint64{ptr(dptr(x)), ptr(nv), f32(eps), i32(in), i32(wpr)}, f.args()...)
 	blocks := 0
 	for i := range 4 {
@@ -229,7 +217,7 @@ func (b *Backend) NormMatMul(dst []kernels.Buf, x kernels.Buf, norm kernels.Tens
 	// (gemv_norm_multi at four blocks per SM, one call on selected
 	// parameters, measured 244.7 against 246.8 tok/s on Llama-3-8B: not
 	// kept.)
-	b.runDec(f.variant(dGemvNormMulti), blocks, 1, 32*warps, args...)
+	b.runDec(f.variant(dGemvNormMulti), blocks, 1, 256, args...)
 	return true
 }
 
@@ -298,9 +286,9 @@ func (b *Backend) MatMulAdd(acc, x kernels.Buf, w kernels.Tensor, rows int) bool
 // gemv_r4 and their FP8 variants).
 func (b *Backend) gemvGroups(k int, y, x uint64, t *tensor, f gform) {
 	out := t.w.Rows()
-	wpr, warps := b.groupBlock(cdiv(out, groupRows), f.chunks())
+	wpr := b.groupWarps(cdiv(out, groupRows), f.chunks())
 	args := []uint64{y, x, ptr(t.data), ptr(t.scale), i32(out), i32(f.in), i32(wpr)}
-	b.runDec(k, cdiv(out, groupRows*(warps/wpr)), 1, 32*warps, append(args, f.args()...)...)
+	b.runDec(k, cdiv(out, groupRows*8/wpr), 1, 256, append(args, f.args()...)...)
 }
 
 // RoPEStoreKV implements kernels.FusedOps.
