@@ -273,15 +273,7 @@ func (b *Backend) quantMatMul(dst, x kernels.Buf, t *tensor, rows int) {
 	}
 	if rows == 1 && b.q.int8 && fs.gemv8 != nil && in%256 == 0 {
 		// The first int8 kernels (POCKET_QGEMV=v1).
-		// xs: in/32 float2 {d, Σq}; xq: in int8, 256-byte aligned.
-		xsB := int64(in/32*8+255) &^ 255
-		if need := xsB + int64(in); need > b.q.xqN {
-			// The old buffer is not freed: queued work or a captured
-			// graph may still use it.
-			n := max(need, 1<<20)
-			b.q.xq, b.q.xqN = b.alloc(n), n
-		}
-		xs, xq := b.q.xq, b.q.xq+cu.DevicePtr(xsB)
+		xs, xq, _ := b.qxBuf(in)
 		b.launchFn(b.q.qx, cdiv(in/4, 256), 1, 256, ptr(xq), ptr(xs), ptr(xp), i32(in))
 		b.launchFn(fs.gemv8, cdiv(out, 4), 1, 128, ptr(y), ptr(xq), ptr(xs), ptr(t.data), i32(out), i32(in),
 			uint64(t.rowBytes()))

@@ -46,21 +46,25 @@ func qmvWeight(w kernels.Tensor, in int) (*tensor, bool) {
 	return nil, false
 }
 
-// qxBuf lays out the int8 activation scratch for in elements: xs (in/32
-// float2), xq (in bytes) and ssp (qx_norm's partial sums of squares), each
-// 256-byte aligned. The buffer only grows; an old one is not freed (queued
-// work or a captured graph may still use it).
-func (b *Backend) qxBuf(in int) (xs, xq, ssp cu.DevicePtr) {
+// qxLayout lays out an int8 activation scratch for in elements in *buf
+// (of *size bytes): xs (in/32 float2), xq (in bytes) and ssp (qx_norm's
+// partial sums of squares), each 256-byte aligned. A scratch only grows;
+// an old one is not freed (queued work or a captured graph may still use
+// it).
+func (b *Backend) qxLayout(buf *cu.DevicePtr, size *int64, in int) (xs, xq, ssp cu.DevicePtr) {
 	xsB := int64(in/32*8+255) &^ 255
 	xqB := int64(in+255) &^ 255
 	need := xsB + xqB + int64(cdiv(in/4, 256))*4
-	if need > b.q.xqN {
+	if need > *size {
 		n := max(need, 1<<20)
-		b.q.xq, b.q.xqN = b.alloc(n), n
+		*buf, *size = b.alloc(n), n
 	}
-	xs = b.q.xq
+	xs = *buf
 	return xs, xs + cu.DevicePtr(xsB), xs + cu.DevicePtr(xsB+xqB)
 }
+
+// qxBuf is the int8 activation scratch for in elements (qxLayout).
+func (b *Backend) qxBuf(in int) (xs, xq, ssp cu.DevicePtr) { return b.qxLayout(&b.q.xq, &b.q.xqN, in) }
 
 // roundedAct names an activation of n elements (see Backend.rounded).
 type roundedAct struct {
@@ -68,16 +72,11 @@ type roundedAct struct {
 	n   int
 }
 
-// qxBuf2 is qxBuf's layout (without ssp) in the second scratch, where a
-// SwiGLU GEMV rounds its output while the first still holds its input's.
+// qxBuf2 is the second scratch, where a SwiGLU GEMV rounds its output
+// while the first still holds its input's.
 func (b *Backend) qxBuf2(in int) (xs, xq cu.DevicePtr) {
-	xsB := int64(in/32*8+255) &^ 255
-	need := xsB + int64(in+255)&^255
-	if need > b.q.xq2N {
-		n := max(need, 1<<20)
-		b.q.xq2, b.q.xq2N = b.alloc(n), n
-	}
-	return b.q.xq2, b.q.xq2 + cu.DevicePtr(xsB)
+	xs, xq, _ = b.qxLayout(&b.q.xq2, &b.q.xq2N, in)
+	return xs, xq
 }
 
 // SetSwiGLURound turns the rounding SwiGLU GEMV on or off (default on;
@@ -113,14 +112,16 @@ func (b *Backend) qx(x, nw cu.DevicePtr, in int) (xs, xq, ssp cu.DevicePtr) {
 	return xs, xq, ssp
 }
 
-// qmvWarps is qmvWarpsFor on this device's SMs and geometry, unless
-// POCKET_QMV_WPR forces a choice (an A/B hook: 1, 2, 4 or 8 where a warp
-// keeps a step).
-func (b *Backend) qmvWarps(g qmvGeom, groups, in int) int {
+// qmvBlock is the warps a row group (wpr) and a block of a qmv launch
+// over groups row groups of in columns on this device's SMs: qmvBlockFor
+// (qmv; w6 false: 8-warp blocks, as qmv_swiglu takes), unless
+// POCKET_QMV_WPR forces wpr (an A/B hook: 1, 2, 4 or 8 where a warp keeps
+// a step; 8-warp blocks).
+func (b *Backend) qmvBlock(g qmvGeom, groups, in int, w6 bool) (wpr, warps int) {
 	if w := switches.qmvWarps; w > 0 && 8%w == 0 && cdiv(in/256, 4) >= w {
-		return w
+		return w, 8
 	}
-	return qmvWarpsFor(groups, in, g.occ*b.sms)
+	return qmvBlockFor(groups, in, g.occ, b.sms, !w6 || switches.noQmvW6)
 }
 
 // qmvLaunch computes ys[i] = ts[i]·x (mode plain, add or norm) for up to
@@ -133,10 +134,7 @@ func (b *Backend) qmvLaunch(mode int, xs, xq, ssp cu.DevicePtr, eps float32, in 
 	for _, t := range ts {
 		groups += cdiv(t.w.Rows(), rows)
 	}
-	wpr, warps := qmvBlockFor(groups, in, k.g.occ, b.sms, switches.noQmvW6)
-	if w := switches.qmvWarps; w > 0 && 8%w == 0 && cdiv(in/256, 4) >= w {
-		wpr, warps = w, 8 // POCKET_QMV_WPR
-	}
+	wpr, warps := b.qmvBlock(k.g, groups, in, true)
 	per := rows * (warps / wpr) // rows per block
 	args := []uint64{ptr(xq), ptr(xs), ptr(ssp), f32(eps), i32(in), i32(wpr), i32(mode)}
 	blocks := 0
@@ -225,7 +223,7 @@ func (b *Backend) quantNormSwiGLU(act, x kernels.Buf, nv cu.DevicePtr, eps float
 	// A group is rows/2 gate and as many up rows: rows/2 outputs.
 	k := b.q.kern[b.q.plan["swiglu"]]
 	half := k.g.rows / 2
-	wpr := b.qmvWarps(k.g, cdiv(out, half), in)
+	wpr, _ := b.qmvBlock(k.g, cdiv(out, half), in, false)
 	if ablated("qmv_swiglu") {
 		return true
 	}
