@@ -83,10 +83,9 @@ type Backend struct {
 	// attention merges itself (attn_merge.go).
 	attnMergeSelf bool
 	// rounded is an activation whose int8 rounding the op that wrote it
-	// left in the quant module's second scratch (qmv_swiglu_q); took is
-	// what the current op took of it (enterTaking): only the op right
-	// after may read the rounding (quant_mmv.go).
-	rounded, took roundedAct
+	// left in the quant module's second scratch (qmv_swiglu_q): only the
+	// op right after may take it (enterTaking, quant_mmv.go).
+	rounded roundedAct
 	// swiq: block-format SwiGLU GEMVs round their output themselves
 	// (POCKET_QMV_SWIQ, SetSwiGLURound).
 	swiq  bool
@@ -209,26 +208,32 @@ func (b *Backend) enter() bool {
 	return ok
 }
 
-// enterTaking is enter for an op whose input is x: a deferred attention
-// merge whose output is x is handed to the op (which merges it itself)
-// instead of launched.
-func (b *Backend) enterTaking(x cu.DevicePtr) (attnDeferred, bool) {
+// taken is what an op whose input is x takes over from the op before it:
+// a deferred attention merge whose output is x (the op merges it itself),
+// or x's int8 rounding (qmv_swiglu_q).
+type taken struct {
+	attn    attnDeferred
+	rounded roundedAct
+}
+
+// enterTaking is enter for an op whose input is x: what the op before
+// left for x is handed to it (taken) instead of launched or dropped.
+func (b *Backend) enterTaking(x cu.DevicePtr) (taken, bool) {
 	if !b.lock() {
-		return attnDeferred{}, false
+		return taken{}, false
 	}
-	var d attnDeferred
+	var t taken
 	if x != 0 && b.attnDef.dst == x {
-		d, b.attnDef = b.attnDef, attnDeferred{}
+		t.attn, b.attnDef = b.attnDef, attnDeferred{}
 	}
-	b.took = roundedAct{}
 	if x != 0 && b.rounded.act == x {
-		b.took = b.rounded
+		t.rounded = b.rounded
 	}
 	b.rounded = roundedAct{}
 	b.settleAttn()
 	b.flush()
 	b.lt.bfSrc = 0 // any op may write the converted GEMM input's source
-	return d, true
+	return t, true
 }
 
 // enterKeep is enter without the GEMV flush (for MatMul, which may join

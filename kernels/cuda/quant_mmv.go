@@ -248,7 +248,8 @@ func (b *Backend) quantMatMulAdd(acc, x kernels.Buf, w kernels.Tensor) bool {
 	if !ok {
 		return false
 	}
-	d, ok := b.enterTaking(dptr(x))
+	tk, ok := b.enterTaking(dptr(x))
+	d := tk.attn
 	if !ok {
 		b.exit()
 		return true
@@ -259,7 +260,7 @@ func (b *Backend) quantMatMulAdd(acc, x kernels.Buf, w kernels.Tensor) bool {
 		return false
 	}
 	var xs, xq, ssp cu.DevicePtr
-	if b.took.act == dptr(x) && b.took.n == in && d.dst == 0 {
+	if r := tk.rounded; r.n == in && d.dst == 0 {
 		// The SwiGLU GEMV before rounded x itself (ssp: unused in add mode).
 		xs, xq = b.qxBuf2(in)
 		ssp = xs
