@@ -77,3 +77,55 @@ func planPipe(sms, budget, in, units int, tiles []int, deepFirst bool) (pipeGeom
 // cdiv is a/b rounded up (for positive b); here rather than in backend.go
 // so that the plans build and test without the cuda tag.
 func cdiv(a, b int) int { return (a + b - 1) / b }
+
+// streamKGeom is the launch geometry of the stream-K ring GEMV
+// (fp8streamk.cuh): one block per SM, warps warps with rings of stages,
+// and the dynamic shared memory a block takes.
+type streamKGeom struct {
+	blocks, warps, stages, shm int
+}
+
+// streamKSegBytes is a warp's two segments: 16 sums and a tile index each.
+const streamKSegBytes = 2 * (16*4 + 4)
+
+// planStreamK picks the stream-K geometry for a matrix of tiles 16-row
+// tiles of units 128-column units (in columns), or false where whole tiles
+// (planPipe's whole) already keep the SMs as busy (within 5%) or the split
+// would break the kernel's limits:
+//   - a block's range is at least one tile's units, so a tile spans at
+//     most two blocks;
+//   - a warp's share is at most one tile's units, so it spans at most two
+//     tiles (the kernel keeps two segments a warp);
+//   - a block touches at most 2·warps tiles (a thread per tile row sums
+//     them).
+//
+// The time of a GEMV here is its largest SM's share of the work: whole
+// tiles give an SM whole.tiles·units items, stream-K ⌈tiles·units/sms⌉.
+// Among the warp counts that fit, the most warps, then the deepest ring
+// (planPipe's policy).
+func planStreamK(sms, budget, in, units, tiles int, whole pipeGeom) (streamKGeom, bool) {
+	if sms <= 0 || units <= 0 || tiles < sms {
+		return streamKGeom{}, false
+	}
+	total := tiles * units
+	perSM := cdiv(total, sms)
+	if 100*perSM > 95*whole.tiles*units {
+		return streamKGeom{}, false
+	}
+	if total/sms < units {
+		return streamKGeom{}, false
+	}
+	xs := cdiv(in, 128) * 128 * 2
+	for w := pipeMaxWarps; w >= 4; w -= 4 {
+		if cdiv(perSM, w) > units || cdiv(perSM, units)+1 > 2*w {
+			break
+		}
+		for _, s := range pipeStages {
+			shm := xs + w*(s*pipeStageBytes+streamKSegBytes)
+			if shm <= budget {
+				return streamKGeom{blocks: sms, warps: w, stages: s, shm: shm}, true
+			}
+		}
+	}
+	return streamKGeom{}, false
+}

@@ -168,3 +168,59 @@ func TestPipeLineLayout(t *testing.T) {
 		}
 	}
 }
+
+// The stream-K plan takes the Qwen3.5-27B output projections (320 tiles:
+// whole tiles leave 25 of 132 SMs idle) and leaves the rest to whole
+// tiles; its limits hold on every case.
+func TestPlanStreamK(t *testing.T) {
+	const sms, budget = 132, 227*1024 - 2304
+	cases := []struct {
+		name  string
+		in    int
+		tiles int
+		want  streamKGeom
+		found bool
+	}{
+		{"down", 17408, 320, streamKGeom{blocks: 132, warps: 24, stages: 3, shm: 34816 + 24*(3*2048+136)}, true},
+		{"out_proj", 6144, 320, streamKGeom{blocks: 132, warps: 24, stages: 4, shm: 12288 + 24*(4*2048+136)}, true},
+		// DeltaNet's in-projections: 1030 tiles fill the SMs as whole
+		// tiles within 5%.
+		{"balanced", 5120, 1030, streamKGeom{}, false},
+		// fewer tiles than SMs: a block's range would be under a tile.
+		{"short", 5120, 64, streamKGeom{}, false},
+	}
+	for _, c := range cases {
+		units := cdiv(c.in, 128)
+		whole, ok := planPipe(sms, budget, c.in, units, []int{c.tiles}, false)
+		if !ok {
+			t.Fatalf("%s: no whole-tile plan", c.name)
+		}
+		g, found := planStreamK(sms, budget, c.in, units, c.tiles, whole)
+		if found != c.found || g != c.want {
+			t.Errorf("%s: got %+v %v, want %+v %v", c.name, g, found, c.want, c.found)
+		}
+		if !found {
+			continue
+		}
+		total := c.tiles * units
+		for b := 0; b < g.blocks; b++ {
+			lo, hi := total*b/g.blocks, total*(b+1)/g.blocks
+			if hi-lo < units {
+				t.Errorf("%s: block %d has %d items, under a tile's %d", c.name, b, hi-lo, units)
+			}
+			if touched := (hi-1)/units - lo/units + 1; touched > 2*g.warps {
+				t.Errorf("%s: block %d touches %d tiles", c.name, b, touched)
+			}
+			for w := 0; w < g.warps; w++ {
+				n := hi - lo
+				wlo, whi := lo+n*w/g.warps, lo+n*(w+1)/g.warps
+				if whi-wlo > units {
+					t.Errorf("%s: block %d warp %d has %d items", c.name, b, w, whi-wlo)
+				}
+			}
+		}
+		if g.shm > budget {
+			t.Errorf("%s: shm %d over %d", c.name, g.shm, budget)
+		}
+	}
+}
