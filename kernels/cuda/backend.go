@@ -166,12 +166,10 @@ func newBackend(ordinal int, makeCtx func(cu.Device) (cu.CUContext, error)) (*Ba
 	if _, err := loadModule(ptx, "kernels", fns); err != nil {
 		return nil, err
 	}
-	// The SM count before the decode kernels: the stream-K GEMVs size their
-	// scratch from it when they load (fp8pipe.go).
-	if b.sms, err = dev.Attribute(cu.MultiprocessorCount); err != nil {
+	if err := b.loadDecode(); err != nil {
 		return nil, err
 	}
-	if err := b.loadDecode(); err != nil {
+	if b.sms, err = dev.Attribute(cu.MultiprocessorCount); err != nil {
 		return nil, err
 	}
 	b.openLt()

@@ -36,13 +36,6 @@ var p8OpNames = [numP8Ops]string{"r", "add", "norm", "swiglu"}
 type pipeFuncs struct {
 	fn     [numP8Funcs]cFunc
 	budget int
-	// The stream-K kernels (fp8streamk.cuh) for y = W·x and y += W·x, a
-	// variant per ring depth, and their scratch: two 16-float partial sums
-	// and a counter per block boundary (counters start at zero and every
-	// launch leaves them there). Unset when they did not load.
-	k     [2][len(pipeStages)]cFunc
-	kpart cu.DevicePtr
-	kcnt  cu.DevicePtr
 }
 
 // pipeStatic is the kernels' static shared memory (ptxas: 2304 bytes).
@@ -77,33 +70,6 @@ func (b *Backend) loadPipe(mod cu.Module) {
 		}
 	}
 	b.pipe = pipeFuncs{fn: fns, budget: budget}
-	b.loadStreamK(mod)
-}
-
-// loadStreamK resolves the stream-K kernels and allocates their scratch for
-// one block per SM; on a failure they stay unset.
-func (b *Backend) loadStreamK(mod cu.Module) {
-	var k [2][len(pipeStages)]cFunc
-	for m, name := range [2]string{"r", "add"} {
-		for i, s := range pipeStages {
-			fn, err := mod.Function(fmt.Sprintf("f8pipe_k_%s_%d", name, s))
-			if err != nil {
-				return
-			}
-			f := cfunc(fn)
-			if setMaxShm(f, b.pipe.budget) != nil {
-				return
-			}
-			k[m][i] = f
-		}
-	}
-	bounds := b.sms + 1
-	part, cnt := b.alloc(int64(bounds)*2*16*4), b.alloc(int64(bounds)*4)
-	if part == 0 || cnt == 0 {
-		return
-	}
-	b.fail(cu.MemsetD32Async(cnt, 0, int64(bounds), b.stream))
-	b.pipe.k, b.pipe.kpart, b.pipe.kcnt = k, part, cnt
 }
 
 // pipeFn is op's kernel for a ring of stages.
@@ -158,9 +124,6 @@ func (b *Backend) pipeGemv(k int, y, x uint64, t *tensor, f gform) bool {
 	if !ok {
 		return false
 	}
-	if b.streamK(k, y, x, t, f, tiles, g) {
-		return true
-	}
 	b.runPipe(op, fn, g, g.blocks([]int{tiles}), y, x, ptr(t.data), ptr(t.scale), i32(out), i32(f.in), i32(g.wpr),
 		i32(f.b0), i32(f.nsc))
 	return true
@@ -193,38 +156,5 @@ func (b *Backend) pipeNormSwiGLU(act, x, nv uint64, eps float32, gt, ut *tensor,
 	}
 	b.runPipe(p8SwiGLU, fn, g, g.blocks([]int{tiles}), act, x, nv, f32(eps), ptr(gt.data), ptr(gt.scale), ptr(ut.data),
 		ptr(ut.scale), i32(out), i32(f.in), i32(g.wpr), i32(f.b0), i32(f.nsc))
-	return true
-}
-
-// streamK launches pipeGemv's product on the stream-K kernels where
-// planStreamK prefers them to the whole-tile geometry g, or reports false
-// (POCKET_FP8_STREAMK=0, not loaded, not better).
-func (b *Backend) streamK(k int, y, x uint64, t *tensor, f gform, tiles int, g pipeGeom) bool {
-	if switches.noStreamK || b.pipe.kcnt == 0 {
-		return false
-	}
-	sg, ok := planStreamK(b.sms, b.pipe.budget, f.in, cdiv(f.in, f8mmaUnit), tiles, g)
-	if !ok {
-		return false
-	}
-	m := 0
-	if k == f8Add {
-		m = 1
-	}
-	var fn cFunc
-	for i, s := range pipeStages {
-		if s == sg.stages {
-			fn = b.pipe.k[m][i]
-		}
-	}
-	if fn == nil {
-		return false
-	}
-	op := p8R
-	if m == 1 {
-		op = p8Add
-	}
-	b.runPipe(op, fn, pipeGeom{wpr: sg.warps, tiles: 1, shm: sg.shm}, sg.blocks, y, x, ptr(t.data), ptr(t.scale),
-		i32(t.w.Rows()), i32(f.in), i32(f.b0), i32(f.nsc), i32(tiles), ptr(b.pipe.kpart), ptr(b.pipe.kcnt))
 	return true
 }
