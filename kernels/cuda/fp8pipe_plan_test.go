@@ -168,3 +168,78 @@ func TestPipeLineLayout(t *testing.T) {
 		}
 	}
 }
+
+// The half-tile grid takes the Qwen3.5-27B output projections (320
+// tiles: whole tiles leave 25 of 132 SMs idle) and leaves the rest to
+// whole tiles; every block's halves fit its slots, and the slots cover
+// each row once.
+func TestPlanHalf(t *testing.T) {
+	const sms, budget = 132, 227*1024 - 2304
+	cases := []struct {
+		name   string
+		out    int
+		in     int
+		blocks int
+	}{
+		{"down", 5120, 17408, 132},
+		{"out_proj", 5120, 6144, 132},
+		{"ragged", 2117, 2112, 132},
+		{"deltanet-qkv", 10240, 5120, 0}, // 640 tiles: 5 a block fill 130 SMs
+		{"short", 1000, 5120, 0},         // fewer halves than SMs
+	}
+	for _, c := range cases {
+		tiles := cdiv(c.out, 16)
+		whole, ok := planPipe(sms, budget, c.in, cdiv(c.in, 128), []int{tiles}, false)
+		if !ok {
+			t.Fatalf("%s: no whole-tile plan", c.name)
+		}
+		blocks, ok := planHalf(sms, c.out, whole)
+		if blocks != c.blocks || ok != (c.blocks > 0) {
+			t.Errorf("%s: got %d blocks (%v), want %d", c.name, blocks, ok, c.blocks)
+		}
+		if !ok {
+			continue
+		}
+		halves := cdiv(c.out, 8)
+		covered := make([]int, c.out)
+		for b := 0; b < blocks; b++ {
+			h0, h1 := halves*b/blocks, halves*(b+1)/blocks
+			for s := 0; ; s++ {
+				base, rows := halfSlot(h0, h1, s)
+				if rows == 0 {
+					break
+				}
+				if s >= whole.tiles {
+					t.Fatalf("%s: block %d needs slot %d of %d", c.name, b, s, whole.tiles)
+				}
+				if rows == 16 && base%16 != 0 {
+					t.Errorf("%s: block %d slot %d: a whole tile at row %d", c.name, b, s, base)
+				}
+				for r := base; r < base+rows && r < c.out; r++ {
+					covered[r]++
+				}
+			}
+		}
+		for r, n := range covered {
+			if n != 1 {
+				t.Fatalf("%s: row %d covered %d times", c.name, r, n)
+			}
+		}
+	}
+}
+
+// halfSlot is fp8pipe_half.cuh's halfSlot, for the test.
+func halfSlot(h0, h1, s int) (base, rows int) {
+	h := h0
+	for k := 0; k <= s && h < h1; k++ {
+		n := 1
+		if h%2 == 0 && h+2 <= h1 {
+			n = 2
+		}
+		if k == s {
+			return h * 8, n * 8
+		}
+		h += n
+	}
+	return 0, 0
+}
