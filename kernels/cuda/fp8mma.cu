@@ -392,4 +392,3 @@ extern "C" __global__ void __launch_bounds__(256, 3) f8mma_swiglu_l(SWIGLU_ARGS)
 }
 
 #include "fp8pipe.cuh"
-#include "fp8pipe_half.cuh"

@@ -90,17 +90,13 @@ __device__ __forceinline__ void unitDot(float& accA, float& accB, float sa, floa
 // f8pipe_add_3's unit, and these kernels are bound by each warp's
 // instruction latency). With these, 135: Qwen3.5-27B FP8 decode 121.7 and
 // 121.8 against 121.0 and 121.1 tok/s, interleaved — within the noise.
-//
-// HALF: with half set, copies 2 and 3 (rows 8-15 of the stage) copy
-// nothing (source size 0: zeros), for a tile of 8 rows (pipeHalfGemv).
-template <int S, bool HALF = false>
+template <int S>
 struct PipeDot {
     Rows r;
     int u, stride, nu, in;
     uint32_t ring, oa, ob;
     int lim;
     const uint8_t *pa, *pb;
-    bool half;
 
     // issue copies unit uu into stage slot. A tail past in (the second half
     // of a 64-column last unit) is zero-filled (source size 0, from a valid
@@ -113,9 +109,8 @@ struct PipeDot {
         // pipeSwz(4k + i, col) = 512k + pipeSwz(i, col): 4k is even.
         cpAsync16(s, pa + off, n);
         cpAsync16(s + 512, pa + (oa + off), n);
-        uint32_t nb = HALF && half ? 0 : n;
-        cpAsync16(s + 1024, pb + off, nb);
-        cpAsync16(s + 1536, pb + (ob + off), nb);
+        cpAsync16(s + 1024, pb + off, n);
+        cpAsync16(s + 1536, pb + (ob + off), n);
     }
 
     // prefetch issues the first S-1 units (one commit group each, empty
@@ -177,8 +172,8 @@ struct PipeDot {
 // in (the second half of a 64-column last unit) is read from the lane's
 // column moved back by its offset (a valid address in the row) with
 // source size 0: zeros.
-template <int S, bool HALF>
-__device__ __forceinline__ void pipeSources(PipeDot<S, HALF>& d, const uint8_t* wa, const uint8_t* wb, int baseA, int baseB,
+template <int S>
+__device__ __forceinline__ void pipeSources(PipeDot<S>& d, const uint8_t* wa, const uint8_t* wb, int baseA, int baseB,
                                             int out, int in) {
     int lane = threadIdx.x & 31, i = lane >> 3, col = (lane & 7) * 16;
     int a0 = min(baseA + i, out - 1), a1 = min(baseA + 4 + i, out - 1);

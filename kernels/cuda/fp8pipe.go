@@ -25,13 +25,11 @@ const (
 	p8Add
 	p8Norm
 	p8SwiGLU
-	p8HalfR   // the half-tile kernels (fp8pipe_half.cuh)
-	p8HalfAdd //
 	numP8Ops
 	numP8Funcs = numP8Ops * len(pipeStages)
 )
 
-var p8OpNames = [numP8Ops]string{"r", "add", "norm", "swiglu", "h_r", "h_add"}
+var p8OpNames = [numP8Ops]string{"r", "add", "norm", "swiglu"}
 
 // pipeFuncs are a backend's pipe kernels and the dynamic shared memory each
 // may take.
@@ -126,13 +124,7 @@ func (b *Backend) pipeGemv(k int, y, x uint64, t *tensor, f gform) bool {
 	if !ok {
 		return false
 	}
-	blocks := g.blocks([]int{tiles})
-	if hb, ok := planHalf(b.sms, out, g); ok && !switches.noFP8Half {
-		if hf := b.pipeFn(op+p8HalfR, g.stages); hf != nil {
-			fn, blocks = hf, hb
-		}
-	}
-	b.runPipe(op, fn, g, blocks, y, x, ptr(t.data), ptr(t.scale), i32(out), i32(f.in), i32(g.wpr),
+	b.runPipe(op, fn, g, g.blocks([]int{tiles}), y, x, ptr(t.data), ptr(t.scale), i32(out), i32(f.in), i32(g.wpr),
 		i32(f.b0), i32(f.nsc))
 	return true
 }

@@ -77,26 +77,3 @@ func planPipe(sms, budget, in, units int, tiles []int, deepFirst bool) (pipeGeom
 // cdiv is a/b rounded up (for positive b); here rather than in backend.go
 // so that the plans build and test without the cuda tag.
 func cdiv(a, b int) int { return (a + b - 1) / b }
-
-// planHalf is the grid of the half-tile kernels (fp8pipe_half.cuh) for a
-// matrix of out rows whose whole-tile geometry is whole, or false where
-// whole tiles keep the SMs as busy (within 5%). A block takes at most
-// ⌈halves/sms⌉ 8-row halves, which must make at most whole.tiles slots
-// (an odd first half and an even last half alone, whole tiles between).
-// An SM's time is its bytes: whole tiles give it whole.tiles tiles, halves
-// half of ⌈halves/sms⌉.
-func planHalf(sms, out int, whole pipeGeom) (int, bool) {
-	halves := cdiv(out, 8)
-	if sms <= 0 || whole.tiles <= 0 || halves < sms || whole.blocks([]int{cdiv(out, 16)}) >= sms {
-		return 0, false
-	}
-	per := cdiv(halves, sms)
-	slots := (per + 1) / 2
-	if per%2 == 0 {
-		slots = per/2 + 1
-	}
-	if slots > whole.tiles || 100*per > 95*2*whole.tiles {
-		return 0, false
-	}
-	return sms, true
-}
