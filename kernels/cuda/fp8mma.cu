@@ -233,9 +233,18 @@ __device__ __forceinline__ float xPrologue(__half* xs, const float* __restrict__
     return __uint_as_float((uint32_t)(127 - sh) << 23);
 }
 
+// Red is where a block's warps leave their 16 partial row sums: row w at
+// p + w·stride floats (a static [warps][16] array, or the first stage of
+// each warp's own ring in fp8pipe.cuh, drained by then).
+struct Red {
+    float* p;
+    int stride;
+    __device__ __forceinline__ float* operator[](int w) const { return p + w * stride; }
+};
+
 // tileSums leaves the warps' partial sums of rows g / g+8 in red[warp][g]
 // and red[warp][8+g] (every thread may read them after the call).
-__device__ __forceinline__ void tileSums(float (*red)[16], float accA, float accB) {
+__device__ __forceinline__ void tileSums(Red red, float accA, float accB) {
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     if ((lane & 3) == 0) {
         red[warp][lane >> 2] = accA;
@@ -245,7 +254,7 @@ __device__ __forceinline__ void tileSums(float (*red)[16], float accA, float acc
 }
 
 // tileTotal is entry r of tile i of the block summed over its wpr warps.
-__device__ __forceinline__ float tileTotal(float (*red)[16], int i, int wpr, int r) {
+__device__ __forceinline__ float tileTotal(Red red, int i, int wpr, int r) {
     float v = 0.f;
     for (int k = 0; k < wpr; k++) v += red[i * wpr + k][r];
     return v;
@@ -275,7 +284,7 @@ __device__ __forceinline__ float gemvPrologue(__half* xs, const float* __restric
 // gemvStore sums the warps' rows of the block's G tiles (block b of its
 // matrix) and stores them times k: y = (MODE 1: y +) W·x.
 template <int MODE>
-__device__ __forceinline__ void gemvStore(float* y, float (*red)[16], float accA, float accB, float k, int b, int G,
+__device__ __forceinline__ void gemvStore(float* y, Red red, float accA, float accB, float k, int b, int G,
                                           int wpr, int out) {
     tileSums(red, accA, accB);
     int i = threadIdx.x;
@@ -307,7 +316,7 @@ __device__ __forceinline__ void gemv(float* y, const float* __restrict__ x, cons
     float k = gemvPrologue<MODE>(xs, x, nw, eps, in);
     float accA, accB;
     d.finish(xs, accA, accB);
-    gemvStore<MODE>(y, red, accA, accB, k, b, G, wpr, out);
+    gemvStore<MODE>(y, Red{&red[0][0], 16}, accA, accB, k, b, G, wpr, out);
 }
 
 #define GEMV_ARGS \
@@ -346,7 +355,7 @@ NORM_KERNEL(f8mma_norm_l, XS_L)
 
 // swigluStore sums the warps' gate ("row g") and up ("row g+8") rows of the
 // block's G tiles of 8 outputs, times k, and stores silu(gate)·up.
-__device__ __forceinline__ void swigluStore(float* act, float (*red)[16], float accA, float accB, float k, int G,
+__device__ __forceinline__ void swigluStore(float* act, Red red, float accA, float accB, float k, int G,
                                             int wpr, int out) {
     tileSums(red, accA, accB);
     int i = threadIdx.x;
@@ -378,7 +387,7 @@ __device__ __forceinline__ void normSwiGLU(float* act, const float* __restrict__
     float k = gemvPrologue<2>(xs, x, nw, eps, in);
     float accA, accB;
     d.finish(xs, accA, accB);
-    swigluStore(act, red, accA, accB, k, G, wpr, out);
+    swigluStore(act, Red{&red[0][0], 16}, accA, accB, k, G, wpr, out);
 }
 
 #define SWIGLU_ARGS                                                                                      \

@@ -198,6 +198,16 @@ __device__ __forceinline__ uint32_t pipeRing(int pad) {
     return (uint32_t)__cvta_generic_to_shared(pipeShm) + pad * 2 + warp * S * PIPE_STAGE;
 }
 
+// pipeRed puts each warp's partial row sums in the first stage of its own
+// ring, drained when they are written (tileSums), instead of a static
+// [32][16] array: those 2 KiB of static shared memory kept the down
+// projection of Qwen3.5-27B (17408 columns: 34 KiB of activation) from a
+// ring of 4 stages at 24 warps, by 1280 bytes.
+template <int S>
+__device__ __forceinline__ Red pipeRed(int pad) {
+    return Red{(float*)(pipeShm + pad * 2), S * PIPE_STAGE / 4};
+}
+
 // pipeGemv is gemv of fp8mma.cu (MODE 0 y = W·x, 1 y += W·x, 2 y =
 // W·rmsnorm(x)) over the ring, for blocks of any number of warps (≤ 32):
 // G = warps/wpr tiles per block, b the block's index within its matrix.
@@ -205,7 +215,6 @@ template <int S, int MODE>
 __device__ __forceinline__ void pipeGemv(float* y, const float* __restrict__ x, const float* __restrict__ nw, float eps,
                                          const uint8_t* w, const float* sc, int out, int in, int wpr, int b0, int nsc,
                                          int b) {
-    __shared__ float red[32][16];
     int pad = (in + UNIT - 1) / UNIT * UNIT;
     __half* xs = (__half*)pipeShm;
     int warp = threadIdx.x >> 5, G = (blockDim.x >> 5) / wpr;
@@ -218,7 +227,8 @@ __device__ __forceinline__ void pipeGemv(float* y, const float* __restrict__ x, 
     float k = gemvPrologue<MODE>(xs, x, nw, eps, in);
     float accA, accB;
     d.finish(xs, accA, accB);
-    gemvStore<MODE>(y, red, accA, accB, k, b, G, wpr, out);
+    __syncwarp(); // every lane's last fragment reads are done: pipeRed may reuse the ring
+    gemvStore<MODE>(y, pipeRed<S>(pad), accA, accB, k, b, G, wpr, out);
 }
 
 #define PIPE_GEMV(NAME, S, MODE)                                                              \
@@ -243,7 +253,6 @@ template <int S>
 __device__ __forceinline__ void pipeSwiGLU(float* act, const float* __restrict__ x, const float* __restrict__ nw,
                                            float eps, const uint8_t* wg, const float* sg, const uint8_t* wu,
                                            const float* su, int out, int in, int wpr, int b0, int nsc) {
-    __shared__ float red[32][16];
     int pad = (in + UNIT - 1) / UNIT * UNIT;
     __half* xs = (__half*)pipeShm;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = (blockDim.x >> 5) / wpr;
@@ -258,7 +267,8 @@ __device__ __forceinline__ void pipeSwiGLU(float* act, const float* __restrict__
     float k = gemvPrologue<2>(xs, x, nw, eps, in);
     float accA, accB;
     d.finish(xs, accA, accB);
-    swigluStore(act, red, accA, accB, k, G, wpr, out);
+    __syncwarp(); // as pipeGemv
+    swigluStore(act, pipeRed<S>(pad), accA, accB, k, G, wpr, out);
 }
 
 #define PIPE_SWIGLU(NAME, S)                                                                   \

@@ -38,8 +38,9 @@ type pipeFuncs struct {
 	budget int
 }
 
-// pipeStatic is the kernels' static shared memory (ptxas: 2304 bytes).
-const pipeStatic = 2304
+// pipeStatic is the kernels' static shared memory (ptxas: 256 bytes, the
+// activation prologue's; the warps' row sums reuse their rings, pipeRed).
+const pipeStatic = 256
 
 // loadPipe resolves the pipe kernels of the loaded fp8mma module and lets
 // them take all the shared memory a block may (POCKET_FP8_PIPE_KB caps it).
