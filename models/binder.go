@@ -52,6 +52,38 @@ func (b *binder) err() error { return errors.Join(b.errs...) }
 
 // tensor loads a required tensor of the given shape.
 func (b *binder) tensor(name string, shape ...int) kernels.Tensor {
+	w := b.sharded(name, shape)
+	if w == nil {
+		return nil
+	}
+	return b.load(w)
+}
+
+// tensorSplit loads a required tensor of the given shape as the parts
+// split makes of it (of this rank's shard under a TP plan), each a
+// tensor of its own; nil on a failure, which is recorded.
+func (b *binder) tensorSplit(name string, shape []int, split func(*kernels.Weight) ([]*kernels.Weight, error)) []kernels.Tensor {
+	w := b.sharded(name, shape)
+	if w == nil {
+		return nil
+	}
+	parts, err := split(w)
+	if err != nil {
+		b.fail(fmt.Errorf("%s: %w", name, err))
+		return nil
+	}
+	ts := make([]kernels.Tensor, len(parts))
+	for i, p := range parts {
+		if ts[i] = b.load(p); ts[i] == nil {
+			return nil
+		}
+	}
+	return ts
+}
+
+// sharded reads a required tensor and applies the TP plan, if any; nil on
+// a failure, which is recorded.
+func (b *binder) sharded(name string, shape []int) *kernels.Weight {
 	b.expected[name] = true
 	w, err := b.weight(name, shape)
 	if err == nil && b.plan != nil {
@@ -61,9 +93,14 @@ func (b *binder) tensor(name string, shape ...int) kernels.Tensor {
 		b.fail(err)
 		return nil
 	}
+	return w
+}
+
+// load puts w on the backend; nil on a failure, which is recorded.
+func (b *binder) load(w *kernels.Weight) kernels.Tensor {
 	t, err := b.be.LoadWeight(w)
 	if err != nil {
-		b.fail(fmt.Errorf("%s: %w", name, err))
+		b.fail(fmt.Errorf("%s: %w", w.Name, err))
 		return nil
 	}
 	b.bytes += int64(len(w.Data)) + int64(len(w.Scale))*4

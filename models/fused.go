@@ -68,26 +68,20 @@ func (a *Attention) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Bu
 	be, s := a.be, p.Scratch
 	qw, kw := a.Heads*a.Dim, a.KVHeads*a.Dim
 	q, k, v, att := s.Buf("q", qw), s.Buf("k", kw), s.Buf("v", kw), s.Buf("att", qw)
-	qOut, qOutW := q, qw
-	if a.gate != nil { // q_proj yields query and output gate per head
-		qOut, qOutW = s.Buf("q.gated", 2*qw), 2*qw
+	dst, ws := []kernels.Buf{q, k, v}, []kernels.Tensor{a.Q, a.K, a.V}
+	var gate kernels.Buf
+	if a.gate != nil { // the output gates' rows of q_proj, split at load
+		gate = s.Buf("q.gate", qw)
+		dst, ws = append(dst, gate), append(ws, a.QGate)
 	}
-	if !fu.NormMatMul([]kernels.Buf{qOut, k, v}, x, norm, eps, []kernels.Tensor{a.Q, a.K, a.V}, 1) {
+	if !fu.NormMatMul(dst, x, norm, eps, ws, 1) {
 		normed := s.Buf("normed", a.hidden)
 		be.RMSNorm(normed, x, norm, 1, a.hidden, eps)
-		be.MatMul(qOut, normed, a.Q, 1)
-		be.MatMul(k, normed, a.K, 1)
-		be.MatMul(v, normed, a.V, 1)
+		for i := range dst {
+			be.MatMul(dst[i], normed, ws[i], 1)
+		}
 	}
-	if a.QBias != nil {
-		be.AddBias(qOut, a.QBias, 1, qOutW)
-		be.AddBias(k, a.KBias, 1, kw)
-		be.AddBias(v, a.VBias, 1, kw)
-	}
-	var gate kernels.Buf
-	if a.gate != nil {
-		gate = a.splitGate(p, q, qOut)
-	}
+	a.addBiases(1, q, gate, k, v)
 	if fa, ok := fu.(kernels.FusedAttention); !ok || a.fullWidthQKNorm || !fa.RoPEAttention(att, q, k, v, a.QNorm,
 		a.KNorm, a.Eps, p.Seq.Pool, a.KVLayer, p.Pos, p.Slots, p.Attn, a.Heads, a.KVHeads, a.Dim, &a.Rope, a.Scale) {
 		if a.fullWidthQKNorm || !fu.RoPEStoreKV(q, k, v, a.QNorm, a.KNorm, a.Eps, p.Seq.Pool, a.KVLayer, p.Pos, p.Slots,

@@ -108,6 +108,26 @@ func selectRows(w *kernels.Weight, rs ...rowRange) (*kernels.Weight, error) {
 	return s, s.Validate()
 }
 
+// selectElems concatenates the given ranges of a vector's elements
+// (sliceCols of each: their bounds on block edges).
+func selectElems(w *kernels.Weight, rs ...rowRange) (*kernels.Weight, error) {
+	if len(w.Shape) != 1 || len(rs) == 0 {
+		return nil, fmt.Errorf("%s: %w: cannot select elements of a %v tensor", w.Name, ErrTP, w.Shape)
+	}
+	s := &kernels.Weight{Name: w.Name, DType: w.DType}
+	n := 0
+	for _, r := range rs {
+		p, err := sliceCols(w, r.lo, r.hi)
+		if err != nil {
+			return nil, err
+		}
+		s.Data = append(s.Data, p.Data...)
+		n += r.hi - r.lo
+	}
+	s.Shape = []int{n}
+	return s, s.Validate()
+}
+
 // sliceCols copies columns [lo, hi) of every row into a new weight. Block
 // formats need the bounds on block edges; FP8 is re-blocked (see above).
 func sliceCols(w *kernels.Weight, lo, hi int) (*kernels.Weight, error) {

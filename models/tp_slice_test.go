@@ -65,3 +65,55 @@ func TestSliceFP8(t *testing.T) {
 		t.Errorf("empty range: %v, want ErrTP", err)
 	}
 }
+
+// TestSplitGatedQuery checks the load-time split of a gated q_proj
+// ([query, gate] rows per head) on block-scaled FP8 with a head narrower
+// than a scale block, and on its float32 bias.
+func TestSplitGatedQuery(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const hd, heads, cols = 8, 3, 40
+	rows := 2 * hd * heads
+	w := &kernels.Weight{Name: "q_proj.weight", DType: kernels.F8E4M3, Shape: []int{rows, cols},
+		Data: make([]byte, rows*cols), ScaleBlock: [2]int{32, 16}}
+	for i := range w.Data {
+		w.Data[i] = byte(rng.IntN(0x7f)) | byte(rng.IntN(2))<<7
+	}
+	for range ceilDiv(rows, 32) * ceilDiv(cols, 16) {
+		w.Scale = append(w.Scale, rng.Float32()+0.5)
+	}
+	parts, err := splitGatedQuery(hd)(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for h := range heads {
+		for r := range hd {
+			for c := range cols {
+				if got, want := fp8At(parts[0], h*hd+r, c), fp8At(w, 2*h*hd+r, c); got != want {
+					t.Fatalf("query head %d row %d col %d: %v, want %v", h, r, c, got, want)
+				}
+				if got, want := fp8At(parts[1], h*hd+r, c), fp8At(w, 2*h*hd+hd+r, c); got != want {
+					t.Fatalf("gate head %d row %d col %d: %v, want %v", h, r, c, got, want)
+				}
+			}
+		}
+	}
+	b := &kernels.Weight{Name: "q_proj.bias", DType: kernels.F32, Shape: []int{rows}, Data: make([]byte, 4*rows)}
+	for i := range rows {
+		b.Data[4*i] = byte(i)
+	}
+	bp, err := splitGatedQuery(hd)(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for h := range heads {
+		for r := range hd {
+			if q, g := bp[0].Data[4*(h*hd+r)], bp[1].Data[4*(h*hd+r)]; int(q) != 2*h*hd+r || int(g) != 2*h*hd+hd+r {
+				t.Fatalf("bias head %d row %d: %d, %d", h, r, q, g)
+			}
+		}
+	}
+	if _, err := splitGatedQuery(hd)(&kernels.Weight{Name: "odd", DType: kernels.F32, Shape: []int{rows + 8, 4},
+		Data: make([]byte, 4*4*(rows+8))}); !errors.Is(err, ErrShape) {
+		t.Errorf("rows not whole heads: %v", err)
+	}
+}

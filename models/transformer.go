@@ -151,7 +151,11 @@ type Attention struct {
 	hidden              int
 	// gate: q_proj also yields a per-head output gate (Qwen3-Next), laid
 	// out per head as [query, gate]; the output is att * sigmoid(gate).
-	gate kernels.HybridOps
+	// Its rows are split at load (splitGatedQuery): Q and QBias hold the
+	// queries', QGate and QGateBias the gates' rows, each head in order,
+	// so that no pass has to pull the two apart.
+	gate             kernels.HybridOps
+	QGate, QGateBias kernels.Tensor
 }
 
 // attentionOptions select the variants of newAttention.
@@ -171,15 +175,24 @@ func newAttention(c *Config, b *binder, prefix string, kvLayer int, o attentionO
 		Scale: float32(1 / math.Sqrt(float64(hd))), Eps: float32(c.RMSNormEps)}
 	qRows := h * hd
 	if o.gated {
-		qRows *= 2
 		a.gate = hybridOps(b)
+		if ts := b.tensorSplit(prefix+"q_proj.weight", []int{2 * qRows, c.HiddenSize}, splitGatedQuery(hd)); ts != nil {
+			a.Q, a.QGate = ts[0], ts[1]
+		}
+	} else {
+		a.Q = b.tensor(prefix+"q_proj.weight", qRows, c.HiddenSize)
 	}
-	a.Q = b.tensor(prefix+"q_proj.weight", qRows, c.HiddenSize)
 	a.K = b.tensor(prefix+"k_proj.weight", kvh*hd, c.HiddenSize)
 	a.V = b.tensor(prefix+"v_proj.weight", kvh*hd, c.HiddenSize)
 	a.O = b.tensor(prefix+"o_proj.weight", c.HiddenSize, h*hd)
-	if o.bias {
+	if o.bias && o.gated {
+		if ts := b.tensorSplit(prefix+"q_proj.bias", []int{2 * qRows}, splitGatedQuery(hd)); ts != nil {
+			a.QBias, a.QGateBias = ts[0], ts[1]
+		}
+	} else if o.bias {
 		a.QBias = b.tensor(prefix+"q_proj.bias", qRows)
+	}
+	if o.bias {
 		a.KBias = b.tensor(prefix+"k_proj.bias", kvh*hd)
 		a.VBias = b.tensor(prefix+"v_proj.bias", kvh*hd)
 	}
@@ -208,22 +221,15 @@ func (a *Attention) Forward(p *Pass, in, out kernels.Buf) error {
 	k := s.Buf("k", rows*kw)
 	v := s.Buf("v", rows*kw)
 	att := s.Buf("att", rows*qw)
-	qOut, qOutW := q, qw
-	if a.gate != nil {
-		qOut, qOutW = s.Buf("q.gated", rows*2*qw), 2*qw
-	}
-	be.MatMul(qOut, in, a.Q, rows)
-	be.MatMul(k, in, a.K, rows)
-	be.MatMul(v, in, a.V, rows)
-	if a.QBias != nil {
-		be.AddBias(qOut, a.QBias, rows, qOutW)
-		be.AddBias(k, a.KBias, rows, kw)
-		be.AddBias(v, a.VBias, rows, kw)
-	}
 	var gate kernels.Buf
 	if a.gate != nil {
-		gate = a.splitGate(p, q, qOut)
+		gate = s.Buf("q.gate", rows*qw)
+		be.MatMul(gate, in, a.QGate, rows)
 	}
+	be.MatMul(q, in, a.Q, rows)
+	be.MatMul(k, in, a.K, rows)
+	be.MatMul(v, in, a.V, rows)
+	a.addBiases(rows, q, gate, k, v)
 	if p.Seq.Pool == nil {
 		return fmt.Errorf("attention: no KV pool")
 	}
@@ -236,15 +242,50 @@ func (a *Attention) Forward(p *Pass, in, out kernels.Buf) error {
 	return nil
 }
 
-// splitGate writes the queries of the gated attention's q_proj output
-// qOut (query and output gate interleaved per head) into q and returns
-// its gates, both [p.Rows, Heads·Dim].
-func (a *Attention) splitGate(p *Pass, q, qOut kernels.Buf) kernels.Buf {
-	n := p.Rows * a.Heads
-	gate := p.Scratch.Buf("q.gate", n*a.Dim)
-	a.be.Gather(q, qOut, unitGather(n, 2, []int{0}), a.Dim)
-	a.be.Gather(gate, qOut, unitGather(n, 2, []int{1}), a.Dim)
-	return gate
+// addBiases adds the q/k/v biases (and the gates' with a gated q_proj),
+// if any, to rows rows of the projections.
+func (a *Attention) addBiases(rows int, q, gate, k, v kernels.Buf) {
+	if a.QBias == nil {
+		return
+	}
+	qw, kw := a.Heads*a.Dim, a.KVHeads*a.Dim
+	a.be.AddBias(q, a.QBias, rows, qw)
+	if a.QGateBias != nil {
+		a.be.AddBias(gate, a.QGateBias, rows, qw)
+	}
+	a.be.AddBias(k, a.KBias, rows, kw)
+	a.be.AddBias(v, a.VBias, rows, kw)
+}
+
+// splitGatedQuery splits a gated attention's q_proj weight (or bias),
+// whose rows are [query, gate] per head of hd rows each, into the
+// queries' rows and the gates' rows, heads in order. Rows are independent
+// dot products, so the two halves give exactly the values of the whole.
+func splitGatedQuery(hd int) func(*kernels.Weight) ([]*kernels.Weight, error) {
+	return func(w *kernels.Weight) ([]*kernels.Weight, error) {
+		n := w.Shape[0]
+		if hd <= 0 || n%(2*hd) != 0 {
+			return nil, fmt.Errorf("%w: gated q_proj of %d rows is not [query, gate] heads of %d", ErrShape, n, hd)
+		}
+		var q, g []rowRange
+		for h := 0; h < n; h += 2 * hd {
+			q = append(q, rowRange{h, h + hd})
+			g = append(g, rowRange{h + hd, h + 2*hd})
+		}
+		pick := selectRows
+		if len(w.Shape) == 1 {
+			pick = selectElems
+		}
+		qw, err := pick(w, q...)
+		if err != nil {
+			return nil, err
+		}
+		gw, err := pick(w, g...)
+		if err != nil {
+			return nil, err
+		}
+		return []*kernels.Weight{qw, gw}, nil
+	}
 }
 
 // normRopeStore applies the optional q/k norms and the rotary embedding to
