@@ -102,9 +102,6 @@ type quantFns struct {
 type qmvKernels struct {
 	g             qmvGeom
 	mv, swi, swiq cFunc
-	// mvR and swiqR stream Q4_K through a shared-memory ring
-	// (POCKET_QMV_RING=1; qdotQ4KRing); nil where they did not load.
-	mvR, swiqR cFunc
 }
 
 type quantMod struct {
@@ -160,7 +157,6 @@ func (b *Backend) quantModule() (*quantMod, error) {
 		if k.swiq, err = get(e.g.swiqEntry()); err != nil {
 			return nil, err
 		}
-		k.mvR, k.swiqR = ringFn(get, mv+"_r", e.g.ringBytes(8)), ringFn(get, e.g.swiqEntry()+"_r", e.g.ringBytes(8))
 		q.kern = append(q.kern, k)
 	}
 	q.plan = parseQmvPlan(switches.qmvGeom)
@@ -309,14 +305,4 @@ func (b *Backend) quantMatMul(dst, x kernels.Buf, t *tensor, rows int) {
 		b.launchFn(fs.deq, cdiv(n*in/32, 256), 1, 256, ptr(dst), ptr(t.data+cu.DevicePtr(c0*t.rowBytes())), i32(n), i32(in),
 			uint64(t.rowBytes()))
 	})
-}
-
-// ringFn is the ring kernel name, allowed bytes of dynamic shared memory,
-// or nil when it cannot be (the register kernels serve).
-func ringFn(get func(string) (cFunc, error), name string, bytes int) cFunc {
-	f, err := get(name)
-	if err != nil || setMaxShm(f, bytes) != nil {
-		return nil
-	}
-	return f
 }

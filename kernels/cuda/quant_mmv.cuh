@@ -293,111 +293,8 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
     for (int r = 0; r < QR; r++) acc[r] = r / H == h ? mine[r % H] : 0.f;
 }
 
-// qdotQ4KRing is qdotQ4K with its weights streamed through shared memory
-// (POCKET_QMV_RING=1, the _r entries): each lane copies (cp.async) the
-// very 16-byte pieces it later reads — its quant bytes of the QR rows and
-// the headers of its H rows — into QRING slots of its own, so no lane
-// waits for another. Step k's copies are issued QRING steps ahead, the
-// first ones before the PDL wait; a step's registers live only while it is
-// computed. So a warp has QRING steps in flight instead of the one that
-// qdotQ4K holds in registers, at the same 80 registers and blocks per SM
-// (ncu: these GEMVs wait on their loads; the FP8 ring GEMVs gained when
-// their rings deepened). Layout of a warp's ring: [slot][piece][lane] of
-// 16 bytes, so that the 8 lanes of a shared-memory phase read 128
-// consecutive bytes. Same arithmetic in the same order as qdotQ4K.
-#define QRING 2
-extern __shared__ __align__(16) unsigned char qmvShm[];
-
-__device__ __forceinline__ void qCpAsync16(uint32_t dst, const void* src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-}
-__device__ __forceinline__ void qCpCommit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void qCpWait() {
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ uint4 qLds128(uint32_t a) {
-    uint4 v;
-    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
-    return v;
-}
-
-// qmvRingBytes is a block's ring: QRING slots of QR + QR/2 pieces a lane.
-#define QMV_RING_BYTES(QR, WARPS) ((WARPS) * QRING * ((QR) + (QR) / 2) * 32 * 16)
-
-template <int QR, class Rows>
-__device__ __forceinline__ void qdotQ4KRing(const Rows& wr, const uint8_t* __restrict__ xq,
-                                            const float2* __restrict__ xs, int nb, int s, int ss, bool active,
-                                            float (&acc)[QR]) {
-    constexpr int H = QR / 2, PER = QR + H;
-    const int lane = threadIdx.x & 31, j = lane & 7, c = j >> 1, h = j & 1;
-    const uint8_t* hp[H];
-#pragma unroll
-    for (int k = 0; k < H; k++) hp[k] = h ? wr[H + k] : wr[k];
-    float mine[H];
-#pragma unroll
-    for (int k = 0; k < H; k++) mine[k] = 0.f;
-    const uint32_t ring =
-        (uint32_t)__cvta_generic_to_shared(qmvShm) + ((threadIdx.x >> 5) * QRING * PER * 32 + lane) * 16;
-    auto issue = [&](int slot, int blk) {
-        const uint32_t d = ring + slot * PER * 32 * 16;
-#pragma unroll
-        for (int r = 0; r < QR; r++) qCpAsync16(d + r * 32 * 16, wr[r] + (long)blk * 144 + 16 + 16 * j);
-#pragma unroll
-        for (int k = 0; k < H; k++) qCpAsync16(d + (QR + k) * 32 * 16, hp[k] + (long)blk * 144);
-    };
-    int b = 4 * s + (lane >> 3);
-#pragma unroll
-    for (int k = 0; k < QRING; k++) {
-        const int bk = b + 4 * ss * k;
-        if (active && bk < nb) issue(k, bk);
-        qCpCommit();
-    }
-    qPdlLaunch();
-    qPdlWait();
-#pragma unroll
-    for (int r = 0; r < QR; r++) acc[r] = 0.f;
-    if (active) {
-        int slot = 0;
-        for (; 4 * s < nb; s += ss) {
-            qCpWait<QRING - 1>(); // this lane's copies of the step in slot
-            const unsigned m = __ballot_sync(0xffffffffu, b < nb); // a pair is in or out together
-            if (b < nb) {
-                const uint32_t d = ring + slot * PER * 32 * 16;
-                uint4 qv[QR], hd[H];
-#pragma unroll
-                for (int r = 0; r < QR; r++) qv[r] = qLds128(d + r * 32 * 16);
-#pragma unroll
-                for (int k = 0; k < H; k++) hd[k] = qLds128(d + (QR + k) * 32 * 16);
-                const uint8_t* xb = xq + ((long)b << 8) + 64 * c + 16 * h;
-                const int4 x0 = __ldg((const int4*)xb), x1 = __ldg((const int4*)(xb + 32));
-                const float4 sx = __ldg((const float4*)(xs + 8 * (long)b + 2 * c));
-                int sl[QR], sh[QR];
-#pragma unroll
-                for (int r = 0; r < QR; r++) q4kSums(qv[r], x0, x1, sl[r], sh[r]);
-#pragma unroll
-                for (int k = 0; k < H; k++) {
-                    const int pl = __shfl_xor_sync(m, h ? sl[k] : sl[H + k], 1);
-                    const int ph = __shfl_xor_sync(m, h ? sh[k] : sh[H + k], 1);
-                    mine[k] += q4kFinish(hd[k], c, (h ? sl[H + k] : sl[k]) + pl,
-                                         (h ? sh[H + k] : sh[k]) + ph, sx, true);
-                }
-            }
-            // The slot's pieces are in registers and used: refill it.
-            const int bn = b + 4 * ss * QRING;
-            if (bn < nb) issue(slot, bn);
-            qCpCommit();
-            b += 4 * ss;
-            slot = slot == QRING - 1 ? 0 : slot + 1;
-        }
-    }
-    qCpWait<0>(); // nothing of the ring outlives the thread
-#pragma unroll
-    for (int r = 0; r < QR; r++) acc[r] = !active ? 0.f : r / H == h ? mine[r % H] : 0.f;
-}
-
-// QDotF runs qdot, or qdotQ4K (RING: qdotQ4KRing) for Q4_K.
-template <int F, bool RING>
+// QDotF runs qdot, or qdotQ4K for Q4_K.
+template <int F>
 struct QDotF {
     template <int QR, class Rows>
     static __device__ __forceinline__ void run(const Rows& wr, const uint8_t* __restrict__ xq,
@@ -406,16 +303,13 @@ struct QDotF {
         qdot<F, QR>(wr, xq, xs, nb, s, ss, active, acc);
     }
 };
-template <bool RING>
-struct QDotF<Q4_K, RING> {
+template <>
+struct QDotF<Q4_K> {
     template <int QR, class Rows>
     static __device__ __forceinline__ void run(const Rows& wr, const uint8_t* __restrict__ xq,
                                                const float2* __restrict__ xs, int nb, int s, int ss, bool active,
                                                float (&acc)[QR]) {
-        if (RING)
-            qdotQ4KRing<QR>(wr, xq, xs, nb, s, ss, active, acc);
-        else
-            qdotQ4K<QR>(wr, xq, xs, nb, s, ss, active, acc);
+        qdotQ4K<QR>(wr, xq, xs, nb, s, ss, active, acc);
     }
 };
 
@@ -443,7 +337,7 @@ __device__ __forceinline__ float qinvRms(const float* ssp, int in, float eps) {
 // qmvBlock is block blk of y = W·xq (mode: plain, add into y, or times the
 // norm factor): warps/wpr groups of QR rows (a block of 8 warps, or of 6
 // with wpr = 3: qmvBlockFor, quant_mmv_plan.go).
-template <int F, int QR, bool RING>
+template <int F, int QR>
 __device__ __forceinline__ void qmvBlock(float* y, const uint8_t* w, long rb, int out, int blk,
                                          const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
                                          const float* ssp, float eps, int in, int wpr, int mode) {
@@ -455,7 +349,7 @@ __device__ __forceinline__ void qmvBlock(float* y, const uint8_t* w, long rb, in
 #pragma unroll
     for (int r = 0; r < QR; r++) wr.o[r] = (uint32_t)((min(base + r, out - 1) - min(base, out - 1)) * rb);
     float acc[QR];
-    QDotF<F, RING>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
+    QDotF<F>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
     qsums<QR>(red, acc);
     const int t = threadIdx.x;
     if (t < G * QR) {
@@ -469,23 +363,23 @@ __device__ __forceinline__ void qmvBlock(float* y, const uint8_t* w, long rb, in
     }
 }
 
-template <int QR, bool RING>
+template <int QR>
 __device__ __forceinline__ void qmvMat(int f, float* y, const uint8_t* w, long rb, int out, int blk,
                                        const uint8_t* xq, const float2* xs, const float* ssp, float eps, int in,
                                        int wpr, int mode) {
     if (f == Q4_K)
-        qmvBlock<Q4_K, QR, RING>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+        qmvBlock<Q4_K, QR>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
     else if (f == Q6_K)
-        qmvBlock<Q6_K, QR, RING>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+        qmvBlock<Q6_K, QR>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
     else
-        qmvBlock<Q8_0, QR, RING>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+        qmvBlock<Q8_0, QR>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
 }
 
 // qmv: y_i = W_i · x for up to four matrices sharing the quantized x (in %
 // 256 == 0), each Q4_K, Q6_K or Q8_0 (f_i = its DType number); blocks [0,
 // n0) do matrix 0, [n0, n1) matrix 1, ... (unused matrices: out 0).
 #define QMV_MAT(i) float *y##i, const uint8_t *w##i, long rb##i, int out##i, int f##i
-template <int QR, bool RING>
+template <int QR>
 __device__ __forceinline__ void qmvEntry(const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
                                          const float* ssp, float eps, int in, int wpr, int mode, QMV_MAT(0), int n0,
                                          QMV_MAT(1), int n1, QMV_MAT(2), int n2, QMV_MAT(3)) {
@@ -503,7 +397,7 @@ __device__ __forceinline__ void qmvEntry(const uint8_t* __restrict__ xq, const f
     } else if (b < n2) {
         y = y2, w = w2, rb = rb2, out = out2, f = f2, blk = b - n1;
     }
-    qmvMat<QR, RING>(f, y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+    qmvMat<QR>(f, y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
 }
 // qmvSwiGLU: act = silu(Wg · rmsnorm(x)) * (Wu · rmsnorm(x)) from the
 // normed, quantized x; a group is gate rows o, o+1 and up rows o, o+1.
@@ -513,7 +407,7 @@ __device__ __forceinline__ void qmvEntry(const uint8_t* __restrict__ xq, const f
 // them to int8 as qx does, into xq2/xs2: the down projection then reads
 // them without a qx launch of its own (quant_mmv.go). The float act is
 // written too, for any other reader.
-template <int F, int QR, bool ROUND, bool RING>
+template <int F, int QR, bool ROUND>
 __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
                                           const float* ssp, float eps, int in, int wpr, const uint8_t* wg,
                                           const uint8_t* wu, long rb, int out, uint32_t* xq2, float2* xs2) {
@@ -532,7 +426,7 @@ __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict_
             wr.p[QR / 2 + r] = wu + o * rb;
         }
         float acc[QR];
-        QDotF<F, RING>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
+        QDotF<F>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
         qsums<QR>(red, acc);
         const int t = threadIdx.x;
         if (t < G * (QR / 2)) {
@@ -562,55 +456,40 @@ __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict_
     }
 }
 
-template <int QR, bool ROUND, bool RING>
+template <int QR, bool ROUND>
 __device__ __forceinline__ void qmvSwiGLUEntry(float* act, const uint8_t* __restrict__ xq,
                                                const float2* __restrict__ xs, const float* ssp, float eps, int in,
                                                int wpr, int f, const uint8_t* wg, const uint8_t* wu, long rb, int out,
                                                uint32_t* xq2, float2* xs2) {
     if (f == Q4_K)
-        qmvSwiGLU<Q4_K, QR, ROUND, RING>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out, xq2, xs2);
+        qmvSwiGLU<Q4_K, QR, ROUND>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out, xq2, xs2);
     else if (f == Q6_K)
-        qmvSwiGLU<Q6_K, QR, ROUND, RING>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out, xq2, xs2);
+        qmvSwiGLU<Q6_K, QR, ROUND>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out, xq2, xs2);
     else
-        qmvSwiGLU<Q8_0, QR, ROUND, RING>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out, xq2, xs2);
+        qmvSwiGLU<Q8_0, QR, ROUND>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out, xq2, xs2);
 }
 
 // The entry points by geometry: qmv_R_B and qmv_swiglu_R_B compute R rows
-// a warp with __launch_bounds__(256, B) (quant_mmv_plan.go's qmvGeoms);
-// the _r copies of qmv and qmv_swiglu_q stream Q4_K through the ring
-// (qdotQ4KRing; dynamic shared memory QMV_RING_BYTES).
+// a warp with __launch_bounds__(256, B) (quant_mmv_plan.go's qmvGeoms).
 #define QMV_ENTRIES(R, B)                                                                                            \
     extern "C" __global__ void __launch_bounds__(256, B)                                                             \
         qmv_##R##_##B(const uint8_t* __restrict__ xq, const float2* __restrict__ xs, const float* ssp, float eps,   \
                       int in, int wpr, int mode, QMV_MAT(0), int n0, QMV_MAT(1), int n1, QMV_MAT(2), int n2,        \
                       QMV_MAT(3)) {                                                                                 \
-        qmvEntry<R, false>(xq, xs, ssp, eps, in, wpr, mode, y0, w0, rb0, out0, f0, n0, y1, w1, rb1, out1, f1, n1, y2, \
-                           w2, rb2, out2, f2, n2, y3, w3, rb3, out3, f3);                                           \
-    }                                                                                                                \
-    extern "C" __global__ void __launch_bounds__(256, B)                                                             \
-        qmv_##R##_##B##_r(const uint8_t* __restrict__ xq, const float2* __restrict__ xs, const float* ssp,          \
-                          float eps, int in, int wpr, int mode, QMV_MAT(0), int n0, QMV_MAT(1), int n1, QMV_MAT(2), \
-                          int n2, QMV_MAT(3)) {                                                                     \
-        qmvEntry<R, true>(xq, xs, ssp, eps, in, wpr, mode, y0, w0, rb0, out0, f0, n0, y1, w1, rb1, out1, f1, n1, y2,  \
-                          w2, rb2, out2, f2, n2, y3, w3, rb3, out3, f3);                                            \
+        qmvEntry<R>(xq, xs, ssp, eps, in, wpr, mode, y0, w0, rb0, out0, f0, n0, y1, w1, rb1, out1, f1, n1, y2, w2,  \
+                    rb2, out2, f2, n2, y3, w3, rb3, out3, f3);                                                      \
     }                                                                                                                \
     extern "C" __global__ void __launch_bounds__(256, B)                                                             \
         qmv_swiglu_##R##_##B(float* act, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,             \
                              const float* ssp, float eps, int in, int wpr, int f, const uint8_t* wg,                 \
                              const uint8_t* wu, long rb, int out) {                                                  \
-        qmvSwiGLUEntry<R, false, false>(act, xq, xs, ssp, eps, in, wpr, f, wg, wu, rb, out, nullptr, nullptr);     \
+        qmvSwiGLUEntry<R, false>(act, xq, xs, ssp, eps, in, wpr, f, wg, wu, rb, out, nullptr, nullptr);             \
     }                                                                                                                \
     extern "C" __global__ void __launch_bounds__(256, B)                                                             \
         qmv_swiglu_q_##R##_##B(float* act, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,           \
                                const float* ssp, float eps, int in, int wpr, int f, const uint8_t* wg,               \
                                const uint8_t* wu, long rb, int out, uint32_t* xq2, float2* xs2) {                    \
-        qmvSwiGLUEntry<R, true, false>(act, xq, xs, ssp, eps, in, wpr, f, wg, wu, rb, out, xq2, xs2);               \
-    }                                                                                                                \
-    extern "C" __global__ void __launch_bounds__(256, B)                                                             \
-        qmv_swiglu_q_##R##_##B##_r(float* act, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,       \
-                                   const float* ssp, float eps, int in, int wpr, int f, const uint8_t* wg,           \
-                                   const uint8_t* wu, long rb, int out, uint32_t* xq2, float2* xs2) {                \
-        qmvSwiGLUEntry<R, true, true>(act, xq, xs, ssp, eps, in, wpr, f, wg, wu, rb, out, xq2, xs2);                \
+        qmvSwiGLUEntry<R, true>(act, xq, xs, ssp, eps, in, wpr, f, wg, wu, rb, out, xq2, xs2);                       \
     }
 QMV_ENTRIES(4, 3)
 QMV_ENTRIES(2, 4)

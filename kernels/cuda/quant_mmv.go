@@ -102,19 +102,6 @@ func (b *Backend) runQ(f cFunc, gx, bx int, args ...uint64) {
 	b.fail(launchPDL(f, gx, 1, bx, b.s, &b.args, b.nargs))
 }
 
-// runQShm is runQ with shm bytes of dynamic shared memory.
-func (b *Backend) runQShm(f cFunc, gx, bx, shm int, args ...uint64) {
-	if b.err != nil || gx <= 0 {
-		return
-	}
-	b.a(args...)
-	if switches.noPDL {
-		b.fail(launchShm(f, gx, 1, bx, shm, b.s, &b.args, b.nargs))
-		return
-	}
-	b.fail(launchPDLShm(f, gx, 1, bx, shm, b.s, &b.args, b.nargs))
-}
-
 // qx quantizes x (times the norm vector nw unless 0) into the scratch.
 func (b *Backend) qx(x, nw cu.DevicePtr, in int) (xs, xq, ssp cu.DevicePtr) {
 	xs, xq, ssp = b.qxBuf(in)
@@ -167,22 +154,7 @@ func (b *Backend) qmvLaunch(mode int, xs, xq, ssp cu.DevicePtr, eps float32, in 
 	if ablatedAs("qmv_", kind) {
 		return
 	}
-	if switches.qmvRing && k.mvR != nil && anyQ4K(ts) {
-		b.runQShm(k.mvR, blocks, 32*warps, k.g.ringBytes(warps), args...)
-		return
-	}
 	b.runQ(k.mv, blocks, 32*warps, args...)
-}
-
-// anyQ4K reports whether one of ts is Q4_K (the only format the ring
-// kernels stream through shared memory).
-func anyQ4K(ts []*tensor) bool {
-	for _, t := range ts {
-		if t.w.DType == kernels.Q4_K {
-			return true
-		}
-	}
-	return false
 }
 
 // quantGEMV1 is MatMul's one-row case on qmv (one quantize launch, one
@@ -260,11 +232,7 @@ func (b *Backend) quantNormSwiGLU(act, x kernels.Buf, nv cu.DevicePtr, eps float
 	if p := swiqPasses(k.g.rows, wpr); b.swiq && p > 0 && out%32 == 0 {
 		// 32 outputs a block, rounded for the op after (quantMatMulAdd).
 		xs2, xq2 := b.qxBuf2(out)
-		if switches.qmvRing && k.swiqR != nil && g.w.DType == kernels.Q4_K {
-			b.runQShm(k.swiqR, out/32, 256, k.g.ringBytes(8), append(args, ptr(xq2), ptr(xs2))...)
-		} else {
-			b.runQ(k.swiq, out/32, 256, append(args, ptr(xq2), ptr(xs2))...)
-		}
+		b.runQ(k.swiq, out/32, 256, append(args, ptr(xq2), ptr(xs2))...)
 		b.rounded = roundedAct{dptr(act), out}
 		return true
 	}

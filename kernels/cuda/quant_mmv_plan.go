@@ -27,11 +27,6 @@ func (g qmvGeom) entries() (mv, swi string) {
 	return fmt.Sprintf("qmv_%d_%d", g.rows, g.occ), fmt.Sprintf("qmv_swiglu_%d_%d", g.rows, g.occ)
 }
 
-// ringBytes is the dynamic shared memory of the geometry's ring kernels
-// (quant_mmv.cuh's QMV_RING_BYTES) for blocks of warps warps: QRING = 2
-// slots of rows + rows/2 16-byte pieces a lane.
-func (g qmvGeom) ringBytes(warps int) int { return warps * 2 * (g.rows + g.rows/2) * 32 * 16 }
-
 // swiqEntry is the geometry's qmv_swiglu that also rounds its output
 // (POCKET_QMV_SWIQ).
 func (g qmvGeom) swiqEntry() string { return fmt.Sprintf("qmv_swiglu_q_%d_%d", g.rows, g.occ) }

@@ -97,7 +97,6 @@ var switches = struct {
 	fp8PipeKB       int
 	qmvSwiQ         bool
 	noQmvW6         bool
-	qmvRing         bool
 	ablate          map[string]bool
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
@@ -130,7 +129,6 @@ var switches = struct {
 	fp8PipeKB:       intSwitch("POCKET_FP8_PIPE_KB", 0, 16, 227),
 	qmvSwiQ:         os.Getenv("POCKET_QMV_SWIQ") != "0",
 	noQmvW6:         os.Getenv("POCKET_QMV_W6") == "0",
-	qmvRing:         os.Getenv("POCKET_QMV_RING") == "1",
 	ablate:          listSwitch(os.Getenv("POCKET_ABLATE")),
 }
 
