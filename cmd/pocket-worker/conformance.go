@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -33,7 +34,7 @@ func runConformance(args []string) error {
 		return err
 	}
 	fmt.Printf("prefill GEMM: %s\n", g.GEMMLibrary())
-	c := &conf{g: g, c: cpu.New(0), rng: rand.New(rand.NewPCG(*seed, 99))}
+	c := &conf{g: g, c: cpu.New(0), seed: *seed}
 	c.run()
 	fmt.Printf("conformance on %s: %d cases, %d failed\n", g.DeviceName(), c.n, c.failed)
 	if c.failed > 0 {
@@ -45,8 +46,20 @@ func runConformance(args []string) error {
 type conf struct {
 	g         *cuda.Backend
 	c         *cpu.Backend
+	seed      uint64
 	rng       *rand.Rand
 	n, failed int
+}
+
+// section starts a group of cases on random data of its own (from the
+// seed and the name), so that a case added to one group leaves every
+// other group's data as it was: a few cases (e.g. three outputs of an
+// f16-rounded product) sit within an order of their tolerance on some
+// data, and a shifted stream once pushed one over.
+func (c *conf) section(name string) {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	c.rng = rand.New(rand.NewPCG(c.seed, h.Sum64()))
 }
 
 // Tolerances on NMSE: fp32 paths land near 1e-12; the tensor-core GEMM
@@ -192,6 +205,7 @@ func f32ToF16(f float32) uint16 {
 }
 
 func (c *conf) run() {
+	c.section("base")
 	// MatMul: GEMV (rows ≤ 8) and tensor-core GEMM, every weight format,
 	// aligned and ragged shapes.
 	type mm struct {
@@ -210,6 +224,9 @@ func (c *conf) run() {
 		{kernels.F8E4M3, 33, 40, 24, [2]int{16, 8}},
 		{kernels.F8E4M3, 1, 1024, 5120, [2]int{128, 128}}, {kernels.F8E4M3, 1, 1000, 192, [2]int{16, 128}},
 		{kernels.F8E4M3, 1, 40, 24064, [2]int{128, 128}}, {kernels.F8E4M3, 1, 24, 24128, [2]int{128, 128}},
+		// More tiles than SMs with a ragged last tile, a half last unit,
+		// scale rows of 16.
+		{kernels.F8E4M3, 1, 2200, 960, [2]int{128, 128}}, {kernels.F8E4M3, 1, 2117, 2112, [2]int{16, 128}},
 		// FP8 prefill through dequantized bf16 chunks: two chunks of the
 		// 256 MB scratch (32768 + 7232 rows), a ragged row count.
 		{kernels.F8E4M3, 64, 40000, 4096, [2]int{128, 128}}, {kernels.F8E4M3, 70, 1000, 256, [2]int{128, 128}},
@@ -367,23 +384,29 @@ func (c *conf) run() {
 		c.c.ScatterAdd(dh, yh, []int32{1, 4, 19, 0, 2}, w, dim)
 		c.check("ScatterAdd", "rows=5 dim=70", dg, dh, 20*dim, tolExact)
 	}
+	// Each attention pass on the same data.
+	c.section("attention")
 	c.attention()
 	c.g.SetGQAFrom(1)           // the same shapes on attn_gqa at every context length,
 	c.g.SetPrefillSplits(false) // and prefill attention never split
+	c.section("attention")
 	c.attention()
 	c.g.SetGQAFrom(0)
 	c.g.SetPrefillSplits(true)
 	for _, v := range []string{"regs", "q4"} { // the other prefill kernels
 		c.g.SetAttnPrefill(v)
+		c.section("attention")
 		c.attention()
 	}
 	c.g.SetAttnPrefill("")
-	c.fused()
-	c.quant()
-	c.hybrid()
-	c.moe()
-	c.tpNorm()
-	c.fp8Prefill()
+	for _, s := range []struct {
+		name string
+		run  func()
+	}{{"fused", c.fused}, {"quant", c.quant}, {"hybrid", c.hybrid}, {"moe", c.moe}, {"tpnorm", c.tpNorm},
+		{"fp8prefill", c.fp8Prefill}} {
+		c.section(s.name)
+		s.run()
+	}
 }
 
 // attention checks StoreKV, CopyKVBlock and Attention (decode and prefill

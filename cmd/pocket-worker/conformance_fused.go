@@ -84,7 +84,8 @@ func (c *conf) fused() {
 	}{{kernels.BF16, 4096, 14336}, {kernels.BF16, 4096, 4096}, {kernels.BF16, 2048, 768}, {kernels.BF16, 130, 64},
 		{kernels.BF16, 5, 8}, {kernels.BF16, 4096, 7168}, {kernels.BF16, 4096, 2048}, {kernels.BF16, 37, 448},
 		{kernels.F8E4M3, 5120, 17408}, {kernels.F8E4M3, 130, 64}, {kernels.F8E4M3, 5120, 6144},
-		{kernels.F8E4M3, 1000, 320}, {kernels.F8E4M3, 130, 8256}, {kernels.F8E4M3, 24, 24064}} {
+		{kernels.F8E4M3, 1000, 320}, {kernels.F8E4M3, 130, 8256}, {kernels.F8E4M3, 24, 24064},
+		{kernels.F8E4M3, 2200, 960}, {kernels.F8E4M3, 2117, 2112}} {
 		acc := c.randn(s.out)
 		ag, ah := c.pair(acc)
 		xg, xh := c.pair(c.randn(s.in))
