@@ -14,23 +14,29 @@ func fp8At(w *kernels.Weight, r, c int) float32 {
 	return kernels.FP8E4M3ToF32(w.Data[r*w.Cols()+c]) * w.Scale[r/w.ScaleBlock[0]*nsc+c/w.ScaleBlock[1]]
 }
 
-// TestSliceFP8 checks that row selections and column slices of a
-// block-scaled FP8 matrix, on and off the scale-block edges, dequantize to
-// exactly the elements they cut out.
-func TestSliceFP8(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	const rows, cols = 70, 52 // partial last blocks both ways
-	w := &kernels.Weight{Name: "w", DType: kernels.F8E4M3, Shape: []int{rows, cols},
-		Data: make([]byte, rows*cols), ScaleBlock: [2]int{16, 16}}
+// randomFP8 is a valid block-scaled FP8 matrix of random finite values.
+func randomFP8(t *testing.T, rng *rand.Rand, name string, rows, cols int, block [2]int) *kernels.Weight {
+	t.Helper()
+	w := &kernels.Weight{Name: name, DType: kernels.F8E4M3, Shape: []int{rows, cols}, Data: make([]byte, rows*cols),
+		ScaleBlock: block}
 	for i := range w.Data {
 		w.Data[i] = byte(rng.IntN(0x7f)) | byte(rng.IntN(2))<<7
 	}
-	for range ceilDiv(rows, 16) * ceilDiv(cols, 16) {
+	for range ceilDiv(rows, block[0]) * ceilDiv(cols, block[1]) {
 		w.Scale = append(w.Scale, rng.Float32()+0.5)
 	}
 	if err := w.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	return w
+}
+
+// TestSliceFP8 checks that row selections and column slices of a
+// block-scaled FP8 matrix, on and off the scale-block edges, dequantize to
+// exactly the elements they cut out.
+func TestSliceFP8(t *testing.T) {
+	const rows, cols = 70, 52 // partial last blocks both ways
+	w := randomFP8(t, rand.New(rand.NewPCG(1, 2)), "w", rows, cols, [2]int{16, 16})
 	for _, rs := range [][]rowRange{{{0, 16}}, {{16, 70}}, {{8, 24}}, {{36, 42}}, {{0, 8}, {32, 40}, {64, 70}}, {{4, 6}, {16, 19}}} {
 		s, err := selectRows(w, rs...)
 		if err != nil {
@@ -70,17 +76,9 @@ func TestSliceFP8(t *testing.T) {
 // ([query, gate] rows per head) on block-scaled FP8 with a head narrower
 // than a scale block, and on its float32 bias.
 func TestSplitGatedQuery(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
 	const hd, heads, cols = 8, 3, 40
 	rows := 2 * hd * heads
-	w := &kernels.Weight{Name: "q_proj.weight", DType: kernels.F8E4M3, Shape: []int{rows, cols},
-		Data: make([]byte, rows*cols), ScaleBlock: [2]int{32, 16}}
-	for i := range w.Data {
-		w.Data[i] = byte(rng.IntN(0x7f)) | byte(rng.IntN(2))<<7
-	}
-	for range ceilDiv(rows, 32) * ceilDiv(cols, 16) {
-		w.Scale = append(w.Scale, rng.Float32()+0.5)
-	}
+	w := randomFP8(t, rand.New(rand.NewPCG(3, 4)), "q_proj.weight", rows, cols, [2]int{32, 16})
 	parts, err := splitGatedQuery(hd)(w)
 	if err != nil {
 		t.Fatal(err)
