@@ -76,5 +76,10 @@ func runServeRank(args []string) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("rank", *rank, "device", *device, "pid", os.Getpid())
 	shm := os.NewFile(uintptr(*shmFD), "pocketd-shm")
 	return worker.ServeRank(conn, worker.RankOptions{Backend: *backend, Device: *device, NewBackend: rb.new, Join: rb.join,
-		Graphs: rb.graphs, Shared: shm, Logger: log})
+		Graphs: rb.graphs, Shared: shm, Logger: log, NoLookahead: noLookahead})
 }
+
+// noLookahead turns the rank's lookahead off (POCKET_LOOKAHEAD=0; see
+// daemon/worker/rank_ahead.go): an A/B switch for measuring, read once
+// here as POCKET_GRAPHS is; pocketd's environment reaches the ranks.
+var noLookahead = os.Getenv("POCKET_LOOKAHEAD") == "0"

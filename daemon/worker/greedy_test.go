@@ -109,3 +109,34 @@ func TestMalformedTokenReplies(t *testing.T) {
 		t.Fatalf("good reply: %d %v (%d steps)", id, err, p.ArgmaxSteps())
 	}
 }
+
+// TestLookaheadDropped: after each greedy generation the rank runs the
+// step a continuing generation would ask for next (rank_ahead.go). Every
+// way a session can go on instead — an append, another generation of
+// another session, a fork before the end, a truncation, a sampled step —
+// must give exactly the in-process tokens, in a worker and in a group.
+func TestLookaheadDropped(t *testing.T) {
+	for _, world := range worlds() {
+		t.Run(fmt.Sprintf("tp%d", world), func(t *testing.T) {
+			p := newPair(t, "qwen3", world, 0)
+			p.open("a")
+			p.open("b")
+			p.append("a", prompt(29, 7)) // the guesses fall inside a block and at its end
+			p.append("b", prompt(13, 8))
+			seed := uint64(5)
+			for i := range 3 {
+				p.generate("a", session.GenerateParams{MaxTokens: 6 + i}) // its next step is guessed
+				p.append("a", prompt(3, int32(9+i)))                      // a different step instead
+				p.generate("a", session.GenerateParams{MaxTokens: 5})
+				p.generate("b", session.GenerateParams{MaxTokens: 4}) // another session's step
+				p.generate("a", session.GenerateParams{MaxTokens: 3})
+				p.fork("a", fmt.Sprintf("f%d", i), 20+i) // a fork before the guessed position
+				p.generate(fmt.Sprintf("f%d", i), session.GenerateParams{MaxTokens: 7})
+				p.generate("a", session.GenerateParams{MaxTokens: 2})
+				p.truncate("a", 31+i) // cut back below it
+				p.generate("a", session.GenerateParams{MaxTokens: 3, Sampling: session.SamplingParams{Temperature: 0.9, Seed: &seed}})
+				p.generate("a", session.GenerateParams{MaxTokens: 4})
+			}
+		})
+	}
+}

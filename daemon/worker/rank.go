@@ -37,7 +37,10 @@ type RankOptions struct {
 	// Graphs gives the backend's decode-step recorder, or nil (eager
 	// steps only; also when Graphs itself is nil). See graphs.go.
 	Graphs func(be kernels.Backend) StepGrapher
-	Logger *slog.Logger
+	// NoLookahead keeps the rank from running a greedy step ahead of its
+	// request (rank_ahead.go).
+	NoLookahead bool
+	Logger      *slog.Logger
 }
 
 // Group is a rank's place in its tensor-parallel group, from the Hello.
@@ -114,6 +117,12 @@ type rank struct {
 	graphs *graphCache // nil: decode steps run eagerly
 	padded []int32     // padTable's buffer
 	warm   bool        // a single-token step ran eagerly (see replay)
+
+	// next is the step to run ahead once the current reply is out, ahead
+	// the one run ahead, aheadHits how many requests it answered: see
+	// rank_ahead.go.
+	next, ahead *lookahead
+	aheadHits   int64
 }
 
 // ServeRank serves one daemon over conn: the handshake, then requests
@@ -303,9 +312,17 @@ func (rk *rank) serve(f frame) (err error) {
 		}
 	}
 	if reqErr != nil {
+		rk.next = nil
 		return rk.replyErr(f.id, reqErr)
 	}
-	return writeFrame(rk.w, typ, f.id, payload, extra)
+	if err := writeFrame(rk.w, typ, f.id, payload, extra); err != nil {
+		return err
+	}
+	if err := rk.runAhead(); err != nil {
+		rk.log.Error("rank failed", "err", err)
+		return err
+	}
+	return nil
 }
 
 func (rk *rank) replyErr(id uint32, err error) error {
@@ -327,6 +344,10 @@ func (rk *rank) handle(f frame) (typ msgType, payload, extra []byte, err error) 
 			return fmt.Errorf("%w: %s before new-kv-pool", errBadRequest, f.typ)
 		}
 		return nil
+	}
+	rk.next = nil
+	if f.typ != msgForwardArgmax {
+		rk.ahead = nil // only the next greedy step can use it
 	}
 	if typ, payload, extra, ok, err := rk.handleState(f); ok {
 		return typ, payload, extra, err
@@ -360,23 +381,13 @@ func (rk *rank) handle(f frame) (typ msgType, payload, extra []byte, err error) 
 		if req.want != models.LastLogits {
 			return 0, nil, nil, fmt.Errorf("%w: forward-argmax of logits mode %d", errBadRequest, req.want)
 		}
-		if g, ok := rk.replay(req); ok {
-			id, err := rk.graphToken(g)
-			if err != nil {
-				return 0, nil, nil, err
-			}
-			var e enc
-			e.i32(int(id))
-			return msgToken, e.b, nil, nil
-		}
-		logits, err := rk.run(req)
+		id, err := rk.forwardArgmax(req)
 		if err != nil {
 			return 0, nil, nil, err
 		}
-		// Every rank has the full logits and answers their argmax (the
-		// session's tie rule); the daemon takes rank 0's.
+		rk.guess(req, id)
 		var e enc
-		e.i32(int(session.Argmax(logits)))
+		e.i32(int(id))
 		return msgToken, e.b, nil, nil
 	case msgCopyBlock:
 		if err := needPool(); err != nil {
@@ -446,6 +457,23 @@ func (rk *rank) handle(f frame) (typ msgType, payload, extra []byte, err error) 
 		return msgOK, nil, nil, nil
 	}
 	return 0, nil, nil, fmt.Errorf("%w: unexpected %s request", errBadRequest, f.typ)
+}
+
+// forwardArgmax runs a ForwardArgmax step (or takes it from the step run
+// ahead): every rank has the full logits and answers their argmax (the
+// session's tie rule); the daemon takes rank 0's.
+func (rk *rank) forwardArgmax(req forwardReq) (int32, error) {
+	if id, ok, err := rk.takeAhead(req); ok {
+		return id, err
+	}
+	if g, ok := rk.replay(req); ok {
+		return rk.graphToken(g)
+	}
+	logits, err := rk.run(req)
+	if err != nil {
+		return 0, err
+	}
+	return session.Argmax(logits), nil
 }
 
 // run checks a Forward request and runs it.
