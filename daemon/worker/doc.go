@@ -39,7 +39,11 @@
 // Greedy generations (no penalties, no logprobs) step with ForwardArgmax
 // (session.GreedyRunner): the rank computes the argmax from its logits,
 // with the session's tie rule (the lowest index), so the daemon gets 4
-// bytes per token instead of the vocabulary's floats.
+// bytes per token instead of the vocabulary's floats. After answering one
+// the rank runs the step a continuing generation asks for next (the
+// answered token at the next position) before it reads the next request,
+// and answers that request from it; any other request drops the guess
+// (rank_ahead.go; RankOptions.NoLookahead, POCKET_LOOKAHEAD=0 off).
 //
 // Single-token steps (ForwardArgmax, and Forward of the last logits) are
 // replayed as recorded graphs when the backend can record them

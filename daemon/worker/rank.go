@@ -347,7 +347,7 @@ func (rk *rank) handle(f frame) (typ msgType, payload, extra []byte, err error) 
 	}
 	rk.next = nil
 	if f.typ != msgForwardArgmax {
-		rk.ahead = nil // only the next greedy step can use it
+		rk.dropAhead() // only the next greedy step can use it
 	}
 	if typ, payload, extra, ok, err := rk.handleState(f); ok {
 		return typ, payload, extra, err

@@ -98,15 +98,26 @@ func (rk *rank) runAhead() error {
 // step; any other request drops the guess.
 func (rk *rank) takeAhead(req forwardReq) (int32, bool, error) {
 	la := rk.ahead
-	rk.ahead = nil
 	if la == nil || req.start != la.req.start || req.want != la.req.want || req.state != la.req.state ||
 		!slices.Equal(req.tokens, la.req.tokens) || !slices.Equal(req.table, la.req.table) {
+		rk.dropAhead()
 		return 0, false, nil
 	}
+	rk.ahead = nil
 	rk.aheadHits++
 	if la.g != nil {
 		id, err := rk.graphToken(la.g)
 		return id, true, err
 	}
 	return la.id, true, la.err
+}
+
+// dropAhead forgets the step run ahead. A replay still in flight is
+// waited for first, so that what follows (a new pool drops every
+// recording) never frees a graph the device is running.
+func (rk *rank) dropAhead() {
+	if la := rk.ahead; la != nil && la.g != nil {
+		la.g.Argmax() // a device failure shows in serve's check of the backend
+	}
+	rk.ahead = nil
 }

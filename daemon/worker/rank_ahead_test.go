@@ -1,0 +1,96 @@
+package worker
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/pocketllm/pocketllm/models"
+	"github.com/pocketllm/pocketllm/session"
+)
+
+// TestLookaheadReplay drives a rank as serve does — each reply followed
+// by runAhead — over the fake recorder: a greedy chain is answered from
+// the steps replayed ahead (every step but those after a block's last
+// position, whose next block the request did not carry) with exactly the
+// cold tokens; a request for another token at the guessed position is
+// answered by its own step, as it would be without the guess; a prefill
+// drops the guess; and a rank with NoLookahead runs nothing ahead.
+func TestLookaheadReplay(t *testing.T) {
+	const bs, blocks = 4, 64
+	toks := prompt(30, 9)
+	const n = 24
+	m := inProcess(t, "qwen3")
+	want := greedy(t, m, toks, n)
+	table := make([]int32, blocks)
+	for i := range table {
+		table[i] = int32(blocks - 1 - i)
+	}
+	serveStep := func(rk *rank, start int, tok []int32) int32 {
+		t.Helper()
+		id, _, err := step(rk, msgForwardArgmax, table, start, tok, models.LastLogits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rk.runAhead(); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	decode := func(rk *rank) []int32 {
+		t.Helper()
+		_, l, err := step(rk, msgForward, table, 0, toks, models.LastLogits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := []int32{session.Argmax(l)}
+		for len(out) < n {
+			out = append(out, serveStep(rk, len(toks)+len(out)-1, out[len(out)-1:]))
+		}
+		return out
+	}
+
+	rk, f := newGraphRank(t, blocks, bs)
+	if got := decode(rk); !slices.Equal(got, want) {
+		t.Fatalf("greedy with lookahead %v,\ncold %v", got, want)
+	}
+	// Steps at positions 30..52; a guess for position p+1 is made after
+	// each of them but those ending a block (p+1 % 4 == 0: 31, 35, ...).
+	guessed := 0
+	for p := len(toks); p < len(toks)+n-2; p++ {
+		if (p+1)%bs != 0 {
+			guessed++
+		}
+	}
+	if rk.aheadHits != int64(guessed) {
+		t.Fatalf("%d requests answered ahead, want %d", rk.aheadHits, guessed)
+	}
+	// The last step's guess is pending: ask for another token there.
+	pos := len(toks) + n - 1
+	if rk.ahead == nil {
+		t.Fatal("no step run ahead after the chain")
+	}
+	other := (want[n-1] + 1) % int32(m.Config.VocabSize)
+	got := serveStep(rk, pos, []int32{other})
+	ref := append(append(slices.Clone(toks), want[:n-1]...), other)
+	if cold := greedy(t, m, ref, 1)[0]; got != cold {
+		t.Fatalf("another token at the guessed position: %d, cold %d", got, cold)
+	}
+	hits := rk.aheadHits
+	// And a prefill pass drops the next guess.
+	if _, _, err := step(rk, msgForward, table, 0, toks, models.NoLogits); err != nil || rk.ahead != nil {
+		t.Fatalf("prefill: %v, guess kept %v", err, rk.ahead != nil)
+	}
+	if rk.aheadHits != hits {
+		t.Fatal("a dropped guess answered a request")
+	}
+
+	if f.launched == 0 {
+		t.Fatal("no step was replayed")
+	}
+
+	off, _ := newGraphRank(t, blocks, bs)
+	off.opts.NoLookahead = true
+	if got := decode(off); !slices.Equal(got, want) || off.aheadHits != 0 || off.ahead != nil {
+		t.Fatalf("without lookahead: %v (%d answered ahead)", got, off.aheadHits)
+	}
+}
