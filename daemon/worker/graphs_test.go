@@ -228,6 +228,25 @@ func newGraphRankOf(t *testing.T, arch string, blocks, bs int) (*rank, *fakeGrap
 	return rk, f
 }
 
+// decodeChain prefills toks over table through rk and continues greedily
+// to n tokens, each step sent by next (its start and token).
+func decodeChain(t *testing.T, rk *rank, table, toks []int32, n int, next func(start int, tok []int32) (int32, error)) []int32 {
+	t.Helper()
+	_, l, err := step(rk, msgForward, table, 0, toks, models.LastLogits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []int32{session.Argmax(l)}
+	for len(out) < n {
+		id, err := next(len(toks)+len(out)-1, out[len(out)-1:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, id)
+	}
+	return out
+}
+
 // step sends one forward request for tokens at start over table (cut to
 // the blocks the positions cover, as the Proxy sends it) and returns the
 // token or the logits.
@@ -274,19 +293,10 @@ func TestGraphDecodeExact(t *testing.T) {
 	}
 	decode := func(rk *rank) []int32 {
 		t.Helper()
-		_, l, err := step(rk, msgForward, table, 0, toks, models.LastLogits)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := []int32{session.Argmax(l)}
-		for len(out) < n {
-			id, _, err := step(rk, msgForwardArgmax, table, len(toks)+len(out)-1, out[len(out)-1:], models.LastLogits)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, id)
-		}
-		return out
+		return decodeChain(t, rk, table, toks, n, func(start int, tok []int32) (int32, error) {
+			id, _, err := step(rk, msgForwardArgmax, table, start, tok, models.LastLogits)
+			return id, err
+		})
 	}
 
 	rk, f := newGraphRank(t, blocks, bs)

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/pocketllm/pocketllm/models"
-	"github.com/pocketllm/pocketllm/session"
 )
 
 // TestLookaheadReplay drives a rank as serve does — each reply followed
@@ -25,28 +24,20 @@ func TestLookaheadReplay(t *testing.T) {
 	for i := range table {
 		table[i] = int32(blocks - 1 - i)
 	}
-	serveStep := func(rk *rank, start int, tok []int32) int32 {
-		t.Helper()
+	// serveStep is a ForwardArgmax request as serve answers it: the reply,
+	// then the step run ahead.
+	serveStep := func(rk *rank, start int, tok []int32) (int32, error) {
 		id, _, err := step(rk, msgForwardArgmax, table, start, tok, models.LastLogits)
 		if err != nil {
-			t.Fatal(err)
+			return 0, err
 		}
-		if err := rk.runAhead(); err != nil {
-			t.Fatal(err)
-		}
-		return id
+		return id, rk.runAhead()
 	}
 	decode := func(rk *rank) []int32 {
 		t.Helper()
-		_, l, err := step(rk, msgForward, table, 0, toks, models.LastLogits)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := []int32{session.Argmax(l)}
-		for len(out) < n {
-			out = append(out, serveStep(rk, len(toks)+len(out)-1, out[len(out)-1:]))
-		}
-		return out
+		return decodeChain(t, rk, table, toks, n, func(start int, tok []int32) (int32, error) {
+			return serveStep(rk, start, tok)
+		})
 	}
 
 	rk, f := newGraphRank(t, blocks, bs)
@@ -70,7 +61,10 @@ func TestLookaheadReplay(t *testing.T) {
 		t.Fatal("no step run ahead after the chain")
 	}
 	other := (want[n-1] + 1) % int32(m.Config.VocabSize)
-	got := serveStep(rk, pos, []int32{other})
+	got, err := serveStep(rk, pos, []int32{other})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ref := append(append(slices.Clone(toks), want[:n-1]...), other)
 	if cold := greedy(t, m, ref, 1)[0]; got != cold {
 		t.Fatalf("another token at the guessed position: %d, cold %d", got, cold)
