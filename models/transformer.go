@@ -185,14 +185,12 @@ func newAttention(c *Config, b *binder, prefix string, kvLayer int, o attentionO
 	a.K = b.tensor(prefix+"k_proj.weight", kvh*hd, c.HiddenSize)
 	a.V = b.tensor(prefix+"v_proj.weight", kvh*hd, c.HiddenSize)
 	a.O = b.tensor(prefix+"o_proj.weight", c.HiddenSize, h*hd)
-	if o.bias && o.gated {
-		if ts := b.tensorSplit(prefix+"q_proj.bias", []int{2 * qRows}, splitGatedQuery(hd)); ts != nil {
+	if o.bias {
+		if !o.gated {
+			a.QBias = b.tensor(prefix+"q_proj.bias", qRows)
+		} else if ts := b.tensorSplit(prefix+"q_proj.bias", []int{2 * qRows}, splitGatedQuery(hd)); ts != nil {
 			a.QBias, a.QGateBias = ts[0], ts[1]
 		}
-	} else if o.bias {
-		a.QBias = b.tensor(prefix+"q_proj.bias", qRows)
-	}
-	if o.bias {
 		a.KBias = b.tensor(prefix+"k_proj.bias", kvh*hd)
 		a.VBias = b.tensor(prefix+"v_proj.bias", kvh*hd)
 	}

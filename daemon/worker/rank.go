@@ -297,22 +297,12 @@ func (rk *rank) serve(f frame) (err error) {
 		}
 	}()
 	typ, payload, extra, reqErr := rk.handle(f)
-	if rk.comm != nil && rk.comm.err != nil {
-		err = fmt.Errorf("%w: %s: %w", ErrDeviceLost, f.typ, rk.comm.err)
+	if err := rk.lost(f.typ.String()); err != nil {
 		rk.log.Error("rank failed", "err", err)
 		writeFrame(rk.w, msgError, f.id, encodeError(codeFatal, err.Error()), nil)
 		return err
 	}
-	if e, ok := rk.be.(interface{ Err() error }); ok {
-		if derr := e.Err(); derr != nil {
-			err = fmt.Errorf("%w: %s: %w", ErrDeviceLost, f.typ, derr)
-			rk.log.Error("rank failed", "err", err)
-			writeFrame(rk.w, msgError, f.id, encodeError(codeFatal, err.Error()), nil)
-			return err
-		}
-	}
 	if reqErr != nil {
-		rk.next = nil
 		return rk.replyErr(f.id, reqErr)
 	}
 	if err := writeFrame(rk.w, typ, f.id, payload, extra); err != nil {
@@ -321,6 +311,20 @@ func (rk *rank) serve(f frame) (err error) {
 	if err := rk.runAhead(); err != nil {
 		rk.log.Error("rank failed", "err", err)
 		return err
+	}
+	return nil
+}
+
+// lost is the rank's fatal error after what it ran, or nil: a broken
+// collective or a backend failure (the device state is then unknown).
+func (rk *rank) lost(what string) error {
+	if rk.comm != nil && rk.comm.err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrDeviceLost, what, rk.comm.err)
+	}
+	if e, ok := rk.be.(interface{ Err() error }); ok {
+		if err := e.Err(); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrDeviceLost, what, err)
+		}
 	}
 	return nil
 }
@@ -469,6 +473,11 @@ func (rk *rank) forwardArgmax(req forwardReq) (int32, error) {
 	if g, ok := rk.replay(req); ok {
 		return rk.graphToken(g)
 	}
+	return rk.runArgmax(req)
+}
+
+// runArgmax runs req eagerly and answers its logits' argmax.
+func (rk *rank) runArgmax(req forwardReq) (int32, error) {
 	logits, err := rk.run(req)
 	if err != nil {
 		return 0, err

@@ -1,11 +1,9 @@
 package worker
 
 import (
-	"fmt"
 	"slices"
 
 	"github.com/pocketllm/pocketllm/models"
-	"github.com/pocketllm/pocketllm/session"
 )
 
 // Lookahead: a greedy generation over a worker is a chain of one-token
@@ -35,18 +33,16 @@ import (
 // they guess, and run the collectives of a guessed step, alike.
 
 // lookahead is a guessed next step: its request and, once started, its
-// replay (g) or its eager answer (id, or err).
+// replay (g) or its eager answer (id).
 type lookahead struct {
 	req forwardReq
 	g   StepGraph
 	id  int32
-	err error
 }
 
 // guess records req's successor for greedy token id as the step to run
 // ahead once the reply to req is written (see serve), where one exists.
 func (rk *rank) guess(req forwardReq, id int32) {
-	rk.next = nil
 	if rk.opts.NoLookahead || rk.states != nil || len(req.tokens) != 1 || req.want != models.LastLogits || req.state != 0 {
 		return
 	}
@@ -57,8 +53,9 @@ func (rk *rank) guess(req forwardReq, id int32) {
 	if mp := rk.model.Config.MaxPositions; mp > 0 && pos+1 > mp {
 		return
 	}
-	rk.next = &lookahead{req: forwardReq{start: pos, want: models.LastLogits, tokens: []int32{id},
-		table: slices.Clone(req.table)}}
+	// req's table is its own (decodeForward allocates it), and nothing
+	// writes it.
+	rk.next = &lookahead{req: forwardReq{start: pos, want: models.LastLogits, tokens: []int32{id}, table: req.table}}
 }
 
 // runAhead starts the guessed step (after the reply to the one before
@@ -77,19 +74,13 @@ func (rk *rank) runAhead() error {
 	if g, ok := rk.replay(la.req); ok {
 		la.g = g
 		rk.ahead = la
-	} else if logits, err := rk.run(la.req); err == nil {
-		la.id = session.Argmax(logits)
+	} else if id, err := rk.runArgmax(la.req); err == nil {
+		la.id = id
 		rk.ahead = la
 	}
-	if rk.comm != nil && rk.comm.err != nil {
+	if err := rk.lost("a step run ahead"); err != nil {
 		rk.ahead = nil
-		return fmt.Errorf("%w: a step run ahead: %w", ErrDeviceLost, rk.comm.err)
-	}
-	if e, ok := rk.be.(interface{ Err() error }); ok {
-		if err := e.Err(); err != nil {
-			rk.ahead = nil
-			return fmt.Errorf("%w: a step run ahead: %w", ErrDeviceLost, err)
-		}
+		return err
 	}
 	return nil
 }
@@ -109,7 +100,7 @@ func (rk *rank) takeAhead(req forwardReq) (int32, bool, error) {
 		id, err := rk.graphToken(la.g)
 		return id, true, err
 	}
-	return la.id, true, la.err
+	return la.id, true, nil
 }
 
 // dropAhead forgets the step run ahead. A replay still in flight is
