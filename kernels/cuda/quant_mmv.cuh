@@ -53,15 +53,6 @@ __device__ __forceinline__ uint4 lds16(const void* p) {
     return r;
 }
 
-__device__ __forceinline__ int4 lds16i(const void* p) {
-    const uint4 v = lds16(p);
-    return make_int4((int)v.x, (int)v.y, (int)v.z, (int)v.w);
-}
-__device__ __forceinline__ float4 lds16f(const void* p) {
-    const uint4 v = lds16(p);
-    return make_float4(__uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w));
-}
-
 // qx_norm rounds x (times nw when nw is not null) to int8 per 32 elements
 // as qx_quant does, and with nw also leaves block i's sum of the squares of
 // the raw x in ssp[i] (n/1024 rounded up blocks of 256 threads; n % 4 == 0).
@@ -278,9 +269,8 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
 // tok/s on the Qwen3-8B Q4_K_M step), and so did loading the rows in an
 // order that depends on h (414).
 //
-// S: the rows and the activation (xq, xs) are in shared memory, already
-// whole (qmvp, quant_mmvp.cuh), and the caller has passed its PDL wait: no
-// early load, no wait here.
+// S: the rows are in shared memory, already whole (qmvp, quant_mmvp.cuh),
+// and the caller has passed its PDL wait: no early load, no wait here.
 template <int QR, class Rows, bool S = false>
 __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restrict__ xq,
                                         const float2* __restrict__ xs, int nb, int s, int ss, bool active,
@@ -314,15 +304,8 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
         const unsigned m = __ballot_sync(0xffffffffu, b < nb); // a pair is in or out together
         if (b < nb) {
             const uint8_t* xb = xq + ((long)b << 8) + 64 * c + 16 * h;
-            int4 x0, x1;
-            float4 sx;
-            if (S) {
-                x0 = lds16i(xb), x1 = lds16i(xb + 32);
-                sx = lds16f(xs + 8 * (long)b + 2 * c);
-            } else {
-                x0 = __ldg((const int4*)xb), x1 = __ldg((const int4*)(xb + 32));
-                sx = __ldg((const float4*)(xs + 8 * (long)b + 2 * c));
-            }
+            const int4 x0 = __ldg((const int4*)xb), x1 = __ldg((const int4*)(xb + 32));
+            const float4 sx = __ldg((const float4*)(xs + 8 * (long)b + 2 * c));
             int sl[QR], sh[QR];
 #pragma unroll
             for (int r = 0; r < QR; r++) q4kSums(qv[r], x0, x1, sl[r], sh[r]);

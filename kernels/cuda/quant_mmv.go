@@ -269,7 +269,7 @@ func (b *Backend) quantMatMulAdd(acc, x kernels.Buf, w kernels.Tensor) bool {
 		xs, xq, ssp = b.qxBuf(in)
 		rpb, pre := b.qmvpRows(t)
 		merge := b.q.qxm
-		if pre && switches.qmvp != 2 { // 2: an A/B hook, the merge triggering after its wait
+		if pre {
 			merge = b.q.qxme
 		}
 		b.runQ(merge, cdiv(d.heads, 8), 256, ptr(xq), ptr(xs), ptr(d.part), ptr(d.start), i32(d.heads),

@@ -25,54 +25,34 @@
 extern "C" __global__ void __launch_bounds__(256, 2)
     qmvp_q4k(float* y, const uint8_t* __restrict__ w, long rb, int out, int rpb, const uint8_t* __restrict__ xq,
              const float2* __restrict__ xs, int in, int mode) {
-    // Dynamic shared memory: the block's rows, then the rounded activation
-    // (xq: in bytes, xs: in/32 float2).
     extern __shared__ __align__(16) uint8_t sw[];
     const int r0 = blockIdx.x * rpb, rows = min(rpb, out - r0);
-    const int wbytes = rows * (int)rb;
-    const uint32_t dst = (uint32_t)__cvta_generic_to_shared(sw);
     {
         // The weights are never written during a step: copy before the wait.
+        const int n16 = (int)(rows * rb / 16);
         const uint4* src = (const uint4*)(w + (long)r0 * rb);
-        for (int i = threadIdx.x; i < wbytes / 16; i += 256)
+        const uint32_t dst = (uint32_t)__cvta_generic_to_shared(sw);
+        for (int i = threadIdx.x; i < n16; i += 256)
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst + 16 * i), "l"(src + i) : "memory");
+        asm volatile("cp.async.commit_group;" ::: "memory");
     }
-    // The residual this adds to was last written before the attention's
-    // wait, which came before this grid launched: read it before the wait.
-    const int lane = threadIdx.x & 31, g0 = (threadIdx.x >> 5) * 4;
-    float y0[4];
-#pragma unroll
-    for (int r = 0; r < 4; r++)
-        y0[r] = mode == QMV_ADD && lane == 0 && g0 + r < rows ? y[r0 + g0 + r] : 0.f;
     qPdlLaunch();
     qPdlWait(); // xq, xs: qx_merge_e's output
-    // The activation in one round trip (the dots' loop would otherwise pay
-    // an L2 round trip per step).
-    uint8_t* sx = sw + rpb * rb;
-    {
-        const int nq = in / 16, ns = in / 32 * 8 / 16;
-        for (int i = threadIdx.x; i < nq + ns; i += 256) {
-            const uint4* src = i < nq ? (const uint4*)xq + i : (const uint4*)xs + (i - nq);
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst + rpb * (uint32_t)rb + 16 * i),
-                         "l"(src)
-                         : "memory");
-        }
-    }
     asm volatile("cp.async.wait_all;" ::: "memory");
     __syncthreads(); // every thread's copies are in
-    for (int g = g0; g < rows; g += 32) {
+    const int lane = threadIdx.x & 31;
+    for (int g = (threadIdx.x >> 5) * 4; g < rows; g += 32) {
         QRowsO<4> wr;
         wr.p = sw + (long)g * rb;
 #pragma unroll
         for (int r = 0; r < 4; r++) wr.o[r] = (uint32_t)((min(g + r, rows - 1) - g) * rb);
         float acc[4];
-        qdotQ4K<4, QRowsO<4>, true>(wr, sx, (const float2*)(sx + in), in >> 8, 0, 1, true, acc);
+        qdotQ4K<4, QRowsO<4>, true>(wr, xq, xs, in >> 8, 0, 1, true, acc);
 #pragma unroll
         for (int r = 0; r < 4; r++) {
             const float v = warpSum(acc[r]);
             const int o = r0 + g + r;
-            if (lane == 0 && g + r < rows)
-                y[o] = mode != QMV_ADD ? v : (g == g0 ? y0[r] : y[o]) + v;
+            if (lane == 0 && g + r < rows) y[o] = mode == QMV_ADD ? y[o] + v : v;
         }
     }
 }

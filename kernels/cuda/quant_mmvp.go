@@ -32,19 +32,15 @@ func (q *quantMod) loadQmvp(mod cu.Module) {
 // qmvpRows is the rows a block of qmvp over t (a multiple of 4, the grid at
 // most one block an SM), or false where qmvp cannot take t.
 func (b *Backend) qmvpRows(t *tensor) (int, bool) {
-	if switches.qmvp == 0 || b.q.qmvp == nil || t.w.DType != kernels.Q4_K || t.data%16 != 0 {
+	if !switches.qmvp || b.q.qmvp == nil || t.w.DType != kernels.Q4_K || t.data%16 != 0 {
 		return 0, false
 	}
 	rpb := (cdiv(t.w.Rows(), b.sms) + 3) &^ 3
-	if qmvpShm(rpb, t) > qmvpMaxShm {
+	if rpb*t.rowBytes() > qmvpMaxShm {
 		return 0, false
 	}
 	return rpb, true
 }
-
-// qmvpShm is a qmvp block's dynamic shared memory: its rows, then the
-// rounded activation (in bytes and in/32 float2).
-func qmvpShm(rpb int, t *tensor) int { return rpb*t.rowBytes() + t.w.Cols() + t.w.Cols()/4 }
 
 // qmvpLaunch computes y += t·x (add) from the rounded x, rpb rows a block.
 func (b *Backend) qmvpLaunch(y, xs, xq cu.DevicePtr, t *tensor, rpb, in int) {
@@ -53,7 +49,7 @@ func (b *Backend) qmvpLaunch(y, xs, xq cu.DevicePtr, t *tensor, rpb, in int) {
 	}
 	out := t.w.Rows()
 	b.a(ptr(y), ptr(t.data), uint64(t.rowBytes()), i32(out), i32(rpb), ptr(xq), ptr(xs), i32(in), i32(qmvAdd))
-	shm := qmvpShm(rpb, t)
+	shm := rpb * t.rowBytes()
 	if switches.noPDL {
 		b.fail(launchShm(b.q.qmvp, cdiv(out, rpb), 1, 256, shm, b.s, &b.args, b.nargs))
 		return
