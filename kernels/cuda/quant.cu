@@ -358,7 +358,6 @@ extern "C" __global__ void __launch_bounds__(128) qgemv8_q8_0(float* y, const ui
 
 #include "attn_merge.cuh"
 #include "quant_mmv.cuh"
-#include "quant_mmvp.cuh"
 
 // ---------------------------------------------------------------- decode
 // One thread per 32-element sub-block: exactly the CPU's values.

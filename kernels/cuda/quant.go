@@ -110,8 +110,6 @@ type quantMod struct {
 	qx    cFunc        // qx_quant
 	qxn   cFunc        // qx_norm (quant_mmv.go)
 	qxm   cFunc        // qx_merge: a deferred attention merged and rounded (attn_merge.go)
-	qxme  cFunc        // qx_merge_e: the same, its dependents launched before its wait (quant_mmvp.go)
-	qmvp  cFunc        // qmvp_q4k: the o projection loading its weights before its wait (nil: none)
 	kern  []qmvKernels // by qmvGeoms index (quant_mmv.go)
 	plan  qmvPlan      // the geometry of each kind of qmv launch (POCKET_QMV_GEOM)
 	xq    cu.DevicePtr // int8 activations: xs (float2 per 32) then xq
@@ -147,7 +145,6 @@ func (b *Backend) quantModule() (*quantMod, error) {
 	if q.qxm, err = get("qx_merge"); err != nil {
 		return nil, err
 	}
-	q.loadQmvp(mod)
 	for _, e := range qmvGeoms {
 		k := qmvKernels{g: e.g}
 		mv, swi := e.g.entries()

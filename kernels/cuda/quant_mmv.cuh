@@ -44,15 +44,6 @@ __device__ __forceinline__ uint4 ldnc(const void* p) {
     return r;
 }
 
-// lds16 loads 16 bytes from shared memory through a generic pointer.
-__device__ __forceinline__ uint4 lds16(const void* p) {
-    uint4 r;
-    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                 : "r"((uint32_t)__cvta_generic_to_shared(p)));
-    return r;
-}
-
 // qx_norm rounds x (times nw when nw is not null) to int8 per 32 elements
 // as qx_quant does, and with nw also leaves block i's sum of the squares of
 // the raw x in ssp[i] (n/1024 rounded up blocks of 256 threads; n % 4 == 0).
@@ -97,36 +88,21 @@ extern "C" __global__ void __launch_bounds__(256) qx_norm(uint32_t* xq, float2* 
 // (attn_merge.cuh; head dim 128, a warp per head, lane l holding the
 // head's elements 4l..4l+3: qx's float4 i = 32h + l) and rounds them as
 // qx does, for a block-format o projection: the merge costs no launch.
-//
-// EARLY (qx_merge_e, before qmvp): the o projection may launch before this
-// grid's wait, so that its blocks load their weights while the attention
-// runs (quant_mmvp.cuh). Before the plain qmv it gained nothing (276ac6f).
-template <bool EARLY>
-__device__ __forceinline__ void qxMerge(uint32_t* xq, float2* xs, const float* part, const int* startp, int heads,
-                                        int splits, int minchunk) {
+extern "C" __global__ void __launch_bounds__(256) qx_merge(uint32_t* xq, float2* xs, const float* part,
+                                                          const int* startp, int heads, int splits, int minchunk) {
     // The context is in place before the step's first kernel (as for the
     // attention): its split count before the wait, a round trip saved.
     const int nsplit = attnSplits(startp, splits, minchunk, 16);
-    if (EARLY) qPdlLaunch();
     // The wait depends on nsplit (always ≥ 1) so that ptxas keeps the
     // division ahead of it. The partials are the predecessor's output; xq
     // may still be read by it.
     if (nsplit > 0) qPdlWait();
-    if (!EARLY) qPdlLaunch();
+    qPdlLaunch();
     const int h = blockIdx.x * 8 + (threadIdx.x >> 5);
     if (h >= heads) return; // whole warps: the rounding's shuffles stay within one
     float o[4];
     attnMerge<4>(o, part, h, heads, splits, nsplit);
     qRound(xq, xs, make_float4(o[0], o[1], o[2], o[3]), h * 32 + (threadIdx.x & 31), true);
-}
-
-extern "C" __global__ void __launch_bounds__(256) qx_merge(uint32_t* xq, float2* xs, const float* part,
-                                                          const int* startp, int heads, int splits, int minchunk) {
-    qxMerge<false>(xq, xs, part, startp, heads, splits, minchunk);
-}
-extern "C" __global__ void __launch_bounds__(256) qx_merge_e(uint32_t* xq, float2* xs, const float* part,
-                                                            const int* startp, int heads, int splits, int minchunk) {
-    qxMerge<true>(xq, xs, part, startp, heads, splits, minchunk);
 }
 
 // QT<F>: a lane's weights (W) and activations (X) of one 256-element block,
@@ -268,10 +244,7 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
 // sector between two load instructions (measured slower: 410 against 426
 // tok/s on the Qwen3-8B Q4_K_M step), and so did loading the rows in an
 // order that depends on h (414).
-//
-// S: the rows are in shared memory, already whole (qmvp, quant_mmvp.cuh),
-// and the caller has passed its PDL wait: no early load, no wait here.
-template <int QR, class Rows, bool S = false>
+template <int QR, class Rows>
 __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restrict__ xq,
                                         const float2* __restrict__ xs, int nb, int s, int ss, bool active,
                                         float (&acc)[QR]) {
@@ -285,18 +258,15 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
     for (int k = 0; k < H; k++) mine[k] = 0.f;
     uint4 qv[QR], hd[H];
     int b = 4 * s + (lane >> 3);
-    auto ld = [](const uint8_t* p) { return S ? lds16(p) : ldnc(p); };
     auto load = [&](int blk) {
 #pragma unroll
-        for (int r = 0; r < QR; r++) qv[r] = ld(wr[r] + (long)blk * 144 + 16 + 16 * j);
+        for (int r = 0; r < QR; r++) qv[r] = ldnc(wr[r] + (long)blk * 144 + 16 + 16 * j);
 #pragma unroll
-        for (int k = 0; k < H; k++) hd[k] = ld(hp[k] + (long)blk * 144);
+        for (int k = 0; k < H; k++) hd[k] = ldnc(hp[k] + (long)blk * 144);
     };
     if (active && b < nb) load(b);
-    if (!S) {
-        qPdlLaunch();
-        qPdlWait();
-    }
+    qPdlLaunch();
+    qPdlWait();
 #pragma unroll
     for (int r = 0; r < QR; r++) acc[r] = 0.f;
     if (!active) return;

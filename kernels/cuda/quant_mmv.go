@@ -267,17 +267,8 @@ func (b *Backend) quantMatMulAdd(acc, x kernels.Buf, w kernels.Tensor) bool {
 	} else if d.dst != 0 && d.hd == 128 && d.heads*128 == in {
 		// The deferred attention's merge and the rounding in one launch.
 		xs, xq, ssp = b.qxBuf(in)
-		rpb, pre := b.qmvpRows(t)
-		merge := b.q.qxm
-		if pre {
-			merge = b.q.qxme
-		}
-		b.runQ(merge, cdiv(d.heads, 8), 256, ptr(xq), ptr(xs), ptr(d.part), ptr(d.start), i32(d.heads),
+		b.runQ(b.q.qxm, cdiv(d.heads, 8), 256, ptr(xq), ptr(xs), ptr(d.part), ptr(d.start), i32(d.heads),
 			i32(d.splits), i32(d.minChunk))
-		if pre {
-			b.qmvpLaunch(dptr(acc), xs, xq, t, rpb, in)
-			return true
-		}
 	} else {
 		b.mergeAttn(d)
 		xs, xq, ssp = b.qx(dptr(x), 0, in)

@@ -64,8 +64,6 @@ import (
 //	                     the down projection, instead of rounding it itself (qmv_swiglu_q, 32 outputs a block)
 //	POCKET_QMV_W6=0      block-format GEMVs always run in blocks of 8 warps, not 6 (3 a row group) where
 //	                     those cost less (qmvBlockFor: Qwen3-8B's down projection)
-//	POCKET_QMVP=1        a Q4_K o projection after a deferred attention loads its weights into shared memory
-//	                     while the attention runs (qmvp_q4k, quant_mmvp.cuh)
 //	POCKET_MOE_QUANT=0   GGUF (block-format) MoE experts stay on host routing, not the device's indexed
 //	                     expert GEMVs (moe_quant.cu)
 var switches = struct {
@@ -99,7 +97,6 @@ var switches = struct {
 	fp8PipeKB       int
 	qmvSwiQ         bool
 	noQmvW6         bool
-	qmvp            bool
 	ablate          map[string]bool
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
@@ -132,7 +129,6 @@ var switches = struct {
 	fp8PipeKB:       intSwitch("POCKET_FP8_PIPE_KB", 0, 16, 227),
 	qmvSwiQ:         os.Getenv("POCKET_QMV_SWIQ") != "0",
 	noQmvW6:         os.Getenv("POCKET_QMV_W6") == "0",
-	qmvp:            os.Getenv("POCKET_QMVP") == "1",
 	ablate:          listSwitch(os.Getenv("POCKET_ABLATE")),
 }
 
