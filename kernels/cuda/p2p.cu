@@ -153,3 +153,111 @@ extern "C" __global__ void __launch_bounds__(512)
         }
     }
 }
+
+// p2p_allreduce_ll: the same all-reduce for n <= P2P_LL_FLOATS (n % 4 ==
+// 0), in the low-latency form NCCL's LL protocol uses: every 4-byte value
+// travels with the call's epoch in the same 8-byte word (a 16-byte store
+// carries two such words, each written whole), so a receiver knows a value
+// has arrived when its word shows the epoch. No barrier, no release
+// fence and no separate flag: the flag protocol above pays a system-scope
+// release (its block's NVLink stores acknowledged) and a second one-way
+// trip for the flag before a peer can read the data.
+//
+// Region (after the flag kernel's data): ll [2 parities][world sources]
+// [P2P_LL_FLOATS / 2] uint4 {v0, e, v1, e}. Each call writes all
+// P2P_LL_FLOATS of its slot in every peer (zeros past n), so every word of
+// a slot is rewritten at every call that uses the slot: a stale word
+// carries an epoch from a call before, never e (32-bit epochs wrap only
+// after 2^32 calls, and the region starts zeroed while epochs start at
+// 1). The parity argument is the flag kernel's: a writer is at most one
+// call ahead of any reader. Thread u pushes float4 u and reads it back
+// from every peer, so no thread waits for another; the epoch advances as
+// in the flag kernel (the last block to finish).
+#define P2P_LL_FLOATS 8192
+
+__device__ __forceinline__ void st_volatile_v4(uint4* p, uint4 v) {
+    asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+                 : "memory");
+}
+__device__ __forceinline__ uint4 ld_volatile_v4(const uint4* p) {
+    uint4 v;
+    asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p)
+                 : "memory");
+    return v;
+}
+
+// llPoll waits until both words of the unit at p carry e (or the timeout
+// or an earlier error: then the values are garbage) and returns its two
+// values.
+__device__ __forceinline__ float2 llPoll(const uint4* p, uint32_t e, bool skip, uint32_t* state,
+                                         volatile uint32_t* herr, uint64_t timeout_ns) {
+    uint4 v = ld_volatile_v4(p);
+    if ((v.y != e || v.w != e) && !skip) {
+        const uint64_t t0 = globaltimer();
+        uint32_t spins = 0;
+        do {
+            if ((++spins & 255u) == 0 && globaltimer() - t0 > timeout_ns) {
+                atomicExch(&state[2], 1u);
+                *herr = 1u;
+                __threadfence_system();
+                break;
+            }
+            v = ld_volatile_v4(p);
+        } while (v.y != e || v.w != e);
+    }
+    return make_float2(__uint_as_float(v.x), __uint_as_float(v.z));
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    p2p_allreduce_ll(float* buf, const uint64_t* peers, uint32_t* state, volatile uint32_t* herr, int n, int rank,
+                     int world, uint64_t ll_off, uint64_t timeout_ns, float* acc) {
+    __shared__ uint32_t s_e, s_skip;
+    __shared__ uint8_t* s_peer[P2P_MAXW];
+    const int tid = threadIdx.x, u = blockIdx.x * blockDim.x + tid;
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    if (tid == 0) {
+        s_e = *(volatile uint32_t*)&state[0] + 1u;
+        s_skip = *(volatile uint32_t*)&state[2];
+    }
+    if (tid < world) s_peer[tid] = (uint8_t*)peers[tid];
+    __syncthreads();
+    const uint32_t e = s_e;
+    const bool skip = s_skip != 0;
+    const uint64_t units = P2P_LL_FLOATS / 2; // uint4 words of a slot
+    const uint64_t par = e & 1u;
+    const int n4 = n >> 2;
+    if (u < P2P_LL_FLOATS / 4) {
+        const float4 x = u < n4 ? ((const float4*)buf)[u] : make_float4(0.f, 0.f, 0.f, 0.f);
+        const uint4 w0 = make_uint4(__float_as_uint(x.x), e, __float_as_uint(x.y), e);
+        const uint4 w1 = make_uint4(__float_as_uint(x.z), e, __float_as_uint(x.w), e);
+        for (int q = 0; q < world; q++) {
+            if (q == rank) continue;
+            uint4* d = (uint4*)(s_peer[q] + ll_off) + (par * world + rank) * units + 2 * u;
+            st_volatile_v4(d, w0);
+            st_volatile_v4(d + 1, w1);
+        }
+        if (u < n4) {
+            const uint4* own = (const uint4*)(s_peer[rank] + ll_off) + par * world * units + 2 * u;
+            float4 sum;
+            for (int s = 0; s < world; s++) {
+                float4 v = x;
+                if (s != rank) {
+                    const float2 a = llPoll(own + s * units, e, skip, state, herr, timeout_ns);
+                    const float2 b = llPoll(own + s * units + 1, e, skip, state, herr, timeout_ns);
+                    v = make_float4(a.x, a.y, b.x, b.y);
+                }
+                sum = s == 0 ? v : add4(sum, v);
+            }
+            float4* y4 = (float4*)(acc ? acc : buf);
+            y4[u] = acc ? add4(y4[u], sum) : sum;
+        }
+    }
+    __syncthreads();
+    if (tid == 0) {
+        if (atomicAdd(&state[1], 1u) == gridDim.x - 1u) {
+            state[1] = 0;
+            *(volatile uint32_t*)&state[0] = e;
+        }
+    }
+}

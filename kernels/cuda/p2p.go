@@ -13,8 +13,11 @@ package cuda
 // the NCCL unique id. One kernel (p2p.cu, which describes the protocol)
 // pushes this rank's buffer into every peer's slot, raises a flag there,
 // waits for the peers' flags and sums in rank order: no host involvement,
-// so it is captured into decode graphs like any kernel. Above
-// P2PMaxFloats (prefill) the all-reduce goes to NCCL.
+// so it is captured into decode graphs like any kernel. Up to
+// p2pLLFloats (a decode step's block outputs) a low-latency variant
+// (p2p_allreduce_ll) sends each value with the call's epoch in one 8-byte
+// word instead of data, a release fence and a flag. Above P2PMaxFloats
+// (prefill) the all-reduce goes to NCCL.
 //
 // POCKET_P2P=0 declines the peer path (NCCL for every all-reduce), for A/B
 // measurement; read once, here.
@@ -88,6 +91,10 @@ var p2pPTX string
 // p2pOff is POCKET_P2P=0.
 var p2pOff = os.Getenv("POCKET_P2P") == "0"
 
+// p2pNoLL is POCKET_P2P_LL=0: the small all-reduces on the flag kernel
+// instead of the low-latency one (an A/B hook).
+var p2pNoLL = os.Getenv("POCKET_P2P_LL") == "0"
+
 // ErrP2P marks a failed peer-memory all-reduce (a peer that stopped
 // answering within the timeout): the group must be rebuilt.
 var ErrP2P = errors.New("p2p all-reduce")
@@ -103,6 +110,7 @@ type P2P struct {
 	rank, world int
 	slot        int // floats per source slot
 	fn          cFunc
+	fnLL        cFunc // p2p_allreduce_ll (nil: POCKET_P2P_LL=0), for up to p2pLLFloats
 	region      C.CUdeviceptr   // this rank's exchange region
 	mapped      []C.CUdeviceptr // peers' regions as mapped here (region at rank)
 	peers       C.CUdeviceptr   // device copy of mapped, [world]uint64
@@ -195,6 +203,11 @@ func (p *P2P) export(rec *p2pRecord) error {
 		return fmt.Errorf("kernel p2p_allreduce: %w", err)
 	}
 	p.fn = cfunc(f)
+	if !p2pNoLL {
+		if f, err := mod.Function("p2p_allreduce_ll"); err == nil {
+			p.fnLL = cfunc(f)
+		}
+	}
 	var bus [32]C.char
 	if err := cuErr("device PCI bus id", C.pl_bus_id(C.CUdevice(b.dev), &bus[0], C.int(len(bus)))); err != nil {
 		return err
@@ -376,14 +389,22 @@ func (p *P2P) enqueue(buf, acc cu.DevicePtr, n int) {
 	if b.err != nil || ablated("allreduce") { // on every rank alike: no peer waits
 		return
 	}
+	fn := p.fn
 	blocks, threads := p2pGrid(n)
-	b.a(ptr(buf), uint64(p.peers), uint64(p.state), uint64(p.herrDev), i32(n), i32(p.rank), i32(p.world),
-		uint64(p.slot), p.timeoutNs, ptr(acc))
+	if p.fnLL != nil && n <= p2pLLFloats && n%4 == 0 {
+		fn = p.fnLL
+		blocks, threads = p2pLLGrid()
+		b.a(ptr(buf), uint64(p.peers), uint64(p.state), uint64(p.herrDev), i32(n), i32(p.rank), i32(p.world),
+			uint64(p2pLLOffset(p.world, p.slot)), p.timeoutNs, ptr(acc))
+	} else {
+		b.a(ptr(buf), uint64(p.peers), uint64(p.state), uint64(p.herrDev), i32(n), i32(p.rank), i32(p.world),
+			uint64(p.slot), p.timeoutNs, ptr(acc))
+	}
 	if switches.noPDL {
-		b.fail(launch(p.fn, blocks, 1, threads, b.s, &b.args, b.nargs))
+		b.fail(launch(fn, blocks, 1, threads, b.s, &b.args, b.nargs))
 		return
 	}
-	b.fail(launchPDL(p.fn, blocks, 1, threads, b.s, &b.args, b.nargs))
+	b.fail(launchPDL(fn, blocks, 1, threads, b.s, &b.args, b.nargs))
 }
 
 // AsyncError is the NCCL communicator's, or ErrP2P when a kernel timed out

@@ -49,8 +49,24 @@ func p2pGrid(n int) (blocks, threads int) {
 // every slot stays 16-byte aligned for the float4 accesses.
 func p2pSlotFloats(maxFloats int) int { return (max(maxFloats, 64) + 63) &^ 63 }
 
-// p2pRegionBytes is the size of one rank's exchange region.
-func p2pRegionBytes(world, slot int) int64 { return p2pFlagBytes + 2*int64(world)*int64(slot)*4 }
+// p2pLLFloats is the size limit of the low-latency kernel
+// (p2p_allreduce_ll, P2P_LL_FLOATS in p2p.cu): every call moves this many
+// values, each in an 8-byte word with its epoch, so it covers one row of
+// the hidden sizes served (up to 8192) and no more.
+const p2pLLFloats = 8192
+
+// p2pLLGrid is the low-latency kernel's launch shape: a thread per float4
+// of its slot.
+func p2pLLGrid() (blocks, threads int) { return p2pLLFloats / 4 / p2pThreads, p2pThreads }
+
+// p2pRegionBytes is the size of one rank's exchange region: the flags, the
+// flag kernel's slots, then the low-latency kernel's (p2pLLOffset).
+func p2pRegionBytes(world, slot int) int64 {
+	return p2pLLOffset(world, slot) + 2*int64(world)*p2pLLFloats*8
+}
+
+// p2pLLOffset is where the low-latency kernel's slots start in a region.
+func p2pLLOffset(world, slot int) int64 { return p2pFlagBytes + 2*int64(world)*int64(slot)*4 }
 
 // p2pRecord is what a rank publishes in round one: whether it can take
 // part, and how its exchange region is reached.

@@ -27,8 +27,14 @@ func TestP2PGrid(t *testing.T) {
 	if s := p2pSlotFloats(P2PMaxFloats); s != P2PMaxFloats || p2pSlotFloats(100) != 128 || p2pSlotFloats(1) != 64 {
 		t.Errorf("slot rounding: %d %d %d", s, p2pSlotFloats(100), p2pSlotFloats(1))
 	}
-	if got := p2pRegionBytes(2, 64); got != p2pFlagBytes+2*2*64*4 {
+	if got := p2pRegionBytes(2, 64); got != p2pFlagBytes+2*2*64*4+2*2*p2pLLFloats*8 {
 		t.Errorf("region bytes %d", got)
+	}
+	if got := p2pLLOffset(2, 64); got != p2pFlagBytes+2*2*64*4 || got%16 != 0 {
+		t.Errorf("low-latency slots at %d", got)
+	}
+	if b, th := p2pLLGrid(); b*th*4 != p2pLLFloats {
+		t.Errorf("p2pLLGrid() = %d×%d for %d floats", b, th, p2pLLFloats)
 	}
 }
 
@@ -103,12 +109,16 @@ func TestP2PRendezvous(t *testing.T) {
 // epoch, parity and flag logic, not the GPU's memory ordering). Ranks run
 // the same sequence of calls of varying sizes (so of varying grids) with
 // random delays; every result must be the rank-order sum, identical on
-// every rank, and no wait may time out.
+// every rank, and no wait may time out. Sizes up to p2pLLFloats that are
+// whole float4s take the low-latency kernel (p2p_allreduce_ll: a word is
+// its value and the epoch), the others the flag kernel, interleaved as a
+// step interleaves them.
 func TestP2PProtocol(t *testing.T) {
-	const world, slot, calls = 3, 1 << 12, 300
+	const world, slot, calls = 3, 1 << 14, 300
 	type region struct {
 		flags [p2pMaxBlocks * p2pMaxWorld]atomic.Uint32
 		data  []atomic.Uint32 // [2][world][slot] float bits
+		ll    []atomic.Uint64 // [2][world][p2pLLFloats] epoch<<32 | float bits
 	}
 	type rankState struct {
 		epoch, done, err atomic.Uint32
@@ -116,17 +126,92 @@ func TestP2PProtocol(t *testing.T) {
 	regs := make([]*region, world)
 	st := make([]*rankState, world)
 	for r := range regs {
-		regs[r] = &region{data: make([]atomic.Uint32, 2*world*slot)}
+		regs[r] = &region{data: make([]atomic.Uint32, 2*world*slot), ll: make([]atomic.Uint64, 2*world*p2pLLFloats)}
 		st[r] = &rankState{}
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	sizes := make([]int, calls)
 	for i := range sizes {
-		sizes[i] = []int{4096, 5, slot, 1027, 64, 3000}[rng.IntN(6)]
+		sizes[i] = []int{4096, 5, slot, 1027, 64, 3000, p2pLLFloats, p2pLLFloats + 4}[rng.IntN(8)]
+	}
+	// wait waits for ok, or records a timeout on rank (after which the
+	// rank's waits give up at once, as the kernels' do).
+	wait := func(rank int, ok func() bool) {
+		t0 := time.Now()
+		for !ok() && st[rank].err.Load() == 0 {
+			if time.Since(t0) > 5*time.Second {
+				st[rank].err.Store(1)
+				return
+			}
+			runtime.Gosched()
+		}
+	}
+	// advance is the end of a block: the last one stores the epoch.
+	advance := func(rank int, e uint32, G int) {
+		if st[rank].done.Add(1) == uint32(G) {
+			st[rank].done.Store(0)
+			st[rank].epoch.Store(e)
+		}
+	}
+	// kernelLL is one low-latency call of rank on buf: thread u pushes
+	// float4 u (zeros past n) to every peer, then reads it back from each.
+	kernelLL := func(rank int, buf []uint32, delay func()) {
+		n := len(buf)
+		G, T := p2pLLGrid()
+		var wg sync.WaitGroup
+		for _, b := range rand.Perm(G) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				delay()
+				e := st[rank].epoch.Load() + 1
+				par := int(e & 1)
+				for u := b * T; u < (b+1)*T; u++ {
+					for j := range 4 {
+						i := 4*u + j
+						v := uint64(0)
+						if i < n {
+							v = uint64(buf[i])
+						}
+						for q := range world {
+							if q != rank {
+								regs[q].ll[(par*world+rank)*p2pLLFloats+i].Store(uint64(e)<<32 | v)
+							}
+						}
+					}
+				}
+				for u := b * T; u < (b+1)*T && 4*u < n; u++ {
+					for j := range 4 {
+						i := 4*u + j
+						var acc float32
+						for s := range world {
+							v := buf[i]
+							if s != rank {
+								w := &regs[rank].ll[(par*world+s)*p2pLLFloats+i]
+								wait(rank, func() bool { return uint32(w.Load()>>32) == e })
+								v = uint32(w.Load())
+							}
+							if s == 0 {
+								acc = math.Float32frombits(v)
+							} else {
+								acc += math.Float32frombits(v)
+							}
+						}
+						buf[i] = math.Float32bits(acc)
+					}
+				}
+				advance(rank, e, G)
+			}()
+		}
+		wg.Wait()
 	}
 	// kernel is one call of rank on buf (float bits in place).
 	kernel := func(rank int, buf []uint32, delay func()) {
 		n := len(buf)
+		if n <= p2pLLFloats && n%4 == 0 {
+			kernelLL(rank, buf, delay)
+			return
+		}
 		G, T := p2pGrid(n)
 		T = min(T, 8) // fewer "threads" per block: same logic, more blocks per element range
 		G = min(G, max(1, (n/4+T-1)/T))
@@ -168,14 +253,8 @@ func TestP2PProtocol(t *testing.T) {
 					if q == rank {
 						continue
 					}
-					t0 := time.Now()
-					for int32(regs[rank].flags[b*p2pMaxWorld+q].Load()-e) < 0 {
-						if time.Since(t0) > 10*time.Second {
-							st[rank].err.Store(1)
-							break
-						}
-						runtime.Gosched()
-					}
+					f := &regs[rank].flags[b*p2pMaxWorld+q]
+					wait(rank, func() bool { return int32(f.Load()-e) >= 0 })
 				}
 				units(b, func(i int) {
 					var acc float32
@@ -192,10 +271,7 @@ func TestP2PProtocol(t *testing.T) {
 					}
 					buf[i] = math.Float32bits(acc)
 				})
-				if st[rank].done.Add(1) == uint32(G) {
-					st[rank].done.Store(0)
-					st[rank].epoch.Store(e)
-				}
+				advance(rank, e, G)
 			}()
 		}
 		wg.Wait()
