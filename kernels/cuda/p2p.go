@@ -110,7 +110,7 @@ type P2P struct {
 	rank, world int
 	slot        int // floats per source slot
 	fn          cFunc
-	fnLL        cFunc // p2p_allreduce_ll (nil: POCKET_P2P_LL=0), for up to p2pLLFloats
+	fnLL        cFunc           // p2p_allreduce_ll (nil: POCKET_P2P_LL=0), for up to p2pLLFloats
 	region      C.CUdeviceptr   // this rank's exchange region
 	mapped      []C.CUdeviceptr // peers' regions as mapped here (region at rank)
 	peers       C.CUdeviceptr   // device copy of mapped, [world]uint64
