@@ -55,9 +55,10 @@ func p2pSlotFloats(maxFloats int) int { return (max(maxFloats, 64) + 63) &^ 63 }
 // the hidden sizes served (up to 8192) and no more.
 const p2pLLFloats = 8192
 
-// p2pLLGrid is the low-latency kernel's launch shape: a thread per float4
-// of its slot.
-func p2pLLGrid() (blocks, threads int) { return p2pLLFloats / 4 / p2pThreads, p2pThreads }
+// p2pLLGrid is the low-latency kernel's launch shape (P2P_LL_THREADS): one
+// block, so that no count of finished blocks is needed to advance the
+// epoch; each thread takes p2pLLFloats/4/threads float4s.
+func p2pLLGrid() (blocks, threads int) { return 1, 1024 }
 
 // p2pRegionBytes is the size of one rank's exchange region: the flags, the
 // flag kernel's slots, then the low-latency kernel's (p2pLLOffset).

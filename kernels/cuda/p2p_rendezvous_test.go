@@ -33,7 +33,7 @@ func TestP2PGrid(t *testing.T) {
 	if got := p2pLLOffset(2, 64); got != p2pFlagBytes+2*2*64*4 || got%16 != 0 {
 		t.Errorf("low-latency slots at %d", got)
 	}
-	if b, th := p2pLLGrid(); b*th*4 != p2pLLFloats {
+	if b, th := p2pLLGrid(); b != 1 || p2pLLFloats%(4*th) != 0 {
 		t.Errorf("p2pLLGrid() = %d×%d for %d floats", b, th, p2pLLFloats)
 	}
 }
@@ -153,11 +153,13 @@ func TestP2PProtocol(t *testing.T) {
 			st[rank].epoch.Store(e)
 		}
 	}
-	// kernelLL is one low-latency call of rank on buf: thread u pushes
-	// float4 u (zeros past n) to every peer, then reads it back from each.
+	// kernelLL is one low-latency call of rank on buf: a "block" (of the
+	// one the kernel runs, any split of its threads' float4s will do)
+	// pushes its float4s (zeros past n) to every peer, then reads them back
+	// from each.
 	kernelLL := func(rank int, buf []uint32, delay func()) {
 		n := len(buf)
-		G, T := p2pLLGrid()
+		const G = 8
 		var wg sync.WaitGroup
 		for _, b := range rand.Perm(G) {
 			wg.Add(1)
@@ -166,7 +168,7 @@ func TestP2PProtocol(t *testing.T) {
 				delay()
 				e := st[rank].epoch.Load() + 1
 				par := int(e & 1)
-				for u := b * T; u < (b+1)*T; u++ {
+				for u := b; u < p2pLLFloats/4; u += G {
 					for j := range 4 {
 						i := 4*u + j
 						v := uint64(0)
@@ -180,7 +182,7 @@ func TestP2PProtocol(t *testing.T) {
 						}
 					}
 				}
-				for u := b * T; u < (b+1)*T && 4*u < n; u++ {
+				for u := b; 4*u < n; u += G {
 					for j := range 4 {
 						i := 4*u + j
 						var acc float32
