@@ -154,33 +154,33 @@ extern "C" __global__ void __launch_bounds__(512)
     }
 }
 
-// p2p_allreduce_ll: the same all-reduce for n <= P2P_LL_FLOATS (n % 4 ==
-// 0), in the low-latency form NCCL's LL protocol uses: every 4-byte value
-// travels with the call's epoch in the same 8-byte word (a 16-byte store
-// carries two such words, each written whole), so a receiver knows a value
-// has arrived when its word shows the epoch. No barrier, no release
-// fence and no separate flag: the flag protocol above pays a system-scope
-// release (its block's NVLink stores acknowledged) and a second one-way
-// trip for the flag before a peer can read the data.
+// p2p_allreduce_ll: the same all-reduce for n <= P2P_LL_FLOATS, n a
+// multiple of 4·P2P_LL_THREADS (a decode step's block output; p2p.go sends
+// other sizes to the flag kernel), in the low-latency form of NCCL's LL
+// protocol: every 4-byte value travels with the call's epoch in the same
+// 8-byte word (a 16-byte store carries two such words, each written
+// whole), so a receiver knows a value has arrived when its word shows the
+// epoch. No barrier, no release fence, no separate flag: the flag protocol
+// pays a system-scope release (the block's NVLink stores acknowledged) and
+// a second one-way trip for the flag before a peer can read the data.
 //
 // Region (after the flag kernel's data): ll [2 parities][world sources]
-// [P2P_LL_FLOATS / 2] uint4 {v0, e, v1, e}. Each call writes all
-// P2P_LL_FLOATS of its slot in every peer (zeros past n), so every word of
-// a slot is rewritten at every call that uses the slot: a stale word
-// carries an epoch from a call before, never e (32-bit epochs wrap only
-// after 2^32 calls, and the region starts zeroed while epochs start at
-// 1). The parity argument is the flag kernel's: a writer is at most one
-// call ahead of any reader. A thread pushes its float4s and reads them
-// back from every peer, so no thread waits for another. One block of
-// P2P_LL_THREADS threads, P2P_LL_PER float4s each, so the epoch needs no
-// count of finished blocks: the flag kernel's last-block atomic (a round
-// trip at every block's end) and a second round trip (the epoch, then the
-// values) are gone; on two H200s a 16 KiB all-reduce in a graph took
-// 3.15 µs with 8 blocks and those round trips, against 3.92 for the flag
-// kernel.
+// [P2P_LL_FLOATS / 2] uint4 {v0, e, v1, e}. Block b of n/(4·threads)
+// takes float4s [b·threads, (b+1)·threads), one a thread, and keeps its
+// own epoch (state[P2P_LL_EPOCH + b], read after the wait with the values,
+// one round trip; written by thread 0 at the end): blocks need no count of
+// finished blocks, whose atomic was a round trip at the end of every block
+// of the flag kernel. The parity argument is the flag kernel's, block by
+// block: block b of a rank in its call e has seen every peer's block b of
+// call e-1, so that block had started call e-1 after its call e-2 (a
+// kernel waits for the one before it), the last to use the slot of parity
+// e&1. A block writes all of its words whenever its epoch advances, so a
+// stale word carries the epoch of an earlier use of the slot, never e (the
+// region starts zeroed, epochs at 1, and a 32-bit epoch comes round only
+// after 2^32 uses).
 #define P2P_LL_FLOATS 8192
-#define P2P_LL_THREADS 1024
-#define P2P_LL_PER (P2P_LL_FLOATS / 4 / P2P_LL_THREADS)
+#define P2P_LL_THREADS 128
+#define P2P_LL_EPOCH 16 // state word of block 0's epoch (state is 64 words)
 
 __device__ __forceinline__ void st_volatile_v4(uint4* p, uint4 v) {
     asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
@@ -220,59 +220,47 @@ extern "C" __global__ void __launch_bounds__(P2P_LL_THREADS)
                      int world, uint64_t ll_off, uint64_t timeout_ns, float* acc) {
     __shared__ uint32_t s_e, s_skip;
     __shared__ uint8_t* s_peer[P2P_MAXW];
-    const int tid = threadIdx.x;
+    const int tid = threadIdx.x, u = blockIdx.x * P2P_LL_THREADS + tid;
+    uint32_t* epoch = state + P2P_LL_EPOCH + blockIdx.x;
     // The peers' regions never move: before the wait.
     if (tid < world) s_peer[tid] = (uint8_t*)peers[tid];
     asm volatile("griddepcontrol.wait;" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     // The epoch and this thread's values in one round trip.
     if (tid == 0) {
-        s_e = *(volatile uint32_t*)&state[0] + 1u;
+        s_e = *(volatile uint32_t*)epoch + 1u;
         s_skip = *(volatile uint32_t*)&state[2];
     }
-    const int n4 = n >> 2;
-    float4 x[P2P_LL_PER];
-#pragma unroll
-    for (int k = 0; k < P2P_LL_PER; k++) {
-        const int u = tid + k * P2P_LL_THREADS;
-        x[k] = u < n4 ? ((const float4*)buf)[u] : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
+    const bool in = u < (n >> 2);
+    const float4 x = in ? ((const float4*)buf)[u] : make_float4(0.f, 0.f, 0.f, 0.f);
     __syncthreads();
     const uint32_t e = s_e;
-    const bool skip = s_skip != 0;
     const uint64_t units = P2P_LL_FLOATS / 2; // uint4 words of a slot
     const uint64_t par = e & 1u;
-#pragma unroll
-    for (int k = 0; k < P2P_LL_PER; k++) {
-        const int u = tid + k * P2P_LL_THREADS;
-        const uint4 w0 = make_uint4(__float_as_uint(x[k].x), e, __float_as_uint(x[k].y), e);
-        const uint4 w1 = make_uint4(__float_as_uint(x[k].z), e, __float_as_uint(x[k].w), e);
+    if (in) {
+        const uint4 w0 = make_uint4(__float_as_uint(x.x), e, __float_as_uint(x.y), e);
+        const uint4 w1 = make_uint4(__float_as_uint(x.z), e, __float_as_uint(x.w), e);
         for (int q = 0; q < world; q++) {
             if (q == rank) continue;
             uint4* d = (uint4*)(s_peer[q] + ll_off) + (par * world + rank) * units + 2 * u;
             st_volatile_v4(d, w0);
             st_volatile_v4(d + 1, w1);
         }
-    }
-    const uint4* own = (const uint4*)(s_peer[rank] + ll_off) + par * world * units;
-    float4* y4 = (float4*)(acc ? acc : buf);
-#pragma unroll
-    for (int k = 0; k < P2P_LL_PER; k++) {
-        const int u = tid + k * P2P_LL_THREADS;
-        if (u >= n4) break;
+        const uint4* own = (const uint4*)(s_peer[rank] + ll_off) + par * world * units + 2 * u;
         float4 sum;
         for (int s = 0; s < world; s++) {
-            float4 v = x[k];
+            float4 v = x;
             if (s != rank) {
-                const float2 a = llPoll(own + s * units + 2 * u, e, skip, state, herr, timeout_ns);
-                const float2 b = llPoll(own + s * units + 2 * u + 1, e, skip, state, herr, timeout_ns);
+                const float2 a = llPoll(own + s * units, e, s_skip != 0, state, herr, timeout_ns);
+                const float2 b = llPoll(own + s * units + 1, e, s_skip != 0, state, herr, timeout_ns);
                 v = make_float4(a.x, a.y, b.x, b.y);
             }
             sum = s == 0 ? v : add4(sum, v);
         }
+        float4* y4 = (float4*)(acc ? acc : buf);
         y4[u] = acc ? add4(y4[u], sum) : sum;
     }
-    // One block: nothing else reads the epoch in this call (thread 0 read
-    // it above), and the next call reads it after its wait.
-    if (tid == 0) *(volatile uint32_t*)&state[0] = e;
+    // Nothing else reads the block's epoch in this call (thread 0 read it
+    // above); the next call reads it after its wait.
+    if (tid == 0) *(volatile uint32_t*)epoch = e;
 }

@@ -114,7 +114,7 @@ type P2P struct {
 	region      C.CUdeviceptr   // this rank's exchange region
 	mapped      []C.CUdeviceptr // peers' regions as mapped here (region at rank)
 	peers       C.CUdeviceptr   // device copy of mapped, [world]uint64
-	state       C.CUdeviceptr   // [4]uint32: epoch, blocks done, error
+	state       C.CUdeviceptr   // [64]uint32: epoch, blocks done, error; from 16 p2p_allreduce_ll's epochs
 	herr        *uint32         // mapped host word the kernel raises on a timeout
 	herrHost    unsafe.Pointer
 	herrDev     C.CUdeviceptr
@@ -391,9 +391,9 @@ func (p *P2P) enqueue(buf, acc cu.DevicePtr, n int) {
 	}
 	fn := p.fn
 	blocks, threads := p2pGrid(n)
-	if p.fnLL != nil && n <= p2pLLFloats && n%4 == 0 {
+	if p.fnLL != nil && p2pLL(n) {
 		fn = p.fnLL
-		blocks, threads = p2pLLGrid()
+		blocks, threads = p2pLLGrid(n)
 		b.a(ptr(buf), uint64(p.peers), uint64(p.state), uint64(p.herrDev), i32(n), i32(p.rank), i32(p.world),
 			uint64(p2pLLOffset(p.world, p.slot)), p.timeoutNs, ptr(acc))
 	} else {

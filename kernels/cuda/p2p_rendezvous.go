@@ -50,15 +50,21 @@ func p2pGrid(n int) (blocks, threads int) {
 func p2pSlotFloats(maxFloats int) int { return (max(maxFloats, 64) + 63) &^ 63 }
 
 // p2pLLFloats is the size limit of the low-latency kernel
-// (p2p_allreduce_ll, P2P_LL_FLOATS in p2p.cu): every call moves this many
-// values, each in an 8-byte word with its epoch, so it covers one row of
-// the hidden sizes served (up to 8192) and no more.
-const p2pLLFloats = 8192
+// (p2p_allreduce_ll, P2P_LL_FLOATS in p2p.cu), which takes sizes that are
+// whole blocks of p2pLLThreads float4s: one row of the hidden sizes served
+// (up to 8192).
+const (
+	p2pLLFloats  = 8192
+	p2pLLThreads = 128
+	p2pLLEpoch   = 16 // P2P_LL_EPOCH: the state word of block 0's epoch (of 64)
+)
 
-// p2pLLGrid is the low-latency kernel's launch shape (P2P_LL_THREADS): one
-// block, so that no count of finished blocks is needed to advance the
-// epoch; each thread takes p2pLLFloats/4/threads float4s.
-func p2pLLGrid() (blocks, threads int) { return 1, 1024 }
+// p2pLL reports whether n floats take the low-latency kernel.
+func p2pLL(n int) bool { return n > 0 && n <= p2pLLFloats && n%(4*p2pLLThreads) == 0 }
+
+// p2pLLGrid is the low-latency kernel's launch shape for n floats (p2pLL):
+// a thread per float4.
+func p2pLLGrid(n int) (blocks, threads int) { return n / (4 * p2pLLThreads), p2pLLThreads }
 
 // p2pRegionBytes is the size of one rank's exchange region: the flags, the
 // flag kernel's slots, then the low-latency kernel's (p2pLLOffset).

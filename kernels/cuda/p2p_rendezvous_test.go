@@ -33,8 +33,16 @@ func TestP2PGrid(t *testing.T) {
 	if got := p2pLLOffset(2, 64); got != p2pFlagBytes+2*2*64*4 || got%16 != 0 {
 		t.Errorf("low-latency slots at %d", got)
 	}
-	if b, th := p2pLLGrid(); b != 1 || p2pLLFloats%(4*th) != 0 {
-		t.Errorf("p2pLLGrid() = %d×%d for %d floats", b, th, p2pLLFloats)
+	for _, c := range []struct {
+		n      int
+		ll     bool
+		blocks int
+	}{{4096, true, 8}, {5120, true, 10}, {8192, true, 16}, {512, true, 1}, {896, false, 0}, {4099, false, 0}, {8704, false, 0}, {0, false, 0}} {
+		if p2pLL(c.n) != c.ll {
+			t.Errorf("p2pLL(%d) = %v", c.n, !c.ll)
+		} else if b, th := p2pLLGrid(c.n); c.ll && (b != c.blocks || th != p2pLLThreads || p2pLLEpoch+b > 64) {
+			t.Errorf("p2pLLGrid(%d) = %d×%d", c.n, b, th)
+		}
 	}
 }
 
@@ -109,10 +117,10 @@ func TestP2PRendezvous(t *testing.T) {
 // epoch, parity and flag logic, not the GPU's memory ordering). Ranks run
 // the same sequence of calls of varying sizes (so of varying grids) with
 // random delays; every result must be the rank-order sum, identical on
-// every rank, and no wait may time out. Sizes up to p2pLLFloats that are
-// whole float4s take the low-latency kernel (p2p_allreduce_ll: a word is
-// its value and the epoch), the others the flag kernel, interleaved as a
-// step interleaves them.
+// every rank, and no wait may time out. The sizes p2pLL takes run the
+// low-latency kernel (p2p_allreduce_ll: a word is its value and the epoch,
+// an epoch per block), the others the flag kernel, interleaved as a step
+// interleaves them.
 func TestP2PProtocol(t *testing.T) {
 	const world, slot, calls = 3, 1 << 14, 300
 	type region struct {
@@ -122,6 +130,7 @@ func TestP2PProtocol(t *testing.T) {
 	}
 	type rankState struct {
 		epoch, done, err atomic.Uint32
+		ll               [p2pLLFloats / (4 * p2pLLThreads)]atomic.Uint32 // the low-latency kernel's epochs by block
 	}
 	regs := make([]*region, world)
 	st := make([]*rankState, world)
@@ -132,7 +141,7 @@ func TestP2PProtocol(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	sizes := make([]int, calls)
 	for i := range sizes {
-		sizes[i] = []int{4096, 5, slot, 1027, 64, 3000, p2pLLFloats, p2pLLFloats + 4}[rng.IntN(8)]
+		sizes[i] = []int{4096, 5, slot, 1027, 64, 3000, p2pLLFloats, p2pLLFloats + 512, 512, 1536}[rng.IntN(10)]
 	}
 	// wait waits for ok, or records a timeout on rank (after which the
 	// rank's waits give up at once, as the kernels' do).
@@ -153,64 +162,52 @@ func TestP2PProtocol(t *testing.T) {
 			st[rank].epoch.Store(e)
 		}
 	}
-	// kernelLL is one low-latency call of rank on buf: a "block" (of the
-	// one the kernel runs, any split of its threads' float4s will do)
-	// pushes its float4s (zeros past n) to every peer, then reads them back
-	// from each.
+	// kernelLL is one low-latency call of rank on buf: block b pushes its
+	// float4s to every peer, then reads them back from each, under its own
+	// epoch.
 	kernelLL := func(rank int, buf []uint32, delay func()) {
 		n := len(buf)
-		const G = 8
+		G, T := p2pLLGrid(n)
 		var wg sync.WaitGroup
 		for _, b := range rand.Perm(G) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				delay()
-				e := st[rank].epoch.Load() + 1
+				e := st[rank].ll[b].Load() + 1
 				par := int(e & 1)
-				for u := b; u < p2pLLFloats/4; u += G {
-					for j := range 4 {
-						i := 4*u + j
-						v := uint64(0)
-						if i < n {
-							v = uint64(buf[i])
-						}
-						for q := range world {
-							if q != rank {
-								regs[q].ll[(par*world+rank)*p2pLLFloats+i].Store(uint64(e)<<32 | v)
-							}
+				for i := 4 * b * T; i < 4*(b+1)*T; i++ {
+					for q := range world {
+						if q != rank {
+							regs[q].ll[(par*world+rank)*p2pLLFloats+i].Store(uint64(e)<<32 | uint64(buf[i]))
 						}
 					}
 				}
-				for u := b; 4*u < n; u += G {
-					for j := range 4 {
-						i := 4*u + j
-						var acc float32
-						for s := range world {
-							v := buf[i]
-							if s != rank {
-								w := &regs[rank].ll[(par*world+s)*p2pLLFloats+i]
-								wait(rank, func() bool { return uint32(w.Load()>>32) == e })
-								v = uint32(w.Load())
-							}
-							if s == 0 {
-								acc = math.Float32frombits(v)
-							} else {
-								acc += math.Float32frombits(v)
-							}
+				for i := 4 * b * T; i < 4*(b+1)*T; i++ {
+					var acc float32
+					for s := range world {
+						v := buf[i]
+						if s != rank {
+							w := &regs[rank].ll[(par*world+s)*p2pLLFloats+i]
+							wait(rank, func() bool { return uint32(w.Load()>>32) == e })
+							v = uint32(w.Load())
 						}
-						buf[i] = math.Float32bits(acc)
+						if s == 0 {
+							acc = math.Float32frombits(v)
+						} else {
+							acc += math.Float32frombits(v)
+						}
 					}
+					buf[i] = math.Float32bits(acc)
 				}
-				advance(rank, e, G)
+				st[rank].ll[b].Store(e)
 			}()
 		}
 		wg.Wait()
 	}
-	// kernel is one call of rank on buf (float bits in place).
 	kernel := func(rank int, buf []uint32, delay func()) {
 		n := len(buf)
-		if n <= p2pLLFloats && n%4 == 0 {
+		if p2pLL(n) {
 			kernelLL(rank, buf, delay)
 			return
 		}
