@@ -84,6 +84,14 @@ func joinNCCL(be kernels.Backend, g worker.Group) (kernels.Collective, io.Closer
 	p, err := b.NewP2P(c, g.Dir, g.JoinTimeout, g.Timeout)
 	switch {
 	case err == nil:
+		// Both peer kernels once, with known sums, before a model uses
+		// them: a broken exchange fails the join, not a session.
+		for _, n := range []int{4099, 4096} {
+			if err := p.CheckAllReduce(n); err != nil {
+				p.Abort()
+				return nil, nil, err
+			}
+		}
 		w.Collective, w.comm = p, p
 	case errors.Is(err, cuda.ErrP2PUnsupported):
 		fmt.Fprintf(os.Stderr, "pocket-worker serve-rank: rank %d: NCCL for every all-reduce: %v\n", g.Rank, err)

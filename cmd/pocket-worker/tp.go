@@ -257,8 +257,9 @@ func runTPRank(o *tpOpts) (err error) {
 			coll = p
 			defer p.Close() // (closes c too)
 			// A quick check of the exchange before the model uses it:
-			// a tail that is not a whole float4, and the logits' size.
-			for _, n := range []int{4099, 128256} {
+			// a tail that is not a whole float4, the logits' size (the
+			// flag kernel), a hidden size (the low-latency kernel).
+			for _, n := range []int{4099, 128256, 4096} {
 				if err := p.CheckAllReduce(n); err != nil {
 					return err
 				}
