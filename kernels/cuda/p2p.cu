@@ -193,13 +193,15 @@ __device__ __forceinline__ uint4 ld_volatile_v4(const uint4* p) {
     return v;
 }
 
-// llPoll waits until both words of the unit at p carry e (or the timeout
-// or an earlier error: then the values are garbage) and returns its two
-// values.
-__device__ __forceinline__ float2 llPoll(const uint4* p, uint32_t e, bool skip, uint32_t* state,
+// llPoll waits until the four words of the two units at p carry e (or the
+// timeout or an earlier error: then the values are garbage) and returns
+// their four values. Both units are loaded together: the second is then
+// not a round trip of its own after the first has arrived.
+__device__ __forceinline__ float4 llPoll(const uint4* p, uint32_t e, bool skip, uint32_t* state,
                                          volatile uint32_t* herr, uint64_t timeout_ns) {
-    uint4 v = ld_volatile_v4(p);
-    if ((v.y != e || v.w != e) && !skip) {
+    uint4 a = ld_volatile_v4(p), b = ld_volatile_v4(p + 1);
+    auto ready = [&]() { return a.y == e && a.w == e && b.y == e && b.w == e; };
+    if (!ready() && !skip) {
         const uint64_t t0 = globaltimer();
         uint32_t spins = 0;
         do {
@@ -209,10 +211,11 @@ __device__ __forceinline__ float2 llPoll(const uint4* p, uint32_t e, bool skip, 
                 __threadfence_system();
                 break;
             }
-            v = ld_volatile_v4(p);
-        } while (v.y != e || v.w != e);
+            if (a.y != e || a.w != e) a = ld_volatile_v4(p);
+            if (b.y != e || b.w != e) b = ld_volatile_v4(p + 1);
+        } while (!ready());
     }
-    return make_float2(__uint_as_float(v.x), __uint_as_float(v.z));
+    return make_float4(__uint_as_float(a.x), __uint_as_float(a.z), __uint_as_float(b.x), __uint_as_float(b.z));
 }
 
 extern "C" __global__ void __launch_bounds__(P2P_LL_THREADS)
@@ -226,13 +229,16 @@ extern "C" __global__ void __launch_bounds__(P2P_LL_THREADS)
     if (tid < world) s_peer[tid] = (uint8_t*)peers[tid];
     asm volatile("griddepcontrol.wait;" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    // The epoch and this thread's values in one round trip.
+    // The epoch, this thread's values and what they add to in one round
+    // trip.
     if (tid == 0) {
         s_e = *(volatile uint32_t*)epoch + 1u;
         s_skip = *(volatile uint32_t*)&state[2];
     }
     const bool in = u < (n >> 2);
-    const float4 x = in ? ((const float4*)buf)[u] : make_float4(0.f, 0.f, 0.f, 0.f);
+    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+    const float4 x = in ? ((const float4*)buf)[u] : zero;
+    const float4 a0 = in && acc ? ((const float4*)acc)[u] : zero;
     __syncthreads();
     const uint32_t e = s_e;
     const uint64_t units = P2P_LL_FLOATS / 2; // uint4 words of a slot
@@ -250,15 +256,10 @@ extern "C" __global__ void __launch_bounds__(P2P_LL_THREADS)
         float4 sum;
         for (int s = 0; s < world; s++) {
             float4 v = x;
-            if (s != rank) {
-                const float2 a = llPoll(own + s * units, e, s_skip != 0, state, herr, timeout_ns);
-                const float2 b = llPoll(own + s * units + 1, e, s_skip != 0, state, herr, timeout_ns);
-                v = make_float4(a.x, a.y, b.x, b.y);
-            }
+            if (s != rank) v = llPoll(own + s * units, e, s_skip != 0, state, herr, timeout_ns);
             sum = s == 0 ? v : add4(sum, v);
         }
-        float4* y4 = (float4*)(acc ? acc : buf);
-        y4[u] = acc ? add4(y4[u], sum) : sum;
+        ((float4*)(acc ? acc : buf))[u] = acc ? add4(a0, sum) : sum;
     }
     // Nothing else reads the block's epoch in this call (thread 0 read it
     // above); the next call reads it after its wait.
