@@ -155,55 +155,69 @@ func TestP2PProtocol(t *testing.T) {
 			runtime.Gosched()
 		}
 	}
-	// advance is the end of a block: the last one stores the epoch.
+	// advance is the end of a flag-kernel block: the last one stores the
+	// epoch.
 	advance := func(rank int, e uint32, G int) {
 		if st[rank].done.Add(1) == uint32(G) {
 			st[rank].done.Store(0)
 			st[rank].epoch.Store(e)
 		}
 	}
-	// kernelLL is one low-latency call of rank on buf: block b pushes its
-	// float4s to every peer, then reads them back from each, under its own
-	// epoch.
-	kernelLL := func(rank int, buf []uint32, delay func()) {
-		n := len(buf)
-		G, T := p2pLLGrid(n)
+	// grid runs G "blocks" as goroutines in a random order, each after a
+	// random delay, and waits for them.
+	grid := func(G int, delay func(), block func(b int)) {
 		var wg sync.WaitGroup
 		for _, b := range rand.Perm(G) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				delay()
-				e := st[rank].ll[b].Load() + 1
-				par := int(e & 1)
-				for i := 4 * b * T; i < 4*(b+1)*T; i++ {
-					for q := range world {
-						if q != rank {
-							regs[q].ll[(par*world+rank)*p2pLLFloats+i].Store(uint64(e)<<32 | uint64(buf[i]))
-						}
-					}
-				}
-				for i := 4 * b * T; i < 4*(b+1)*T; i++ {
-					var acc float32
-					for s := range world {
-						v := buf[i]
-						if s != rank {
-							w := &regs[rank].ll[(par*world+s)*p2pLLFloats+i]
-							wait(rank, func() bool { return uint32(w.Load()>>32) == e })
-							v = uint32(w.Load())
-						}
-						if s == 0 {
-							acc = math.Float32frombits(v)
-						} else {
-							acc += math.Float32frombits(v)
-						}
-					}
-					buf[i] = math.Float32bits(acc)
-				}
-				st[rank].ll[b].Store(e)
+				block(b)
 			}()
 		}
 		wg.Wait()
+	}
+	// rankSum is element i's sum over the ranks in rank order: rank's own
+	// value from buf, the others' from peer(s).
+	rankSum := func(rank int, buf []uint32, i int, peer func(s int) uint32) uint32 {
+		var acc float32
+		for s := range world {
+			v := buf[i]
+			if s != rank {
+				v = peer(s)
+			}
+			if s == 0 {
+				acc = math.Float32frombits(v)
+			} else {
+				acc += math.Float32frombits(v)
+			}
+		}
+		return math.Float32bits(acc)
+	}
+	// kernelLL is one low-latency call of rank on buf: block b pushes its
+	// float4s to every peer, then reads them back from each, under its own
+	// epoch.
+	kernelLL := func(rank int, buf []uint32, delay func()) {
+		G, T := p2pLLGrid(len(buf))
+		grid(G, delay, func(b int) {
+			e := st[rank].ll[b].Load() + 1
+			par := int(e & 1)
+			for i := 4 * b * T; i < 4*(b+1)*T; i++ {
+				for q := range world {
+					if q != rank {
+						regs[q].ll[(par*world+rank)*p2pLLFloats+i].Store(uint64(e)<<32 | uint64(buf[i]))
+					}
+				}
+			}
+			for i := 4 * b * T; i < 4*(b+1)*T; i++ {
+				buf[i] = rankSum(rank, buf, i, func(s int) uint32 {
+					w := &regs[rank].ll[(par*world+s)*p2pLLFloats+i]
+					wait(rank, func() bool { return uint32(w.Load()>>32) == e })
+					return uint32(w.Load())
+				})
+			}
+			st[rank].ll[b].Store(e)
+		})
 	}
 	kernel := func(rank int, buf []uint32, delay func()) {
 		n := len(buf)
@@ -229,51 +243,32 @@ func TestP2PProtocol(t *testing.T) {
 				}
 			}
 		}
-		var wg sync.WaitGroup
-		for _, b := range rand.Perm(G) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				delay()
-				e := st[rank].epoch.Load() + 1
-				par := int(e & 1)
-				for q := range world {
-					if q == rank {
-						continue
-					}
-					units(b, func(i int) { regs[q].data[(par*world+rank)*slot+i].Store(buf[i]) })
+		grid(G, delay, func(b int) {
+			e := st[rank].epoch.Load() + 1
+			par := int(e & 1)
+			for q := range world {
+				if q == rank {
+					continue
 				}
-				for q := range world {
-					if q != rank {
-						regs[q].flags[b*p2pMaxWorld+rank].Store(e)
-					}
+				units(b, func(i int) { regs[q].data[(par*world+rank)*slot+i].Store(buf[i]) })
+			}
+			for q := range world {
+				if q != rank {
+					regs[q].flags[b*p2pMaxWorld+rank].Store(e)
 				}
-				for q := range world {
-					if q == rank {
-						continue
-					}
-					f := &regs[rank].flags[b*p2pMaxWorld+q]
-					wait(rank, func() bool { return int32(f.Load()-e) >= 0 })
+			}
+			for q := range world {
+				if q == rank {
+					continue
 				}
-				units(b, func(i int) {
-					var acc float32
-					for s := range world {
-						v := buf[i]
-						if s != rank {
-							v = regs[rank].data[(par*world+s)*slot+i].Load()
-						}
-						if s == 0 {
-							acc = math.Float32frombits(v)
-						} else {
-							acc += math.Float32frombits(v)
-						}
-					}
-					buf[i] = math.Float32bits(acc)
-				})
-				advance(rank, e, G)
-			}()
-		}
-		wg.Wait()
+				f := &regs[rank].flags[b*p2pMaxWorld+q]
+				wait(rank, func() bool { return int32(f.Load()-e) >= 0 })
+			}
+			units(b, func(i int) {
+				buf[i] = rankSum(rank, buf, i, func(s int) uint32 { return regs[rank].data[(par*world+s)*slot+i].Load() })
+			})
+			advance(rank, e, G)
+		})
 	}
 	results := make([][][]uint32, world)
 	var wg sync.WaitGroup
