@@ -222,11 +222,6 @@ func (b *Backend) enterTaking(x cu.DevicePtr) (taken, bool) {
 	if !b.lock() {
 		return taken{}, false
 	}
-	return b.entered(x), true
-}
-
-// entered is enterTaking's work once the lock is held.
-func (b *Backend) entered(x cu.DevicePtr) taken {
 	var t taken
 	if x != 0 && b.attnDef.dst == x {
 		t.attn, b.attnDef = b.attnDef, attnDeferred{}
@@ -238,7 +233,7 @@ func (b *Backend) entered(x cu.DevicePtr) taken {
 	b.settleAttn()
 	b.flush()
 	b.lt.bfSrc = 0 // any op may write the converted GEMM input's source
-	return t
+	return t, true
 }
 
 // enterKeep is enter without the GEMV flush (for MatMul, which may join

@@ -16,7 +16,6 @@
 #include <stdint.h>
 
 #include "common.cuh"
-#include "p2p_ll.cuh"
 
 // The format branches of GroupDot end in returns, which leaves the other
 // format's code unreachable in each instantiation: expected.
@@ -293,43 +292,19 @@ __device__ __forceinline__ void normMulti(const float* __restrict__ x, const flo
 extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi(NORM_MULTI_ARGS) { NORM_MULTI_CALL(0); }
 extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi8(NORM_MULTI_ARGS) { NORM_MULTI_CALL(1); }
 
-// Push is where a row-split projection's rows go besides y when the
-// low-latency all-reduce follows it (gemv_r4p: p2p.cu, p2p_ll.cuh): every
-// peer's exchange region, this rank's slot, tagged with the epoch of the
-// all-reduce block the row falls in.
-struct Push {
-    const uint64_t* peers; // exchange regions as mapped here, by rank
-    const uint32_t* epochs; // the all-reduce's epochs by block (state + P2P_LL_EPOCH)
-    uint64_t ll_off;
-    int rank, world;
-};
-
 // gemvR is y = W · x (ADD: y += W · x, a projection and the residual add;
-// y must not alias x). PUSH: each row is also stored into the peers' slots
-// of the low-latency all-reduce that follows (pu), so that the all-reduce
-// only waits and sums: a row's one-way NVLink trip overlaps the rest of
-// the GEMV instead of following it.
-template <int WF, bool ADD, bool PUSH>
-__device__ __forceinline__ void gemvR(float* y, const float* __restrict__ x, Wt wt, int out, int in, int wpr,
-                                      Push pu) {
+// y must not alias x).
+template <int WF, bool ADD>
+__device__ __forceinline__ void gemvR(float* y, const float* __restrict__ x, Wt wt, int out, int in, int wpr) {
     __shared__ float red[8][R + 1];
-    __shared__ uint8_t* peer[PUSH ? 8 : 1];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = 8 / wpr;
     int base = (blockIdx.x * G + warp / wpr) * R;
     int rows[R];
     groupRows(rows, base, out);
-    if (PUSH && threadIdx.x < pu.world) peer[threadIdx.x] = (uint8_t*)pu.peers[threadIdx.x]; // fixed: before the wait
     GroupDot<WF, false> d;
     d.prefetch(wt, wt, R, rows, in, (warp % wpr) * 32 + lane, 32 * wpr, base < out);
     pdlLaunchDependents();
     pdlWait();
-    // The previous all-reduce has finished (a kernel waits for the one
-    // before it): its epochs are final, and load with x.
-    uint32_t e = 0;
-    if (PUSH && threadIdx.x < G * R) {
-        const int o = (blockIdx.x * G + threadIdx.x / R) * R + threadIdx.x % R;
-        if (o < out) e = ldVolatileU32(pu.epochs + o / (4 * P2P_LL_THREADS)) + 1u;
-    }
     float acc[R], ss = 0.f;
     d.finish(x, nullptr, acc, ss);
     groupSums(red, acc, ss);
@@ -339,14 +314,6 @@ __device__ __forceinline__ void gemvR(float* y, const float* __restrict__ x, Wt 
         if (o < out) {
             float v = groupTotal(red, g, wpr, r);
             y[o] = ADD ? y[o] + v : v;
-            if (PUSH)
-                for (int q = 0; q < pu.world; q++)
-                    if (q != pu.rank) {
-                        uint2* w = llWord(peer[q], pu.ll_off, e & 1u, pu.world, pu.rank, o);
-                        asm volatile("st.volatile.global.v2.u32 [%0], {%1,%2};" ::"l"(w), "r"(__float_as_uint(v)),
-                                     "r"(e)
-                                     : "memory");
-                    }
         }
     }
 }
@@ -357,20 +324,12 @@ __device__ __forceinline__ void gemvR(float* y, const float* __restrict__ x, Wt 
 // held to three blocks per SM (their measured configurations).
 #define GEMV_KERNEL(NAME, WF, ADD, BOUNDS)                                                 \
     extern "C" __global__ void BOUNDS NAME(GEMV_ARGS) {                                    \
-        gemvR<WF, ADD, false>(y, x, Wt{w, sc, b0, b1, nsc}, out, in, wpr, Push{});         \
+        gemvR<WF, ADD>(y, x, Wt{w, sc, b0, b1, nsc}, out, in, wpr);                        \
     }
 GEMV_KERNEL(gemv_add, 0, true, __launch_bounds__(256))
 GEMV_KERNEL(gemv_r4, 0, false, __launch_bounds__(256))
 GEMV_KERNEL(gemv_add8, 1, true, __launch_bounds__(256, 3))
 GEMV_KERNEL(gemv_r48, 1, false, __launch_bounds__(256, 3))
-#define GEMV_PUSH_KERNEL(NAME, WF, BOUNDS)                                                           \
-    extern "C" __global__ void BOUNDS NAME(GEMV_ARGS, const uint64_t* peers, const uint32_t* epochs, \
-                                           uint64_t ll_off, int rank, int world) {                   \
-        gemvR<WF, false, true>(y, x, Wt{w, sc, b0, b1, nsc}, out, in, wpr,                           \
-                               Push{peers, epochs, ll_off, rank, world});                            \
-    }
-GEMV_PUSH_KERNEL(gemv_r4p, 0, __launch_bounds__(256))
-GEMV_PUSH_KERNEL(gemv_r48p, 1, __launch_bounds__(256, 3))
 
 // normSwiGLU: act = silu(Wg · rmsnorm(x)) * (Wu · rmsnorm(x)). A group is
 // gate rows o, o+1 and up rows o, o+1, so the activation is formed where

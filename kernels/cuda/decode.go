@@ -31,8 +31,6 @@ const (
 	dGemvNormSwiGLU8
 	dGemvR4
 	dGemvR48
-	dGemvR4P // gemv_r4p, gemv_r48p: rows pushed to the low-latency all-reduce (p2p.go)
-	dGemvR48P
 	dRopeStore
 	dAttnDecode                       // attn_decode_2, _4, _8 (elements per lane)
 	dAttnDecodeD   = dAttnDecode + 3  // attn_decode_d_2, _4, _8: the merge deferred (attn_merge.go)
@@ -42,7 +40,7 @@ const (
 )
 
 var decodeNames = [dF8MMA]string{"gemv_norm_multi", "gemv_norm_multi8", "gemv_add", "gemv_add8",
-	"gemv_norm_swiglu", "gemv_norm_swiglu8", "gemv_r4", "gemv_r48", "gemv_r4p", "gemv_r48p", "rope_store", "attn_decode_2", "attn_decode_4",
+	"gemv_norm_swiglu", "gemv_norm_swiglu8", "gemv_r4", "gemv_r48", "rope_store", "attn_decode_2", "attn_decode_4",
 	"attn_decode_8", "attn_decode_d_2", "attn_decode_d_4", "attn_decode_d_8", "attn_merge_2", "attn_merge_4", "attn_merge_8"}
 
 var _ kernels.FusedOps = (*Backend)(nil)
@@ -286,11 +284,11 @@ func (b *Backend) MatMulAdd(acc, x kernels.Buf, w kernels.Tensor, rows int) bool
 
 // gemvGroups launches one of the single-matrix grouped GEMVs (gemv_add,
 // gemv_r4 and their FP8 variants).
-func (b *Backend) gemvGroups(k int, y, x uint64, t *tensor, f gform, extra ...uint64) {
+func (b *Backend) gemvGroups(k int, y, x uint64, t *tensor, f gform) {
 	out := t.w.Rows()
 	wpr := b.groupWarps(cdiv(out, groupRows), f.chunks())
 	args := []uint64{y, x, ptr(t.data), ptr(t.scale), i32(out), i32(f.in), i32(wpr)}
-	b.runDec(k, cdiv(out, groupRows*8/wpr), 1, 256, append(append(args, f.args()...), extra...)...)
+	b.runDec(k, cdiv(out, groupRows*8/wpr), 1, 256, append(args, f.args()...)...)
 }
 
 // RoPEStoreKV implements kernels.FusedOps.

@@ -178,14 +178,9 @@ extern "C" __global__ void __launch_bounds__(512)
 // stale word carries the epoch of an earlier use of the slot, never e (the
 // region starts zeroed, epochs at 1, and a 32-bit epoch comes round only
 // after 2^32 uses).
-//
-// pushed: the GEMV before this kernel (gemv_r4p, decode.cu) has already
-// stored this rank's values into every peer's slot from its epilogue, as
-// each row was done, with the epochs it read from the same state words; so
-// this kernel only waits for the peers' words and sums. The parity
-// argument is unchanged: the GEMV stores after its own wait, by when this
-// rank's previous all-reduce has finished.
-#include "p2p_ll.cuh"
+#define P2P_LL_FLOATS 8192
+#define P2P_LL_THREADS 128
+#define P2P_LL_EPOCH 16 // state word of block 0's epoch (state is 64 words)
 
 __device__ __forceinline__ void st_volatile_v4(uint4* p, uint4 v) {
     asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
@@ -225,7 +220,7 @@ __device__ __forceinline__ float4 llPoll(const uint4* p, uint32_t e, bool skip, 
 
 extern "C" __global__ void __launch_bounds__(P2P_LL_THREADS)
     p2p_allreduce_ll(float* buf, const uint64_t* peers, uint32_t* state, volatile uint32_t* herr, int n, int rank,
-                     int world, uint64_t ll_off, uint64_t timeout_ns, float* acc, int pushed) {
+                     int world, uint64_t ll_off, uint64_t timeout_ns, float* acc) {
     __shared__ uint32_t s_e, s_skip;
     __shared__ uint8_t* s_peer[P2P_MAXW];
     const int tid = threadIdx.x, u = blockIdx.x * P2P_LL_THREADS + tid;
@@ -248,7 +243,7 @@ extern "C" __global__ void __launch_bounds__(P2P_LL_THREADS)
     const uint32_t e = s_e;
     const uint64_t units = P2P_LL_FLOATS / 2; // uint4 words of a slot
     const uint64_t par = e & 1u;
-    if (in && !pushed) {
+    if (in) {
         const uint4 w0 = make_uint4(__float_as_uint(x.x), e, __float_as_uint(x.y), e);
         const uint4 w1 = make_uint4(__float_as_uint(x.z), e, __float_as_uint(x.w), e);
         for (int q = 0; q < world; q++) {
@@ -257,8 +252,6 @@ extern "C" __global__ void __launch_bounds__(P2P_LL_THREADS)
             st_volatile_v4(d, w0);
             st_volatile_v4(d + 1, w1);
         }
-    }
-    if (in) {
         const uint4* own = (const uint4*)(s_peer[rank] + ll_off) + par * world * units + 2 * u;
         float4 sum;
         for (int s = 0; s < world; s++) {

@@ -95,11 +95,6 @@ var p2pOff = os.Getenv("POCKET_P2P") == "0"
 // instead of the low-latency one (an A/B hook).
 var p2pNoLL = os.Getenv("POCKET_P2P_LL") == "0"
 
-// p2pNoPush is POCKET_P2P_PUSH=0: the row-split projection before a
-// low-latency all-reduce leaves its rows to the all-reduce to push (an A/B
-// hook; see enterPushing).
-var p2pNoPush = os.Getenv("POCKET_P2P_PUSH") == "0"
-
 // ErrP2P marks a failed peer-memory all-reduce (a peer that stopped
 // answering within the timeout): the group must be rebuilt.
 var ErrP2P = errors.New("p2p all-reduce")
@@ -378,44 +373,18 @@ func (p *P2P) allReduce(buf, acc kernels.Buf, n int) (bool, error) {
 		return false, nil
 	}
 	b := p.b
-	pushed, ok := p.enterPushing(dptr(buf), n)
-	if !ok {
+	if !b.enter() {
 		b.exit()
 		return true, b.err
 	}
 	defer b.exit()
-	p.enqueue(dptr(buf), accp, n, pushed)
+	p.enqueue(dptr(buf), accp, n)
 	return true, b.err
-}
-
-// enterPushing is the backend's enter for an all-reduce of the n floats at
-// buf. When the low-latency kernel takes n and the op before was a
-// row-split projection writing buf whose launch is still pending (a
-// MatMul's GEMV, deferred until the next op), that GEMV is launched with
-// the push epilogue (gemv_r4p: each row goes to the peers' slots as it is
-// done, decode.cu), and pushed tells the all-reduce that only the waits
-// and sums are left.
-func (p *P2P) enterPushing(buf cu.DevicePtr, n int) (pushed, ok bool) {
-	b := p.b
-	if !b.lock() {
-		return false, false
-	}
-	if p.fnLL != nil && !p2pNoPush && p2pLL(n) && len(b.pending) == 1 && switches.fused["add"] {
-		g := b.pending[0]
-		if f, fok := formOf(g.t.w.Cols(), g.t); fok && g.y == ptr(buf) && g.out == n {
-			b.pending = b.pending[:0]
-			b.gemvGroups(f.variant(dGemvR4P), g.y, g.x, g.t, f, uint64(p.peers), uint64(p.state)+4*p2pLLEpoch,
-				uint64(p2pLLOffset(p.world, p.slot)), i32(p.rank), i32(p.world))
-			pushed = true
-		}
-	}
-	b.entered(0)
-	return pushed, true
 }
 
 // enqueue launches the kernel on the stream (backend lock held); acc 0
 // writes the sums to buf.
-func (p *P2P) enqueue(buf, acc cu.DevicePtr, n int, pushed bool) {
+func (p *P2P) enqueue(buf, acc cu.DevicePtr, n int) {
 	b := p.b
 	if b.err != nil || ablated("allreduce") { // on every rank alike: no peer waits
 		return
@@ -425,12 +394,8 @@ func (p *P2P) enqueue(buf, acc cu.DevicePtr, n int, pushed bool) {
 	if p.fnLL != nil && p2pLL(n) {
 		fn = p.fnLL
 		blocks, threads = p2pLLGrid(n)
-		push := 0
-		if pushed {
-			push = 1
-		}
 		b.a(ptr(buf), uint64(p.peers), uint64(p.state), uint64(p.herrDev), i32(n), i32(p.rank), i32(p.world),
-			uint64(p2pLLOffset(p.world, p.slot)), p.timeoutNs, ptr(acc), i32(push))
+			uint64(p2pLLOffset(p.world, p.slot)), p.timeoutNs, ptr(acc))
 	} else {
 		b.a(ptr(buf), uint64(p.peers), uint64(p.state), uint64(p.herrDev), i32(n), i32(p.rank), i32(p.world),
 			uint64(p.slot), p.timeoutNs, ptr(acc))
@@ -520,7 +485,7 @@ func (p *P2P) BenchAllReduce(n, k, reps int, graph bool) (time.Duration, error) 
 		return 0, err
 	}
 	for range k {
-		p.enqueue(dptr(buf), 0, n, false)
+		p.enqueue(dptr(buf), 0, n)
 	}
 	exec, err := endCapture(b.s)
 	if b.err != nil || err != nil {

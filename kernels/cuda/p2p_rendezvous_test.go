@@ -119,8 +119,7 @@ func TestP2PRendezvous(t *testing.T) {
 // random delays; every result must be the rank-order sum, identical on
 // every rank, and no wait may time out. The sizes p2pLL takes run the
 // low-latency kernel (p2p_allreduce_ll: a word is its value and the epoch,
-// an epoch per block; half of them with the values pushed by the GEMV
-// before it, gemv_r4p), the others the flag kernel, interleaved as a step
+// an epoch per block), the others the flag kernel, interleaved as a step
 // interleaves them.
 func TestP2PProtocol(t *testing.T) {
 	const world, slot, calls = 3, 1 << 14, 300
@@ -140,9 +139,8 @@ func TestP2PProtocol(t *testing.T) {
 		st[r] = &rankState{}
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	sizes, pushed := make([]int, calls), make([]bool, calls)
+	sizes := make([]int, calls)
 	for i := range sizes {
-		pushed[i] = rng.IntN(2) == 0 // the low-latency sizes only
 		sizes[i] = []int{4096, 5, slot, 1027, 64, 3000, p2pLLFloats, p2pLLFloats + 512, 512, 1536}[rng.IntN(10)]
 	}
 	// wait waits for ok, or records a timeout on rank (after which the
@@ -196,37 +194,20 @@ func TestP2PProtocol(t *testing.T) {
 		}
 		return math.Float32bits(acc)
 	}
-	// push stores element i of rank's buf into every peer's slot, with the
-	// epoch the all-reduce block of i will have.
-	push := func(rank int, buf []uint32, i int) {
-		_, T := p2pLLGrid(len(buf))
-		e := st[rank].ll[i/(4*T)].Load() + 1
-		par := int(e & 1)
-		for q := range world {
-			if q != rank {
-				regs[q].ll[(par*world+rank)*p2pLLFloats+i].Store(uint64(e)<<32 | uint64(buf[i]))
-			}
-		}
-	}
 	// kernelLL is one low-latency call of rank on buf: block b pushes its
-	// float4s to every peer (unless pushed: a "GEMV" before it has, its
-	// blocks taking rows in another order), then reads them back from
-	// each, under its own epoch.
-	kernelLL := func(rank int, buf []uint32, delay func(), pushed bool) {
+	// float4s to every peer, then reads them back from each, under its own
+	// epoch.
+	kernelLL := func(rank int, buf []uint32, delay func()) {
 		G, T := p2pLLGrid(len(buf))
-		if pushed {
-			const rows = 5 // the GEMV's blocks take every 5th row
-			grid(rows, delay, func(b int) {
-				for i := b; i < len(buf); i += rows {
-					push(rank, buf, i)
-				}
-			})
-		}
 		grid(G, delay, func(b int) {
 			e := st[rank].ll[b].Load() + 1
 			par := int(e & 1)
-			for i := 4 * b * T; i < 4*(b+1)*T && !pushed; i++ {
-				push(rank, buf, i)
+			for i := 4 * b * T; i < 4*(b+1)*T; i++ {
+				for q := range world {
+					if q != rank {
+						regs[q].ll[(par*world+rank)*p2pLLFloats+i].Store(uint64(e)<<32 | uint64(buf[i]))
+					}
+				}
 			}
 			for i := 4 * b * T; i < 4*(b+1)*T; i++ {
 				buf[i] = rankSum(rank, buf, i, func(s int) uint32 {
@@ -238,10 +219,10 @@ func TestP2PProtocol(t *testing.T) {
 			st[rank].ll[b].Store(e)
 		})
 	}
-	kernel := func(rank int, buf []uint32, delay func(), pushed bool) {
+	kernel := func(rank int, buf []uint32, delay func()) {
 		n := len(buf)
 		if p2pLL(n) {
-			kernelLL(rank, buf, delay, pushed)
+			kernelLL(rank, buf, delay)
 			return
 		}
 		G, T := p2pGrid(n)
@@ -311,7 +292,7 @@ func TestP2PProtocol(t *testing.T) {
 				for i := range buf {
 					buf[i] = math.Float32bits(float32(r+1)*0.1 + float32(c) + float32(i%97)*0.01)
 				}
-				kernel(r, buf, delay, pushed[c])
+				kernel(r, buf, delay)
 				results[r] = append(results[r], buf)
 			}
 		}()
