@@ -226,6 +226,21 @@ for stage in "$@"; do
     POCKET_P2P=0 step tp2-nccl 300 $W tp --model /tmp/l8b --tp 2 --devices 0,1 --prompt-tokens 128 --steps 256 --timeout 45s
     # TP_AB, e.g. "POCKET_GEMV_L2=200 POCKET_PDL=0"
     ab "${TP_AB:-}" tp2 300 $W tp --model /tmp/l8b --tp 2 --devices 0,1 --prompt-tokens 128 --steps 256 --timeout 45s ;;
+  tp-stop) # issue #7: a rank stopped (SIGSTOP, not dead) during TP2 decode: rank 0's all-reduce must give
+    # up at the spin timeout (--timeout) with its error, and the launcher must end (no hang)
+    model llama3-8b /tmp/l8b
+    $W tp --model /tmp/l8b --tp 2 --devices 0,1 --prompt-tokens 128 --steps 3000 --timeout 25s \
+      >"$O/tp-stop.json" 2>"$O/tp-stop.err" &
+    lp=$!
+    for i in $(seq 1 240); do grep -q "TP2 on GPUs" "$O/tp-stop.err" && break; sleep 0.5; done
+    sleep 10
+    r1=$(pgrep -f -- "--rank 1" | head -1)
+    echo "stopping rank 1 (pid $r1) at $(date +%T.%N)" | tee -a "$O/$stage.txt"
+    kill -STOP "$r1"
+    for i in $(seq 1 120); do kill -0 $lp 2>/dev/null || break; sleep 0.5; done
+    echo "launcher ended at $(date +%T.%N): $(kill -0 $lp 2>/dev/null && echo 'still running (FAIL)' || echo ok)" | tee -a "$O/$stage.txt"
+    kill -CONT "$r1" 2>/dev/null; kill -9 "$r1" $lp 2>/dev/null; wait $lp 2>/dev/null
+    grep -v "^tp: TP" "$O/tp-stop.err" | tail -4 | tee -a "$O/$stage.txt" ;;
   tp-hybrid) # issues #7/#8: the hybrids on a TP2 group (fixtures, the Qwen3.5-27B FP8 shape, the daemon)
     for f in qwen3_5 qwen3_next; do
       step tp2-$f 200 $W tp --model models/testdata/models/$f --tp 2 --devices 0,1 --prompt-tokens 16 --steps 32 --timeout 45s
