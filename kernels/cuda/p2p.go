@@ -208,6 +208,7 @@ func (p *P2P) export(rec *p2pRecord) error {
 			p.fnLL = cfunc(f)
 		}
 	}
+	rec.LL = p.fnLL != nil
 	var bus [32]C.char
 	if err := cuErr("device PCI bus id", C.pl_bus_id(C.CUdevice(b.dev), &bus[0], C.int(len(bus)))); err != nil {
 		return err

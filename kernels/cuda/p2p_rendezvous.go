@@ -83,6 +83,7 @@ type p2pRecord struct {
 	Why    string `json:"why,omitempty"`
 	Bus    string `json:"bus,omitempty"`    // PCI bus id of the rank's GPU
 	Slot   int    `json:"slot,omitempty"`   // floats per slot (must agree)
+	LL     bool   `json:"ll,omitempty"`     // the low-latency kernel is loaded and on (must agree)
 	Handle []byte `json:"handle,omitempty"` // CUipcMemHandle of the region
 }
 
@@ -149,7 +150,8 @@ func p2pGather[T any](dir, name string, world int, timeout time.Duration) ([]T, 
 }
 
 // p2pCheckRecords says why the group cannot use peer memory ("" if it
-// can): a rank that declined, a bad record, or slots that disagree.
+// can): a rank that declined, a bad record, or slots or kernels that
+// disagree (every rank must run the same kernel for a size).
 func p2pCheckRecords(recs []p2pRecord) string {
 	var why []string
 	for r, x := range recs {
@@ -162,6 +164,8 @@ func p2pCheckRecords(recs []p2pRecord) string {
 			why = append(why, fmt.Sprintf("rank %d: IPC handle of %d bytes", r, len(x.Handle)))
 		case x.Slot != recs[0].Slot:
 			why = append(why, fmt.Sprintf("rank %d: %d floats per slot, rank 0 %d", r, x.Slot, recs[0].Slot))
+		case x.LL != recs[0].LL:
+			why = append(why, fmt.Sprintf("rank %d: low-latency kernel %v, rank 0 %v (POCKET_P2P_LL)", r, x.LL, recs[0].LL))
 		}
 	}
 	return strings.Join(why, "; ")

@@ -109,6 +109,10 @@ func TestP2PRendezvous(t *testing.T) {
 	if why := p2pCheckRecords(recs); !strings.Contains(why, "floats per slot") {
 		t.Errorf("slot mismatch: %q", why)
 	}
+	recs[1].Slot, recs[1].LL = 64, true
+	if why := p2pCheckRecords(recs); !strings.Contains(why, "low-latency") {
+		t.Errorf("low-latency kernel on one rank only: %q", why)
+	}
 }
 
 // TestP2PProtocol is a model of p2p.cu's protocol in Go: ranks are
