@@ -63,6 +63,19 @@ __device__ __forceinline__ uint64_t globaltimer() {
     return t;
 }
 
+// spinExpired is a spin loop's timeout check (every 256 spins, against
+// %globaltimer): once past timeout_ns it raises the error in state[2]
+// (local: later calls skip their waits) and *herr (mapped host memory the
+// host polls) and reports true, and the spinner gives up.
+__device__ __forceinline__ bool spinExpired(uint32_t& spins, uint64_t t0, uint64_t timeout_ns, uint32_t* state,
+                                            volatile uint32_t* herr) {
+    if ((++spins & 255u) != 0 || globaltimer() - t0 <= timeout_ns) return false;
+    atomicExch(&state[2], 1u);
+    *herr = 1u;
+    __threadfence_system();
+    return true;
+}
+
 __device__ __forceinline__ float4 add4(float4 a, float4 b) {
     return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
 }
@@ -117,14 +130,8 @@ extern "C" __global__ void __launch_bounds__(512)
         if ((int32_t)(ld_acquire_sys(f) - e) < 0) {
             const uint64_t t0 = globaltimer();
             uint32_t spins = 0;
-            while ((int32_t)(ld_acquire_sys(f) - e) < 0) {
-                if ((++spins & 255u) == 0 && globaltimer() - t0 > timeout_ns) {
-                    atomicExch(&state[2], 1u);
-                    *herr = 1u;
-                    __threadfence_system();
-                    break;
-                }
-            }
+            while ((int32_t)(ld_acquire_sys(f) - e) < 0)
+                if (spinExpired(spins, t0, timeout_ns, state, herr)) break;
         }
     }
     __syncthreads();
@@ -205,12 +212,7 @@ __device__ __forceinline__ float4 llPoll(const uint4* p, uint32_t e, bool skip, 
         const uint64_t t0 = globaltimer();
         uint32_t spins = 0;
         do {
-            if ((++spins & 255u) == 0 && globaltimer() - t0 > timeout_ns) {
-                atomicExch(&state[2], 1u);
-                *herr = 1u;
-                __threadfence_system();
-                break;
-            }
+            if (spinExpired(spins, t0, timeout_ns, state, herr)) break;
             if (a.y != e || a.w != e) a = ld_volatile_v4(p);
             if (b.y != e || b.w != e) b = ld_volatile_v4(p + 1);
         } while (!ready());

@@ -390,17 +390,16 @@ func (p *P2P) enqueue(buf, acc cu.DevicePtr, n int) {
 	if b.err != nil || ablated("allreduce") { // on every rank alike: no peer waits
 		return
 	}
-	fn := p.fn
+	// The kernels differ in one argument: the flag kernel's slot size, the
+	// low-latency kernel's offset of its slots in the region.
+	fn, slots := p.fn, uint64(p.slot)
 	blocks, threads := p2pGrid(n)
 	if p.fnLL != nil && p2pLL(n) {
-		fn = p.fnLL
+		fn, slots = p.fnLL, uint64(p2pLLOffset(p.world, p.slot))
 		blocks, threads = p2pLLGrid(n)
-		b.a(ptr(buf), uint64(p.peers), uint64(p.state), uint64(p.herrDev), i32(n), i32(p.rank), i32(p.world),
-			uint64(p2pLLOffset(p.world, p.slot)), p.timeoutNs, ptr(acc))
-	} else {
-		b.a(ptr(buf), uint64(p.peers), uint64(p.state), uint64(p.herrDev), i32(n), i32(p.rank), i32(p.world),
-			uint64(p.slot), p.timeoutNs, ptr(acc))
 	}
+	b.a(ptr(buf), uint64(p.peers), uint64(p.state), uint64(p.herrDev), i32(n), i32(p.rank), i32(p.world), slots,
+		p.timeoutNs, ptr(acc))
 	if switches.noPDL {
 		b.fail(launch(fn, blocks, 1, threads, b.s, &b.args, b.nargs))
 		return
