@@ -8,8 +8,9 @@ import (
 	"github.com/pocketllm/pocketllm/kernels"
 )
 
-// tolF8GEMM is the tolerance of FP8 prefill GEMMs on mma.sync E4M3
-// (fp8gemm.cu), which round the activation to E4M3 with a scale per 128
+// tolF8GEMM is the tolerance of FP8 prefill GEMMs on E4M3 operands
+// (fp8gemm.cu's mma.sync kernels and cuBLASLt's block-scaled FP8 GEMM),
+// which round the activation to E4M3 (fp8_quant) with a scale per 128
 // columns that maps the group's largest magnitude to 448. A normal E4M3
 // value keeps 3 mantissa bits, so the rounding error of v = m·2^e (m in
 // [1, 2)) is uniform in ±2^(e-4): the relative error δ is at most 2^-4,
@@ -30,36 +31,55 @@ const tolF8GEMM = 4e-3
 // (~1e-6) ran instead, which must fail the case, not pass it.
 const minF8GEMM = 1e-4
 
-// fp8Prefill checks MatMul of FP8 block-scaled weights on mma.sync E4M3
-// (SetFP8PrefillMMA) at prefill row counts against the CPU, DeepSeek's
-// [128, 128] blocks on aligned and ragged shapes and [64, 256] blocks
-// (b1 = 256 with a partial last block), and that shapes the kernels do not
-// take fall back to the bf16 path.
+type fp8Shape struct {
+	out, in int
+	block   [2]int
+}
+
+// fp8Prefill checks MatMul of FP8 block-scaled weights at prefill row
+// counts against the CPU on both E4M3 paths: mma.sync (SetFP8PrefillMMA),
+// DeepSeek's [128, 128] blocks on aligned and ragged shapes and [64, 256]
+// blocks (b1 = 256 with a partial last block); cuBLASLt's FP8 GEMM
+// (SetFP8PrefillLt), [128, 128] blocks with inputs of whole 512s (its
+// scale rows are padded to 4 blocks), ragged rows and outputs. Shapes a
+// path does not take must fall back to the bf16 chunks.
 func (c *conf) fp8Prefill() {
-	was := c.g.SetFP8PrefillMMA(true)
-	defer c.g.SetFP8PrefillMMA(was)
-	type shape struct {
-		out, in int
-		block   [2]int
-	}
+	wasMMA, wasLt := c.g.SetFP8PrefillMMA(true), c.g.SetFP8PrefillLt(false)
+	c.fp8PrefillCases("FP8GEMM", []fp8Shape{{256, 512, [2]int{128, 128}}, {1024, 4096, [2]int{128, 128}},
+		{384, 640, [2]int{128, 128}}, {1000, 640, [2]int{128, 128}}, {200, 768, [2]int{64, 256}}},
+		// scale blocks 32 wide, an input not a multiple of 128
+		[]fp8Shape{{256, 512, [2]int{32, 32}}, {256, 192, [2]int{128, 128}}})
+	c.g.SetFP8PrefillMMA(false)
+	c.g.SetFP8PrefillLt(true)
+	c.fp8PrefillCases("FP8LtGEMM", []fp8Shape{{256, 512, [2]int{128, 128}}, {1024, 4096, [2]int{128, 128}},
+		{1000, 1536, [2]int{128, 128}}, {2048, 5120, [2]int{128, 128}}},
+		// blocks of [64, 256], an input of 5 scale blocks, an odd output
+		[]fp8Shape{{200, 768, [2]int{64, 256}}, {384, 640, [2]int{128, 128}}, {258, 512, [2]int{128, 128}}})
+	fmt.Printf("prefill GEMM after the FP8 cases: %s\n", c.g.GEMMLibrary())
+	c.g.SetFP8PrefillMMA(wasMMA)
+	c.g.SetFP8PrefillLt(wasLt)
+}
+
+// fp8PrefillCases runs the taken shapes at 64, 200 and 512 rows at the
+// E4M3 tolerance (and fails an error too small for the E4M3 rounding: the
+// path declined and the bf16 chunks ran), and the declined ones at 64 rows
+// at the bf16 chunks' tolerance, which the E4M3 rounding would fail.
+func (c *conf) fp8PrefillCases(op string, taken, declined []fp8Shape) {
 	for _, rows := range []int{64, 200, 512} {
-		for _, s := range []shape{{256, 512, [2]int{128, 128}}, {1024, 4096, [2]int{128, 128}},
-			{384, 640, [2]int{128, 128}}, {1000, 640, [2]int{128, 128}}, {200, 768, [2]int{64, 256}}} {
+		for _, s := range taken {
 			name := fmt.Sprintf("rows=%d out=%d in=%d block=%v", rows, s.out, s.in, s.block)
 			a, b := c.fp8MatMul(rows, s.out, s.in, s.block)
-			c.compare("FP8GEMM", name, a, b, tolF8GEMM)
+			c.compare(op, name, a, b, tolF8GEMM)
 			if e := nmseOf(a, b); e < minF8GEMM {
 				c.failed++
-				fmt.Printf("%-12s %-40s nmse %.3e  FAIL (under %.0e: fp8gemm declined, the bf16 path ran)\n",
-					"FP8GEMM", name, e, minF8GEMM)
+				fmt.Printf("%-12s %-40s nmse %.3e  FAIL (under %.0e: the E4M3 path declined, the bf16 path ran)\n",
+					op, name, e, minF8GEMM)
 			}
 		}
 	}
-	// Declined: scale blocks 32 wide, an input not a multiple of 128. The
-	// bf16 path's tolerance is one the E4M3 rounding would fail.
-	for _, s := range []shape{{256, 512, [2]int{32, 32}}, {256, 192, [2]int{128, 128}}} {
+	for _, s := range declined {
 		a, b := c.fp8MatMul(64, s.out, s.in, s.block)
-		c.compare("FP8GEMM", fmt.Sprintf("declined rows=64 out=%d in=%d block=%v", s.out, s.in, s.block), a, b, tolBF16)
+		c.compare(op, fmt.Sprintf("declined rows=64 out=%d in=%d block=%v", s.out, s.in, s.block), a, b, tolBF16)
 	}
 }
 

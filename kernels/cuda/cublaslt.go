@@ -110,6 +110,64 @@ static int pl_lt_run_algo(pl_plan *p, int i, CUdeviceptr y, CUdeviceptr x, CUdev
 static int pl_lt_run(pl_plan *p, CUdeviceptr y, CUdeviceptr x, CUdeviceptr w, CUdeviceptr ws, CUstream s) {
 	return pl_lt_run_algo(p, p->chosen, y, x, w, ws, s);
 }
+
+// FP8 plans: y[M,N] = (xq[M,K]·sx)·(w[N,K]·sw)ᵀ on the FP8 tensor cores,
+// both operands E4M3 as stored, with DeepSeek-style scales: sw one float
+// per 128×128 block of w (the checkpoint's weight_scale_inv, [N/128][K/128]
+// row-major), sx one per (row, 128 columns) of xq, stored [K/128][M]. In
+// cuBLAS's terms A = w (K×N, transposed) with BLK128x128_32F scales and B
+// = xq (K×M) with VEC128_32F. These modes came with cuBLASLt 12.9 and are
+// Hopper-only; the values below are 12.9's enums (the headers built
+// against may be older). d is the output type (CUDA_R_32F, or
+// CUDA_R_16BF where the library has no float output for these modes).
+#define PL_DESC_A_SCALE_POINTER 17
+#define PL_DESC_B_SCALE_POINTER 18
+#define PL_DESC_A_SCALE_MODE 31
+#define PL_DESC_B_SCALE_MODE 32
+#define PL_SCALE_VEC128_32F 4
+#define PL_SCALE_BLK128x128_32F 5
+#define PL_R_8F_E4M3 28
+
+static int pl_lt_plan_fp8(pl_plan *p, int M, int N, int K, size_t wsmax, int d, CUdeviceptr sw, CUdeviceptr sx) {
+	if (pl_lt_desc_create(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F)) return 10;
+	cublasOperation_t t = CUBLAS_OP_T, nn = CUBLAS_OP_N;
+	int32_t am = PL_SCALE_BLK128x128_32F, bm = PL_SCALE_VEC128_32F;
+	void *ap = (void*)sw, *bp = (void*)sx;
+	if (pl_lt_desc_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t)) return 11;
+	if (pl_lt_desc_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &nn, sizeof nn)) return 12;
+	if (pl_lt_desc_set(p->desc, (cublasLtMatmulDescAttributes_t)PL_DESC_A_SCALE_MODE, &am, sizeof am)) return 20;
+	if (pl_lt_desc_set(p->desc, (cublasLtMatmulDescAttributes_t)PL_DESC_B_SCALE_MODE, &bm, sizeof bm)) return 21;
+	if (pl_lt_desc_set(p->desc, (cublasLtMatmulDescAttributes_t)PL_DESC_A_SCALE_POINTER, &ap, sizeof ap)) return 22;
+	if (pl_lt_desc_set(p->desc, (cublasLtMatmulDescAttributes_t)PL_DESC_B_SCALE_POINTER, &bp, sizeof bp)) return 23;
+	if (pl_lt_layout_create(&p->a, (cudaDataType)PL_R_8F_E4M3, K, N, K)) return 13;
+	if (pl_lt_layout_create(&p->b, (cudaDataType)PL_R_8F_E4M3, K, M, K)) return 14;
+	if (pl_lt_layout_create(&p->c, (cudaDataType)d, N, M, N)) return 15;
+	cublasLtMatmulPreference_t pref;
+	if (pl_lt_pref_create(&pref)) return 16;
+	if (pl_lt_pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsmax, sizeof wsmax)) return 17;
+	cublasLtMatmulHeuristicResult_t r[PL_ALGOS];
+	int got = 0;
+	memset(r, 0, sizeof r);
+	int st = pl_lt_heur(pl_lt_handle, p->desc, p->a, p->b, p->c, p->c, pref, PL_ALGOS, r, &got);
+	if (st) return 1000 + st; // cublasStatus_t: 15 is NOT_SUPPORTED
+	if (got < 1) return 18;
+	for (int i = 0; i < got; i++) {
+		p->algos[i] = r[i].algo;
+		p->wss[i] = r[i].workspaceSize;
+	}
+	p->n = got;
+	p->chosen = 0;
+	return 0;
+}
+
+// pl_lt_run_fp8 runs an FP8 plan on this call's scales.
+static int pl_lt_run_fp8(pl_plan *p, CUdeviceptr y, CUdeviceptr xq, CUdeviceptr w, CUdeviceptr sx, CUdeviceptr sw,
+	CUdeviceptr ws, CUstream s) {
+	void *ap = (void*)sw, *bp = (void*)sx;
+	if (pl_lt_desc_set(p->desc, (cublasLtMatmulDescAttributes_t)PL_DESC_A_SCALE_POINTER, &ap, sizeof ap)) return 2022;
+	if (pl_lt_desc_set(p->desc, (cublasLtMatmulDescAttributes_t)PL_DESC_B_SCALE_POINTER, &bp, sizeof bp)) return 2023;
+	return pl_lt_run_algo(p, p->chosen, y, xq, w, ws, s);
+}
 */
 import "C"
 
@@ -136,6 +194,18 @@ type lt struct {
 	bfSrc cu.DevicePtr // its source (0: none valid)
 	bfLen int
 	tuned []string // plans tuned: MxNxK:chosen/candidates
+
+	f8plans map[ltKey]*ltFP8Plan // nil entries: no FP8 plan for the shape
+	f8why   string               // why the last FP8 plan was not made
+	f8bf    cu.DevicePtr         // bf16 output of FP8 plans without a float one
+	f8bfN   int64
+}
+
+// ltFP8Plan is a cached FP8 plan (pl_lt_plan_fp8) and whether its output
+// is bf16, widened to float after.
+type ltFP8Plan struct {
+	p    *C.pl_plan
+	bf16 bool
 }
 
 // openLt loads cuBLASLt (POCKET_CUBLASLT=0 turns it off). Called with the
@@ -152,6 +222,7 @@ func (b *Backend) openLt() {
 	}
 	b.lt.name = C.GoString(&name[0])
 	b.lt.plans = map[ltKey]*C.pl_plan{}
+	b.lt.f8plans = map[ltKey]*ltFP8Plan{}
 	p, err := cu.MemAlloc(ltWorkspace)
 	if err != nil {
 		b.lt.err = err
@@ -165,13 +236,83 @@ func (b *Backend) openLt() {
 // GEMMLibrary names the prefill GEMM path: the cuBLASLt library loaded, or
 // why the built-in tf32 kernel is used.
 func (b *Backend) GEMMLibrary() string {
-	if b.lt.ok {
-		if len(b.lt.tuned) > 0 {
-			return "cublasLt bf16 (" + b.lt.name + "), tuned " + strings.Join(b.lt.tuned, " ")
-		}
-		return "cublasLt bf16 (" + b.lt.name + ")"
+	if !b.lt.ok {
+		return "tf32 kernel: " + fmt.Sprint(b.lt.err)
 	}
-	return "tf32 kernel: " + fmt.Sprint(b.lt.err)
+	s := "cublasLt bf16 (" + b.lt.name + ")"
+	if len(b.lt.tuned) > 0 {
+		s += ", tuned " + strings.Join(b.lt.tuned, " ")
+	}
+	made, bf := 0, 0
+	for _, p := range b.lt.f8plans {
+		if p != nil {
+			made++
+			if p.bf16 {
+				bf++
+			}
+		}
+	}
+	if made > 0 {
+		s += fmt.Sprintf("; FP8 block-scaled plans %d (%d with bf16 output)", made, bf)
+	}
+	if b.lt.f8why != "" {
+		s += "; FP8 declined: " + b.lt.f8why
+	}
+	return s
+}
+
+// ltPlanFP8 returns the FP8 plan for y[M,N] = xq·wᵀ (pl_lt_plan_fp8), made
+// on first use with the scales sw and sx, or nil when cuBLASLt has none
+// (older than 12.9, not Hopper, a shape it declines): the caller then
+// falls back. A float output is asked for first, then bf16.
+func (b *Backend) ltPlanFP8(M, N, K int, sw, sx cu.DevicePtr) *ltFP8Plan {
+	if !b.lt.ok {
+		return nil
+	}
+	key := ltKey{M, N, K}
+	if p, ok := b.lt.f8plans[key]; ok {
+		return p
+	}
+	var plan *ltFP8Plan
+	var why []string
+	for _, d := range []struct {
+		t    C.int
+		bf16 bool
+	}{{C.CUDA_R_32F, false}, {C.CUDA_R_16BF, true}} {
+		p := (*C.pl_plan)(C.calloc(1, C.sizeof_pl_plan))
+		r := C.pl_lt_plan_fp8(p, C.int(M), C.int(N), C.int(K), ltWorkspace, d.t, C.CUdeviceptr(sw), C.CUdeviceptr(sx))
+		if r == 0 {
+			plan = &ltFP8Plan{p: p, bf16: d.bf16}
+			break
+		}
+		C.free(unsafe.Pointer(p))
+		why = append(why, fmt.Sprintf("bf16 out %v: step %d", d.bf16, int(r)))
+	}
+	if plan == nil {
+		b.lt.f8why = fmt.Sprintf("%dx%dx%d (%s)", M, N, K, strings.Join(why, ", "))
+	}
+	b.lt.f8plans[key] = plan
+	return plan
+}
+
+// ltRunFP8 runs plan p on this call's operands: y[M,N] float, or its bf16
+// output widened into y by widen.
+func (b *Backend) ltRunFP8(p *ltFP8Plan, y, xq, sx, w, sw cu.DevicePtr, M, N, K int, widen func(y, src cu.DevicePtr, n int)) {
+	out := y
+	if p.bf16 {
+		out = b.scratch(&b.lt.f8bf, &b.lt.f8bfN, int64(M)*int64(N)*2)
+	}
+	if b.err != nil {
+		return
+	}
+	if r := C.pl_lt_run_fp8(p.p, C.CUdeviceptr(out), C.CUdeviceptr(xq), C.CUdeviceptr(w), C.CUdeviceptr(sx),
+		C.CUdeviceptr(sw), C.CUdeviceptr(b.lt.ws), b.s); r != 0 {
+		b.fail(fmt.Errorf("cuda: cublasLtMatmul FP8 %dx%dx%d: status %d", M, N, K, int(r)))
+		return
+	}
+	if p.bf16 {
+		widen(y, out, M*N)
+	}
 }
 
 // ltGemm runs y = x·wᵀ with a bf16 weight through cuBLASLt; false when it

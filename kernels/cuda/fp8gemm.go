@@ -34,7 +34,10 @@ type f8gemmMod struct {
 	on     bool // take the path (switch or SetFP8PrefillMMA)
 	loaded bool
 
+	lt bool // cuBLASLt's FP8 GEMM (fp8LtGEMM; switch or SetFP8PrefillLt)
+
 	quant cFunc // fp8_quant
+	widen cFunc // bf16_widen
 	tile  cFunc // fp8_gemm_t: one weight scale row per block tile
 	col   cFunc // fp8_gemm_c: a weight scale per column
 
@@ -48,7 +51,7 @@ type f8gemmMod struct {
 // anything (b.mu held).
 func (b *Backend) f8gemmState() *f8gemmMod {
 	if b.f8g == nil {
-		b.f8g = &f8gemmMod{on: switches.fp8PrefillMMA}
+		b.f8g = &f8gemmMod{on: switches.fp8PrefillMMA, lt: switches.fp8PrefillLt}
 	}
 	return b.f8g
 }
@@ -72,8 +75,8 @@ func (b *Backend) f8gemmModule(m *f8gemmMod) error {
 	if m.loaded {
 		return nil
 	}
-	_, err := loadModule(fp8gemmPTX, "fp8gemm", map[string]*cFunc{"fp8_quant": &m.quant, "fp8_gemm_t": &m.tile,
-		"fp8_gemm_c": &m.col})
+	_, err := loadModule(fp8gemmPTX, "fp8gemm", map[string]*cFunc{"fp8_quant": &m.quant, "bf16_widen": &m.widen,
+		"fp8_gemm_t": &m.tile, "fp8_gemm_c": &m.col})
 	if err == nil {
 		err = setMaxShm(m.tile, fp8GemmShm)
 	}
@@ -105,7 +108,7 @@ func (b *Backend) fp8MMAGEMM(y, x cu.DevicePtr, t *tensor, rows int) bool {
 	q := b.scratch(&m.q, &m.qN, qBytes+int64(rows)*int64(in/fp8Group)*4)
 	sa := q + cu.DevicePtr(qBytes)
 	groups := rows * (in / fp8Group)
-	b.launchFn(m.quant, cdiv(groups, 8), 1, 256, ptr(q), ptr(sa), ptr(x), i32(rows), i32(in))
+	b.launchFn(m.quant, cdiv(groups, 8), 1, 256, ptr(q), ptr(sa), ptr(x), i32(rows), i32(in), i32(0))
 	if b.err != nil {
 		return true // b.err reports it (the allocation or the launch)
 	}
@@ -116,5 +119,57 @@ func (b *Backend) fp8MMAGEMM(y, x cu.DevicePtr, t *tensor, rows int) bool {
 	b.a(ptr(y), ptr(q), ptr(sa), ptr(t.data), ptr(t.scale), i32(rows), i32(out), i32(in), i32(b0), i32(b1),
 		i32(t.nsc))
 	b.fail(launchShm(f, cdiv(out, fp8Tile), cdiv(rows, fp8Tile), 256, fp8GemmShm, b.s, &b.args, b.nargs))
+	return true
+}
+
+// SetFP8PrefillLt turns cuBLASLt's FP8 prefill GEMM (fp8LtGEMM) on or off
+// (default on; POCKET_FP8_PREFILL=bf16 off), so that conformance can check
+// both it and the bf16 chunks; it returns the previous setting.
+func (b *Backend) SetFP8PrefillLt(on bool) (was bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	m := b.f8gemmState()
+	was, m.lt = m.lt, on
+	return was
+}
+
+// fp8LtGEMM computes y[rows×out] = x·wᵀ (y overwritten) on cuBLASLt's FP8
+// tensor-core GEMM with DeepSeek-style scales: the weight's E4M3 bytes and
+// [128, 128] block scales as stored, the activation rounded to E4M3 per
+// (row, 128 columns) by fp8_quant (the rounding fp8MMAGEMM uses). Hopper's
+// FP8 rate is twice bf16's, and no bf16 copy of the weight is made (the
+// chunked path moves ~5 bytes per weight element per GEMM). It returns
+// false (nothing done) when the path is off, the shape is not one it takes
+// (128×128 blocks, in a multiple of 512: cuBLASLt wants the scale rows
+// padded to 4 blocks, which the checkpoint's are then), or cuBLASLt has no
+// plan (ltPlanFP8). Called with the backend entered, deferred GEMVs
+// flushed.
+func (b *Backend) fp8LtGEMM(y, x cu.DevicePtr, t *tensor, rows int) bool {
+	m := b.f8gemmState()
+	out, in := t.w.Rows(), t.w.Cols()
+	if !m.lt || !b.lt.ok || rows <= 0 || out <= 0 || out%4 != 0 || in%(4*fp8Group) != 0 ||
+		t.w.ScaleBlock != [2]int{fp8Group, fp8Group} || t.nsc != in/fp8Group || x%16 != 0 || t.data%16 != 0 ||
+		t.scale%16 != 0 {
+		return false
+	}
+	if err := b.f8gemmModule(m); err != nil {
+		m.lt = false // the bf16 chunks from now on; not an error on a path taken by default
+		return false
+	}
+	qBytes := (int64(rows)*int64(in) + 255) &^ 255
+	q := b.scratch(&m.q, &m.qN, qBytes+int64(rows)*int64(in/fp8Group)*4)
+	if b.err != nil {
+		return true // b.err reports the allocation
+	}
+	sx := q + cu.DevicePtr(qBytes)
+	p := b.ltPlanFP8(rows, out, in, t.scale, sx)
+	if p == nil {
+		return false
+	}
+	groups := rows * (in / fp8Group)
+	b.launchFn(m.quant, cdiv(groups, 8), 1, 256, ptr(q), ptr(sx), ptr(x), i32(rows), i32(in), i32(1))
+	b.ltRunFP8(p, y, q, sx, t.data, t.scale, rows, out, in, func(y, src cu.DevicePtr, n int) {
+		b.launchFn(m.widen, cdiv(n, 256), 1, 256, ptr(y), ptr(src), uint64(n))
+	})
 	return true
 }

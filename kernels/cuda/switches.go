@@ -34,6 +34,9 @@ import (
 //	POCKET_LT_TUNE=1     prefill GEMM plans time cuBLASLt's candidate algorithms and keep the fastest
 //	POCKET_FP8_MMA=0     one-row FP8 GEMVs on the grouped CUDA-core kernels (decode.cu), not the tensor-core
 //	                     ones (fp8mma.cu); =1|2|4|8 keeps them and forces that many warps per row tile
+//	POCKET_FP8_PREFILL=bf16 FP8 prefill GEMMs on dequantized bf16 chunks and cuBLASLt, not cuBLASLt's FP8 GEMM
+//	                     with block scales (fp8LtGEMM: activations rounded to E4M3 per 128 columns; shapes it
+//	                     does not take, and cuBLASLt before 12.9 or off Hopper, use the chunks anyway)
 //	POCKET_FP8_PREFILL=tf32 FP8 prefill GEMMs on the built-in tf32 kernel, not dequantized chunks on cuBLASLt
 //	POCKET_FP8_PREFILL=mma  FP8 prefill GEMMs on the weight's E4M3 bytes (fp8gemm.cu: activations rounded to E4M3
 //	                     per 128 columns, mma.sync), not dequantized chunks on cuBLASLt (not yet run on a GPU)
@@ -89,6 +92,7 @@ var switches = struct {
 	fp8MMA          int
 	noFP8Prefill    bool
 	fp8PrefillMMA   bool
+	fp8PrefillLt    bool
 	noDeltaChunk    bool
 	noMoEQuant      bool
 	noFP8Pipe       bool
@@ -120,6 +124,7 @@ var switches = struct {
 	attnDecFrom:     intSwitch("POCKET_ATTN_DEC_FROM", math.MaxInt, 1, math.MaxInt),
 	noFP8Prefill:    os.Getenv("POCKET_FP8_PREFILL") == "tf32",
 	fp8PrefillMMA:   os.Getenv("POCKET_FP8_PREFILL") == "mma",
+	fp8PrefillLt:    os.Getenv("POCKET_FP8_PREFILL") == "",
 	fp8MMA:          intSwitch("POCKET_FP8_MMA", -1, 0, 8),
 	noDeltaChunk:    os.Getenv("POCKET_DELTA_CHUNK") == "0",
 	noMoEQuant:      os.Getenv("POCKET_MOE_QUANT") == "0",
