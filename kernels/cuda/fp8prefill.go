@@ -33,7 +33,7 @@ const fp8PrefillRows = 64
 // (the caller runs gemm_fp8). Called with the backend entered, deferred
 // GEMVs flushed.
 func (b *Backend) fp8GEMM(y, x cu.DevicePtr, t *tensor, rows int) bool {
-	if rows >= fp8PrefillRows && (b.fp8MMAGEMM(y, x, t, rows) || b.fp8LtGEMM(y, x, t, rows)) {
+	if rows >= fp8PrefillRows && b.fp8MMAGEMM(y, x, t, rows) || rows >= switches.fp8LtRows && b.fp8LtGEMM(y, x, t, rows) {
 		return true
 	}
 	out, in := t.w.Rows(), t.w.Cols()
