@@ -41,17 +41,18 @@ type fp8Shape struct {
 // DeepSeek's [128, 128] blocks on aligned and ragged shapes and [64, 256]
 // blocks (b1 = 256 with a partial last block); cuBLASLt's FP8 GEMM
 // (SetFP8PrefillLt), [128, 128] blocks with inputs of whole 512s (its
-// scale rows are padded to 4 blocks), ragged rows and outputs. Shapes a
+// scale rows are padded to 4 blocks), ragged rows and outputs, from the
+// fewest rows it takes (9: an MoE expert's group). Shapes a
 // path does not take must fall back to the bf16 chunks.
 func (c *conf) fp8Prefill() {
 	wasMMA, wasLt := c.g.SetFP8PrefillMMA(true), c.g.SetFP8PrefillLt(false)
-	c.fp8PrefillCases("FP8GEMM", []fp8Shape{{256, 512, [2]int{128, 128}}, {1024, 4096, [2]int{128, 128}},
+	c.fp8PrefillCases("FP8GEMM", []int{64, 200, 512}, []fp8Shape{{256, 512, [2]int{128, 128}}, {1024, 4096, [2]int{128, 128}},
 		{384, 640, [2]int{128, 128}}, {1000, 640, [2]int{128, 128}}, {200, 768, [2]int{64, 256}}},
 		// scale blocks 32 wide, an input not a multiple of 128
 		[]fp8Shape{{256, 512, [2]int{32, 32}}, {256, 192, [2]int{128, 128}}})
 	c.g.SetFP8PrefillMMA(false)
 	c.g.SetFP8PrefillLt(true)
-	c.fp8PrefillCases("FP8LtGEMM", []fp8Shape{{256, 512, [2]int{128, 128}}, {1024, 4096, [2]int{128, 128}},
+	c.fp8PrefillCases("FP8LtGEMM", []int{9, 40, 200, 512}, []fp8Shape{{256, 512, [2]int{128, 128}}, {1024, 4096, [2]int{128, 128}},
 		{1000, 1536, [2]int{128, 128}}, {2048, 5120, [2]int{128, 128}}},
 		// blocks of [64, 256], an input of 5 scale blocks, an odd output
 		[]fp8Shape{{200, 768, [2]int{64, 256}}, {384, 640, [2]int{128, 128}}, {258, 512, [2]int{128, 128}}})
@@ -60,12 +61,12 @@ func (c *conf) fp8Prefill() {
 	c.g.SetFP8PrefillLt(wasLt)
 }
 
-// fp8PrefillCases runs the taken shapes at 64, 200 and 512 rows at the
-// E4M3 tolerance (and fails an error too small for the E4M3 rounding: the
-// path declined and the bf16 chunks ran), and the declined ones at 64 rows
-// at the bf16 chunks' tolerance, which the E4M3 rounding would fail.
-func (c *conf) fp8PrefillCases(op string, taken, declined []fp8Shape) {
-	for _, rows := range []int{64, 200, 512} {
+// fp8PrefillCases runs the taken shapes at each row count at the E4M3
+// tolerance (and fails an error too small for the E4M3 rounding: the path
+// declined and the bf16 chunks ran), and the declined ones at 64 rows at
+// the bf16 chunks' tolerance, which the E4M3 rounding would fail.
+func (c *conf) fp8PrefillCases(op string, rowCounts []int, taken, declined []fp8Shape) {
+	for _, rows := range rowCounts {
 		for _, s := range taken {
 			name := fmt.Sprintf("rows=%d out=%d in=%d block=%v", rows, s.out, s.in, s.block)
 			a, b := c.fp8MatMul(rows, s.out, s.in, s.block)

@@ -28,7 +28,7 @@ func (c *conf) moe() {
 	for _, s := range []ex{
 		// qwen3-30b-a3b widths (32 of its 128 experts keep the weights small).
 		{"qwen3-30b-a3b", kernels.BF16, 32, 8, 2048, 768, [2]int{}, []int{1, 3, 16, 40}},
-		{"qwen3-30b-a3b-fp8", kernels.F8E4M3, 32, 8, 2048, 768, [2]int{128, 128}, []int{1, 5, 24}},
+		{"qwen3-30b-a3b-fp8", kernels.F8E4M3, 32, 8, 2048, 768, [2]int{128, 128}, []int{1, 5, 24, 64}},
 		// deepseek-v3 widths, FP8 as the checkpoint stores them.
 		{"deepseek-v3", kernels.F8E4M3, 16, 8, 7168, 2048, [2]int{128, 128}, []int{1, 2}},
 		// minimax-m2 widths.
@@ -40,8 +40,11 @@ func (c *conf) moe() {
 		r := &kernels.Router{Experts: s.experts, TopK: s.k, NormTopK: true}
 		sg, sh := c.moeExperts(r, s.dt, s.dt, s.hid, s.inter, s.block)
 		grouped := tolTF32 // rows > 16: the prefill GEMMs
-		if s.dt == kernels.BF16 {
+		switch {
+		case s.dt == kernels.BF16:
 			grouped = tolBF16
+		case s.block == [2]int{128, 128}:
+			grouped = tolF8GEMM // expert groups of 9+ rows on cuBLASLt's FP8 GEMM
 		}
 		for _, rows := range s.rows {
 			c.moeCompare(sg, sh, s.experts, s.k, s.hid, rows, grouped,

@@ -19,16 +19,21 @@ import (
 // fp8Scratch bounds the bf16 scratch of one chunk of an FP8 weight.
 const fp8Scratch = 256 << 20
 
-// fp8PrefillRows is the least number of rows that takes this path. Below
-// it the tf32 kernel, which reads each weight byte once, wins: the chunked
-// path moves ~5 bytes per weight element (FP8 read, bf16 written and read
-// back), which at ~3 TB/s costs as much as ~40 rows of the tf32 kernel's
-// arithmetic. Small groups (an MoE expert's tokens in a prefill) stay there.
+// fp8PrefillRows is the least number of rows that takes the chunked path.
+// Below it the tf32 kernel, which reads each weight byte once, wins: the
+// chunked path moves ~5 bytes per weight element (FP8 read, bf16 written
+// and read back), which at ~3 TB/s costs as much as ~40 rows of the tf32
+// kernel's arithmetic. cuBLASLt's FP8 GEMM (fp8LtGEMM) reads the weight
+// once as well and takes every row count past the GEMVs' (switches'
+// fp8LtRows): measured on an H200, a MiniMax-M2-shaped slice whose expert
+// groups have ~16 rows at a 512-token prefill ran 3952 tok/s with it from
+// 9 rows, 3514 from 24, 3134 from 64 and 3259 on the chunks.
 const fp8PrefillRows = 64
 
-// fp8GEMM computes y[rows×out] = x·wᵀ for an FP8 block-scaled weight
-// through dequantized bf16 chunks and cuBLASLt, or on its E4M3 bytes
-// (fp8gemm.go) where that is switched on and takes the shape; false
+// fp8GEMM computes y[rows×out] = x·wᵀ for an FP8 block-scaled weight on
+// cuBLASLt's FP8 GEMM (fp8LtGEMM) where it takes the shape, on fp8gemm.cu's
+// kernels where those are switched on, else through dequantized bf16
+// chunks and cuBLASLt; false
 // (nothing done) when cuBLASLt is missing or the shape is not one it takes
 // (the caller runs gemm_fp8). Called with the backend entered, deferred
 // GEMVs flushed.

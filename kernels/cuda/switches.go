@@ -37,7 +37,8 @@ import (
 //	POCKET_FP8_PREFILL=bf16 FP8 prefill GEMMs on dequantized bf16 chunks and cuBLASLt, not cuBLASLt's FP8 GEMM
 //	                     with block scales (fp8LtGEMM: activations rounded to E4M3 per 128 columns; shapes it
 //	                     does not take, and cuBLASLt before 12.9 or off Hopper, use the chunks anyway)
-//	POCKET_FP8_LT_ROWS=N the least rows an FP8 GEMM takes cuBLASLt's FP8 GEMM with (default 64)
+//	POCKET_FP8_LT_ROWS=N the least rows an FP8 GEMM takes cuBLASLt's FP8 GEMM with (default 9: every GEMM
+//	                     past the one-row GEMVs' 8; MoE expert groups gain most, see fp8prefill.go)
 //	POCKET_FP8_PREFILL=tf32 FP8 prefill GEMMs on the built-in tf32 kernel, not dequantized chunks on cuBLASLt
 //	POCKET_FP8_PREFILL=mma  FP8 prefill GEMMs on the weight's E4M3 bytes (fp8gemm.cu: activations rounded to E4M3
 //	                     per 128 columns, mma.sync), not dequantized chunks on cuBLASLt (not yet run on a GPU)
@@ -127,7 +128,7 @@ var switches = struct {
 	noFP8Prefill:    os.Getenv("POCKET_FP8_PREFILL") == "tf32",
 	fp8PrefillMMA:   os.Getenv("POCKET_FP8_PREFILL") == "mma",
 	fp8PrefillLt:    os.Getenv("POCKET_FP8_PREFILL") == "",
-	fp8LtRows:       intSwitch("POCKET_FP8_LT_ROWS", fp8PrefillRows, 9, math.MaxInt),
+	fp8LtRows:       intSwitch("POCKET_FP8_LT_ROWS", 9, 9, math.MaxInt),
 	fp8MMA:          intSwitch("POCKET_FP8_MMA", -1, 0, 8),
 	noDeltaChunk:    os.Getenv("POCKET_DELTA_CHUNK") == "0",
 	noMoEQuant:      os.Getenv("POCKET_MOE_QUANT") == "0",
