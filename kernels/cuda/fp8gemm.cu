@@ -55,12 +55,12 @@ __device__ __forceinline__ uint32_t e4m3x4(float a, float b, float c, float d) {
 
 // fp8_quant: q[rows, in] = E4M3(x / s) and the scales s, one warp per
 // (row, 128-column group), four columns per lane: sc[rows, in/128] for
-// fp8gemm.cu's GEMM, or sc[in/128, rows] (gmajor) for cuBLASLt's
-// VEC128_32F. in % 128 == 0 and x 16-byte aligned (fp8gemm.go checks). s
+// fp8gemm.cu's GEMM (gstride 0), or sc[in/128, gstride] for cuBLASLt's
+// VEC128_32F (gstride ≥ rows: the padded row count). in % 128 == 0 and x 16-byte aligned (fp8gemm.go checks). s
 // and x/s are IEEE divisions (nvcc's default -prec-div), which the Go
 // emulation (fp8gemm_emu_test.go) repeats bit for bit.
 extern "C" __global__ void __launch_bounds__(THREADS) fp8_quant(uint32_t* q, float* sc, const float* x, int rows,
-                                                               int in, int gmajor) {
+                                                               int in, int gstride) {
     int groups = in / QG;
     long gw = (long)blockIdx.x * (THREADS / 32) + (threadIdx.x >> 5);
     if (gw >= (long)rows * groups) return;
@@ -73,7 +73,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) fp8_quant(uint32_t* q, flo
     float s = m / 448.f;
     if (!(s > 0.f)) s = 1.f; // an all-zero group (or a NaN): any scale is exact
     q[off / 4] = e4m3x4(v.x / s, v.y / s, v.z / s, v.w / s);
-    if (lane == 0) sc[gmajor ? (gw % groups) * rows + gw / groups : gw] = s;
+    if (lane == 0) sc[gstride ? (gw % groups) * gstride + gw / groups : gw] = s;
 }
 
 // bf16_widen: y[i] = x[i] for bf16 x (exact), for cuBLASLt FP8 plans that

@@ -156,20 +156,39 @@ func (b *Backend) fp8LtGEMM(y, x cu.DevicePtr, t *tensor, rows int) bool {
 		m.lt = false // the bf16 chunks from now on; not an error on a path taken by default
 		return false
 	}
-	qBytes := (int64(rows)*int64(in) + 255) &^ 255
-	q := b.scratch(&m.q, &m.qN, qBytes+int64(rows)*int64(in/fp8Group)*4)
+	// cuBLASLt declines FP8 row counts off a multiple of 8 (9 rows:
+	// NOT_SUPPORTED, measured with cuBLASLt 13.0): such a GEMM runs on rp
+	// rows, the extra ones zero (bytes and scales), into a scratch output
+	// whose first rows are copied to y.
+	rp := (rows + 7) &^ 7
+	round := func(n int64) int64 { return (n + 255) &^ 255 }
+	qBytes, sBytes, yBytes := round(int64(rp)*int64(in)), round(int64(rp)*int64(in/fp8Group)*4), int64(0)
+	if rp != rows {
+		yBytes = int64(rp) * int64(out) * 4
+	}
+	q := b.scratch(&m.q, &m.qN, qBytes+sBytes+yBytes)
 	if b.err != nil {
 		return true // b.err reports the allocation
 	}
-	sx := q + cu.DevicePtr(qBytes)
-	p := b.ltPlanFP8(rows, out, in, t.scale, sx)
+	sx, yp := q+cu.DevicePtr(qBytes), y
+	if rp != rows {
+		yp = sx + cu.DevicePtr(sBytes)
+	}
+	p := b.ltPlanFP8(rp, out, in, t.scale, sx)
 	if p == nil {
 		return false
 	}
+	if rp != rows {
+		b.fail(cu.MemsetD8Async(q+cu.DevicePtr(rows*in), 0, int64((rp-rows)*in), b.stream))
+		b.fail(cu.MemsetD32Async(sx, 0, int64(rp*(in/fp8Group)), b.stream))
+	}
 	groups := rows * (in / fp8Group)
-	b.launchFn(m.quant, cdiv(groups, 8), 1, 256, ptr(q), ptr(sx), ptr(x), i32(rows), i32(in), i32(1))
-	b.ltRunFP8(p, y, q, sx, t.data, t.scale, rows, out, in, func(y, src cu.DevicePtr, n int) {
+	b.launchFn(m.quant, cdiv(groups, 8), 1, 256, ptr(q), ptr(sx), ptr(x), i32(rows), i32(in), i32(rp))
+	b.ltRunFP8(p, yp, q, sx, t.data, t.scale, rp, out, in, func(y, src cu.DevicePtr, n int) {
 		b.launchFn(m.widen, cdiv(n, 256), 1, 256, ptr(y), ptr(src), uint64(n))
 	})
+	if rp != rows {
+		b.fail(cu.MemcpyDtoDAsync(y, yp, int64(rows*out*4), b.stream))
+	}
 	return true
 }
