@@ -432,7 +432,10 @@ func (c *conf) attention() {
 		// Prefill rows over a long context: the split-context path (an
 		// append to a long session; a partial last tile; hd 64; splits past
 		// some rows' causal end). The GQA pass below runs them unsplit.
-		{32, 8, 128, 16, 7700, 64}, {8, 2, 64, 16, 3000, 70}, {4, 2, 128, 16, 1500, 33}, {8, 8, 128, 8, 300, 200}} {
+		{32, 8, 128, 16, 7700, 64}, {8, 2, 64, 16, 3000, 70}, {4, 2, 128, 16, 1500, 33}, {8, 8, 128, 8, 300, 200},
+		// Head dim 256 (Qwen3.5's gated attention): a prefill with a
+		// ragged last tile, a split-context append.
+		{24, 4, 256, 16, 0, 130}, {24, 4, 256, 16, 3000, 64}} {
 		ctx := s.start + s.rows
 		kv, table, _ := c.filledKV(s.kvh, s.hd, s.bs, ctx, ctx)
 		pg, ph := kv.g, kv.h
@@ -450,7 +453,7 @@ func (c *conf) attention() {
 		c.g.Attention(yg, qg, pg, 1, seq, s.rows, s.heads, scale)
 		c.c.Attention(yh, qh, ph, 1, seq, s.rows, s.heads, scale)
 		tol := 1e-9
-		if s.rows >= 16 && (s.hd == 64 || s.hd == 128) {
+		if s.rows >= 16 && (s.hd == 64 || s.hd == 128 || s.hd == 256) {
 			tol = tolBF16 // the flash prefill kernel (bf16 tensor cores)
 		}
 		c.check("Attention", fmt.Sprintf("heads=%d/%d hd=%d bs=%d start=%d rows=%d", s.heads, s.kvh, s.hd, s.bs, s.start, s.rows), yg, yh, qn, tol)

@@ -103,8 +103,8 @@ func (b *Backend) StoreKV(kp kernels.KVPool, layer int, k, v kernels.Buf, slots 
 }
 
 // Attention implements kernels.Backend. Prefill passes (≥ 16 rows, equal K
-// and V head dims of 64 or 128) run the flash kernel attn_prefill on the
-// bf16 tensor cores; everything else runs split-K flash-decoding:
+// and V head dims of 64, 128 or 256) run the flash kernel attn_prefill on
+// the bf16 tensor cores; everything else runs split-K flash-decoding:
 // attn_gqa (a block per GQA group, so K/V are read once per kv head) where
 // the head dims are multiples of 4, else attn_partial (a block per query
 // head). The context is cut into splits of whole position chunks so that
@@ -125,11 +125,15 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 			s.HeadDimK, s.HeadDimV, kernels.ErrUnsupported))
 		return
 	}
-	if rows >= 16 && s.HeadDimK == s.HeadDimV && (s.HeadDimK == 64 || s.HeadDimK == 128) && heads%s.KVHeads == 0 {
+	if rows >= 16 && s.HeadDimK == s.HeadDimV && (s.HeadDimK == 64 || s.HeadDimK == 128 ||
+		s.HeadDimK == 256 && !switches.noPrefill256) && heads%s.KVHeads == 0 {
 		// Prefill: the flash kernel on the tensor cores.
 		f := b.attn128
-		if s.HeadDimK == 64 {
+		switch s.HeadDimK {
+		case 64:
 			f = fAttnPrefill64
+		case 256:
+			f = fAttnPrefill256
 		}
 		tp := b.put(kTable, words(seq.Table))
 		st := b.put(kStart, []uint32{uint32(seq.Start)})

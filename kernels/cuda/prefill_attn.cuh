@@ -27,13 +27,18 @@ __device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, uint32_t b
 // fragments live in shared memory (ldmatrix per k-step pair, each tile)
 // instead of 32 registers, which buys either 8 loads in flight or a
 // fourth block per SM.
-template <int D, int LU, bool QS>
+//
+// BKV: key positions per tile. Head dim 256 (Qwen3.5 / Qwen3-Next's
+// gated attention) takes tiles of 32: two 64×264 bf16 tiles would pass
+// the 48 KiB of static shared memory, and its 16 query fragments and 32
+// output fragments already hold ~190 registers a thread.
+template <int D, int LU, bool QS, int BKV = 64>
 __device__ __forceinline__ void attn_prefill(float* __restrict__ dst, const float* __restrict__ q,
                                              const float* __restrict__ K, const float* __restrict__ V,
                                              const int* __restrict__ table, const int* startp, int rows, int heads,
                                              int kvh, int bs, float scale, float* __restrict__ part,
                                              float2* __restrict__ ml, int splits, uint32_t* __restrict__ bf) {
-    constexpr int BQ = 64, BKV = 64, KP = D + 8;
+    constexpr int BQ = 64, KP = D + 8;
     __shared__ __align__(16) __nv_bfloat16 Ks[BKV][KP];
     __shared__ __align__(16) __nv_bfloat16 Vs[BKV][KP];
     __shared__ long rowoff[BKV];
@@ -256,12 +261,14 @@ extern "C" __global__ void attn_merge(float* dst, const float* part, const float
     }
 }
 
-#define ATTN_PREFILL(D, NAME, OCC, LU, QS)                                                                             \
+#define ATTN_PREFILL_BK(D, NAME, OCC, LU, QS, BK)                                                              \
     extern "C" __global__ void __launch_bounds__(128, OCC) NAME(                                               \
         float* dst, const float* q, const float* K, const float* V, const int* table, const int* startp, int rows, \
         int heads, int kvh, int bs, float scale, float* part, float2* ml, int splits, uint32_t* bf) {            \
-        attn_prefill<D, LU, QS>(dst, q, K, V, table, startp, rows, heads, kvh, bs, scale, part, ml, splits, bf); \
+        attn_prefill<D, LU, QS, BK>(dst, q, K, V, table, startp, rows, heads, kvh, bs, scale, part, ml, splits, \
+                                    bf);                                                                         \
     }
+#define ATTN_PREFILL(D, NAME, OCC, LU, QS) ATTN_PREFILL_BK(D, NAME, OCC, LU, QS, 64)
 // Two occupancies of the D=128 kernel: 3 blocks per SM (a 168-register
 // cap, the default) and 2 (POCKET_ATTN_OCC=2).
 ATTN_PREFILL(64, attn_prefill_64, 3, 4, false)
@@ -271,3 +278,5 @@ ATTN_PREFILL(128, attn_prefill_128_3, 3, 4, false)
 // or 4 in flight at 4 blocks per SM (POCKET_ATTN_PREFILL=q3 / q4).
 ATTN_PREFILL(128, attn_prefill_128_q3, 3, 8, true)
 ATTN_PREFILL(128, attn_prefill_128_q4, 4, 4, true)
+// Head dim 256 in tiles of 32 keys, one block per SM.
+ATTN_PREFILL_BK(256, attn_prefill_256, 1, 2, false, 32)

@@ -42,6 +42,8 @@ import (
 //	POCKET_FP8_PREFILL=tf32 FP8 prefill GEMMs on the built-in tf32 kernel, not dequantized chunks on cuBLASLt
 //	POCKET_FP8_PREFILL=mma  FP8 prefill GEMMs on the weight's E4M3 bytes (fp8gemm.cu: activations rounded to E4M3
 //	                     per 128 columns, mma.sync), not dequantized chunks on cuBLASLt (not yet run on a GPU)
+//	POCKET_ATTN_PREFILL_256=0 prefill attention over head dim 256 (Qwen3.5, Qwen3-Next) on split-K flash-decoding
+//	                     (attn_gqa / attn_partial, CUDA cores) instead of the flash kernel attn_prefill_256
 //	POCKET_ATTN_DEC_BLOCKS=N the fused decode attention (attn_decode) aims at N blocks per SM (2)
 //	POCKET_ATTN_DEFER=0  the fused decode attention always merges its splits itself, never leaving the merge to
 //	                     a block-format o projection's int8 rounding (attn_merge.go)
@@ -96,6 +98,7 @@ var switches = struct {
 	fp8PrefillMMA   bool
 	fp8PrefillLt    bool
 	fp8LtRows       int
+	noPrefill256    bool
 	noDeltaChunk    bool
 	noMoEQuant      bool
 	noFP8Pipe       bool
@@ -129,6 +132,7 @@ var switches = struct {
 	fp8PrefillMMA:   os.Getenv("POCKET_FP8_PREFILL") == "mma",
 	fp8PrefillLt:    os.Getenv("POCKET_FP8_PREFILL") == "",
 	fp8LtRows:       intSwitch("POCKET_FP8_LT_ROWS", 9, 9, math.MaxInt),
+	noPrefill256:    os.Getenv("POCKET_ATTN_PREFILL_256") == "0",
 	fp8MMA:          intSwitch("POCKET_FP8_MMA", -1, 0, 8),
 	noDeltaChunk:    os.Getenv("POCKET_DELTA_CHUNK") == "0",
 	noMoEQuant:      os.Getenv("POCKET_MOE_QUANT") == "0",
