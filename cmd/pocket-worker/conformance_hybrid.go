@@ -46,6 +46,9 @@ func (c *conf) deltaNet() {
 		{kernels.DeltaShape{KHeads: 1, VHeads: 2, DK: 256, DV: 40, ConvKernel: 2}, 5},
 		{kernels.DeltaShape{KHeads: 3, VHeads: 3, DK: 100, DV: 70, ConvKernel: 1}, 3},
 		{next, 1}, {next, 64}, {next, 200},
+		// The convolution's row chunks (hybrid.go: convChunk = 32): a last
+		// chunk of one row, the widest window over two chunks.
+		{fixture, 33}, {kernels.DeltaShape{KHeads: 2, VHeads: 2, DK: 16, DV: 16, ConvKernel: 8}, 40},
 	} {
 		sh := s.s
 		name := fmt.Sprintf("k=%d v=%d dk=%d dv=%d conv=%d rows=%d", sh.KHeads, sh.VHeads, sh.DK, sh.DV, sh.ConvKernel, s.rows)

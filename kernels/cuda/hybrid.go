@@ -31,6 +31,9 @@ var _ kernels.HybridOps = (*Backend)(nil)
 // Limits of the kernels (hybrid.cu: CMAXK, GW*GMAXR).
 const (
 	maxConvKernel = 8
+	// convChunk is the rows one thread of causal_conv1d walks: at least
+	// maxConvKernel-1, so that a chunk's window lies in x.
+	convChunk = 32
 	maxDeltaDK    = 256
 )
 
@@ -164,8 +167,10 @@ func (b *Backend) CausalConv1D(dst, x, state kernels.Buf, w kernels.Tensor, rows
 		return
 	}
 	ch := s.ConvDim()
-	b.runHybrid(m.conv[s.ConvKernel-1], cdiv(ch, 128), 1, 128, ptr(dptr(dst)), ptr(dptr(x)), ptr(dptr(state)), ptr(t.data),
-		uint64(t.w.DType), i32(rows), i32(ch))
+	// Rows per block: whole passes up to convChunk rows (a decode step is
+	// one), chunks of it beyond (hybrid.cu: conv1d).
+	b.runHybrid(m.conv[s.ConvKernel-1], cdiv(ch, 128), cdiv(rows, convChunk), 128, ptr(dptr(dst)), ptr(dptr(x)),
+		ptr(dptr(state)), ptr(t.data), uint64(t.w.DType), i32(rows), i32(ch), i32(convChunk))
 }
 
 // GatedDeltaRule implements kernels.HybridOps: one block per value head
