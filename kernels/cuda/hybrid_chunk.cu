@@ -38,22 +38,36 @@
 // fla's l2norm factor, rounded to fp32 first as on the CPU.
 __device__ __forceinline__ float l2factor(double ss) { return (float)(1.0 / sqrt(ss + 1e-6)); }
 
+// Global loads of a thread's share of a staging loop are all issued
+// before the first use (read-only loads, __ldg: no shared store may alias
+// them): with one load in flight per thread these kernels waited on
+// ~20 dependent global round trips a chunk at 1-2 blocks per SM.
+#define SLICE_PER (DC * DSL / 256)  // elements of a [DC][DSL] slice per thread
+#define TILE_PER (DC * DC / 256)    // elements of a [DC][DC] tile per thread
+
 // stageSlice writes columns d0 .. d0+DSL-1 of the chunk's l2-scaled keys
 // and queries of key head kh (rows t < n of the chunk at t0; zeros past n
 // and past dk) to kc and qc, rows ld floats apart; the block's 256
 // threads share the work.
 __device__ __forceinline__ void stageSlice(float* kc, float* qc, int ld, const float* qkv, long cd, int t0, int n,
                                            int kh, int dk, int kd, int d0, const float* fq, const float* fk) {
-    for (int e = threadIdx.x; e < DC * DSL; e += 256) {
-        int t = e / DSL, i = e % DSL;
-        float xk = 0.f, xq = 0.f;
+    float xk[SLICE_PER], xq[SLICE_PER];
+#pragma unroll
+    for (int u = 0; u < SLICE_PER; u++) {
+        int e = threadIdx.x + 256 * u, t = e / DSL, i = e % DSL;
+        xk[u] = xq[u] = 0.f;
         if (t < n && d0 + i < dk) {
             const float* row = qkv + (long)(t0 + t) * cd;
-            xq = row[kh * dk + d0 + i] * fq[t];
-            xk = row[kd + kh * dk + d0 + i] * fk[t];
+            xq[u] = __ldg(row + kh * dk + d0 + i);
+            xk[u] = __ldg(row + kd + kh * dk + d0 + i);
         }
-        kc[t * ld + i] = xk;
-        qc[t * ld + i] = xq;
+    }
+#pragma unroll
+    for (int u = 0; u < SLICE_PER; u++) {
+        int e = threadIdx.x + 256 * u, t = e / DSL, i = e % DSL;
+        bool in = t < n && d0 + i < dk;
+        kc[t * ld + i] = in ? xk[u] * fk[t] : 0.f;
+        qc[t * ld + i] = in ? xq[u] * fq[t] : 0.f;
     }
 }
 
@@ -130,7 +144,10 @@ extern "C" __global__ void __launch_bounds__(256)
 // Grid: value heads × ceil(dv/32) blocks of 256 threads (8 warps). Thread
 // (warp w, lane l) owns state column l of the tile and, for the chunk,
 // rows t = w + 8a (a < 8) of the 64×32 W, U and outputs.
-extern "C" __global__ void __launch_bounds__(256)
+// Two blocks per SM (≤ 128 registers): the grid is 192 blocks for
+// Qwen3.5-27B's 48 value heads, each walking every chunk of the pass, so
+// one per SM would leave a second wave.
+extern "C" __global__ void __launch_bounds__(256, 2)
     delta_chunk(float* out, const float* qkv, const float* a, const float* b, float* state, const float* aLog,
                 const float* dtBias, const float* kq, const float* inv, int rows, int kheads, int vheads, int dk,
                 int dv) {
@@ -206,20 +223,36 @@ extern "C" __global__ void __launch_bounds__(256)
             }
         }
         // W = β(v - e^G K̂S₀), outputs e^G Q̂S₀.
-        float o[8];
+        float o[8], vv[8];
 #pragma unroll
         for (int x = 0; x < 8; x++) {
             int t = warp + 8 * x;
-            float v = t < n && col ? qkv[(long)(t0 + t) * cd + 2L * kd + (long)h * dv + jg] : 0.f;
-            ws[t * 32 + lane] = be[t] * (v - eg[t] * aks[x]);
+            vv[x] = t < n && col ? __ldg(qkv + (long)(t0 + t) * cd + 2L * kd + (long)h * dv + jg) : 0.f;
+        }
+#pragma unroll
+        for (int x = 0; x < 8; x++) {
+            int t = warp + 8 * x;
+            ws[t * 32 + lane] = be[t] * (vv[x] - eg[t] * aks[x]);
             o[x] = eg[t] * aqs[x];
         }
         __syncthreads();  // everyone is done with the slices in r
-        for (int e = threadIdx.x; e < DC * DC; e += 256) {
-            int t = e / DC, s = e % DC;
-            float v = 0.f;
-            if (s < t && t < n) v = be[t] * (float)exp(gs[t] - gs[s]) * kk[e];
-            r[e] = v;
+        // A in two halves of TILE_PER/2 loads in flight (all sixteen held
+        // with the outputs o spilled at two blocks per SM).
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++) {
+            float g[TILE_PER / 2];
+#pragma unroll
+            for (int u = 0; u < TILE_PER / 2; u++) {
+                int e = threadIdx.x + 256 * (u + hf * TILE_PER / 2), t = e / DC, s = e % DC;
+                g[u] = s < t && t < n ? __ldg(kk + e) : 0.f;
+            }
+#pragma unroll
+            for (int u = 0; u < TILE_PER / 2; u++) {
+                int e = threadIdx.x + 256 * (u + hf * TILE_PER / 2), t = e / DC, s = e % DC;
+                float v = 0.f;
+                if (s < t && t < n) v = be[t] * (float)exp(gs[t] - gs[s]) * g[u];
+                r[e] = v;
+            }
         }
         __syncthreads();  // A and W ready
         {
@@ -245,11 +278,21 @@ extern "C" __global__ void __launch_bounds__(256)
             for (int m = 0; m < 8; m++) ws[(p + 8 * m) * 32 + jc] = u[m];
         }
         __syncthreads();  // U ready; A consumed
-        for (int e = threadIdx.x; e < DC * DC; e += 256) {
-            int t = e / DC, s = e % DC;
-            float v = 0.f;
-            if (s <= t && t < n) v = (float)exp(gs[t] - gs[s]) * qk[e];
-            r[e] = v;
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++) {  // P, as A
+            float g[TILE_PER / 2];
+#pragma unroll
+            for (int u = 0; u < TILE_PER / 2; u++) {
+                int e = threadIdx.x + 256 * (u + hf * TILE_PER / 2), t = e / DC, s = e % DC;
+                g[u] = s <= t && t < n ? __ldg(qk + e) : 0.f;
+            }
+#pragma unroll
+            for (int u = 0; u < TILE_PER / 2; u++) {
+                int e = threadIdx.x + 256 * (u + hf * TILE_PER / 2), t = e / DC, s = e % DC;
+                float v = 0.f;
+                if (s <= t && t < n) v = (float)exp(gs[t] - gs[s]) * g[u];
+                r[e] = v;
+            }
         }
         __syncthreads();  // P ready
         {
@@ -273,11 +316,18 @@ extern "C" __global__ void __launch_bounds__(256)
         // thread (w, l) updates rows d0 + 4w .. d0 + 4w + 3 of column l.
         float en = eg[n - 1];
         for (int d0 = 0; d0 < dk; d0 += DSL) {
+            float kx[SLICE_PER];
+#pragma unroll
+            for (int u = 0; u < SLICE_PER; u++) {
+                int e = threadIdx.x + 256 * u, s = e / DSL, i = e % DSL;
+                kx[u] = s < n && d0 + i < dk ? __ldg(qkv + (long)(t0 + s) * cd + kd + kh * dk + d0 + i) : 0.f;
+            }
             __syncthreads();  // r free (P, or the previous slice, consumed)
-            for (int e = threadIdx.x; e < DC * DSL; e += 256) {
-                int s = e / DSL, i = e % DSL;
+#pragma unroll
+            for (int u = 0; u < SLICE_PER; u++) {
+                int e = threadIdx.x + 256 * u, s = e / DSL, i = e % DSL;
                 float x = 0.f;
-                if (s < n && d0 + i < dk) x = dn[s] * (qkv[(long)(t0 + s) * cd + kd + kh * dk + d0 + i] * fk[s]);
+                if (s < n && d0 + i < dk) x = dn[s] * (kx[u] * fk[s]);
                 r[e] = x;
             }
             __syncthreads();
