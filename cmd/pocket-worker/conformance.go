@@ -208,8 +208,8 @@ func (c *conf) run() {
 	c.section("base")
 	// MatMul: GEMV (rows ≤ 8) and tensor-core GEMM, every weight format,
 	// aligned and ragged shapes; FP8 prefill on the dequantized bf16 chunks
-	// (cuBLASLt's FP8 GEMM has its own cases, fp8PrefillLt).
-	wasLt := c.g.SetFP8PrefillLt(false)
+	// (the E4M3 paths have their own cases, fp8Prefill).
+	wasMMA, wasLt := c.g.SetFP8Prefill(false, false)
 	type mm struct {
 		dt            kernels.DType
 		rows, out, in int
@@ -252,7 +252,7 @@ func (c *conf) run() {
 		}
 		c.check("MatMul", fmt.Sprintf("%s rows=%d out=%d in=%d", s.dt, s.rows, s.out, s.in), yg, yh, s.rows*s.out, tol)
 	}
-	c.g.SetFP8PrefillLt(wasLt)
+	c.g.SetFP8Prefill(wasMMA, wasLt)
 	// Deferred single-row GEMVs on one input launched as one kernel (q/k/v,
 	// gate/up): all operands are made first so that nothing flushes between.
 	{

@@ -37,29 +37,27 @@ type fp8Shape struct {
 }
 
 // fp8Prefill checks MatMul of FP8 block-scaled weights at prefill row
-// counts against the CPU on both E4M3 paths: mma.sync (SetFP8PrefillMMA),
+// counts against the CPU on both E4M3 paths (SetFP8Prefill): mma.sync,
 // DeepSeek's [128, 128] blocks on aligned and ragged shapes and [64, 256]
-// blocks (b1 = 256 with a partial last block); cuBLASLt's FP8 GEMM
-// (SetFP8PrefillLt), [128, 128] blocks with inputs of whole 512s (its
+// blocks (b1 = 256 with a partial last block); cuBLASLt's FP8 GEMM,
+// [128, 128] blocks with inputs of whole 512s (its
 // scale rows are padded to 4 blocks), ragged outputs, from the fewest rows
 // it takes (9: an MoE expert's group) and at row counts off a multiple of
-// 8 (9, 130), which it runs padded. Shapes a
-// path does not take must fall back to the bf16 chunks.
+// 8 (9, 130), which it runs padded. Shapes a path does not take must fall
+// back to the bf16 chunks.
 func (c *conf) fp8Prefill() {
-	wasMMA, wasLt := c.g.SetFP8PrefillMMA(true), c.g.SetFP8PrefillLt(false)
+	wasMMA, wasLt := c.g.SetFP8Prefill(true, false)
 	c.fp8PrefillCases("FP8GEMM", []int{64, 200, 512}, []fp8Shape{{256, 512, [2]int{128, 128}}, {1024, 4096, [2]int{128, 128}},
 		{384, 640, [2]int{128, 128}}, {1000, 640, [2]int{128, 128}}, {200, 768, [2]int{64, 256}}},
 		// scale blocks 32 wide, an input not a multiple of 128
 		[]fp8Shape{{256, 512, [2]int{32, 32}}, {256, 192, [2]int{128, 128}}})
-	c.g.SetFP8PrefillMMA(false)
-	c.g.SetFP8PrefillLt(true)
+	c.g.SetFP8Prefill(false, true)
 	c.fp8PrefillCases("FP8LtGEMM", []int{9, 40, 130, 512}, []fp8Shape{{256, 512, [2]int{128, 128}}, {1024, 4096, [2]int{128, 128}},
 		{1000, 1536, [2]int{128, 128}}, {2048, 5120, [2]int{128, 128}}},
 		// blocks of [64, 256], an input of 5 scale blocks, an odd output
 		[]fp8Shape{{200, 768, [2]int{64, 256}}, {384, 640, [2]int{128, 128}}, {258, 512, [2]int{128, 128}}})
 	fmt.Printf("prefill GEMM after the FP8 cases: %s\n", c.g.GEMMLibrary())
-	c.g.SetFP8PrefillMMA(wasMMA)
-	c.g.SetFP8PrefillLt(wasLt)
+	c.g.SetFP8Prefill(wasMMA, wasLt)
 }
 
 // fp8PrefillCases runs the taken shapes at each row count at the E4M3

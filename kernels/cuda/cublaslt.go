@@ -77,6 +77,27 @@ typedef struct {
 	int n, chosen;
 } pl_plan;
 
+// pl_lt_algos asks the heuristic for up to PL_ALGOS algorithms of p's
+// descriptor and layouts: 0, a cublasStatus_t plus 1000, or 18 for none.
+static int pl_lt_algos(pl_plan *p, size_t wsmax) {
+	cublasLtMatmulPreference_t pref;
+	if (pl_lt_pref_create(&pref)) return 16;
+	if (pl_lt_pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsmax, sizeof wsmax)) return 17;
+	cublasLtMatmulHeuristicResult_t r[PL_ALGOS];
+	int got = 0;
+	memset(r, 0, sizeof r);
+	int st = pl_lt_heur(pl_lt_handle, p->desc, p->a, p->b, p->c, p->c, pref, PL_ALGOS, r, &got);
+	if (st) return 1000 + st; // 15 is NOT_SUPPORTED
+	if (got < 1) return 18;
+	for (int i = 0; i < got; i++) {
+		p->algos[i] = r[i].algo;
+		p->wss[i] = r[i].workspaceSize;
+	}
+	p->n = got;
+	p->chosen = 0;
+	return 0;
+}
+
 static int pl_lt_plan(pl_plan *p, int M, int N, int K, size_t wsmax) {
 	if (pl_lt_desc_create(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F)) return 10;
 	cublasOperation_t t = CUBLAS_OP_T, nn = CUBLAS_OP_N;
@@ -85,20 +106,7 @@ static int pl_lt_plan(pl_plan *p, int M, int N, int K, size_t wsmax) {
 	if (pl_lt_layout_create(&p->a, CUDA_R_16BF, K, N, K)) return 13;
 	if (pl_lt_layout_create(&p->b, CUDA_R_16BF, K, M, K)) return 14;
 	if (pl_lt_layout_create(&p->c, CUDA_R_32F, N, M, N)) return 15;
-	cublasLtMatmulPreference_t pref;
-	if (pl_lt_pref_create(&pref)) return 16;
-	if (pl_lt_pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsmax, sizeof wsmax)) return 17;
-	cublasLtMatmulHeuristicResult_t r[PL_ALGOS];
-	int got = 0;
-	memset(r, 0, sizeof r);
-	if (pl_lt_heur(pl_lt_handle, p->desc, p->a, p->b, p->c, p->c, pref, PL_ALGOS, r, &got) || got < 1) return 18;
-	for (int i = 0; i < got; i++) {
-		p->algos[i] = r[i].algo;
-		p->wss[i] = r[i].workspaceSize;
-	}
-	p->n = got;
-	p->chosen = 0;
-	return 0;
+	return pl_lt_algos(p, wsmax);
 }
 
 static int pl_lt_run_algo(pl_plan *p, int i, CUdeviceptr y, CUdeviceptr x, CUdeviceptr w, CUdeviceptr ws, CUstream s) {
@@ -142,22 +150,7 @@ static int pl_lt_plan_fp8(pl_plan *p, int M, int N, int K, size_t wsmax, int d, 
 	if (pl_lt_layout_create(&p->a, (cudaDataType)PL_R_8F_E4M3, K, N, K)) return 13;
 	if (pl_lt_layout_create(&p->b, (cudaDataType)PL_R_8F_E4M3, K, M, K)) return 14;
 	if (pl_lt_layout_create(&p->c, (cudaDataType)d, N, M, N)) return 15;
-	cublasLtMatmulPreference_t pref;
-	if (pl_lt_pref_create(&pref)) return 16;
-	if (pl_lt_pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsmax, sizeof wsmax)) return 17;
-	cublasLtMatmulHeuristicResult_t r[PL_ALGOS];
-	int got = 0;
-	memset(r, 0, sizeof r);
-	int st = pl_lt_heur(pl_lt_handle, p->desc, p->a, p->b, p->c, p->c, pref, PL_ALGOS, r, &got);
-	if (st) return 1000 + st; // cublasStatus_t: 15 is NOT_SUPPORTED
-	if (got < 1) return 18;
-	for (int i = 0; i < got; i++) {
-		p->algos[i] = r[i].algo;
-		p->wss[i] = r[i].workspaceSize;
-	}
-	p->n = got;
-	p->chosen = 0;
-	return 0;
+	return pl_lt_algos(p, wsmax);
 }
 
 // pl_lt_run_fp8 runs an FP8 plan on this call's scales.

@@ -13,7 +13,7 @@ import (
 // FP8 prefill GEMMs on the tensor cores with E4M3 operands (fp8gemm.cu):
 // the activation is rounded to E4M3 per (row, 128 columns) into a scratch,
 // then multiplied by the weight as stored, block scales applied every 128
-// columns. Off by default (POCKET_FP8_PREFILL=mma, SetFP8PrefillMMA); the
+// columns. Off by default (POCKET_FP8_PREFILL=mma, SetFP8Prefill); the
 // module is loaded on the first GEMM that takes it, so the default path
 // never JITs its PTX.
 
@@ -31,10 +31,10 @@ const (
 )
 
 type f8gemmMod struct {
-	on     bool // take the path (switch or SetFP8PrefillMMA)
+	on     bool // take the path (switch or SetFP8Prefill)
 	loaded bool
 
-	lt bool // cuBLASLt's FP8 GEMM (fp8LtGEMM; switch or SetFP8PrefillLt)
+	lt bool // cuBLASLt's FP8 GEMM (fp8LtGEMM; switch or SetFP8Prefill)
 
 	quant cFunc // fp8_quant
 	widen cFunc // bf16_widen
@@ -56,15 +56,17 @@ func (b *Backend) f8gemmState() *f8gemmMod {
 	return b.f8g
 }
 
-// SetFP8PrefillMMA turns the mma.sync FP8 prefill GEMM on or off (default
-// off; POCKET_FP8_PREFILL=mma on), so that conformance can check it; it
-// returns the previous setting.
-func (b *Backend) SetFP8PrefillMMA(on bool) (was bool) {
+// SetFP8Prefill turns the E4M3 prefill GEMMs on or off: mma (fp8MMAGEMM;
+// default off, POCKET_FP8_PREFILL=mma on) and lt (fp8LtGEMM; default on,
+// POCKET_FP8_PREFILL=bf16 off), so that conformance can check each path
+// and the bf16 chunks; it returns the previous settings.
+func (b *Backend) SetFP8Prefill(mma, lt bool) (wasMMA, wasLt bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	m := b.f8gemmState()
-	was, m.on = m.on, on
-	return was
+	wasMMA, wasLt = m.on, m.lt
+	m.on, m.lt = mma, lt
+	return wasMMA, wasLt
 }
 
 // f8gemmModule loads the kernels once (context current). It fails on a
@@ -120,17 +122,6 @@ func (b *Backend) fp8MMAGEMM(y, x cu.DevicePtr, t *tensor, rows int) bool {
 		i32(t.nsc))
 	b.fail(launchShm(f, cdiv(out, fp8Tile), cdiv(rows, fp8Tile), 256, fp8GemmShm, b.s, &b.args, b.nargs))
 	return true
-}
-
-// SetFP8PrefillLt turns cuBLASLt's FP8 prefill GEMM (fp8LtGEMM) on or off
-// (default on; POCKET_FP8_PREFILL=bf16 off), so that conformance can check
-// both it and the bf16 chunks; it returns the previous setting.
-func (b *Backend) SetFP8PrefillLt(on bool) (was bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	m := b.f8gemmState()
-	was, m.lt = m.lt, on
-	return was
 }
 
 // fp8LtGEMM computes y[rows×out] = x·wᵀ (y overwritten) on cuBLASLt's FP8

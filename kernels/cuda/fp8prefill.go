@@ -33,10 +33,9 @@ const fp8PrefillRows = 64
 // fp8GEMM computes y[rows×out] = x·wᵀ for an FP8 block-scaled weight on
 // cuBLASLt's FP8 GEMM (fp8LtGEMM) where it takes the shape, on fp8gemm.cu's
 // kernels where those are switched on, else through dequantized bf16
-// chunks and cuBLASLt; false
-// (nothing done) when cuBLASLt is missing or the shape is not one it takes
-// (the caller runs gemm_fp8). Called with the backend entered, deferred
-// GEMVs flushed.
+// chunks and cuBLASLt; false (nothing done) when cuBLASLt is missing or
+// the shape is not one it takes (the caller runs gemm_fp8). Called with
+// the backend entered, deferred GEMVs flushed.
 func (b *Backend) fp8GEMM(y, x cu.DevicePtr, t *tensor, rows int) bool {
 	if rows >= fp8PrefillRows && b.fp8MMAGEMM(y, x, t, rows) || rows >= switches.fp8LtRows && b.fp8LtGEMM(y, x, t, rows) {
 		return true

@@ -33,8 +33,8 @@ const (
 	maxConvKernel = 8
 	// convChunk is the rows one thread of causal_conv1d walks: at least
 	// maxConvKernel-1, so that a chunk's window lies in x.
-	convChunk = 32
-	maxDeltaDK    = 256
+	convChunk  = 32
+	maxDeltaDK = 256
 )
 
 // Limits of the chunked delta rule (hybrid.cu: DC, DKC): passes of more

@@ -41,7 +41,7 @@ import (
 //	                     past the one-row GEMVs' 8; MoE expert groups gain most, see fp8prefill.go)
 //	POCKET_FP8_PREFILL=tf32 FP8 prefill GEMMs on the built-in tf32 kernel, not dequantized chunks on cuBLASLt
 //	POCKET_FP8_PREFILL=mma  FP8 prefill GEMMs on the weight's E4M3 bytes (fp8gemm.cu: activations rounded to E4M3
-//	                     per 128 columns, mma.sync), not dequantized chunks on cuBLASLt (not yet run on a GPU)
+//	                     per 128 columns, mma.sync on the f16 tensor cores; slower than the chunks on an H200)
 //	POCKET_ATTN_PREFILL_256=0 prefill attention over head dim 256 (Qwen3.5, Qwen3-Next) on split-K flash-decoding
 //	                     (attn_gqa / attn_partial, CUDA cores) instead of the flash kernel attn_prefill_256
 //	POCKET_ATTN_DEC_BLOCKS=N the fused decode attention (attn_decode) aims at N blocks per SM (2)
