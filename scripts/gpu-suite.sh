@@ -106,12 +106,23 @@ for stage in "$@"; do
       -o /tmp/prof -f $W bench --model /tmp/m-$P --prompt-tokens 16 --new-tokens 8
     ncu --import /tmp/prof.ncu-rep --csv --metrics gpu__time_duration.sum >/tmp/prof.csv 2>/dev/null
     python3 scripts/ncu-summary.py /tmp/prof.csv >>"$O/$stage.txt" 2>&1 ;;
-  pprofile) # per-kernel device time of a 4096-token prefill (the first of bench's two: the warm-up)
-    model qwen3-8b /tmp/m-qwen3-8b
+  pprofile) # per-kernel device time of a prefill (the first of bench's two: the warm-up); PPROF_SHAPE (qwen3-8b),
+    # PPROF_TOKENS (4096)
+    P=${PPROF_SHAPE:-qwen3-8b}
+    model $P /tmp/m-$P
     step ncu-prefill 400 ncu --clock-control none --csv --metrics gpu__time_duration.sum --launch-count ${NCU_COUNT:-1000} \
-      -o /tmp/pprof -f $W bench --model /tmp/m-qwen3-8b --prompt-tokens 4096 --new-tokens 2
+      -o /tmp/pprof -f $W bench --model /tmp/m-$P --prompt-tokens ${PPROF_TOKENS:-4096} --new-tokens 2
     ncu --import /tmp/pprof.ncu-rep --csv --metrics gpu__time_duration.sum >/tmp/pprof.csv 2>/dev/null
     python3 scripts/ncu-summary.py /tmp/pprof.csv >>"$O/$stage.txt" 2>&1 ;;
+  prefill) # prefill tok/s of the FP8 and hybrid shapes at PREFILL_TOKENS (512 2048 8192), then under each
+    # PREFILL_AB entry, e.g. "POCKET_FP8_PREFILL=bf16 POCKET_ATTN_PREFILL_256=0" (docs/prefill.md)
+    for P in ${PREFILL_SHAPES:-qwen3.5-27b-fp8 minimax-m2-slice deepseek-v3-slice}; do
+      model $P /tmp/m-$P
+      for n in ${PREFILL_TOKENS:-512 2048 8192}; do
+        step prefill-$P-$n 200 $W bench --model /tmp/m-$P --prompt-tokens $n --new-tokens 2 --json
+        ab "${PREFILL_AB:-}" prefill-$P-$n 200 $W bench --model /tmp/m-$P --prompt-tokens $n --new-tokens 2 --json
+      done
+    done ;;
   ncu) # detail of one kernel: NCU_KERNEL (default the prefill attention) in NCU_MODEL's prefill of NCU_PROMPT tokens
     K=${NCU_KERNEL:-attn_prefill_128_3}
     model ${NCU_SHAPE:-qwen3-8b} /tmp/m-${NCU_SHAPE:-qwen3-8b}
