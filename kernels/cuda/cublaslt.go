@@ -190,8 +190,6 @@ type lt struct {
 
 	f8plans map[ltKey]*ltFP8Plan // nil entries: no FP8 plan for the shape
 	f8why   string               // why the last FP8 plan was not made
-	f8bf    cu.DevicePtr         // bf16 output of FP8 plans without a float one
-	f8bfN   int64
 }
 
 // ltFP8Plan is a cached FP8 plan (pl_lt_plan_fp8) and whether its output
@@ -288,23 +286,15 @@ func (b *Backend) ltPlanFP8(M, N, K int, sw, sx cu.DevicePtr) *ltFP8Plan {
 	return plan
 }
 
-// ltRunFP8 runs plan p on this call's operands: y[M,N] float, or its bf16
-// output widened into y by widen.
-func (b *Backend) ltRunFP8(p *ltFP8Plan, y, xq, sx, w, sw cu.DevicePtr, M, N, K int, widen func(y, src cu.DevicePtr, n int)) {
-	out := y
-	if p.bf16 {
-		out = b.scratch(&b.lt.f8bf, &b.lt.f8bfN, int64(M)*int64(N)*2)
-	}
+// ltRunFP8 runs plan p on this call's operands into out (float, or bf16
+// where p.bf16).
+func (b *Backend) ltRunFP8(p *ltFP8Plan, out, xq, sx, w, sw cu.DevicePtr, M, N, K int) {
 	if b.err != nil {
 		return
 	}
 	if r := C.pl_lt_run_fp8(p.p, C.CUdeviceptr(out), C.CUdeviceptr(xq), C.CUdeviceptr(w), C.CUdeviceptr(sx),
 		C.CUdeviceptr(sw), C.CUdeviceptr(b.lt.ws), b.s); r != 0 {
 		b.fail(fmt.Errorf("cuda: cublasLtMatmul FP8 %dx%dx%d: status %d", M, N, K, int(r)))
-		return
-	}
-	if p.bf16 {
-		widen(y, out, M*N)
 	}
 }
 

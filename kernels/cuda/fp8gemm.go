@@ -42,9 +42,10 @@ type f8gemmMod struct {
 	col   cFunc // fp8_gemm_c: a weight scale per column
 
 	// Scratch of the quantized activation (rows·in bytes) and its scales
-	// (rows·in/128 floats), through b.scratch.
-	q  cu.DevicePtr
-	qN int64
+	// (rows·in/128 floats), and of fp8LtGEMM's padded or bf16 output,
+	// through b.scratch.
+	q, y   cu.DevicePtr
+	qN, yN int64
 }
 
 // f8gemmState is the module's state, made on first use without loading
@@ -150,24 +151,25 @@ func (b *Backend) fp8LtGEMM(y, x cu.DevicePtr, t *tensor, rows int) bool {
 	// cuBLASLt declines FP8 row counts off a multiple of 8 (9 rows:
 	// NOT_SUPPORTED, measured with cuBLASLt 13.0): such a GEMM runs on rp
 	// rows, the extra ones zero (bytes and scales), into a scratch output
-	// whose first rows are copied to y.
+	// whose first rows are copied to y. So does a plan with bf16 output,
+	// widened into y.
 	rp := (rows + 7) &^ 7
 	round := func(n int64) int64 { return (n + 255) &^ 255 }
-	qBytes, sBytes, yBytes := round(int64(rp)*int64(in)), round(int64(rp)*int64(in/fp8Group)*4), int64(0)
-	if rp != rows {
-		yBytes = int64(rp) * int64(out) * 4
-	}
-	q := b.scratch(&m.q, &m.qN, qBytes+sBytes+yBytes)
+	qBytes, sBytes := round(int64(rp)*int64(in)), round(int64(rp)*int64(in/fp8Group)*4)
+	q := b.scratch(&m.q, &m.qN, qBytes+sBytes)
 	if b.err != nil {
 		return true // b.err reports the allocation
 	}
 	sx, yp := q+cu.DevicePtr(qBytes), y
-	if rp != rows {
-		yp = sx + cu.DevicePtr(sBytes)
-	}
 	p := b.ltPlanFP8(rp, out, in, t.scale, sx)
 	if p == nil {
 		return false
+	}
+	if rp != rows || p.bf16 {
+		yp = b.scratch(&m.y, &m.yN, int64(rp)*int64(out)*4)
+		if b.err != nil {
+			return true
+		}
 	}
 	if rp != rows {
 		b.fail(cu.MemsetD8Async(q+cu.DevicePtr(rows*in), 0, int64((rp-rows)*in), b.stream))
@@ -175,11 +177,12 @@ func (b *Backend) fp8LtGEMM(y, x cu.DevicePtr, t *tensor, rows int) bool {
 	}
 	groups := rows * (in / fp8Group)
 	b.launchFn(m.quant, cdiv(groups, 8), 1, 256, ptr(q), ptr(sx), ptr(x), i32(rows), i32(in), i32(rp))
-	b.ltRunFP8(p, yp, q, sx, t.data, t.scale, rp, out, in, func(y, src cu.DevicePtr, n int) {
-		b.launchFn(m.widen, cdiv(n, 256), 1, 256, ptr(y), ptr(src), uint64(n))
-	})
-	if rp != rows {
-		b.fail(cu.MemcpyDtoDAsync(y, yp, int64(rows*out*4), b.stream))
+	b.ltRunFP8(p, yp, q, sx, t.data, t.scale, rp, out, in)
+	switch n := rows * out; {
+	case p.bf16:
+		b.launchFn(m.widen, cdiv(n, 256), 1, 256, ptr(y), ptr(yp), uint64(n))
+	case rp != rows:
+		b.fail(cu.MemcpyDtoDAsync(y, yp, int64(n*4), b.stream))
 	}
 	return true
 }
