@@ -220,17 +220,23 @@ __device__ __forceinline__ float4 llPoll(const uint4* p, uint32_t e, bool skip, 
     return make_float4(__uint_as_float(a.x), __uint_as_float(a.z), __uint_as_float(b.x), __uint_as_float(b.z));
 }
 
-extern "C" __global__ void __launch_bounds__(P2P_LL_THREADS)
-    p2p_allreduce_ll(float* buf, const uint64_t* peers, uint32_t* state, volatile uint32_t* herr, int n, int rank,
-                     int world, uint64_t ll_off, uint64_t timeout_ns, float* acc) {
+// EARLY (p2p_allreduce_ll_e, POCKET_P2P_EARLY=1, an A/B hook) lets the
+// next kernel launch before this one's wait, so that the GEMV after the
+// exchange is resident and streaming its first weights while the row-split
+// projection before it drains, as it is on one GPU.
+template <bool EARLY>
+__device__ __forceinline__ void allreduceLL(float* buf, const uint64_t* peers, uint32_t* state,
+                                            volatile uint32_t* herr, int n, int rank, int world, uint64_t ll_off,
+                                            uint64_t timeout_ns, float* acc) {
     __shared__ uint32_t s_e, s_skip;
     __shared__ uint8_t* s_peer[P2P_MAXW];
     const int tid = threadIdx.x, u = blockIdx.x * P2P_LL_THREADS + tid;
     uint32_t* epoch = state + P2P_LL_EPOCH + blockIdx.x;
     // The peers' regions never move: before the wait.
     if (tid < world) s_peer[tid] = (uint8_t*)peers[tid];
+    if (EARLY) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    if (!EARLY) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     // The epoch, this thread's values and what they add to in one round
     // trip.
     if (tid == 0) {
@@ -266,4 +272,14 @@ extern "C" __global__ void __launch_bounds__(P2P_LL_THREADS)
     // Nothing else reads the block's epoch in this call (thread 0 read it
     // above); the next call reads it after its wait.
     if (tid == 0) *(volatile uint32_t*)epoch = e;
+}
+
+#define P2P_LL_ARGS                                                                                               \
+    float *buf, const uint64_t *peers, uint32_t *state, volatile uint32_t *herr, int n, int rank, int world, \
+        uint64_t ll_off, uint64_t timeout_ns, float *acc
+extern "C" __global__ void __launch_bounds__(P2P_LL_THREADS) p2p_allreduce_ll(P2P_LL_ARGS) {
+    allreduceLL<false>(buf, peers, state, herr, n, rank, world, ll_off, timeout_ns, acc);
+}
+extern "C" __global__ void __launch_bounds__(P2P_LL_THREADS) p2p_allreduce_ll_e(P2P_LL_ARGS) {
+    allreduceLL<true>(buf, peers, state, herr, n, rank, world, ll_off, timeout_ns, acc);
 }
