@@ -43,3 +43,38 @@ type DSA struct {
 	TopK  int
 	Scale float32
 }
+
+// MLAPrefillOps is an optional extension of MLAOps for prompt passes:
+// DeepSeek's latent attention with the keys and values expanded per head
+// from the latents (kv_b_proj), which makes it ordinary multi-head
+// attention with head dims Dn+Dr and Dv. Over a prompt that costs
+// (Dn+Dr+Dv) multiply-adds a (query, key, head) where the absorbed form
+// costs 2R+Dr (320 against 1088 for DeepSeek-V3), plus one GEMM over the
+// context's latents, and it runs as a flash kernel on tensor cores where
+// the absorbed one does not. Decode keeps the absorbed form: one query row
+// would pay the expansion of the whole context.
+type MLAPrefillOps interface {
+	// ReadKV copies columns [lo, lo+width) of the K rows of positions
+	// 0..n-1 of a sequence (table: its KV blocks in position order) into
+	// dst [n, width].
+	ReadKV(dst Buf, p KVPool, layer int, table []int32, n, lo, width int)
+	// MLAExpandedAttention computes causal attention for the heads
+	// [a.H0, a.H0+a.HN) of a.Heads, query row i at position a.Start+i
+	// attending to positions 0..a.Start+i, and writes those heads' columns
+	// of dst [a.Rows, a.Heads·Dv]. Head h's query is [q[i, h, :Dn] ;
+	// qpe[i, h, :]] (q [Rows, Heads·(Dn+Dr)] as q_b_proj makes it, qpe
+	// [Rows, Heads·Dr] its rotated rope parts); its key at position t is
+	// [kv[t, h-H0, :Dn] ; kpe[t, :]] and its value kv[t, h-H0, Dn:] (kv
+	// [ctx, HN·(Dn+Dv)], the group's expansion; kpe [ctx, Dr] the rotated
+	// rope keys). It reports false, having done nothing, for head dims the
+	// backend has no kernel for.
+	MLAExpandedAttention(dst, q, qpe, kv, kpe Buf, a MLAExpanded) bool
+}
+
+// MLAExpanded is the shape of one MLAExpandedAttention call.
+type MLAExpanded struct {
+	Rows, Start   int
+	Heads, H0, HN int
+	Dn, Dr, Dv    int
+	Scale         float32
+}

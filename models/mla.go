@@ -29,7 +29,12 @@ type MLA struct {
 	KVALatent, KVARope, KVANorm kernels.Tensor
 	UKT                         []kernels.Tensor // per head W_UK_hᵀ [R, Dn], from kv_b_proj
 	UV                          []kernels.Tensor // per head W_UV_h [Dv, R], rows of kv_b_proj
-	O                           kernels.Tensor
+	// KVB is kv_b_proj in groups of mlaGroupHeads heads' rows, which
+	// expand the latents into keys and values for prompt passes (nil
+	// without kernels.MLAPrefillOps). On a device backend it is a second
+	// copy of those rows beside UKT and UV.
+	KVB []kernels.Tensor
+	O   kernels.Tensor
 	// Indexer selects the attended tokens (DeepSeek-V3.2); nil: dense.
 	Indexer *Indexer
 
@@ -94,6 +99,13 @@ func newMLA(c *Config, b *binder, prefix string, kvLayer int, o mlaOptions) *MLA
 			}
 			m.UKT = append(m.UKT, b.derived(uk, err))
 			m.UV = append(m.UV, b.derived(kvb.RowSlice(fmt.Sprintf("%s[uv%d]", kvb.Name, i), lo+m.Dn, lo+m.Dn+m.Dv, []int{m.Dv, m.R})))
+		}
+		if _, ok := b.be.(kernels.MLAPrefillOps); ok {
+			heads, per := kvb.Rows()/(m.Dn+m.Dv), m.Dn+m.Dv
+			for h0 := 0; h0 < heads; h0 += mlaGroupHeads {
+				hn := min(mlaGroupHeads, heads-h0)
+				m.KVB = append(m.KVB, b.derived(kvb.RowSlice(fmt.Sprintf("%s[heads %d+%d]", kvb.Name, h0, hn), h0*per, (h0+hn)*per, []int{hn * per, m.R})))
+			}
 		}
 	}
 	m.O = b.tensor(prefix+"o_proj.weight", hid, h*m.Dv)
@@ -172,8 +184,7 @@ func (m *MLA) Forward(p *Pass, in, out kernels.Buf) error {
 	}
 	be.StoreKV(p.Seq.Pool, m.KVLayer, krow, ikey, p.Slots)
 
-	// Absorbed queries, per head [W_UK_hᵀ q_nope ; rotated q_pe].
-	qf := zeroed(be, s, s.Buf("mla.qf", rows*h*kw), rows*h*kw)
+	// The rotated rope parts of the queries.
 	qpe := s.Buf("mla.qpe", rows*h*dr)
 	src, dst := make([]colBlock, h), make([]colBlock, h)
 	for i := range h {
@@ -181,6 +192,12 @@ func (m *MLA) Forward(p *Pass, in, out kernels.Buf) error {
 	}
 	gatherCols(be, qpe, q, rows, h*qk, g, src...)
 	be.RoPE(qpe, p.Pos, h, dr, &m.Rope)
+	if done, err := m.expanded(p, q, qpe, lat, kpe, out, dsa); done || err != nil {
+		return err
+	}
+
+	// Absorbed queries, per head [W_UK_hᵀ q_nope ; rotated q_pe].
+	qf := zeroed(be, s, s.Buf("mla.qf", rows*h*kw), rows*h*kw)
 	scatterCols(be, qf, qpe, rows, h*kw, g, dst...)
 	qn := s.Buf("mla.qnope", rows*dn)
 	qabs := s.Buf("mla.qabs", rows*r)
@@ -203,6 +220,67 @@ func (m *MLA) Forward(p *Pass, in, out kernels.Buf) error {
 	}
 	be.MatMul(out, att, m.O, rows)
 	return nil
+}
+
+// Prompt passes with the keys and values expanded (kernels.MLAPrefillOps):
+// mlaGroupHeads heads at a time, each group's expansion of the whole
+// context in one GEMM and its attention in one call. The pass takes this
+// form when
+//   - it has mlaExpandRows rows or more (below that a pass is a decode
+//     step or a short append, where expanding the context costs more than
+//     the attention it replaces);
+//   - its context is at most mlaExpandBacklog × rows positions long (an
+//     append to a long session expands all of it, a GEMM of ctx rows, for
+//     a few rows of attention);
+//   - a group's expansion fits mlaExpandMaxFloats (ctx ≤ 32768 for
+//     DeepSeek-V3's widths);
+//   - under DeepSeek sparse attention, every row attends to every visible
+//     position (the context is at most index_topk long): the selection is
+//     then the causal mask.
+const (
+	mlaGroupHeads      = 16
+	mlaExpandRows      = 16
+	mlaExpandBacklog   = 8
+	mlaExpandMaxFloats = 1 << 27
+)
+
+// expanded runs the pass's attention and output projection in the
+// expanded form and reports true, or does nothing and reports false.
+func (m *MLA) expanded(p *Pass, q, qpe, lat, kpe, out kernels.Buf, dsa *kernels.DSA) (bool, error) {
+	ops, ok := m.be.(kernels.MLAPrefillOps)
+	rows, start := p.Rows, p.Attn.Start
+	ctx := start + rows
+	hn := min(mlaGroupHeads, m.Heads)
+	if !ok || len(m.KVB) == 0 || len(m.KVB)*hn < m.Heads || rows < mlaExpandRows || ctx > mlaExpandBacklog*rows ||
+		ctx*hn*(m.Dn+m.Dv) > mlaExpandMaxFloats || dsa != nil && ctx > dsa.TopK {
+		return false, nil
+	}
+	be, s, r, dr := m.be, p.Scratch, m.R, m.Dr
+	// The latents and rope keys of the whole context: this pass's as
+	// computed, or (an append) every position's from the cache, which
+	// holds this pass's rows too by now.
+	latAll, kpeAll := lat, kpe
+	if start > 0 {
+		latAll, kpeAll = s.Buf("mla.x.lat", ctx*r), s.Buf("mla.x.kpe", ctx*dr)
+		ops.ReadKV(latAll, p.Seq.Pool, m.KVLayer, p.Attn.Table, ctx, 0, r)
+		ops.ReadKV(kpeAll, p.Seq.Pool, m.KVLayer, p.Attn.Table, ctx, r, dr)
+	}
+	att := s.Buf("mla.att", rows*m.Heads*m.Dv)
+	kv := s.Buf("mla.x.kv", ctx*hn*(m.Dn+m.Dv))
+	for i, w := range m.KVB {
+		h0 := i * hn
+		be.MatMul(kv, latAll, w, ctx)
+		a := kernels.MLAExpanded{Rows: rows, Start: start, Heads: m.Heads, H0: h0, HN: min(hn, m.Heads-h0),
+			Dn: m.Dn, Dr: dr, Dv: m.Dv, Scale: m.Scale}
+		if !ops.MLAExpandedAttention(att, q, qpe, kv, kpeAll, a) {
+			if i > 0 { // (every group has the same head dims)
+				return true, fmt.Errorf("latent attention: the backend declined head group %d of %d", i, len(m.KVB))
+			}
+			return false, nil
+		}
+	}
+	be.MatMul(out, att, m.O, rows)
+	return true, nil
 }
 
 // forward computes the indexer's queries, weights and this pass's keys.

@@ -17,6 +17,7 @@ import (
 func (c *conf) hybrid() {
 	c.deltaNet()
 	c.latentAttention()
+	c.mlaPrefill()
 }
 
 // setupFailed reports a case whose KV pool a backend refused (the CUDA

@@ -48,6 +48,9 @@ const (
 	fDeqFP8
 	fCopyColsF32
 	fAttnPrefill256
+	fAttnPrefillMLA192
+	fAttnPrefillMLA24
+	fKVReadCols
 	fGemvBF16 // + rows-1, 8 of them
 	fGemvFP8  = fGemvBF16 + 8
 	numFuncs  = fGemvFP8 + 8
@@ -57,7 +60,8 @@ var funcNames = func() []string {
 	n := []string{"embed", "matmul_generic", "gemm_generic", "gemm_bf16", "gemm_fp8", "rmsnorm", "add", "add_bias",
 		"swiglu", "rope", "gather", "scatter_add", "store_kv", "attn_partial", "argmax", "gemv_bf16_multi",
 		"to_bf16", "attn_prefill_64", "attn_prefill_128", "attn_prefill_128_3", "attn_gqa", "attn_merge",
-		"attn_prefill_128_q3", "attn_prefill_128_q4", "deq_fp8_bf16", "copy_cols_f32", "attn_prefill_256"}
+		"attn_prefill_128_q3", "attn_prefill_128_q4", "deq_fp8_bf16", "copy_cols_f32", "attn_prefill_256",
+		"attn_prefill_mla_192", "attn_prefill_mla_24", "kv_read_cols"}
 	for i := 1; i <= 8; i++ {
 		n = append(n, fmt.Sprintf("gemv_bf16_%d", i))
 	}

@@ -549,3 +549,4 @@ extern "C" __global__ void to_bf16(uint4* dst, const float4* src, long n) {
 
 #include "kv_attn.cuh"
 #include "prefill_attn.cuh"
+#include "mla_prefill.cuh"

@@ -15,7 +15,8 @@ __device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, uint32_t b
 // head), 4 warps of 16 query rows; K/V tiles of 64 positions go through
 // shared memory as bf16, S = QKᵀ and O += PV on the tensor
 // cores (mma.sync m16n8k16 bf16, fp32 accumulation; V's fragments by
-// ldmatrix.trans), online softmax in fp32 registers. dk == dv == D. Heavier (later) query tiles start first.
+// ldmatrix.trans), online softmax in fp32 registers. Heavier (later) query
+// tiles start first.
 //
 // A few query tiles over a long context (an append to a long session)
 // would leave most SMs idle, each block walking thousands of keys: there
@@ -32,30 +33,88 @@ __device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, uint32_t b
 // gated attention) takes tiles of 32: two 64×264 bf16 tiles would pass
 // the 48 KiB of static shared memory, and its 16 query fragments and 32
 // output fragments already hold ~190 registers a thread.
-template <int D, int LU, bool QS, int BKV = 64>
-__device__ __forceinline__ void attn_prefill(float* __restrict__ dst, const float* __restrict__ q,
-                                             const float* __restrict__ K, const float* __restrict__ V,
-                                             const int* __restrict__ table, const int* startp, int rows, int heads,
-                                             int kvh, int bs, float scale, float* __restrict__ part,
-                                             float2* __restrict__ ml, int splits, uint32_t* __restrict__ bf) {
-    constexpr int BQ = 64, KP = D + 8;
+//
+// Src says where the query, key and value elements live (DK and DV are
+// its key and value head dims): PoolSrc is the paged KV cache (dk == dv),
+// MLASrc the expanded latent attention of a prompt (mla_prefill.cuh).
+// Src::start is the first query row's position; rowOff(p, end) a key
+// position's row handle (-1 past end), k4/v4 four key/value elements of a
+// row from column c, q2 two query elements, out a query row's output.
+
+// PoolSrc: q [rows, heads, D]; K and V rows of the paged cache (slot s of
+// position p is table[p/bs]·bs + p%bs), kvh heads of D each; dst [rows,
+// heads, D].
+template <int D>
+struct PoolSrc {
+    static constexpr int DK = D, DV = D;
+    const float *q, *Kh, *Vh;
+    const int* table;
+    int start, heads, bs;
+    long kw;
+    __device__ __forceinline__ PoolSrc(const float* q_, const float* K, const float* V, const int* table_,
+                                       const int* startp, int heads_, int kvh, int bs_, int h)
+        : q(q_), table(table_), start(*startp), heads(heads_), bs(bs_), kw((long)kvh * D) {
+        int kh = h / (heads / kvh);
+        Kh = K + (long)kh * D;
+        Vh = V + (long)kh * D;
+    }
+    __device__ __forceinline__ long rowOff(int p, int end) const {
+        return p < end ? ((long)table[p / bs] * bs + p % bs) * kw : -1L;
+    }
+    __device__ __forceinline__ float4 k4(long off, int c) const { return *(const float4*)(Kh + off + c); }
+    __device__ __forceinline__ float4 v4(long off, int c) const { return *(const float4*)(Vh + off + c); }
+    __device__ __forceinline__ float2 q2(int row, int h, int c) const {
+        return *(const float2*)(q + ((long)row * heads + h) * D + c);
+    }
+    __device__ __forceinline__ long outRow(int row, int h) const { return (long)row * heads + h; }
+};
+
+// stageTile copies a tile's BKV rows of W elements (row handles rowoff,
+// -1: zeros) from ld(off, c) into T as bf16, LU float4 loads in flight a
+// thread: the staging of attn_prefill when keys and values differ in width.
+template <int LU, int BKV, int W, int P, class Ld>
+__device__ __forceinline__ void stageTile(__nv_bfloat16 (*T)[P], const long* rowoff, Ld ld) {
+    static_assert(BKV * W / 4 % (128 * LU) == 0, "tile not a whole number of load rounds");
+#pragma unroll 1
+    for (int it = 0; it < BKV * W / 4 / 128; it += LU) {
+        float4 v[LU];
+#pragma unroll
+        for (int u = 0; u < LU; u++) {
+            int e = threadIdx.x + (it + u) * 128;
+            long off = rowoff[e / (W / 4)];
+            v[u] = off >= 0 ? ld(off, (e % (W / 4)) * 4) : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+#pragma unroll
+        for (int u = 0; u < LU; u++) {
+            int e = threadIdx.x + (it + u) * 128;
+            int r = e / (W / 4), c = (e % (W / 4)) * 4;
+            *(uint2*)&T[r][c] = make_uint2(packbf(v[u].x, v[u].y), packbf(v[u].z, v[u].w));
+        }
+    }
+}
+
+template <int LU, bool QS, int BKV, class Src>
+__device__ __forceinline__ void attn_prefill(const Src& src, float* __restrict__ dst, int rows, float scale,
+                                             float* __restrict__ part, float2* __restrict__ ml, int splits,
+                                             uint32_t* __restrict__ bf) {
+    constexpr int DK = Src::DK, DV = Src::DV, BQ = 64, KP = DK + 8, VP = DV + 8;
     __shared__ __align__(16) __nv_bfloat16 Ks[BKV][KP];
-    __shared__ __align__(16) __nv_bfloat16 Vs[BKV][KP];
+    __shared__ __align__(16) __nv_bfloat16 Vs[BKV][VP];
     __shared__ long rowoff[BKV];
     const int tiles = gridDim.x / splits, split = blockIdx.x / tiles;
-    int tile = tiles - 1 - blockIdx.x % tiles, h = blockIdx.y, kh = h / (heads / kvh);
-    int start = *startp;
+    int tile = tiles - 1 - blockIdx.x % tiles, h = blockIdx.y;
+    const int start = src.start;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int r0 = tile * BQ + warp * 16;
     const float qs = scale * 1.4426950408889634f; // exp2 domain
-    constexpr int QF = QS ? 1 : D / 16;
+    constexpr int QF = QS ? 1 : DK / 16;
     uint32_t qf[QF][4];
     __shared__ __align__(16) __nv_bfloat16 Qs[QS ? BQ : 1][KP];
     if constexpr (QS) {
         // Each warp stages its own 16 rows; only it reads them.
-        for (int e = lane; e < 16 * D / 2; e += 32) {
-            int rr = e / (D / 2), c = (e % (D / 2)) * 2, row = r0 + rr;
-            float2 v = row < rows ? *(const float2*)(q + ((long)row * heads + h) * D + c) : make_float2(0.f, 0.f);
+        for (int e = lane; e < 16 * DK / 2; e += 32) {
+            int rr = e / (DK / 2), c = (e % (DK / 2)) * 2, row = r0 + rr;
+            float2 v = row < rows ? src.q2(row, h, c) : make_float2(0.f, 0.f);
             *(uint32_t*)&Qs[warp * 16 + rr][c] = packbf(v.x * qs, v.y * qs);
         }
         __syncwarp();
@@ -67,16 +126,16 @@ __device__ __forceinline__ void attn_prefill(float* __restrict__ dst, const floa
                 int row = r0 + g + (i & 1) * 8, col = ks * 16 + 2 * t + (i >> 1) * 8;
                 float a = 0.f, b = 0.f;
                 if (row < rows) {
-                    float2 v = *(const float2*)(q + ((long)row * heads + h) * D + col);
+                    float2 v = src.q2(row, h, col);
                     a = v.x * qs;
                     b = v.y * qs;
                 }
                 qf[ks][i] = packbf(a, b);
             }
     }
-    float o[D / 8][4];
+    float o[DV / 8][4];
 #pragma unroll
-    for (int n = 0; n < D / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    for (int n = 0; n < DV / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
     int qlast = min(tile * BQ + BQ, rows) - 1;
     int ctxEnd = start + qlast + 1;
@@ -84,39 +143,38 @@ __device__ __forceinline__ void attn_prefill(float* __restrict__ dst, const floa
     const int chunk = (((start + rows + BKV - 1) / BKV + splits - 1) / splits) * BKV;
     const int kLo = split * chunk;
     ctxEnd = min(ctxEnd, kLo + chunk);
-    long kw = (long)kvh * D;
-    const float* Kh = K + (long)kh * D;
-    const float* Vh = V + (long)kh * D;
     for (int k0 = kLo; k0 < ctxEnd; k0 += BKV) {
         __syncthreads();
         // Row offsets of the tile's positions (-1 past the context), then
         // K and V rows as bf16, four 16-byte loads in flight per thread.
-        if (threadIdx.x < BKV) {
-            int p = k0 + threadIdx.x;
-            rowoff[threadIdx.x] = p < ctxEnd ? ((long)table[p / bs] * bs + p % bs) * kw : -1L;
-        }
+        if (threadIdx.x < BKV) rowoff[threadIdx.x] = src.rowOff(k0 + threadIdx.x, ctxEnd);
         __syncthreads();
+        if constexpr (DK == DV) {
 #pragma unroll 1
-        for (int it = 0; it < BKV * D / 4 / 128; it += LU) {
-            float4 kv[LU], vv[LU];
+            for (int it = 0; it < BKV * DK / 4 / 128; it += LU) {
+                float4 kv[LU], vv[LU];
 #pragma unroll
-            for (int u = 0; u < LU; u++) {
-                int e = threadIdx.x + (it + u) * 128;
-                int r = e / (D / 4), c = (e % (D / 4)) * 4;
-                long off = rowoff[r];
-                kv[u] = vv[u] = make_float4(0.f, 0.f, 0.f, 0.f);
-                if (off >= 0) {
-                    kv[u] = *(const float4*)(Kh + off + c);
-                    vv[u] = *(const float4*)(Vh + off + c);
+                for (int u = 0; u < LU; u++) {
+                    int e = threadIdx.x + (it + u) * 128;
+                    int r = e / (DK / 4), c = (e % (DK / 4)) * 4;
+                    long off = rowoff[r];
+                    kv[u] = vv[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+                    if (off >= 0) {
+                        kv[u] = src.k4(off, c);
+                        vv[u] = src.v4(off, c);
+                    }
+                }
+#pragma unroll
+                for (int u = 0; u < LU; u++) {
+                    int e = threadIdx.x + (it + u) * 128;
+                    int r = e / (DK / 4), c = (e % (DK / 4)) * 4;
+                    *(uint2*)&Ks[r][c] = make_uint2(packbf(kv[u].x, kv[u].y), packbf(kv[u].z, kv[u].w));
+                    *(uint2*)&Vs[r][c] = make_uint2(packbf(vv[u].x, vv[u].y), packbf(vv[u].z, vv[u].w));
                 }
             }
-#pragma unroll
-            for (int u = 0; u < LU; u++) {
-                int e = threadIdx.x + (it + u) * 128;
-                int r = e / (D / 4), c = (e % (D / 4)) * 4;
-                *(uint2*)&Ks[r][c] = make_uint2(packbf(kv[u].x, kv[u].y), packbf(kv[u].z, kv[u].w));
-                *(uint2*)&Vs[r][c] = make_uint2(packbf(vv[u].x, vv[u].y), packbf(vv[u].z, vv[u].w));
-            }
+        } else {
+            stageTile<LU, BKV, DK, KP>(Ks, rowoff, [&](long off, int c) { return src.k4(off, c); });
+            stageTile<LU, BKV, DV, VP>(Vs, rowoff, [&](long off, int c) { return src.v4(off, c); });
         }
         __syncthreads();
         if (r0 >= rows || start + r0 + 15 < k0) continue; // this warp's rows see none of the tile
@@ -126,7 +184,7 @@ __device__ __forceinline__ void attn_prefill(float* __restrict__ dst, const floa
         // B = Kᵀ: one ldmatrix.x4 of 8 key rows × 32 dims gives the
         // fragments of two k-steps (lane: matrix lane/8, row lane%8).
 #pragma unroll
-        for (int ks = 0; ks < D / 16; ks += 2) {
+        for (int ks = 0; ks < DK / 16; ks += 2) {
             uint32_t qa[4], qb[4];
             const uint32_t *fa, *fb;
             if constexpr (QS) {
@@ -192,7 +250,7 @@ __device__ __forceinline__ void attn_prefill(float* __restrict__ dst, const floa
             l[i] = l[i] * corr + sum;
             m[i] = mn;
 #pragma unroll
-            for (int n = 0; n < D / 8; n++) {
+            for (int n = 0; n < DV / 8; n++) {
                 o[n][2 * i] *= corr;
                 o[n][2 * i + 1] *= corr;
             }
@@ -202,7 +260,7 @@ __device__ __forceinline__ void attn_prefill(float* __restrict__ dst, const floa
             uint32_t a[4] = {packbf(s[2 * kk][0], s[2 * kk][1]), packbf(s[2 * kk][2], s[2 * kk][3]),
                              packbf(s[2 * kk + 1][0], s[2 * kk + 1][1]), packbf(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
-            for (int n = 0; n < D / 8; n += 2) {
+            for (int n = 0; n < DV / 8; n += 2) {
                 // B = V[kv][d] (k = kv, n = d): ldmatrix.trans of the
                 // row-major tile; lanes 0-15 give the 16 kv rows' addresses
                 // at columns n, lanes 16-31 at columns n+1.
@@ -222,18 +280,18 @@ __device__ __forceinline__ void attn_prefill(float* __restrict__ dst, const floa
         if (row >= rows) continue;
         // A split past a row's causal end saw no key: l = 0, weight 0.
         float inv = l[i] > 0.f ? 1.f / l[i] : 0.f;
-        long ri = (long)row * heads + h;
-        float* out = dst + ri * D;
-        if (splits > 1) {
-            out = part + ((long)split * rows * heads + ri) * D;
-            if (t == 0) ml[(long)split * rows * heads + ri] = make_float2(m[i], l[i]);
+        long ri = src.outRow(row, h);
+        float* out = dst + ri * DV;
+        if (splits > 1) { // (PoolSrc only: its rows are [rows, heads])
+            out = part + ((long)split * rows * gridDim.y + ri) * DV;
+            if (t == 0) ml[(long)split * rows * gridDim.y + ri] = make_float2(m[i], l[i]);
         }
 #pragma unroll
-        for (int n = 0; n < D / 8; n++)
+        for (int n = 0; n < DV / 8; n++)
             *(float2*)(out + n * 8 + 2 * t) = make_float2(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
         if (bf && splits == 1) // the output projection's bf16 input
 #pragma unroll
-            for (int n = 0; n < D / 8; n++) bf[(ri * D + n * 8 + 2 * t) / 2] = packbf(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
+            for (int n = 0; n < DV / 8; n++) bf[(ri * DV + n * 8 + 2 * t) / 2] = packbf(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
     }
 }
 
@@ -265,8 +323,8 @@ extern "C" __global__ void attn_merge(float* dst, const float* part, const float
     extern "C" __global__ void __launch_bounds__(128, OCC) NAME(                                               \
         float* dst, const float* q, const float* K, const float* V, const int* table, const int* startp, int rows, \
         int heads, int kvh, int bs, float scale, float* part, float2* ml, int splits, uint32_t* bf) {            \
-        attn_prefill<D, LU, QS, BK>(dst, q, K, V, table, startp, rows, heads, kvh, bs, scale, part, ml, splits, \
-                                    bf);                                                                         \
+        attn_prefill<LU, QS, BK>(PoolSrc<D>(q, K, V, table, startp, heads, kvh, bs, blockIdx.y), dst, rows, scale, \
+                                 part, ml, splits, bf);                                                          \
     }
 #define ATTN_PREFILL(D, NAME, OCC, LU, QS) ATTN_PREFILL_BK(D, NAME, OCC, LU, QS, 64)
 // Two occupancies of the D=128 kernel: 3 blocks per SM (a 168-register

@@ -1,0 +1,64 @@
+package cpu
+
+import (
+	"math"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+var _ kernels.MLAPrefillOps = (*Backend)(nil)
+
+// ReadKV implements kernels.MLAPrefillOps.
+func (b *Backend) ReadKV(dst kernels.Buf, kp kernels.KVPool, layer int, table []int32, n, lo, width int) {
+	p := kp.(*kvPool)
+	s := p.spec
+	kw := s.KVHeads * s.HeadDimK
+	out, kl := f32(dst), p.k[layer]
+	for pos := range n {
+		slot := int(table[pos/s.BlockSize])*s.BlockSize + pos%s.BlockSize
+		copy(out[pos*width:(pos+1)*width], kl[slot*kw+lo:slot*kw+lo+width])
+	}
+}
+
+// MLAExpandedAttention implements kernels.MLAPrefillOps: exact softmax
+// attention, one (query row, head) pair per task, the query and key dot
+// products taken in two parts (nope, rope) as they are stored.
+func (b *Backend) MLAExpandedAttention(dst, q, qpe, kv, kpe kernels.Buf, a kernels.MLAExpanded) bool {
+	dn, dr, dv := a.Dn, a.Dr, a.Dv
+	qk, kvw := dn+dr, a.HN*(dn+dv)
+	qs, qps, kvs, kps, out := f32(q), f32(qpe), f32(kv), f32(kpe), f32(dst)
+	b.parallel(a.Rows*a.HN, 1, func(lo, hi int) {
+		scores := make([]float32, a.Start+a.Rows)
+		for task := lo; task < hi; task++ {
+			r, j := task/a.HN, task%a.HN
+			h := a.H0 + j
+			qn := qs[(r*a.Heads+h)*qk : (r*a.Heads+h)*qk+dn]
+			qr := qps[(r*a.Heads+h)*dr : (r*a.Heads+h+1)*dr]
+			n := a.Start + r + 1
+			maxS := float32(math.Inf(-1))
+			for t := range n {
+				k := kvs[t*kvw+j*(dn+dv):]
+				sc := (dotF32(qn, k[:dn]) + dotF32(qr, kps[t*dr:(t+1)*dr])) * a.Scale
+				scores[t] = sc
+				maxS = max(maxS, sc)
+			}
+			var sum float32
+			for t := range n {
+				e := float32(math.Exp(float64(scores[t] - maxS)))
+				scores[t] = e
+				sum += e
+			}
+			o := out[(r*a.Heads+h)*dv : (r*a.Heads+h+1)*dv]
+			clear(o)
+			inv := 1 / sum
+			for t := range n {
+				v := kvs[t*kvw+j*(dn+dv)+dn : t*kvw+j*(dn+dv)+dn+dv]
+				w := scores[t] * inv
+				for i := range o {
+					o[i] += w * v[i]
+				}
+			}
+		}
+	})
+	return true
+}

@@ -1,0 +1,66 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+// Prompt passes of DeepSeek's latent attention, expanded
+// (kernels.MLAPrefillOps): the model expands the context's latents into
+// per-head keys and values with one GEMM per head group, and
+// attn_prefill_mla_* (mla_prefill.cuh) runs the flash kernel of the other
+// architectures' prompts over them, reading queries, keys and values
+// where the model leaves them. The absorbed kernels of mla.cu walk every
+// (query, key, head) through a 576-wide dot and a 512-wide sum in fp32 on
+// the CUDA cores; this is 192 and 128 on the tensor cores.
+
+var _ kernels.MLAPrefillOps = (*Backend)(nil)
+
+// ReadKV implements kernels.MLAPrefillOps.
+func (b *Backend) ReadKV(dst kernels.Buf, kp kernels.KVPool, layer int, table []int32, n, lo, width int) {
+	if !b.enter() {
+		b.exit()
+		return
+	}
+	defer b.exit()
+	p, ok := kp.(*kvPool)
+	if !ok {
+		b.fail(fmt.Errorf("cuda: KV pool of another backend: %w", kernels.ErrUnsupported))
+		return
+	}
+	if lo < 0 || width < 0 || lo+width > p.kw || n > len(table)*p.spec.BlockSize {
+		b.fail(fmt.Errorf("cuda: ReadKV of columns [%d, %d) of %d-wide rows, %d positions of %d blocks",
+			lo, lo+width, p.kw, n, len(table)))
+		return
+	}
+	tp := b.put(kTable, words(table))
+	b.run(fKVReadCols, n, 1, min(256, max(32, width)), ptr(dptr(dst)), ptr(p.kLayer(layer)), ptr(tp),
+		i32(p.spec.BlockSize), i32(p.kw), i32(lo), i32(width))
+}
+
+// MLAExpandedAttention implements kernels.MLAPrefillOps for DeepSeek's
+// head dims (128 + 64, 128) and the test fixtures' (16 + 8, 16); other
+// shapes are declined, and every shape under POCKET_MLA_EXPAND=0.
+func (b *Backend) MLAExpandedAttention(dst, q, qpe, kv, kpe kernels.Buf, a kernels.MLAExpanded) bool {
+	f := -1
+	switch {
+	case a.Dn == 128 && a.Dr == 64 && a.Dv == 128:
+		f = fAttnPrefillMLA192
+	case a.Dn == 16 && a.Dr == 8 && a.Dv == 16:
+		f = fAttnPrefillMLA24
+	}
+	if f < 0 || switches.noMLAExpand || a.Rows < 1 || a.HN < 1 || a.H0 < 0 || a.H0+a.HN > a.Heads {
+		return false
+	}
+	if !b.enter() {
+		b.exit()
+		return true
+	}
+	defer b.exit()
+	b.run(f, cdiv(a.Rows, 64), a.HN, 128, ptr(dptr(dst)), ptr(dptr(q)), ptr(dptr(qpe)), ptr(dptr(kv)), ptr(dptr(kpe)),
+		i32(a.Rows), i32(a.Start), i32(a.Heads), i32(a.H0), i32(a.HN), f32(a.Scale))
+	return true
+}

@@ -1,0 +1,94 @@
+package models_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/pocketllm/pocketllm/kernels"
+	"github.com/pocketllm/pocketllm/kernels/cpu"
+	"github.com/pocketllm/pocketllm/models"
+	"github.com/pocketllm/pocketllm/models/checkpoint"
+)
+
+// absorbedOnly is the CPU backend without kernels.MLAPrefillOps: its
+// ReadKV and MLAExpandedAttention are shadowed by two fields at the same
+// depth, so neither is promoted and every MLA pass takes the absorbed form.
+type absorbedOnly struct {
+	*cpu.Backend
+	hideExpanded
+}
+
+type hideExpanded struct{ ReadKV, MLAExpandedAttention struct{} }
+
+// countingExpanded is the CPU backend counting its expanded attentions.
+type countingExpanded struct {
+	*cpu.Backend
+	calls *int
+}
+
+func (c countingExpanded) MLAExpandedAttention(dst, q, qpe, kv, kpe kernels.Buf, a kernels.MLAExpanded) bool {
+	*c.calls++
+	return c.Backend.MLAExpandedAttention(dst, q, qpe, kv, kpe, a)
+}
+
+// TestMLAExpandedPrefillCPU runs prompt passes of the MLA fixtures in the
+// expanded form (keys and values expanded from the latents) and in the
+// absorbed form: a fresh 40-token prompt, then appends of 20 tokens (which
+// read the earlier latents back from the cache), of 16 and of 3 (too short:
+// absorbed in both models). The logits must agree to float32 rounding,
+// and the expanded model must really have taken its path where it applies:
+// not at all on DeepSeek-V3.2's fixture, whose indexer selects 8 positions
+// (a longer context is sparse, and stays absorbed).
+func TestMLAExpandedPrefillCPU(t *testing.T) {
+	var _ kernels.MLAPrefillOps = cpu.New(1)
+	if _, ok := any(absorbedOnly{}).(kernels.MLAPrefillOps); ok {
+		t.Fatal("absorbedOnly still offers MLAPrefillOps")
+	}
+	for arch, wantCalls := range map[string]int{"deepseek_v3": 9, "deepseek_v3-fp8": 9, "deepseek_v32": 0} {
+		t.Run(arch, func(t *testing.T) {
+			ck, err := checkpoint.Open(filepath.Join("testdata", "models", arch))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ck.Close()
+			var calls int
+			ex, err := ck.Model(countingExpanded{cpu.New(2), &calls})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ab, err := ck.Model(absorbedOnly{Backend: cpu.New(2)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			V := ex.Config.VocabSize
+			const n = 79
+			ids := make([]int32, n)
+			for i := range ids {
+				ids[i] = int32((i*37 + 11) % V)
+			}
+			se, sa := newSeq(t, ex, n), newSeq(t, ab, n)
+			pos := 0
+			for _, rows := range []int{40, 20, 16, 3} {
+				se.Start, sa.Start = pos, pos
+				le, err := ex.Forward(se, ids[pos:pos+rows], models.AllLogits)
+				if err != nil {
+					t.Fatal(err)
+				}
+				la, err := ab.Forward(sa, ids[pos:pos+rows], models.AllLogits)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if e := relErr(le, la); e > 2e-5 {
+					t.Errorf("%d rows at %d: expanded vs absorbed logits, relative error %.3g", rows, pos, e)
+				} else {
+					t.Logf("%d rows at %d: relative error %.3g", rows, pos, e)
+				}
+				pos += rows
+			}
+			// Three passes of rows ≥ 16, three layers, one head group.
+			if calls != wantCalls {
+				t.Errorf("%d expanded attentions, want %d", calls, wantCalls)
+			}
+		})
+	}
+}
