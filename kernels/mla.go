@@ -78,3 +78,29 @@ type MLAExpanded struct {
 	Dn, Dr, Dv    int
 	Scale         float32
 }
+
+// HeadMatMul is an optional extension of Backend: the per-head products of
+// MLA's absorbed form (W_UK_hᵀ on the query side, W_UV_h on the output
+// side) in one call for all heads, where a backend with a launch cost
+// would otherwise pay a GEMV and two column moves a head (128 heads: ~770
+// launches a layer a decode step).
+type HeadMatMul interface {
+	// HeadMatMulTakes reports whether MatMulHeads takes a stacked weight
+	// of w's format and shape (checked once, at build time).
+	HeadMatMulTakes(w *Weight) bool
+	// MatMulHeads computes, for rows r < a.Rows, heads h < a.Heads and
+	// outputs o < a.Out,
+	//
+	//	dst[r·a.DstRow + h·a.DstHead + o] = Σ_i w[h·a.Out + o, i] · x[r·a.XRow + h·a.XHead + i]
+	//
+	// where w [Heads·Out, In] is the heads' matrices stacked (StackRows).
+	// Strides are in elements, multiples of 4.
+	MatMulHeads(dst, x Buf, w Tensor, a HeadProduct)
+}
+
+// HeadProduct is the shape of one MatMulHeads call.
+type HeadProduct struct {
+	Rows, Heads, Out, In int
+	XRow, XHead          int
+	DstRow, DstHead      int
+}

@@ -187,3 +187,33 @@ func (w *Weight) RowSlice(name string, lo, hi int, shape []int) (*Weight, error)
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// StackRows joins weights of one format and width row-wise, in order, into
+// a new weight [Σ rows, cols] (a copy). FP8 pieces must each be whole scale
+// blocks of rows, so that the scale rows join the same way.
+func StackRows(name string, ws []*Weight) (*Weight, error) {
+	if len(ws) == 0 {
+		return nil, fmt.Errorf("%s: nothing to stack", name)
+	}
+	f := ws[0]
+	rows, nd, ns := 0, 0, 0
+	for _, w := range ws {
+		if w.DType != f.DType || w.Cols() != f.Cols() || w.ScaleBlock != f.ScaleBlock {
+			return nil, fmt.Errorf("%s: %s (%s, %d columns) does not stack on %s (%s, %d columns)", name, w.Name,
+				w.DType, w.Cols(), f.Name, f.DType, f.Cols())
+		}
+		if w.DType == F8E4M3 && w.Rows()%w.ScaleBlock[0] != 0 {
+			return nil, fmt.Errorf("%s: %s: %d FP8 rows are not whole %d-row scale blocks", name, w.Name, w.Rows(), w.ScaleBlock[0])
+		}
+		rows, nd, ns = rows+w.Rows(), nd+len(w.Data), ns+len(w.Scale)
+	}
+	s := &Weight{Name: name, DType: f.DType, Shape: []int{rows, f.Cols()}, Data: make([]byte, 0, nd), ScaleBlock: f.ScaleBlock}
+	if ns > 0 {
+		s.Scale = make([]float32, 0, ns)
+	}
+	for _, w := range ws {
+		s.Data = append(s.Data, w.Data...)
+		s.Scale = append(s.Scale, w.Scale...)
+	}
+	return s, s.Validate()
+}

@@ -29,6 +29,10 @@ type MLA struct {
 	KVALatent, KVARope, KVANorm kernels.Tensor
 	UKT                         []kernels.Tensor // per head W_UK_hᵀ [R, Dn], from kv_b_proj
 	UV                          []kernels.Tensor // per head W_UV_h [Dv, R], rows of kv_b_proj
+	// UKTs and UVs are UKT and UV stacked ([Heads·R, Dn], [Heads·Dv, R])
+	// for a backend with kernels.HeadMatMul, which then has no per-head
+	// tensors.
+	UKTs, UVs kernels.Tensor
 	// KVB is kv_b_proj in groups of mlaGroupHeads heads' rows, which
 	// expand the latents into keys and values for prompt passes (nil
 	// without kernels.MLAPrefillOps). On a device backend it is a second
@@ -91,15 +95,7 @@ func newMLA(c *Config, b *binder, prefix string, kvLayer int, o mlaOptions) *MLA
 	if kvb := rawWeight(b, prefix+"kv_b_proj.weight", h*(m.Dn+m.Dv), m.R); kvb != nil {
 		// The heads kvb holds: all of them, or a tensor-parallel rank's
 		// (tp_mla.go), which derives only its own.
-		for i := range kvb.Rows() / (m.Dn + m.Dv) {
-			lo := i * (m.Dn + m.Dv)
-			uk, err := kvb.RowSlice(fmt.Sprintf("%s[uk%d]", kvb.Name, i), lo, lo+m.Dn, []int{m.Dn, m.R})
-			if err == nil {
-				uk, err = transposed(uk)
-			}
-			m.UKT = append(m.UKT, b.derived(uk, err))
-			m.UV = append(m.UV, b.derived(kvb.RowSlice(fmt.Sprintf("%s[uv%d]", kvb.Name, i), lo+m.Dn, lo+m.Dn+m.Dv, []int{m.Dv, m.R})))
-		}
+		m.bindAbsorbed(b, kvb)
 		if _, ok := b.be.(kernels.MLAPrefillOps); ok {
 			heads, per := kvb.Rows()/(m.Dn+m.Dv), m.Dn+m.Dv
 			for h0 := 0; h0 < heads; h0 += mlaGroupHeads {
@@ -199,27 +195,85 @@ func (m *MLA) Forward(p *Pass, in, out kernels.Buf) error {
 	// Absorbed queries, per head [W_UK_hᵀ q_nope ; rotated q_pe].
 	qf := zeroed(be, s, s.Buf("mla.qf", rows*h*kw), rows*h*kw)
 	scatterCols(be, qf, qpe, rows, h*kw, g, dst...)
-	qn := s.Buf("mla.qnope", rows*dn)
-	qabs := s.Buf("mla.qabs", rows*r)
-	for i := range h {
-		gatherCols(be, qn, q, rows, h*qk, g, colBlock{i * qk, dn})
-		be.MatMul(qabs, qn, m.UKT[i], rows)
-		scatterCols(be, qf, qabs, rows, h*kw, g, colBlock{i * kw, r})
+	if m.UKTs != nil {
+		be.(kernels.HeadMatMul).MatMulHeads(qf, q, m.UKTs, kernels.HeadProduct{Rows: rows, Heads: h, Out: r, In: dn,
+			XRow: h * qk, XHead: qk, DstRow: h * kw, DstHead: kw})
+	} else {
+		qn := s.Buf("mla.qnope", rows*dn)
+		qabs := s.Buf("mla.qabs", rows*r)
+		for i := range h {
+			gatherCols(be, qn, q, rows, h*qk, g, colBlock{i * qk, dn})
+			be.MatMul(qabs, qn, m.UKT[i], rows)
+			scatterCols(be, qf, qabs, rows, h*kw, g, colBlock{i * kw, r})
+		}
 	}
 
 	// Attention in latent space, then each head's W_UV and o_proj.
 	olat := s.Buf("mla.olat", rows*h*r)
 	m.ops.MLAttention(olat, qf, p.Seq.Pool, m.KVLayer, p.Attn, rows, h, r, m.Scale, dsa)
-	att := zeroed(be, s, s.Buf("mla.att", rows*h*dv), rows*h*dv)
-	ol := s.Buf("mla.olat.h", rows*r)
-	ov := s.Buf("mla.ov.h", rows*dv)
-	for i := range h {
-		gatherCols(be, ol, olat, rows, h*r, g, colBlock{i * r, r})
-		be.MatMul(ov, ol, m.UV[i], rows)
-		scatterCols(be, att, ov, rows, h*dv, g, colBlock{i * dv, dv})
+	var att kernels.Buf
+	if m.UVs != nil {
+		att = s.Buf("mla.att", rows*h*dv)
+		be.(kernels.HeadMatMul).MatMulHeads(att, olat, m.UVs, kernels.HeadProduct{Rows: rows, Heads: h, Out: dv, In: r,
+			XRow: h * r, XHead: r, DstRow: h * dv, DstHead: dv})
+	} else {
+		att = zeroed(be, s, s.Buf("mla.att", rows*h*dv), rows*h*dv)
+		ol := s.Buf("mla.olat.h", rows*r)
+		ov := s.Buf("mla.ov.h", rows*dv)
+		for i := range h {
+			gatherCols(be, ol, olat, rows, h*r, g, colBlock{i * r, r})
+			be.MatMul(ov, ol, m.UV[i], rows)
+			scatterCols(be, att, ov, rows, h*dv, g, colBlock{i * dv, dv})
+		}
 	}
 	be.MatMul(out, att, m.O, rows)
 	return nil
+}
+
+// bindAbsorbed derives the absorbed form's matrices from kv_b_proj (all
+// heads, or a tensor-parallel rank's): W_UK_hᵀ and W_UV_h of every head,
+// stacked into one tensor each where the backend multiplies all heads in
+// one call (kernels.HeadMatMul, whose strides here are the head widths:
+// multiples of 4 for every DeepSeek shape and fixture), else one tensor a
+// head.
+func (m *MLA) bindAbsorbed(b *binder, kvb *kernels.Weight) {
+	per := m.Dn + m.Dv
+	var uks, uvs []*kernels.Weight
+	for i := range kvb.Rows() / per {
+		lo := i * per
+		uk, err := kvb.RowSlice(fmt.Sprintf("%s[uk%d]", kvb.Name, i), lo, lo+m.Dn, []int{m.Dn, m.R})
+		if err == nil {
+			uk, err = transposed(uk)
+		}
+		var uv *kernels.Weight
+		if err == nil {
+			uv, err = kvb.RowSlice(fmt.Sprintf("%s[uv%d]", kvb.Name, i), lo+m.Dn, lo+per, []int{m.Dv, m.R})
+		}
+		if err != nil {
+			b.fail(err)
+			return
+		}
+		uks, uvs = append(uks, uk), append(uvs, uv)
+	}
+	hm, ok := b.be.(kernels.HeadMatMul)
+	strides := (m.Dn+m.Dr)%4 == 0 && (m.R+m.Dr)%4 == 0 && m.R%4 == 0 && m.Dv%4 == 0
+	if ok && strides && len(uks) > 0 && hm.HeadMatMulTakes(uks[0]) && hm.HeadMatMulTakes(uvs[0]) {
+		m.UKTs = b.derived(kernels.StackRows(kvb.Name+"[ukᵀ]", uks))
+		m.UVs = b.derived(kernels.StackRows(kvb.Name+"[uv]", uvs))
+		return
+	}
+	for i := range uks {
+		m.UKT = append(m.UKT, b.derived(uks[i], nil))
+		m.UV = append(m.UV, b.derived(uvs[i], nil))
+	}
+}
+
+// absorbedHeads is the number of heads the absorbed matrices were derived for.
+func (m *MLA) absorbedHeads() (uk, uv int) {
+	if m.UKTs != nil && m.UVs != nil {
+		return m.UKTs.Weight().Rows() / m.R, m.UVs.Weight().Rows() / m.Dv
+	}
+	return len(m.UKT), len(m.UV)
 }
 
 // Prompt passes with the keys and values expanded (kernels.MLAPrefillOps):

@@ -10,15 +10,18 @@ import (
 	"github.com/pocketllm/pocketllm/models/checkpoint"
 )
 
-// absorbedOnly is the CPU backend without kernels.MLAPrefillOps: its
-// ReadKV and MLAExpandedAttention are shadowed by two fields at the same
-// depth, so neither is promoted and every MLA pass takes the absorbed form.
+// absorbedOnly is the CPU backend without kernels.MLAPrefillOps and
+// kernels.HeadMatMul: their methods are shadowed by fields at the same
+// depth, so none is promoted, and every MLA pass takes the absorbed form
+// with a product per head (the path of a backend with neither).
 type absorbedOnly struct {
 	*cpu.Backend
 	hideExpanded
 }
 
-type hideExpanded struct{ ReadKV, MLAExpandedAttention struct{} }
+type hideExpanded struct {
+	ReadKV, MLAExpandedAttention, HeadMatMulTakes, MatMulHeads struct{}
+}
 
 // countingExpanded is the CPU backend counting its expanded attentions.
 type countingExpanded struct {
@@ -31,11 +34,12 @@ func (c countingExpanded) MLAExpandedAttention(dst, q, qpe, kv, kpe kernels.Buf,
 	return c.Backend.MLAExpandedAttention(dst, q, qpe, kv, kpe, a)
 }
 
-// TestMLAExpandedPrefillCPU runs prompt passes of the MLA fixtures in the
-// expanded form (keys and values expanded from the latents) and in the
-// absorbed form: a fresh 40-token prompt, then appends of 20 tokens (which
-// read the earlier latents back from the cache), of 16 and of 3 (too short:
-// absorbed in both models). The logits must agree to float32 rounding,
+// TestMLAExpandedPrefillCPU runs passes of the MLA fixtures on the CPU
+// with kernels.MLAPrefillOps and kernels.HeadMatMul (the prompt passes
+// expanded, the absorbed ones with all heads in one product) and without
+// either (absorbed, a product per head): a fresh 40-token prompt, then
+// appends of 20 tokens (which read the earlier latents back from the
+// cache) and of 16, then of 3 and 1 (absorbed in both models). The logits must agree to float32 rounding,
 // and the expanded model must really have taken its path where it applies:
 // not at all on DeepSeek-V3.2's fixture, whose indexer selects 8 positions
 // (a longer context is sparse, and stays absorbed).
@@ -43,6 +47,9 @@ func TestMLAExpandedPrefillCPU(t *testing.T) {
 	var _ kernels.MLAPrefillOps = cpu.New(1)
 	if _, ok := any(absorbedOnly{}).(kernels.MLAPrefillOps); ok {
 		t.Fatal("absorbedOnly still offers MLAPrefillOps")
+	}
+	if _, ok := any(absorbedOnly{}).(kernels.HeadMatMul); ok {
+		t.Fatal("absorbedOnly still offers HeadMatMul")
 	}
 	for arch, wantCalls := range map[string]int{"deepseek_v3": 9, "deepseek_v3-fp8": 9, "deepseek_v32": 0} {
 		t.Run(arch, func(t *testing.T) {
@@ -61,14 +68,14 @@ func TestMLAExpandedPrefillCPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			V := ex.Config.VocabSize
-			const n = 79
+			const n = 80
 			ids := make([]int32, n)
 			for i := range ids {
 				ids[i] = int32((i*37 + 11) % V)
 			}
 			se, sa := newSeq(t, ex, n), newSeq(t, ab, n)
 			pos := 0
-			for _, rows := range []int{40, 20, 16, 3} {
+			for _, rows := range []int{40, 20, 16, 3, 1} {
 				se.Start, sa.Start = pos, pos
 				le, err := ex.Forward(se, ids[pos:pos+rows], models.AllLogits)
 				if err != nil {

@@ -114,8 +114,8 @@ func (p *Plan) applyMLA(layer int, m *MLA) error {
 		return fmt.Errorf("%w: layer %d: %d latent-attention heads over %d ranks", ErrTP, layer, m.Heads, p.World)
 	}
 	m.Heads /= p.World
-	if len(m.UKT) != m.Heads || len(m.UV) != m.Heads {
-		return fmt.Errorf("%w: layer %d: %d absorbed heads loaded, the rank computes %d", ErrTP, layer, len(m.UKT), m.Heads)
+	if uk, uv := m.absorbedHeads(); uk != m.Heads || uv != m.Heads {
+		return fmt.Errorf("%w: layer %d: %d absorbed heads loaded, the rank computes %d", ErrTP, layer, uk, m.Heads)
 	}
 	return nil
 }

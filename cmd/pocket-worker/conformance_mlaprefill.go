@@ -9,11 +9,12 @@ import (
 	"github.com/pocketllm/pocketllm/kernels"
 )
 
-// mlaPrefill checks kernels.MLAPrefillOps against the CPU: ReadKV's
-// column reads through a shuffled block table (exact), and the expanded
-// latent attention of prompt passes on DeepSeek-V3's head dims and the
-// fixtures', a head group inside more heads, fresh and appended (the flash
-// kernel: bf16 operands).
+// mlaPrefill checks kernels.MLAPrefillOps and kernels.HeadMatMul against
+// the CPU: ReadKV's column reads through a shuffled block table (exact),
+// the expanded latent attention of prompt passes on DeepSeek-V3's head
+// dims and the fixtures', a head group inside more heads, fresh and
+// appended (the flash kernel: bf16 operands), and the per-head products of
+// the absorbed form in MLA's layouts, bf16 and FP8.
 func (c *conf) mlaPrefill() {
 	gx, cx := c.g, c.c
 	for _, s := range []struct{ r, dr, bs, n, lo, width int }{
@@ -75,5 +76,34 @@ func (c *conf) mlaPrefill() {
 			continue
 		}
 		c.check("MLAExpanded", name, yg, yh, n, tolBF16)
+	}
+	for _, s := range []struct {
+		dt           kernels.DType
+		block        [2]int
+		heads, q, kw int // the heads and the x and dst head widths
+		out, in      int
+		rows         int
+	}{
+		{kernels.BF16, [2]int{}, 16, 192, 576, 512, 128, 1}, // W_UK_hᵀ of DeepSeek-V3 (a TP8 rank's heads)
+		{kernels.BF16, [2]int{}, 16, 512, 128, 128, 512, 3}, // W_UV_h
+		{kernels.F8E4M3, [2]int{128, 128}, 128, 192, 576, 512, 128, 1},
+		{kernels.F8E4M3, [2]int{128, 128}, 16, 512, 128, 128, 512, 2},
+		{kernels.F8E4M3, [2]int{16, 16}, 4, 24, 40, 32, 16, 1}, // the FP8 fixture's
+		{kernels.BF16, [2]int{}, 4, 32, 16, 16, 32, 5},
+	} {
+		name := fmt.Sprintf("%s heads=%d [%d,%d] rows=%d", s.dt, s.heads, s.out, s.in, s.rows)
+		wg, wh := c.weight(s.dt, []int{s.heads * s.out, s.in}, s.block)
+		if !gx.HeadMatMulTakes(wg.Weight()) {
+			c.setupFailed("MatMulHeads", name, fmt.Errorf("declined"))
+			continue
+		}
+		a := kernels.HeadProduct{Rows: s.rows, Heads: s.heads, Out: s.out, In: s.in,
+			XRow: s.heads * s.q, XHead: s.q, DstRow: s.heads * s.kw, DstHead: s.kw}
+		xg, xh := c.pair(c.randn(s.rows * s.heads * s.q))
+		n := s.rows * s.heads * s.kw
+		yg, yh := c.pair(make([]float32, n))
+		gx.MatMulHeads(yg, xg, wg, a)
+		cx.MatMulHeads(yh, xh, wh, a)
+		c.check("MatMulHeads", name, yg, yh, n, tolExact)
 	}
 }

@@ -62,3 +62,34 @@ func (b *Backend) MLAExpandedAttention(dst, q, qpe, kv, kpe kernels.Buf, a kerne
 	})
 	return true
 }
+
+var _ kernels.HeadMatMul = (*Backend)(nil)
+
+// HeadMatMulTakes implements kernels.HeadMatMul: every format MatMul reads.
+func (b *Backend) HeadMatMulTakes(w *kernels.Weight) bool { return len(w.Shape) == 2 }
+
+// MatMulHeads implements kernels.HeadMatMul with MatMul's row arithmetic
+// (one row: the fused dot, except FP8; more: the row decoded to float32),
+// so a head's results equal a MatMul of that head's matrix.
+func (b *Backend) MatMulHeads(dst, x kernels.Buf, w kernels.Tensor, a kernels.HeadProduct) {
+	t := w.(*tensor)
+	d, xs := f32(dst), f32(x)
+	fused := a.Rows == 1 && t.w.DType != kernels.F8E4M3
+	b.parallel(a.Heads*a.Out, 16, func(lo, hi int) {
+		tmp := make([]float32, a.In)
+		for j := lo; j < hi; j++ {
+			h, o := j/a.Out, j%a.Out
+			if !fused {
+				t.rowTo(j, tmp)
+			}
+			for r := range a.Rows {
+				xv := xs[r*a.XRow+h*a.XHead:][:a.In]
+				if fused {
+					d[r*a.DstRow+h*a.DstHead+o] = t.dot(j, xv)
+				} else {
+					d[r*a.DstRow+h*a.DstHead+o] = dotF32(tmp, xv)
+				}
+			}
+		}
+	})
+}

@@ -331,6 +331,49 @@ GEMV_KERNEL(gemv_r4, 0, false, __launch_bounds__(256))
 GEMV_KERNEL(gemv_add8, 1, true, __launch_bounds__(256, 3))
 GEMV_KERNEL(gemv_r48, 1, false, __launch_bounds__(256, 3))
 
+// gemv_heads: y_h = W_h · x_h for the heads of a per-head projection
+// (DeepSeek MLA's W_UK_hᵀ and W_UV_h), all heads in one launch: W is the
+// heads' matrices stacked, [heads·out, in]; head h of row r reads x from
+// x + r·xRow + h·xHead and writes y + r·yRow + h·yHead (16-byte aligned).
+// Grid (heads × blocks a head, rows), a block's groups as gemvR's within
+// its head.
+template <int WF>
+__device__ __forceinline__ void gemvHeads(float* y, const float* __restrict__ x, Wt wt, int out, int in, int wpr,
+                                          int heads, long xRow, long xHead, long yRow, long yHead) {
+    __shared__ float red[8][R + 1];
+    const int bph = gridDim.x / heads, h = blockIdx.x / bph, b = blockIdx.x % bph;
+    const float* xh = x + blockIdx.y * xRow + h * xHead;
+    float* yh = y + blockIdx.y * yRow + h * yHead;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = 8 / wpr;
+    int base = (b * G + warp / wpr) * R;
+    int rows[R];
+    groupRows(rows, base, out);
+#pragma unroll
+    for (int r = 0; r < R; r++) rows[r] += h * out;
+    GroupDot<WF, false> d;
+    d.prefetch(wt, wt, R, rows, in, (warp % wpr) * 32 + lane, 32 * wpr, base < out);
+    pdlLaunchDependents();
+    pdlWait();
+    float acc[R], ss = 0.f;
+    d.finish(xh, nullptr, acc, ss);
+    groupSums(red, acc, ss);
+    int t = threadIdx.x;
+    if (t < G * R) {
+        int g = t / R, r = t % R, o = (b * G + g) * R + r;
+        if (o < out) yh[o] = groupTotal(red, g, wpr, r);
+    }
+}
+
+#define GEMV_HEADS_ARGS                                                                                        \
+    float *y, const float *__restrict__ x, const uint8_t *w, const float *sc, int out, int in, int wpr, int b0, \
+        int b1, int nsc, int heads, long xRow, long xHead, long yRow, long yHead
+extern "C" __global__ void __launch_bounds__(256) gemv_heads(GEMV_HEADS_ARGS) {
+    gemvHeads<0>(y, x, Wt{w, sc, b0, b1, nsc}, out, in, wpr, heads, xRow, xHead, yRow, yHead);
+}
+extern "C" __global__ void __launch_bounds__(256) gemv_heads8(GEMV_HEADS_ARGS) {
+    gemvHeads<1>(y, x, Wt{w, sc, b0, b1, nsc}, out, in, wpr, heads, xRow, xHead, yRow, yHead);
+}
+
 // normSwiGLU: act = silu(Wg · rmsnorm(x)) * (Wu · rmsnorm(x)). A group is
 // gate rows o, o+1 and up rows o, o+1, so the activation is formed where
 // both dots end.

@@ -31,6 +31,8 @@ const (
 	dGemvNormSwiGLU8
 	dGemvR4
 	dGemvR48
+	dGemvHeads
+	dGemvHeads8
 	dRopeStore
 	dAttnDecode                       // attn_decode_2, _4, _8 (elements per lane)
 	dAttnDecodeD   = dAttnDecode + 3  // attn_decode_d_2, _4, _8: the merge deferred (attn_merge.go)
@@ -40,7 +42,7 @@ const (
 )
 
 var decodeNames = [dF8MMA]string{"gemv_norm_multi", "gemv_norm_multi8", "gemv_add", "gemv_add8",
-	"gemv_norm_swiglu", "gemv_norm_swiglu8", "gemv_r4", "gemv_r48", "rope_store", "attn_decode_2", "attn_decode_4",
+	"gemv_norm_swiglu", "gemv_norm_swiglu8", "gemv_r4", "gemv_r48", "gemv_heads", "gemv_heads8", "rope_store", "attn_decode_2", "attn_decode_4",
 	"attn_decode_8", "attn_decode_d_2", "attn_decode_d_4", "attn_decode_d_8", "attn_merge_2", "attn_merge_4", "attn_merge_8"}
 
 var _ kernels.FusedOps = (*Backend)(nil)

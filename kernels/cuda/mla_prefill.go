@@ -64,3 +64,45 @@ func (b *Backend) MLAExpandedAttention(dst, q, qpe, kv, kpe kernels.Buf, a kerne
 		i32(a.Rows), i32(a.Start), i32(a.Heads), i32(a.H0), i32(a.HN), f32(a.Scale))
 	return true
 }
+
+var _ kernels.HeadMatMul = (*Backend)(nil)
+
+// HeadMatMulTakes implements kernels.HeadMatMul: what the grouped GEMVs
+// of decode.cu read (bf16 rows of a multiple of 8, FP8 with 16-wide scale
+// blocks and rows of a multiple of 16).
+func (b *Backend) HeadMatMulTakes(w *kernels.Weight) bool {
+	if len(w.Shape) != 2 {
+		return false
+	}
+	switch in := w.Cols(); w.DType {
+	case kernels.BF16:
+		return in%8 == 0
+	case kernels.F8E4M3:
+		return in%16 == 0 && w.ScaleBlock[0] > 0 && w.ScaleBlock[1] > 0 && w.ScaleBlock[1]%16 == 0
+	}
+	return false
+}
+
+// MatMulHeads implements kernels.HeadMatMul on gemv_heads (decode.cu): the
+// grouped GEMV with each block's input and output offset by its head, one
+// launch for all heads and rows.
+func (b *Backend) MatMulHeads(dst, x kernels.Buf, w kernels.Tensor, a kernels.HeadProduct) {
+	if !b.enter() {
+		b.exit()
+		return
+	}
+	defer b.exit()
+	t, _ := w.(*tensor)
+	f, ok := formOf(a.In, w)
+	if !ok || t.w.Rows() != a.Heads*a.Out || a.XRow%4 != 0 || a.XHead%4 != 0 {
+		b.fail(fmt.Errorf("cuda: MatMulHeads of %d heads of [%d, %d] over a weight it does not take: %w",
+			a.Heads, a.Out, a.In, kernels.ErrUnsupported))
+		return
+	}
+	wpr := b.groupWarps(a.Heads*cdiv(a.Out, groupRows), f.chunks())
+	perHead := cdiv(a.Out, groupRows*8/wpr)
+	args := []uint64{ptr(dptr(dst)), ptr(dptr(x)), ptr(t.data), ptr(t.scale), i32(a.Out), i32(a.In), i32(wpr)}
+	args = append(args, f.args()...)
+	args = append(args, i32(a.Heads), uint64(a.XRow), uint64(a.XHead), uint64(a.DstRow), uint64(a.DstHead))
+	b.runDec(f.variant(dGemvHeads), a.Heads*perHead, a.Rows, 256, args...)
+}
