@@ -29,6 +29,7 @@ __device__ __forceinline__ float warpSum(float v) {
 #define MTILE 8     // cached rows per shared-memory tile
 #define MMAXD 1024  // largest HeadDimK (DeepSeek: 576)
 #define MREG (MMAXD / 32)
+#define MLD (MTILE * MMAXD / 4 / (MH * 32))  // float4s a thread stages of a tile
 
 // part[(row*heads+h)*splits + split][0..dv) = Σ e^{s-m} v, then m, l;
 // with one split (long prefill passes) the normalised output goes straight
@@ -37,10 +38,10 @@ __device__ __forceinline__ float warpSum(float v) {
 extern "C" __global__ void __launch_bounds__(MH * 32)
     mla_partial(float* dst, float* part, const float* q, const float* K, const int* table, const int* startp, const int* sel,
                 const int* cnt, int heads, int dk, int dv, int bs, int chunk, int topk, float scale) {
-    __shared__ float tile[MTILE * MMAXD];
+    __shared__ __align__(16) float tile[MTILE * MMAXD];
     int groups = (heads + MH - 1) / MH;
     int row = blockIdx.x / groups, h = (blockIdx.x % groups) * MH + (threadIdx.x >> 5);
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int lane = threadIdx.x & 31;
     int splits = gridDim.y;
     int n = sel ? cnt[row] : *startp + row + 1;
     int lo = blockIdx.y * chunk, hi = min(lo + chunk, n);
@@ -54,25 +55,46 @@ extern "C" __global__ void __launch_bounds__(MH * 32)
         acc[i] = 0.f;
     }
     float m = -INFINITY, l = 0.f;
+    // Tiles are staged by the whole block in float4s, every thread's loads
+    // of a tile in flight together, and the next tile's loads are issued
+    // before the current one is scored (dk % 4 == 0; mla.go checks). A
+    // warp walking a row a float at a time paid a round trip per 32
+    // floats: 18 a row of DeepSeek's 576.
+    const int q4 = dk >> 2;
+    auto slotOf = [&](int i) -> long {  // cached row of the range's i-th position
+        int pos = sel ? sel[(long)row * topk + i] : i;
+        return (long)table[pos / bs] * bs + pos % bs;
+    };
+    float4 nx[MLD];
+    auto issue = [&](int base) {  // the tile at base into nx
+        int np = min(MTILE, hi - base);
+#pragma unroll
+        for (int u = 0; u < MLD; u++) {
+            int e = threadIdx.x + u * MH * 32, p = e / q4;
+            nx[u] = p < np ? *(const float4*)(K + slotOf(base + p) * dk + 4 * (e - p * q4))
+                           : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+    };
+    if (lo < hi) issue(lo);
     for (int base = lo; base < hi; base += MTILE) {
         int np = min(MTILE, hi - base);
-        // One warp per cached row of the tile.
-        for (int p = warp; p < np; p += MH) {
-            int pos = sel ? sel[(long)row * topk + base + p] : base + p;
-            long slot = (long)table[pos / bs] * bs + pos % bs;
-            const float* kp = K + slot * dk;
-            for (int d = lane; d < dk; d += 32) tile[p * dk + d] = kp[d];
+#pragma unroll
+        for (int u = 0; u < MLD; u++) {
+            int e = threadIdx.x + u * MH * 32, p = e / q4;
+            if (p < np) *(float4*)&tile[p * dk + 4 * (e - p * q4)] = nx[u];
         }
         __syncthreads();
+        if (base + MTILE < hi) issue(base + MTILE);
         for (int p = 0; p < np; p++) {
             const float* kr = tile + p * dk;
-            float s = 0.f;
+            float s0 = 0.f, s1 = 0.f;  // two chains: half the FMA latency
 #pragma unroll
-            for (int i = 0; i < MREG; i++) {
+            for (int i = 0; i < MREG; i += 2) {
                 int d = lane + 32 * i;
-                if (d < dk) s += qv[i] * kr[d];
+                if (d < dk) s0 += qv[i] * kr[d];
+                if (d + 32 < dk) s1 += qv[i + 1] * kr[d + 32];
             }
-            s = warpSum(s);
+            float s = warpSum(s0 + s1);
             float mn = fmaxf(m, s);
             float corr = expf(m - mn), e = expf(s - mn);
             l = l * corr + e;

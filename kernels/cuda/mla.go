@@ -75,8 +75,8 @@ func (b *Backend) MLAttention(dst, q kernels.Buf, kp kernels.KVPool, layer int, 
 	s := p.spec
 	dk := s.HeadDimK
 	switch {
-	case s.KVHeads != 1 || dk > maxMLAHeadDim || dv < 1 || dv > dk:
-		b.fail(fmt.Errorf("cuda: latent attention over %d KV heads of width %d (≤ %d), value width %d: %w",
+	case s.KVHeads != 1 || dk > maxMLAHeadDim || dk%4 != 0 || dv < 1 || dv > dk:
+		b.fail(fmt.Errorf("cuda: latent attention over %d KV heads of width %d (≤ %d, a multiple of 4), value width %d: %w",
 			s.KVHeads, dk, maxMLAHeadDim, dv, kernels.ErrUnsupported))
 		return
 	case rows < 1 || heads < 1:
