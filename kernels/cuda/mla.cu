@@ -35,41 +35,60 @@ __device__ __forceinline__ float warpSum(float v) {
 // with one split (long prefill passes) the normalised output goes straight
 // to dst instead, and no combine runs. sel/cnt: the DSA position lists (sel[row*topk + i], cnt[row] of them),
 // or null for all positions 0..start+row.
-extern "C" __global__ void __launch_bounds__(MH * 32)
-    mla_partial(float* dst, float* part, const float* q, const float* K, const int* table, const int* startp, const int* sel,
-                const int* cnt, int heads, int dk, int dv, int bs, int chunk, int topk, float scale) {
-    __shared__ __align__(16) float tile[MTILE * MMAXD];
-    int groups = (heads + MH - 1) / MH;
-    int row = blockIdx.x / groups, h = (blockIdx.x % groups) * MH + (threadIdx.x >> 5);
+//
+// DK/DV: the head dims fixed at compile time (DeepSeek's 576/512), or 0
+// for the dims of the arguments (any dk ≤ MMAXD: the loops run to MMAXD,
+// predicated). HW: heads a warp scores at once, each element of a staged
+// row loaded from shared memory once for all of them. With one head a
+// warp and runtime dims, the shared-memory loads and the predicated
+// loops held the kernel to a third of an issue slot a cycle (ncu, 8192
+// positions: 1.32 ms a DeepSeek-V3 layer a decode step).
+template <int DK, int DV, int HW>
+__device__ __forceinline__ void mlaPartial(float* dst, float* part, const float* q, const float* K, const int* table,
+                                           const int* startp, const int* sel, const int* cnt, int heads, int dk,
+                                           int dv, int bs, int chunk, int topk, float scale) {
+    constexpr int NQ = DK ? DK / 32 : MREG, NA = DK ? DV / 32 : MREG, HB = MH * HW;
+    constexpr int LD = DK ? (MTILE * DK / 4 + MH * 32 - 1) / (MH * 32) : MLD;
+    static_assert(DK % 32 == 0 && DV % 32 == 0 && DK <= MMAXD, "MLA head dims");
+    if (DK) {
+        dk = DK;
+        dv = DV;
+    }
+    __shared__ __align__(16) float tile[MTILE * (DK ? DK : MMAXD)];
+    int groups = (heads + HB - 1) / HB;
+    int row = blockIdx.x / groups, hb = (blockIdx.x % groups) * HB + (threadIdx.x >> 5) * HW;
     int lane = threadIdx.x & 31;
     int splits = gridDim.y;
     int n = sel ? cnt[row] : *startp + row + 1;
     int lo = blockIdx.y * chunk, hi = min(lo + chunk, n);
-    bool live = h < heads;
-    float qv[MREG], acc[MREG];
-    const float* qr = q + ((long)row * heads + (live ? h : 0)) * dk;
+    float qv[HW][NQ], acc[HW][NA], m[HW], l[HW];
 #pragma unroll
-    for (int i = 0; i < MREG; i++) {
-        int d = lane + 32 * i;
-        qv[i] = d < dk ? qr[d] * scale : 0.f;
-        acc[i] = 0.f;
+    for (int j = 0; j < HW; j++) {
+        const int h = hb + j;
+        const float* qr = q + ((long)row * heads + (h < heads ? h : 0)) * dk;
+#pragma unroll
+        for (int i = 0; i < NQ; i++) {
+            int d = lane + 32 * i;
+            qv[j][i] = DK || d < dk ? qr[d] * scale : 0.f;
+        }
+#pragma unroll
+        for (int i = 0; i < NA; i++) acc[j][i] = 0.f;
+        m[j] = -INFINITY;
+        l[j] = 0.f;
     }
-    float m = -INFINITY, l = 0.f;
     // Tiles are staged by the whole block in float4s, every thread's loads
     // of a tile in flight together, and the next tile's loads are issued
-    // before the current one is scored (dk % 4 == 0; mla.go checks). A
-    // warp walking a row a float at a time paid a round trip per 32
-    // floats: 18 a row of DeepSeek's 576.
+    // before the current one is scored (dk % 4 == 0; mla.go checks).
     const int q4 = dk >> 2;
     auto slotOf = [&](int i) -> long {  // cached row of the range's i-th position
         int pos = sel ? sel[(long)row * topk + i] : i;
         return (long)table[pos / bs] * bs + pos % bs;
     };
-    float4 nx[MLD];
+    float4 nx[LD];
     auto issue = [&](int base) {  // the tile at base into nx
         int np = min(MTILE, hi - base);
 #pragma unroll
-        for (int u = 0; u < MLD; u++) {
+        for (int u = 0; u < LD; u++) {
             int e = threadIdx.x + u * MH * 32, p = e / q4;
             nx[u] = p < np ? *(const float4*)(K + slotOf(base + p) * dk + 4 * (e - p * q4))
                            : make_float4(0.f, 0.f, 0.f, 0.f);
@@ -79,7 +98,7 @@ extern "C" __global__ void __launch_bounds__(MH * 32)
     for (int base = lo; base < hi; base += MTILE) {
         int np = min(MTILE, hi - base);
 #pragma unroll
-        for (int u = 0; u < MLD; u++) {
+        for (int u = 0; u < LD; u++) {
             int e = threadIdx.x + u * MH * 32, p = e / q4;
             if (p < np) *(float4*)&tile[p * dk + 4 * (e - p * q4)] = nx[u];
         }
@@ -87,47 +106,82 @@ extern "C" __global__ void __launch_bounds__(MH * 32)
         if (base + MTILE < hi) issue(base + MTILE);
         for (int p = 0; p < np; p++) {
             const float* kr = tile + p * dk;
-            float s0 = 0.f, s1 = 0.f;  // two chains: half the FMA latency
+            float s[HW];
 #pragma unroll
-            for (int i = 0; i < MREG; i += 2) {
-                int d = lane + 32 * i;
-                if (d < dk) s0 += qv[i] * kr[d];
-                if (d + 32 < dk) s1 += qv[i + 1] * kr[d + 32];
-            }
-            float s = warpSum(s0 + s1);
-            float mn = fmaxf(m, s);
-            float corr = expf(m - mn), e = expf(s - mn);
-            l = l * corr + e;
+            for (int j = 0; j < HW; j++) s[j] = 0.f;
 #pragma unroll
-            for (int i = 0; i < MREG; i++) {
+            for (int i = 0; i < NQ; i++) {
                 int d = lane + 32 * i;
-                if (d < dv) acc[i] = acc[i] * corr + e * kr[d];
+                if (DK || d < dk) {
+                    const float k = kr[d];
+#pragma unroll
+                    for (int j = 0; j < HW; j++) s[j] += qv[j][i] * k;
+                }
             }
-            m = mn;
+            // The heads' warp sums side by side (independent shuffles).
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+                for (int j = 0; j < HW; j++) s[j] += __shfl_xor_sync(0xffffffffu, s[j], o);
+            float corr[HW], e[HW];
+#pragma unroll
+            for (int j = 0; j < HW; j++) {
+                float mn = fmaxf(m[j], s[j]);
+                corr[j] = expf(m[j] - mn);
+                e[j] = expf(s[j] - mn);
+                l[j] = l[j] * corr[j] + e[j];
+                m[j] = mn;
+            }
+#pragma unroll
+            for (int i = 0; i < NA; i++) {
+                int d = lane + 32 * i;
+                if (DK || d < dv) {
+                    const float v = kr[d];
+#pragma unroll
+                    for (int j = 0; j < HW; j++) acc[j][i] = acc[j][i] * corr[j] + e[j] * v;
+                }
+            }
         }
         __syncthreads();  // the tile is overwritten next
     }
-    if (!live) return;
-    if (splits == 1) {
-        float inv = 1.f / l;  // l > 0: position 0 (or the first selected one) is in range
-        float* o = dst + ((long)row * heads + h) * dv;
 #pragma unroll
-        for (int i = 0; i < MREG; i++) {
-            int d = lane + 32 * i;
-            if (d < dv) o[d] = acc[i] * inv;
+    for (int j = 0; j < HW; j++) {
+        const int h = hb + j;
+        if (h >= heads) continue;
+        if (splits == 1) {
+            float inv = 1.f / l[j];  // l > 0: position 0 (or the first selected one) is in range
+            float* o = dst + ((long)row * heads + h) * dv;
+#pragma unroll
+            for (int i = 0; i < NA; i++) {
+                int d = lane + 32 * i;
+                if (DK || d < dv) o[d] = acc[j][i] * inv;
+            }
+            continue;
         }
-        return;
-    }
-    float* out = part + (((long)row * heads + h) * splits + blockIdx.y) * (dv + 2);
+        float* out = part + (((long)row * heads + h) * splits + blockIdx.y) * (dv + 2);
 #pragma unroll
-    for (int i = 0; i < MREG; i++) {
-        int d = lane + 32 * i;
-        if (d < dv) out[d] = acc[i];
+        for (int i = 0; i < NA; i++) {
+            int d = lane + 32 * i;
+            if (DK || d < dv) out[d] = acc[j][i];
+        }
+        if (lane == 0) {
+            out[dv] = m[j];
+            out[dv + 1] = l[j];
+        }
     }
-    if (lane == 0) {
-        out[dv] = m;
-        out[dv + 1] = l;
-    }
+}
+
+#define MLA_PARTIAL_ARGS                                                                                      \
+    float *dst, float *part, const float *q, const float *K, const int *table, const int *startp, const int *sel, \
+        const int *cnt, int heads, int dk, int dv, int bs, int chunk, int topk, float scale
+#define MLA_PARTIAL_CALL(DK, DV, HW) \
+    mlaPartial<DK, DV, HW>(dst, part, q, K, table, startp, sel, cnt, heads, dk, dv, bs, chunk, topk, scale)
+// mla_partial: any shape, a head a warp (MH heads a block);
+// mla_partial_576: DeepSeek's 576/512, MLA_HW heads a warp.
+#define MLA_HW 4
+extern "C" __global__ void __launch_bounds__(MH * 32) mla_partial(MLA_PARTIAL_ARGS) { MLA_PARTIAL_CALL(0, 0, 1); }
+extern "C" __global__ void __launch_bounds__(MH * 32) mla_partial_576(MLA_PARTIAL_ARGS) {
+    MLA_PARTIAL_CALL(576, 512, MLA_HW);
 }
 
 // Merges the splits of one (row, head), as attn_combine. splits ≤ 256; a

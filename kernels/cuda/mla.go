@@ -30,10 +30,12 @@ const (
 	maxMLAHeadDim = 1024
 	maxDSAQ       = 8192
 	maxDSADim     = 256
+	mlaHW         = 4 // MLA_HW: heads a warp of mla_partial_576
 )
 
 type mlaMod struct {
 	partial, combine, scores, topk cFunc
+	partial576                     cFunc // DeepSeek's 576/512, mlaHW heads a warp
 	// Scratch, grown as needed and never freed (queued work or a
 	// captured graph may still use an old one): the split partials, and
 	// DSA's scores, marks and selected positions (with their counts).
@@ -46,7 +48,7 @@ func (b *Backend) mlaModule() (*mlaMod, error) {
 		return b.mla, nil
 	}
 	m := &mlaMod{}
-	if _, err := loadModule(mlaPTX, "MLA", map[string]*cFunc{"mla_partial": &m.partial, "mla_combine": &m.combine,
+	if _, err := loadModule(mlaPTX, "MLA", map[string]*cFunc{"mla_partial": &m.partial, "mla_partial_576": &m.partial576, "mla_combine": &m.combine,
 		"dsa_scores": &m.scores, "dsa_topk": &m.topk}); err != nil {
 		return nil, err
 	}
@@ -98,10 +100,19 @@ func (b *Backend) MLAttention(dst, q kernels.Buf, kp kernels.KVPool, layer int, 
 		}
 		listLen, topk = min(ctx, dsa.TopK), dsa.TopK
 	}
-	groups := cdiv(heads, 8)
-	// Aim at 16 blocks per SM, ranges of at least 8 positions, ≤ 256 splits.
+	// A block scores 8 heads (a warp each), aiming at 16 blocks per SM;
+	// on DeepSeek's dims 8·mlaHW heads, aiming at 2 blocks per SM (one is
+	// resident at its ~250 registers a thread, and every split adds a
+	// partial of dv+2 floats a head that mla_combine reads back: 132
+	// splits of 128 heads are 35 MB a layer). Ranges of at least 8
+	// positions, ≤ 256 splits.
+	f, perBlock, perSM := m.partial, 8, 16
+	if dk == 576 && dv == 512 && !switches.mlaGeneric {
+		f, perBlock, perSM = m.partial576, 8*mlaHW, 2
+	}
+	groups := cdiv(heads, perBlock)
 	splits := 1
-	if want := cdiv(16*b.sms, rows*groups); want > 1 {
+	if want := cdiv(perSM*b.sms, rows*groups); want > 1 {
 		splits = min(want, max(cdiv(listLen, 8), 1), 256)
 	}
 	chunk := cdiv(listLen, splits)
@@ -109,7 +120,7 @@ func (b *Backend) MLAttention(dst, q kernels.Buf, kp kernels.KVPool, layer int, 
 	if splits > 1 {
 		part = b.scratch(&m.part, &m.partN, int64(rows*heads*splits)*int64(dv+2)*4)
 	}
-	b.launchFn(m.partial, rows*groups, splits, 256, ptr(dptr(dst)), ptr(part), ptr(dptr(q)), ptr(p.kLayer(layer)), ptr(tp), ptr(st),
+	b.launchFn(f, rows*groups, splits, 256, ptr(dptr(dst)), ptr(part), ptr(dptr(q)), ptr(p.kLayer(layer)), ptr(tp), ptr(st),
 		ptr(sel), ptr(cnt), i32(heads), i32(dk), i32(dv), i32(s.BlockSize), i32(chunk), i32(topk), f32(scale))
 	if splits > 1 {
 		b.launchFn(m.combine, rows*heads, 1, 128, ptr(dptr(dst)), ptr(part), i32(splits), i32(dv))

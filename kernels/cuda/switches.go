@@ -44,6 +44,8 @@ import (
 //	                     per 128 columns, mma.sync on the f16 tensor cores; slower than the chunks on an H200)
 //	POCKET_ATTN_PREFILL_256=0 prefill attention over head dim 256 (Qwen3.5, Qwen3-Next) on split-K flash-decoding
 //	                     (attn_gqa / attn_partial, CUDA cores) instead of the flash kernel attn_prefill_256
+//	POCKET_MLA_DECODE=generic DeepSeek's 576/512 latent attention on the any-shape kernel (mla_partial, a head a
+//	                     warp), not mla_partial_576 (four heads a warp, dims fixed at compile time)
 //	POCKET_MLA_EXPAND=0  DeepSeek's latent attention keeps the absorbed form (mla.cu, CUDA cores) for prompt
 //	                     passes too, not the expanded keys and values on the flash kernel (mla_prefill.go)
 //	POCKET_ATTN_DEC_BLOCKS=N the fused decode attention (attn_decode) aims at N blocks per SM (2)
@@ -102,6 +104,7 @@ var switches = struct {
 	fp8LtRows       int
 	noPrefill256    bool
 	noMLAExpand     bool
+	mlaGeneric      bool
 	noDeltaChunk    bool
 	noMoEQuant      bool
 	noFP8Pipe       bool
@@ -137,6 +140,7 @@ var switches = struct {
 	fp8LtRows:       intSwitch("POCKET_FP8_LT_ROWS", 9, 9, math.MaxInt),
 	noPrefill256:    os.Getenv("POCKET_ATTN_PREFILL_256") == "0",
 	noMLAExpand:     os.Getenv("POCKET_MLA_EXPAND") == "0",
+	mlaGeneric:      os.Getenv("POCKET_MLA_DECODE") == "generic",
 	fp8MMA:          intSwitch("POCKET_FP8_MMA", -1, 0, 8),
 	noDeltaChunk:    os.Getenv("POCKET_DELTA_CHUNK") == "0",
 	noMoEQuant:      os.Getenv("POCKET_MOE_QUANT") == "0",
