@@ -123,7 +123,7 @@ func (b *Backend) MLAttention(dst, q kernels.Buf, kp kernels.KVPool, layer int, 
 	b.launchFn(f, rows*groups, splits, 256, ptr(dptr(dst)), ptr(part), ptr(dptr(q)), ptr(p.kLayer(layer)), ptr(tp), ptr(st),
 		ptr(sel), ptr(cnt), i32(heads), i32(dk), i32(dv), i32(s.BlockSize), i32(chunk), i32(topk), f32(scale))
 	if splits > 1 {
-		b.launchFn(m.combine, rows*heads, 1, 128, ptr(dptr(dst)), ptr(part), i32(splits), i32(dv))
+		b.launchFn(m.combine, rows*heads, cdiv(dv, 128), 128, ptr(dptr(dst)), ptr(part), i32(splits), i32(dv))
 	}
 }
 
