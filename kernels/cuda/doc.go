@@ -8,10 +8,12 @@
 //	kernels.cu  the Backend's ops: GEMV/GEMM, norms, RoPE, and attention
 //	            (kv_attn.cuh: the KV store and split-K decode attention,
 //	            attn_partial and attn_gqa; prefill_attn.cuh: flash attention
-//	            on the bf16 tensor cores)
+//	            on the bf16 tensor cores; mla_prefill.cuh: the same kernel
+//	            over DeepSeek's expanded latent attention, mla_prefill.go)
 //	decode.cu   kernels.FusedOps: the one-token step's grouped GEMVs (four
 //	            weight rows per warp, bf16/FP8) with the RMSNorm, SwiGLU
-//	            and residual add folded in, q/k norm + RoPE + KV store, and
+//	            and residual add folded in (and gemv_heads: MLA's per-head
+//	            products in one launch), q/k norm + RoPE + KV store, and
 //	            (decode_attn.cuh) the whole one-token attention with its
 //	            norms, RoPE and KV store; they use programmatic dependent
 //	            launch to stream their weights (and cached K/V) while the
