@@ -195,39 +195,42 @@ func (m *MLA) Forward(p *Pass, in, out kernels.Buf) error {
 	// Absorbed queries, per head [W_UK_hᵀ q_nope ; rotated q_pe].
 	qf := zeroed(be, s, s.Buf("mla.qf", rows*h*kw), rows*h*kw)
 	scatterCols(be, qf, qpe, rows, h*kw, g, dst...)
-	if m.UKTs != nil {
-		be.(kernels.HeadMatMul).MatMulHeads(qf, q, m.UKTs, kernels.HeadProduct{Rows: rows, Heads: h, Out: r, In: dn,
-			XRow: h * qk, XHead: qk, DstRow: h * kw, DstHead: kw})
-	} else {
-		qn := s.Buf("mla.qnope", rows*dn)
-		qabs := s.Buf("mla.qabs", rows*r)
-		for i := range h {
-			gatherCols(be, qn, q, rows, h*qk, g, colBlock{i * qk, dn})
-			be.MatMul(qabs, qn, m.UKT[i], rows)
-			scatterCols(be, qf, qabs, rows, h*kw, g, colBlock{i * kw, r})
-		}
-	}
+	m.headProducts(p, qf, q, m.UKTs, m.UKT, "mla.uk", headCols{qk, dn}, headCols{kw, r})
 
 	// Attention in latent space, then each head's W_UV and o_proj.
 	olat := s.Buf("mla.olat", rows*h*r)
 	m.ops.MLAttention(olat, qf, p.Seq.Pool, m.KVLayer, p.Attn, rows, h, r, m.Scale, dsa)
-	var att kernels.Buf
-	if m.UVs != nil {
-		att = s.Buf("mla.att", rows*h*dv)
-		be.(kernels.HeadMatMul).MatMulHeads(att, olat, m.UVs, kernels.HeadProduct{Rows: rows, Heads: h, Out: dv, In: r,
-			XRow: h * r, XHead: r, DstRow: h * dv, DstHead: dv})
-	} else {
-		att = zeroed(be, s, s.Buf("mla.att", rows*h*dv), rows*h*dv)
-		ol := s.Buf("mla.olat.h", rows*r)
-		ov := s.Buf("mla.ov.h", rows*dv)
-		for i := range h {
-			gatherCols(be, ol, olat, rows, h*r, g, colBlock{i * r, r})
-			be.MatMul(ov, ol, m.UV[i], rows)
-			scatterCols(be, att, ov, rows, h*dv, g, colBlock{i * dv, dv})
-		}
+	att := s.Buf("mla.att", rows*h*dv)
+	if m.UVs == nil {
+		att = zeroed(be, s, att, rows*h*dv)
 	}
+	m.headProducts(p, att, olat, m.UVs, m.UV, "mla.uv", headCols{r, r}, headCols{dv, dv})
 	be.MatMul(out, att, m.O, rows)
 	return nil
+}
+
+// headCols is a head's share of a row: width columns of which the first
+// used are read or written.
+type headCols struct{ width, used int }
+
+// headProducts writes, for every row and head h, W_h times the first
+// src.used columns of h's src block into the first dst.used columns of its
+// dst block: with the stacked matrices in one call (kernels.HeadMatMul),
+// else a MatMul and two column moves a head, which add into dst (its
+// blocks must be zero then).
+func (m *MLA) headProducts(p *Pass, dst, x kernels.Buf, stacked kernels.Tensor, ws []kernels.Tensor, name string, src, out headCols) {
+	be, s, rows, h := m.be, p.Scratch, p.Rows, m.Heads
+	if stacked != nil {
+		be.(kernels.HeadMatMul).MatMulHeads(dst, x, stacked, kernels.HeadProduct{Rows: rows, Heads: h, Out: out.used,
+			In: src.used, XRow: h * src.width, XHead: src.width, DstRow: h * out.width, DstHead: out.width})
+		return
+	}
+	in, res := s.Buf(name+".in", rows*src.used), s.Buf(name+".out", rows*out.used)
+	for i := range h {
+		gatherCols(be, in, x, rows, h*src.width, m.g, colBlock{i * src.width, src.used})
+		be.MatMul(res, in, ws[i], rows)
+		scatterCols(be, dst, res, rows, h*out.width, m.g, colBlock{i * out.width, out.used})
+	}
 }
 
 // bindAbsorbed derives the absorbed form's matrices from kv_b_proj (all

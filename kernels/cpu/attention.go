@@ -109,12 +109,7 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 				scores[pos] = sc
 				maxS = max(maxS, sc)
 			}
-			var sum float32
-			for pos := 0; pos < n; pos++ {
-				e := float32(math.Exp(float64(scores[pos] - maxS)))
-				scores[pos] = e
-				sum += e
-			}
+			sum := expShifted(scores[:n], maxS)
 			o := out[(r*heads+h)*dv : (r*heads+h+1)*dv]
 			clear(o)
 			inv := 1 / sum
@@ -128,4 +123,17 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 			}
 		}
 	})
+}
+
+// expShifted replaces each score s by e^(s - maxS) (float64 exp, rounded
+// to float32) and returns their float32 sum in order: the softmax weights
+// of every attention here, unnormalised.
+func expShifted(scores []float32, maxS float32) float32 {
+	var sum float32
+	for i, s := range scores {
+		e := float32(math.Exp(float64(s - maxS)))
+		scores[i] = e
+		sum += e
+	}
+	return sum
 }

@@ -49,12 +49,7 @@ func (b *Backend) MLAttention(dst, q kernels.Buf, kp kernels.KVPool, layer int, 
 				scores[i] = sc
 				maxS = max(maxS, sc)
 			}
-			var sum float32
-			for i := range positions {
-				e := float32(math.Exp(float64(scores[i] - maxS)))
-				scores[i] = e
-				sum += e
-			}
+			sum := expShifted(scores[:len(positions)], maxS)
 			o := out[(r*heads+h)*dv : (r*heads+h+1)*dv]
 			clear(o)
 			inv := 1 / sum

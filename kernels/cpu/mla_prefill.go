@@ -42,12 +42,7 @@ func (b *Backend) MLAExpandedAttention(dst, q, qpe, kv, kpe kernels.Buf, a kerne
 				scores[t] = sc
 				maxS = max(maxS, sc)
 			}
-			var sum float32
-			for t := range n {
-				e := float32(math.Exp(float64(scores[t] - maxS)))
-				scores[t] = e
-				sum += e
-			}
+			sum := expShifted(scores[:n], maxS)
 			o := out[(r*a.Heads+h)*dv : (r*a.Heads+h+1)*dv]
 			clear(o)
 			inv := 1 / sum

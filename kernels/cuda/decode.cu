@@ -293,14 +293,28 @@ extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi(NORM_MULTI_ARG
 extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi8(NORM_MULTI_ARGS) { NORM_MULTI_CALL(1); }
 
 // gemvR is y = W · x (ADD: y += W · x, a projection and the residual add;
-// y must not alias x).
-template <int WF, bool ADD>
-__device__ __forceinline__ void gemvR(float* y, const float* __restrict__ x, Wt wt, int out, int in, int wpr) {
+// y must not alias x). HEADS: gemv_heads' per-head form (below): block
+// (head · blocks a head, row), W the heads' matrices stacked, head h of row
+// r reading x + r·xRow + h·xHead and writing y + r·yRow + h·yHead.
+template <int WF, bool ADD, bool HEADS = false>
+__device__ __forceinline__ void gemvR(float* y, const float* __restrict__ x, Wt wt, int out, int in, int wpr,
+                                      int heads = 1, long xRow = 0, long xHead = 0, long yRow = 0, long yHead = 0) {
     __shared__ float red[8][R + 1];
+    int b = blockIdx.x, h = 0;
+    if (HEADS) {
+        const int bph = gridDim.x / heads;
+        h = blockIdx.x / bph;
+        b = blockIdx.x % bph;
+        x += blockIdx.y * xRow + h * xHead;
+        y += blockIdx.y * yRow + h * yHead;
+    }
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = 8 / wpr;
-    int base = (blockIdx.x * G + warp / wpr) * R;
+    int base = (b * G + warp / wpr) * R;
     int rows[R];
     groupRows(rows, base, out);
+    if (HEADS)
+#pragma unroll
+        for (int r = 0; r < R; r++) rows[r] += h * out;
     GroupDot<WF, false> d;
     d.prefetch(wt, wt, R, rows, in, (warp % wpr) * 32 + lane, 32 * wpr, base < out);
     pdlLaunchDependents();
@@ -310,7 +324,7 @@ __device__ __forceinline__ void gemvR(float* y, const float* __restrict__ x, Wt 
     groupSums(red, acc, ss);
     int t = threadIdx.x;
     if (t < G * R) {
-        int g = t / R, r = t % R, o = (blockIdx.x * G + g) * R + r;
+        int g = t / R, r = t % R, o = (b * G + g) * R + r;
         if (o < out) {
             float v = groupTotal(red, g, wpr, r);
             y[o] = ADD ? y[o] + v : v;
@@ -332,46 +346,16 @@ GEMV_KERNEL(gemv_add8, 1, true, __launch_bounds__(256, 3))
 GEMV_KERNEL(gemv_r48, 1, false, __launch_bounds__(256, 3))
 
 // gemv_heads: y_h = W_h · x_h for the heads of a per-head projection
-// (DeepSeek MLA's W_UK_hᵀ and W_UV_h), all heads in one launch: W is the
-// heads' matrices stacked, [heads·out, in]; head h of row r reads x from
-// x + r·xRow + h·xHead and writes y + r·yRow + h·yHead (16-byte aligned).
-// Grid (heads × blocks a head, rows), a block's groups as gemvR's within
-// its head.
-template <int WF>
-__device__ __forceinline__ void gemvHeads(float* y, const float* __restrict__ x, Wt wt, int out, int in, int wpr,
-                                          int heads, long xRow, long xHead, long yRow, long yHead) {
-    __shared__ float red[8][R + 1];
-    const int bph = gridDim.x / heads, h = blockIdx.x / bph, b = blockIdx.x % bph;
-    const float* xh = x + blockIdx.y * xRow + h * xHead;
-    float* yh = y + blockIdx.y * yRow + h * yHead;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = 8 / wpr;
-    int base = (b * G + warp / wpr) * R;
-    int rows[R];
-    groupRows(rows, base, out);
-#pragma unroll
-    for (int r = 0; r < R; r++) rows[r] += h * out;
-    GroupDot<WF, false> d;
-    d.prefetch(wt, wt, R, rows, in, (warp % wpr) * 32 + lane, 32 * wpr, base < out);
-    pdlLaunchDependents();
-    pdlWait();
-    float acc[R], ss = 0.f;
-    d.finish(xh, nullptr, acc, ss);
-    groupSums(red, acc, ss);
-    int t = threadIdx.x;
-    if (t < G * R) {
-        int g = t / R, r = t % R, o = (b * G + g) * R + r;
-        if (o < out) yh[o] = groupTotal(red, g, wpr, r);
-    }
-}
-
+// (DeepSeek MLA's W_UK_hᵀ and W_UV_h), all heads in one launch: gemvR's
+// HEADS form (16-byte aligned offsets). Grid (heads × blocks a head, rows).
 #define GEMV_HEADS_ARGS                                                                                        \
     float *y, const float *__restrict__ x, const uint8_t *w, const float *sc, int out, int in, int wpr, int b0, \
         int b1, int nsc, int heads, long xRow, long xHead, long yRow, long yHead
 extern "C" __global__ void __launch_bounds__(256) gemv_heads(GEMV_HEADS_ARGS) {
-    gemvHeads<0>(y, x, Wt{w, sc, b0, b1, nsc}, out, in, wpr, heads, xRow, xHead, yRow, yHead);
+    gemvR<0, false, true>(y, x, Wt{w, sc, b0, b1, nsc}, out, in, wpr, heads, xRow, xHead, yRow, yHead);
 }
 extern "C" __global__ void __launch_bounds__(256) gemv_heads8(GEMV_HEADS_ARGS) {
-    gemvHeads<1>(y, x, Wt{w, sc, b0, b1, nsc}, out, in, wpr, heads, xRow, xHead, yRow, yHead);
+    gemvR<1, false, true>(y, x, Wt{w, sc, b0, b1, nsc}, out, in, wpr, heads, xRow, xHead, yRow, yHead);
 }
 
 // normSwiGLU: act = silu(Wg · rmsnorm(x)) * (Wu · rmsnorm(x)). A group is
