@@ -10,15 +10,18 @@ import (
 
 // MLA is DeepSeek's multi-head latent attention. The cache keeps only the
 // compressed row per token, [latent (R) ; rope key (Dr)], shared by all
-// heads (kernels.MLAOps); the per-head keys and values are never expanded.
-// Instead the up-projection kv_b_proj is absorbed on both sides:
+// heads (kernels.MLAOps); per-head keys and values are never cached.
+// Decode absorbs the up-projection kv_b_proj on both sides:
 //
 //	q·k_h = q_nope·(W_UK_h c) + q_pe·k_pe = (W_UK_hᵀ q_nope)·c + q_pe·k_pe
 //	out_h = W_UV_h (Σ_t a_t c_t)
 //
 // so each head's query becomes [W_UK_hᵀ q_nope ; q_pe] (width R+Dr) and the
-// attention output stays in latent space until W_UV_h. Prefill and decode
-// run this one path.
+// attention output stays in latent space until W_UV_h. Prompt passes, whose
+// many query rows share each key, instead expand the context's latents into
+// per-head keys and values for the pass (kernels.MLAPrefillOps, expanded
+// below), which costs fewer multiply-adds and runs on tensor cores; the
+// two forms agree to float rounding (mla_prefill_test.go).
 type MLA struct {
 	be  kernels.Backend
 	ops kernels.MLAOps
@@ -36,7 +39,7 @@ type MLA struct {
 	// KVB is kv_b_proj in groups of mlaGroupHeads heads' rows, which
 	// expand the latents into keys and values for prompt passes (nil
 	// without kernels.MLAPrefillOps). On a device backend it is a second
-	// copy of those rows beside UKT and UV.
+	// copy of those rows beside the absorbed matrices.
 	KVB []kernels.Tensor
 	O   kernels.Tensor
 	// Indexer selects the attended tokens (DeepSeek-V3.2); nil: dense.
