@@ -1,6 +1,9 @@
 package kernels
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // Scalar conversions of the stored number formats, shared by every backend
 // (the CPU kernels, host-side preparation for CUDA, GGUF block decoding) so
@@ -28,6 +31,38 @@ func F16ToF32(h uint16) float32 {
 
 // BF16ToF32 converts a bfloat16 value exactly.
 func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+// F32ToBF16 rounds a float32 to the nearest bfloat16, ties to even (a NaN
+// stays a quiet NaN).
+func F32ToBF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	if b&0x7fffffff > 0x7f800000 {
+		return uint16(b>>16) | 0x40
+	}
+	return uint16((b + 0x7fff + (b>>16)&1) >> 16)
+}
+
+// ToBF16 is w (F32, F16 or BF16) rounded to bfloat16 as a new weight.
+func (w *Weight) ToBF16(name string) (*Weight, error) {
+	n := w.Elems()
+	out := &Weight{Name: name, DType: BF16, Shape: w.Shape, Data: make([]byte, 2*n)}
+	for i := range n {
+		var f float32
+		switch w.DType {
+		case F32:
+			f = math.Float32frombits(uint32(w.Data[4*i]) | uint32(w.Data[4*i+1])<<8 | uint32(w.Data[4*i+2])<<16 | uint32(w.Data[4*i+3])<<24)
+		case F16:
+			f = F16ToF32(uint16(w.Data[2*i]) | uint16(w.Data[2*i+1])<<8)
+		case BF16:
+			f = BF16ToF32(uint16(w.Data[2*i]) | uint16(w.Data[2*i+1])<<8)
+		default:
+			return nil, fmt.Errorf("%s: %s to bf16: %w", w.Name, w.DType, ErrUnsupported)
+		}
+		h := F32ToBF16(f)
+		out.Data[2*i], out.Data[2*i+1] = byte(h), byte(h>>8)
+	}
+	return out, out.Validate()
+}
 
 // FP8E4M3ToF32 converts an FP8 E4M3 byte (the "fn" variant: no infinities,
 // 0x7f and 0xff are NaN) exactly.

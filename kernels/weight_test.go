@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -58,5 +59,43 @@ func TestStackRows(t *testing.T) {
 	}
 	if s, err := StackRows("bf2", []*Weight{bf, bf}); err != nil || s.Rows() != 8 || s.Scale != nil {
 		t.Errorf("bf16 stack: %v %v", s, err)
+	}
+}
+
+// TestF32ToBF16 checks the rounding against its definition: the nearest
+// bf16, ties to the even one, exact values unchanged, NaN kept a NaN.
+func TestF32ToBF16(t *testing.T) {
+	for _, c := range []struct {
+		in   uint32
+		want uint16
+	}{
+		{0x3f800000, 0x3f80}, // 1: exact
+		{0x3f808000, 0x3f80}, // halfway, even below
+		{0x3f818000, 0x3f82}, // halfway, even above
+		{0x3f808001, 0x3f81}, // just above halfway
+		{0xbf807fff, 0xbf80}, // just below halfway, negative
+		{0x7f7fffff, 0x7f80}, // the largest float rounds to infinity
+		{0xff800000, 0xff80}, // -inf
+		{0x00000001, 0x0000}, // the smallest subnormal rounds to zero
+	} {
+		if got := F32ToBF16(math.Float32frombits(c.in)); got != c.want {
+			t.Errorf("F32ToBF16(%#08x) = %#04x, want %#04x", c.in, got, c.want)
+		}
+	}
+	if got := F32ToBF16(float32(math.NaN())); got&0x7f80 != 0x7f80 || got&0x7f == 0 {
+		t.Errorf("NaN became %#04x", got)
+	}
+	for h := range uint32(1 << 16) { // every bf16 but NaNs survives the round trip
+		if f := BF16ToF32(uint16(h)); f == f && F32ToBF16(f) != uint16(h) {
+			t.Fatalf("%#04x → %g → %#04x", h, f, F32ToBF16(f))
+		}
+	}
+	w := &Weight{Name: "w", DType: F16, Shape: []int{1, 2}, Data: []byte{0x00, 0x3c, 0x00, 0xc0}} // 1, -2
+	b, err := w.ToBF16("b")
+	if err != nil || !slices.Equal(b.Data, []byte{0x80, 0x3f, 0x00, 0xc0}) {
+		t.Errorf("f16 [1 -2] to bf16: %v %v", b, err)
+	}
+	if _, err := (&Weight{Name: "q", DType: F8E4M3, Shape: []int{1, 16}, Data: make([]byte, 16)}).ToBF16("q"); err == nil {
+		t.Error("FP8 to bf16 succeeded")
 	}
 }

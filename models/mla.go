@@ -240,8 +240,8 @@ func (m *MLA) headProducts(p *Pass, dst, x kernels.Buf, stacked kernels.Tensor, 
 // heads, or a tensor-parallel rank's): W_UK_hᵀ and W_UV_h of every head,
 // stacked into one tensor each where the backend multiplies all heads in
 // one call (kernels.HeadMatMul, whose strides here are the head widths:
-// multiples of 4 for every DeepSeek shape and fixture), else one tensor a
-// head.
+// multiples of 4 for every DeepSeek shape and fixture; a float format it
+// does not read rounded to bf16 if it reads that), else one tensor a head.
 func (m *MLA) bindAbsorbed(b *binder, kvb *kernels.Weight) {
 	per := m.Dn + m.Dv
 	var uks, uvs []*kernels.Weight
@@ -263,10 +263,31 @@ func (m *MLA) bindAbsorbed(b *binder, kvb *kernels.Weight) {
 	}
 	hm, ok := b.be.(kernels.HeadMatMul)
 	strides := (m.Dn+m.Dr)%4 == 0 && (m.R+m.Dr)%4 == 0 && m.R%4 == 0 && m.Dv%4 == 0
-	if ok && strides && len(uks) > 0 && hm.HeadMatMulTakes(uks[0]) && hm.HeadMatMulTakes(uvs[0]) {
-		m.UKTs = b.derived(kernels.StackRows(kvb.Name+"[ukᵀ]", uks))
-		m.UVs = b.derived(kernels.StackRows(kvb.Name+"[uv]", uvs))
-		return
+	if ok && strides && len(uks) > 0 {
+		uk, err := kernels.StackRows(kvb.Name+"[ukᵀ]", uks)
+		var uv *kernels.Weight
+		if err == nil {
+			uv, err = kernels.StackRows(kvb.Name+"[uv]", uvs)
+		}
+		if err != nil {
+			b.fail(err)
+			return
+		}
+		// A float kv_b_proj (GGUF's rejoined from block formats is F32)
+		// that the backend's kernel does not read goes in rounded to bf16
+		// where bf16 is taken: within a device backend's bf16 tolerance,
+		// and one launch a product instead of three a head.
+		if f := uk.DType; !hm.HeadMatMulTakes(uk) && (f == kernels.F32 || f == kernels.F16) {
+			if uk16, err := uk.ToBF16(uk.Name); err == nil && hm.HeadMatMulTakes(uk16) {
+				if uv16, err := uv.ToBF16(uv.Name); err == nil {
+					uk, uv = uk16, uv16
+				}
+			}
+		}
+		if hm.HeadMatMulTakes(uk) && hm.HeadMatMulTakes(uv) {
+			m.UKTs, m.UVs = b.derived(uk, nil), b.derived(uv, nil)
+			return
+		}
 	}
 	for i := range uks {
 		m.UKT = append(m.UKT, b.derived(uks[i], nil))

@@ -1,7 +1,9 @@
 package models_test
 
 import (
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/pocketllm/pocketllm/kernels"
@@ -97,5 +99,80 @@ func TestMLAExpandedPrefillCPU(t *testing.T) {
 				t.Errorf("%d expanded attentions, want %d", calls, wantCalls)
 			}
 		})
+	}
+}
+
+// bf16Heads is the CPU backend whose HeadMatMul takes only bf16 and FP8
+// stacks, as the CUDA backend's kernel does, counting its products.
+type bf16Heads struct {
+	*cpu.Backend
+	calls *int
+}
+
+func (c bf16Heads) HeadMatMulTakes(w *kernels.Weight) bool {
+	return w.DType == kernels.BF16 || w.DType == kernels.F8E4M3
+}
+
+func (c bf16Heads) MatMulHeads(dst, x kernels.Buf, w kernels.Tensor, a kernels.HeadProduct) {
+	*c.calls++
+	c.Backend.MatMulHeads(dst, x, w, a)
+}
+
+// f32KVB serves kv_b_proj widened to F32, as GGUF's deepseek2 rejoin of
+// block-format attn_k_b/attn_v_b does.
+type f32KVB struct{ models.Source }
+
+func (s f32KVB) Weight(name string) (*kernels.Weight, error) {
+	w, err := s.Source.Weight(name)
+	if err != nil || !strings.HasSuffix(name, "kv_b_proj.weight") {
+		return w, err
+	}
+	if w.DType != kernels.BF16 {
+		return nil, fmt.Errorf("%s is %s, the test widens bf16", name, w.DType)
+	}
+	out := &kernels.Weight{Name: w.Name, DType: kernels.F32, Shape: w.Shape, Data: make([]byte, 2*len(w.Data))}
+	for i := 0; i < len(w.Data); i += 2 {
+		out.Data[2*i+2], out.Data[2*i+3] = w.Data[i], w.Data[i+1]
+	}
+	return out, nil
+}
+
+// TestMLAHeadsRoundedToBF16 builds deepseek_v3 with an F32 kv_b_proj on a
+// backend whose per-head products take bf16 only: the stacked matrices go
+// in rounded to bf16 (exact here: the F32 values are the fixture's bf16
+// ones), so decode uses the one-call products and equals the bf16 model.
+func TestMLAHeadsRoundedToBF16(t *testing.T) {
+	ck, err := checkpoint.Open(filepath.Join("testdata", "models", "deepseek_v3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	ref, err := ck.Model(cpu.New(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls int
+	m, err := models.New("deepseek_v3-f32kvb", ck.Config, f32KVB{ck.Source}, bf16Heads{cpu.New(2), &calls})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []int32{5, 77, 301, 2, 9, 64, 400, 13}
+	sr, sm := newSeq(t, ref, len(ids)), newSeq(t, m, len(ids))
+	for i := range ids { // one token a pass: the absorbed form throughout
+		sr.Start, sm.Start = i, i
+		lr, err := ref.Forward(sr, ids[i:i+1], models.LastLogits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lm, err := m.Forward(sm, ids[i:i+1], models.LastLogits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := relErr(lm, lr); e != 0 {
+			t.Fatalf("token %d: logits differ from the bf16 model (relative %.3g)", i, e)
+		}
+	}
+	if want := 2 * len(ids) * ck.Config.NumLayers; calls != want {
+		t.Errorf("%d per-head products, want %d (the stacked path)", calls, want)
 	}
 }
