@@ -69,6 +69,12 @@ type MLAPrefillOps interface {
 	// rope keys). It reports false, having done nothing, for head dims the
 	// backend has no kernel for.
 	MLAExpandedAttention(dst, q, qpe, kv, kpe Buf, a MLAExpanded) bool
+	// MLAExpandSpeedup is how many times faster than the absorbed
+	// attention's this backend does the expanded form's multiply-adds
+	// (the expansion GEMM and the attention), for the model's choice of
+	// form: 1 where both run on the same cores (the CPU), more where the
+	// expanded form has tensor cores.
+	MLAExpandSpeedup() float64
 }
 
 // MLAExpanded is the shape of one MLAExpandedAttention call.

@@ -307,12 +307,11 @@ func (m *MLA) absorbedHeads() (uk, uv int) {
 // mlaGroupHeads heads at a time, each group's expansion of the whole
 // context in one GEMM and its attention in one call. The pass takes this
 // form when
-//   - it has mlaExpandRows rows or more (below that a pass is a decode
-//     step or a short append, where expanding the context costs more than
-//     the attention it replaces);
-//   - its context is at most mlaExpandBacklog × rows positions long (an
-//     append to a long session expands all of it, a GEMM of ctx rows, for
-//     a few rows of attention);
+//   - it has mlaExpandRows rows or more (a decode step, or a few rows,
+//     stays absorbed: it would expand the whole context for them);
+//   - it costs fewer multiply-adds than the absorbed form, those of the
+//     expanded form divided by the backend's MLAExpandSpeedup (expandPays:
+//     an append to a long session expands all of it for its few rows);
 //   - a group's expansion fits mlaExpandMaxFloats (ctx ≤ 32768 for
 //     DeepSeek-V3's widths);
 //   - under DeepSeek sparse attention, every row attends to every visible
@@ -321,9 +320,24 @@ func (m *MLA) absorbedHeads() (uk, uv int) {
 const (
 	mlaGroupHeads      = 16
 	mlaExpandRows      = 16
-	mlaExpandBacklog   = 8
 	mlaExpandMaxFloats = 1 << 27
 )
+
+// expandPays compares the two forms' multiply-adds a head for a pass of
+// rows rows over a context of ctx positions: expanding ctx latents
+// (R·(Dn+Dv) each) and attending with Dn+Dr+Dv a (row, position), sped up
+// by the backend's factor, against attending in latent space (2R+Dr a
+// (row, position)) plus absorbing each row's query and output (R·(Dn+Dv)).
+// For DeepSeek-V3's widths the CPU (speedup 1) expands fresh prompts and
+// appends to contexts not much longer than them (100 rows: up to ~240
+// positions); CUDA (8) expands every pass of 16 rows or more.
+func (m *MLA) expandPays(rows, ctx int, speedup float64) bool {
+	r, dn, dr, dv := float64(m.R), float64(m.Dn), float64(m.Dr), float64(m.Dv)
+	n, c := float64(rows), float64(ctx)
+	expanded := (c*r*(dn+dv) + n*c*(dn+dr+dv)) / max(speedup, 1)
+	absorbed := n*c*(2*r+dr) + n*r*(dn+dv)
+	return expanded < absorbed
+}
 
 // expanded runs the pass's attention and output projection in the
 // expanded form and reports true, or does nothing and reports false.
@@ -332,8 +346,9 @@ func (m *MLA) expanded(p *Pass, q, qpe, lat, kpe, out kernels.Buf, dsa *kernels.
 	rows, start := p.Rows, p.Attn.Start
 	ctx := start + rows
 	hn := min(mlaGroupHeads, m.Heads)
-	if !ok || len(m.KVB) == 0 || len(m.KVB)*hn < m.Heads || rows < mlaExpandRows || ctx > mlaExpandBacklog*rows ||
-		ctx*hn*(m.Dn+m.Dv) > mlaExpandMaxFloats || dsa != nil && ctx > dsa.TopK {
+	if !ok || len(m.KVB) == 0 || len(m.KVB)*hn < m.Heads || rows < mlaExpandRows ||
+		!m.expandPays(rows, ctx, ops.MLAExpandSpeedup()) || ctx*hn*(m.Dn+m.Dv) > mlaExpandMaxFloats ||
+		dsa != nil && ctx > dsa.TopK {
 		return false, nil
 	}
 	be, s, r, dr := m.be, p.Scratch, m.R, m.Dr

@@ -31,6 +31,10 @@ type countingExpanded struct {
 	calls *int
 }
 
+// MLAExpandSpeedup is the CUDA backend's, so that appends take the
+// expanded form (and read the earlier latents back) as they do there.
+func (c countingExpanded) MLAExpandSpeedup() float64 { return 8 }
+
 func (c countingExpanded) MLAExpandedAttention(dst, q, qpe, kv, kpe kernels.Buf, a kernels.MLAExpanded) bool {
 	*c.calls++
 	return c.Backend.MLAExpandedAttention(dst, q, qpe, kv, kpe, a)

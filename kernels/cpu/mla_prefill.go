@@ -58,6 +58,10 @@ func (b *Backend) MLAExpandedAttention(dst, q, qpe, kv, kpe kernels.Buf, a kerne
 	return true
 }
 
+// MLAExpandSpeedup implements kernels.MLAPrefillOps: both forms are the
+// same dot loops here.
+func (b *Backend) MLAExpandSpeedup() float64 { return 1 }
+
 var _ kernels.HeadMatMul = (*Backend)(nil)
 
 // HeadMatMulTakes implements kernels.HeadMatMul: every format MatMul reads.

@@ -65,6 +65,14 @@ func (b *Backend) MLAExpandedAttention(dst, q, qpe, kv, kpe kernels.Buf, a kerne
 	return true
 }
 
+// MLAExpandSpeedup implements kernels.MLAPrefillOps: a conservative 8.
+// Measured on an H200 (DeepSeek-V3 widths, docs/benchmarks.md, 2026-11-30
+// from 16:27), the absorbed kernel does ~7 T multiply-adds a second;
+// cuBLASLt's FP8 expansion and the flash kernel run tens of times that,
+// less the expansion's round trip through memory (16 KiB a position a
+// head group).
+func (b *Backend) MLAExpandSpeedup() float64 { return 8 }
+
 var _ kernels.HeadMatMul = (*Backend)(nil)
 
 // HeadMatMulTakes implements kernels.HeadMatMul: what the grouped GEMVs
