@@ -66,9 +66,18 @@ type MLAPrefillOps interface {
 	// [Rows, Heads·Dr] its rotated rope parts); its key at position t is
 	// [kv[t, h-H0, :Dn] ; kpe[t, :]] and its value kv[t, h-H0, Dn:] (kv
 	// [ctx, HN·(Dn+Dv)], the group's expansion; kpe [ctx, Dr] the rotated
-	// rope keys). It reports false, having done nothing, for head dims the
-	// backend has no kernel for.
+	// rope keys). With a.Mask (DSAMask's), row i attends only to the
+	// positions its bits select. It reports false, having done nothing,
+	// for head dims or a mask the backend has no kernel for.
 	MLAExpandedAttention(dst, q, qpe, kv, kpe Buf, a MLAExpanded) bool
+	// DSAMask writes the positions DeepSeek sparse attention selects for
+	// each of rows query rows (row r at position seq.Start+r, all visible
+	// ones when at most d.TopK are: MLAttention's selection) as a bit mask
+	// mask [rows, MaskWords(seq.Start+rows)]: bit t%32 of word t/32 of a
+	// row is position t, the words stored as float32 bit patterns. It
+	// reports false, having done nothing, where the backend has no kernel
+	// for the selection.
+	DSAMask(mask Buf, d *DSA, p KVPool, layer int, seq AttnSeq, rows int) bool
 	// MLAExpandSpeedup is how many times faster than the absorbed
 	// attention's this backend does the expanded form's multiply-adds
 	// (the expansion GEMM and the attention), for the model's choice of
@@ -83,7 +92,14 @@ type MLAExpanded struct {
 	Heads, H0, HN int
 	Dn, Dr, Dv    int
 	Scale         float32
+	// Mask, when set, is DSAMask's selection for these rows (nil: every
+	// position up to a row's own).
+	Mask Buf
 }
+
+// MaskWords is the number of 32-bit words a row of a DSAMask of ctx
+// positions takes.
+func MaskWords(ctx int) int { return (ctx + 31) / 32 }
 
 // HeadMatMul is an optional extension of Backend: the per-head products of
 // MLA's absorbed form (W_UK_hᵀ on the query side, W_UV_h on the output

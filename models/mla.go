@@ -314,9 +314,9 @@ func (m *MLA) absorbedHeads() (uk, uv int) {
 //     an append to a long session expands all of it for its few rows);
 //   - a group's expansion fits mlaExpandMaxFloats (ctx ≤ 32768 for
 //     DeepSeek-V3's widths);
-//   - under DeepSeek sparse attention, every row attends to every visible
-//     position (the context is at most index_topk long): the selection is
-//     then the causal mask.
+//   - under DeepSeek sparse attention, the backend can mask each row to
+//     its selected positions (DSAMask), or every row attends to every
+//     visible position (the context is at most index_topk long).
 const (
 	mlaGroupHeads      = 16
 	mlaExpandRows      = 16
@@ -331,11 +331,15 @@ const (
 // For DeepSeek-V3's widths the CPU (speedup 1) expands fresh prompts and
 // appends to contexts not much longer than them (100 rows: up to ~240
 // positions); CUDA (8) expands every pass of 16 rows or more.
-func (m *MLA) expandPays(rows, ctx int, speedup float64) bool {
+//
+// attended is the positions a row attends to in the absorbed form (ctx, or
+// DSA's top-k); the expanded form is counted over the whole context, as a
+// masked dense kernel computes it.
+func (m *MLA) expandPays(rows, ctx, attended int, speedup float64) bool {
 	r, dn, dr, dv := float64(m.R), float64(m.Dn), float64(m.Dr), float64(m.Dv)
 	n, c := float64(rows), float64(ctx)
 	expanded := (c*r*(dn+dv) + n*c*(dn+dr+dv)) / max(speedup, 1)
-	absorbed := n*c*(2*r+dr) + n*r*(dn+dv)
+	absorbed := n*float64(min(attended, ctx))*(2*r+dr) + n*r*(dn+dv)
 	return expanded < absorbed
 }
 
@@ -346,12 +350,24 @@ func (m *MLA) expanded(p *Pass, q, qpe, lat, kpe, out kernels.Buf, dsa *kernels.
 	rows, start := p.Rows, p.Attn.Start
 	ctx := start + rows
 	hn := min(mlaGroupHeads, m.Heads)
+	attended := ctx
+	if dsa != nil {
+		attended = dsa.TopK
+	}
 	if !ok || len(m.KVB) == 0 || len(m.KVB)*hn < m.Heads || rows < mlaExpandRows ||
-		!m.expandPays(rows, ctx, ops.MLAExpandSpeedup()) || ctx*hn*(m.Dn+m.Dv) > mlaExpandMaxFloats ||
-		dsa != nil && ctx > dsa.TopK {
+		!m.expandPays(rows, ctx, attended, ops.MLAExpandSpeedup()) || ctx*hn*(m.Dn+m.Dv) > mlaExpandMaxFloats {
 		return false, nil
 	}
 	be, s, r, dr := m.be, p.Scratch, m.R, m.Dr
+	// Under DSA past index_topk positions, each row's selection as a mask
+	// (once for all head groups).
+	var mask kernels.Buf
+	if dsa != nil && ctx > dsa.TopK {
+		mask = s.Buf("mla.x.mask", rows*kernels.MaskWords(ctx))
+		if !ops.DSAMask(mask, dsa, p.Seq.Pool, m.KVLayer, p.Attn, rows) {
+			return false, nil
+		}
+	}
 	// The latents and rope keys of the whole context: this pass's as
 	// computed, or (an append) every position's from the cache, which
 	// holds this pass's rows too by now.
@@ -367,7 +383,7 @@ func (m *MLA) expanded(p *Pass, q, qpe, lat, kpe, out kernels.Buf, dsa *kernels.
 		h0 := i * hn
 		be.MatMul(kv, latAll, w, ctx)
 		a := kernels.MLAExpanded{Rows: rows, Start: start, Heads: m.Heads, H0: h0, HN: min(hn, m.Heads-h0),
-			Dn: m.Dn, Dr: dr, Dv: m.Dv, Scale: m.Scale}
+			Dn: m.Dn, Dr: dr, Dv: m.Dv, Scale: m.Scale, Mask: mask}
 		if !ops.MLAExpandedAttention(att, q, qpe, kv, kpeAll, a) {
 			if i > 0 { // (every group has the same head dims)
 				return true, fmt.Errorf("latent attention: the backend declined head group %d of %d", i, len(m.KVB))

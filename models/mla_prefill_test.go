@@ -46,9 +46,9 @@ func (c countingExpanded) MLAExpandedAttention(dst, q, qpe, kv, kpe kernels.Buf,
 // either (absorbed, a product per head): a fresh 40-token prompt, then
 // appends of 20 tokens (which read the earlier latents back from the
 // cache) and of 16, then of 3 and 1 (absorbed in both models). The logits must agree to float32 rounding,
-// and the expanded model must really have taken its path where it applies:
-// not at all on DeepSeek-V3.2's fixture, whose indexer selects 8 positions
-// (a longer context is sparse, and stays absorbed).
+// and the expanded model must really have taken its path (on
+// DeepSeek-V3.2's fixture, whose indexer selects 8 positions, with each
+// row masked to its selection: DSAMask).
 func TestMLAExpandedPrefillCPU(t *testing.T) {
 	var _ kernels.MLAPrefillOps = cpu.New(1)
 	if _, ok := any(absorbedOnly{}).(kernels.MLAPrefillOps); ok {
@@ -57,7 +57,7 @@ func TestMLAExpandedPrefillCPU(t *testing.T) {
 	if _, ok := any(absorbedOnly{}).(kernels.HeadMatMul); ok {
 		t.Fatal("absorbedOnly still offers HeadMatMul")
 	}
-	for arch, wantCalls := range map[string]int{"deepseek_v3": 9, "deepseek_v3-fp8": 9, "deepseek_v32": 0} {
+	for arch, wantCalls := range map[string]int{"deepseek_v3": 9, "deepseek_v3-fp8": 9, "deepseek_v32": 9} {
 		t.Run(arch, func(t *testing.T) {
 			ck, err := checkpoint.Open(filepath.Join("testdata", "models", arch))
 			if err != nil {

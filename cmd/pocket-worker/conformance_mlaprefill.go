@@ -17,6 +17,7 @@ import (
 // the absorbed form in MLA's layouts, bf16 and FP8.
 func (c *conf) mlaPrefill() {
 	gx, cx := c.g, c.c
+	c.dsaMask()
 	for _, s := range []struct{ r, dr, bs, n, lo, width int }{
 		{512, 64, 16, 300, 0, 512}, {512, 64, 16, 300, 512, 64}, {32, 8, 4, 37, 0, 32}, {32, 8, 4, 37, 32, 8},
 	} {
@@ -51,16 +52,42 @@ func (c *conf) mlaPrefill() {
 		cx.ReadKV(yh, ph, 1, table, s.n, s.lo, s.width)
 		c.check("ReadKV", name, yg, yh, s.n*s.width, tolExact)
 	}
-	for _, s := range []kernels.MLAExpanded{
-		{Rows: 100, Start: 0, Heads: 32, H0: 16, HN: 16, Dn: 128, Dr: 64, Dv: 128},
-		{Rows: 130, Start: 70, Heads: 16, H0: 0, HN: 16, Dn: 128, Dr: 64, Dv: 128},
-		{Rows: 16, Start: 0, Heads: 8, H0: 0, HN: 8, Dn: 128, Dr: 64, Dv: 128},
-		{Rows: 20, Start: 0, Heads: 4, H0: 0, HN: 4, Dn: 16, Dr: 8, Dv: 16},
-		{Rows: 17, Start: 40, Heads: 6, H0: 2, HN: 4, Dn: 16, Dr: 8, Dv: 16},
+	for _, s := range []struct {
+		kernels.MLAExpanded
+		density float64 // > 0: a random DSA-style mask selecting this share of positions
+	}{
+		{kernels.MLAExpanded{Rows: 100, Start: 0, Heads: 32, H0: 16, HN: 16, Dn: 128, Dr: 64, Dv: 128}, 0},
+		{kernels.MLAExpanded{Rows: 130, Start: 70, Heads: 16, H0: 0, HN: 16, Dn: 128, Dr: 64, Dv: 128}, 0},
+		{kernels.MLAExpanded{Rows: 16, Start: 0, Heads: 8, H0: 0, HN: 8, Dn: 128, Dr: 64, Dv: 128}, 0},
+		{kernels.MLAExpanded{Rows: 20, Start: 0, Heads: 4, H0: 0, HN: 4, Dn: 16, Dr: 8, Dv: 16}, 0},
+		{kernels.MLAExpanded{Rows: 17, Start: 40, Heads: 6, H0: 2, HN: 4, Dn: 16, Dr: 8, Dv: 16}, 0},
+		{kernels.MLAExpanded{Rows: 150, Start: 300, Heads: 16, H0: 0, HN: 16, Dn: 128, Dr: 64, Dv: 128}, 0.3},
+		{kernels.MLAExpanded{Rows: 40, Start: 10, Heads: 4, H0: 0, HN: 4, Dn: 16, Dr: 8, Dv: 16}, 0.2},
 	} {
 		ctx := s.Start + s.Rows
 		s.Scale = float32(1 / math.Sqrt(float64(s.Dn+s.Dr)))
 		name := fmt.Sprintf("heads=%d+%d of %d dk=%d+%d dv=%d start=%d rows=%d", s.H0, s.HN, s.Heads, s.Dn, s.Dr, s.Dv, s.Start, s.Rows)
+		var maskG, maskH kernels.Buf
+		if s.density > 0 {
+			// Each row keeps its own position (a selection is never empty)
+			// and a random share of the others; bits past a row's position
+			// must be ignored.
+			words := kernels.MaskWords(ctx)
+			m := make([]float32, s.Rows*words)
+			for r := range s.Rows {
+				bits := make([]uint32, words)
+				for t := range ctx {
+					if t == s.Start+r || c.rng.Float64() < s.density {
+						bits[t/32] |= 1 << (t % 32)
+					}
+				}
+				for w, v := range bits {
+					m[r*words+w] = math.Float32frombits(v)
+				}
+			}
+			maskG, maskH = c.pair(m)
+			name += fmt.Sprintf(" masked=%.0f%%", 100*s.density)
+		}
 		qg, qh := c.pair(c.randn(s.Rows * s.Heads * (s.Dn + s.Dr)))
 		qpg, qph := c.pair(c.randn(s.Rows * s.Heads * s.Dr))
 		kvg, kvh := c.pair(c.randn(ctx * s.HN * (s.Dn + s.Dv)))
@@ -69,8 +96,10 @@ func (c *conf) mlaPrefill() {
 		// written, on either backend.
 		n := s.Rows * s.Heads * s.Dv
 		yg, yh := c.pair(make([]float32, n))
-		okG := gx.MLAExpandedAttention(yg, qg, qpg, kvg, kpg, s)
-		okC := cx.MLAExpandedAttention(yh, qh, qph, kvh, kph, s)
+		ag, ah := s.MLAExpanded, s.MLAExpanded
+		ag.Mask, ah.Mask = maskG, maskH
+		okG := gx.MLAExpandedAttention(yg, qg, qpg, kvg, kpg, ag)
+		okC := cx.MLAExpandedAttention(yh, qh, qph, kvh, kph, ah)
 		if !okG || !okC {
 			c.setupFailed("MLAExpanded", name, fmt.Errorf("declined (gpu %v, cpu %v)", okG, okC))
 			continue
@@ -105,5 +134,68 @@ func (c *conf) mlaPrefill() {
 		gx.MatMulHeads(yg, xg, wg, a)
 		cx.MatMulHeads(yh, xh, wh, a)
 		c.check("MatMulHeads", name, yg, yh, n, tolExact)
+	}
+}
+
+// dsaMask checks kernels.DSAMask against the CPU bit for bit: the fixture's
+// indexer (top 8, with boundary ties) and V3.2's 64 × 128 over longer
+// contexts. The CUDA backend declines it unless POCKET_MLA_DSA_EXPAND=1
+// (SKIP).
+func (c *conf) dsaMask() {
+	for _, s := range []mlaCase{
+		{heads: 4, r: 32, dr: 8, bs: 4, start: 0, rows: 40, idxHeads: 4, idxDim: 16, topk: 8, zeroKeys: 0.5},
+		{heads: 4, r: 32, dr: 8, bs: 4, start: 30, rows: 17, idxHeads: 4, idxDim: 16, topk: 8},
+		{heads: 16, r: 64, dr: 8, bs: 16, start: 0, rows: 600, idxHeads: 64, idxDim: 128, topk: 256},
+		{heads: 16, r: 64, dr: 8, bs: 64, start: 2000, rows: 100, idxHeads: 64, idxDim: 128, topk: 2048, zeroKeys: 0.3},
+	} {
+		name := fmt.Sprintf("idx=%d×%d top=%d start=%d rows=%d", s.idxHeads, s.idxDim, s.topk, s.start, s.rows)
+		ctx := s.start + s.rows
+		blocks := (ctx+s.bs-1)/s.bs + 1
+		spec := kernels.KVSpec{Layers: 2, Blocks: blocks, BlockSize: s.bs, KVHeads: 1, HeadDimK: s.r + s.dr, HeadDimV: s.idxDim}
+		kv := c.newKVPools(spec)
+		perm := c.rng.Perm(blocks)
+		table := make([]int32, (ctx+s.bs-1)/s.bs)
+		for i := range table {
+			table[i] = int32(perm[i])
+		}
+		slots := make([]int32, ctx)
+		for p := range slots {
+			slots[p] = table[p/s.bs]*int32(s.bs) + int32(p%s.bs)
+		}
+		kg, kh := c.pair(c.randn(ctx * (s.r + s.dr)))
+		keys := c.randn(ctx * s.idxDim)
+		for p := range ctx {
+			if c.rng.Float64() < s.zeroKeys {
+				clear(keys[p*s.idxDim : (p+1)*s.idxDim])
+			}
+		}
+		vg, vh := c.pair(keys)
+		c.g.StoreKV(kv.g, 1, kg, vg, slots)
+		c.c.StoreKV(kv.h, 1, kh, vh, slots)
+		iqg, iqh := c.pair(c.randn(s.rows * s.idxHeads * s.idxDim))
+		iwg, iwh := c.pair(c.randn(s.rows * s.idxHeads))
+		sc := float32(1 / math.Sqrt(float64(s.idxDim)*float64(s.idxHeads)))
+		dg := &kernels.DSA{Q: iqg, W: iwg, Heads: s.idxHeads, Dim: s.idxDim, TopK: s.topk, Scale: sc}
+		dh := &kernels.DSA{Q: iqh, W: iwh, Heads: s.idxHeads, Dim: s.idxDim, TopK: s.topk, Scale: sc}
+		n := s.rows * kernels.MaskWords(ctx)
+		mg, mh := c.pair(make([]float32, n))
+		seq := kernels.AttnSeq{Table: table, Start: s.start}
+		if !c.g.DSAMask(mg, dg, kv.g, 1, seq, s.rows) {
+			c.setupFailed("DSAMask", name, fmt.Errorf("declined (POCKET_MLA_DSA_EXPAND=1 takes it): %w", kernels.ErrUnsupported))
+			continue
+		}
+		c.c.DSAMask(mh, dh, kv.h, 1, seq, s.rows)
+		a, b := make([]float32, n), make([]float32, n)
+		c.g.Read(mg, 0, a)
+		c.c.Read(mh, 0, b)
+		// Compare bit by bit (the words are bit patterns, not numbers).
+		ga, hb := make([]float32, 0, 32*n), make([]float32, 0, 32*n)
+		for i := range a {
+			wa, wb := math.Float32bits(a[i]), math.Float32bits(b[i])
+			for j := range 32 {
+				ga, hb = append(ga, float32(wa>>j&1)), append(hb, float32(wb>>j&1))
+			}
+		}
+		c.compare("DSAMask", name, ga, hb, tolExact)
 	}
 }

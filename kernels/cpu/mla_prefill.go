@@ -22,36 +22,84 @@ func (b *Backend) ReadKV(dst kernels.Buf, kp kernels.KVPool, layer int, table []
 
 // MLAExpandedAttention implements kernels.MLAPrefillOps: exact softmax
 // attention, one (query row, head) pair per task, the query and key dot
-// products taken in two parts (nope, rope) as they are stored.
+// products taken in two parts (nope, rope) as they are stored; under DSA
+// over each row's selected positions (MLAttention's selection).
 func (b *Backend) MLAExpandedAttention(dst, q, qpe, kv, kpe kernels.Buf, a kernels.MLAExpanded) bool {
 	dn, dr, dv := a.Dn, a.Dr, a.Dv
 	qk, kvw := dn+dr, a.HN*(dn+dv)
 	qs, qps, kvs, kps, out := f32(q), f32(qpe), f32(kv), f32(kpe), f32(dst)
+	// sel[r] lists the positions row r attends to; nil means all visible.
+	sel := make([][]int32, a.Rows)
+	if a.Mask != nil {
+		words, mask := kernels.MaskWords(a.Start+a.Rows), f32(a.Mask)
+		for r := range sel {
+			sel[r] = []int32{}
+			for t := range a.Start + r + 1 {
+				if math.Float32bits(mask[r*words+t/32])>>(t%32)&1 != 0 {
+					sel[r] = append(sel[r], int32(t))
+				}
+			}
+		}
+	}
 	b.parallel(a.Rows*a.HN, 1, func(lo, hi int) {
 		scores := make([]float32, a.Start+a.Rows)
+		var all []int32
 		for task := lo; task < hi; task++ {
 			r, j := task/a.HN, task%a.HN
 			h := a.H0 + j
 			qn := qs[(r*a.Heads+h)*qk : (r*a.Heads+h)*qk+dn]
 			qr := qps[(r*a.Heads+h)*dr : (r*a.Heads+h+1)*dr]
-			n := a.Start + r + 1
+			positions := sel[r]
+			if positions == nil {
+				all = all[:0]
+				for t := range a.Start + r + 1 {
+					all = append(all, int32(t))
+				}
+				positions = all
+			}
 			maxS := float32(math.Inf(-1))
-			for t := range n {
-				k := kvs[t*kvw+j*(dn+dv):]
-				sc := (dotF32(qn, k[:dn]) + dotF32(qr, kps[t*dr:(t+1)*dr])) * a.Scale
-				scores[t] = sc
+			for i, t := range positions {
+				k := kvs[int(t)*kvw+j*(dn+dv):]
+				sc := (dotF32(qn, k[:dn]) + dotF32(qr, kps[int(t)*dr:(int(t)+1)*dr])) * a.Scale
+				scores[i] = sc
 				maxS = max(maxS, sc)
 			}
-			sum := expShifted(scores[:n], maxS)
+			sum := expShifted(scores[:len(positions)], maxS)
 			o := out[(r*a.Heads+h)*dv : (r*a.Heads+h+1)*dv]
 			clear(o)
 			inv := 1 / sum
-			for t := range n {
-				v := kvs[t*kvw+j*(dn+dv)+dn : t*kvw+j*(dn+dv)+dn+dv]
-				w := scores[t] * inv
-				for i := range o {
-					o[i] += w * v[i]
+			for i, t := range positions {
+				v := kvs[int(t)*kvw+j*(dn+dv)+dn : int(t)*kvw+j*(dn+dv)+dn+dv]
+				w := scores[i] * inv
+				for e := range o {
+					o[e] += w * v[e]
 				}
+			}
+		}
+	})
+	return true
+}
+
+// DSAMask implements kernels.MLAPrefillOps with MLAttention's selection.
+func (b *Backend) DSAMask(mask kernels.Buf, d *kernels.DSA, kp kernels.KVPool, layer int, seq kernels.AttnSeq, rows int) bool {
+	p := kp.(*kvPool)
+	s := p.spec
+	words, out := kernels.MaskWords(seq.Start+rows), f32(mask)
+	slot := func(pos int) int { return int(seq.Table[pos/s.BlockSize])*s.BlockSize + pos%s.BlockSize }
+	b.parallel(rows, 1, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			bits := make([]uint32, words)
+			positions := b.dsaSelect(p, layer, seq, rows, r, d, slot)
+			if positions == nil {
+				for t := range seq.Start + r + 1 {
+					bits[t/32] |= 1 << (t % 32)
+				}
+			}
+			for _, t := range positions {
+				bits[t/32] |= 1 << (t % 32)
+			}
+			for w, v := range bits {
+				out[r*words+w] = math.Float32frombits(v)
 			}
 		}
 	})

@@ -50,6 +50,8 @@ const (
 	fAttnPrefill256
 	fAttnPrefillMLA192
 	fAttnPrefillMLA24
+	fAttnPrefillMLA192m
+	fAttnPrefillMLA24m
 	fKVReadCols
 	fGemvBF16 // + rows-1, 8 of them
 	fGemvFP8  = fGemvBF16 + 8
@@ -61,7 +63,7 @@ var funcNames = func() []string {
 		"swiglu", "rope", "gather", "scatter_add", "store_kv", "attn_partial", "argmax", "gemv_bf16_multi",
 		"to_bf16", "attn_prefill_64", "attn_prefill_128", "attn_prefill_128_3", "attn_gqa", "attn_merge",
 		"attn_prefill_128_q3", "attn_prefill_128_q4", "deq_fp8_bf16", "copy_cols_f32", "attn_prefill_256",
-		"attn_prefill_mla_192", "attn_prefill_mla_24", "kv_read_cols"}
+		"attn_prefill_mla_192", "attn_prefill_mla_24", "attn_prefill_mla_192m", "attn_prefill_mla_24m", "kv_read_cols"}
 	for i := 1; i <= 8; i++ {
 		n = append(n, fmt.Sprintf("gemv_bf16_%d", i))
 	}

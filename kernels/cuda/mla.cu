@@ -487,3 +487,26 @@ extern "C" __global__ void __launch_bounds__(256)
     }
     if (tid == 0) cnt[row] = min(sBase, topk);
 }
+
+// ---------------------------------------------------------------- DSA mask
+
+#define DSA_MASK_MAXW 1024  // words a row (contexts ≤ 32768)
+
+// dsa_mask: mask [rows, words] of each row's selected positions (sel/cnt
+// of dsa_topk: bit t%32 of word t/32), for the expanded prompt form's
+// masked flash kernel (kernels.DSAMask). Block per row, built in shared
+// memory.
+extern "C" __global__ void __launch_bounds__(256)
+    dsa_mask(unsigned* mask, const int* sel, const int* cnt, int topk, int words) {
+    __shared__ unsigned m[DSA_MASK_MAXW];
+    const int row = blockIdx.x, n = cnt[row];
+    const int* s = sel + (long)row * topk;
+    for (int w = threadIdx.x; w < words; w += blockDim.x) m[w] = 0u;
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const int t = s[i];
+        atomicOr(&m[t >> 5], 1u << (t & 31));
+    }
+    __syncthreads();
+    for (int w = threadIdx.x; w < words; w += blockDim.x) mask[(long)row * words + w] = m[w];
+}

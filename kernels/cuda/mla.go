@@ -30,12 +30,14 @@ const (
 	maxMLAHeadDim = 1024
 	maxDSAQ       = 8192
 	maxDSADim     = 256
-	mlaHW         = 4 // MLA_HW: heads a warp of mla_partial_576
+	mlaHW         = 4    // MLA_HW: heads a warp of mla_partial_576
+	maxMaskWords  = 1024 // DSA_MASK_MAXW: words a row of dsa_mask's mask
 )
 
 type mlaMod struct {
 	partial, combine, scores, topk cFunc
 	partial576                     cFunc // DeepSeek's 576/512, mlaHW heads a warp
+	mask                           cFunc // dsa_mask
 	// Scratch, grown as needed and never freed (queued work or a
 	// captured graph may still use an old one): the split partials, and
 	// DSA's scores, marks and selected positions (with their counts).
@@ -49,7 +51,7 @@ func (b *Backend) mlaModule() (*mlaMod, error) {
 	}
 	m := &mlaMod{}
 	if _, err := loadModule(mlaPTX, "MLA", map[string]*cFunc{"mla_partial": &m.partial, "mla_partial_576": &m.partial576, "mla_combine": &m.combine,
-		"dsa_scores": &m.scores, "dsa_topk": &m.topk}); err != nil {
+		"dsa_scores": &m.scores, "dsa_topk": &m.topk, "dsa_mask": &m.mask}); err != nil {
 		return nil, err
 	}
 	b.mla = m

@@ -43,7 +43,8 @@ func (b *Backend) ReadKV(dst kernels.Buf, kp kernels.KVPool, layer int, table []
 
 // MLAExpandedAttention implements kernels.MLAPrefillOps for DeepSeek's
 // head dims (128 + 64, 128) and the test fixtures' (16 + 8, 16); other
-// shapes are declined, and every shape under POCKET_MLA_EXPAND=0.
+// shapes are declined, and every shape under POCKET_MLA_EXPAND=0. A DSA
+// mask takes the masked kernels (attn_prefill_mla_*m).
 func (b *Backend) MLAExpandedAttention(dst, q, qpe, kv, kpe kernels.Buf, a kernels.MLAExpanded) bool {
 	f := -1
 	switch {
@@ -55,13 +56,61 @@ func (b *Backend) MLAExpandedAttention(dst, q, qpe, kv, kpe kernels.Buf, a kerne
 	if f < 0 || switches.noMLAExpand || a.Rows < 1 || a.HN < 1 || a.H0 < 0 || a.H0+a.HN > a.Heads {
 		return false
 	}
+	words := kernels.MaskWords(a.Start + a.Rows)
+	if a.Mask != nil {
+		if a.Mask.Len() < a.Rows*words {
+			return false
+		}
+		f = map[int]int{fAttnPrefillMLA192: fAttnPrefillMLA192m, fAttnPrefillMLA24: fAttnPrefillMLA24m}[f]
+	}
 	if !b.enter() {
 		b.exit()
 		return true
 	}
 	defer b.exit()
-	b.run(f, cdiv(a.Rows, 64), a.HN, 128, ptr(dptr(dst)), ptr(dptr(q)), ptr(dptr(qpe)), ptr(dptr(kv)), ptr(dptr(kpe)),
-		i32(a.Rows), i32(a.Start), i32(a.Heads), i32(a.H0), i32(a.HN), f32(a.Scale))
+	args := []uint64{ptr(dptr(dst)), ptr(dptr(q)), ptr(dptr(qpe)), ptr(dptr(kv)), ptr(dptr(kpe)), i32(a.Rows),
+		i32(a.Start), i32(a.Heads), i32(a.H0), i32(a.HN), f32(a.Scale)}
+	if a.Mask != nil {
+		args = append(args, ptr(dptr(a.Mask)), i32(words))
+	}
+	b.run(f, cdiv(a.Rows, 64), a.HN, 128, args...)
+	return true
+}
+
+// DSAMask implements kernels.MLAPrefillOps: dsaSelect's lists (the
+// indexer's scores and top-k, as MLAttention takes them) made a bit mask by
+// dsa_mask, for contexts up to 32768 positions. Only under
+// POCKET_MLA_DSA_EXPAND=1 until it has run on a GPU (built after the
+// session's device time; the CPU runs it by default): otherwise declined,
+// and DeepSeek-V3.2's long prompts stay absorbed.
+func (b *Backend) DSAMask(mask kernels.Buf, d *kernels.DSA, kp kernels.KVPool, layer int, seq kernels.AttnSeq, rows int) bool {
+	ctx := seq.Start + rows
+	nw := kernels.MaskWords(ctx)
+	if !switches.mlaDSAExpand || rows < 1 || nw > maxMaskWords || mask.Len() < rows*nw {
+		return false
+	}
+	if !b.enter() {
+		b.exit()
+		return true
+	}
+	defer b.exit()
+	m, err := b.mlaModule()
+	if err != nil {
+		b.fail(err)
+		return true
+	}
+	p, ok := kp.(*kvPool)
+	if !ok {
+		b.fail(fmt.Errorf("cuda: KV pool of another backend: %w", kernels.ErrUnsupported))
+		return true
+	}
+	tp := b.put(kTable, words(seq.Table))
+	st := b.put(kStart, []uint32{uint32(seq.Start)})
+	sel, cnt := b.dsaSelect(m, p, layer, tp, st, rows, ctx, d)
+	if b.err != nil {
+		return true
+	}
+	b.launchFn(m.mask, rows, 1, 256, ptr(dptr(mask)), ptr(sel), ptr(cnt), i32(d.TopK), i32(nw))
 	return true
 }
 

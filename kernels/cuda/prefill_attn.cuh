@@ -40,6 +40,8 @@ __device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, uint32_t b
 // Src::start is the first query row's position; rowOff(p, end) a key
 // position's row handle (-1 past end), k4/v4 four key/value elements of a
 // row from column c, q2 two query elements, out a query row's output.
+// With Src::MASK, selected64(row, k0) has bit j set when the row attends
+// to key k0+j (k0 a multiple of 64; the causal limit applies as well).
 
 // PoolSrc: q [rows, heads, D]; K and V rows of the paged cache (slot s of
 // position p is table[p/bs]·bs + p%bs), kvh heads of D each; dst [rows,
@@ -47,6 +49,8 @@ __device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, uint32_t b
 template <int D>
 struct PoolSrc {
     static constexpr int DK = D, DV = D;
+    static constexpr bool MASK = false;
+    __device__ __forceinline__ uint64_t selected64(int, int) const { return ~0ull; }
     const float *q, *Kh, *Vh;
     const int* table;
     int start, heads, bs;
@@ -223,12 +227,16 @@ __device__ __forceinline__ void attn_prefill(const Src& src, float* __restrict__
             int row = r0 + g + 8 * i;
             int qpos = row < rows ? start + row : -1;
             float mx = -INFINITY;
+            uint64_t sel = 0;  // Src::MASK: the row's selected keys of the tile
+            if constexpr (Src::MASK) sel = row < rows ? src.selected64(row, k0) : 0;
 #pragma unroll
             for (int n = 0; n < BKV / 8; n++)
 #pragma unroll
                 for (int j = 0; j < 2; j++) {
                     int col = k0 + n * 8 + 2 * t + j;
                     if (masked && col > qpos) s[n][2 * i + j] = -INFINITY;
+                    if constexpr (Src::MASK)
+                        if (!((sel >> (n * 8 + 2 * t + j)) & 1)) s[n][2 * i + j] = -INFINITY;
                     mx = fmaxf(mx, s[n][2 * i + j]);
                 }
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
