@@ -208,7 +208,8 @@ for stage in "$@"; do
   conf-ab) # conformance and the FP8/hybrid fixtures' parity under each CONF_AB entry (default-off paths)
     ab "${CONF_AB:-}" conformance 300 $W conformance
     ab "${CONF_AB:-}" parity-fp8-hybrid 200 $W parity -skip-unsupported models/testdata/models/qwen3-fp8/ \
-      models/testdata/models/deepseek_v3-fp8/ models/testdata/models/qwen3_5/ models/testdata/models/qwen3_next/ ;;
+      models/testdata/models/deepseek_v3-fp8/ models/testdata/models/deepseek_v32/ models/testdata/models/qwen3_5/ \
+      models/testdata/models/qwen3_next/ ;;
   conf-v1) POCKET_QGEMV=v1 step conformance-qgemv-v1 300 $W conformance ;;
   conf-fold) POCKET_QMV_FOLD=1 step conformance-qmv-fold 300 $W conformance ;;
   daemon) # session costs and decode through pocketd

@@ -82,9 +82,10 @@ func TestWriteConfigEveryFixtureArch(t *testing.T) {
 // without writing gigabytes.
 func TestPresetsPlan(t *testing.T) {
 	want := map[string][2]float64{ // GB of tensor data, within 10%
-		"deepseek-v3-slice": {17.5, 0.1},
-		"minimax-m2-slice":  {17.1, 0.1},
-		"qwen3.5-27b-fp8":   {29, 0.1},
+		"deepseek-v3-slice":  {17.5, 0.1},
+		"deepseek-v32-slice": {17.6, 0.1},
+		"minimax-m2-slice":   {17.1, 0.1},
+		"qwen3.5-27b-fp8":    {29, 0.1},
 	}
 	for _, name := range PresetNames() {
 		p := Presets[name]

@@ -28,20 +28,14 @@ var Presets = map[string]Preset{
 	// groups, sigmoid routing with correction bias, FP8 weights. Four
 	// layers: the three first_k_dense_replace dense layers and one MoE
 	// layer (~17 GB).
-	"deepseek-v3-slice": {Layers: 4, FP8: true, Note: "DeepSeek-V3 widths, 3 dense + 1 MoE layer, FP8", Config: map[string]any{
-		"architectures": []string{"DeepseekV3ForCausalLM"}, "model_type": "deepseek_v3",
-		"vocab_size": 129280, "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048,
-		"num_hidden_layers": 61, "num_nextn_predict_layers": 1, "num_attention_heads": 128, "num_key_value_heads": 128,
-		"n_shared_experts": 1, "n_routed_experts": 256, "routed_scaling_factor": 2.5, "num_experts_per_tok": 8,
-		"n_group": 8, "topk_group": 4, "topk_method": "noaux_tc", "scoring_func": "sigmoid", "norm_topk_prob": true,
-		"first_k_dense_replace": 3, "moe_layer_freq": 1,
-		"q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
-		"hidden_act": "silu", "rms_norm_eps": 1e-6, "max_position_embeddings": 163840, "rope_theta": 10000,
-		"rope_scaling": map[string]any{"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096,
-			"beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0},
-		"tie_word_embeddings": false, "attention_bias": false, "bos_token_id": 0, "eos_token_id": 1,
-		"torch_dtype": "bfloat16",
-	}},
+	"deepseek-v3-slice": {Layers: 4, FP8: true, Note: "DeepSeek-V3 widths, 3 dense + 1 MoE layer, FP8", Config: deepseekV3},
+
+	// DeepSeek-V3.2 (DeepSeek sparse attention): V3's widths plus the
+	// lightning indexer (64 heads of 128, top 2048), four layers as for V3.
+	"deepseek-v32-slice": {Layers: 4, FP8: true, Note: "DeepSeek-V3.2 widths (V3's plus the indexer), 3 dense + 1 MoE layer, FP8", Config: withKeys(deepseekV3, map[string]any{
+		"architectures": []string{"DeepseekV32ForCausalLM"}, "model_type": "deepseek_v32",
+		"index_n_heads": 64, "index_head_dim": 128, "index_topk": 2048,
+	})},
 	// MiniMax-M2 (230B-A10B) as released (FP8): 256 experts, top 8,
 	// sigmoid routing with bias, no shared expert; four of its 62 layers.
 	"minimax-m2-slice": {Layers: 4, FP8: true, Note: "MiniMax-M2 widths, 4 MoE layers, FP8", Config: map[string]any{
@@ -141,4 +135,32 @@ func Generate(dir, name string, config []byte, format string, layers int, seed u
 	}
 	o.Layers = 0
 	return WriteConfig(dir, cfg, o)
+}
+
+// deepseekV3 is DeepSeek-V3's config.json as released.
+var deepseekV3 = map[string]any{
+	"architectures": []string{"DeepseekV3ForCausalLM"}, "model_type": "deepseek_v3",
+	"vocab_size": 129280, "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048,
+	"num_hidden_layers": 61, "num_nextn_predict_layers": 1, "num_attention_heads": 128, "num_key_value_heads": 128,
+	"n_shared_experts": 1, "n_routed_experts": 256, "routed_scaling_factor": 2.5, "num_experts_per_tok": 8,
+	"n_group": 8, "topk_group": 4, "topk_method": "noaux_tc", "scoring_func": "sigmoid", "norm_topk_prob": true,
+	"first_k_dense_replace": 3, "moe_layer_freq": 1,
+	"q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+	"hidden_act": "silu", "rms_norm_eps": 1e-6, "max_position_embeddings": 163840, "rope_theta": 10000,
+	"rope_scaling": map[string]any{"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096,
+		"beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0},
+	"tie_word_embeddings": false, "attention_bias": false, "bos_token_id": 0, "eos_token_id": 1,
+	"torch_dtype": "bfloat16",
+}
+
+// withKeys is base with the keys of over replaced or added (a copy).
+func withKeys(base, over map[string]any) map[string]any {
+	out := make(map[string]any, len(base)+len(over))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		out[k] = v
+	}
+	return out
 }
