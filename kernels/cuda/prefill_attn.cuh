@@ -182,6 +182,14 @@ __device__ __forceinline__ void attn_prefill(const Src& src, float* __restrict__
         }
         __syncthreads();
         if (r0 >= rows || start + r0 + 15 < k0) continue; // this warp's rows see none of the tile
+        // Src::MASK: rows g and g+8's selected keys of the tile; a tile none
+        // of the warp's rows selects is skipped.
+        uint64_t sel[2] = {~0ull, ~0ull};
+        if constexpr (Src::MASK) {
+#pragma unroll
+            for (int i = 0; i < 2; i++) sel[i] = r0 + g + 8 * i < rows ? src.selected64(r0 + g + 8 * i, k0) : 0ull;
+            if (!__any_sync(0xffffffffu, (sel[0] | sel[1]) != 0ull)) continue;
+        }
         float s[BKV / 8][4];
 #pragma unroll
         for (int n = 0; n < BKV / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
@@ -227,8 +235,6 @@ __device__ __forceinline__ void attn_prefill(const Src& src, float* __restrict__
             int row = r0 + g + 8 * i;
             int qpos = row < rows ? start + row : -1;
             float mx = -INFINITY;
-            uint64_t sel = 0;  // Src::MASK: the row's selected keys of the tile
-            if constexpr (Src::MASK) sel = row < rows ? src.selected64(row, k0) : 0;
 #pragma unroll
             for (int n = 0; n < BKV / 8; n++)
 #pragma unroll
@@ -236,7 +242,7 @@ __device__ __forceinline__ void attn_prefill(const Src& src, float* __restrict__
                     int col = k0 + n * 8 + 2 * t + j;
                     if (masked && col > qpos) s[n][2 * i + j] = -INFINITY;
                     if constexpr (Src::MASK)
-                        if (!((sel >> (n * 8 + 2 * t + j)) & 1)) s[n][2 * i + j] = -INFINITY;
+                        if (!((sel[i] >> (n * 8 + 2 * t + j)) & 1)) s[n][2 * i + j] = -INFINITY;
                     mx = fmaxf(mx, s[n][2 * i + j]);
                 }
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
