@@ -252,29 +252,48 @@ func (c *conf) mlaOne(s mlaCase) {
 			name += fmt.Sprintf(" ties=%.0f%%", 100*s.zeroKeys)
 		}
 	}
-	ctx := s.start + s.rows
+	lc, ok := c.latentCache(s, op, name)
+	if !ok {
+		return
+	}
+	pg, ph, table, dg, dh := lc.g, lc.h, lc.table, lc.dsaG, lc.dsaH
+	qn := s.rows * s.heads * dk
+	qg, qh := c.pair(c.randn(qn))
+	on := s.rows * s.heads * dv
+	yg, yh := c.outPair(on)
+	seq := kernels.AttnSeq{Table: table, Start: s.start}
+	scale := float32(1 / math.Sqrt(float64(dk)))
+	c.g.MLAttention(yg, qg, pg, 1, seq, s.rows, s.heads, dv, scale, dg)
+	c.c.MLAttention(yh, qh, ph, 1, seq, s.rows, s.heads, dv, scale, dh)
+	c.check(op, name, yg, yh, on, tolExact)
+}
+
+// latentCache is one side-by-side MLA cache of a case: pools on both
+// backends holding random latent rows (and indexer keys) for the case's
+// start+rows positions through a shuffled block table, and the indexer's
+// inputs when the case has one.
+type latentCache struct {
+	g, h       kernels.KVPool
+	table      []int32
+	dsaG, dsaH *kernels.DSA
+}
+
+// latentCache makes s's cache, or reports the case failed to set up.
+func (c *conf) latentCache(s mlaCase, op, name string) (latentCache, bool) {
+	var lc latentCache
+	dk, ctx := s.r+s.dr, s.start+s.rows
 	blocks := (ctx+s.bs-1)/s.bs + 1
 	spec := kernels.KVSpec{Layers: 2, Blocks: blocks, BlockSize: s.bs, KVHeads: 1, HeadDimK: dk, HeadDimV: s.idxDim}
-	pg, err := c.g.NewKVPool(spec)
+	var err error
+	if lc.g, err = c.g.NewKVPool(spec); err == nil {
+		lc.h, err = c.c.NewKVPool(spec)
+	}
 	if err != nil {
 		c.setupFailed(op, name, err)
-		return
+		return lc, false
 	}
-	ph, err := c.c.NewKVPool(spec)
-	if err != nil {
-		c.setupFailed(op, name, err)
-		return
-	}
-	// A shuffled block table, as attention() uses.
-	perm := c.rng.Perm(blocks)
-	table := make([]int32, (ctx+s.bs-1)/s.bs)
-	for i := range table {
-		table[i] = int32(perm[i])
-	}
-	slots := make([]int32, ctx)
-	for p := range slots {
-		slots[p] = table[p/s.bs]*int32(s.bs) + int32(p%s.bs)
-	}
+	var slots []int32
+	lc.table, slots = c.shuffledTable(blocks, ctx, s.bs)
 	kg, kh := c.pair(c.randn(ctx * dk))
 	var vg, vh kernels.Buf
 	if s.idxDim > 0 {
@@ -286,23 +305,30 @@ func (c *conf) mlaOne(s mlaCase) {
 		}
 		vg, vh = c.pair(keys)
 	}
-	c.g.StoreKV(pg, 1, kg, vg, slots)
-	c.c.StoreKV(ph, 1, kh, vh, slots)
-	qn := s.rows * s.heads * dk
-	qg, qh := c.pair(c.randn(qn))
-	var dg, dh *kernels.DSA
+	c.g.StoreKV(lc.g, 1, kg, vg, slots)
+	c.c.StoreKV(lc.h, 1, kh, vh, slots)
 	if s.idxHeads > 0 {
 		iqg, iqh := c.pair(c.randn(s.rows * s.idxHeads * s.idxDim))
 		iwg, iwh := c.pair(c.randn(s.rows * s.idxHeads))
 		sc := float32(1 / math.Sqrt(float64(s.idxDim)*float64(s.idxHeads)))
-		dg = &kernels.DSA{Q: iqg, W: iwg, Heads: s.idxHeads, Dim: s.idxDim, TopK: s.topk, Scale: sc}
-		dh = &kernels.DSA{Q: iqh, W: iwh, Heads: s.idxHeads, Dim: s.idxDim, TopK: s.topk, Scale: sc}
+		lc.dsaG = &kernels.DSA{Q: iqg, W: iwg, Heads: s.idxHeads, Dim: s.idxDim, TopK: s.topk, Scale: sc}
+		lc.dsaH = &kernels.DSA{Q: iqh, W: iwh, Heads: s.idxHeads, Dim: s.idxDim, TopK: s.topk, Scale: sc}
 	}
-	on := s.rows * s.heads * dv
-	yg, yh := c.outPair(on)
-	seq := kernels.AttnSeq{Table: table, Start: s.start}
-	scale := float32(1 / math.Sqrt(float64(dk)))
-	c.g.MLAttention(yg, qg, pg, 1, seq, s.rows, s.heads, dv, scale, dg)
-	c.c.MLAttention(yh, qh, ph, 1, seq, s.rows, s.heads, dv, scale, dh)
-	c.check(op, name, yg, yh, on, tolExact)
+	return lc, true
+}
+
+// shuffledTable is a block table of ctx positions over blocks blocks of bs
+// slots in random order (positions must be found through it), and each
+// position's slot.
+func (c *conf) shuffledTable(blocks, ctx, bs int) (table, slots []int32) {
+	perm := c.rng.Perm(blocks)
+	table = make([]int32, (ctx+bs-1)/bs)
+	for i := range table {
+		table[i] = int32(perm[i])
+	}
+	slots = make([]int32, ctx)
+	for p := range slots {
+		slots[p] = table[p/bs]*int32(bs) + int32(p%bs)
+	}
+	return table, slots
 }

@@ -16,40 +16,19 @@ import (
 // appended (the flash kernel: bf16 operands), and the per-head products of
 // the absorbed form in MLA's layouts, bf16 and FP8.
 func (c *conf) mlaPrefill() {
-	gx, cx := c.g, c.c
 	c.dsaMask()
 	for _, s := range []struct{ r, dr, bs, n, lo, width int }{
 		{512, 64, 16, 300, 0, 512}, {512, 64, 16, 300, 512, 64}, {32, 8, 4, 37, 0, 32}, {32, 8, 4, 37, 32, 8},
 	} {
 		dk := s.r + s.dr
-		blocks := (s.n+s.bs-1)/s.bs + 2
-		spec := kernels.KVSpec{Layers: 2, Blocks: blocks, BlockSize: s.bs, KVHeads: 1, HeadDimK: dk}
 		name := fmt.Sprintf("row=%d cols=[%d,%d) n=%d bs=%d", dk, s.lo, s.lo+s.width, s.n, s.bs)
-		pg, err := c.g.NewKVPool(spec)
-		if err != nil {
-			c.setupFailed("ReadKV", name, err)
+		lc, ok := c.latentCache(mlaCase{r: s.r, dr: s.dr, bs: s.bs, rows: s.n}, "ReadKV", name)
+		if !ok {
 			continue
 		}
-		ph, err := c.c.NewKVPool(spec)
-		if err != nil {
-			c.setupFailed("ReadKV", name, err)
-			continue
-		}
-		perm := c.rng.Perm(blocks)
-		table := make([]int32, (s.n+s.bs-1)/s.bs)
-		slots := make([]int32, s.n)
-		for i := range table {
-			table[i] = int32(perm[i])
-		}
-		for p := range slots {
-			slots[p] = table[p/s.bs]*int32(s.bs) + int32(p%s.bs)
-		}
-		kg, kh := c.pair(c.randn(s.n * dk))
-		c.g.StoreKV(pg, 1, kg, nil, slots)
-		c.c.StoreKV(ph, 1, kh, nil, slots)
 		yg, yh := c.outPair(s.n * s.width)
-		gx.ReadKV(yg, pg, 1, table, s.n, s.lo, s.width)
-		cx.ReadKV(yh, ph, 1, table, s.n, s.lo, s.width)
+		c.g.ReadKV(yg, lc.g, 1, lc.table, s.n, s.lo, s.width)
+		c.c.ReadKV(yh, lc.h, 1, lc.table, s.n, s.lo, s.width)
 		c.check("ReadKV", name, yg, yh, s.n*s.width, tolExact)
 	}
 	for _, s := range []struct {
@@ -98,8 +77,8 @@ func (c *conf) mlaPrefill() {
 		yg, yh := c.pair(make([]float32, n))
 		ag, ah := s.MLAExpanded, s.MLAExpanded
 		ag.Mask, ah.Mask = maskG, maskH
-		okG := gx.MLAExpandedAttention(yg, qg, qpg, kvg, kpg, ag)
-		okC := cx.MLAExpandedAttention(yh, qh, qph, kvh, kph, ah)
+		okG := c.g.MLAExpandedAttention(yg, qg, qpg, kvg, kpg, ag)
+		okC := c.c.MLAExpandedAttention(yh, qh, qph, kvh, kph, ah)
 		if !okG || !okC {
 			c.setupFailed("MLAExpanded", name, fmt.Errorf("declined (gpu %v, cpu %v)", okG, okC))
 			continue
@@ -122,7 +101,7 @@ func (c *conf) mlaPrefill() {
 	} {
 		name := fmt.Sprintf("%s heads=%d [%d,%d] rows=%d", s.dt, s.heads, s.out, s.in, s.rows)
 		wg, wh := c.weight(s.dt, []int{s.heads * s.out, s.in}, s.block)
-		if !gx.HeadMatMulTakes(wg.Weight()) {
+		if !c.g.HeadMatMulTakes(wg.Weight()) {
 			c.setupFailed("MatMulHeads", name, fmt.Errorf("declined"))
 			continue
 		}
@@ -131,8 +110,8 @@ func (c *conf) mlaPrefill() {
 		xg, xh := c.pair(c.randn(s.rows * s.heads * s.q))
 		n := s.rows * s.heads * s.kw
 		yg, yh := c.pair(make([]float32, n))
-		gx.MatMulHeads(yg, xg, wg, a)
-		cx.MatMulHeads(yh, xh, wh, a)
+		c.g.MatMulHeads(yg, xg, wg, a)
+		c.c.MatMulHeads(yh, xh, wh, a)
 		c.check("MatMulHeads", name, yg, yh, n, tolExact)
 	}
 }
@@ -150,41 +129,18 @@ func (c *conf) dsaMask() {
 	} {
 		name := fmt.Sprintf("idx=%d×%d top=%d start=%d rows=%d", s.idxHeads, s.idxDim, s.topk, s.start, s.rows)
 		ctx := s.start + s.rows
-		blocks := (ctx+s.bs-1)/s.bs + 1
-		spec := kernels.KVSpec{Layers: 2, Blocks: blocks, BlockSize: s.bs, KVHeads: 1, HeadDimK: s.r + s.dr, HeadDimV: s.idxDim}
-		kv := c.newKVPools(spec)
-		perm := c.rng.Perm(blocks)
-		table := make([]int32, (ctx+s.bs-1)/s.bs)
-		for i := range table {
-			table[i] = int32(perm[i])
+		lc, ok := c.latentCache(s, "DSAMask", name)
+		if !ok {
+			continue
 		}
-		slots := make([]int32, ctx)
-		for p := range slots {
-			slots[p] = table[p/s.bs]*int32(s.bs) + int32(p%s.bs)
-		}
-		kg, kh := c.pair(c.randn(ctx * (s.r + s.dr)))
-		keys := c.randn(ctx * s.idxDim)
-		for p := range ctx {
-			if c.rng.Float64() < s.zeroKeys {
-				clear(keys[p*s.idxDim : (p+1)*s.idxDim])
-			}
-		}
-		vg, vh := c.pair(keys)
-		c.g.StoreKV(kv.g, 1, kg, vg, slots)
-		c.c.StoreKV(kv.h, 1, kh, vh, slots)
-		iqg, iqh := c.pair(c.randn(s.rows * s.idxHeads * s.idxDim))
-		iwg, iwh := c.pair(c.randn(s.rows * s.idxHeads))
-		sc := float32(1 / math.Sqrt(float64(s.idxDim)*float64(s.idxHeads)))
-		dg := &kernels.DSA{Q: iqg, W: iwg, Heads: s.idxHeads, Dim: s.idxDim, TopK: s.topk, Scale: sc}
-		dh := &kernels.DSA{Q: iqh, W: iwh, Heads: s.idxHeads, Dim: s.idxDim, TopK: s.topk, Scale: sc}
 		n := s.rows * kernels.MaskWords(ctx)
 		mg, mh := c.pair(make([]float32, n))
-		seq := kernels.AttnSeq{Table: table, Start: s.start}
-		if !c.g.DSAMask(mg, dg, kv.g, 1, seq, s.rows) {
+		seq := kernels.AttnSeq{Table: lc.table, Start: s.start}
+		if !c.g.DSAMask(mg, lc.dsaG, lc.g, 1, seq, s.rows) {
 			c.setupFailed("DSAMask", name, fmt.Errorf("declined (POCKET_MLA_DSA_EXPAND=1 takes it): %w", kernels.ErrUnsupported))
 			continue
 		}
-		c.c.DSAMask(mh, dh, kv.h, 1, seq, s.rows)
+		c.c.DSAMask(mh, lc.dsaH, lc.h, 1, seq, s.rows)
 		a, b := make([]float32, n), make([]float32, n)
 		c.g.Read(mg, 0, a)
 		c.c.Read(mh, 0, b)

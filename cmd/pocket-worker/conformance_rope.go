@@ -151,15 +151,7 @@ func (c *conf) ropeAttention() {
 func (c *conf) filledKV(kvh, hd, bs, ctx, filled int) (kvPools, []int32, []int32) {
 	blocks := (ctx+bs-1)/bs + 2
 	kv := c.newKVPools(kernels.KVSpec{Layers: 2, Blocks: blocks, BlockSize: bs, KVHeads: kvh, HeadDimK: hd, HeadDimV: hd})
-	perm := c.rng.Perm(blocks)
-	table := make([]int32, (ctx+bs-1)/bs)
-	for i := range table {
-		table[i] = int32(perm[i])
-	}
-	slots := make([]int32, ctx)
-	for p := range slots {
-		slots[p] = table[p/bs]*int32(bs) + int32(p%bs)
-	}
+	table, slots := c.shuffledTable(blocks, ctx, bs)
 	if filled > 0 {
 		kg, kh := c.pair(c.randn(filled * kvh * hd))
 		vg, vh := c.pair(c.randn(filled * kvh * hd))

@@ -35,10 +35,7 @@ func (b *Backend) MLAttention(dst, q kernels.Buf, kp kernels.KVPool, layer int, 
 			r, h := task/heads, task%heads
 			positions := sel[r]
 			if positions == nil {
-				all = all[:0]
-				for pos := range seq.Start + r + 1 {
-					all = append(all, int32(pos))
-				}
+				all = firstPositions(all, seq.Start+r+1)
 				positions = all
 			}
 			qv := qs[(r*heads+h)*dk : (r*heads+h+1)*dk]
@@ -63,6 +60,16 @@ func (b *Backend) MLAttention(dst, q kernels.Buf, kp kernels.KVPool, layer int, 
 			}
 		}
 	})
+}
+
+// firstPositions is 0..n-1 in buf's storage: a row's attended positions
+// when it attends to every visible one.
+func firstPositions(buf []int32, n int) []int32 {
+	buf = buf[:0]
+	for t := range n {
+		buf = append(buf, int32(t))
+	}
+	return buf
 }
 
 // dsaSelect returns the positions query row r attends to under DeepSeek

@@ -51,10 +51,7 @@ func (b *Backend) MLAExpandedAttention(dst, q, qpe, kv, kpe kernels.Buf, a kerne
 			qr := qps[(r*a.Heads+h)*dr : (r*a.Heads+h+1)*dr]
 			positions := sel[r]
 			if positions == nil {
-				all = all[:0]
-				for t := range a.Start + r + 1 {
-					all = append(all, int32(t))
-				}
+				all = firstPositions(all, a.Start+r+1)
 				positions = all
 			}
 			maxS := float32(math.Inf(-1))

@@ -121,6 +121,23 @@ func (f gform) chunks() int {
 // args are the kernels' trailing format arguments (b0, b1, nsc).
 func (f gform) args() []uint64 { return []uint64{i32(f.b0), i32(f.b1), i32(f.nsc)} }
 
+// groupedReads reports whether the grouped GEMVs read weights of w's
+// format and width: bf16 rows of a multiple of 8, FP8 rows of a multiple
+// of 16 with scale blocks 16-aligned along the row (a chunk never
+// straddles one).
+func groupedReads(w *kernels.Weight) bool {
+	if len(w.Shape) != 2 {
+		return false
+	}
+	switch in := w.Cols(); w.DType {
+	case kernels.BF16:
+		return in%8 == 0
+	case kernels.F8E4M3:
+		return in%16 == 0 && w.ScaleBlock[0] > 0 && w.ScaleBlock[1] > 0 && w.ScaleBlock[1]%16 == 0
+	}
+	return false
+}
+
 // formOf is the format of ws, all with in columns, or false when a grouped
 // GEMV cannot read them (another dtype, a shape off the chunking, mixed
 // formats).
@@ -128,22 +145,15 @@ func formOf(in int, ws ...kernels.Tensor) (gform, bool) {
 	var f gform
 	for i, w := range ws {
 		t, ok := w.(*tensor)
-		if !ok || len(t.w.Shape) != 2 || t.w.Cols() != in || t.data == 0 {
+		if !ok || t.w.Cols() != in || t.data == 0 || !groupedReads(t.w) {
 			return f, false
 		}
 		g := gform{in: in, b0: 1, b1: 16, nsc: 1}
-		switch t.w.DType {
-		case kernels.BF16:
-			if in%8 != 0 {
-				return f, false
-			}
-		case kernels.F8E4M3:
+		if t.w.DType == kernels.F8E4M3 {
 			g = gform{fp8: true, in: in, b0: t.w.ScaleBlock[0], b1: t.w.ScaleBlock[1], nsc: t.nsc}
-			if in%16 != 0 || g.b0 <= 0 || g.b1 <= 0 || g.b1%16 != 0 || t.scale == 0 {
+			if t.scale == 0 {
 				return f, false
 			}
-		default:
-			return f, false
 		}
 		if i > 0 && g != f {
 			return f, false

@@ -61,7 +61,7 @@ func (b *Backend) MLAExpandedAttention(dst, q, qpe, kv, kpe kernels.Buf, a kerne
 		if a.Mask.Len() < a.Rows*words {
 			return false
 		}
-		f = map[int]int{fAttnPrefillMLA192: fAttnPrefillMLA192m, fAttnPrefillMLA24: fAttnPrefillMLA24m}[f]
+		f += fAttnPrefillMLA192m - fAttnPrefillMLA192 // (the masked kernels follow the plain ones in order)
 	}
 	if !b.enter() {
 		b.exit()
@@ -125,20 +125,8 @@ func (b *Backend) MLAExpandSpeedup() float64 { return 8 }
 var _ kernels.HeadMatMul = (*Backend)(nil)
 
 // HeadMatMulTakes implements kernels.HeadMatMul: what the grouped GEMVs
-// of decode.cu read (bf16 rows of a multiple of 8, FP8 with 16-wide scale
-// blocks and rows of a multiple of 16).
-func (b *Backend) HeadMatMulTakes(w *kernels.Weight) bool {
-	if len(w.Shape) != 2 {
-		return false
-	}
-	switch in := w.Cols(); w.DType {
-	case kernels.BF16:
-		return in%8 == 0
-	case kernels.F8E4M3:
-		return in%16 == 0 && w.ScaleBlock[0] > 0 && w.ScaleBlock[1] > 0 && w.ScaleBlock[1]%16 == 0
-	}
-	return false
-}
+// of decode.cu read (groupedReads).
+func (b *Backend) HeadMatMulTakes(w *kernels.Weight) bool { return groupedReads(w) }
 
 // MatMulHeads implements kernels.HeadMatMul on gemv_heads (decode.cu): the
 // grouped GEMV with each block's input and output offset by its head, one
