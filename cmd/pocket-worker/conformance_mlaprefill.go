@@ -118,7 +118,7 @@ func (c *conf) mlaPrefill() {
 
 // dsaMask checks kernels.DSAMask against the CPU bit for bit: the fixture's
 // indexer (top 8, with boundary ties) and V3.2's 64 × 128 over longer
-// contexts. The CUDA backend declines it unless POCKET_MLA_DSA_EXPAND=1
+// contexts. The CUDA backend declines it under POCKET_MLA_DSA_EXPAND=0
 // (SKIP).
 func (c *conf) dsaMask() {
 	for _, s := range []mlaCase{
@@ -137,7 +137,7 @@ func (c *conf) dsaMask() {
 		mg, mh := c.pair(make([]float32, n))
 		seq := kernels.AttnSeq{Table: lc.table, Start: s.start}
 		if !c.g.DSAMask(mg, lc.dsaG, lc.g, 1, seq, s.rows) {
-			c.setupFailed("DSAMask", name, fmt.Errorf("declined (POCKET_MLA_DSA_EXPAND=1 takes it): %w", kernels.ErrUnsupported))
+			c.setupFailed("DSAMask", name, fmt.Errorf("declined (POCKET_MLA_DSA_EXPAND=0?): %w", kernels.ErrUnsupported))
 			continue
 		}
 		c.c.DSAMask(mh, lc.dsaH, lc.h, 1, seq, s.rows)

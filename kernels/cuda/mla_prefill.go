@@ -79,10 +79,8 @@ func (b *Backend) MLAExpandedAttention(dst, q, qpe, kv, kpe kernels.Buf, a kerne
 
 // DSAMask implements kernels.MLAPrefillOps: dsaSelect's lists (the
 // indexer's scores and top-k, as MLAttention takes them) made a bit mask by
-// dsa_mask, for contexts up to 32768 positions. Only under
-// POCKET_MLA_DSA_EXPAND=1 until it has run on a GPU (built after the
-// session's device time; the CPU runs it by default): otherwise declined,
-// and DeepSeek-V3.2's long prompts stay absorbed.
+// dsa_mask, for contexts up to 32768 positions. POCKET_MLA_DSA_EXPAND=0
+// declines it, and DeepSeek-V3.2's long prompts stay absorbed.
 func (b *Backend) DSAMask(mask kernels.Buf, d *kernels.DSA, kp kernels.KVPool, layer int, seq kernels.AttnSeq, rows int) bool {
 	ctx := seq.Start + rows
 	nw := kernels.MaskWords(ctx)

@@ -46,8 +46,9 @@ import (
 //	                     (attn_gqa / attn_partial, CUDA cores) instead of the flash kernel attn_prefill_256
 //	POCKET_MLA_DECODE=generic DeepSeek's 576/512 latent attention on the any-shape kernel (mla_partial, a head a
 //	                     warp), not mla_partial_576 (four heads a warp, dims fixed at compile time)
-//	POCKET_MLA_DSA_EXPAND=1 DeepSeek-V3.2's prompts past index_topk take the expanded form too, each row masked
-//	                     to its DSA selection (DSAMask, attn_prefill_mla_*m); default off until run on a GPU
+//	POCKET_MLA_DSA_EXPAND=0 DeepSeek-V3.2's prompts past index_topk keep the absorbed form (mla_partial_576 over
+//	                     the selected positions), not the expanded form masked to each row's DSA selection
+//	                     (DSAMask, attn_prefill_mla_*m; 2.9× faster at 8192 tokens)
 //	POCKET_MLA_EXPAND=0  DeepSeek's latent attention keeps the absorbed form (mla.cu, CUDA cores) for prompt
 //	                     passes too, not the expanded keys and values on the flash kernel (mla_prefill.go)
 //	POCKET_ATTN_DEC_BLOCKS=N the fused decode attention (attn_decode) aims at N blocks per SM (2)
@@ -144,7 +145,7 @@ var switches = struct {
 	noPrefill256:    os.Getenv("POCKET_ATTN_PREFILL_256") == "0",
 	noMLAExpand:     os.Getenv("POCKET_MLA_EXPAND") == "0",
 	mlaGeneric:      os.Getenv("POCKET_MLA_DECODE") == "generic",
-	mlaDSAExpand:    os.Getenv("POCKET_MLA_DSA_EXPAND") == "1",
+	mlaDSAExpand:    os.Getenv("POCKET_MLA_DSA_EXPAND") != "0",
 	fp8MMA:          intSwitch("POCKET_FP8_MMA", -1, 0, 8),
 	noDeltaChunk:    os.Getenv("POCKET_DELTA_CHUNK") == "0",
 	noMoEQuant:      os.Getenv("POCKET_MOE_QUANT") == "0",
