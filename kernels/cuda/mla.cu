@@ -17,6 +17,8 @@
 // Compiled to compute_90 PTX by `go generate` (mla.go); the PTX is
 // committed and embedded.
 
+#include <stdint.h>
+
 __device__ __forceinline__ float warpSum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -268,6 +270,132 @@ extern "C" __global__ void __launch_bounds__(256)
     }
 }
 
+// dsa_scores_tc: the same scores for prompt passes on the tensor cores.
+// The indexer's products are a GEMM per (row, head) × position, 3·10⁷
+// multiply-adds a row at 8192 positions, which one warp a position ran at
+// ~1.2 TFLOP/s (124 ms a V3.2 layer at 8192 tokens, two thirds of the
+// prefill). Here a block takes DS_ROWS rows (M = rows × DS_HMAX heads, 16 a
+// warp) against DS_CH tiles of DS_PT positions (N), K = dim, on mma.sync
+// m16n8k8 tf32 in three products (3xTF32: a = a_hi + a_lo, b likewise;
+// a_lo·b_hi + a_hi·b_lo + a_hi·b_hi), which keeps the dot products to
+// fp32's accuracy, so the top-k picks what the fp32 reference picks (a
+// single tf32 product is ~10⁻³ off, enough to move the boundary). The
+// ReLU'd, scaled terms go through shared memory, and one thread a (row,
+// position) sums its heads in order, each term only when positive, as on
+// the CPU. Positions after a row's own are not written (dsa_topk reads
+// them as -inf) and rows that keep every position (n ≤ topk) are skipped.
+// dim a multiple of 8 up to DS_DMAX, heads ≤ DS_HMAX.
+#define DS_ROWS 2
+#define DS_HMAX 64
+#define DS_PT 64
+#define DS_CH 8
+#define DS_DMAX 128
+#define DS_QS (DS_DMAX + 4)  // padded stride of a staged head or key: conflict-free fragment loads
+#define DS_XS (DS_PT + 8)    // padded stride of a staged term row: conflict-free float2 stores
+#define DS_KREGION (DS_PT * DS_QS > DS_ROWS * DS_HMAX * DS_XS ? DS_PT * DS_QS : DS_ROWS * DS_HMAX * DS_XS)
+#define DS_SHM ((DS_ROWS * DS_HMAX * DS_QS + DS_KREGION + DS_ROWS * DS_HMAX) * 4)
+
+__device__ __forceinline__ void tf32Split(float f, uint32_t& hi, uint32_t& lo) {
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(f));
+    float r = f - __uint_as_float(hi);
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(r));
+}
+
+__device__ __forceinline__ void mma1688(float* d, const uint32_t* a, uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Grid: ceil(rows / DS_ROWS) × chunks (x = pair*chunks + chunk), chunk c
+// covering positions [c·DS_CH·DS_PT, (c+1)·DS_CH·DS_PT); 256 threads.
+extern "C" __global__ void __launch_bounds__(256, 2)
+    dsa_scores_tc(float* scores, const float* Q, const float* W, const float* keys, const int* table, const int* startp,
+                  int rows, int heads, int dim, int bs, int chunks, long stride, float scale, int topk) {
+    extern __shared__ float sm[];
+    float* qs = sm;                                // [DS_ROWS][DS_HMAX][DS_QS]
+    float* ks = qs + DS_ROWS * DS_HMAX * DS_QS;    // [DS_PT][DS_QS]; then the terms [DS_ROWS][DS_HMAX][DS_XS]
+    float* ws = ks + DS_KREGION;                   // [DS_ROWS][DS_HMAX]
+    const int r0 = (blockIdx.x / chunks) * DS_ROWS, t0 = (blockIdx.x % chunks) * DS_CH * DS_PT;
+    const int start = *startp, nMax = start + min(r0 + DS_ROWS, rows);  // the block's last row sees t < nMax
+    if (nMax <= topk || t0 >= nMax) return;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+    const int d4 = dim >> 2;
+    for (int i = tid; i < DS_ROWS * DS_HMAX * d4; i += blockDim.x) {
+        int rh = i / d4, c = (i % d4) * 4, r = rh / DS_HMAX, h = rh % DS_HMAX;
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (r0 + r < rows && h < heads) v = *(const float4*)(Q + ((long)(r0 + r) * heads + h) * dim + c);
+        *(float4*)(qs + rh * DS_QS + c) = v;
+    }
+    for (int i = tid; i < DS_ROWS * DS_HMAX; i += blockDim.x) {
+        int r = i / DS_HMAX, h = i % DS_HMAX;
+        ws[i] = r0 + r < rows && h < heads ? W[(long)(r0 + r) * heads + h] : 0.f;
+    }
+    const int mw = warp & 3, rw = warp >> 2;  // the warp's 16 heads and row
+    const bool active = mw * 16 < heads && r0 + rw < rows;
+    const float* qa = qs + (rw * DS_HMAX + mw * 16) * DS_QS;
+    for (int c = 0; c < DS_CH; c++) {
+        const int tb = t0 + c * DS_PT;
+        if (tb >= nMax) break;
+        __syncthreads();  // q staged; the last tile's terms read
+        for (int i = tid; i < DS_PT * d4; i += blockDim.x) {
+            int p = i / d4, e = (i % d4) * 4, t = tb + p;
+            float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (t < nMax) v = *(const float4*)(keys + ((long)table[t / bs] * bs + t % bs) * dim + e);
+            *(float4*)(ks + p * DS_QS + e) = v;
+        }
+        __syncthreads();
+        float acc[DS_PT / 8][4];
+#pragma unroll
+        for (int j = 0; j < DS_PT / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+        if (active) {
+            for (int k0 = 0; k0 < dim; k0 += 8) {
+                uint32_t ah[4], al[4];
+                tf32Split(qa[g * DS_QS + k0 + t4], ah[0], al[0]);
+                tf32Split(qa[(g + 8) * DS_QS + k0 + t4], ah[1], al[1]);
+                tf32Split(qa[g * DS_QS + k0 + t4 + 4], ah[2], al[2]);
+                tf32Split(qa[(g + 8) * DS_QS + k0 + t4 + 4], ah[3], al[3]);
+#pragma unroll
+                for (int j = 0; j < DS_PT / 8; j++) {
+                    uint32_t bh0, bl0, bh1, bl1;
+                    tf32Split(ks[(j * 8 + g) * DS_QS + k0 + t4], bh0, bl0);
+                    tf32Split(ks[(j * 8 + g) * DS_QS + k0 + t4 + 4], bh1, bl1);
+                    mma1688(acc[j], al, bh0, bh1);
+                    mma1688(acc[j], ah, bl0, bl1);
+                    mma1688(acc[j], ah, bh0, bh1);
+                }
+            }
+        }
+        __syncthreads();  // the keys are used: the terms take their place
+        float* xs = ks;
+        if (active) {
+            float* x0 = xs + (rw * DS_HMAX + mw * 16 + g) * DS_XS + 2 * t4;
+#pragma unroll
+            for (int j = 0; j < DS_PT / 8; j++) {
+                float v[4];
+#pragma unroll
+                for (int e = 0; e < 4; e++) v[e] = acc[j][e] * scale;
+                *(float2*)(x0 + j * 8) = make_float2(v[0], v[1]);
+                *(float2*)(x0 + 8 * DS_XS + j * 8) = make_float2(v[2], v[3]);
+            }
+        }
+        __syncthreads();
+        if (tid < DS_ROWS * DS_PT) {
+            const int r = tid / DS_PT, p = tid % DS_PT, row = r0 + r, t = tb + p;
+            if (row < rows && t < start + row + 1) {
+                const float* x = xs + r * DS_HMAX * DS_XS + p;
+                const float* w = ws + r * DS_HMAX;
+                float sc = 0.f;
+                for (int h = 0; h < heads; h++) {
+                    float v = x[h * DS_XS];
+                    if (v > 0) sc = __fadd_rn(sc, __fmul_rn(w[h], v));  // unfused, in order, as on the CPU
+                }
+                scores[(long)row * stride + t] = sc;
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------- DSA top-k
 
 // Orderable key of a score: unsigned order equals float order, with -0
@@ -453,7 +581,10 @@ extern "C" __global__ void __launch_bounds__(256)
         for (int t = tid; t < nc; t += blockDim.x) flag[t] = t < n && okey(v[t]) >= thr;
     } else {
         // Candidates as the CPU sees them: all start+rows positions, the
-        // later ones at -inf (dsa_scores wrote them), in position order.
+        // later ones at -inf (dsa_scores_tc leaves them unwritten), in
+        // position order.
+        for (int t = n + tid; t < nc; t += blockDim.x) v[t] = -INFINITY;
+        __syncthreads();
         if (tid == 0) {
             for (int t = 0; t < nc; t++) flag[t] = t;
             exactTopK(v, flag, nc, topk);

@@ -32,12 +32,21 @@ const (
 	maxDSADim     = 256
 	mlaHW         = 4    // MLA_HW: heads a warp of mla_partial_576
 	maxMaskWords  = 1024 // DSA_MASK_MAXW: words a row of dsa_mask's mask
+	// dsa_scores_tc (DS_*): rows a block, heads and width it takes, the
+	// positions a block covers, its shared memory, and the least rows
+	// a pass sends to it (decode steps keep dsa_scores: a warp a position
+	// is enough for one row, and a pair of rows would waste half).
+	dsaTCRows, dsaTCHeads, dsaTCDim = 2, 64, 128
+	dsaTCSpan                       = 8 * 64
+	dsaTCShm                        = (2*64*132 + 2*64*72 + 2*64) * 4
+	dsaTCMinRows                    = 16
 )
 
 type mlaMod struct {
 	partial, combine, scores, topk cFunc
 	partial576                     cFunc // DeepSeek's 576/512, mlaHW heads a warp
 	mask                           cFunc // dsa_mask
+	scoresTC                       cFunc // dsa_scores_tc (prompt passes)
 	// Scratch, grown as needed and never freed (queued work or a
 	// captured graph may still use an old one): the split partials, and
 	// DSA's scores, marks and selected positions (with their counts).
@@ -51,7 +60,10 @@ func (b *Backend) mlaModule() (*mlaMod, error) {
 	}
 	m := &mlaMod{}
 	if _, err := loadModule(mlaPTX, "MLA", map[string]*cFunc{"mla_partial": &m.partial, "mla_partial_576": &m.partial576, "mla_combine": &m.combine,
-		"dsa_scores": &m.scores, "dsa_topk": &m.topk, "dsa_mask": &m.mask}); err != nil {
+		"dsa_scores": &m.scores, "dsa_topk": &m.topk, "dsa_mask": &m.mask, "dsa_scores_tc": &m.scoresTC}); err != nil {
+		return nil, err
+	}
+	if err := setMaxShm(m.scoresTC, dsaTCShm); err != nil {
 		return nil, err
 	}
 	b.mla = m
@@ -150,9 +162,18 @@ func (b *Backend) dsaSelect(m *mlaMod, p *kvPool, layer int, table, start cu.Dev
 	base := b.scratch(&m.dsa, &m.dsaBytes, 2*sb+selB+al(int64(rows)*4))
 	scores, marks := base, base+cu.DevicePtr(sb)
 	sel, cnt = marks+cu.DevicePtr(sb), marks+cu.DevicePtr(sb+selB)
-	tiles := cdiv(ctx, 64)
-	b.launchFn(m.scores, rows*tiles, 1, 256, ptr(scores), ptr(dptr(d.Q)), ptr(dptr(d.W)), ptr(p.vLayer(layer)), ptr(table),
-		ptr(start), i32(rows), i32(d.Heads), i32(d.Dim), i32(p.spec.BlockSize), i32(tiles), uint64(ctx), f32(d.Scale))
+	if switches.dsaTC && rows >= dsaTCMinRows && d.Heads <= dsaTCHeads && d.Dim <= dsaTCDim && d.Dim%8 == 0 {
+		chunks := cdiv(ctx, dsaTCSpan)
+		if b.err == nil && cdiv(rows, dsaTCRows)*chunks > 0 {
+			b.a(ptr(scores), ptr(dptr(d.Q)), ptr(dptr(d.W)), ptr(p.vLayer(layer)), ptr(table), ptr(start), i32(rows),
+				i32(d.Heads), i32(d.Dim), i32(p.spec.BlockSize), i32(chunks), uint64(ctx), f32(d.Scale), i32(d.TopK))
+			b.fail(launchShm(m.scoresTC, cdiv(rows, dsaTCRows)*chunks, 1, 256, dsaTCShm, b.s, &b.args, b.nargs))
+		}
+	} else {
+		tiles := cdiv(ctx, 64)
+		b.launchFn(m.scores, rows*tiles, 1, 256, ptr(scores), ptr(dptr(d.Q)), ptr(dptr(d.W)), ptr(p.vLayer(layer)), ptr(table),
+			ptr(start), i32(rows), i32(d.Heads), i32(d.Dim), i32(p.spec.BlockSize), i32(tiles), uint64(ctx), f32(d.Scale))
+	}
 	b.launchFn(m.topk, rows, 1, 256, ptr(scores), ptr(marks), ptr(sel), ptr(cnt), ptr(start), i32(rows), uint64(ctx),
 		i32(d.TopK))
 	return sel, cnt

@@ -49,6 +49,8 @@ import (
 //	POCKET_MLA_DSA_EXPAND=0 DeepSeek-V3.2's prompts past index_topk keep the absorbed form (mla_partial_576 over
 //	                     the selected positions), not the expanded form masked to each row's DSA selection
 //	                     (DSAMask, attn_prefill_mla_*m; 2.9× faster at 8192 tokens)
+//	POCKET_DSA_TC=0      DeepSeek-V3.2's indexer scores prompt passes a warp a position on the CUDA cores
+//	                     (dsa_scores), not on the tensor cores in three tf32 products (dsa_scores_tc)
 //	POCKET_MLA_EXPAND=0  DeepSeek's latent attention keeps the absorbed form (mla.cu, CUDA cores) for prompt
 //	                     passes too, not the expanded keys and values on the flash kernel (mla_prefill.go)
 //	POCKET_ATTN_DEC_BLOCKS=N the fused decode attention (attn_decode) aims at N blocks per SM (2)
@@ -109,6 +111,7 @@ var switches = struct {
 	noMLAExpand     bool
 	mlaGeneric      bool
 	mlaDSAExpand    bool
+	dsaTC           bool
 	noDeltaChunk    bool
 	noMoEQuant      bool
 	noFP8Pipe       bool
@@ -146,6 +149,7 @@ var switches = struct {
 	noMLAExpand:     os.Getenv("POCKET_MLA_EXPAND") == "0",
 	mlaGeneric:      os.Getenv("POCKET_MLA_DECODE") == "generic",
 	mlaDSAExpand:    os.Getenv("POCKET_MLA_DSA_EXPAND") != "0",
+	dsaTC:           os.Getenv("POCKET_DSA_TC") != "0",
 	fp8MMA:          intSwitch("POCKET_FP8_MMA", -1, 0, 8),
 	noDeltaChunk:    os.Getenv("POCKET_DELTA_CHUNK") == "0",
 	noMoEQuant:      os.Getenv("POCKET_MOE_QUANT") == "0",
