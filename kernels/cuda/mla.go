@@ -40,6 +40,9 @@ const (
 	dsaTCSpan                       = 8 * 64
 	dsaTCShm                        = (2*64*132 + 2*64*72 + 2*64) * 4
 	dsaTCMinRows                    = 16
+	// mla_tc (MT_*): heads a block, positions a tile, shared memory.
+	mlaTCHeads, mlaTCTile = 32, 32
+	mlaTCShm              = 2*32*580*4 + 32*584*2 + 32*33*4 + 32*40*2 + 3*32*4
 )
 
 type mlaMod struct {
@@ -47,6 +50,7 @@ type mlaMod struct {
 	partial576                     cFunc // DeepSeek's 576/512, mlaHW heads a warp
 	mask                           cFunc // dsa_mask
 	scoresTC                       cFunc // dsa_scores_tc (prompt passes)
+	tc                             cFunc // mla_tc: DeepSeek's 576/512 on the tensor cores
 	// Scratch, grown as needed and never freed (queued work or a
 	// captured graph may still use an old one): the split partials, and
 	// DSA's scores, marks and selected positions (with their counts).
@@ -60,10 +64,13 @@ func (b *Backend) mlaModule() (*mlaMod, error) {
 	}
 	m := &mlaMod{}
 	if _, err := loadModule(mlaPTX, "MLA", map[string]*cFunc{"mla_partial": &m.partial, "mla_partial_576": &m.partial576, "mla_combine": &m.combine,
-		"dsa_scores": &m.scores, "dsa_topk": &m.topk, "dsa_mask": &m.mask, "dsa_scores_tc": &m.scoresTC}); err != nil {
+		"dsa_scores": &m.scores, "dsa_topk": &m.topk, "dsa_mask": &m.mask, "dsa_scores_tc": &m.scoresTC, "mla_tc": &m.tc}); err != nil {
 		return nil, err
 	}
 	if err := setMaxShm(m.scoresTC, dsaTCShm); err != nil {
+		return nil, err
+	}
+	if err := setMaxShm(m.tc, mlaTCShm); err != nil {
 		return nil, err
 	}
 	b.mla = m
@@ -71,7 +78,9 @@ func (b *Backend) mlaModule() (*mlaMod, error) {
 }
 
 // MLAttention implements kernels.MLAOps: split-K flash decoding over the
-// shared latent rows, eight heads of a row per block (mla.cu).
+// shared latent rows (mla.cu): DeepSeek's 576/512 on the bf16 tensor
+// cores, 32 heads of a row a block (mla_tc); other dims on the CUDA cores,
+// eight heads a block.
 func (b *Backend) MLAttention(dst, q kernels.Buf, kp kernels.KVPool, layer int, seq kernels.AttnSeq, rows, heads, dv int, scale float32, dsa *kernels.DSA) {
 	if !b.enter() {
 		b.exit()
@@ -121,7 +130,13 @@ func (b *Backend) MLAttention(dst, q kernels.Buf, kp kernels.KVPool, layer int, 
 	// splits of 128 heads are 35 MB a layer). Ranges of at least 8
 	// positions, ≤ 256 splits.
 	f, perBlock, perSM := m.partial, 8, 16
-	if dk == 576 && dv == 512 && !switches.mlaGeneric {
+	tc := dk == 576 && dv == 512 && (switches.mlaDecode == "" || switches.mlaDecode == "tc")
+	switch {
+	case tc:
+		// One block an SM (its two tiles of fp32 latent rows take 145 KiB),
+		// two waves; ranges of whole tiles.
+		f, perBlock, perSM = m.tc, mlaTCHeads, 2
+	case dk == 576 && dv == 512 && switches.mlaDecode == "576":
 		f, perBlock, perSM = m.partial576, 8*mlaHW, 2
 	}
 	groups := cdiv(heads, perBlock)
@@ -130,12 +145,24 @@ func (b *Backend) MLAttention(dst, q kernels.Buf, kp kernels.KVPool, layer int, 
 		splits = min(want, max(cdiv(listLen, 8), 1), 256)
 	}
 	chunk := cdiv(listLen, splits)
+	if tc {
+		chunk = cdiv(chunk, mlaTCTile) * mlaTCTile
+		splits = cdiv(listLen, chunk)
+	}
 	var part cu.DevicePtr
 	if splits > 1 {
 		part = b.scratch(&m.part, &m.partN, int64(rows*heads*splits)*int64(dv+2)*4)
 	}
-	b.launchFn(f, rows*groups, splits, 256, ptr(dptr(dst)), ptr(part), ptr(dptr(q)), ptr(p.kLayer(layer)), ptr(tp), ptr(st),
-		ptr(sel), ptr(cnt), i32(heads), i32(dk), i32(dv), i32(s.BlockSize), i32(chunk), i32(topk), f32(scale))
+	args := []uint64{ptr(dptr(dst)), ptr(part), ptr(dptr(q)), ptr(p.kLayer(layer)), ptr(tp), ptr(st),
+		ptr(sel), ptr(cnt), i32(heads), i32(dk), i32(dv), i32(s.BlockSize), i32(chunk), i32(topk), f32(scale)}
+	if tc {
+		if b.err == nil {
+			b.a(args...)
+			b.fail(launchShm(f, rows*groups, splits, 256, mlaTCShm, b.s, &b.args, b.nargs))
+		}
+	} else {
+		b.launchFn(f, rows*groups, splits, 256, args...)
+	}
 	if splits > 1 {
 		b.launchFn(m.combine, rows*heads, cdiv(dv, 128), 128, ptr(dptr(dst)), ptr(part), i32(splits), i32(dv))
 	}

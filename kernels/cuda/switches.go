@@ -44,8 +44,9 @@ import (
 //	                     per 128 columns, mma.sync on the f16 tensor cores; slower than the chunks on an H200)
 //	POCKET_ATTN_PREFILL_256=0 prefill attention over head dim 256 (Qwen3.5, Qwen3-Next) on split-K flash-decoding
 //	                     (attn_gqa / attn_partial, CUDA cores) instead of the flash kernel attn_prefill_256
-//	POCKET_MLA_DECODE=generic DeepSeek's 576/512 latent attention on the any-shape kernel (mla_partial, a head a
-//	                     warp), not mla_partial_576 (four heads a warp, dims fixed at compile time)
+//	POCKET_MLA_DECODE=576 DeepSeek's 576/512 latent attention (decode, short appends, DSA past index_topk) on
+//	                     the CUDA cores with the dims fixed at compile time (mla_partial_576, four heads a warp),
+//	                     not on the bf16 tensor cores (mla_tc); =generic on the any-shape kernel (mla_partial)
 //	POCKET_MLA_DSA_EXPAND=0 DeepSeek-V3.2's prompts past index_topk keep the absorbed form (mla_partial_576 over
 //	                     the selected positions), not the expanded form masked to each row's DSA selection
 //	                     (DSAMask, attn_prefill_mla_*m; 2.9× faster at 8192 tokens)
@@ -109,7 +110,7 @@ var switches = struct {
 	fp8LtRows       int
 	noPrefill256    bool
 	noMLAExpand     bool
-	mlaGeneric      bool
+	mlaDecode       string
 	mlaDSAExpand    bool
 	dsaTC           bool
 	noDeltaChunk    bool
@@ -147,7 +148,7 @@ var switches = struct {
 	fp8LtRows:       intSwitch("POCKET_FP8_LT_ROWS", 9, 9, math.MaxInt),
 	noPrefill256:    os.Getenv("POCKET_ATTN_PREFILL_256") == "0",
 	noMLAExpand:     os.Getenv("POCKET_MLA_EXPAND") == "0",
-	mlaGeneric:      os.Getenv("POCKET_MLA_DECODE") == "generic",
+	mlaDecode:       os.Getenv("POCKET_MLA_DECODE"), // "" or tc, 576, generic
 	mlaDSAExpand:    os.Getenv("POCKET_MLA_DSA_EXPAND") != "0",
 	dsaTC:           os.Getenv("POCKET_DSA_TC") != "0",
 	fp8MMA:          intSwitch("POCKET_FP8_MMA", -1, 0, 8),
