@@ -251,22 +251,42 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_tc(MLA_PARTIAL_ARGS) {
         return (long)table[pos / bs] * bs + pos % bs;
     };
     constexpr int C4 = MT_DK / 4;  // 16-byte chunks a latent row
+    // A warp copies rows warp, warp+8, ... of a tile. Their cache slots are
+    // loaded first, together: a table load between cp.asyncs (ordered by
+    // their memory clobber) would be a round trip each.
     auto issue = [&](int base, int buf) {
         float* dstb = kt + buf * MT_NT * MT_KS;
-        for (int e = tid; e < MT_NT * C4; e += 256) {
-            int p = e / C4, c = (e - p * C4) * 4;
-            bool ok = base + p < hi;
-            mtCopy16(dstb + p * MT_KS + c, ok ? K + slotOf(base + p) * MT_DK + c : K, ok);
+        long sl[MT_NT / 8];
+#pragma unroll
+        for (int i = 0; i < MT_NT / 8; i++) {
+            const int p = warp + 8 * i;
+            sl[i] = base + p < hi ? slotOf(base + p) : -1;
+        }
+#pragma unroll
+        for (int i = 0; i < MT_NT / 8; i++) {
+            const int p = warp + 8 * i;
+            for (int c = lane; c < C4; c += 32)
+                mtCopy16(dstb + p * MT_KS + 4 * c, sl[i] >= 0 ? K + sl[i] * MT_DK + 4 * c : K, sl[i] >= 0);
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
     };
     if (lo < hi) issue(lo, 0);
-    // q, scaled, as bf16 (heads past the last are zero).
-    for (int e = tid; e < MT_HB * (MT_DK / 2); e += 256) {
-        int hh = e / (MT_DK / 2), c = (e - hh * (MT_DK / 2)) * 2, h = h0 + hh;
-        float2 v = make_float2(0.f, 0.f);
-        if (h < heads) v = *(const float2*)(q + ((long)row * heads + h) * MT_DK + c);
-        *(uint32_t*)(qs + hh * MT_QS + c) = bf16x2(v.x * scale, v.y * scale);
+    // q, scaled, as bf16 (heads past the last are zero): every thread's
+    // loads issued before any is converted.
+    {
+        constexpr int QV = MT_HB * C4 / 256;
+        float4 qv[QV];
+#pragma unroll
+        for (int u = 0; u < QV; u++) {
+            const int e = tid + 256 * u, hh = e / C4, c = (e - hh * C4) * 4, h = h0 + hh;
+            qv[u] = h < heads ? *(const float4*)(q + ((long)row * heads + h) * MT_DK + c) : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+#pragma unroll
+        for (int u = 0; u < QV; u++) {
+            const int e = tid + 256 * u, hh = e / C4, c = (e - hh * C4) * 4;
+            *(uint2*)(qs + hh * MT_QS + c) =
+                make_uint2(bf16x2(qv[u].x * scale, qv[u].y * scale), bf16x2(qv[u].z * scale, qv[u].w * scale));
+        }
     }
     if (tid < MT_HB) {
         sm_m[tid] = -INFINITY;
@@ -287,16 +307,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_tc(MLA_PARTIAL_ARGS) {
         const float* kb = kt + buf * MT_NT * MT_KS;
         // S = Q·Kᵀ: rows mg*16.., positions sn..sn+7.
         {
-            float s[4] = {0.f, 0.f, 0.f, 0.f};
+            // Two accumulators (even and odd steps of 16): half the chain of
+            // dependent mmas.
+            float s2[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
             const unsigned short* qa = qs + (mg * 16 + g) * MT_QS + 2 * t4;
             const float* kr = kb + (sn + g) * MT_KS + 2 * t4;
-#pragma unroll 4
+#pragma unroll 6
             for (int k0 = 0; k0 < MT_DK; k0 += 16) {
                 uint32_t a0 = *(const uint32_t*)(qa + k0), a1 = *(const uint32_t*)(qa + 8 * MT_QS + k0);
                 uint32_t a2 = *(const uint32_t*)(qa + k0 + 8), a3 = *(const uint32_t*)(qa + 8 * MT_QS + k0 + 8);
                 float2 b0 = *(const float2*)(kr + k0), b1 = *(const float2*)(kr + k0 + 8);
-                mma16816bf(s, a0, a1, a2, a3, bf16x2(b0.x, b0.y), bf16x2(b1.x, b1.y));
+                mma16816bf(s2[(k0 >> 4) & 1], a0, a1, a2, a3, bf16x2(b0.x, b0.y), bf16x2(b1.x, b1.y));
             }
+            float s[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) s[i] = s2[0][i] + s2[1][i];
             float* sr = ss + (mg * 16 + g) * MT_SS + sn + 2 * t4;
             sr[0] = s[0];
             sr[1] = s[1];
