@@ -402,10 +402,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_tc(MLA_PARTIAL_ARGS) {
         }
         float* out = part + (((long)row * heads + h) * splits + blockIdx.y) * (MT_DV + 2);
 #pragma unroll
-        for (int j = 0; j < 16; j++) {
-            out[oc + 8 * j + 2 * t4] = acc[j][2 * half];
-            out[oc + 8 * j + 2 * t4 + 1] = acc[j][2 * half + 1];
-        }
+        for (int j = 0; j < 16; j++)  // (MT_DV + 2) floats a partial: 8-byte aligned pairs
+            *(float2*)(out + oc + 8 * j + 2 * t4) = make_float2(acc[j][2 * half], acc[j][2 * half + 1]);
         if (oc == 0 && t4 == 0) {
             out[MT_DV] = m;
             out[MT_DV + 1] = l;

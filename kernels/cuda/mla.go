@@ -134,8 +134,8 @@ func (b *Backend) MLAttention(dst, q kernels.Buf, kp kernels.KVPool, layer int, 
 	switch {
 	case tc:
 		// One block an SM (its two tiles of fp32 latent rows take 145 KiB),
-		// two waves; ranges of whole tiles.
-		f, perBlock, perSM = m.tc, mlaTCHeads, 2
+		// switches.mlaTCWaves waves; ranges of whole tiles.
+		f, perBlock, perSM = m.tc, mlaTCHeads, switches.mlaTCWaves
 	case dk == 576 && dv == 512 && switches.mlaDecode == "576":
 		f, perBlock, perSM = m.partial576, 8*mlaHW, 2
 	}
