@@ -123,18 +123,19 @@ func (b *Backend) MLAttention(dst, q kernels.Buf, kp kernels.KVPool, layer int, 
 		}
 		listLen, topk = min(ctx, dsa.TopK), dsa.TopK
 	}
-	// A block scores 8 heads (a warp each), aiming at 16 blocks per SM;
-	// on DeepSeek's dims 8·mlaHW heads, aiming at 2 blocks per SM (one is
-	// resident at its ~250 registers a thread, and every split adds a
-	// partial of dv+2 floats a head that mla_combine reads back: 132
-	// splits of 128 heads are 35 MB a layer). Ranges of at least 8
-	// positions, ≤ 256 splits.
+	// DeepSeek's dims: 32 heads a block on the tensor cores, one block an
+	// SM (its two tiles of fp32 latent rows take 145 KiB), one wave (two
+	// waves measured slower: 525 against 542 tok/s on the V3 slice at 8192
+	// positions; each split adds a partial of dv+2 floats a head that
+	// mla_combine reads back). Otherwise (and under POCKET_MLA_DECODE=576)
+	// on the CUDA cores: a block scores 8 heads (a warp each), aiming at 16
+	// blocks per SM; on DeepSeek's dims 8·mlaHW heads, aiming at 2 (one is
+	// resident at its ~250 registers a thread). Ranges of at least 8
+	// positions (mla_tc: whole tiles of 32), ≤ 256 splits.
 	f, perBlock, perSM := m.partial, 8, 16
 	tc := dk == 576 && dv == 512 && (switches.mlaDecode == "" || switches.mlaDecode == "tc")
 	switch {
 	case tc:
-		// One block an SM (its two tiles of fp32 latent rows take 145 KiB),
-		// switches.mlaTCWaves waves; ranges of whole tiles.
 		f, perBlock, perSM = m.tc, mlaTCHeads, switches.mlaTCWaves
 	case dk == 576 && dv == 512 && switches.mlaDecode == "576":
 		f, perBlock, perSM = m.partial576, 8*mlaHW, 2

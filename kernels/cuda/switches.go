@@ -52,7 +52,7 @@ import (
 //	                     (DSAMask, attn_prefill_mla_*m; 2.9× faster at 8192 tokens)
 //	POCKET_DSA_TC=0      DeepSeek-V3.2's indexer scores prompt passes a warp a position on the CUDA cores
 //	                     (dsa_scores), not on the tensor cores in three tf32 products (dsa_scores_tc)
-//	POCKET_MLA_TC_WAVES=N mla_tc's splits of the context aim at N waves of one block an SM (2; 1–4)
+//	POCKET_MLA_TC_WAVES=N mla_tc's splits of the context aim at N waves of one block an SM (1; 1–4)
 //	POCKET_MLA_EXPAND=0  DeepSeek's latent attention keeps the absorbed form (mla.cu, CUDA cores) for prompt
 //	                     passes too, not the expanded keys and values on the flash kernel (mla_prefill.go)
 //	POCKET_ATTN_DEC_BLOCKS=N the fused decode attention (attn_decode) aims at N blocks per SM (2)
@@ -151,7 +151,7 @@ var switches = struct {
 	noPrefill256:    os.Getenv("POCKET_ATTN_PREFILL_256") == "0",
 	noMLAExpand:     os.Getenv("POCKET_MLA_EXPAND") == "0",
 	mlaDecode:       os.Getenv("POCKET_MLA_DECODE"), // "" or tc, 576, generic
-	mlaTCWaves:      intSwitch("POCKET_MLA_TC_WAVES", 2, 1, 4),
+	mlaTCWaves:      intSwitch("POCKET_MLA_TC_WAVES", 1, 1, 4),
 	mlaDSAExpand:    os.Getenv("POCKET_MLA_DSA_EXPAND") != "0",
 	dsaTC:           os.Getenv("POCKET_DSA_TC") != "0",
 	fp8MMA:          intSwitch("POCKET_FP8_MMA", -1, 0, 8),
