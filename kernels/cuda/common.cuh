@@ -18,6 +18,26 @@ __device__ __forceinline__ float fp8f(uint8_t v) {
     return __uint_as_float(s | ((e + 120u) << 23) | (m << 20));
 }
 
+// fp8x4f decodes four E4M3 bytes (byte b of v into o[b]) with Hopper's
+// converter: two cvt.rn.f16x2.e4m3x2 (exact: every E4M3 value is an f16)
+// and four widenings, where fp8f takes ~8 integer instructions a value —
+// enough to make the FP8 expert GEMVs issue-bound. Same values as fp8f
+// (NaN aside: 0x7f/0xff give a NaN either way).
+__device__ __forceinline__ void fp8x4f(uint32_t v, float (&o)[4]) {
+    asm("{\n\t.reg .b16 lo, hi, a, b, c, d;\n\t.reg .b32 p, q;\n\t"
+        "mov.b32 {lo, hi}, %4;\n\t"
+        "cvt.rn.f16x2.e4m3x2 p, lo;\n\t"
+        "cvt.rn.f16x2.e4m3x2 q, hi;\n\t"
+        "mov.b32 {a, b}, p;\n\t"
+        "mov.b32 {c, d}, q;\n\t"
+        "cvt.f32.f16 %0, a;\n\t"
+        "cvt.f32.f16 %1, b;\n\t"
+        "cvt.f32.f16 %2, c;\n\t"
+        "cvt.f32.f16 %3, d;\n\t}"
+        : "=f"(o[0]), "=f"(o[1]), "=f"(o[2]), "=f"(o[3])
+        : "r"(v));
+}
+
 __device__ __forceinline__ float warpSum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -132,8 +132,10 @@ __device__ __forceinline__ void gemv_fp8(float* __restrict__ y, const float* __r
             float wv[16];
 #pragma unroll
             for (int j = 0; j < 4; j++) {
+                float f[4];
+                fp8x4f(ua[j], f);
 #pragma unroll
-                for (int b = 0; b < 4; b++) wv[4 * j + b] = fp8f((ua[j] >> (8 * b)) & 0xff);
+                for (int b = 0; b < 4; b++) wv[4 * j + b] = f[b];
             }
 #pragma unroll
             for (int r = 0; r < NR; r++) {
@@ -279,9 +281,12 @@ __device__ __forceinline__ void gemm_tf32(float* __restrict__ y, const float* __
                 s = w.scale[(gn / w.b0) * w.nsc + gk / w.b1];
             }
 #pragma unroll
-            for (int q = 0; q < 4; q++)
+            for (int q = 0; q < 4; q++) {
+                float f[4];
+                fp8x4f(u[q], f);
 #pragma unroll
-                for (int b = 0; b < 4; b++) Bs[r][c + 4 * q + b] = tf32(fp8f((u[q] >> (8 * b)) & 0xff) * s);
+                for (int b = 0; b < 4; b++) Bs[r][c + 4 * q + b] = tf32(f[b] * s);
+            }
         } else {
             for (int e = tid; e < BN * BK; e += 128) {
                 int r = e / BK, c = e % BK;
@@ -417,8 +422,10 @@ extern "C" __global__ void __launch_bounds__(256) deq_fp8_bf16(uint4* dst, const
     uint32_t u[4] = {a.x, a.y, a.z, a.w}, o[8];
 #pragma unroll
     for (int q = 0; q < 4; q++) {
-        o[2 * q] = packbf(fp8f(u[q] & 0xff) * s, fp8f((u[q] >> 8) & 0xff) * s);
-        o[2 * q + 1] = packbf(fp8f((u[q] >> 16) & 0xff) * s, fp8f(u[q] >> 24) * s);
+        float f[4];
+        fp8x4f(u[q], f);
+        o[2 * q] = packbf(f[0] * s, f[1] * s);
+        o[2 * q + 1] = packbf(f[2] * s, f[3] * s);
     }
     dst[2 * i] = make_uint4(o[0], o[1], o[2], o[3]);
     dst[2 * i + 1] = make_uint4(o[4], o[5], o[6], o[7]);

@@ -208,8 +208,9 @@ __device__ __forceinline__ float fp8dot16(uint4 a, const float4* xr) {
 #pragma unroll
     for (int q = 0; q < 4; q++) {
         float4 xv = __ldg(xr + q);
-        t += fp8f(ua[q] & 0xff) * xv.x + fp8f((ua[q] >> 8) & 0xff) * xv.y + fp8f((ua[q] >> 16) & 0xff) * xv.z +
-             fp8f(ua[q] >> 24) * xv.w;
+        float w[4];
+        fp8x4f(ua[q], w);
+        t += w[0] * xv.x + w[1] * xv.y + w[2] * xv.z + w[3] * xv.w;
     }
     return t;
 }
