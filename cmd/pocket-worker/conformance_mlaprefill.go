@@ -137,7 +137,7 @@ func (c *conf) dsaMask() {
 		mg, mh := c.pair(make([]float32, n))
 		seq := kernels.AttnSeq{Table: lc.table, Start: s.start}
 		if !c.g.DSAMask(mg, lc.dsaG, lc.g, 1, seq, s.rows) {
-			c.setupFailed("DSAMask", name, fmt.Errorf("declined (POCKET_MLA_DSA_EXPAND=0?): %w", kernels.ErrUnsupported))
+			c.setupFailed("DSAMask", name, fmt.Errorf("declined (is POCKET_MLA_DSA_EXPAND=0 set?): %w", kernels.ErrUnsupported))
 			continue
 		}
 		c.c.DSAMask(mh, lc.dsaH, lc.h, 1, seq, s.rows)

@@ -300,11 +300,17 @@ func (b *Backend) run(f, gx, gy, bx int, args ...uint64) { b.launchFn(b.fn[f], g
 // launchFn launches f on a (gx, gy) grid of bx-thread blocks; nothing
 // after a failure, nothing for an empty grid.
 func (b *Backend) launchFn(f cFunc, gx, gy, bx int, args ...uint64) {
+	b.launchFnShm(f, gx, gy, bx, 0, args...)
+}
+
+// launchFnShm is launchFn with shm bytes of dynamic shared memory (past
+// 48 KiB only for a kernel given more by setMaxShm).
+func (b *Backend) launchFnShm(f cFunc, gx, gy, bx, shm int, args ...uint64) {
 	if b.err != nil || gx <= 0 || gy <= 0 {
 		return
 	}
 	b.a(args...)
-	b.fail(launch(f, gx, gy, bx, b.s, &b.args, b.nargs))
+	b.fail(launchShm(f, gx, gy, bx, shm, b.s, &b.args, b.nargs))
 }
 
 // loadModule JIT-loads a PTX module (what names it in errors) and

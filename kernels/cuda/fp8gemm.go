@@ -119,9 +119,8 @@ func (b *Backend) fp8MMAGEMM(y, x cu.DevicePtr, t *tensor, rows int) bool {
 	if b0%fp8Tile == 0 {
 		f = m.tile
 	}
-	b.a(ptr(y), ptr(q), ptr(sa), ptr(t.data), ptr(t.scale), i32(rows), i32(out), i32(in), i32(b0), i32(b1),
-		i32(t.nsc))
-	b.fail(launchShm(f, cdiv(out, fp8Tile), cdiv(rows, fp8Tile), 256, fp8GemmShm, b.s, &b.args, b.nargs))
+	b.launchFnShm(f, cdiv(out, fp8Tile), cdiv(rows, fp8Tile), 256, fp8GemmShm, ptr(y), ptr(q), ptr(sa), ptr(t.data),
+		ptr(t.scale), i32(rows), i32(out), i32(in), i32(b0), i32(b1), i32(t.nsc))
 	return true
 }
 

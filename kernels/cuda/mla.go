@@ -154,16 +154,12 @@ func (b *Backend) MLAttention(dst, q kernels.Buf, kp kernels.KVPool, layer int, 
 	if splits > 1 {
 		part = b.scratch(&m.part, &m.partN, int64(rows*heads*splits)*int64(dv+2)*4)
 	}
-	args := []uint64{ptr(dptr(dst)), ptr(part), ptr(dptr(q)), ptr(p.kLayer(layer)), ptr(tp), ptr(st),
-		ptr(sel), ptr(cnt), i32(heads), i32(dk), i32(dv), i32(s.BlockSize), i32(chunk), i32(topk), f32(scale)}
+	shm := 0
 	if tc {
-		if b.err == nil {
-			b.a(args...)
-			b.fail(launchShm(f, rows*groups, splits, 256, mlaTCShm, b.s, &b.args, b.nargs))
-		}
-	} else {
-		b.launchFn(f, rows*groups, splits, 256, args...)
+		shm = mlaTCShm
 	}
+	b.launchFnShm(f, rows*groups, splits, 256, shm, ptr(dptr(dst)), ptr(part), ptr(dptr(q)), ptr(p.kLayer(layer)), ptr(tp),
+		ptr(st), ptr(sel), ptr(cnt), i32(heads), i32(dk), i32(dv), i32(s.BlockSize), i32(chunk), i32(topk), f32(scale))
 	if splits > 1 {
 		b.launchFn(m.combine, rows*heads, cdiv(dv, 128), 128, ptr(dptr(dst)), ptr(part), i32(splits), i32(dv))
 	}
@@ -192,11 +188,9 @@ func (b *Backend) dsaSelect(m *mlaMod, p *kvPool, layer int, table, start cu.Dev
 	sel, cnt = marks+cu.DevicePtr(sb), marks+cu.DevicePtr(sb+selB)
 	if switches.dsaTC && rows >= dsaTCMinRows && d.Heads <= dsaTCHeads && d.Dim <= dsaTCDim && d.Dim%8 == 0 {
 		chunks := cdiv(ctx, dsaTCSpan)
-		if b.err == nil && cdiv(rows, dsaTCRows)*chunks > 0 {
-			b.a(ptr(scores), ptr(dptr(d.Q)), ptr(dptr(d.W)), ptr(p.vLayer(layer)), ptr(table), ptr(start), i32(rows),
-				i32(d.Heads), i32(d.Dim), i32(p.spec.BlockSize), i32(chunks), uint64(ctx), f32(d.Scale), i32(d.TopK))
-			b.fail(launchShm(m.scoresTC, cdiv(rows, dsaTCRows)*chunks, 1, 256, dsaTCShm, b.s, &b.args, b.nargs))
-		}
+		b.launchFnShm(m.scoresTC, cdiv(rows, dsaTCRows)*chunks, 1, 256, dsaTCShm, ptr(scores), ptr(dptr(d.Q)), ptr(dptr(d.W)),
+			ptr(p.vLayer(layer)), ptr(table), ptr(start), i32(rows), i32(d.Heads), i32(d.Dim), i32(p.spec.BlockSize),
+			i32(chunks), uint64(ctx), f32(d.Scale), i32(d.TopK))
 	} else {
 		tiles := cdiv(ctx, 64)
 		b.launchFn(m.scores, rows*tiles, 1, 256, ptr(scores), ptr(dptr(d.Q)), ptr(dptr(d.W)), ptr(p.vLayer(layer)), ptr(table),

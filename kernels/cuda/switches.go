@@ -47,8 +47,8 @@ import (
 //	POCKET_MLA_DECODE=576 DeepSeek's 576/512 latent attention (decode, short appends, DSA past index_topk) on
 //	                     the CUDA cores with the dims fixed at compile time (mla_partial_576, four heads a warp),
 //	                     not on the bf16 tensor cores (mla_tc); =generic on the any-shape kernel (mla_partial)
-//	POCKET_MLA_DSA_EXPAND=0 DeepSeek-V3.2's prompts past index_topk keep the absorbed form (mla_partial_576 over
-//	                     the selected positions), not the expanded form masked to each row's DSA selection
+//	POCKET_MLA_DSA_EXPAND=0 DeepSeek-V3.2's prompts past index_topk keep the absorbed form (the latent attention
+//	                     over the selected positions), not the expanded form masked to each row's DSA selection
 //	                     (DSAMask, attn_prefill_mla_*m; 2.9× faster at 8192 tokens)
 //	POCKET_DSA_TC=0      DeepSeek-V3.2's indexer scores prompt passes a warp a position on the CUDA cores
 //	                     (dsa_scores), not on the tensor cores in three tf32 products (dsa_scores_tc)
