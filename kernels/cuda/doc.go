@@ -24,7 +24,9 @@
 //	hybrid.cu   kernels.HybridOps: Gated DeltaNet (decode and short passes
 //	            token by token; hybrid_chunk.cu: longer prefills in chunks
 //	            of 64 tokens, the WY/UT form)
-//	mla.cu      kernels.MLAOps: latent attention and DeepSeek sparse attention
+//	mla.cu      kernels.MLAOps: latent attention (mla_tc.cuh: DeepSeek's dims on
+//	            the tensor cores) and DeepSeek sparse attention's selection
+//	            (dsa.cuh)
 //	p2p.cu      the one-shot NVLink all-reduce of tensor-parallel groups
 //
 // Prefill GEMMs go to cuBLASLt (loaded with dlopen; cublaslt.go) when the

@@ -25,7 +25,7 @@ var mlaPTX string
 
 var _ kernels.MLAOps = (*Backend)(nil)
 
-// Limits of the kernels (mla.cu: MMAXD, DQMAX, DREG).
+// Limits of the kernels (mla.cu: MMAXD; dsa.cuh: DQMAX, DREG).
 const (
 	maxMLAHeadDim = 1024
 	maxDSAQ       = 8192
