@@ -197,11 +197,7 @@ type plainBackend struct{ kernels.Backend }
 func TestHybridValidate(t *testing.T) {
 	for _, arch := range []string{"qwen3_5", "qwen3_next"} {
 		t.Run(arch, func(t *testing.T) {
-			ck, err := checkpoint.Open(filepath.Join("testdata", "models", arch))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ck.Close()
+			ck := openFixture(t, arch)
 			be := cpu.New(1)
 			if v := models.Validate(ck.Config, ck.Source, be); !v.OK() || len(v.Unexpected) > 0 {
 				t.Errorf("fixture: %+v", v)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/pocketllm/pocketllm/kernels/cpu"
 	"github.com/pocketllm/pocketllm/models"
-	"github.com/pocketllm/pocketllm/models/checkpoint"
 )
 
 // TestParityMoEArchsCPU checks the MoE and latent-attention architectures
@@ -35,11 +34,7 @@ func (s mtpSource) Names() []string { return append(s.Source.Names(), s.extra...
 func TestMTPLayersIgnoredExplicitly(t *testing.T) {
 	for _, arch := range []string{"deepseek_v3", "deepseek_v32", "glm4_moe"} {
 		t.Run(arch, func(t *testing.T) {
-			ck, err := checkpoint.Open(filepath.Join("testdata", "models", arch))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ck.Close()
+			ck := openFixture(t, arch)
 			mtp := fmt.Sprintf("model.layers.%d.", ck.Config.NumLayers)
 			src := mtpSource{ck.Source, []string{mtp + "eh_proj.weight", mtp + "enorm.weight", "model.stray.weight"}}
 			v := models.Validate(ck.Config, src, cpu.New(1))

@@ -2,14 +2,12 @@ package models_test
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/pocketllm/pocketllm/kernels"
 	"github.com/pocketllm/pocketllm/kernels/cpu"
 	"github.com/pocketllm/pocketllm/models"
-	"github.com/pocketllm/pocketllm/models/checkpoint"
 )
 
 // absorbedOnly is the CPU backend without kernels.MLAPrefillOps and
@@ -59,11 +57,7 @@ func TestMLAExpandedPrefillCPU(t *testing.T) {
 	}
 	for arch, wantCalls := range map[string]int{"deepseek_v3": 9, "deepseek_v3-fp8": 9, "deepseek_v32": 9} {
 		t.Run(arch, func(t *testing.T) {
-			ck, err := checkpoint.Open(filepath.Join("testdata", "models", arch))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ck.Close()
+			ck := openFixture(t, arch)
 			var calls int
 			ex, err := ck.Model(countingExpanded{cpu.New(2), &calls})
 			if err != nil {
@@ -146,11 +140,7 @@ func (s f32KVB) Weight(name string) (*kernels.Weight, error) {
 // in rounded to bf16 (exact here: the F32 values are the fixture's bf16
 // ones), so decode uses the one-call products and equals the bf16 model.
 func TestMLAHeadsRoundedToBF16(t *testing.T) {
-	ck, err := checkpoint.Open(filepath.Join("testdata", "models", "deepseek_v3"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
+	ck := openFixture(t, "deepseek_v3")
 	ref, err := ck.Model(cpu.New(2))
 	if err != nil {
 		t.Fatal(err)

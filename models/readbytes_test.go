@@ -1,23 +1,17 @@
 package models_test
 
 import (
-	"path/filepath"
 	"regexp"
 	"testing"
 
 	"github.com/pocketllm/pocketllm/kernels/cpu"
-	"github.com/pocketllm/pocketllm/models/checkpoint"
 )
 
 // TestDecodeReadBytesQwen3MoE checks the fixture against bytes counted by
 // hand from its config (bf16, hidden 64, vocab 512, untied, 2 layers of 4
 // q heads and 2 kv heads of 16, 8 experts of width 32, top 2).
 func TestDecodeReadBytesQwen3MoE(t *testing.T) {
-	ck, err := checkpoint.Open(filepath.Join("testdata", "models", "qwen3_moe"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
+	ck := openFixture(t, "qwen3_moe")
 	m, err := ck.Model(cpu.New(1))
 	if err != nil {
 		t.Fatal(err)
@@ -49,11 +43,7 @@ var routedExpert = regexp.MustCompile(`\.experts\.\d+\.`)
 func TestDecodeReadBytesMoEFixtures(t *testing.T) {
 	for _, arch := range []string{"qwen3_moe", "glm4_moe", "minimax_m2", "deepseek_v3"} {
 		t.Run(arch, func(t *testing.T) {
-			ck, err := checkpoint.Open(filepath.Join("testdata", "models", arch))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ck.Close()
+			ck := openFixture(t, arch)
 			m, err := ck.Model(cpu.New(1))
 			if err != nil {
 				t.Fatal(err)

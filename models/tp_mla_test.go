@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/pocketllm/pocketllm/models"
-	"github.com/pocketllm/pocketllm/models/checkpoint"
 )
 
 // TestTensorParallelMLACPU runs the MLA fixtures split by heads over CPU
@@ -50,11 +49,7 @@ func TestTensorParallelMLARejects(t *testing.T) {
 	} {
 		checkRefused(t, c.dir, c.world, c.want)
 	}
-	ck, err := checkpoint.Open(filepath.Join("testdata", "models", "deepseek_v3"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
+	ck := openFixture(t, "deepseek_v3")
 	cfg := *ck.Config
 	cfg.MoEIntermediateSize = 30
 	if err := models.CheckTP(&cfg, 4); !errors.Is(err, models.ErrTP) || !strings.Contains(err.Error(), "moe_intermediate_size 30") {

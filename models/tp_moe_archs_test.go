@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/pocketllm/pocketllm/models"
-	"github.com/pocketllm/pocketllm/models/checkpoint"
 )
 
 // TestTensorParallelMoEArchsCPU runs GLM-4.5 (q/k/v biases, per-head q/k
@@ -42,11 +41,7 @@ func TestTensorParallelMoEArchsRejects(t *testing.T) {
 	} {
 		checkRefused(t, c.dir, c.world, c.want)
 	}
-	ck, err := checkpoint.Open(filepath.Join("testdata", "models", "glm4_moe"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
+	ck := openFixture(t, "glm4_moe")
 	cfg := *ck.Config
 	cfg.IntermediateSize = 130 // the dense first layer
 	if err := models.CheckTP(&cfg, 4); !errors.Is(err, models.ErrTP) || !strings.Contains(err.Error(), "intermediate_size 130") {

@@ -330,17 +330,9 @@ func TestTensorParallelFusedCPU(t *testing.T) {
 // TestTensorParallelRejects checks that groups a model cannot be divided
 // over, and architectures without a plan, fail at build time.
 func TestTensorParallelRejects(t *testing.T) {
-	open := func(arch string) *checkpoint.Checkpoint {
-		ck, err := checkpoint.Open(filepath.Join("testdata", "models", arch))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ck.Close() })
-		return ck
-	}
 	be := cpu.New(1)
 	g := newLocalGroup(3)
-	ck := open("llama")
+	ck := openFixture(t, "llama")
 	// 4 heads over 3 ranks.
 	_, err := models.NewRank(ck.Name, ck.Config, ck.Source, be, &models.Plan{Rank: 0, World: 3, Comm: &localRank{g: g, be: be}})
 	if !errors.Is(err, models.ErrTP) {
@@ -352,7 +344,7 @@ func TestTensorParallelRejects(t *testing.T) {
 	}
 	// MiniMax-M2's q/k norm over all heads needs kernels.TPNormOps, which
 	// a backend hidden behind the bare interface does not offer.
-	mm := open("minimax_m2")
+	mm := openFixture(t, "minimax_m2")
 	bare := struct{ kernels.Backend }{be}
 	_, err = models.NewRank(mm.Name, mm.Config, mm.Source, bare, &models.Plan{Rank: 0, World: 2, Comm: &localRank{g: g, be: be}})
 	if !errors.Is(err, models.ErrTP) || !errors.Is(err, kernels.ErrUnsupported) {
@@ -424,4 +416,16 @@ func checkHybridFP8TP(t *testing.T, cfg []byte, world int, set map[string]any) {
 			t.Errorf("TP%d rank %d: fused calls %v", world, r, fused[r].calls)
 		}
 	}
+}
+
+// openFixture opens the fixture checkpoint testdata/models/<arch>, closed
+// when t ends.
+func openFixture(t testing.TB, arch string) *checkpoint.Checkpoint {
+	t.Helper()
+	ck, err := checkpoint.Open(filepath.Join("testdata", "models", arch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ck.Close() })
+	return ck
 }
