@@ -29,6 +29,10 @@
 //	            (dsa.cuh)
 //	p2p.cu      the one-shot NVLink all-reduce of tensor-parallel groups
 //
+// Headers: common.cuh (element decoders, warp sums), tc.cuh (the tensor-core
+// and cp.async helpers the prefill attention, the FP8 GEMMs and the MLA
+// kernels share), f16mma.cuh (the FP8 kernels' f16 fragments).
+//
 // Prefill GEMMs go to cuBLASLt (loaded with dlopen; cublaslt.go) when the
 // host has it, with the activations rounded to bf16 on the device
 // (kernels.PreciseMatMul keeps them at tf32 where a model needs it). NCCL

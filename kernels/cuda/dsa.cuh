@@ -80,9 +80,8 @@ extern "C" __global__ void __launch_bounds__(256)
 #define DS_SHM ((DS_ROWS * DS_HMAX * DS_QS + DS_KREGION + DS_ROWS * DS_HMAX) * 4)
 
 __device__ __forceinline__ void tf32Split(float f, uint32_t& hi, uint32_t& lo) {
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(f));
-    float r = f - __uint_as_float(hi);
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(r));
+    hi = tf32(f);
+    lo = tf32(f - __uint_as_float(hi));
 }
 
 __device__ __forceinline__ void mma1688(float* d, const uint32_t* a, uint32_t b0, uint32_t b1) {

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "f16mma.cuh"
+#include "tc.cuh"
 
 #define QG 128     // activation scale group = the K of one stage
 #define BM 128     // activation rows per block tile
@@ -104,10 +105,6 @@ __device__ __forceinline__ void cpAsync16(uint32_t dst, const void* src) {
 }
 __device__ __forceinline__ void cpAsync4(uint32_t dst, const void* src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cpCommit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N> __device__ __forceinline__ void cpWait() {
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
 // loadStage queues stage kt's tiles and scales into st. Thread i copies

@@ -34,16 +34,10 @@
 // Dynamic shared memory: the f16 activation (padded to whole units), then
 // the warps' rings, 2 KiB per stage per warp.
 
+#include "tc.cuh"
+
 #define PIPE_STAGE 2048 // bytes of one unit of one warp: 4 pieces × 32 lanes × 16 bytes
 
-__device__ __forceinline__ void cpAsync16(uint32_t dst, const void* src, uint32_t bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void cpCommit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cpWait() {
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
 __device__ __forceinline__ uint4 lds128(uint32_t a) {
     uint4 v;
     asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));

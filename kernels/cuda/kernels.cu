@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "common.cuh"
+#include "tc.cuh"
 
 // Weight dtypes, as kernels.DType numbers them.
 #define DT_F32 0
@@ -209,12 +210,6 @@ extern "C" __global__ void matmul_generic(float* y, const float* x, WPARAMS, int
 #define BK 32
 #define LDS (BK + 4)
 
-__device__ __forceinline__ uint32_t tf32(float f) {
-    uint32_t r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f));
-    return r;
-}
-
 template <int WT> // 0 generic, 1 bf16 (K % 8 == 0), 2 fp8 (K % 16 == 0, b1 % 16 == 0)
 __device__ __forceinline__ void gemm_tf32(float* __restrict__ y, const float* __restrict__ x, W w, int M, int N, int K) {
     __shared__ uint32_t As[BM][LDS];
@@ -356,11 +351,6 @@ extern "C" __global__ void __launch_bounds__(128) gemm_fp8(float* y, const float
 // ---------------------------------------------------------------- elementwise
 // One block per row; float4 accesses when dim % 4 == 0 (then one load per
 // thread covers a 4096-wide row with 1024 threads).
-__device__ __forceinline__ uint32_t packbf(float a, float b) {
-    __nv_bfloat162 p = __floats2bfloat162_rn(a, b);
-    return *(uint32_t*)&p;
-}
-
 // bf, when set (prefill rows whose output feeds a GEMM, dim % 8 == 0),
 // also receives the output as bf16: the GEMM's input, no to_bf16 pass.
 extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, int dim, float eps, uint2* bf) {

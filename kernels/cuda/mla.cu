@@ -21,6 +21,8 @@
 
 #include <stdint.h>
 
+#include "tc.cuh"
+
 __device__ __forceinline__ float warpSum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

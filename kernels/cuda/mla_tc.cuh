@@ -29,24 +29,6 @@
 #define MT_PS (MT_NT + 8)        // bf16 stride of a head's probabilities
 #define MT_SHM (2 * MT_NT * MT_KS * 4 + MT_HB * MT_QS * 2 + MT_HB * MT_SS * 4 + MT_HB * MT_PS * 2 + 3 * MT_HB * 4)
 
-__device__ __forceinline__ uint32_t bf16x2(float lo, float hi) {
-    uint32_t r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-
-__device__ __forceinline__ void mma16816bf(float* d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                           uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void mtCopy16(float* dst, const float* src, bool valid) {
-    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(valid ? 16 : 0) : "memory");
-}
-
 extern "C" __global__ void __launch_bounds__(256, 1) mla_tc(MLA_PARTIAL_ARGS) {
     extern __shared__ __align__(16) float msm[];
     float* kt = msm;                                                     // [2][MT_NT][MT_KS]
@@ -82,9 +64,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_tc(MLA_PARTIAL_ARGS) {
         for (int i = 0; i < MT_NT / 8; i++) {
             const int p = warp + 8 * i;
             for (int c = lane; c < C4; c += 32)
-                mtCopy16(dstb + p * MT_KS + 4 * c, sl[i] >= 0 ? K + sl[i] * MT_DK + 4 * c : K, sl[i] >= 0);
+                cpAsync16((uint32_t)__cvta_generic_to_shared(dstb + p * MT_KS + 4 * c),
+                          sl[i] >= 0 ? K + sl[i] * MT_DK + 4 * c : K, sl[i] >= 0 ? 16 : 0);
         }
-        asm volatile("cp.async.commit_group;" ::: "memory");
+        cpCommit();
     };
     if (lo < hi) issue(lo, 0);
     // q, scaled, as bf16 (heads past the last are zero): every thread's
@@ -101,7 +84,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_tc(MLA_PARTIAL_ARGS) {
         for (int u = 0; u < QV; u++) {
             const int e = tid + 256 * u, hh = e / C4, c = (e - hh * C4) * 4;
             *(uint2*)(qs + hh * MT_QS + c) =
-                make_uint2(bf16x2(qv[u].x * scale, qv[u].y * scale), bf16x2(qv[u].z * scale, qv[u].w * scale));
+                make_uint2(packbf(qv[u].x * scale, qv[u].y * scale), packbf(qv[u].z * scale, qv[u].w * scale));
         }
     }
     if (tid < MT_HB) {
@@ -117,7 +100,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_tc(MLA_PARTIAL_ARGS) {
     int buf = 0;
     for (int base = lo; base < hi; base += MT_NT, buf ^= 1) {
         const int np = min(MT_NT, hi - base);
-        asm volatile("cp.async.wait_group 0;" ::: "memory");
+        cpWait<0>();
         __syncthreads();  // the tile (and q) staged; the last tile's P read
         if (base + MT_NT < hi) issue(base + MT_NT, buf ^ 1);
         const float* kb = kt + buf * MT_NT * MT_KS;
@@ -133,7 +116,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_tc(MLA_PARTIAL_ARGS) {
                 uint32_t a0 = *(const uint32_t*)(qa + k0), a1 = *(const uint32_t*)(qa + 8 * MT_QS + k0);
                 uint32_t a2 = *(const uint32_t*)(qa + k0 + 8), a3 = *(const uint32_t*)(qa + 8 * MT_QS + k0 + 8);
                 float2 b0 = *(const float2*)(kr + k0), b1 = *(const float2*)(kr + k0 + 8);
-                mma16816bf(s2[(k0 >> 4) & 1], a0, a1, a2, a3, bf16x2(b0.x, b0.y), bf16x2(b1.x, b1.y));
+                const uint32_t a[4] = {a0, a1, a2, a3};
+                mma_bf16(s2[(k0 >> 4) & 1], a, packbf(b0.x, b0.y), packbf(b1.x, b1.y));
             }
             float s[4];
 #pragma unroll
@@ -165,7 +149,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_tc(MLA_PARTIAL_ARGS) {
             }
 #pragma unroll
             for (int o = 1; o < 8; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-            uint2 pk = make_uint2(bf16x2(e[0], e[1]), bf16x2(e[2], e[3]));
+            uint2 pk = make_uint2(packbf(e[0], e[1]), packbf(e[2], e[3]));
             *(uint2*)(ps + hh * MT_PS + j0) = pk;
             __syncwarp();
             if ((tid & 7) == 0) {
@@ -191,16 +175,17 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_tc(MLA_PARTIAL_ARGS) {
             for (int k0 = 0; k0 < MT_NT; k0 += 16) {
                 uint32_t a0 = *(const uint32_t*)(pa + k0), a1 = *(const uint32_t*)(pa + 8 * MT_PS + k0);
                 uint32_t a2 = *(const uint32_t*)(pa + k0 + 8), a3 = *(const uint32_t*)(pa + 8 * MT_PS + k0 + 8);
+                const uint32_t a[4] = {a0, a1, a2, a3};
                 const float* vr = kb + (k0 + 2 * t4) * MT_KS + oc + g;
 #pragma unroll
                 for (int j = 0; j < 16; j++) {
                     const float* v = vr + j * 8;
-                    mma16816bf(acc[j], a0, a1, a2, a3, bf16x2(v[0], v[MT_KS]), bf16x2(v[8 * MT_KS], v[9 * MT_KS]));
+                    mma_bf16(acc[j], a, packbf(v[0], v[MT_KS]), packbf(v[8 * MT_KS], v[9 * MT_KS]));
                 }
             }
         }
     }
-    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    cpWait<0>();
     __syncthreads();  // the last tile's m and l
     // Rows g and g+8 of the warp's heads; columns oc + 8j + 2t4.
 #pragma unroll

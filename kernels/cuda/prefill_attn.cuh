@@ -4,13 +4,6 @@
 // split across blocks and merged by attn_merge.
 #pragma once
 
-__device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // Flash-style causal prefill attention with GQA: block (64-query tile,
 // head), 4 warps of 16 query rows; K/V tiles of 64 positions go through
 // shared memory as bf16, S = QKᵀ and O += PV on the tensor
