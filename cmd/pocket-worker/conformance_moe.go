@@ -13,8 +13,10 @@ import (
 
 // moe checks kernels.MoEOps against the CPU (the reference): routing must
 // pick the same experts (ids exact, ties included) with the same weights;
-// the indexed expert GEMVs (decode) sum in fp32 like the CPU; the grouped
-// prefill path goes through the prefill GEMMs (bf16/tf32 tolerances).
+// the indexed expert GEMVs (decode) sum in fp32 like the CPU, except one
+// row of FP8 experts, which takes the ring kernels' f16 activations on the
+// tensor cores (tolF8MMA, as the dense FP8 GEMVs); the grouped prefill
+// path goes through the prefill GEMMs (bf16/tf32 tolerances).
 func (c *conf) moe() {
 	c.moeRoute()
 	c.moeQuant()
@@ -31,8 +33,10 @@ func (c *conf) moe() {
 		{"qwen3-30b-a3b-fp8", kernels.F8E4M3, 32, 8, 2048, 768, [2]int{128, 128}, []int{1, 5, 24, 64}},
 		// deepseek-v3 widths, FP8 as the checkpoint stores them.
 		{"deepseek-v3", kernels.F8E4M3, 16, 8, 7168, 2048, [2]int{128, 128}, []int{1, 2}},
-		// minimax-m2 widths.
+		// minimax-m2 widths, bf16 and FP8; glm-4.5-air's 1408 (11 units).
 		{"minimax-m2", kernels.BF16, 16, 8, 3072, 1536, [2]int{}, []int{1}},
+		{"minimax-m2-fp8", kernels.F8E4M3, 16, 8, 3072, 1536, [2]int{128, 128}, []int{1, 3}},
+		{"glm-4.5-air-fp8", kernels.F8E4M3, 16, 8, 4096, 1408, [2]int{128, 128}, []int{1}},
 		// fixture-like.
 		{"tiny", kernels.BF16, 8, 2, 64, 32, [2]int{}, []int{1, 7, 17}},
 		{"tiny-fp8", kernels.F8E4M3, 8, 2, 64, 32, [2]int{16, 16}, []int{1, 20}},
@@ -46,9 +50,19 @@ func (c *conf) moe() {
 		case s.block == [2]int{128, 128}:
 			grouped = tolF8GEMM // expert groups of 9+ rows on cuBLASLt's FP8 GEMM
 		}
+		one := tolExact * 10
+		if s.dt == kernels.F8E4M3 {
+			one = tolF8MMA
+		}
 		for _, rows := range s.rows {
-			c.moeCompare(sg, sh, s.experts, s.k, s.hid, rows, grouped,
+			c.moeCompare(sg, sh, s.experts, s.k, s.hid, rows, one, grouped, -1,
 				fmt.Sprintf("%s %s e=%d k=%d rows=%d", s.name, s.dt, s.experts, s.k, rows))
+		}
+		if s.dt == kernels.F8E4M3 && s.k > 2 {
+			// A slot without an expert (an id out of range: a failed
+			// routing) adds nothing, in the one-row kernels too.
+			c.moeCompare(sg, sh, s.experts, s.k, s.hid, 1, one, grouped, 2,
+				fmt.Sprintf("%s %s e=%d k=%d rows=1, slot 2 empty", s.name, s.dt, s.experts, s.k))
 		}
 	}
 	for _, s := range [][2]int{{1, 2048}, {3, 100}, {37, 64}} {
@@ -107,7 +121,7 @@ func (c *conf) moeQuant() {
 		r := &kernels.Router{Experts: s.experts, TopK: s.k, NormTopK: true}
 		sg, sh := c.moeExperts(r, s.gu, s.down, s.hid, s.inter, [2]int{})
 		for _, rows := range s.rows { // rows > 16: quant.go's MatMuls
-			c.moeCompare(sg, sh, s.experts, s.k, s.hid, rows, tolBF16, fmt.Sprintf("%s %s/%s e=%d k=%d hid=%d inter=%d rows=%d",
+			c.moeCompare(sg, sh, s.experts, s.k, s.hid, rows, tolExact*10, tolBF16, -1, fmt.Sprintf("%s %s/%s e=%d k=%d hid=%d inter=%d rows=%d",
 				s.name, s.gu, s.down, s.experts, s.k, s.hid, s.inter, rows))
 		}
 	}
@@ -115,16 +129,23 @@ func (c *conf) moeQuant() {
 
 // moeCompare runs MoEExperts over rows random activations and expert
 // selections on both backends (experts sg on the GPU, sh on the CPU) and
-// checks them: within 10·tolExact for the one-row kernels, grouped for
-// more than 16 rows.
-func (c *conf) moeCompare(sg, sh kernels.ExpertSet, experts, k, hid, rows int, grouped float64, name string) {
-	selg, selh := c.pair(c.moeSel(rows, experts, k))
+// checks them: within one for a row, 10·tolExact for the indexed kernels
+// of up to 16 rows, grouped for more. A hole ≥ 0 empties that slot of row 0.
+func (c *conf) moeCompare(sg, sh kernels.ExpertSet, experts, k, hid, rows int, one, grouped float64, hole int, name string) {
+	sel := c.moeSel(rows, experts, k)
+	if hole >= 0 {
+		sel[hole] = -1
+	}
+	selg, selh := c.pair(sel)
 	xg, xh := c.pair(c.randn(rows * hid))
 	yg, yh := c.outPair(rows * hid)
 	c.g.MoEExperts(sg, yg, xg, selg, rows)
 	c.c.MoEExperts(sh, yh, xh, selh, rows)
 	tol := tolExact * 10
-	if rows > 16 {
+	switch {
+	case rows == 1:
+		tol = one
+	case rows > 16:
 		tol = grouped
 	}
 	c.check("MoEExperts", name, yg, yh, rows*hid, tol)

@@ -168,17 +168,18 @@ __device__ __forceinline__ float4 xNormed(float4 v, const float4* __restrict__ n
     return make_float4(v.x * n.x, v.y * n.y, v.z * n.z, v.w * n.w);
 }
 
-// xPrologue writes f16(x·nw·2^sh) (nw may be null: 1) into xs[0, in) and
-// zeros to the next whole unit, with sh chosen so that the largest
-// magnitude lies in [2^13, 2^14), and returns 2^-sh; ss is the sum of
-// squares of the raw x (the RMSNorm's). Every thread of the block calls it;
-// xs is complete on return.
-__device__ __forceinline__ float xPrologue(__half* xs, const float* __restrict__ x, const float* __restrict__ nw,
-                                           int in, float& ss) {
+// xPrologueBy writes f16(mul(x4[i], i)·2^sh) for the float4s i of x into
+// xs[0, in) and zeros to the next whole unit, with sh chosen so that the
+// largest magnitude lies in [2^13, 2^14), and returns 2^-sh; ss is the sum
+// of squares of the raw x (the RMSNorm's). mul is a norm weight
+// (xPrologue) or an expert's routing weight (fp8pipe_moe.cuh); it is
+// called with zeros past the end. Every thread of the block calls it; xs
+// is complete on return.
+template <class Mul>
+__device__ __forceinline__ float xPrologueBy(__half* xs, const float* __restrict__ x, int in, float& ss, Mul mul) {
     __shared__ float red[32][2]; // blocks of up to 32 warps (fp8pipe.cuh)
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const float4* x4 = (const float4*)x;
-    const float4* n4 = (const float4*)nw;
     const int nv = in / 4;
     float m = 0.f, s = 0.f;
     // Each pass loads XB float4s per thread before using any, so a pass
@@ -191,7 +192,7 @@ __device__ __forceinline__ float xPrologue(__half* xs, const float* __restrict__
 #pragma unroll
         for (int j = 0; j < XB; j++) {
             s += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
-            if (nw != nullptr) v[j] = xNormed(v[j], n4, i0 + j * blockDim.x, nv);
+            v[j] = mul(v[j], i0 + j * blockDim.x);
             m = fmaxf(m, fmaxf(fmaxf(fabsf(v[j].x), fabsf(v[j].y)), fmaxf(fabsf(v[j].z), fabsf(v[j].w))));
         }
     }
@@ -222,7 +223,7 @@ __device__ __forceinline__ float xPrologue(__half* xs, const float* __restrict__
         for (int j = 0; j < XB; j++) {
             int i = i0 + j * blockDim.x;
             if (i >= nv) break;
-            if (nw != nullptr) v[j] = xNormed(v[j], n4, i, nv);
+            v[j] = mul(v[j], i);
             x2[2 * i] = __floats2half2_rn(v[j].x * sc, v[j].y * sc);
             x2[2 * i + 1] = __floats2half2_rn(v[j].z * sc, v[j].w * sc);
         }
@@ -231,6 +232,14 @@ __device__ __forceinline__ float xPrologue(__half* xs, const float* __restrict__
     for (int i = in + tid; i < pad; i += blockDim.x) xs[i] = __float2half_rn(0.f);
     __syncthreads();
     return __uint_as_float((uint32_t)(127 - sh) << 23);
+}
+
+// xPrologue is xPrologueBy times the norm weight nw (null: 1).
+__device__ __forceinline__ float xPrologue(__half* xs, const float* __restrict__ x, const float* __restrict__ nw,
+                                           int in, float& ss) {
+    const float4* n4 = (const float4*)nw;
+    const int nv = in / 4;
+    return xPrologueBy(xs, x, in, ss, [=](float4 v, int i) { return nw != nullptr ? xNormed(v, n4, i, nv) : v; });
 }
 
 // Red is where a block's warps leave their 16 partial row sums: row w at
@@ -401,3 +410,4 @@ extern "C" __global__ void __launch_bounds__(256, 3) f8mma_swiglu_l(SWIGLU_ARGS)
 }
 
 #include "fp8pipe.cuh"
+#include "fp8pipe_moe.cuh"

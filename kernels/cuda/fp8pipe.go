@@ -25,11 +25,13 @@ const (
 	p8Add
 	p8Norm
 	p8SwiGLU
+	p8MoESwiGLU // fp8pipe_moe.cuh
+	p8MoEDown
 	numP8Ops
 	numP8Funcs = numP8Ops * len(pipeStages)
 )
 
-var p8OpNames = [numP8Ops]string{"r", "add", "norm", "swiglu"}
+var p8OpNames = [numP8Ops]string{"r", "add", "norm", "swiglu", "moe_swiglu", "moe_down"}
 
 // pipeFuncs are a backend's pipe kernels and the dynamic shared memory each
 // may take.
@@ -157,5 +159,42 @@ func (b *Backend) pipeNormSwiGLU(act, x, nv uint64, eps float32, gt, ut *tensor,
 	}
 	b.runPipe(p8SwiGLU, fn, g, g.blocks([]int{tiles}), act, x, nv, f32(eps), ptr(gt.data), ptr(gt.scale), ptr(ut.data),
 		ptr(ut.scale), i32(out), i32(f.in), i32(g.wpr), i32(f.b0), i32(f.nsc))
+	return true
+}
+
+// moeTableBytes is the down kernel's table of its slots at the start of
+// its dynamic shared memory (MOE_TABLE_BYTES).
+const moeTableBytes = 768
+
+// pipeMoE runs MoEExperts for one row of FP8 experts on the ring kernels
+// (fp8pipe_moe.cuh): h = the K slots' SwiGLU outputs, y = their routed sum.
+// False, having launched nothing, where they decline: the switch, more
+// than 32 slots, widths not whole 128-column units, scale blocks not 128
+// columns wide, or no geometry that fits.
+func (b *Backend) pipeMoE(s *expertSet, y, h, x, sel uint64) bool {
+	k, hid, inter := s.r.TopK, s.hidden, s.inter
+	if switches.noMoEPipe || b.pipe.budget <= moeTableBytes || k > 32 || hid%f8mmaUnit != 0 || inter%f8mmaUnit != 0 ||
+		s.b1 != f8mmaUnit || s.b0 <= 0 {
+		return false
+	}
+	gTiles, dTiles := []int{k * inter / 8}, []int{hid / 16}
+	gu, ok := planPipe(b.sms, b.pipe.budget, hid, hid/f8mmaUnit, gTiles, switches.fp8PipeDeep)
+	if !ok {
+		return false
+	}
+	dn, ok := planPipe(b.sms, b.pipe.budget-moeTableBytes, k*inter, k*inter/f8mmaUnit, dTiles, switches.fp8PipeDeep)
+	if !ok {
+		return false
+	}
+	dn.shm += moeTableBytes
+	fg, fd := b.pipeFn(p8MoESwiGLU, gu.stages), b.pipeFn(p8MoEDown, dn.stages)
+	if fg == nil || fd == nil {
+		return false
+	}
+	e := i32(s.r.Experts)
+	b.runPipe(p8MoESwiGLU, fg, gu, gu.blocks(gTiles), h, x, sel, s.table(0), s.table(1), s.table(3), s.table(4),
+		i32(inter), i32(hid), i32(k), e, i32(gu.wpr), i32(s.b0), i32(hid/f8mmaUnit))
+	b.runPipe(p8MoEDown, fd, dn, dn.blocks(dTiles), y, h, sel, s.table(2), s.table(5), i32(hid), i32(inter), i32(k), e,
+		i32(dn.wpr), i32(s.b0), i32(inter/f8mmaUnit))
 	return true
 }

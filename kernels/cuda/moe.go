@@ -22,7 +22,9 @@ import (
 // routed ids, so:
 //   - up to moeGEMVRows rows (decode): two launches, gate+up+SwiGLU for
 //     every (row, slot) and down with the weighted sum over the slots; no
-//     host read, so the step can be captured as a graph;
+//     host read, so the step can be captured as a graph. One row of FP8
+//     experts takes the ring kernels of fp8pipe_moe.cuh (fp8pipe.go's
+//     pipeMoE), where the widths allow;
 //   - more rows (prefill): the routing is read back once per layer and the
 //     rows are grouped by expert as host routing does (Gather, the usual
 //     MatMuls, ScatterAdd), which reads each chosen expert once.
@@ -253,6 +255,9 @@ func (b *Backend) MoEExperts(set kernels.ExpertSet, dst, x, sel kernels.Buf, row
 		b.launchFn(m.gateupBF16, cdiv(inter, 8), rows*k, 256, h, xp, sp, s.table(0), s.table(1), i32(inter), i32(hid), i32(k), i32(e))
 		b.launchFn(m.downBF16, cdiv(hid, 8), rows, 256, y, h, sp, s.table(2), i32(hid), i32(inter), i32(k), i32(e))
 	case kernels.F8E4M3:
+		if rows == 1 && b.pipeMoE(s, y, h, xp, sp) {
+			return
+		}
 		b.launchFn(m.gateupFP8, cdiv(inter, 8), rows*k, 256, h, xp, sp, s.table(0), s.table(1), s.table(3), s.table(4),
 			i32(inter), i32(hid), i32(k), i32(e), i32(s.b0), i32(s.b1), i32(cdiv(hid, s.b1)))
 		b.launchFn(m.downFP8, cdiv(hid, 8), rows, 256, y, h, sp, s.table(2), s.table(5), i32(hid), i32(inter), i32(k), i32(e),

@@ -68,6 +68,7 @@ import (
 //	                     delta rule (hybrid_chunk.cu) that passes of more than 64 rows take by default
 //	POCKET_FP8_PIPE=0    one-row FP8 GEMVs on fp8mma's kernels (two units in flight in registers), not the
 //	                     ones that stream whole lines through a per-warp cp.async ring (fp8pipe.cuh)
+//	POCKET_MOE_PIPE=0    one-row FP8 expert products on moe.cu's kernels, not the ring kernels (fp8pipe_moe.cuh)
 //	POCKET_FP8_PIPE_KB=N caps a block's shared memory for the ring kernels at N KiB
 //	POCKET_FP8_PIPE_PLAN=depth the ring kernels' geometry maximises units in flight, not warps (planPipe)
 //	POCKET_HYBRID_PDL=0  the Gated DeltaNet kernels (conv1d, token-by-token delta rule, gated norm) and the
@@ -118,6 +119,7 @@ var switches = struct {
 	noDeltaChunk    bool
 	noMoEQuant      bool
 	noFP8Pipe       bool
+	noMoEPipe       bool
 	fp8PipeDeep     bool
 	hybridPDL       bool
 	fp8PipeKB       int
@@ -158,6 +160,7 @@ var switches = struct {
 	noDeltaChunk:    os.Getenv("POCKET_DELTA_CHUNK") == "0",
 	noMoEQuant:      os.Getenv("POCKET_MOE_QUANT") == "0",
 	noFP8Pipe:       os.Getenv("POCKET_FP8_PIPE") == "0",
+	noMoEPipe:       os.Getenv("POCKET_MOE_PIPE") == "0",
 	fp8PipeDeep:     os.Getenv("POCKET_FP8_PIPE_PLAN") == "depth",
 	hybridPDL:       os.Getenv("POCKET_HYBRID_PDL") != "0",
 	fp8PipeKB:       intSwitch("POCKET_FP8_PIPE_KB", 0, 16, 227),

@@ -1,0 +1,217 @@
+// The one-row FP8 expert products of a mixture-of-experts layer (the
+// decode step of kernels.MoEOps.MoEExperts) on the ring GEMVs of
+// fp8pipe.cuh (included by fp8mma.cu after it; moe.go launches them through
+// fp8pipe.go's plans, POCKET_MOE_PIPE=0 keeps moe.cu's kernels).
+//
+// Why: ncu on the MiniMax-M2 slice's decode step put moe.cu's kernels, a
+// warp per output row on CUDA cores, at 2.5 TB/s (gate/up) and 1.2 TB/s
+// (down), where the dense FP8 rings run at 3.5: a warp there holds one or
+// two 16-byte loads in flight and walks a 3 KiB row (the down kernel also
+// reads four bytes of activation per weight byte, and finds its expert
+// through two dependent loads each step).
+//
+// Both kernels see the K routed experts of the row as one matrix:
+//   - gate/up (f8pipe_moe_swiglu_S): K·inter/8 tiles of 8 outputs, tile t
+//     in slot t/(inter/8) (pipeSwiGLU's tiles, each warp its own
+//     expert's pointers), writing h [K, inter] as moe.cu's kernel does;
+//   - down (f8pipe_moe_down_S): 16-row tiles of the output over K·inter
+//     columns, a 128-column unit u from slot u/(inter/128)'s matrix; the
+//     activation staged in shared memory is w_k·h_k, so the tile's sums
+//     are the routed sum itself.
+// The expert ids come from moe_route, the gate/up kernel's predecessor: it
+// waits for it before anything, then lets the down kernel launch, which
+// may therefore read them (and stream its first weights) before its own
+// wait for h.
+//
+// Dynamic shared memory of the down kernel: its slots' table (moeTable),
+// then the activation, then the rings; the gate/up kernel's is
+// fp8pipe.cuh's.
+#include "moe_common.cuh"
+
+#define MOE_PIPE_MAXK 32
+#define MOE_TABLE_BYTES 768 // sizeof(moeTable) rounded up to 256
+
+// moeTable is a row's K slots: their experts' weight and scale matrices
+// (expert 0's for a slot without an expert, whose copies read nothing)
+// and routing weights (0 there), and which slots hold an expert.
+struct moeTable {
+    const uint8_t* w[MOE_PIPE_MAXK];
+    const float* s[MOE_PIPE_MAXK];
+    float wt[MOE_PIPE_MAXK];
+    unsigned valid; // bit k: slot k holds an expert
+};
+
+// moeSlot reads slot k's expert id of row 0 through L2 (__ldcg): the down
+// kernel reads it before its PDL wait, so no line of it may come from an
+// L1 filled by an earlier step.
+__device__ __forceinline__ int moeSlot(const float* sel, int K, int k, int E) {
+    float f = __ldcg(sel + k);
+    return (f >= 0.f && f < (float)E) ? (int)f : -1;
+}
+
+// pipeMoeSwiGLU is pipeSwiGLU for the K experts of row 0 of sel: h[k·inter
+// + o] = silu(gate_e·x)·(up_e·x) for e slot k's expert (0 when the slot
+// has none).
+template <int S>
+__device__ __forceinline__ void pipeMoeSwiGLU(float* h, const float* __restrict__ x, const float* sel,
+                                              const uint64_t* __restrict__ gp, const uint64_t* __restrict__ up,
+                                              const uint64_t* __restrict__ gs, const uint64_t* __restrict__ us,
+                                              int inter, int hidden, int K, int E, int wpr, int b0, int nsc) {
+    int pad = (hidden + UNIT - 1) / UNIT * UNIT;
+    __half* xs = (__half*)pipeShm;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = (blockDim.x >> 5) / wpr;
+    int tpe = inter / 8, T = blockIdx.x * G + warp / wpr, k = T / tpe, base = (T - k * tpe) * 8;
+    pdlWait(); // the routing
+    pdlLaunchDependents();
+    int e = k < K ? moeSlot(sel, K, k, E) : -1, ei = max(e, 0);
+    const uint8_t *wg = (const uint8_t*)gp[ei], *wu = (const uint8_t*)up[ei];
+    const float *sg = (const float*)gs[ei], *su = (const float*)us[ei];
+    int o = base + (lane >> 2), t = lane & 3;
+    uint32_t off = (uint32_t)o * hidden + 16 * t, soff = (uint32_t)(o / b0) * nsc;
+    PipeDot<S> d;
+    pipeSources(d, wg, wu, base, base, inter, hidden);
+    d.prefetch(Rows{wg, wu, sg, su, off, off, soff, soff}, hidden, warp % wpr, wpr, e >= 0, pipeRing<S>(pad));
+    float sc = gemvPrologue<0>(xs, x, nullptr, 0.f, hidden);
+    float accA, accB;
+    d.finish(xs, accA, accB);
+    __syncwarp(); // as pipeGemv
+    swigluStore(h, pipeRed<S>(pad), accA, accB, sc, G, wpr, K * inter);
+}
+
+// MoeDownDot is PipeDot over the K slots' down matrices: unit u of the
+// K·inter columns is unit u%upe of slot u/upe's matrix. The issuing and
+// the computing cursor each walk (slot, unit) by the warp's stride.
+template <int S>
+struct MoeDownDot {
+    const moeTable* tb;
+    uint32_t ring, row, step; // the lane's copy offset (row base+lane/8, its column) and 4 rows
+    uint32_t sa, sb;          // the scale-row offsets of rows base+g and base+8+g
+    int stride, upe, nu, ui, ki, ji, kc, jc;
+    unsigned valid;
+
+    // issue copies the unit at the issuing cursor into stage slot and
+    // moves the cursor on.
+    __device__ __forceinline__ void issue(int slot) {
+        int lane = threadIdx.x & 31;
+        uint32_t s = ring + slot * PIPE_STAGE + pipeSwz(lane >> 3, lane & 7), n = (valid >> ki) & 1 ? 16 : 0;
+        const uint8_t* p = tb->w[ki] + (row + (uint32_t)ji * UNIT);
+        cpAsync16(s, p, n);
+        cpAsync16(s + 512, p + step, n);
+        cpAsync16(s + 1024, p + 2 * step, n);
+        cpAsync16(s + 1536, p + 3 * step, n);
+        ui += stride;
+        for (ji += stride; ji >= upe; ji -= upe) ki++;
+    }
+
+    __device__ __forceinline__ void prefetch(const moeTable* table, unsigned validSlots, int base, int inter, int K,
+                                             int first, int strideUnits, bool active, int b0, int nsc,
+                                             uint32_t ringAddr) {
+        int lane = threadIdx.x & 31, g = lane >> 2;
+        tb = table;
+        valid = validSlots;
+        ring = ringAddr;
+        row = (uint32_t)(base + (lane >> 3)) * inter + (lane & 7) * 16;
+        step = 4 * (uint32_t)inter;
+        sa = (uint32_t)((base + g) / b0) * nsc;
+        sb = (uint32_t)((base + 8 + g) / b0) * nsc;
+        upe = inter / UNIT;
+        nu = active ? K * upe : 0;
+        stride = strideUnits;
+        ui = first;
+        ki = first / upe;
+        ji = first - ki * upe;
+        kc = ki;
+        jc = ji;
+#pragma unroll
+        for (int s = 0; s < S - 1; s++) {
+            if (ui < nu) issue(s);
+            cpCommit();
+        }
+    }
+
+    // finish is PipeDot::finish over the slots (xs holds w_k·h_k).
+    __device__ __forceinline__ void finish(const __half* xs, int first, float& accA, float& accB) {
+        int t = threadIdx.x & 3;
+        accA = accB = 0.f;
+        int rd = 0;
+        for (int u = first; u < nu; u += stride) {
+            __syncwarp();
+            if (ui < nu) issue(rd == 0 ? S - 1 : rd - 1);
+            cpCommit();
+            cpWait<S - 1>();
+            __syncwarp();
+            uint4 a0, b0, a1, b1;
+            int lane = threadIdx.x & 31, g = lane >> 2;
+            uint32_t st = ring + rd * PIPE_STAGE;
+            a0 = lds128(st + pipeSwz(g, t)), b0 = lds128(st + pipeSwz(8 + g, t));
+            a1 = lds128(st + pipeSwz(g, 4 + t)), b1 = lds128(st + pipeSwz(8 + g, 4 + t));
+            rd = rd == S - 1 ? 0 : rd + 1;
+            const float* sc = tb->s[kc];
+            float fa = __ldg(sc + sa + jc), fb = __ldg(sc + sb + jc);
+            for (jc += stride; jc >= upe; jc -= upe) kc++;
+            const uint4* xp = (const uint4*)(xs + u * UNIT + 16 * t);
+            unitDot(accA, accB, fa, fb, a0, b0, a1, b1, xp[0], xp[1], xp[8], xp[9]);
+        }
+        cpWait<0>();
+    }
+};
+
+// pipeMoeDown: y = Σ_k w_k · down_{e_k}·h_k for row 0 of sel and h [K,
+// inter]; 16-row tiles of y (hidden % 16 == 0), wpr warps per tile.
+template <int S>
+__device__ __forceinline__ void pipeMoeDown(float* y, const float* __restrict__ h, const float* sel,
+                                            const uint64_t* __restrict__ dp, const uint64_t* __restrict__ ds,
+                                            int hidden, int inter, int K, int E, int wpr, int b0, int nsc) {
+    moeTable* tb = (moeTable*)pipeShm;
+    __half* xs = (__half*)(pipeShm + MOE_TABLE_BYTES);
+    int in = K * inter, warp = threadIdx.x >> 5, G = (blockDim.x >> 5) / wpr;
+    int base = (blockIdx.x * G + warp / wpr) * 16;
+    // The ids are final: the gate/up kernel let this one launch after its
+    // wait for the routing.
+    if (warp == 0) { // K ≤ 32: a lane per slot
+        int k = threadIdx.x, e = k < K ? moeSlot(sel, K, k, E) : -1, ei = max(e, 0);
+        if (k < K) {
+            tb->w[k] = (const uint8_t*)dp[ei];
+            tb->s[k] = (const float*)ds[ei];
+            tb->wt[k] = e >= 0 ? __ldcg(sel + K + k) : 0.f;
+        }
+        unsigned valid = __ballot_sync(0xffffffffu, e >= 0);
+        if (k == 0) tb->valid = valid;
+    }
+    __syncthreads();
+    MoeDownDot<S> d;
+    d.prefetch(tb, tb->valid, base, inter, K, warp % wpr, wpr, base < hidden, b0, nsc,
+               (uint32_t)__cvta_generic_to_shared(pipeShm) + MOE_TABLE_BYTES + in * 2 + warp * S * PIPE_STAGE);
+    pdlLaunchDependents();
+    pdlWait(); // h
+    float ss;
+    const int q = inter / 4; // float4s per slot
+    float sc = xPrologueBy(xs, h, in, ss, [=](float4 v, int i) {
+        float w = i < K * q ? tb->wt[i / q] : 0.f;
+        return make_float4(v.x * w, v.y * w, v.z * w, v.w * w);
+    });
+    float accA, accB;
+    d.finish(xs, warp % wpr, accA, accB);
+    __syncwarp(); // every lane's last fragment reads are done: pipeRed may reuse the ring
+    gemvStore<0>(y, Red{(float*)(pipeShm + MOE_TABLE_BYTES + in * 2), S * PIPE_STAGE / 4}, accA, accB, sc, blockIdx.x,
+                 G, wpr, hidden);
+}
+
+#define MOE_SWIGLU_ARGS                                                                                           \
+    float *h, const float *__restrict__ x, const float *sel, const uint64_t *__restrict__ gp,                     \
+        const uint64_t *__restrict__ up, const uint64_t *__restrict__ gs, const uint64_t *__restrict__ us, int inter, \
+        int hidden, int K, int E, int wpr, int b0, int nsc
+#define MOE_DOWN_ARGS                                                                                      \
+    float *y, const float *__restrict__ h, const float *sel, const uint64_t *__restrict__ dp,              \
+        const uint64_t *__restrict__ ds, int hidden, int inter, int K, int E, int wpr, int b0, int nsc
+#define PIPE_MOE(S)                                                                                        \
+    extern "C" __global__ void __launch_bounds__(768, 1) f8pipe_moe_swiglu_##S(MOE_SWIGLU_ARGS) {          \
+        pipeMoeSwiGLU<S>(h, x, sel, gp, up, gs, us, inter, hidden, K, E, wpr, b0, nsc);                    \
+    }                                                                                                      \
+    extern "C" __global__ void __launch_bounds__(768, 1) f8pipe_moe_down_##S(MOE_DOWN_ARGS) {              \
+        pipeMoeDown<S>(y, h, sel, dp, ds, hidden, inter, K, E, wpr, b0, nsc);                              \
+    }
+PIPE_MOE(3)
+PIPE_MOE(4)
+PIPE_MOE(6)
+PIPE_MOE(8)
