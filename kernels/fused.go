@@ -36,9 +36,11 @@ type FusedOps interface {
 type FusedAttention interface {
 	// RoPEAttention is RoPEStoreKV for one row followed by Attention of
 	// that row over seq (dst = attention output, [heads*headDim]). q and
-	// k are scratch: their contents afterwards are unspecified. Like the
-	// FusedOps it reports false, having done nothing, for shapes it has
-	// no kernel for.
+	// k are scratch: their contents afterwards are unspecified. The norms
+	// may also be one RMSNorm over each whole row (qNorm of heads*headDim
+	// and kNorm of kvHeads*headDim weights, MiniMax-M2's). Like the
+	// FusedOps it reports false, having done nothing, for shapes or norms
+	// it has no kernel for.
 	RoPEAttention(dst, q, k, v Buf, qNorm, kNorm Tensor, eps float32, p KVPool, layer int, pos, slots []int32,
 		seq AttnSeq, heads, kvHeads, headDim int, r *RoPE, scale float32) bool
 }

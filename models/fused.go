@@ -82,7 +82,9 @@ func (a *Attention) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Bu
 		}
 	}
 	a.addBiases(1, q, gate, k, v)
-	if fa, ok := fu.(kernels.FusedAttention); !ok || a.fullWidthQKNorm || !fa.RoPEAttention(att, q, k, v, a.QNorm,
+	// Full-width q/k norms (MiniMax-M2) go to RoPEAttention too, which may
+	// take them; RoPEStoreKV's are per head only.
+	if fa, ok := fu.(kernels.FusedAttention); !ok || !fa.RoPEAttention(att, q, k, v, a.QNorm,
 		a.KNorm, a.Eps, p.Seq.Pool, a.KVLayer, p.Pos, p.Slots, p.Attn, a.Heads, a.KVHeads, a.Dim, &a.Rope, a.Scale) {
 		if a.fullWidthQKNorm || !fu.RoPEStoreKV(q, k, v, a.QNorm, a.KNorm, a.Eps, p.Seq.Pool, a.KVLayer, p.Pos, p.Slots,
 			a.Heads, a.KVHeads, a.Dim, &a.Rope) {

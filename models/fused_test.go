@@ -68,27 +68,39 @@ func (c *composedFused) MatMulAdd(acc, x kernels.Buf, w kernels.Tensor, rows int
 func (c *composedFused) RoPEStoreKV(q, k, v kernels.Buf, qNorm, kNorm kernels.Tensor, eps float32, p kernels.KVPool, layer int,
 	pos, slots []int32, heads, kvHeads, headDim int, r *kernels.RoPE) bool {
 	c.calls["RoPEStoreKV"]++
-	if c.decline {
+	if c.decline || qNorm != nil && qNorm.Weight().Shape[0] != headDim { // per-head norms only, as CUDA's
 		return false
 	}
+	c.normRopeStore(q, k, v, qNorm, kNorm, eps, p, layer, pos, slots, heads, kvHeads, headDim, r)
+	return true
+}
+
+// normRopeStore is RoPEStoreKV with q/k norms per head or, where the norm
+// vectors are longer than a head, over the whole rows (MiniMax-M2's).
+func (c *composedFused) normRopeStore(q, k, v kernels.Buf, qNorm, kNorm kernels.Tensor, eps float32, p kernels.KVPool,
+	layer int, pos, slots []int32, heads, kvHeads, headDim int, r *kernels.RoPE) {
 	rows := len(pos)
-	if qNorm != nil {
+	switch {
+	case qNorm == nil:
+	case qNorm.Weight().Shape[0] == headDim:
 		c.RMSNorm(q, q, qNorm, rows*heads, headDim, eps)
 		c.RMSNorm(k, k, kNorm, rows*kvHeads, headDim, eps)
+	default:
+		c.RMSNorm(q, q, qNorm, rows, heads*headDim, eps)
+		c.RMSNorm(k, k, kNorm, rows, kvHeads*headDim, eps)
 	}
 	c.RoPE(q, pos, heads, headDim, r)
 	c.RoPE(k, pos, kvHeads, headDim, r)
 	c.StoreKV(p, layer, k, v, slots)
-	return true
 }
 
 func (c *composedFused) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.Tensor, eps float32, p kernels.KVPool,
 	layer int, pos, slots []int32, seq kernels.AttnSeq, heads, kvHeads, headDim int, r *kernels.RoPE, scale float32) bool {
 	c.calls["RoPEAttention"]++
-	if c.decline || c.declineAttn || !c.RoPEStoreKV(q, k, v, qNorm, kNorm, eps, p, layer, pos, slots, heads, kvHeads, headDim, r) {
+	if c.decline || c.declineAttn {
 		return false
 	}
-	c.calls["RoPEStoreKV"]--
+	c.normRopeStore(q, k, v, qNorm, kNorm, eps, p, layer, pos, slots, heads, kvHeads, headDim, r)
 	c.Attention(dst, q, p, layer, seq, 1, heads, scale)
 	return true
 }
@@ -132,7 +144,7 @@ func TestFusedDecodePath(t *testing.T) {
 		{"llama", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEAttention"}, 0},
 		{"qwen3", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEAttention"}, 0}, // per-head q/k norms
 		{"qwen3_moe", []string{"NormMatMul", "MatMulAdd", "RoPEAttention"}, 0},           // attention fused, experts not
-		{"minimax_m2", []string{"NormMatMul", "MatMulAdd"}, 0},                           // full-width q/k norm: unfused RoPE
+		{"minimax_m2", []string{"NormMatMul", "MatMulAdd", "RoPEAttention"}, 0},          // q/k norms over whole rows
 		{"glm4_moe", []string{"NormMatMul", "MatMulAdd", "RoPEAttention"}, 0},            // q/k/v biases
 		// hybrids: DeltaNet projections in one NormMatMul, gated attention
 		{"qwen3_5", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEAttention"}, 4},
@@ -151,8 +163,10 @@ func TestFusedDecodePath(t *testing.T) {
 					}
 				}
 				fused := tc.fused
-				if mode.declineAttn && slices.Contains(fused, "RoPEAttention") {
-					fused = append(slices.Clone(fused), "RoPEStoreKV") // the fallback
+				if mode.declineAttn && slices.Contains(fused, "RoPEAttention") && tc.arch != "minimax_m2" {
+					// The fallback (RoPEStoreKV norms per head only: MiniMax's
+					// run unfused).
+					fused = append(slices.Clone(fused), "RoPEStoreKV")
 				}
 				for _, name := range fused {
 					if fb.calls[name] == 0 {

@@ -40,15 +40,16 @@ func (c *conf) compareCache(op, shape string, kv kvPools) {
 }
 
 // ropeInputs are one case's rotary table (base 1e6, rd dims), optional q/k
-// norm weights, and q, k, v rows on both backends; newRopeInputs has
-// already run the CPU's RMSNorm, RoPE and StoreKV (layer 1) on its side.
+// norm weights (per head, or over the whole rows: wide), and q, k, v rows
+// on both backends; newRopeInputs has already run the CPU's RMSNorm, RoPE
+// and StoreKV (layer 1) on its side.
 type ropeInputs struct {
 	r                  *kernels.RoPE
 	nqg, nkg           kernels.Tensor
 	qg, kg, vg, qh, kh kernels.Buf
 }
 
-func (c *conf) newRopeInputs(kv kvPools, rows, heads, hd, rd int, neox, norm bool, pos, slots []int32) ropeInputs {
+func (c *conf) newRopeInputs(kv kvPools, rows, heads, hd, rd int, neox, norm, wide bool, pos, slots []int32) ropeInputs {
 	kvh := kv.spec.KVHeads
 	inv := make([]float32, rd/2)
 	for i := range inv {
@@ -59,7 +60,14 @@ func (c *conf) newRopeInputs(kv kvPools, rows, heads, hd, rd int, neox, norm boo
 	in.qg, in.qh = c.pair(c.randn(rows * heads * hd))
 	in.kg, in.kh = c.pair(c.randn(rows * kvh * hd))
 	in.vg, vh = c.pair(c.randn(rows * kvh * hd))
-	if norm {
+	switch {
+	case norm && wide:
+		var nqh, nkh kernels.Tensor
+		in.nqg, nqh = c.weight(kernels.F32, []int{heads * hd}, [2]int{})
+		in.nkg, nkh = c.weight(kernels.F32, []int{kvh * hd}, [2]int{})
+		c.c.RMSNorm(in.qh, in.qh, nqh, rows, heads*hd, 1e-6)
+		c.c.RMSNorm(in.kh, in.kh, nkh, rows, kvh*hd, 1e-6)
+	case norm:
 		var nqh, nkh kernels.Tensor
 		in.nqg, nqh = c.weight(kernels.F32, []int{hd}, [2]int{})
 		in.nkg, nkh = c.weight(kernels.F32, []int{hd}, [2]int{})
@@ -88,7 +96,7 @@ func (c *conf) ropeStore() {
 			slots[i] = int32(c.rng.IntN(blocks * bs))
 		}
 		slots = uniqueSlots(slots, blocks*bs)
-		in := c.newRopeInputs(kv, s.rows, s.heads, s.hd, s.rd, s.neox, s.norm, pos, slots)
+		in := c.newRopeInputs(kv, s.rows, s.heads, s.hd, s.rd, s.neox, s.norm, false, pos, slots)
 		shape := fmt.Sprintf("heads=%d/%d hd=%d rot=%d rows=%d neox=%v norm=%v", s.heads, s.kvh, s.hd, s.rd, s.rows, s.neox, s.norm)
 		if !c.g.RoPEStoreKV(in.qg, in.kg, in.vg, in.nqg, in.nkg, 1e-6, kv.g, 1, pos, slots, s.heads, s.kvh, s.hd, in.r) {
 			c.declined("RoPEStoreKV", shape)
@@ -106,31 +114,37 @@ func (c *conf) ropeStore() {
 // with interleaved pairs, hd 256 with partial rotary and 6 heads per
 // group, no GQA, 8 heads per group, the first position, a context that
 // ends on a block edge, and long ones (many splits, a few batches each,
-// empty splits past the context).
+// empty splits past the context); MiniMax-M2's norms over the whole rows
+// (wide: 48/8 heads of 128, rotary 64) and other wide shapes.
 func (c *conf) ropeAttention() {
 	defer c.g.SetAttnDefer(c.g.SetAttnDefer(true))
-	for i, s := range []struct {
+	type ex struct {
 		heads, kvh, hd, rd, bs, start int
-		neox, norm                    bool
-	}{{32, 8, 128, 128, 16, 600, true, false}, {32, 8, 128, 128, 16, 511, true, true}, {16, 4, 64, 64, 8, 33, false, true},
-		{24, 4, 256, 64, 16, 900, true, true}, {8, 8, 128, 128, 16, 5, true, false}, {64, 8, 128, 128, 64, 200, true, true},
-		{32, 8, 128, 128, 16, 0, true, true}, {16, 4, 128, 128, 16, 1999, true, false}, {8, 2, 64, 32, 16, 1500, false, false},
-		{4, 2, 128, 128, 4, 47, true, true},
+		neox, norm, wide              bool
+	}
+	wide := []ex{{48, 8, 128, 64, 16, 700, true, true, true}, {48, 8, 128, 64, 16, 2500, true, true, true},
+		{48, 8, 128, 64, 16, 0, true, true, true}, {16, 4, 64, 64, 8, 33, false, true, true},
+		{24, 4, 256, 64, 16, 900, true, true, true}}
+	for i, s := range append([]ex{{32, 8, 128, 128, 16, 600, true, false, false}, {32, 8, 128, 128, 16, 511, true, true, false}, {16, 4, 64, 64, 8, 33, false, true, false},
+		{24, 4, 256, 64, 16, 900, true, true, false}, {8, 8, 128, 128, 16, 5, true, false, false}, {64, 8, 128, 128, 64, 200, true, true, false},
+		{32, 8, 128, 128, 16, 0, true, true, false}, {16, 4, 128, 128, 16, 1999, true, false, false}, {8, 2, 64, 32, 16, 1500, false, false, false},
+		{4, 2, 128, 128, 4, 47, true, true, false},
 		// The newest position in a split's second batch (on a 132-SM H200).
-		{32, 8, 128, 128, 16, 1019, true, true}, {24, 4, 256, 64, 16, 910, true, true},
+		{32, 8, 128, 128, 16, 1019, true, true, false}, {24, 4, 256, 64, 16, 910, true, true, false},
 		// Long contexts: many batches per split.
-		{32, 8, 128, 128, 16, 8000, true, true}, {24, 4, 256, 64, 64, 5000, true, false}, {16, 8, 64, 64, 16, 3001, false, true}} {
+		{32, 8, 128, 128, 16, 8000, true, true, false}, {24, 4, 256, 64, 64, 5000, true, false, false}, {16, 8, 64, 64, 16, 3001, false, true, false}},
+		wide...) {
 		ctx := s.start + 1
 		kv, table, slots := c.filledKV(s.kvh, s.hd, s.bs, ctx, s.start)
 		pos := []int32{int32(s.start)}
-		in := c.newRopeInputs(kv, 1, s.heads, s.hd, s.rd, s.neox, s.norm, pos, slots[s.start:])
+		in := c.newRopeInputs(kv, 1, s.heads, s.hd, s.rd, s.neox, s.norm, s.wide, pos, slots[s.start:])
 		seq := kernels.AttnSeq{Table: table, Start: s.start}
 		scale := float32(1 / math.Sqrt(float64(s.hd)))
 		qn := s.heads * s.hd
 		yg, yh := c.outPair(qn)
 		c.c.Attention(yh, in.qh, kv.h, 1, seq, 1, s.heads, scale)
-		shape := fmt.Sprintf("heads=%d/%d hd=%d rot=%d bs=%d start=%d neox=%v norm=%v", s.heads, s.kvh, s.hd, s.rd, s.bs,
-			s.start, s.neox, s.norm)
+		shape := fmt.Sprintf("heads=%d/%d hd=%d rot=%d bs=%d start=%d neox=%v norm=%v wide=%v", s.heads, s.kvh, s.hd, s.rd,
+			s.bs, s.start, s.neox, s.norm, s.wide)
 		// Deferred merges (done by attn_merge_E before the check's Read)
 		// and the attention's own, alternately.
 		c.g.SetAttnDefer(i%2 == 0)

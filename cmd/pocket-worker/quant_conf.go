@@ -224,7 +224,7 @@ func (c *conf) quantFused() {
 		ctx := s.start + 1
 		kv, table, slots := c.filledKV(s.kvh, hd, bs, ctx, s.start)
 		pos := []int32{int32(s.start)}
-		in := c.newRopeInputs(kv, 1, s.heads, hd, hd, true, true, pos, slots[s.start:])
+		in := c.newRopeInputs(kv, 1, s.heads, hd, hd, true, true, false, pos, slots[s.start:])
 		seq := kernels.AttnSeq{Table: table, Start: s.start}
 		scale := float32(1 / math.Sqrt(hd))
 		qn := s.heads * hd

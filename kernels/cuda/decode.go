@@ -34,16 +34,19 @@ const (
 	dGemvHeads
 	dGemvHeads8
 	dRopeStore
-	dAttnDecode                       // attn_decode_2, _4, _8 (elements per lane)
-	dAttnDecodeD   = dAttnDecode + 3  // attn_decode_d_2, _4, _8: the merge deferred (attn_merge.go)
-	dAttnMerge     = dAttnDecodeD + 3 // attn_merge_2, _4, _8
-	dF8MMA         = dAttnMerge + 3   // the tensor-core FP8 GEMVs of fp8mma.cu (fp8mma.go) from here
+	dAttnDecode                        // attn_decode_2, _4, _8 (elements per lane)
+	dAttnDecodeD   = dAttnDecode + 3   // attn_decode_d_2, _4, _8: the merge deferred (attn_merge.go)
+	dAttnMerge     = dAttnDecodeD + 3  // attn_merge_2, _4, _8
+	dAttnDecodeW   = dAttnMerge + 3    // attn_decode_w_2, _4, _8: q/k norms over all heads (MiniMax-M2)
+	dAttnDecodeDW  = dAttnDecodeW + 3  // attn_decode_dw_2, _4, _8: the same, the merge deferred
+	dF8MMA         = dAttnDecodeDW + 3 // the tensor-core FP8 GEMVs of fp8mma.cu (fp8mma.go) from here
 	numDecodeFuncs = dF8MMA + numF8MMA
 )
 
 var decodeNames = [dF8MMA]string{"gemv_norm_multi", "gemv_norm_multi8", "gemv_add", "gemv_add8",
 	"gemv_norm_swiglu", "gemv_norm_swiglu8", "gemv_r4", "gemv_r48", "gemv_heads", "gemv_heads8", "rope_store", "attn_decode_2", "attn_decode_4",
-	"attn_decode_8", "attn_decode_d_2", "attn_decode_d_4", "attn_decode_d_8", "attn_merge_2", "attn_merge_4", "attn_merge_8"}
+	"attn_decode_8", "attn_decode_d_2", "attn_decode_d_4", "attn_decode_d_8", "attn_merge_2", "attn_merge_4", "attn_merge_8",
+	"attn_decode_w_2", "attn_decode_w_4", "attn_decode_w_8", "attn_decode_dw_2", "attn_decode_dw_4", "attn_decode_dw_8"}
 
 var _ kernels.FusedOps = (*Backend)(nil)
 
@@ -347,7 +350,9 @@ var _ kernels.FusedAttention = (*Backend)(nil)
 
 // RoPEAttention implements kernels.FusedAttention with attn_decode
 // (decode_attn.cuh): one query row, K and V head dims equal and one of
-// 64/128/256, at most 8 query heads per kv head, at any context (measured
+// 64/128/256, at most 8 query heads per kv head, q/k norms per head or
+// over the whole rows (attn_decode_w_*: MiniMax-M2's rmsnorm, rope,
+// store_kv and attention were five launches a layer), at any context (measured
 // on an H200, Llama-3-8B: 8000 positions 190.2 tok/s against 178.5 on
 // rope_store + attn_gqa; POCKET_ATTN_DEC_FROM sends long ones there).
 func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.Tensor, eps float32, kp kernels.KVPool,
@@ -357,6 +362,13 @@ func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.T
 		return false
 	}
 	p, nq, nk, ok := ropeStoreShape(qNorm, kNorm, kp, layer, kvHeads, headDim, r)
+	wide := 0 // the kernels' offset for norms over the whole q and k rows
+	if !ok && qNorm != nil && kNorm != nil {
+		if p, _, _, ok = ropeStoreShape(nil, nil, kp, layer, kvHeads, headDim, r); ok {
+			nq, nk = normVec(qNorm, heads*headDim), normVec(kNorm, kvHeads*headDim)
+			ok, wide = nq != 0 && nk != 0, dAttnDecodeW-dAttnDecode
+		}
+	}
 	if !ok {
 		return false
 	}
@@ -392,12 +404,12 @@ func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.T
 	args = append(args, i32(p.spec.BlockSize), i32(minChunk), f32(scale))
 	if b.deferAttn() {
 		// The merge is left to the next op, which reads dst (attn_merge.go).
-		b.runDec(dAttnDecodeD+headDim/128, kvHeads, splits, 32*(heads/kvHeads), args...)
+		b.runDec(wide+dAttnDecodeD+headDim/128, kvHeads, splits, 32*(heads/kvHeads), args...)
 		b.attnDef = attnDeferred{dst: dptr(dst), part: b.part, start: st, heads: heads, splits: splits, hd: headDim,
 			minChunk: minChunk}
 		return true
 	}
-	b.runDec(dAttnDecode+headDim/128, kvHeads, splits, 32*(heads/kvHeads), args...)
+	b.runDec(wide+dAttnDecode+headDim/128, kvHeads, splits, 32*(heads/kvHeads), args...)
 	return true
 }
 

@@ -56,17 +56,21 @@ __device__ __forceinline__ void ropeCS(float (&c)[E / 2], float (&sn)[E / 2], fl
 // is set) and ropes (the factors of ropeCS) a head vector in registers
 // (x, E elements a lane, lane-major) through the warp's shared row sv,
 // and leaves the result in out (times mul).
+// inv, when not zero, is the norm's 1/rms over the whole row of heads
+// (wideInv), not over this head.
 template <int E>
 __device__ __forceinline__ void headRow(float* out, float* sv, float (&x)[E], const float (&nw)[E], bool norm,
-                                         float eps, const float (&c)[E / 2], const float (&sn)[E / 2], int half,
-                                         int neox, float mul) {
+                                         float eps, float inv, const float (&c)[E / 2], const float (&sn)[E / 2],
+                                         int half, int neox, float mul) {
     constexpr int HD = 32 * E;
     const int lane = threadIdx.x & 31;
     if (norm) {
-        float s = 0.f;
+        if (inv == 0.f) {
+            float s = 0.f;
 #pragma unroll
-        for (int e = 0; e < E; e++) s += x[e] * x[e];
-        float inv = rsqrtf(warpSum(s) / HD + eps);
+            for (int e = 0; e < E; e++) s += x[e] * x[e];
+            inv = rsqrtf(warpSum(s) / HD + eps);
+        }
 #pragma unroll
         for (int e = 0; e < E; e++) x[e] = x[e] * inv * nw[e];
     }
@@ -82,6 +86,32 @@ __device__ __forceinline__ void headRow(float* out, float* sv, float (&x)[E], co
 #pragma unroll
     for (int e = 0; e < E; e++) out[e] = sv[lane * E + e] * mul;
     __syncwarp();
+}
+
+// wideInv returns the 1/rms of the whole q row (nq floats) in .x and of
+// the whole k row (nk) in .y, for norms over all heads at once
+// (MiniMax-M2's q_norm and k_norm); every thread of the block calls it.
+__device__ __forceinline__ float2 wideInv(const float* q, int nq, const float* k, int nk, float eps) {
+    __shared__ float red[AD_MAXG][2];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    float sq = 0.f, sk = 0.f;
+#pragma unroll 4
+    for (int i = threadIdx.x; i < nq / 4; i += blockDim.x) {
+        float4 v = ((const float4*)q)[i];
+        sq += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+#pragma unroll 2
+    for (int i = threadIdx.x; i < nk / 4; i += blockDim.x) {
+        float4 v = ((const float4*)k)[i];
+        sk += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+    sq = warpSum(sq);
+    sk = warpSum(sk);
+    if (lane == 0) red[warp][0] = sq, red[warp][1] = sk;
+    __syncthreads();
+    sq = sk = 0.f;
+    for (int w = 0; w < (int)(blockDim.x >> 5); w++) sq += red[w][0], sk += red[w][1];
+    return make_float2(rsqrtf(sq / nq + eps), rsqrtf(sk / nk + eps));
 }
 
 // storeKV writes a lane's E elements of the newest key and value rows at
@@ -126,7 +156,7 @@ __device__ __forceinline__ void ldBatch(float (&kr)[P][E], float (&vr)[P][E], co
     }
 }
 
-template <int E, bool DEFER>
+template <int E, bool DEFER, bool WIDE>
 __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counters, const float* q, const float* k,
                                            const float* v, const float* nq, const float* nk, float eps, float* K,
                                            float* V, const int* pos, const int* slots, const float* invf,
@@ -159,8 +189,8 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
         ropeCS<E>(rc, rs, (float)pos[0], invf, half, rscale);
 #pragma unroll
         for (int e = 0; e < E; e++) {
-            wq[e] = nq != nullptr ? nq[lane * E + e] : 1.f;
-            wk[e] = nk != nullptr && hi == ctx ? nk[lane * E + e] : 1.f;
+            wq[e] = nq != nullptr ? nq[(WIDE ? h * HD : 0) + lane * E + e] : 1.f;
+            wk[e] = nk != nullptr && hi == ctx ? nk[(WIDE ? kh * HD : 0) + lane * E + e] : 1.f;
         }
     }
     pdlWait();
@@ -176,9 +206,12 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
         xk[e] = newest ? k[(long)kh * HD + lane * E + e] : 0.f;
         vnew[e] = newest ? v[(long)kh * HD + lane * E + e] : 0.f;
     }
-    headRow<E>(qv, sv[warp], xq, wq, nq != nullptr, eps, rc, rs, half, neox, scale);
+    // WIDE: the norms are over all heads' rows (nq, nk of heads·HD and
+    // kvh·HD weights), one sum of squares each for the whole block.
+    const float2 winv = WIDE ? wideInv(q, gridDim.x * G * HD, k, kvh * HD, eps) : make_float2(0.f, 0.f);
+    headRow<E>(qv, sv[warp], xq, wq, nq != nullptr, eps, winv.x, rc, rs, half, neox, scale);
     if (newest) {
-        headRow<E>(knew, sv[warp], xk, wk, nk != nullptr, eps, rc, rs, half, neox, 1.f);
+        headRow<E>(knew, sv[warp], xk, wk, nk != nullptr, eps, winv.y, rc, rs, half, neox, 1.f);
         if (warp == 0) storeKV<E>(K, V, (long)slots[0] * kw + off, knew, vnew);
     }
 
@@ -304,19 +337,26 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
         const float *nk, float eps, float *K, float *V, const int *pos, const int *slots, const float *invf,        \
         const int *table, const int *startp, int kvh, int half, int neox, float rscale, int bs, int minchunk,     \
         float scale
-#define ATTN_DECODE_KERNEL(NAME, E, DEFER)                                                                          \
+#define ATTN_DECODE_KERNEL(NAME, E, DEFER, WIDE)                                                                    \
     extern "C" __global__ void __launch_bounds__(32 * AD_MAXG) NAME(ATTN_DECODE_ARGS) {                            \
-        attnDecode<E, DEFER>(dst, part, counters, q, k, v, nq, nk, eps, K, V, pos, slots, invf, table, startp, kvh, \
-                             half, neox, rscale, bs, minchunk, scale);                                              \
+        attnDecode<E, DEFER, WIDE>(dst, part, counters, q, k, v, nq, nk, eps, K, V, pos, slots, invf, table, startp, \
+                                   kvh, half, neox, rscale, bs, minchunk, scale);                                   \
     }
-ATTN_DECODE_KERNEL(attn_decode_2, 2, false)
-ATTN_DECODE_KERNEL(attn_decode_4, 4, false)
-ATTN_DECODE_KERNEL(attn_decode_8, 8, false)
+ATTN_DECODE_KERNEL(attn_decode_2, 2, false, false)
+ATTN_DECODE_KERNEL(attn_decode_4, 4, false, false)
+ATTN_DECODE_KERNEL(attn_decode_8, 8, false, false)
 // Deferred (attn_merge.go): every split writes its partial in
 // attn_merge.cuh's layout, and the op after the attention merges.
-ATTN_DECODE_KERNEL(attn_decode_d_2, 2, true)
-ATTN_DECODE_KERNEL(attn_decode_d_4, 4, true)
-ATTN_DECODE_KERNEL(attn_decode_d_8, 8, true)
+ATTN_DECODE_KERNEL(attn_decode_d_2, 2, true, false)
+ATTN_DECODE_KERNEL(attn_decode_d_4, 4, true, false)
+ATTN_DECODE_KERNEL(attn_decode_d_8, 8, true, false)
+// Norms over the whole q and k rows (MiniMax-M2), merged and deferred.
+ATTN_DECODE_KERNEL(attn_decode_w_2, 2, false, true)
+ATTN_DECODE_KERNEL(attn_decode_w_4, 4, false, true)
+ATTN_DECODE_KERNEL(attn_decode_w_8, 8, false, true)
+ATTN_DECODE_KERNEL(attn_decode_dw_2, 2, true, true)
+ATTN_DECODE_KERNEL(attn_decode_dw_4, 4, true, true)
+ATTN_DECODE_KERNEL(attn_decode_dw_8, 8, true, true)
 
 // attn_merge_E writes heads' outputs from the deferred partials: a warp
 // per head, on PDL (the partials are its predecessor's output).
