@@ -220,7 +220,7 @@ func bit(v bool) uint64 {
 func (b *Backend) MoERoute(set kernels.ExpertSet, sel, logits kernels.Buf, rows int) {
 	defer b.exit()
 	m, s, ok := b.moeEnter(set)
-	if !ok || s == nil {
+	if !ok || s == nil || ablated("moe_route") {
 		return
 	}
 	r := &s.r
