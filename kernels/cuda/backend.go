@@ -83,6 +83,9 @@ type Backend struct {
 	s      cStream
 	fn     [numFuncs]cFunc
 	dec    [numDecodeFuncs]cFunc // decode.cu
+	// attnDecOcc[i][g-1] is how many blocks of g warps of attn_decode
+	// kernel dAttnDecode+i fit on an SM (0: unknown).
+	attnDecOcc [dF8MMA - dAttnDecode][attnDecMaxG]int
 	// attnDef is a decode attention whose merge waits for the next op
 	// (attn_merge.go).
 	attnDef attnDeferred

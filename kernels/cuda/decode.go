@@ -57,11 +57,46 @@ func (b *Backend) loadDecode() error {
 	for i, name := range decodeNames {
 		fns[name] = &b.dec[i]
 	}
-	if _, err := loadModule(decodePTX, "decode", fns); err != nil {
+	mod, err := loadModule(decodePTX, "decode", fns)
+	if err != nil {
 		return err
+	}
+	for i := range b.attnDecOcc {
+		fn, err := mod.Function(decodeNames[dAttnDecode+i])
+		if err != nil {
+			continue
+		}
+		for g := 1; g <= attnDecMaxG; g++ {
+			if n, err := fn.MaxActiveBlocksPerMultiProcessor(32*g, 0); err == nil {
+				b.attnDecOcc[i][g-1] = n
+			}
+		}
 	}
 	b.loadF8MMA()
 	return nil
+}
+
+// attnDecMaxG is decode_attn.cuh's most query heads (warps) per block
+// (AD_MAXG).
+const attnDecMaxG = 8
+
+// attnDecPerSM is how many blocks per SM attn_decode kernel f's splits aim
+// at for g query heads per kv head: POCKET_ATTN_DEC_BLOCKS (2), or fewer
+// where fewer fit (POCKET_ATTN_DEC_OCC=0: not checked). At ~200-250
+// registers a thread, two blocks of four warps share an SM but blocks of
+// six (MiniMax-M2's 48/8 heads, Qwen3.5's 24/4) do not, and splits for two
+// an SM ran in two waves.
+func (b *Backend) attnDecPerSM(f, g int) int {
+	n := switches.attnDecBlocks
+	if switches.attnDecNoOcc {
+		return n
+	}
+	if i := f - dAttnDecode; i >= 0 && i < len(b.attnDecOcc) && g >= 1 && g <= attnDecMaxG {
+		if occ := b.attnDecOcc[i][g-1]; occ > 0 {
+			n = min(n, occ)
+		}
+	}
+	return n
 }
 
 // runDec launches a decode.cu kernel, with PDL unless switched off.
@@ -385,14 +420,18 @@ func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.T
 		// POCKET_ATTN_DEC_FROM: long contexts on rope_store and attn_gqa.
 		return false
 	}
-	// Splits: about switches.attnDecBlocks blocks per SM over the kv heads
-	// (two fit beside each other at its ~220 registers per thread), each
-	// at least minChunk positions; the kernel re-derives the chunk from
+	// Splits: about attnDecPerSM blocks per SM over the kv heads (one
+	// wave), each at least minChunk positions; the kernel re-derives the chunk from
 	// the device-side context (whole batches of 64/E positions), so a
 	// captured graph spreads a short context over the splits it was
 	// sized for.
 	const minChunk = 16
-	splits := min(max(cdiv(switches.attnDecBlocks*b.sms, kvHeads), 1), max(cdiv(ctx, minChunk), 1), 256)
+	f := wide + dAttnDecode + headDim/128
+	if b.deferAttn() {
+		f += dAttnDecodeD - dAttnDecode
+	}
+	perSM := b.attnDecPerSM(f, heads/kvHeads)
+	splits := min(max(cdiv(perSM*b.sms, kvHeads), 1), max(cdiv(ctx, minChunk), 1), 256)
 	b.attnScratch(heads*splits*(headDim+2), kvHeads)
 	pp := b.put(kPos, words(pos))
 	sp := b.put(kSlots, words(slots))
@@ -404,12 +443,12 @@ func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.T
 	args = append(args, i32(p.spec.BlockSize), i32(minChunk), f32(scale))
 	if b.deferAttn() {
 		// The merge is left to the next op, which reads dst (attn_merge.go).
-		b.runDec(wide+dAttnDecodeD+headDim/128, kvHeads, splits, 32*(heads/kvHeads), args...)
+		b.runDec(f, kvHeads, splits, 32*(heads/kvHeads), args...)
 		b.attnDef = attnDeferred{dst: dptr(dst), part: b.part, start: st, heads: heads, splits: splits, hd: headDim,
 			minChunk: minChunk}
 		return true
 	}
-	b.runDec(wide+dAttnDecode+headDim/128, kvHeads, splits, 32*(heads/kvHeads), args...)
+	b.runDec(f, kvHeads, splits, 32*(heads/kvHeads), args...)
 	return true
 }
 

@@ -51,6 +51,7 @@ const (
 
 type moeMod struct {
 	route, addGated      cFunc
+	routeW               [5]cFunc // moe_route_w2 .. w32: one warp per row, 32·2^i experts at most
 	gateupBF16, downBF16 cFunc
 	gateupFP8, downFP8   cFunc
 	quant                map[kernels.DType]*moeQuantFns // GGUF kernels (moe_quant.go), nil until loaded
@@ -65,9 +66,13 @@ func (b *Backend) moeModule() (*moeMod, error) {
 		return b.moe, nil
 	}
 	m := &moeMod{}
-	if _, err := loadModule(moePTX, "MoE", map[string]*cFunc{"moe_route": &m.route, "moe_add_gated": &m.addGated,
+	fns := map[string]*cFunc{"moe_route": &m.route, "moe_add_gated": &m.addGated,
 		"moe_gateup_bf16": &m.gateupBF16, "moe_down_bf16": &m.downBF16, "moe_gateup_fp8": &m.gateupFP8,
-		"moe_down_fp8": &m.downFP8}); err != nil {
+		"moe_down_fp8": &m.downFP8}
+	for i := range m.routeW {
+		fns[fmt.Sprintf("moe_route_w%d", 2<<i)] = &m.routeW[i]
+	}
+	if _, err := loadModule(moePTX, "MoE", fns); err != nil {
 		return nil, err
 	}
 	b.moe = m
@@ -216,7 +221,9 @@ func bit(v bool) uint64 {
 	return 0
 }
 
-// MoERoute implements kernels.MoEOps: one block per row.
+// MoERoute implements kernels.MoEOps: one warp per row (moe_route_w*, on
+// PDL) for up to 1024 experts, else (or POCKET_MOE_ROUTE=block) one block
+// per row.
 func (b *Backend) MoERoute(set kernels.ExpertSet, sel, logits kernels.Buf, rows int) {
 	defer b.exit()
 	m, s, ok := b.moeEnter(set)
@@ -232,8 +239,21 @@ func (b *Backend) MoERoute(set kernels.ExpertSet, sel, logits kernels.Buf, rows 
 	if scale == 0 {
 		scale = 1
 	}
-	b.launchFn(m.route, rows, 1, 256, ptr(dptr(sel)), ptr(dptr(logits)), ptr(s.bias), i32(r.Experts), i32(r.TopK),
-		bit(r.Sigmoid), bit(r.NormTopK), i32(groups), i32(topkGroup), f32(scale))
+	args := []uint64{ptr(dptr(sel)), ptr(dptr(logits)), ptr(s.bias), i32(r.Experts), i32(r.TopK), bit(r.Sigmoid),
+		bit(r.NormTopK), i32(groups), i32(topkGroup), f32(scale)}
+	for i, fn := range m.routeW {
+		if switches.moeRouteBlock || r.Experts > 32*(2<<i) {
+			continue
+		}
+		b.a(args...)
+		if switches.noPDL {
+			b.fail(launchShm(fn, rows, 1, 32, 0, b.s, &b.args, b.nargs))
+		} else {
+			b.fail(launchPDLShm(fn, rows, 1, 32, 0, b.s, &b.args, b.nargs))
+		}
+		return
+	}
+	b.launchFn(m.route, rows, 1, 256, args...)
 }
 
 // MoEExperts implements kernels.MoEOps.

@@ -55,7 +55,8 @@ import (
 //	POCKET_MLA_TC_WAVES=N mla_tc's splits of the context aim at N waves of one block an SM (1; 1–4)
 //	POCKET_MLA_EXPAND=0  DeepSeek's latent attention keeps the absorbed form (mla.cu, CUDA cores) for prompt
 //	                     passes too, not the expanded keys and values on the flash kernel (mla_prefill.go)
-//	POCKET_ATTN_DEC_BLOCKS=N the fused decode attention (attn_decode) aims at N blocks per SM (2)
+//	POCKET_ATTN_DEC_BLOCKS=N the fused decode attention (attn_decode) aims at N blocks per SM (2), fewer where fewer fit
+//	POCKET_ATTN_DEC_OCC=0 ... without checking how many fit (its splits for 6-warp blocks then ran in two waves)
 //	POCKET_ATTN_DEFER=0  the fused decode attention always merges its splits itself, never leaving the merge to
 //	                     a block-format o projection's int8 rounding (attn_merge.go)
 //	POCKET_ATTN_DEC_FROM=N   contexts from N positions decode on rope_store + attn_gqa instead (default: none)
@@ -68,6 +69,7 @@ import (
 //	                     delta rule (hybrid_chunk.cu) that passes of more than 64 rows take by default
 //	POCKET_FP8_PIPE=0    one-row FP8 GEMVs on fp8mma's kernels (two units in flight in registers), not the
 //	                     ones that stream whole lines through a per-warp cp.async ring (fp8pipe.cuh)
+//	POCKET_MOE_ROUTE=block MoE routing on the block-per-row kernel, not a warp per row (moe_route_w*)
 //	POCKET_MOE_PIPE=0    one-row FP8 expert products on moe.cu's kernels, not the ring kernels (fp8pipe_moe.cuh)
 //	POCKET_FP8_PIPE_KB=N caps a block's shared memory for the ring kernels at N KiB
 //	POCKET_FP8_PIPE_PLAN=depth the ring kernels' geometry maximises units in flight, not warps (planPipe)
@@ -105,6 +107,7 @@ var switches = struct {
 	attnDefer       bool
 	deltaLean       bool
 	attnDecFrom     int
+	attnDecNoOcc    bool
 	fp8MMA          int
 	noFP8Prefill    bool
 	fp8PrefillMMA   bool
@@ -120,6 +123,7 @@ var switches = struct {
 	noMoEQuant      bool
 	noFP8Pipe       bool
 	noMoEPipe       bool
+	moeRouteBlock   bool
 	fp8PipeDeep     bool
 	hybridPDL       bool
 	fp8PipeKB       int
@@ -146,6 +150,7 @@ var switches = struct {
 	attnDefer:       os.Getenv("POCKET_ATTN_DEFER") != "0",
 	deltaLean:       os.Getenv("POCKET_DELTA_LEAN") != "0",
 	attnDecFrom:     intSwitch("POCKET_ATTN_DEC_FROM", math.MaxInt, 1, math.MaxInt),
+	attnDecNoOcc:    os.Getenv("POCKET_ATTN_DEC_OCC") == "0",
 	noFP8Prefill:    os.Getenv("POCKET_FP8_PREFILL") == "tf32",
 	fp8PrefillMMA:   os.Getenv("POCKET_FP8_PREFILL") == "mma",
 	fp8PrefillLt:    os.Getenv("POCKET_FP8_PREFILL") == "",
@@ -161,6 +166,7 @@ var switches = struct {
 	noMoEQuant:      os.Getenv("POCKET_MOE_QUANT") == "0",
 	noFP8Pipe:       os.Getenv("POCKET_FP8_PIPE") == "0",
 	noMoEPipe:       os.Getenv("POCKET_MOE_PIPE") == "0",
+	moeRouteBlock:   os.Getenv("POCKET_MOE_ROUTE") == "block",
 	fp8PipeDeep:     os.Getenv("POCKET_FP8_PIPE_PLAN") == "depth",
 	hybridPDL:       os.Getenv("POCKET_HYBRID_PDL") != "0",
 	fp8PipeKB:       intSwitch("POCKET_FP8_PIPE_KB", 0, 16, 227),
