@@ -105,6 +105,22 @@ func (c *composedFused) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm ker
 	return true
 }
 
+// MoEExpertsNormAdd composes kernels.MoEFusedOps from the CPU's RMSNorm,
+// MoEExperts and Add.
+func (c *composedFused) MoEExpertsNormAdd(set kernels.ExpertSet, x kernels.Buf, norm kernels.Tensor, eps float32,
+	sel kernels.Buf) bool {
+	c.calls["MoEExpertsNormAdd"]++
+	if c.decline {
+		return false
+	}
+	hid := norm.Weight().Shape[0]
+	n, y := c.NewBuf(hid), c.NewBuf(hid)
+	c.RMSNorm(n, x, norm, 1, hid, eps)
+	c.MoEExperts(set, y, n, sel, 1)
+	c.Add(x, x, y, hid)
+	return true
+}
+
 // decodeLogits prefills the fixture's prompt, then decodes steps tokens
 // greedily, returning every step's logits.
 func decodeLogits(t *testing.T, dir string, be kernels.Backend, steps int) []float32 {
@@ -140,15 +156,21 @@ func TestFusedDecodePath(t *testing.T) {
 		arch    string
 		fused   []string // calls the fused path must make
 		perStep int      // NormMatMul calls per decode step, if checked (one per mixer layer)
+		// tol is the largest |logit - unfused| allowed, relative to the
+		// largest |unfused logit|; 0: bit for bit. The fused MoE adds a
+		// shared expert to the residual after the routed sum, not with it.
+		tol float64
 	}{
-		{"llama", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEAttention"}, 0},
-		{"qwen3", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEAttention"}, 0}, // per-head q/k norms
-		{"qwen3_moe", []string{"NormMatMul", "MatMulAdd", "RoPEAttention"}, 0},           // attention fused, experts not
-		{"minimax_m2", []string{"NormMatMul", "MatMulAdd", "RoPEAttention"}, 0},          // q/k norms over whole rows
-		{"glm4_moe", []string{"NormMatMul", "MatMulAdd", "RoPEAttention"}, 0},            // q/k/v biases
-		// hybrids: DeltaNet projections in one NormMatMul, gated attention
-		{"qwen3_5", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEAttention"}, 4},
-		{"qwen3_next", []string{"NormMatMul", "MatMulAdd", "RoPEAttention"}, 4},
+		{"llama", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEAttention"}, 0, 0},
+		{"qwen3", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEAttention"}, 0, 0}, // per-head q/k norms
+		{"qwen3_moe", []string{"NormMatMul", "MatMulAdd", "RoPEAttention", "MoEExpertsNormAdd"}, 0, 0},
+		{"minimax_m2", []string{"NormMatMul", "MatMulAdd", "RoPEAttention", "MoEExpertsNormAdd"}, 0, 0},                // whole-row q/k norms
+		{"glm4_moe", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEAttention", "MoEExpertsNormAdd"}, 0, 1e-5}, // q/k/v biases, a shared expert
+		{"deepseek_v3", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "MoEExpertsNormAdd"}, 0, 1e-5},               // MLA unfused, a shared expert
+		// hybrids: DeltaNet projections in one NormMatMul, gated attention;
+		// Qwen3-Next's shared expert has a gate: its MoE stays unfused.
+		{"qwen3_5", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEAttention"}, 4, 0},
+		{"qwen3_next", []string{"NormMatMul", "MatMulAdd", "RoPEAttention"}, 4, 0},
 	} {
 		t.Run(tc.arch, func(t *testing.T) {
 			dir := filepath.Join("testdata", "models", tc.arch)
@@ -157,8 +179,13 @@ func TestFusedDecodePath(t *testing.T) {
 			for _, mode := range []struct{ decline, declineAttn bool }{{false, false}, {false, true}, {true, false}} {
 				fb := &composedFused{Backend: cpu.New(0), decline: mode.decline, declineAttn: mode.declineAttn, calls: map[string]int{}}
 				got := decodeLogits(t, dir, fb, steps)
+				scale := 0.0
+				for _, v := range want {
+					scale = max(scale, math.Abs(float64(v)))
+				}
 				for i := range want {
-					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					if tc.tol == 0 && math.Float32bits(got[i]) != math.Float32bits(want[i]) ||
+						math.Abs(float64(got[i]-want[i])) > tc.tol*scale {
 						t.Fatalf("%+v: logit %d = %v, unfused %v", mode, i, got[i], want[i])
 					}
 				}

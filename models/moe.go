@@ -88,6 +88,62 @@ func (m *MoE) Forward(p *Pass, in, out kernels.Buf) error {
 	return nil
 }
 
+// forwardFused implements fusedBlock for a layer the backend routes, on
+// a backend whose experts take the norm and the residual add
+// (kernels.MoEFusedOps): the router reads the residual through the norm
+// (NormMatMul), the experts norm it themselves and add their routed sum
+// into it, and a shared expert norms in its gate/up GEMV and adds in its
+// down. MiniMax-M2's layer is four launches instead of six. The residual
+// gets the experts' sum and the shared expert's one after the other,
+// where the unfused path adds their sum: the same values up to that
+// rounding.
+func (m *MoE) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Buf, norm kernels.Tensor, eps float32, add bool) (bool, error) {
+	if !add || m.SharedGate != nil {
+		return false, nil
+	}
+	if err := m.bind(); err != nil {
+		return true, err
+	}
+	fo, ok := m.ops.(kernels.MoEFusedOps)
+	if m.dev == nil || !ok {
+		return false, nil
+	}
+	be, s, hid := m.be, p.Scratch, m.hidden
+	var normed kernels.Buf // rmsnorm(x), made where an op declines to norm itself
+	normedX := func() kernels.Buf {
+		if normed == nil {
+			normed = s.Buf("normed", hid)
+			be.RMSNorm(normed, x, norm, 1, hid, eps)
+		}
+		return normed
+	}
+	lb := s.Buf("moe.logits", m.Router.Experts)
+	if !fu.NormMatMul([]kernels.Buf{lb}, x, norm, eps, []kernels.Tensor{m.Gate}, 1) {
+		be.MatMul(lb, normedX(), m.Gate, 1)
+	}
+	var act kernels.Buf // the shared expert's SwiGLU, taken before x changes
+	if sh := m.Shared; sh != nil {
+		act = s.Buf("moe.shared", sh.inter)
+		if !fu.NormSwiGLU(act, x, norm, eps, sh.Gate, sh.Up, 1) {
+			u := s.Buf("mlp.up", sh.inter)
+			be.MatMul(act, normedX(), sh.Gate, 1)
+			be.MatMul(u, normedX(), sh.Up, 1)
+			be.SwiGLU(act, act, u, sh.inter)
+		}
+	}
+	sel := s.Buf("moe.sel", kernels.RouteLen(1, m.Router.TopK))
+	m.ops.MoERoute(m.dev, sel, lb, 1)
+	if !fo.MoEExpertsNormAdd(m.dev, x, norm, eps, sel) {
+		y := s.Buf("moe.y", hid)
+		m.ops.MoEExperts(m.dev, y, normedX(), sel, 1)
+		be.Add(x, x, y, hid)
+	}
+	if m.Shared != nil {
+		project(be, fu, x, out, act, m.Shared.Down, hid, true)
+	}
+	return true, nil
+}
+
 // forwardHost routes on the host (the router logits are experts×rows
 // floats); expert GEMMs run on the backend over the rows routed to each
 // expert.

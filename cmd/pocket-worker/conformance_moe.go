@@ -58,6 +58,9 @@ func (c *conf) moe() {
 			c.moeCompare(sg, sh, s.experts, s.k, s.hid, rows, one, grouped, -1,
 				fmt.Sprintf("%s %s e=%d k=%d rows=%d", s.name, s.dt, s.experts, s.k, rows))
 		}
+		if s.dt == kernels.F8E4M3 {
+			c.moeNormAdd(sg, sh, s.experts, s.k, s.hid, fmt.Sprintf("%s %s e=%d k=%d", s.name, s.dt, s.experts, s.k))
+		}
 		if s.dt == kernels.F8E4M3 && s.k > 2 {
 			// A slot without an expert (an id out of range: a failed
 			// routing) adds nothing, in the one-row kernels too.
@@ -149,6 +152,23 @@ func (c *conf) moeCompare(sg, sh kernels.ExpertSet, experts, k, hid, rows int, o
 		tol = grouped
 	}
 	c.check("MoEExperts", name, yg, yh, rows*hid, tol)
+}
+
+// moeNormAdd checks kernels.MoEFusedOps (one row: x += the routed experts
+// of rmsnorm(x)) against the CPU's RMSNorm, MoEExperts and Add.
+func (c *conf) moeNormAdd(sg, sh kernels.ExpertSet, experts, k, hid int, name string) {
+	selg, selh := c.pair(c.moeSel(1, experts, k))
+	xg, xh := c.pair(c.randn(hid))
+	ng, nh := c.weight(kernels.F32, []int{hid}, [2]int{})
+	if !c.g.MoEExpertsNormAdd(sg, xg, ng, 1e-6, selg) {
+		c.declined("MoEExpertsNormAdd", name)
+		return
+	}
+	normed, y := c.c.NewBuf(hid), c.c.NewBuf(hid)
+	c.c.RMSNorm(normed, xh, nh, 1, hid, 1e-6)
+	c.c.MoEExperts(sh, y, normed, selh, 1)
+	c.c.Add(xh, xh, y, hid)
+	c.check("MoEExpertsNormAdd", name, xg, xh, hid, tolF8MMA)
 }
 
 // moeRoute compares routing for the families' rules, on continuous logits

@@ -167,11 +167,12 @@ func (b *Backend) pipeNormSwiGLU(act, x, nv uint64, eps float32, gt, ut *tensor,
 const moeTableBytes = 768
 
 // pipeMoE runs MoEExperts for one row of FP8 experts on the ring kernels
-// (fp8pipe_moe.cuh): h = the K slots' SwiGLU outputs, y = their routed sum.
-// False, having launched nothing, where they decline: the switch, more
-// than 32 slots, widths not whole 128-column units, scale blocks not 128
-// columns wide, or no geometry that fits.
-func (b *Backend) pipeMoE(s *expertSet, y, h, x, sel uint64) bool {
+// (fp8pipe_moe.cuh): h = the K slots' SwiGLU outputs of x (through the
+// RMSNorm of weight vector nv unless it is 0), y = their routed sum (add:
+// y +=). False, having launched nothing, where they decline: the switch,
+// more than 32 slots, widths not whole 128-column units, scale blocks not
+// 128 columns wide, or no geometry that fits.
+func (b *Backend) pipeMoE(s *expertSet, y, h, x, sel, nv uint64, eps float32, add bool) bool {
 	k, hid, inter := s.r.TopK, s.hidden, s.inter
 	if switches.noMoEPipe || b.pipe.budget <= moeTableBytes || k > 32 || hid%f8mmaUnit != 0 || inter%f8mmaUnit != 0 ||
 		s.b1 != f8mmaUnit || s.b0 <= 0 {
@@ -192,9 +193,9 @@ func (b *Backend) pipeMoE(s *expertSet, y, h, x, sel uint64) bool {
 		return false
 	}
 	e := i32(s.r.Experts)
-	b.runPipe(p8MoESwiGLU, fg, gu, gu.blocks(gTiles), h, x, sel, s.table(0), s.table(1), s.table(3), s.table(4),
-		i32(inter), i32(hid), i32(k), e, i32(gu.wpr), i32(s.b0), i32(hid/f8mmaUnit))
+	b.runPipe(p8MoESwiGLU, fg, gu, gu.blocks(gTiles), h, x, nv, f32(eps), sel, s.table(0), s.table(1), s.table(3),
+		s.table(4), i32(inter), i32(hid), i32(k), e, i32(gu.wpr), i32(s.b0), i32(hid/f8mmaUnit))
 	b.runPipe(p8MoEDown, fd, dn, dn.blocks(dTiles), y, h, sel, s.table(2), s.table(5), i32(hid), i32(inter), i32(k), e,
-		i32(dn.wpr), i32(s.b0), i32(inter/f8mmaUnit))
+		i32(dn.wpr), i32(s.b0), i32(inter/f8mmaUnit), bit(add))
 	return true
 }

@@ -51,12 +51,13 @@ __device__ __forceinline__ int moeSlot(const float* sel, int K, int k, int E) {
 
 // pipeMoeSwiGLU is pipeSwiGLU for the K experts of row 0 of sel: h[k·inter
 // + o] = silu(gate_e·x)·(up_e·x) for e slot k's expert (0 when the slot
-// has none).
+// has none), x taken through the RMSNorm of weight nw where nw is set.
 template <int S>
-__device__ __forceinline__ void pipeMoeSwiGLU(float* h, const float* __restrict__ x, const float* sel,
-                                              const uint64_t* __restrict__ gp, const uint64_t* __restrict__ up,
-                                              const uint64_t* __restrict__ gs, const uint64_t* __restrict__ us,
-                                              int inter, int hidden, int K, int E, int wpr, int b0, int nsc) {
+__device__ __forceinline__ void pipeMoeSwiGLU(float* h, const float* __restrict__ x, const float* __restrict__ nw,
+                                              float eps, const float* sel, const uint64_t* __restrict__ gp,
+                                              const uint64_t* __restrict__ up, const uint64_t* __restrict__ gs,
+                                              const uint64_t* __restrict__ us, int inter, int hidden, int K, int E,
+                                              int wpr, int b0, int nsc) {
     int pad = (hidden + UNIT - 1) / UNIT * UNIT;
     __half* xs = (__half*)pipeShm;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = (blockDim.x >> 5) / wpr;
@@ -71,7 +72,7 @@ __device__ __forceinline__ void pipeMoeSwiGLU(float* h, const float* __restrict_
     PipeDot<S> d;
     pipeSources(d, wg, wu, base, base, inter, hidden);
     d.prefetch(Rows{wg, wu, sg, su, off, off, soff, soff}, hidden, warp % wpr, wpr, e >= 0, pipeRing<S>(pad));
-    float sc = gemvPrologue<0>(xs, x, nullptr, 0.f, hidden);
+    float sc = nw != nullptr ? gemvPrologue<2>(xs, x, nw, eps, hidden) : gemvPrologue<0>(xs, x, nullptr, 0.f, hidden);
     float accA, accB;
     d.finish(xs, accA, accB);
     __syncwarp(); // as pipeGemv
@@ -156,12 +157,13 @@ struct MoeDownDot {
     }
 };
 
-// pipeMoeDown: y = Σ_k w_k · down_{e_k}·h_k for row 0 of sel and h [K,
-// inter]; 16-row tiles of y (hidden % 16 == 0), wpr warps per tile.
+// pipeMoeDown: y = Σ_k w_k · down_{e_k}·h_k (add: y +=) for row 0 of sel
+// and h [K, inter]; 16-row tiles of y (hidden % 16 == 0), wpr warps per
+// tile.
 template <int S>
 __device__ __forceinline__ void pipeMoeDown(float* y, const float* __restrict__ h, const float* sel,
                                             const uint64_t* __restrict__ dp, const uint64_t* __restrict__ ds,
-                                            int hidden, int inter, int K, int E, int wpr, int b0, int nsc) {
+                                            int hidden, int inter, int K, int E, int wpr, int b0, int nsc, int add) {
     moeTable* tb = (moeTable*)pipeShm;
     __half* xs = (__half*)(pipeShm + MOE_TABLE_BYTES);
     int in = K * inter, warp = threadIdx.x >> 5, G = (blockDim.x >> 5) / wpr;
@@ -193,23 +195,26 @@ __device__ __forceinline__ void pipeMoeDown(float* y, const float* __restrict__ 
     float accA, accB;
     d.finish(xs, warp % wpr, accA, accB);
     __syncwarp(); // every lane's last fragment reads are done: pipeRed may reuse the ring
-    gemvStore<0>(y, Red{(float*)(pipeShm + MOE_TABLE_BYTES + in * 2), S * PIPE_STAGE / 4}, accA, accB, sc, blockIdx.x,
-                 G, wpr, hidden);
+    Red red{(float*)(pipeShm + MOE_TABLE_BYTES + in * 2), S * PIPE_STAGE / 4};
+    if (add)
+        gemvStore<1>(y, red, accA, accB, sc, blockIdx.x, G, wpr, hidden);
+    else
+        gemvStore<0>(y, red, accA, accB, sc, blockIdx.x, G, wpr, hidden);
 }
 
 #define MOE_SWIGLU_ARGS                                                                                           \
-    float *h, const float *__restrict__ x, const float *sel, const uint64_t *__restrict__ gp,                     \
-        const uint64_t *__restrict__ up, const uint64_t *__restrict__ gs, const uint64_t *__restrict__ us, int inter, \
-        int hidden, int K, int E, int wpr, int b0, int nsc
+    float *h, const float *__restrict__ x, const float *__restrict__ nw, float eps, const float *sel,              \
+        const uint64_t *__restrict__ gp, const uint64_t *__restrict__ up, const uint64_t *__restrict__ gs,         \
+        const uint64_t *__restrict__ us, int inter, int hidden, int K, int E, int wpr, int b0, int nsc
 #define MOE_DOWN_ARGS                                                                                      \
     float *y, const float *__restrict__ h, const float *sel, const uint64_t *__restrict__ dp,              \
-        const uint64_t *__restrict__ ds, int hidden, int inter, int K, int E, int wpr, int b0, int nsc
+        const uint64_t *__restrict__ ds, int hidden, int inter, int K, int E, int wpr, int b0, int nsc, int add
 #define PIPE_MOE(S)                                                                                        \
     extern "C" __global__ void __launch_bounds__(768, 1) f8pipe_moe_swiglu_##S(MOE_SWIGLU_ARGS) {          \
-        pipeMoeSwiGLU<S>(h, x, sel, gp, up, gs, us, inter, hidden, K, E, wpr, b0, nsc);                    \
+        pipeMoeSwiGLU<S>(h, x, nw, eps, sel, gp, up, gs, us, inter, hidden, K, E, wpr, b0, nsc);           \
     }                                                                                                      \
     extern "C" __global__ void __launch_bounds__(768, 1) f8pipe_moe_down_##S(MOE_DOWN_ARGS) {              \
-        pipeMoeDown<S>(y, h, sel, dp, ds, hidden, inter, K, E, wpr, b0, nsc);                              \
+        pipeMoeDown<S>(y, h, sel, dp, ds, hidden, inter, K, E, wpr, b0, nsc, add);                         \
     }
 PIPE_MOE(3)
 PIPE_MOE(4)

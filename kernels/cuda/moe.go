@@ -275,7 +275,7 @@ func (b *Backend) MoEExperts(set kernels.ExpertSet, dst, x, sel kernels.Buf, row
 		b.launchFn(m.gateupBF16, cdiv(inter, 8), rows*k, 256, h, xp, sp, s.table(0), s.table(1), i32(inter), i32(hid), i32(k), i32(e))
 		b.launchFn(m.downBF16, cdiv(hid, 8), rows, 256, y, h, sp, s.table(2), i32(hid), i32(inter), i32(k), i32(e))
 	case kernels.F8E4M3:
-		if rows == 1 && b.pipeMoE(s, y, h, xp, sp) {
+		if rows == 1 && b.pipeMoE(s, y, h, xp, sp, 0, 0, false) {
 			return
 		}
 		b.launchFn(m.gateupFP8, cdiv(inter, 8), rows*k, 256, h, xp, sp, s.table(0), s.table(1), s.table(3), s.table(4),
@@ -285,6 +285,31 @@ func (b *Backend) MoEExperts(set kernels.ExpertSet, dst, x, sel kernels.Buf, row
 	default: // GGUF blocks (moe_quant.go)
 		b.moeQuantExperts(s, y, h, xp, sp, rows)
 	}
+}
+
+var _ kernels.MoEFusedOps = (*Backend)(nil)
+
+// MoEExpertsNormAdd implements kernels.MoEFusedOps on the FP8 ring kernels
+// (pipeMoE): the gate/up kernel norms x as it stages it, the down kernel
+// adds into x. Other formats decline.
+func (b *Backend) MoEExpertsNormAdd(set kernels.ExpertSet, x kernels.Buf, norm kernels.Tensor, eps float32,
+	sel kernels.Buf) bool {
+	s, ok := set.(*expertSet)
+	if !ok || s.dt != kernels.F8E4M3 || x.Len() < s.hidden || sel.Len() < kernels.RouteLen(1, s.r.TopK) {
+		return false
+	}
+	nv := normVec(norm, s.hidden)
+	if nv == 0 {
+		return false
+	}
+	defer b.exit()
+	m, _, ok := b.moeEnter(set)
+	if !ok {
+		return true // the backend has failed: the step reports it
+	}
+	h := ptr(b.scratch(&m.h, &m.hN, int64(s.r.TopK*s.inter)*4))
+	xp := ptr(dptr(x))
+	return b.pipeMoE(s, xp, h, xp, ptr(dptr(sel)), ptr(nv), eps, true)
 }
 
 // moeGrouped is MoEExperts for many rows: the routing comes back to the
