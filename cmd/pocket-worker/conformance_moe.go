@@ -58,7 +58,8 @@ func (c *conf) moe() {
 			c.moeCompare(sg, sh, s.experts, s.k, s.hid, rows, one, grouped, -1,
 				fmt.Sprintf("%s %s e=%d k=%d rows=%d", s.name, s.dt, s.experts, s.k, rows))
 		}
-		if s.dt == kernels.F8E4M3 {
+		if s.dt == kernels.F8E4M3 && s.block == [2]int{128, 128} && s.hid%128 == 0 && s.inter%128 == 0 {
+			// Widths the ring kernels take (the op declines others).
 			c.moeNormAdd(sg, sh, s.experts, s.k, s.hid, fmt.Sprintf("%s %s e=%d k=%d", s.name, s.dt, s.experts, s.k))
 		}
 		if s.dt == kernels.F8E4M3 && s.k > 2 {
