@@ -115,8 +115,7 @@ func (c *conf) ropeStore() {
 // group, no GQA, 8 heads per group, the first position, a context that
 // ends on a block edge, and long ones (many splits, a few batches each,
 // empty splits past the context); MiniMax-M2's norms over the whole rows
-// (wide: 48/8 heads of 128, rotary 64) and other wide shapes. Blocks of
-// six or eight warps take the staged kernels (a shared-memory K/V ring).
+// (wide: 48/8 heads of 128, rotary 64) and other wide shapes.
 func (c *conf) ropeAttention() {
 	defer c.g.SetAttnDefer(c.g.SetAttnDefer(true))
 	type ex struct {
@@ -125,9 +124,7 @@ func (c *conf) ropeAttention() {
 	}
 	wide := []ex{{48, 8, 128, 64, 16, 700, true, true, true}, {48, 8, 128, 64, 16, 2500, true, true, true},
 		{48, 8, 128, 64, 16, 0, true, true, true}, {16, 4, 64, 64, 8, 33, false, true, true},
-		{24, 4, 256, 64, 16, 900, true, true, true},
-		// Six heads of 64 a kv head (the staged kernel's E = 2).
-		{48, 8, 64, 64, 16, 1500, false, true, false}, {48, 8, 64, 64, 16, 1500, false, true, true}}
+		{24, 4, 256, 64, 16, 900, true, true, true}}
 	for i, s := range append([]ex{{32, 8, 128, 128, 16, 600, true, false, false}, {32, 8, 128, 128, 16, 511, true, true, false}, {16, 4, 64, 64, 8, 33, false, true, false},
 		{24, 4, 256, 64, 16, 900, true, true, false}, {8, 8, 128, 128, 16, 5, true, false, false}, {64, 8, 128, 128, 64, 200, true, true, false},
 		{32, 8, 128, 128, 16, 0, true, true, false}, {16, 4, 128, 128, 16, 1999, true, false, false}, {8, 2, 64, 32, 16, 1500, false, false, false},

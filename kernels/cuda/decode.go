@@ -39,17 +39,14 @@ const (
 	dAttnMerge     = dAttnDecodeD + 3  // attn_merge_2, _4, _8
 	dAttnDecodeW   = dAttnMerge + 3    // attn_decode_w_2, _4, _8: q/k norms over all heads (MiniMax-M2)
 	dAttnDecodeDW  = dAttnDecodeW + 3  // attn_decode_dw_2, _4, _8: the same, the merge deferred
-	dAttnDecodeS   = dAttnDecodeDW + 3 // attn_decode_s_, _ds_, _sw_, _dsw_: the four above with the K/V ring
-	dF8MMA         = dAttnDecodeS + 12 // the tensor-core FP8 GEMVs of fp8mma.cu (fp8mma.go) from here
+	dF8MMA         = dAttnDecodeDW + 3 // the tensor-core FP8 GEMVs of fp8mma.cu (fp8mma.go) from here
 	numDecodeFuncs = dF8MMA + numF8MMA
 )
 
 var decodeNames = [dF8MMA]string{"gemv_norm_multi", "gemv_norm_multi8", "gemv_add", "gemv_add8",
 	"gemv_norm_swiglu", "gemv_norm_swiglu8", "gemv_r4", "gemv_r48", "gemv_heads", "gemv_heads8", "rope_store", "attn_decode_2", "attn_decode_4",
 	"attn_decode_8", "attn_decode_d_2", "attn_decode_d_4", "attn_decode_d_8", "attn_merge_2", "attn_merge_4", "attn_merge_8",
-	"attn_decode_w_2", "attn_decode_w_4", "attn_decode_w_8", "attn_decode_dw_2", "attn_decode_dw_4", "attn_decode_dw_8",
-	"attn_decode_s_2", "attn_decode_s_4", "attn_decode_s_8", "attn_decode_ds_2", "attn_decode_ds_4", "attn_decode_ds_8",
-	"attn_decode_sw_2", "attn_decode_sw_4", "attn_decode_sw_8", "attn_decode_dsw_2", "attn_decode_dsw_4", "attn_decode_dsw_8"}
+	"attn_decode_w_2", "attn_decode_w_4", "attn_decode_w_8", "attn_decode_dw_2", "attn_decode_dw_4", "attn_decode_dw_8"}
 
 var _ kernels.FusedOps = (*Backend)(nil)
 
@@ -65,22 +62,12 @@ func (b *Backend) loadDecode() error {
 		return err
 	}
 	for i := range b.attnDecOcc {
-		f := dAttnDecode + i
-		fn, err := mod.Function(decodeNames[f])
+		fn, err := mod.Function(decodeNames[dAttnDecode+i])
 		if err != nil {
 			continue
 		}
-		shm := 0
-		if f >= dAttnDecodeS {
-			// The ring is dynamic shared memory: a staged kernel that
-			// cannot have it stays unused (occupancy 0).
-			if setMaxShm(b.dec[f], attnStageShm) != nil {
-				continue
-			}
-			shm = attnStageShm
-		}
 		for g := 1; g <= attnDecMaxG; g++ {
-			if n, err := fn.MaxActiveBlocksPerMultiProcessor(32*g, int64(shm)); err == nil {
+			if n, err := fn.MaxActiveBlocksPerMultiProcessor(32*g, 0); err == nil {
 				b.attnDecOcc[i][g-1] = n
 			}
 		}
@@ -90,48 +77,8 @@ func (b *Backend) loadDecode() error {
 }
 
 // attnDecMaxG is decode_attn.cuh's most query heads (warps) per block
-// (AD_MAXG); attnStageShm is the staged kernels' ring (AD_STAGE_NB slots
-// of 16 KiB).
-const (
-	attnDecMaxG  = 8
-	attnStageShm = 6 << 14
-)
-
-// attnDecKernel is the attn_decode variant for head dim hd: merge deferred,
-// whole-row norms (wide), the K/V ring in shared memory (staged).
-func attnDecKernel(deferred, wide, staged bool, hd int) int {
-	f := dAttnDecode
-	switch {
-	case staged:
-		f = dAttnDecodeS + 3*(b2i(deferred)+2*b2i(wide))
-	case wide && deferred:
-		f = dAttnDecodeDW
-	case wide:
-		f = dAttnDecodeW
-	case deferred:
-		f = dAttnDecodeD
-	}
-	return f + hd/128
-}
-
-func b2i(v bool) int {
-	if v {
-		return 1
-	}
-	return 0
-}
-
-// attnStaged reports whether the decode attention over g query heads per
-// kv head takes the staged kernel: where a register kernel's block is
-// alone on its SM (6-8 warps), unless POCKET_ATTN_STAGE=0, and the staged
-// kernel loaded with its ring.
-func (b *Backend) attnStaged(deferred, wide bool, hd, g int) bool {
-	if switches.noAttnStage || g < 1 || g > attnDecMaxG {
-		return false
-	}
-	s := attnDecKernel(deferred, wide, true, hd) - dAttnDecode
-	return b.attnDecOcc[s][g-1] > 0 && b.attnDecPerSM(attnDecKernel(deferred, wide, false, hd), g) == 1
-}
+// (AD_MAXG).
+const attnDecMaxG = 8
 
 // attnDecPerSM is how many blocks per SM attn_decode kernel f's splits aim
 // at for g query heads per kv head: POCKET_ATTN_DEC_BLOCKS (2), or fewer
@@ -153,22 +100,19 @@ func (b *Backend) attnDecPerSM(f, g int) int {
 }
 
 // runDec launches a decode.cu kernel, with PDL unless switched off.
-func (b *Backend) runDec(f, gx, gy, bx int, args ...uint64) { b.runDecShm(f, gx, gy, bx, 0, args...) }
-
-// runDecShm is runDec with shm bytes of dynamic shared memory.
-func (b *Backend) runDecShm(f, gx, gy, bx, shm int, args ...uint64) {
+func (b *Backend) runDec(f, gx, gy, bx int, args ...uint64) {
 	if len(switches.ablate) > 0 && ablatedDec(f) {
+		return
+	}
+	if switches.noPDL {
+		b.launchFn(b.dec[f], gx, gy, bx, args...)
 		return
 	}
 	if b.err != nil || gx <= 0 || gy <= 0 {
 		return
 	}
-	if switches.noPDL {
-		b.launchFnShm(b.dec[f], gx, gy, bx, shm, args...)
-		return
-	}
 	b.a(args...)
-	b.fail(launchPDLShm(b.dec[f], gx, gy, bx, shm, b.s, &b.args, b.nargs))
+	b.fail(launchPDL(b.dec[f], gx, gy, bx, b.s, &b.args, b.nargs))
 }
 
 // ablatedDec reports whether POCKET_ABLATE names decode kernel f (or
@@ -453,11 +397,11 @@ func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.T
 		return false
 	}
 	p, nq, nk, ok := ropeStoreShape(qNorm, kNorm, kp, layer, kvHeads, headDim, r)
-	wide := false // norms over the whole q and k rows
+	wide := 0 // the kernels' offset for norms over the whole q and k rows
 	if !ok && qNorm != nil && kNorm != nil {
 		if p, _, _, ok = ropeStoreShape(nil, nil, kp, layer, kvHeads, headDim, r); ok {
 			nq, nk = normVec(qNorm, heads*headDim), normVec(kNorm, kvHeads*headDim)
-			ok, wide = nq != 0 && nk != 0, true
+			ok, wide = nq != 0 && nk != 0, dAttnDecodeW-dAttnDecode
 		}
 	}
 	if !ok {
@@ -482,13 +426,11 @@ func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.T
 	// captured graph spreads a short context over the splits it was
 	// sized for.
 	const minChunk = 16
-	g, deferred := heads/kvHeads, b.deferAttn()
-	staged := b.attnStaged(deferred, wide, headDim, g)
-	f, shm := attnDecKernel(deferred, wide, staged, headDim), 0
-	if staged {
-		shm = attnStageShm
+	f := wide + dAttnDecode + headDim/128
+	if b.deferAttn() {
+		f += dAttnDecodeD - dAttnDecode
 	}
-	perSM := b.attnDecPerSM(f, g)
+	perSM := b.attnDecPerSM(f, heads/kvHeads)
 	splits := min(max(cdiv(perSM*b.sms, kvHeads), 1), max(cdiv(ctx, minChunk), 1), 256)
 	b.attnScratch(heads*splits*(headDim+2), kvHeads)
 	pp := b.put(kPos, words(pos))
@@ -501,12 +443,12 @@ func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.T
 	args = append(args, i32(p.spec.BlockSize), i32(minChunk), f32(scale))
 	if b.deferAttn() {
 		// The merge is left to the next op, which reads dst (attn_merge.go).
-		b.runDecShm(f, kvHeads, splits, 32*g, shm, args...)
+		b.runDec(f, kvHeads, splits, 32*(heads/kvHeads), args...)
 		b.attnDef = attnDeferred{dst: dptr(dst), part: b.part, start: st, heads: heads, splits: splits, hd: headDim,
 			minChunk: minChunk}
 		return true
 	}
-	b.runDecShm(f, kvHeads, splits, 32*g, shm, args...)
+	b.runDec(f, kvHeads, splits, 32*(heads/kvHeads), args...)
 	return true
 }
 

@@ -32,7 +32,6 @@
 // (attn_merge.cuh, attn_merge.go): a block-format o projection does it in
 // its int8 rounding, saving the merge's dependent round trips.
 #define AD_MAXG 8
-#include "tc.cuh"
 #include "attn_merge.cuh"
 
 // ropeCS leaves in c[m], sn[m] the rotary factors (times rscale) of the
@@ -157,52 +156,7 @@ __device__ __forceinline__ void ldBatch(float (&kr)[P][E], float (&vr)[P][E], co
     }
 }
 
-// The staged variants (NB > 0; attn_decode_s*_E) keep a ring of NB
-// batches of the kv head's K and V rows in dynamic shared memory instead
-// of each warp loading the rows into registers: the block's threads copy
-// a batch once with cp.async for all its query heads, NB-1 batches are in
-// flight (the first before the PDL wait), and each warp reads its lanes'
-// elements from the ring. The register form walks a split's batches one
-// dependent round trip at a time, and with blocks of six warps (MiniMax-M2,
-// Qwen3.5's gated attention: one block per SM) the MiniMax slice's
-// attention cost 26.5 µs a layer at 2048 positions for 3.9 µs of bytes.
-// A ring slot: K rows [P][HD], then V rows [P][HD], floats (16 KiB).
-#define AD_STAGE_NB 6
-extern __shared__ __align__(16) float adStage[];
-
-// stageBatch copies positions p0 .. p0+P-1 below hi of the kv head at hoff
-// (K and V rows of kw floats a slot) into ring slot dst (every thread of
-// the block calls it; positions past hi are not copied).
-template <int E, int P>
-__device__ __forceinline__ void stageBatch(float* dst, const float* K, const float* V, const int* table, int bs,
-                                           int p0, int hi, long kw, long hoff) {
-    constexpr int HD = 32 * E, C = HD / 4; // 16-byte pieces a row
-    const uint32_t d0 = (uint32_t)__cvta_generic_to_shared(dst);
-    for (int c = threadIdx.x; c < 2 * P * C; c += blockDim.x) {
-        const int r = c / C, col = (c - r * C) * 4, j = r < P ? r : r - P, p = p0 + j;
-        if (p < hi) {
-            const long at = (long)(table[p / bs] * bs + p % bs) * kw + hoff + col;
-            cpAsync16(d0 + (uint32_t)(r * HD + col) * 4, (r < P ? K : V) + at, 16);
-        }
-    }
-}
-
-// ldStage loads a lane's E elements of ring slot src's rows (positions p0
-// + j below hi) into kr and vr.
-template <int E, int P>
-__device__ __forceinline__ void ldStage(float (&kr)[P][E], float (&vr)[P][E], const float* src, int p0, int hi) {
-    constexpr int HD = 32 * E;
-    const int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int j = 0; j < P; j++) {
-        if (p0 + j < hi) {
-            ldRow<E>(kr[j], src + j * HD + lane * E);
-            ldRow<E>(vr[j], src + (P + j) * HD + lane * E);
-        }
-    }
-}
-
-template <int E, bool DEFER, bool WIDE, int NB>
+template <int E, bool DEFER, bool WIDE>
 __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counters, const float* q, const float* k,
                                            const float* v, const float* nq, const float* nk, float eps, float* K,
                                            float* V, const int* pos, const int* slots, const float* invf,
@@ -221,18 +175,9 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     const int lo = blockIdx.y * chunk, hi = min(lo + chunk, ctx);
     const long kw = (long)kvh * HD, off = (long)kh * HD + lane * E;
     float kr[P][E], vr[P][E];
-    constexpr int SLOT = 2 * P * HD, RING = NB > 0 ? NB : 1; // floats of a ring slot; slots (NB > 0)
-    if (NB > 0) {
-#pragma unroll
-        for (int b = 0; b < NB - 1; b++) {
-            stageBatch<E, P>(adStage + b * SLOT, K, V, table, bs, lo + b * P, hi, kw, (long)kh * HD);
-            cpCommit();
-        }
-    } else {
-        // Lane j < P holds the slot of position p0 + j of the batch at p0.
-        int slot = lo + lane < hi && lane < P ? table[(lo + lane) / bs] * bs + (lo + lane) % bs : 0;
-        ldBatch<E, P>(kr, vr, K, V, slot, lo, hi, ctx - 1, kw, off);
-    }
+    // Lane j < P holds the slot of position p0 + j of the batch at p0.
+    int slot = lo + lane < hi && lane < P ? table[(lo + lane) / bs] * bs + (lo + lane) % bs : 0;
+    ldBatch<E, P>(kr, vr, K, V, slot, lo, hi, ctx - 1, kw, off);
     // The position (written before the step, as the context and the table),
     // the rotary factors and the norm weights before the wait too; after
     // it, the query, key and value rows are loaded together, one round
@@ -273,22 +218,9 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     float m = -INFINITY, l = 0.f, acc[E];
 #pragma unroll
     for (int e = 0; e < E; e++) acc[e] = 0.f;
-    for (int p0 = lo, bi = 0;; bi++) {
-        int next = 0;
-        if (NB > 0) {
-            // Batch bi is in (this thread's copies, then every thread's);
-            // slot bi-1, read by every warp before the barrier, takes
-            // batch bi+NB-1.
-            cpWait<(NB > 1 ? NB - 2 : 0)>();
-            __syncthreads();
-            stageBatch<E, P>(adStage + ((bi + NB - 1) % RING) * SLOT, K, V, table, bs, p0 + (NB - 1) * P, hi, kw,
-                             (long)kh * HD);
-            cpCommit();
-            ldStage<E, P>(kr, vr, adStage + (bi % RING) * SLOT, p0, hi);
-        } else {
-            int np = p0 + P + lane;
-            next = np < hi && lane < P ? table[np / bs] * bs + np % bs : 0;
-        }
+    for (int p0 = lo;;) {
+        int np = p0 + P + lane;
+        int next = np < hi && lane < P ? table[np / bs] * bs + np % bs : 0;
         if (newest) {
 #pragma unroll
             for (int j = 0; j < P; j++)
@@ -329,9 +261,8 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
         m = mx;
         p0 += P;
         if (p0 >= hi) break;
-        if (NB == 0) ldBatch<E, P>(kr, vr, K, V, next, p0, hi, ctx - 1, kw, off);
+        ldBatch<E, P>(kr, vr, K, V, next, p0, hi, ctx - 1, kw, off);
     }
-    if (NB > 0) cpWait<0>(); // the copies past hi are empty groups
 
     float* out = dst + (long)h * HD + lane * E;
     if (!DEFER && nsplit == 1) {
@@ -406,39 +337,26 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
         const float *nk, float eps, float *K, float *V, const int *pos, const int *slots, const float *invf,        \
         const int *table, const int *startp, int kvh, int half, int neox, float rscale, int bs, int minchunk,     \
         float scale
-#define ATTN_DECODE_KERNEL(NAME, E, DEFER, WIDE, NB)                                                                \
+#define ATTN_DECODE_KERNEL(NAME, E, DEFER, WIDE)                                                                    \
     extern "C" __global__ void __launch_bounds__(32 * AD_MAXG) NAME(ATTN_DECODE_ARGS) {                            \
-        attnDecode<E, DEFER, WIDE, NB>(dst, part, counters, q, k, v, nq, nk, eps, K, V, pos, slots, invf, table,     \
-                                       startp, kvh, half, neox, rscale, bs, minchunk, scale);                       \
+        attnDecode<E, DEFER, WIDE>(dst, part, counters, q, k, v, nq, nk, eps, K, V, pos, slots, invf, table, startp, \
+                                   kvh, half, neox, rscale, bs, minchunk, scale);                                   \
     }
-ATTN_DECODE_KERNEL(attn_decode_2, 2, false, false, 0)
-ATTN_DECODE_KERNEL(attn_decode_4, 4, false, false, 0)
-ATTN_DECODE_KERNEL(attn_decode_8, 8, false, false, 0)
+ATTN_DECODE_KERNEL(attn_decode_2, 2, false, false)
+ATTN_DECODE_KERNEL(attn_decode_4, 4, false, false)
+ATTN_DECODE_KERNEL(attn_decode_8, 8, false, false)
 // Deferred (attn_merge.go): every split writes its partial in
 // attn_merge.cuh's layout, and the op after the attention merges.
-ATTN_DECODE_KERNEL(attn_decode_d_2, 2, true, false, 0)
-ATTN_DECODE_KERNEL(attn_decode_d_4, 4, true, false, 0)
-ATTN_DECODE_KERNEL(attn_decode_d_8, 8, true, false, 0)
+ATTN_DECODE_KERNEL(attn_decode_d_2, 2, true, false)
+ATTN_DECODE_KERNEL(attn_decode_d_4, 4, true, false)
+ATTN_DECODE_KERNEL(attn_decode_d_8, 8, true, false)
 // Norms over the whole q and k rows (MiniMax-M2), merged and deferred.
-ATTN_DECODE_KERNEL(attn_decode_w_2, 2, false, true, 0)
-ATTN_DECODE_KERNEL(attn_decode_w_4, 4, false, true, 0)
-ATTN_DECODE_KERNEL(attn_decode_w_8, 8, false, true, 0)
-ATTN_DECODE_KERNEL(attn_decode_dw_2, 2, true, true, 0)
-ATTN_DECODE_KERNEL(attn_decode_dw_4, 4, true, true, 0)
-ATTN_DECODE_KERNEL(attn_decode_dw_8, 8, true, true, 0)
-// The four above with the K/V ring in shared memory (AD_STAGE_NB slots).
-ATTN_DECODE_KERNEL(attn_decode_s_2, 2, false, false, AD_STAGE_NB)
-ATTN_DECODE_KERNEL(attn_decode_s_4, 4, false, false, AD_STAGE_NB)
-ATTN_DECODE_KERNEL(attn_decode_s_8, 8, false, false, AD_STAGE_NB)
-ATTN_DECODE_KERNEL(attn_decode_ds_2, 2, true, false, AD_STAGE_NB)
-ATTN_DECODE_KERNEL(attn_decode_ds_4, 4, true, false, AD_STAGE_NB)
-ATTN_DECODE_KERNEL(attn_decode_ds_8, 8, true, false, AD_STAGE_NB)
-ATTN_DECODE_KERNEL(attn_decode_sw_2, 2, false, true, AD_STAGE_NB)
-ATTN_DECODE_KERNEL(attn_decode_sw_4, 4, false, true, AD_STAGE_NB)
-ATTN_DECODE_KERNEL(attn_decode_sw_8, 8, false, true, AD_STAGE_NB)
-ATTN_DECODE_KERNEL(attn_decode_dsw_2, 2, true, true, AD_STAGE_NB)
-ATTN_DECODE_KERNEL(attn_decode_dsw_4, 4, true, true, AD_STAGE_NB)
-ATTN_DECODE_KERNEL(attn_decode_dsw_8, 8, true, true, AD_STAGE_NB)
+ATTN_DECODE_KERNEL(attn_decode_w_2, 2, false, true)
+ATTN_DECODE_KERNEL(attn_decode_w_4, 4, false, true)
+ATTN_DECODE_KERNEL(attn_decode_w_8, 8, false, true)
+ATTN_DECODE_KERNEL(attn_decode_dw_2, 2, true, true)
+ATTN_DECODE_KERNEL(attn_decode_dw_4, 4, true, true)
+ATTN_DECODE_KERNEL(attn_decode_dw_8, 8, true, true)
 
 // attn_merge_E writes heads' outputs from the deferred partials: a warp
 // per head, on PDL (the partials are its predecessor's output).
