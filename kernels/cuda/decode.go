@@ -80,6 +80,21 @@ func (b *Backend) loadDecode() error {
 // (AD_MAXG).
 const attnDecMaxG = 8
 
+// attnDecKernel is the attn_decode variant for head dim hd, with the merge
+// deferred and with q/k norms over the whole rows (wide).
+func attnDecKernel(deferred, wide bool, hd int) int {
+	f := dAttnDecode
+	switch {
+	case wide && deferred:
+		f = dAttnDecodeDW
+	case wide:
+		f = dAttnDecodeW
+	case deferred:
+		f = dAttnDecodeD
+	}
+	return f + hd/128
+}
+
 // attnDecPerSM is how many blocks per SM attn_decode kernel f's splits aim
 // at for g query heads per kv head: POCKET_ATTN_DEC_BLOCKS (2), or fewer
 // where fewer fit (POCKET_ATTN_DEC_OCC=0: not checked). At ~200-250
@@ -397,11 +412,11 @@ func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.T
 		return false
 	}
 	p, nq, nk, ok := ropeStoreShape(qNorm, kNorm, kp, layer, kvHeads, headDim, r)
-	wide := 0 // the kernels' offset for norms over the whole q and k rows
+	wide := false // norms over the whole q and k rows
 	if !ok && qNorm != nil && kNorm != nil {
 		if p, _, _, ok = ropeStoreShape(nil, nil, kp, layer, kvHeads, headDim, r); ok {
 			nq, nk = normVec(qNorm, heads*headDim), normVec(kNorm, kvHeads*headDim)
-			ok, wide = nq != 0 && nk != 0, dAttnDecodeW-dAttnDecode
+			ok, wide = nq != 0 && nk != 0, true
 		}
 	}
 	if !ok {
@@ -421,15 +436,12 @@ func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.T
 		return false
 	}
 	// Splits: about attnDecPerSM blocks per SM over the kv heads (one
-	// wave), each at least minChunk positions; the kernel re-derives the chunk from
-	// the device-side context (whole batches of 64/E positions), so a
-	// captured graph spreads a short context over the splits it was
-	// sized for.
+	// wave), each at least minChunk positions; the kernel re-derives the
+	// chunk from the device-side context (whole batches of 64/E
+	// positions), so a captured graph spreads a short context over the
+	// splits it was sized for.
 	const minChunk = 16
-	f := wide + dAttnDecode + headDim/128
-	if b.deferAttn() {
-		f += dAttnDecodeD - dAttnDecode
-	}
+	f := attnDecKernel(b.deferAttn(), wide, headDim)
 	perSM := b.attnDecPerSM(f, heads/kvHeads)
 	splits := min(max(cdiv(perSM*b.sms, kvHeads), 1), max(cdiv(ctx, minChunk), 1), 256)
 	b.attnScratch(heads*splits*(headDim+2), kvHeads)
