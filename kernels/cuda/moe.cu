@@ -23,6 +23,19 @@ __device__ __forceinline__ bool better(float v, int i, float bv, int bi) {
     return v > bv || (v == bv && i < bi);
 }
 
+// argmaxWarp leaves the warp's best (bv, bi) of its lanes' in every lane.
+__device__ __forceinline__ void argmaxWarp(float& bv, int& bi) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+        int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (better(ov, oi, bv, bi)) {
+            bv = ov;
+            bi = oi;
+        }
+    }
+}
+
 // ---------------------------------------------------------------- routing
 // One block of 256 threads per row. Scores in double rounded to float (as
 // the Go reference computes them); the softmax sum is reduced in another
@@ -119,15 +132,7 @@ extern "C" __global__ void __launch_bounds__(256) moe_route(float* sel, const fl
                 bv = key[i];
                 bi = i;
             }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-            int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-            if (better(ov, oi, bv, bi)) {
-                bv = ov;
-                bi = oi;
-            }
-        }
+        argmaxWarp(bv, bi);
         if (lane == 0) {
             redF[warp] = bv;
             redI[warp] = bi;
@@ -174,18 +179,6 @@ extern "C" __global__ void __launch_bounds__(256) moe_route(float* sel, const fl
 // any order), top-k by repeated argmax with ties to the lower index, the
 // chosen weights summed in selection order. Launched with PDL: the bias
 // is read before the wait for the logits.
-__device__ __forceinline__ void argmaxWarp(float& bv, int& bi) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-        int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-        if (better(ov, oi, bv, bi)) {
-            bv = ov;
-            bi = oi;
-        }
-    }
-}
-
 template <int J>
 __device__ __forceinline__ void routeWarp(float* sel, const float* logits, const float* bias, int E, int K,
                                           int sigmoid, int normTopK, int groups, int topkGroup, float scale) {
