@@ -162,10 +162,6 @@ func (b *Backend) pipeNormSwiGLU(act, x, nv uint64, eps float32, gt, ut *tensor,
 	return true
 }
 
-// moeTableBytes is the down kernel's table of its slots at the start of
-// its dynamic shared memory (MOE_TABLE_BYTES).
-const moeTableBytes = 768
-
 // pipeMoE runs MoEExperts for one row of FP8 experts on the ring kernels
 // (fp8pipe_moe.cuh): h = the K slots' SwiGLU outputs of x (through the
 // RMSNorm of weight vector nv unless it is 0), y = their routed sum (add:
@@ -174,20 +170,14 @@ const moeTableBytes = 768
 // 128 columns wide, or no geometry that fits.
 func (b *Backend) pipeMoE(s *expertSet, y, h, x, sel, nv uint64, eps float32, add bool) bool {
 	k, hid, inter := s.r.TopK, s.hidden, s.inter
-	if switches.noMoEPipe || b.pipe.budget <= moeTableBytes || k > 32 || hid%f8mmaUnit != 0 || inter%f8mmaUnit != 0 ||
-		s.b1 != f8mmaUnit || s.b0 <= 0 {
+	if switches.noMoEPipe || k > 32 || s.b1 != f8mmaUnit || s.b0 <= 0 {
+		return false
+	}
+	gu, dn, ok := planPipeMoE(b.sms, b.pipe.budget, k, hid, inter, switches.fp8PipeDeep)
+	if !ok {
 		return false
 	}
 	gTiles, dTiles := []int{k * inter / 8}, []int{hid / 16}
-	gu, ok := planPipe(b.sms, b.pipe.budget, hid, hid/f8mmaUnit, gTiles, switches.fp8PipeDeep)
-	if !ok {
-		return false
-	}
-	dn, ok := planPipe(b.sms, b.pipe.budget-moeTableBytes, k*inter, k*inter/f8mmaUnit, dTiles, switches.fp8PipeDeep)
-	if !ok {
-		return false
-	}
-	dn.shm += moeTableBytes
 	fg, fd := b.pipeFn(p8MoESwiGLU, gu.stages), b.pipeFn(p8MoEDown, dn.stages)
 	if fg == nil || fd == nil {
 		return false

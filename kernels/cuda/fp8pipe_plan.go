@@ -74,6 +74,29 @@ func planPipe(sms, budget, in, units int, tiles []int, deepFirst bool) (pipeGeom
 	return best, found
 }
 
+// moeTableBytes is the MoE down kernel's table of its slots at the start
+// of its dynamic shared memory (MOE_TABLE_BYTES of fp8pipe_moe.cuh).
+const moeTableBytes = 768
+
+// planPipeMoE is the geometry of fp8pipe_moe.cuh's two kernels for k routed
+// experts of hidden × inter (widths in whole 128-column units): gate/up
+// over k·inter/8 tiles of hidden columns, down over hidden/16 tiles of
+// k·inter columns with the slots' table ahead of its activation. False
+// when either does not fit.
+func planPipeMoE(sms, budget, k, hidden, inter int, deepFirst bool) (gu, dn pipeGeom, ok bool) {
+	if k <= 0 || hidden%128 != 0 || inter%128 != 0 || budget <= moeTableBytes {
+		return gu, dn, false
+	}
+	if gu, ok = planPipe(sms, budget, hidden, hidden/128, []int{k * inter / 8}, deepFirst); !ok {
+		return gu, dn, false
+	}
+	if dn, ok = planPipe(sms, budget-moeTableBytes, k*inter, k*inter/128, []int{hidden / 16}, deepFirst); !ok {
+		return gu, dn, false
+	}
+	dn.shm += moeTableBytes
+	return gu, dn, true
+}
+
 // cdiv is a/b rounded up (for positive b); here rather than in backend.go
 // so that the plans build and test without the cuda tag.
 func cdiv(a, b int) int { return (a + b - 1) / b }
