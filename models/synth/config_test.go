@@ -85,6 +85,7 @@ func TestPresetsPlan(t *testing.T) {
 		"deepseek-v3-slice":  {17.5, 0.1},
 		"deepseek-v32-slice": {17.6, 0.1},
 		"minimax-m2-slice":   {17.1, 0.1},
+		"glm-4.5-air-slice":  {9.75, 0.1},
 		"qwen3.5-27b-fp8":    {29, 0.1},
 	}
 	for _, name := range PresetNames() {

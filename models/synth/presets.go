@@ -47,6 +47,21 @@ var Presets = map[string]Preset{
 		"rope_theta": 5000000, "max_position_embeddings": 196608, "tie_word_embeddings": false,
 		"bos_token_id": 200019, "eos_token_id": 200020, "torch_dtype": "bfloat16",
 	}},
+	// GLM-4.5-Air (106B-A12B) as released in FP8: 128 routed experts of
+	// 1408 and one shared, sigmoid routing with correction bias, 96 query
+	// heads on 8 kv heads (more than the fused decode attention's 8 a
+	// group), q/k/v biases, half-width rotary; the dense first layer and
+	// three MoE layers of its 46.
+	"glm-4.5-air-slice": {Layers: 4, FP8: true, Note: "GLM-4.5-Air widths, 1 dense + 3 MoE layers, FP8", Config: map[string]any{
+		"architectures": []string{"Glm4MoeForCausalLM"}, "model_type": "glm4_moe",
+		"vocab_size": 151552, "hidden_size": 4096, "intermediate_size": 10944, "moe_intermediate_size": 1408,
+		"num_hidden_layers": 46, "first_k_dense_replace": 1, "num_attention_heads": 96, "num_key_value_heads": 8,
+		"head_dim": 128, "attention_bias": true, "use_qk_norm": false, "partial_rotary_factor": 0.5,
+		"n_routed_experts": 128, "n_shared_experts": 1, "num_experts_per_tok": 8, "n_group": 1, "topk_group": 1,
+		"norm_topk_prob": true, "routed_scaling_factor": 1.0, "hidden_act": "silu", "rms_norm_eps": 1e-5,
+		"rope_theta": 1000000, "max_position_embeddings": 131072, "tie_word_embeddings": false,
+		"bos_token_id": 151329, "eos_token_id": 151329, "torch_dtype": "bfloat16",
+	}},
 	// Qwen3.5-27B text model at full depth, FP8: 64 layers, three Gated
 	// DeltaNet layers to one gated attention layer. The linear-attention
 	// head counts and widths (16 key heads, 48 value heads of 128) are
