@@ -118,12 +118,7 @@ func attnHeadSplit(g, hd int, wide bool) int {
 	if !switches.attnHSplit || hd != 128 || wide {
 		return 0
 	}
-	for n := 2; n <= g; n++ {
-		if g%n == 0 && g/n <= attnDecMaxG {
-			return n
-		}
-	}
-	return 0
+	return headSplit(g, attnDecMaxG)
 }
 
 // attnDecPerSM is how many blocks per SM attn_decode kernel f's splits aim
