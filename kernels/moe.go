@@ -34,15 +34,17 @@ type MoEOps interface {
 }
 
 // MoEFusedOps is an optional extension of MoEOps for one-token steps: the
-// experts read the residual row through the layer's RMSNorm and add their
-// routed sum into it, so that neither the norm nor the residual add is a
-// launch of its own (a MoE layer's decode step is a dozen short launches
-// around two GEMVs).
+// experts read the residual row through the layer's RMSNorm and may add
+// their routed sum into it, so that neither the norm nor the residual add
+// is a launch of its own (a MoE layer's decode step is a dozen short
+// launches around two GEMVs).
 type MoEFusedOps interface {
-	// MoEExpertsNormAdd adds Σ_k w[k] · expert_{id[k]}(rmsnorm(x; norm))
-	// to the one row x, for the routing in sel. It reports false, having
-	// done nothing, where it has no kernel for the set's format or widths.
-	MoEExpertsNormAdd(set ExpertSet, x Buf, norm Tensor, eps float32, sel Buf) bool
+	// MoEExpertsNorm writes (add: adds) Σ_k w[k] ·
+	// expert_{id[k]}(rmsnorm(x; norm)) to the one row dst, for the routing
+	// in sel; dst may be x only when adding (the residual). It reports
+	// false, having done nothing, where it has no kernel for the set's
+	// format or widths.
+	MoEExpertsNorm(set ExpertSet, dst, x Buf, norm Tensor, eps float32, sel Buf, add bool) bool
 }
 
 // ExpertSet is a backend's handle on one MoE layer made by NewExperts.

@@ -105,19 +105,24 @@ func (c *composedFused) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm ker
 	return true
 }
 
-// MoEExpertsNormAdd composes kernels.MoEFusedOps from the CPU's RMSNorm,
+// MoEExpertsNorm composes kernels.MoEFusedOps from the CPU's RMSNorm,
 // MoEExperts and Add.
-func (c *composedFused) MoEExpertsNormAdd(set kernels.ExpertSet, x kernels.Buf, norm kernels.Tensor, eps float32,
-	sel kernels.Buf) bool {
-	c.calls["MoEExpertsNormAdd"]++
+func (c *composedFused) MoEExpertsNorm(set kernels.ExpertSet, dst, x kernels.Buf, norm kernels.Tensor, eps float32,
+	sel kernels.Buf, add bool) bool {
+	c.calls["MoEExpertsNorm"]++
 	if c.decline {
 		return false
 	}
 	hid := norm.Weight().Shape[0]
-	n, y := c.NewBuf(hid), c.NewBuf(hid)
+	n := c.NewBuf(hid)
 	c.RMSNorm(n, x, norm, 1, hid, eps)
+	if !add {
+		c.MoEExperts(set, dst, n, sel, 1)
+		return true
+	}
+	y := c.NewBuf(hid)
 	c.MoEExperts(set, y, n, sel, 1)
-	c.Add(x, x, y, hid)
+	c.Add(dst, dst, y, hid)
 	return true
 }
 
@@ -163,10 +168,10 @@ func TestFusedDecodePath(t *testing.T) {
 	}{
 		{"llama", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEAttention"}, 0, 0},
 		{"qwen3", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEAttention"}, 0, 0}, // per-head q/k norms
-		{"qwen3_moe", []string{"NormMatMul", "MatMulAdd", "RoPEAttention", "MoEExpertsNormAdd"}, 0, 0},
-		{"minimax_m2", []string{"NormMatMul", "MatMulAdd", "RoPEAttention", "MoEExpertsNormAdd"}, 0, 0},                // whole-row q/k norms
-		{"glm4_moe", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEAttention", "MoEExpertsNormAdd"}, 0, 1e-5}, // q/k/v biases, a shared expert
-		{"deepseek_v3", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "MoEExpertsNormAdd"}, 0, 1e-5},               // MLA unfused, a shared expert
+		{"qwen3_moe", []string{"NormMatMul", "MatMulAdd", "RoPEAttention", "MoEExpertsNorm"}, 0, 0},
+		{"minimax_m2", []string{"NormMatMul", "MatMulAdd", "RoPEAttention", "MoEExpertsNorm"}, 0, 0},                // whole-row q/k norms
+		{"glm4_moe", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEAttention", "MoEExpertsNorm"}, 0, 1e-5}, // q/k/v biases, a shared expert
+		{"deepseek_v3", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "MoEExpertsNorm"}, 0, 1e-5},               // MLA unfused, a shared expert
 		// hybrids: DeltaNet projections in one NormMatMul, gated attention;
 		// Qwen3-Next's shared expert has a gate: its MoE stays unfused.
 		{"qwen3_5", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEAttention"}, 4, 0},

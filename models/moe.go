@@ -92,13 +92,14 @@ func (m *MoE) Forward(p *Pass, in, out kernels.Buf) error {
 // a backend whose experts take the norm and the residual add
 // (kernels.MoEFusedOps): the router reads the residual through the norm
 // (NormMatMul), the experts norm it themselves and add their routed sum
-// into it, and a shared expert norms in its gate/up GEMV and adds in its
-// down. MiniMax-M2's layer is four launches instead of six. The residual
-// gets the experts' sum and the shared expert's one after the other,
-// where the unfused path adds their sum: the same values up to that
-// rounding.
+// into it (add) or write it to out (a tensor-parallel rank's partial sum),
+// and a shared expert norms in its gate/up GEMV and adds in its down.
+// MiniMax-M2's layer is four launches instead of six. With add the
+// residual gets the experts' sum and the shared expert's one after the
+// other, where the unfused path adds their sum: the same values up to
+// that rounding; without, out is the unfused path's to the bit.
 func (m *MoE) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Buf, norm kernels.Tensor, eps float32, add bool) (bool, error) {
-	if !add || m.SharedGate != nil {
+	if m.SharedGate != nil {
 		return false, nil
 	}
 	if err := m.bind(); err != nil {
@@ -133,13 +134,22 @@ func (m *MoE) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Buf, nor
 	}
 	sel := s.Buf("moe.sel", kernels.RouteLen(1, m.Router.TopK))
 	m.ops.MoERoute(m.dev, sel, lb, 1)
-	if !fo.MoEExpertsNormAdd(m.dev, x, norm, eps, sel) {
-		y := s.Buf("moe.y", hid)
+	dst := out // the sum, then the shared expert's added
+	if add {
+		dst = x
+	}
+	if !fo.MoEExpertsNorm(m.dev, dst, x, norm, eps, sel, add) {
+		y := out
+		if add {
+			y = s.Buf("moe.y", hid)
+		}
 		m.ops.MoEExperts(m.dev, y, normedX(), sel, 1)
-		be.Add(x, x, y, hid)
+		if add {
+			be.Add(x, x, y, hid)
+		}
 	}
 	if m.Shared != nil {
-		project(be, fu, x, out, act, m.Shared.Down, hid, true)
+		project(be, fu, dst, s.Buf("moe.shared.y", hid), act, m.Shared.Down, hid, true)
 	}
 	return true, nil
 }

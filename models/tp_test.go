@@ -327,6 +327,35 @@ func TestTensorParallelFusedCPU(t *testing.T) {
 	}
 }
 
+// TestTensorParallelFusedMoECPU checks the fused one-token MoE block of
+// tensor-parallel ranks (the experts write their partial sum through
+// kernels.MoEFusedOps, a shared expert adds its own): every rank's decode
+// logits equal the unfused ranks' bit for bit, on MoE fixtures with and
+// without shared experts, with MiniMax-M2's whole-row q/k norms and with
+// DeepSeek's latent attention beside it.
+func TestTensorParallelFusedMoECPU(t *testing.T) {
+	for _, arch := range []string{"qwen3_moe", "minimax_m2", "glm4_moe", "deepseek_v3"} {
+		t.Run(arch, func(t *testing.T) {
+			dir := filepath.Join("testdata", "models", arch)
+			ref := loadReference(t, dir)
+			plain := runRanks(t, dir, 2, ref.ids, len(ref.greedy))
+			fused := runRanks(t, dir, 2, ref.ids, len(ref.greedy), true, true)
+			for r := range plain {
+				if fused[r].calls["MoEExpertsNorm"] == 0 {
+					t.Errorf("rank %d: the fused MoE path was not taken (calls %v)", r, fused[r].calls)
+				}
+				for i := range plain[r].steps {
+					for j, v := range plain[r].steps[i] {
+						if math.Float32bits(fused[r].steps[i][j]) != math.Float32bits(v) {
+							t.Fatalf("rank %d step %d logit %d: fused %v, unfused %v", r, i, j, fused[r].steps[i][j], v)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
 // TestTensorParallelRejects checks that groups a model cannot be divided
 // over, and architectures without a plan, fail at build time.
 func TestTensorParallelRejects(t *testing.T) {

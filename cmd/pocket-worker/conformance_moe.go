@@ -156,20 +156,33 @@ func (c *conf) moeCompare(sg, sh kernels.ExpertSet, experts, k, hid, rows int, o
 }
 
 // moeNormAdd checks kernels.MoEFusedOps (one row: x += the routed experts
-// of rmsnorm(x)) against the CPU's RMSNorm, MoEExperts and Add.
+// of rmsnorm(x), and y = them) against the CPU's RMSNorm, MoEExperts and
+// Add.
 func (c *conf) moeNormAdd(sg, sh kernels.ExpertSet, experts, k, hid int, name string) {
-	selg, selh := c.pair(c.moeSel(1, experts, k))
-	xg, xh := c.pair(c.randn(hid))
-	ng, nh := c.weight(kernels.F32, []int{hid}, [2]int{})
-	if !c.g.MoEExpertsNormAdd(sg, xg, ng, 1e-6, selg) {
-		c.declined("MoEExpertsNormAdd", name)
-		return
+	for _, add := range []bool{true, false} {
+		selg, selh := c.pair(c.moeSel(1, experts, k))
+		xg, xh := c.pair(c.randn(hid))
+		yg, yh := c.outPair(hid)
+		ng, nh := c.weight(kernels.F32, []int{hid}, [2]int{})
+		dg, dh, what := xg, xh, "add into x"
+		if !add {
+			dg, dh, what = yg, yh, "write y"
+		}
+		if !c.g.MoEExpertsNorm(sg, dg, xg, ng, 1e-6, selg, add) {
+			c.declined("MoEExpertsNorm", name+" "+what)
+			continue
+		}
+		normed := c.c.NewBuf(hid)
+		c.c.RMSNorm(normed, xh, nh, 1, hid, 1e-6)
+		if add {
+			y := c.c.NewBuf(hid)
+			c.c.MoEExperts(sh, y, normed, selh, 1)
+			c.c.Add(xh, xh, y, hid)
+		} else {
+			c.c.MoEExperts(sh, yh, normed, selh, 1)
+		}
+		c.check("MoEExpertsNorm", name+" "+what, dg, dh, hid, tolF8MMA)
 	}
-	normed, y := c.c.NewBuf(hid), c.c.NewBuf(hid)
-	c.c.RMSNorm(normed, xh, nh, 1, hid, 1e-6)
-	c.c.MoEExperts(sh, y, normed, selh, 1)
-	c.c.Add(xh, xh, y, hid)
-	c.check("MoEExpertsNormAdd", name, xg, xh, hid, tolF8MMA)
 }
 
 // moeRoute compares routing for the families' rules, on continuous logits

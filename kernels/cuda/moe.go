@@ -289,13 +289,14 @@ func (b *Backend) MoEExperts(set kernels.ExpertSet, dst, x, sel kernels.Buf, row
 
 var _ kernels.MoEFusedOps = (*Backend)(nil)
 
-// MoEExpertsNormAdd implements kernels.MoEFusedOps on the FP8 ring kernels
+// MoEExpertsNorm implements kernels.MoEFusedOps on the FP8 ring kernels
 // (pipeMoE): the gate/up kernel norms x as it stages it, the down kernel
-// adds into x. Other formats decline.
-func (b *Backend) MoEExpertsNormAdd(set kernels.ExpertSet, x kernels.Buf, norm kernels.Tensor, eps float32,
-	sel kernels.Buf) bool {
+// writes or adds into dst. Other formats decline.
+func (b *Backend) MoEExpertsNorm(set kernels.ExpertSet, dst, x kernels.Buf, norm kernels.Tensor, eps float32,
+	sel kernels.Buf, add bool) bool {
 	s, ok := set.(*expertSet)
-	if !ok || s.dt != kernels.F8E4M3 || x.Len() < s.hidden || sel.Len() < kernels.RouteLen(1, s.r.TopK) {
+	if !ok || s.dt != kernels.F8E4M3 || x.Len() < s.hidden || dst.Len() < s.hidden ||
+		sel.Len() < kernels.RouteLen(1, s.r.TopK) || !add && dptr(dst) == dptr(x) {
 		return false
 	}
 	nv := normVec(norm, s.hidden)
@@ -308,8 +309,7 @@ func (b *Backend) MoEExpertsNormAdd(set kernels.ExpertSet, x kernels.Buf, norm k
 		return true // the backend has failed: the step reports it
 	}
 	h := ptr(b.scratch(&m.h, &m.hN, int64(s.r.TopK*s.inter)*4))
-	xp := ptr(dptr(x))
-	return b.pipeMoE(s, xp, h, xp, ptr(dptr(sel)), ptr(nv), eps, true)
+	return b.pipeMoE(s, ptr(dptr(dst)), h, ptr(dptr(x)), ptr(dptr(sel)), ptr(nv), eps, add)
 }
 
 // moeGrouped is MoEExperts for many rows: the routing comes back to the
