@@ -4,6 +4,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/pocketllm/pocketllm/kernels"
@@ -27,6 +28,9 @@ type composedFused struct {
 
 func (c *composedFused) NormMatMul(dst []kernels.Buf, x kernels.Buf, norm kernels.Tensor, eps float32, ws []kernels.Tensor, rows int) bool {
 	c.calls["NormMatMul"]++
+	if len(ws) == 3 && strings.Contains(ws[1].Weight().Name, "kv_a_proj") {
+		c.calls["NormMatMul(MLA)"]++ // q_a (or q), the KV latent and the rope key
+	}
 	if c.decline {
 		return false
 	}
@@ -171,7 +175,8 @@ func TestFusedDecodePath(t *testing.T) {
 		{"qwen3_moe", []string{"NormMatMul", "MatMulAdd", "RoPEAttention", "MoEExpertsNorm"}, 0, 0},
 		{"minimax_m2", []string{"NormMatMul", "MatMulAdd", "RoPEAttention", "MoEExpertsNorm"}, 0, 0},                // whole-row q/k norms
 		{"glm4_moe", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEAttention", "MoEExpertsNorm"}, 0, 1e-5}, // q/k/v biases, a shared expert
-		{"deepseek_v3", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "MoEExpertsNorm"}, 0, 1e-5},               // MLA unfused, a shared expert
+		{"deepseek_v3", []string{"NormMatMul(MLA)", "NormSwiGLU", "MatMulAdd", "MoEExpertsNorm"}, 0, 1e-5},          // a shared expert
+		{"deepseek_v32", []string{"NormSwiGLU", "MatMulAdd", "MoEExpertsNorm"}, 0, 1e-5},                            // the indexer keeps MLA unfused
 		// hybrids: DeltaNet projections in one NormMatMul, gated attention;
 		// Qwen3-Next's shared expert has a gate: its MoE stays unfused.
 		{"qwen3_5", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEAttention"}, 4, 0},

@@ -145,32 +145,79 @@ func (m *MLA) Forward(p *Pass, in, out kernels.Buf) error {
 		return fmt.Errorf("latent attention: no KV pool")
 	}
 	be, s, rows := m.be, p.Scratch, p.Rows
-	h, r, dn, dr, dv, g := m.Heads, m.R, m.Dn, m.Dr, m.Dv, m.g
-	qk, kw := dn+dr, r+dr
-
-	// Queries, per head [nope ; rope].
-	q := s.Buf("mla.q", rows*h*qk)
-	var qa kernels.Buf
-	if m.QA != nil {
-		qa = s.Buf("mla.qa", rows*m.QRank)
+	q, qa, lat, kpe := m.projBufs(s, rows)
+	if qa != nil {
 		if m.Indexer != nil {
 			// The indexer's queries come from this latent too.
 			kernels.MatMulPrecise(be, qa, in, m.QA, rows)
 		} else {
 			be.MatMul(qa, in, m.QA, rows)
 		}
-		be.RMSNorm(qa, qa, m.QANorm, rows, m.QRank, m.Eps)
-		be.MatMul(q, qa, m.QB, rows)
 	} else {
 		be.MatMul(q, in, m.Q, rows)
 	}
+	be.MatMul(lat, in, m.KVALatent, rows)
+	be.MatMul(kpe, in, m.KVARope, rows)
+	return m.attend(p, in, q, qa, lat, kpe, func(att kernels.Buf) { be.MatMul(out, att, m.O, rows) })
+}
+
+// projBufs are the pass's input projections' scratch: the queries, their
+// low-rank latent (nil without q_a_proj), the KV latent and the rope key.
+func (m *MLA) projBufs(s *Scratch, rows int) (q, qa, lat, kpe kernels.Buf) {
+	q = s.Buf("mla.q", rows*m.Heads*(m.Dn+m.Dr))
+	if m.QA != nil {
+		qa = s.Buf("mla.qa", rows*m.QRank)
+	}
+	return q, qa, s.Buf("mla.latent", rows*m.R), s.Buf("mla.kpe", rows*m.Dr)
+}
+
+// forwardFused implements fusedBlock for one row: the three input
+// projections (q_a or q, the KV latent and the rope key) read the residual
+// through the norm in one NormMatMul, and o_proj adds into the residual
+// (add) or writes the rank's partial sum. DeepSeek-V3.2's indexer, whose
+// queries keep tf32 or better activations (MatMulPrecise), stays unfused.
+func (m *MLA) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Buf, norm kernels.Tensor, eps float32, add bool) (bool, error) {
+	if m.Indexer != nil || p.Seq.Pool == nil || p.Rows != 1 {
+		return false, nil
+	}
+	be, s := m.be, p.Scratch
+	q, qa, lat, kpe := m.projBufs(s, 1)
+	first, firstW := q, m.Q
+	if qa != nil {
+		first, firstW = qa, m.QA
+	}
+	if !fu.NormMatMul([]kernels.Buf{first, lat, kpe}, x, norm, eps, []kernels.Tensor{firstW, m.KVALatent, m.KVARope}, 1) {
+		return false, nil
+	}
+	hidden := m.O.Weight().Rows()
+	err := m.attend(p, nil, q, qa, lat, kpe, func(att kernels.Buf) {
+		if add {
+			project(be, fu, x, out, att, m.O, hidden, true)
+		} else {
+			be.MatMul(out, att, m.O, 1)
+		}
+	})
+	return true, err
+}
+
+// attend is the latent attention after the input projections (q_a's
+// output qa before its norm, or q; the KV latent lat and rope key kpe
+// before theirs): the cache row, the queries, the attention in the
+// expanded or absorbed form, and project(att) for the output projection.
+// in (the normed input) is read only by DeepSeek-V3.2's indexer.
+func (m *MLA) attend(p *Pass, in, q, qa, lat, kpe kernels.Buf, project func(att kernels.Buf)) error {
+	be, s, rows := m.be, p.Scratch, p.Rows
+	h, r, dn, dr, dv, g := m.Heads, m.R, m.Dn, m.Dr, m.Dv, m.g
+	qk, kw := dn+dr, r+dr
+
+	// Queries, per head [nope ; rope].
+	if qa != nil {
+		be.RMSNorm(qa, qa, m.QANorm, rows, m.QRank, m.Eps)
+		be.MatMul(q, qa, m.QB, rows)
+	}
 
 	// The cache row: [normalised latent ; rotated rope key].
-	lat := s.Buf("mla.latent", rows*r)
-	kpe := s.Buf("mla.kpe", rows*dr)
-	be.MatMul(lat, in, m.KVALatent, rows)
 	be.RMSNorm(lat, lat, m.KVANorm, rows, r, m.Eps)
-	be.MatMul(kpe, in, m.KVARope, rows)
 	be.RoPE(kpe, p.Pos, 1, dr, &m.Rope)
 	krow := zeroed(be, s, s.Buf("mla.krow", rows*kw), rows*kw)
 	scatterCols(be, krow, lat, rows, kw, g, colBlock{0, r})
@@ -191,7 +238,7 @@ func (m *MLA) Forward(p *Pass, in, out kernels.Buf) error {
 	}
 	gatherCols(be, qpe, q, rows, h*qk, g, src...)
 	be.RoPE(qpe, p.Pos, h, dr, &m.Rope)
-	if done, err := m.expanded(p, q, qpe, lat, kpe, out, dsa); done || err != nil {
+	if done, err := m.expanded(p, q, qpe, lat, kpe, project, dsa); done || err != nil {
 		return err
 	}
 
@@ -208,7 +255,7 @@ func (m *MLA) Forward(p *Pass, in, out kernels.Buf) error {
 		att = zeroed(be, s, att, rows*h*dv)
 	}
 	m.headProducts(p, att, olat, m.UVs, m.UV, "mla.uv", headCols{r, r}, headCols{dv, dv})
-	be.MatMul(out, att, m.O, rows)
+	project(att)
 	return nil
 }
 
@@ -343,9 +390,9 @@ func (m *MLA) expandPays(rows, ctx, attended int, speedup float64) bool {
 	return expanded < absorbed
 }
 
-// expanded runs the pass's attention and output projection in the
-// expanded form and reports true, or does nothing and reports false.
-func (m *MLA) expanded(p *Pass, q, qpe, lat, kpe, out kernels.Buf, dsa *kernels.DSA) (bool, error) {
+// expanded runs the pass's attention and output projection (project) in
+// the expanded form and reports true, or does nothing and reports false.
+func (m *MLA) expanded(p *Pass, q, qpe, lat, kpe kernels.Buf, project func(att kernels.Buf), dsa *kernels.DSA) (bool, error) {
 	ops, ok := m.be.(kernels.MLAPrefillOps)
 	rows, start := p.Rows, p.Attn.Start
 	ctx := start + rows
@@ -391,7 +438,7 @@ func (m *MLA) expanded(p *Pass, q, qpe, lat, kpe, out kernels.Buf, dsa *kernels.
 			return false, nil
 		}
 	}
-	be.MatMul(out, att, m.O, rows)
+	project(att)
 	return true, nil
 }
 
