@@ -178,9 +178,10 @@ func TestFusedDecodePath(t *testing.T) {
 		{"deepseek_v3", []string{"NormMatMul(MLA)", "NormSwiGLU", "MatMulAdd", "MoEExpertsNorm"}, 0, 1e-5},          // a shared expert
 		{"deepseek_v32", []string{"NormSwiGLU", "MatMulAdd", "MoEExpertsNorm"}, 0, 1e-5},                            // the indexer keeps MLA unfused
 		// hybrids: DeltaNet projections in one NormMatMul, gated attention;
-		// Qwen3-Next's shared expert has a gate: its MoE stays unfused.
+		// Qwen3-Next's MoE layers add the router's (and its shared expert
+		// gate's) NormMatMul.
 		{"qwen3_5", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEAttention"}, 4, 0},
-		{"qwen3_next", []string{"NormMatMul", "MatMulAdd", "RoPEAttention"}, 4, 0},
+		{"qwen3_next", []string{"NormMatMul", "NormSwiGLU", "MatMulAdd", "RoPEAttention", "MoEExpertsNorm"}, 8, 1e-5},
 	} {
 		t.Run(tc.arch, func(t *testing.T) {
 			dir := filepath.Join("testdata", "models", tc.arch)

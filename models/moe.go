@@ -93,15 +93,14 @@ func (m *MoE) Forward(p *Pass, in, out kernels.Buf) error {
 // (kernels.MoEFusedOps): the router reads the residual through the norm
 // (NormMatMul), the experts norm it themselves and add their routed sum
 // into it (add) or write it to out (a tensor-parallel rank's partial sum),
-// and a shared expert norms in its gate/up GEMV and adds in its down.
-// MiniMax-M2's layer is four launches instead of six. With add the
-// residual gets the experts' sum and the shared expert's one after the
-// other, where the unfused path adds their sum: the same values up to
-// that rounding; without, out is the unfused path's to the bit.
+// and a shared expert norms in its gate/up GEMV and adds in its down
+// (behind its sigmoid gate, Qwen3-Next's, whose logit the router's
+// NormMatMul computes too). MiniMax-M2's layer is four launches instead of
+// six. With add the residual gets the experts' sum and the shared
+// expert's one after the other, where the unfused path adds their sum:
+// the same values up to that rounding; without, out is the unfused path's
+// to the bit.
 func (m *MoE) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Buf, norm kernels.Tensor, eps float32, add bool) (bool, error) {
-	if m.SharedGate != nil {
-		return false, nil
-	}
 	if err := m.bind(); err != nil {
 		return true, err
 	}
@@ -119,8 +118,16 @@ func (m *MoE) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Buf, nor
 		return normed
 	}
 	lb := s.Buf("moe.logits", m.Router.Experts)
-	if !fu.NormMatMul([]kernels.Buf{lb}, x, norm, eps, []kernels.Tensor{m.Gate}, 1) {
-		be.MatMul(lb, normedX(), m.Gate, 1)
+	dsts, ws := []kernels.Buf{lb}, []kernels.Tensor{m.Gate}
+	var gb kernels.Buf // the shared expert's gate logit
+	if m.SharedGate != nil {
+		gb = s.Buf("moe.sgate", 1)
+		dsts, ws = append(dsts, gb), append(ws, m.SharedGate)
+	}
+	if !fu.NormMatMul(dsts, x, norm, eps, ws, 1) {
+		for i := range dsts {
+			be.MatMul(dsts[i], normedX(), ws[i], 1)
+		}
 	}
 	var act kernels.Buf // the shared expert's SwiGLU, taken before x changes
 	if sh := m.Shared; sh != nil {
@@ -148,7 +155,13 @@ func (m *MoE) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Buf, nor
 			be.Add(x, x, y, hid)
 		}
 	}
-	if m.Shared != nil {
+	switch {
+	case m.Shared == nil:
+	case gb != nil:
+		y := s.Buf("moe.shared.y", hid)
+		be.MatMul(y, act, m.Shared.Down, 1)
+		m.ops.MoEAddGated(dst, y, gb, 1, hid)
+	default:
 		project(be, fu, dst, s.Buf("moe.shared.y", hid), act, m.Shared.Down, hid, true)
 	}
 	return true, nil
