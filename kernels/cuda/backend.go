@@ -316,6 +316,21 @@ func (b *Backend) launchFnShm(f cFunc, gx, gy, bx, shm int, args ...uint64) {
 	b.fail(launchShm(f, gx, gy, bx, shm, b.s, &b.args, b.nargs))
 }
 
+// launchFnPDL is launchFnShm with programmatic dependent launch (the
+// kernel calls griddepcontrol.wait before it reads its predecessor's
+// results), or without where POCKET_PDL=0.
+func (b *Backend) launchFnPDL(f cFunc, gx, gy, bx, shm int, args ...uint64) {
+	if switches.noPDL {
+		b.launchFnShm(f, gx, gy, bx, shm, args...)
+		return
+	}
+	if b.err != nil || gx <= 0 || gy <= 0 {
+		return
+	}
+	b.a(args...)
+	b.fail(launchPDLShm(f, gx, gy, bx, shm, b.s, &b.args, b.nargs))
+}
+
 // loadModule JIT-loads a PTX module (what names it in errors) and
 // resolves the kernels fns names into their cFuncs.
 func loadModule(ptx, what string, fns map[string]*cFunc) (cu.Module, error) {

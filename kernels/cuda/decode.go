@@ -145,15 +145,7 @@ func (b *Backend) runDec(f, gx, gy, bx int, args ...uint64) {
 	if len(switches.ablate) > 0 && ablatedDec(f) {
 		return
 	}
-	if switches.noPDL {
-		b.launchFn(b.dec[f], gx, gy, bx, args...)
-		return
-	}
-	if b.err != nil || gx <= 0 || gy <= 0 {
-		return
-	}
-	b.a(args...)
-	b.fail(launchPDL(b.dec[f], gx, gy, bx, b.s, &b.args, b.nargs))
+	b.launchFnPDL(b.dec[f], gx, gy, bx, 0, args...)
 }
 
 // ablatedDec reports whether POCKET_ABLATE names decode kernel f (or

@@ -103,15 +103,10 @@ func (b *Backend) pipePlan(op int, f gform, tiles ...int) (pipeGeom, cFunc, bool
 // runPipe launches fn over blocks with the geometry's shared memory (PDL
 // as runDec).
 func (b *Backend) runPipe(op int, fn cFunc, g pipeGeom, blocks int, args ...uint64) {
-	if b.err != nil || blocks <= 0 || ablatedAs("f8pipe_", p8OpNames[op]) {
+	if ablatedAs("f8pipe_", p8OpNames[op]) {
 		return
 	}
-	b.a(args...)
-	if switches.noPDL {
-		b.fail(launchShm(fn, blocks, 1, 32*g.warps(), g.shm, b.s, &b.args, b.nargs))
-		return
-	}
-	b.fail(launchPDLShm(fn, blocks, 1, 32*g.warps(), g.shm, b.s, &b.args, b.nargs))
+	b.launchFnPDL(fn, blocks, 1, 32*g.warps(), g.shm, args...)
 }
 
 // pipeGemv is f8mmaGemv's product (k = f8R or f8Add) on the pipe kernels,

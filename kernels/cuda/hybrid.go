@@ -236,15 +236,11 @@ func (b *Backend) runHybrid(f cFunc, gx, gy, bx int, args ...uint64) {
 	if ablated("hybrid") {
 		return
 	}
-	if !switches.hybridPDL || switches.noPDL {
+	if !switches.hybridPDL {
 		b.launchFn(f, gx, gy, bx, args...)
 		return
 	}
-	if b.err != nil || gx <= 0 || gy <= 0 {
-		return
-	}
-	b.a(args...)
-	b.fail(launchPDL(f, gx, gy, bx, b.s, &b.args, b.nargs))
+	b.launchFnPDL(f, gx, gy, bx, 0, args...)
 }
 
 // SigmoidMul implements kernels.HybridOps.

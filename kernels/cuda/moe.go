@@ -245,12 +245,7 @@ func (b *Backend) MoERoute(set kernels.ExpertSet, sel, logits kernels.Buf, rows 
 		if switches.moeRouteBlock || r.Experts > 32*(2<<i) {
 			continue
 		}
-		b.a(args...)
-		if switches.noPDL {
-			b.fail(launchShm(fn, rows, 1, 32, 0, b.s, &b.args, b.nargs))
-		} else {
-			b.fail(launchPDLShm(fn, rows, 1, 32, 0, b.s, &b.args, b.nargs))
-		}
+		b.launchFnPDL(fn, rows, 1, 32, 0, args...)
 		return
 	}
 	b.launchFn(m.route, rows, 1, 256, args...)

@@ -91,15 +91,7 @@ func (b *Backend) SetSwiGLURound(on bool) (was bool) {
 
 // runQ launches a quant_mmv.cuh kernel, with PDL unless switched off.
 func (b *Backend) runQ(f cFunc, gx, bx int, args ...uint64) {
-	if switches.noPDL {
-		b.launchFn(f, gx, 1, bx, args...)
-		return
-	}
-	if b.err != nil || gx <= 0 {
-		return
-	}
-	b.a(args...)
-	b.fail(launchPDL(f, gx, 1, bx, b.s, &b.args, b.nargs))
+	b.launchFnPDL(f, gx, 1, bx, 0, args...)
 }
 
 // qx quantizes x (times the norm vector nw unless 0) into the scratch.
