@@ -50,6 +50,14 @@ __device__ __forceinline__ uint4 lds128(uint32_t a) {
 // 16-byte bank groups.
 __device__ __forceinline__ uint32_t pipeSwz(int j, int c) { return j * 128 + ((c ^ ((j & 1) << 2)) << 4); }
 
+// stageFrag reads a lane's fragments of the unit in the stage at shared
+// address s: rows g and g+8, pieces t and 4+t.
+__device__ __forceinline__ void stageFrag(uint32_t s, uint4& a0, uint4& b0, uint4& a1, uint4& b1) {
+    int lane = threadIdx.x & 31, t = lane & 3, g = lane >> 2;
+    a0 = lds128(s + pipeSwz(g, t)), b0 = lds128(s + pipeSwz(8 + g, t));
+    a1 = lds128(s + pipeSwz(g, 4 + t)), b1 = lds128(s + pipeSwz(8 + g, 4 + t));
+}
+
 // unitDot adds a unit's products, times the block scales sa and sb, to
 // accA (row g) and accB (row g+8): piece() of both pieces, their k-steps
 // issued alternately so that no mma waits for the one before it (ncu
@@ -126,10 +134,7 @@ struct PipeDot {
 
     // frag reads a lane's fragments of the unit in stage slot.
     __device__ __forceinline__ void frag(int slot, uint4& a0, uint4& b0, uint4& a1, uint4& b1) {
-        int lane = threadIdx.x & 31, t = lane & 3, g = lane >> 2;
-        uint32_t s = ring + slot * PIPE_STAGE;
-        a0 = lds128(s + pipeSwz(g, t)), b0 = lds128(s + pipeSwz(8 + g, t));
-        a1 = lds128(s + pipeSwz(g, 4 + t)), b1 = lds128(s + pipeSwz(8 + g, 4 + t));
+        stageFrag(ring + slot * PIPE_STAGE, a0, b0, a1, b1);
     }
 
     // finish streams the rest against the f16 activation xs (padded with

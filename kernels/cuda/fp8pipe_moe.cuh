@@ -142,10 +142,7 @@ struct MoeDownDot {
             cpWait<S - 1>();
             __syncwarp();
             uint4 a0, b0, a1, b1;
-            int lane = threadIdx.x & 31, g = lane >> 2;
-            uint32_t st = ring + rd * PIPE_STAGE;
-            a0 = lds128(st + pipeSwz(g, t)), b0 = lds128(st + pipeSwz(8 + g, t));
-            a1 = lds128(st + pipeSwz(g, 4 + t)), b1 = lds128(st + pipeSwz(8 + g, 4 + t));
+            stageFrag(ring + rd * PIPE_STAGE, a0, b0, a1, b1);
             rd = rd == S - 1 ? 0 : rd + 1;
             const float* sc = tb->s[kc];
             float fa = __ldg(sc + sa + jc), fb = __ldg(sc + sb + jc);
