@@ -104,16 +104,27 @@ func (a *Attention) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Bu
 func (m *MLP) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Buf, norm kernels.Tensor, eps float32, add bool) (bool, error) {
 	be, s := m.be, p.Scratch
 	act := s.Buf("mlp.gate", m.inter)
-	if !fu.NormSwiGLU(act, x, norm, eps, m.Gate, m.Up, 1) {
+	m.normActivation(s, fu, act, x, norm, eps, func() kernels.Buf {
 		normed := s.Buf("normed", m.hidden)
 		be.RMSNorm(normed, x, norm, 1, m.hidden, eps)
-		u := s.Buf("mlp.up", m.inter)
-		be.MatMul(act, normed, m.Gate, 1)
-		be.MatMul(u, normed, m.Up, 1)
-		be.SwiGLU(act, act, u, m.inter)
-	}
+		return normed
+	})
 	project(be, fu, x, out, act, m.Down, m.hidden, add)
 	return true, nil
+}
+
+// normActivation writes act = silu(gate·n)·(up·n) for the one row n =
+// rmsnorm(x): one NormSwiGLU, or where it declines the three ops over
+// normed() (the caller's normed row, made when first asked for).
+func (m *MLP) normActivation(s *Scratch, fu kernels.FusedOps, act, x kernels.Buf, norm kernels.Tensor, eps float32,
+	normed func() kernels.Buf) {
+	if fu.NormSwiGLU(act, x, norm, eps, m.Gate, m.Up, 1) {
+		return
+	}
+	n, u := normed(), s.Buf("mlp.up", m.inter)
+	m.be.MatMul(act, n, m.Gate, 1)
+	m.be.MatMul(u, n, m.Up, 1)
+	m.be.SwiGLU(act, act, u, m.inter)
 }
 
 // forwardFused implements fusedBlock for a tensor-parallel block: the

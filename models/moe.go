@@ -132,12 +132,7 @@ func (m *MoE) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Buf, nor
 	var act kernels.Buf // the shared expert's SwiGLU, taken before x changes
 	if sh := m.Shared; sh != nil {
 		act = s.Buf("moe.shared", sh.inter)
-		if !fu.NormSwiGLU(act, x, norm, eps, sh.Gate, sh.Up, 1) {
-			u := s.Buf("mlp.up", sh.inter)
-			be.MatMul(act, normedX(), sh.Gate, 1)
-			be.MatMul(u, normedX(), sh.Up, 1)
-			be.SwiGLU(act, act, u, sh.inter)
-		}
+		sh.normActivation(s, fu, act, x, norm, eps, normedX)
 	}
 	sel := s.Buf("moe.sel", kernels.RouteLen(1, m.Router.TopK))
 	m.ops.MoERoute(m.dev, sel, lb, 1)
