@@ -165,7 +165,7 @@ func (b *Backend) pipeNormSwiGLU(act, x, nv uint64, eps float32, gt, ut *tensor,
 // 128 columns wide, or no geometry that fits.
 func (b *Backend) pipeMoE(s *expertSet, y, h, x, sel, nv uint64, eps float32, add bool) bool {
 	k, hid, inter := s.r.TopK, s.hidden, s.inter
-	if switches.noMoEPipe || k > 32 || s.b1 != f8mmaUnit || s.b0 <= 0 {
+	if switches.noMoEPipe || s.b1 != f8mmaUnit || s.b0 <= 0 {
 		return false
 	}
 	gu, dn, ok := planPipeMoE(b.sms, b.pipe.budget, k, hid, inter, switches.fp8PipeDeep)

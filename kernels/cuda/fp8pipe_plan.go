@@ -75,16 +75,20 @@ func planPipe(sms, budget, in, units int, tiles []int, deepFirst bool) (pipeGeom
 }
 
 // moeTableBytes is the MoE down kernel's table of its slots at the start
-// of its dynamic shared memory (MOE_TABLE_BYTES of fp8pipe_moe.cuh).
-const moeTableBytes = 768
+// of its dynamic shared memory (MOE_TABLE_BYTES of fp8pipe_moe.cuh), which
+// holds moePipeMaxK slots (MOE_PIPE_MAXK).
+const (
+	moeTableBytes = 768
+	moePipeMaxK   = 32
+)
 
 // planPipeMoE is the geometry of fp8pipe_moe.cuh's two kernels for k routed
 // experts of hidden × inter (widths in whole 128-column units): gate/up
 // over k·inter/8 tiles of hidden columns, down over hidden/16 tiles of
 // k·inter columns with the slots' table ahead of its activation. False
-// when either does not fit.
+// for more slots than the table holds, or when either does not fit.
 func planPipeMoE(sms, budget, k, hidden, inter int, deepFirst bool) (gu, dn pipeGeom, ok bool) {
-	if k <= 0 || hidden%128 != 0 || inter%128 != 0 || budget <= moeTableBytes {
+	if k <= 0 || k > moePipeMaxK || hidden%128 != 0 || inter%128 != 0 || budget <= moeTableBytes {
 		return gu, dn, false
 	}
 	if gu, ok = planPipe(sms, budget, hidden, hidden/128, []int{k * inter / 8}, deepFirst); !ok {

@@ -86,6 +86,9 @@ func TestPlanPipeMoE(t *testing.T) {
 	if _, _, ok := planPipeMoE(sms, budget, 8, 3000, 1536, false); ok {
 		t.Error("a hidden width of partial units was planned")
 	}
+	if _, _, ok := planPipeMoE(sms, budget, 33, 2048, 128, false); ok {
+		t.Error("more slots than the down kernel's table holds were planned")
+	}
 }
 
 // TestPlanPipePolicies pins the other planning policy: the first one
