@@ -268,6 +268,21 @@ for stage in "$@"; do
     for i in $(seq 1 120); do curl -s --unix-socket /tmp/p-tph.sock http://pocketd/v0/health 2>/dev/null | grep -q '"ok"' && break; sleep 1; done
     step session-tp-hybrid 300 python3 scripts/gpu-daemon-session.py --socket /tmp/p-tph.sock --model qwen3_5 --vocab 512 --context 1024
     kill $pid; wait $pid 2>/dev/null ;;
+  tp4) # issue #8 on four GPUs: TP4 against TP1 (8B bf16: agreement, speed-up, all-reduce
+    # share), the Qwen3.5-27B FP8 shape as a TP4 group, then served by pocketd --tp 4
+    model llama3-8b /tmp/l8b
+    step tp4 300 $W tp --model /tmp/l8b --tp 4 --devices 0,1,2,3 --prompt-tokens 128 --steps 256 --timeout 45s
+    [ -n "${TP4_NCCL:-}" ] && POCKET_P2P=0 step tp4-nccl 300 $W tp --model /tmp/l8b --tp 4 --devices 0,1,2,3 --prompt-tokens 128 --steps 256 --timeout 45s
+    model qwen3.5-27b-fp8 /tmp/q35
+    step tp4-q35 400 $W tp --model /tmp/q35 --tp 4 --devices 0,1,2,3 --prompt-tokens 128 --steps ${TP_STEPS:-128} --timeout 90s
+    rm -rf /tmp/st-tp4
+    $D/pocketd serve --model /tmp/q35 --backend cuda --devices 0,1,2,3 --tp 4 --socket /tmp/p-tp4.sock \
+      --listen off --state-dir /tmp/st-tp4 >"$O/tp4-log.txt" 2>&1 &
+    pid=$!
+    for i in $(seq 1 240); do curl -s --unix-socket /tmp/p-tp4.sock http://pocketd/v0/health 2>/dev/null | grep -q '"ok"' && break; sleep 1; done
+    curl -s --unix-socket /tmp/p-tp4.sock http://pocketd/v0/health >>"$O/$stage.txt"; echo >>"$O/$stage.txt"
+    step session-tp4-q35 300 python3 scripts/gpu-daemon-session.py --socket /tmp/p-tp4.sock --model q35 --vocab 248320 --context ${TP4_CTX:-4096}
+    kill $pid; wait $pid 2>/dev/null ;;
   *) echo "unknown stage $stage" | tee -a "$O/errors.txt" ;;
   esac
 done
