@@ -15,6 +15,9 @@ export NCCL_NVLS_ENABLE=0 NCCL_CUMEM_ENABLE=0
 D=${BIN:-.gpud}
 O=${OUT:-./gpu-out}
 mkdir -p "$O"
+# bins.tar.xz: both binaries in one solid archive (smaller than two .xz files,
+# which matters under the device's 64 MiB transfer limit)
+for f in "$D"/*.tar.xz; do [ -e "$f" ] && tar -xJf "$f" -C "$D" && rm -f "$f"; done
 for f in "$D"/*.gz; do [ -e "$f" ] && gunzip -f "$f"; done
 for f in "$D"/*.xz; do [ -e "$f" ] && unxz -f "$f"; done
 chmod +x "$D"/* 2>/dev/null
