@@ -56,6 +56,14 @@ func (c *conf) fp8Prefill() {
 		{1000, 1536, [2]int{128, 128}}, {2048, 5120, [2]int{128, 128}}},
 		// blocks of [64, 256], an input of 5 scale blocks, an odd output
 		[]fp8Shape{{200, 768, [2]int{64, 256}}, {384, 640, [2]int{128, 128}}, {258, 512, [2]int{128, 128}}})
+	// The Qwen3.5-27B shape's projections as a TP2 and a TP4 rank holds
+	// them (k/v of one KV head, gate/up 4352 wide, o_proj over 1536
+	// columns), at a 128-row prompt chunk: a TP4 group once prefilled
+	// wrong on cuBLASLt's FP8 GEMM where TP2 did not.
+	c.fp8PrefillCases("FP8LtGEMM", []int{128}, []fp8Shape{{256, 5120, [2]int{128, 128}}, {512, 5120, [2]int{128, 128}},
+		{4352, 5120, [2]int{128, 128}}, {8704, 5120, [2]int{128, 128}}, {2560, 5120, [2]int{128, 128}},
+		{1536, 5120, [2]int{128, 128}}, {3072, 5120, [2]int{128, 128}}, {5120, 1536, [2]int{128, 128}},
+		{5120, 3072, [2]int{128, 128}}}, nil)
 	fmt.Printf("prefill GEMM after the FP8 cases: %s\n", c.g.GEMMLibrary())
 	c.g.SetFP8Prefill(wasMMA, wasLt)
 }
