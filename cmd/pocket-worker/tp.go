@@ -60,6 +60,7 @@ func runTP(args []string) error {
 	idFile := fs.String("id-file", "", "NCCL unique id file (rank 0 writes it)")
 	ref := fs.String("ref", "", "reference file prefix (TP1 writes it, ranks of TP>1 read it)")
 	result := fs.String("result", "", "write this rank's JSON result here")
+	refEnv := fs.String("ref-env", "", "extra environment (K=V,K=V) of the TP1 reference only, e.g. POCKET_FP8_PREFILL=bf16 to compare the group's FP8 prefill against the reference's bf16 one")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -68,6 +69,9 @@ func runTP(args []string) error {
 	}
 	o := &tpOpts{model: *model, world: *world, rank: *rank, device: *device, idFile: *idFile, ref: *ref,
 		result: *result, prompt: *promptTokens, steps: *steps, graph: *graph, timeout: *timeout}
+	if *refEnv != "" {
+		o.refEnv = strings.Split(*refEnv, ",")
+	}
 	if *model == "" {
 		return errors.New("--model is required")
 	}
@@ -94,6 +98,7 @@ type tpOpts struct {
 	prompt, steps       int
 	graph               bool
 	timeout             time.Duration
+	refEnv              []string // K=V entries for the TP1 reference process only
 }
 
 func parseDevices(s string, n int) ([]int, error) {
@@ -596,10 +601,12 @@ func launchTP(o *tpOpts, devs []int) error {
 		}
 		return cmd
 	}
-	summary := map[string]any{"model": o.model, "tp": o.world, "devices": devs}
+	summary := map[string]any{"model": o.model, "tp": o.world, "devices": devs, "ref_env": o.refEnv}
 	one := filepath.Join(dir, "tp1.json")
-	fmt.Fprintf(os.Stderr, "tp: TP1 reference on GPU %d\n", devs[0])
-	if err := rankCmd(1, 0, devs[0], one).Run(); err != nil {
+	fmt.Fprintf(os.Stderr, "tp: TP1 reference on GPU %d %v\n", devs[0], o.refEnv)
+	refCmd := rankCmd(1, 0, devs[0], one)
+	refCmd.Env = append(refCmd.Env, o.refEnv...)
+	if err := refCmd.Run(); err != nil {
 		return fmt.Errorf("TP1 rank: %w", err)
 	}
 	var r1 tpResult
