@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# TP2 vs TP1 through the daemon on two H200s: same session ops, same tokens?
+# TP2 (and TP4 where four GPUs are there) vs TP1 through the daemon: same session ops,
+# same tokens? A rank of the TP group is killed after the fork; the group must rebuild.
 set -u
 export NCCL_NVLS_ENABLE=0 NCCL_CUMEM_ENABLE=0
 D=${BIN:-$(cd "$(dirname "$0")" && pwd)}  # folder holding pocketd and pocket-worker
@@ -23,7 +24,7 @@ run() { # $1 label, rest: serve flags
   echo "$label gen1 seconds $(python3 -c "print($t1-$t0)")"
   f=$(api /v0/sessions/$id/fork '{"at":150}' | python3 -c "import json,sys; print(json.load(sys.stdin)['id'])")
   echo "$label fork $(api /v0/sessions/$f/generate '{"max_tokens":16,"temperature":0}' | python3 -c "import json,sys; print(json.load(sys.stdin)['ids'])")"
-  if [ "$label" = tp2 ]; then
+  if [ "$label" != tp1 ]; then
     rk=$(pgrep -f "serve-rank" | tail -1); echo "killing rank pid $rk"; kill -9 $rk; sleep 1
     echo "$label after-kill $(api /v0/sessions/$id/generate '{"max_tokens":16,"temperature":0}' | python3 -c "import json,sys; d=json.load(sys.stdin); print(d.get('ids'), d.get('error'))")"
     api /v0/health; echo
@@ -35,3 +36,4 @@ run() { # $1 label, rest: serve flags
 }
 run tp1 --backend cuda --devices 0
 run tp2 --backend cuda --devices 0,1 --tp 2
+[ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 4 ] && run tp4 --backend cuda --devices 0,1,2,3 --tp 4
