@@ -11,10 +11,8 @@ import (
 //
 // An FP8 E4M3 weight carries one float32 scale per [bo, bi] block
 // (weight_scale_inv, value = fp8 · scale). The scale multiplies the stored
-// weight element by element: nothing in this code base quantizes
-// activations per block (no DeepGEMM-style fp8×fp8 product), so a scale is
-// only "the factor of these weight elements" and any sub-rectangle of a
-// block can keep it. A slice therefore never needs to fall on block edges:
+// weight element by element, so a scale is only "the factor of these
+// weight elements" and any sub-rectangle of a block can keep it. A slice therefore never needs to fall on block edges:
 // it is re-blocked to the largest block edge b' that divides both the old
 // edge and every place the slice starts (b' = gcd), so that each new block
 // lies inside one old block, and each new block gets a copy of its old
@@ -34,9 +32,15 @@ import (
 //     width that is not a multiple of 16 runs on the generic kernel (the
 //     released [128, 128] blocks with widths divisible by 16·world keep the
 //     fast path; the Qwen3.5-27B shape at TP 4 splits on 128-edges
-//     everywhere). Were activations ever quantized per 128-column group
-//     (DeepSeek's act_quant), an in-block column split would change the
-//     groups and the result; then it would have to be refused.
+//     everywhere). The one path that rounds activations per 128-column
+//     group (CUDA prefill on cuBLASLt's FP8 GEMM, DeepSeek's act_quant)
+//     takes only [128, 128] blocks: a split on 128-edges keeps TP1's
+//     groups, and a re-blocked slice runs on the other paths, which keep
+//     the activations whole.
+//   - MoE experts: gate/up (row split) and down (column split) of a rank
+//     may end up with different blocks ([32, 128] and [128, 32] for
+//     GLM-4.5-Air's 1408 over 4 ranks); the CUDA expert kernels take a
+//     block shape per side.
 //
 // Block formats (GGUF k-quants and the like) have no such freedom: their
 // scales are inside the bytes, so columns must be cut on block edges.

@@ -26,28 +26,38 @@ func (c *conf) moe() {
 		experts, k, hid, inter int
 		block                  [2]int
 		rows                   []int
+		dnBlock                [2]int // down's scale block where it differs from gate/up's
 	}
 	for _, s := range []ex{
 		// qwen3-30b-a3b widths (32 of its 128 experts keep the weights small).
-		{"qwen3-30b-a3b", kernels.BF16, 32, 8, 2048, 768, [2]int{}, []int{1, 3, 16, 40}},
-		{"qwen3-30b-a3b-fp8", kernels.F8E4M3, 32, 8, 2048, 768, [2]int{128, 128}, []int{1, 5, 24, 64}},
+		{"qwen3-30b-a3b", kernels.BF16, 32, 8, 2048, 768, [2]int{}, []int{1, 3, 16, 40}, [2]int{}},
+		{"qwen3-30b-a3b-fp8", kernels.F8E4M3, 32, 8, 2048, 768, [2]int{128, 128}, []int{1, 5, 24, 64}, [2]int{}},
 		// deepseek-v3 widths, FP8 as the checkpoint stores them.
-		{"deepseek-v3", kernels.F8E4M3, 16, 8, 7168, 2048, [2]int{128, 128}, []int{1, 2}},
+		{"deepseek-v3", kernels.F8E4M3, 16, 8, 7168, 2048, [2]int{128, 128}, []int{1, 2}, [2]int{}},
 		// minimax-m2 widths, bf16 and FP8; glm-4.5-air's 1408 (11 units).
-		{"minimax-m2", kernels.BF16, 16, 8, 3072, 1536, [2]int{}, []int{1}},
-		{"minimax-m2-fp8", kernels.F8E4M3, 16, 8, 3072, 1536, [2]int{128, 128}, []int{1, 3}},
-		{"glm-4.5-air-fp8", kernels.F8E4M3, 16, 8, 4096, 1408, [2]int{128, 128}, []int{1}},
+		{"minimax-m2", kernels.BF16, 16, 8, 3072, 1536, [2]int{}, []int{1}, [2]int{}},
+		{"minimax-m2-fp8", kernels.F8E4M3, 16, 8, 3072, 1536, [2]int{128, 128}, []int{1, 3}, [2]int{}},
+		{"glm-4.5-air-fp8", kernels.F8E4M3, 16, 8, 4096, 1408, [2]int{128, 128}, []int{1}, [2]int{}},
 		// fixture-like.
-		{"tiny", kernels.BF16, 8, 2, 64, 32, [2]int{}, []int{1, 7, 17}},
-		{"tiny-fp8", kernels.F8E4M3, 8, 2, 64, 32, [2]int{16, 16}, []int{1, 20}},
+		{"tiny", kernels.BF16, 8, 2, 64, 32, [2]int{}, []int{1, 7, 17}, [2]int{}},
+		{"tiny-fp8", kernels.F8E4M3, 8, 2, 64, 32, [2]int{16, 16}, []int{1, 20}, [2]int{}},
+		// GLM-4.5-Air's experts as TP ranks hold them: 1408/4 = 352 rows
+		// of gate/up re-blocked to [32, 128] and down's 352 columns to
+		// [128, 32] (rank 1 of 4); rank 1 of 2, [64, 128] and [128, 64].
+		{"glm-air-tp4-rank1", kernels.F8E4M3, 16, 8, 4096, 352, [2]int{32, 128}, []int{1, 3, 24}, [2]int{128, 32}},
+		{"glm-air-tp2-rank1", kernels.F8E4M3, 16, 8, 4096, 704, [2]int{64, 128}, []int{1, 24}, [2]int{128, 64}},
 	} {
 		r := &kernels.Router{Experts: s.experts, TopK: s.k, NormTopK: true}
-		sg, sh := c.moeExperts(r, s.dt, s.dt, s.hid, s.inter, s.block)
+		dnBlock := s.dnBlock
+		if dnBlock == [2]int{} {
+			dnBlock = s.block
+		}
+		sg, sh := c.moeExperts(r, s.dt, s.dt, s.hid, s.inter, s.block, dnBlock)
 		grouped := tolTF32 // rows > 16: the prefill GEMMs
 		switch {
 		case s.dt == kernels.BF16:
 			grouped = tolBF16
-		case s.block == [2]int{128, 128}:
+		case s.block == [2]int{128, 128} && dnBlock == s.block:
 			grouped = tolF8GEMM // expert groups of 9+ rows on cuBLASLt's FP8 GEMM
 		}
 		one := tolExact * 10
@@ -123,7 +133,7 @@ func (c *conf) moeQuant() {
 	}
 	for _, s := range cases {
 		r := &kernels.Router{Experts: s.experts, TopK: s.k, NormTopK: true}
-		sg, sh := c.moeExperts(r, s.gu, s.down, s.hid, s.inter, [2]int{})
+		sg, sh := c.moeExperts(r, s.gu, s.down, s.hid, s.inter, [2]int{}, [2]int{})
 		for _, rows := range s.rows { // rows > 16: quant.go's MatMuls
 			c.moeCompare(sg, sh, s.experts, s.k, s.hid, rows, tolExact*10, tolBF16, -1, fmt.Sprintf("%s %s/%s e=%d k=%d hid=%d inter=%d rows=%d",
 				s.name, s.gu, s.down, s.experts, s.k, s.hid, s.inter, rows))
@@ -213,7 +223,7 @@ func (c *conf) moeRoute() {
 				}
 			}
 			// Experts of 16×16 bf16: only the router matters here.
-			sg, sh := c.moeExperts(&r, kernels.BF16, kernels.BF16, 16, 16, [2]int{})
+			sg, sh := c.moeExperts(&r, kernels.BF16, kernels.BF16, 16, 16, [2]int{}, [2]int{})
 			for _, rows := range []int{1, 5, 64} {
 				lg := c.randn(rows * r.Experts)
 				if ties {
@@ -231,9 +241,9 @@ func (c *conf) moeRoute() {
 	}
 }
 
-// moeExperts makes random experts (gate and up in dt, down in down) and
-// binds them on both backends.
-func (c *conf) moeExperts(r *kernels.Router, dt, down kernels.DType, hid, inter int, block [2]int) (g, h kernels.ExpertSet) {
+// moeExperts makes random experts (gate and up in dt with scale blocks
+// block, down in down with dnBlock) and binds them on both backends.
+func (c *conf) moeExperts(r *kernels.Router, dt, down kernels.DType, hid, inter int, block, dnBlock [2]int) (g, h kernels.ExpertSet) {
 	var ws [2][3][]kernels.Tensor // backend, matrix (gate, up, down), expert
 	for range r.Experts {
 		for m, shape := range [3][2]int{{inter, hid}, {inter, hid}, {hid, inter}} {
@@ -241,7 +251,11 @@ func (c *conf) moeExperts(r *kernels.Router, dt, down kernels.DType, hid, inter 
 			if m == 2 {
 				mdt = down
 			}
-			w := c.moeWeight(mdt, shape[0], shape[1], block)
+			b := block
+			if m == 2 {
+				b = dnBlock
+			}
+			w := c.moeWeight(mdt, shape[0], shape[1], b)
 			for b := range ws {
 				ws[b][m] = append(ws[b][m], w[b])
 			}

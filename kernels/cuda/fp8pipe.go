@@ -165,7 +165,7 @@ func (b *Backend) pipeNormSwiGLU(act, x, nv uint64, eps float32, gt, ut *tensor,
 // 128 columns wide, or no geometry that fits.
 func (b *Backend) pipeMoE(s *expertSet, y, h, x, sel, nv uint64, eps float32, add bool) bool {
 	k, hid, inter := s.r.TopK, s.hidden, s.inter
-	if switches.noMoEPipe || s.b1 != f8mmaUnit || s.b0 <= 0 {
+	if switches.noMoEPipe || s.guBlock[1] != f8mmaUnit || s.dnBlock[1] != f8mmaUnit || s.guBlock[0] <= 0 || s.dnBlock[0] <= 0 {
 		return false
 	}
 	gu, dn, ok := planPipeMoE(b.sms, b.pipe.budget, k, hid, inter, switches.fp8PipeDeep)
@@ -179,8 +179,8 @@ func (b *Backend) pipeMoE(s *expertSet, y, h, x, sel, nv uint64, eps float32, ad
 	}
 	e := i32(s.r.Experts)
 	b.runPipe(p8MoESwiGLU, fg, gu, gu.blocks(gTiles), h, x, nv, f32(eps), sel, s.table(0), s.table(1), s.table(3),
-		s.table(4), i32(inter), i32(hid), i32(k), e, i32(gu.wpr), i32(s.b0), i32(hid/f8mmaUnit))
+		s.table(4), i32(inter), i32(hid), i32(k), e, i32(gu.wpr), i32(s.guBlock[0]), i32(hid/f8mmaUnit))
 	b.runPipe(p8MoEDown, fd, dn, dn.blocks(dTiles), y, h, sel, s.table(2), s.table(5), i32(hid), i32(inter), i32(k), e,
-		i32(dn.wpr), i32(s.b0), i32(inter/f8mmaUnit), bit(add))
+		i32(dn.wpr), i32(s.dnBlock[0]), i32(inter/f8mmaUnit), bit(add))
 	return true
 }

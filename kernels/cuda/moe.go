@@ -85,10 +85,15 @@ type expertSet struct {
 	gate, up, down []kernels.Tensor
 	hidden, inter  int
 	dt             kernels.DType // of gate and up; down's too unless GGUF
-	b0, b1         int           // FP8 scale block
-	q              moeQuantFns   // GGUF: gate/up's format's gateup, down's format's down
-	rbGU, rbDown   int           // GGUF: bytes per gate/up row and per down row
-	bias           cu.DevicePtr  // e_score_correction_bias, or 0
+	// FP8 scale blocks of gate/up and of down. They differ on a
+	// tensor-parallel rank whose slice of the intermediate width cuts the
+	// checkpoint's blocks (GLM-4.5-Air's 1408 over 4 ranks: gate/up
+	// re-blocked to [32, 128] by the row split, down to [128, 32] by the
+	// column split, models/tp_slice.go).
+	guBlock, dnBlock [2]int
+	q                moeQuantFns  // GGUF: gate/up's format's gateup, down's format's down
+	rbGU, rbDown     int          // GGUF: bytes per gate/up row and per down row
+	bias             cu.DevicePtr // e_score_correction_bias, or 0
 	// ptrs holds 6×Experts device addresses: gate, up and down weights,
 	// then their FP8 scales (0 for bf16).
 	ptrs cu.DevicePtr
@@ -102,7 +107,8 @@ func (s *expertSet) table(i int) uint64 { return ptr(s.ptrs) + uint64(i*s.r.Expe
 // they can): moe_route's limits, one format for all gate and up matrices
 // and one for all down matrices, then either GGUF blocks (moeQuantFormat;
 // down may differ from gate/up) or one dtype for all three, bf16 or FP8
-// with one 16-aligned scale block, with widths the 16-byte loads divide.
+// with 16-aligned scale blocks (gate/up's and down's may differ), with widths
+// the 16-byte loads divide.
 func moeFormat(r *kernels.Router, gate, up, down []kernels.Tensor, hidden, inter int) string {
 	switch {
 	case r.Experts > moeMaxExperts || r.TopK > moeMaxTopK:
@@ -125,7 +131,7 @@ func moeFormat(r *kernels.Router, gate, up, down []kernels.Tensor, hidden, inter
 	if isQuant(gu.DType) || isQuant(dn.DType) {
 		return moeQuantFormat(gu.DType, dn.DType)
 	}
-	if dn.DType != gu.DType || dn.ScaleBlock != gu.ScaleBlock {
+	if dn.DType != gu.DType {
 		return "experts in mixed formats"
 	}
 	switch gu.DType {
@@ -134,8 +140,9 @@ func moeFormat(r *kernels.Router, gate, up, down []kernels.Tensor, hidden, inter
 			return fmt.Sprintf("bf16 widths %d/%d not multiples of 8", hidden, inter)
 		}
 	case kernels.F8E4M3:
-		if hidden%16 != 0 || inter%16 != 0 || gu.ScaleBlock[1]%16 != 0 {
-			return fmt.Sprintf("FP8 widths %d/%d or scale block %v not multiples of 16", hidden, inter, gu.ScaleBlock)
+		if hidden%16 != 0 || inter%16 != 0 || gu.ScaleBlock[1]%16 != 0 || dn.ScaleBlock[1]%16 != 0 {
+			return fmt.Sprintf("FP8 widths %d/%d or scale blocks %v/%v not multiples of 16", hidden, inter,
+				gu.ScaleBlock, dn.ScaleBlock)
 		}
 	default:
 		return gu.DType.String() + " experts"
@@ -175,7 +182,7 @@ func (b *Backend) NewExperts(r *kernels.Router, gate, up, down []kernels.Tensor)
 	}
 	w0, wd := gate[0].Weight(), down[0].Weight()
 	s := &expertSet{r: *r, gate: gate, up: up, down: down, hidden: hidden, inter: inter, dt: w0.DType,
-		b0: w0.ScaleBlock[0], b1: w0.ScaleBlock[1]}
+		guBlock: w0.ScaleBlock, dnBlock: wd.ScaleBlock}
 	if isQuant(w0.DType) {
 		fns, err := b.moeQuantModule(m)
 		if err != nil {
@@ -274,9 +281,9 @@ func (b *Backend) MoEExperts(set kernels.ExpertSet, dst, x, sel kernels.Buf, row
 			return
 		}
 		b.launchFn(m.gateupFP8, cdiv(inter, 8), rows*k, 256, h, xp, sp, s.table(0), s.table(1), s.table(3), s.table(4),
-			i32(inter), i32(hid), i32(k), i32(e), i32(s.b0), i32(s.b1), i32(cdiv(hid, s.b1)))
+			i32(inter), i32(hid), i32(k), i32(e), i32(s.guBlock[0]), i32(s.guBlock[1]), i32(cdiv(hid, s.guBlock[1])))
 		b.launchFn(m.downFP8, cdiv(hid, 8), rows, 256, y, h, sp, s.table(2), s.table(5), i32(hid), i32(inter), i32(k), i32(e),
-			i32(s.b0), i32(s.b1), i32(cdiv(inter, s.b1)))
+			i32(s.dnBlock[0]), i32(s.dnBlock[1]), i32(cdiv(inter, s.dnBlock[1])))
 	default: // GGUF blocks (moe_quant.go)
 		b.moeQuantExperts(s, y, h, xp, sp, rows)
 	}
