@@ -7,7 +7,6 @@ import (
 	"math"
 
 	"github.com/pocketllm/pocketllm/kernels"
-	"github.com/pocketllm/pocketllm/kernels/cuda"
 )
 
 // The fused rotary ops (RoPEStoreKV, RoPEAttention) against the CPU running
@@ -116,25 +115,16 @@ func (c *conf) ropeStore() {
 // group, no GQA, 8 heads per group, the first position, a context that
 // ends on a block edge, and long ones (many splits, a few batches each,
 // empty splits past the context); MiniMax-M2's norms over the whole rows
-// (wide: 48/8 heads of 128, rotary 64) and other wide shapes; with
-// POCKET_ATTN_HSPLIT=1, GLM-4.5's 96/8 heads and other groups past 8.
+// (wide: 48/8 heads of 128, rotary 64) and other wide shapes.
 func (c *conf) ropeAttention() {
 	defer c.g.SetAttnDefer(c.g.SetAttnDefer(true))
 	type ex struct {
 		heads, kvh, hd, rd, bs, start int
 		neox, norm, wide              bool
 	}
-	more := []ex{{48, 8, 128, 64, 16, 700, true, true, true}, {48, 8, 128, 64, 16, 2500, true, true, true},
+	wide := []ex{{48, 8, 128, 64, 16, 700, true, true, true}, {48, 8, 128, 64, 16, 2500, true, true, true},
 		{48, 8, 128, 64, 16, 0, true, true, true}, {16, 4, 64, 64, 8, 33, false, true, true},
 		{24, 4, 256, 64, 16, 900, true, true, true}}
-	if cuda.AttnHeadSplit() {
-		// GLM-4.5's 96 query heads on 8 kv heads (two blocks of six a kv
-		// head), with and without its per-head q/k norms, and groups of 10
-		// and 9 (two blocks of five, three of three).
-		more = append(more, ex{96, 8, 128, 64, 16, 700, true, false, false}, ex{96, 8, 128, 64, 16, 2500, true, true, false},
-			ex{80, 8, 128, 128, 16, 300, true, true, false}, ex{72, 8, 128, 128, 16, 50, true, false, false},
-			ex{96, 8, 128, 64, 16, 0, true, true, false})
-	}
 	for i, s := range append([]ex{{32, 8, 128, 128, 16, 600, true, false, false}, {32, 8, 128, 128, 16, 511, true, true, false}, {16, 4, 64, 64, 8, 33, false, true, false},
 		{24, 4, 256, 64, 16, 900, true, true, false}, {8, 8, 128, 128, 16, 5, true, false, false}, {64, 8, 128, 128, 64, 200, true, true, false},
 		{32, 8, 128, 128, 16, 0, true, true, false}, {16, 4, 128, 128, 16, 1999, true, false, false}, {8, 2, 64, 32, 16, 1500, false, false, false},
@@ -143,7 +133,7 @@ func (c *conf) ropeAttention() {
 		{32, 8, 128, 128, 16, 1019, true, true, false}, {24, 4, 256, 64, 16, 910, true, true, false},
 		// Long contexts: many batches per split.
 		{32, 8, 128, 128, 16, 8000, true, true, false}, {24, 4, 256, 64, 64, 5000, true, false, false}, {16, 8, 64, 64, 16, 3001, false, true, false}},
-		more...) {
+		wide...) {
 		ctx := s.start + 1
 		kv, table, slots := c.filledKV(s.kvh, s.hd, s.bs, ctx, s.start)
 		pos := []int32{int32(s.start)}

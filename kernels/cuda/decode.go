@@ -39,16 +39,14 @@ const (
 	dAttnMerge     = dAttnDecodeD + 3  // attn_merge_2, _4, _8
 	dAttnDecodeW   = dAttnMerge + 3    // attn_decode_w_2, _4, _8: q/k norms over all heads (MiniMax-M2)
 	dAttnDecodeDW  = dAttnDecodeW + 3  // attn_decode_dw_2, _4, _8: the same, the merge deferred
-	dAttnDecodeH   = dAttnDecodeDW + 3 // attn_decode_h_4, attn_decode_dh_4: a group's heads over blocks (hd 128)
-	dF8MMA         = dAttnDecodeH + 2  // the tensor-core FP8 GEMVs of fp8mma.cu (fp8mma.go) from here
+	dF8MMA         = dAttnDecodeDW + 3 // the tensor-core FP8 GEMVs of fp8mma.cu (fp8mma.go) from here
 	numDecodeFuncs = dF8MMA + numF8MMA
 )
 
 var decodeNames = [dF8MMA]string{"gemv_norm_multi", "gemv_norm_multi8", "gemv_add", "gemv_add8",
 	"gemv_norm_swiglu", "gemv_norm_swiglu8", "gemv_r4", "gemv_r48", "gemv_heads", "gemv_heads8", "rope_store", "attn_decode_2", "attn_decode_4",
 	"attn_decode_8", "attn_decode_d_2", "attn_decode_d_4", "attn_decode_d_8", "attn_merge_2", "attn_merge_4", "attn_merge_8",
-	"attn_decode_w_2", "attn_decode_w_4", "attn_decode_w_8", "attn_decode_dw_2", "attn_decode_dw_4", "attn_decode_dw_8",
-	"attn_decode_h_4", "attn_decode_dh_4"}
+	"attn_decode_w_2", "attn_decode_w_4", "attn_decode_w_8", "attn_decode_dw_2", "attn_decode_dw_4", "attn_decode_dw_8"}
 
 var _ kernels.FusedOps = (*Backend)(nil)
 
@@ -83,15 +81,10 @@ func (b *Backend) loadDecode() error {
 const attnDecMaxG = 8
 
 // attnDecKernel is the attn_decode variant for head dim hd, with the merge
-// deferred, with q/k norms over the whole rows (wide), with a group's heads
-// split over blocks (split: attnHeadSplit allows it for hd 128 only).
-func attnDecKernel(deferred, wide, split bool, hd int) int {
+// deferred and with q/k norms over the whole rows (wide).
+func attnDecKernel(deferred, wide bool, hd int) int {
 	f := dAttnDecode
 	switch {
-	case split && deferred:
-		return dAttnDecodeH + 1
-	case split:
-		return dAttnDecodeH
 	case wide && deferred:
 		f = dAttnDecodeDW
 	case wide:
@@ -100,25 +93,6 @@ func attnDecKernel(deferred, wide, split bool, hd int) int {
 		f = dAttnDecodeD
 	}
 	return f + hd/128
-}
-
-// AttnHeadSplit reports whether the fused decode attention takes more than
-// eight query heads a kv head (POCKET_ATTN_HSPLIT=1), for conformance.
-func AttnHeadSplit() bool { return switches.attnHSplit }
-
-// attnHeadSplit is how many blocks share a kv head's g query heads: 1 up
-// to attnDecMaxG, else the fewest that divide them into groups of at most
-// attnDecMaxG (GLM-4.5's 12: two of six), where the split kernels take the
-// shape (head dim 128, norms per head) and POCKET_ATTN_HSPLIT=1; 0 where
-// the fused attention declines.
-func attnHeadSplit(g, hd int, wide bool) int {
-	if g <= attnDecMaxG {
-		return 1
-	}
-	if !switches.attnHSplit || hd != 128 || wide {
-		return 0
-	}
-	return headSplit(g, attnDecMaxG)
 }
 
 // attnDecPerSM is how many blocks per SM attn_decode kernel f's splits aim
@@ -426,7 +400,7 @@ var _ kernels.FusedAttention = (*Backend)(nil)
 func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.Tensor, eps float32, kp kernels.KVPool,
 	layer int, pos, slots []int32, seq kernels.AttnSeq, heads, kvHeads, headDim int, r *kernels.RoPE, scale float32) bool {
 	if !switches.fused["attn"] || switches.oldAttn || len(pos) != 1 || len(slots) != 1 || kvHeads <= 0 ||
-		heads%kvHeads != 0 || (headDim != 64 && headDim != 128 && headDim != 256) || len(seq.Table) == 0 {
+		heads%kvHeads != 0 || heads/kvHeads > 8 || (headDim != 64 && headDim != 128 && headDim != 256) || len(seq.Table) == 0 {
 		return false
 	}
 	p, nq, nk, ok := ropeStoreShape(qNorm, kNorm, kp, layer, kvHeads, headDim, r)
@@ -437,8 +411,7 @@ func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.T
 			ok, wide = nq != 0 && nk != 0, true
 		}
 	}
-	hsplit := attnHeadSplit(heads/kvHeads, headDim, wide)
-	if !ok || hsplit == 0 {
+	if !ok {
 		return false
 	}
 	if !b.enter() {
@@ -460,11 +433,10 @@ func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.T
 	// positions), so a captured graph spreads a short context over the
 	// splits it was sized for.
 	const minChunk = 16
-	cols, g := kvHeads*hsplit, heads/kvHeads/hsplit // the grid's columns, warps a block
-	f := attnDecKernel(b.deferAttn(), wide, hsplit > 1, headDim)
-	perSM := b.attnDecPerSM(f, g)
-	splits := min(max(cdiv(perSM*b.sms, cols), 1), max(cdiv(ctx, minChunk), 1), 256)
-	b.attnScratch(heads*splits*(headDim+2), cols)
+	f := attnDecKernel(b.deferAttn(), wide, headDim)
+	perSM := b.attnDecPerSM(f, heads/kvHeads)
+	splits := min(max(cdiv(perSM*b.sms, kvHeads), 1), max(cdiv(ctx, minChunk), 1), 256)
+	b.attnScratch(heads*splits*(headDim+2), kvHeads)
 	pp := b.put(kPos, words(pos))
 	sp := b.put(kSlots, words(slots))
 	tp := b.put(kTable, words(seq.Table))
@@ -475,12 +447,12 @@ func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.T
 	args = append(args, i32(p.spec.BlockSize), i32(minChunk), f32(scale))
 	if b.deferAttn() {
 		// The merge is left to the next op, which reads dst (attn_merge.go).
-		b.runDec(f, cols, splits, 32*g, args...)
+		b.runDec(f, kvHeads, splits, 32*(heads/kvHeads), args...)
 		b.attnDef = attnDeferred{dst: dptr(dst), part: b.part, start: st, heads: heads, splits: splits, hd: headDim,
 			minChunk: minChunk}
 		return true
 	}
-	b.runDec(f, cols, splits, 32*g, args...)
+	b.runDec(f, kvHeads, splits, 32*(heads/kvHeads), args...)
 	return true
 }
 

@@ -156,12 +156,7 @@ __device__ __forceinline__ void ldBatch(float (&kr)[P][E], float (&vr)[P][E], co
     }
 }
 
-// HS: a kv head's query heads are split over hsplit = gridDim.x / kvh
-// consecutive blocks of G (GLM-4.5's 96/8 heads: two blocks of six), for
-// groups of more than AD_MAXG. A block's heads are still blockIdx.x·G + w;
-// each block norms and ropes the newest key itself, the first stores it,
-// and each merges its own heads' splits (a counter a block).
-template <int E, bool DEFER, bool WIDE, bool HS>
+template <int E, bool DEFER, bool WIDE>
 __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counters, const float* q, const float* k,
                                            const float* v, const float* nq, const float* nk, float eps, float* K,
                                            float* V, const int* pos, const int* slots, const float* invf,
@@ -171,10 +166,7 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     __shared__ __align__(16) float sv[AD_MAXG][HD];
     __shared__ int last;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = blockDim.x >> 5;
-    // cb is the block's column of the grid: its kv head's, or with HS one
-    // of hsplit per kv head (the merge's counter then is the block's own).
-    const int cb = blockIdx.x, kh = HS ? cb / (gridDim.x / kvh) : cb, h = (HS ? cb : kh) * G + warp;
-    const int splits = gridDim.y;
+    const int kh = blockIdx.x, h = kh * G + warp, splits = gridDim.y;
     // The context, block table and earlier cache rows are in place before
     // the step's first kernel: read them before the wait.
     const int ctx = *startp + 1;
@@ -220,8 +212,7 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     headRow<E>(qv, sv[warp], xq, wq, nq != nullptr, eps, winv.x, rc, rs, half, neox, scale);
     if (newest) {
         headRow<E>(knew, sv[warp], xk, wk, nk != nullptr, eps, winv.y, rc, rs, half, neox, 1.f);
-        if (warp == 0 && (!HS || cb % (gridDim.x / kvh) == 0))
-            storeKV<E>(K, V, (long)slots[0] * kw + off, knew, vnew);
+        if (warp == 0) storeKV<E>(K, V, (long)slots[0] * kw + off, knew, vnew);
     }
 
     float m = -INFINITY, l = 0.f, acc[E];
@@ -298,8 +289,8 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) {
-        last = atomicAdd(counters + (HS ? cb : kh), 1) == nsplit - 1;
-        if (last) counters[HS ? cb : kh] = 0;
+        last = atomicAdd(counters + kh, 1) == nsplit - 1;
+        if (last) counters[kh] = 0;
     }
     __syncthreads();
     if (!last) return;
@@ -346,30 +337,26 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
         const float *nk, float eps, float *K, float *V, const int *pos, const int *slots, const float *invf,        \
         const int *table, const int *startp, int kvh, int half, int neox, float rscale, int bs, int minchunk,     \
         float scale
-#define ATTN_DECODE_KERNEL(NAME, E, DEFER, WIDE, HS)                                                                \
+#define ATTN_DECODE_KERNEL(NAME, E, DEFER, WIDE)                                                                    \
     extern "C" __global__ void __launch_bounds__(32 * AD_MAXG) NAME(ATTN_DECODE_ARGS) {                            \
-        attnDecode<E, DEFER, WIDE, HS>(dst, part, counters, q, k, v, nq, nk, eps, K, V, pos, slots, invf, table,     \
-                                       startp, kvh, half, neox, rscale, bs, minchunk, scale);                       \
+        attnDecode<E, DEFER, WIDE>(dst, part, counters, q, k, v, nq, nk, eps, K, V, pos, slots, invf, table, startp, \
+                                   kvh, half, neox, rscale, bs, minchunk, scale);                                   \
     }
-ATTN_DECODE_KERNEL(attn_decode_2, 2, false, false, false)
-ATTN_DECODE_KERNEL(attn_decode_4, 4, false, false, false)
-ATTN_DECODE_KERNEL(attn_decode_8, 8, false, false, false)
+ATTN_DECODE_KERNEL(attn_decode_2, 2, false, false)
+ATTN_DECODE_KERNEL(attn_decode_4, 4, false, false)
+ATTN_DECODE_KERNEL(attn_decode_8, 8, false, false)
 // Deferred (attn_merge.go): every split writes its partial in
 // attn_merge.cuh's layout, and the op after the attention merges.
-ATTN_DECODE_KERNEL(attn_decode_d_2, 2, true, false, false)
-ATTN_DECODE_KERNEL(attn_decode_d_4, 4, true, false, false)
-ATTN_DECODE_KERNEL(attn_decode_d_8, 8, true, false, false)
+ATTN_DECODE_KERNEL(attn_decode_d_2, 2, true, false)
+ATTN_DECODE_KERNEL(attn_decode_d_4, 4, true, false)
+ATTN_DECODE_KERNEL(attn_decode_d_8, 8, true, false)
 // Norms over the whole q and k rows (MiniMax-M2), merged and deferred.
-ATTN_DECODE_KERNEL(attn_decode_w_2, 2, false, true, false)
-ATTN_DECODE_KERNEL(attn_decode_w_4, 4, false, true, false)
-ATTN_DECODE_KERNEL(attn_decode_w_8, 8, false, true, false)
-ATTN_DECODE_KERNEL(attn_decode_dw_2, 2, true, true, false)
-ATTN_DECODE_KERNEL(attn_decode_dw_4, 4, true, true, false)
-ATTN_DECODE_KERNEL(attn_decode_dw_8, 8, true, true, false)
-// A group's heads split over blocks (HS), head dim 128 (GLM-4.5), merged
-// and deferred.
-ATTN_DECODE_KERNEL(attn_decode_h_4, 4, false, false, true)
-ATTN_DECODE_KERNEL(attn_decode_dh_4, 4, true, false, true)
+ATTN_DECODE_KERNEL(attn_decode_w_2, 2, false, true)
+ATTN_DECODE_KERNEL(attn_decode_w_4, 4, false, true)
+ATTN_DECODE_KERNEL(attn_decode_w_8, 8, false, true)
+ATTN_DECODE_KERNEL(attn_decode_dw_2, 2, true, true)
+ATTN_DECODE_KERNEL(attn_decode_dw_4, 4, true, true)
+ATTN_DECODE_KERNEL(attn_decode_dw_8, 8, true, true)
 
 // attn_merge_E writes heads' outputs from the deferred partials: a warp
 // per head, on PDL (the partials are its predecessor's output).

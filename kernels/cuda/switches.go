@@ -57,8 +57,6 @@ import (
 //	                     passes too, not the expanded keys and values on the flash kernel (mla_prefill.go)
 //	POCKET_ATTN_DEC_BLOCKS=N the fused decode attention (attn_decode) aims at N blocks per SM (2), fewer where fewer fit
 //	POCKET_ATTN_DEC_OCC=0 ... without checking how many fit (its splits for 6-warp blocks then ran in two waves)
-//	POCKET_ATTN_HSPLIT=1 ... also for more than 8 query heads a kv head (GLM-4.5's 96/8), a group's heads over
-//	                     blocks (attn_decode_h_4; not yet run on a GPU, so off by default)
 //	POCKET_ATTN_DEFER=0  the fused decode attention always merges its splits itself, never leaving the merge to
 //	                     a block-format o projection's int8 rounding (attn_merge.go)
 //	POCKET_ATTN_DEC_FROM=N   contexts from N positions decode on rope_store + attn_gqa instead (default: none)
@@ -110,7 +108,6 @@ var switches = struct {
 	deltaLean       bool
 	attnDecFrom     int
 	attnDecNoOcc    bool
-	attnHSplit      bool
 	fp8MMA          int
 	noFP8Prefill    bool
 	fp8PrefillMMA   bool
@@ -154,7 +151,6 @@ var switches = struct {
 	deltaLean:       os.Getenv("POCKET_DELTA_LEAN") != "0",
 	attnDecFrom:     intSwitch("POCKET_ATTN_DEC_FROM", math.MaxInt, 1, math.MaxInt),
 	attnDecNoOcc:    os.Getenv("POCKET_ATTN_DEC_OCC") == "0",
-	attnHSplit:      os.Getenv("POCKET_ATTN_HSPLIT") == "1",
 	noFP8Prefill:    os.Getenv("POCKET_FP8_PREFILL") == "tf32",
 	fp8PrefillMMA:   os.Getenv("POCKET_FP8_PREFILL") == "mma",
 	fp8PrefillLt:    os.Getenv("POCKET_FP8_PREFILL") == "",
