@@ -85,7 +85,8 @@ type CacheConfig struct {
 	BlockSize     int   `toml:"block_size"`
 	HostTierBytes int64 `toml:"host_tier_bytes"`
 	// SnapshotBytes bounds the host memory for snapshots of a hybrid
-	// model's recurrent state, per model (0: the default, 1 GiB).
+	// model's recurrent state, per model (0: the default, two 4K contexts'
+	// snapshots between 1 and 8 GiB; session.ModelConfig).
 	SnapshotBytes int64 `toml:"snapshot_bytes"`
 	// SnapshotIntervals says where hybrid sequences are snapshotted (nil:
 	// cache.DefaultIntervals).

@@ -61,16 +61,37 @@ type ModelConfig struct {
 	QueueLimit int
 	// SnapshotBytes bounds the host memory for snapshots of a hybrid
 	// model's recurrent state, which make prefix reuse, fork and truncate
-	// cheap for it (default 1 GiB; negative: none, such sequences then
-	// recompute from the start). Unused by attention-only models.
+	// cheap for it (default: two 4K contexts' snapshots, 1–8 GiB, see
+	// defaultSnapshotBytes; negative: none, such sequences then recompute
+	// from the start). Unused by attention-only models.
 	SnapshotBytes int64
 	// SnapshotIntervals says where hybrid sequences are snapshotted
 	// (default cache.DefaultIntervals), rounded to whole blocks.
 	SnapshotIntervals cache.Intervals
 }
 
-// defaultSnapshotBytes is ModelConfig.SnapshotBytes's default.
-const defaultSnapshotBytes = 1 << 30
+// defaultSnapshotBytes is ModelConfig.SnapshotBytes's default for a
+// model whose snapshots hold state bytes each under the policy iv: room
+// for the dense snapshots of two contexts up to iv.Until (32 with the
+// default intervals), so that a fork or truncation anywhere in the first
+// 4K of a session restores a snapshot instead of recomputing; at least
+// 1 GiB, at most 8 GiB. (A fixed 1 GiB held six of a Qwen3.5-27B's 151 MB
+// snapshots: a 4096-token session's middle had been evicted by its end,
+// and a fork there recomputed 2048 tokens, 1.26 s on four H200s.)
+func defaultSnapshotBytes(state int64, iv cache.Intervals) int64 {
+	const least, most = 1 << 30, 8 << 30
+	n := int64(2)
+	if iv.Dense > 0 {
+		n = 2 * int64(max(iv.Until/iv.Dense, 1))
+	}
+	switch {
+	case state <= 0:
+		return least
+	case state > most/n:
+		return most
+	}
+	return max(least, state*n)
+}
 
 // Options configure a Manager.
 type Options struct {
@@ -244,13 +265,17 @@ func (m *Manager) AddModel(cfg ModelConfig) error {
 		return fmt.Errorf("add model %s: %w: already added", cfg.Name, ErrBadRequest)
 	}
 	snapBytes := int64(0)
-	if cfg.Model.NewState() != nil {
-		snapBytes = cfg.SnapshotBytes
-		if snapBytes == 0 {
-			snapBytes = defaultSnapshotBytes
-		}
+	if st := cfg.Model.NewState(); st != nil {
 		if cfg.SnapshotIntervals == (cache.Intervals{}) {
 			cfg.SnapshotIntervals = cache.DefaultIntervals
+		}
+		snapBytes = cfg.SnapshotBytes
+		if snapBytes == 0 {
+			var size int64
+			if sz, ok := st.(interface{ SizeBytes() int64 }); ok {
+				size = sz.SizeBytes()
+			}
+			snapBytes = defaultSnapshotBytes(size, cfg.SnapshotIntervals.Aligned(cfg.BlockSize))
 		}
 	}
 	pool, err := cache.New(cache.Config{Backend: cfg.Model.KVOps(), Spec: spec,
@@ -260,7 +285,8 @@ func (m *Manager) AddModel(cfg ModelConfig) error {
 	}
 	m.engines[cfg.Name] = newEngine(cfg, pool, eos)
 	m.log.Info("model added", "model", cfg.Name, "kv_blocks", cfg.KVBlocks, "block_size", cfg.BlockSize,
-		"kv_bytes", spec.BytesPerBlock()*int64(cfg.KVBlocks), "host_tier_bytes", cfg.HostTierBytes)
+		"kv_bytes", spec.BytesPerBlock()*int64(cfg.KVBlocks), "host_tier_bytes", cfg.HostTierBytes,
+		"snapshot_bytes", snapBytes)
 	return nil
 }
 
