@@ -55,7 +55,10 @@ func (c *conf) fp8Prefill() {
 	c.fp8PrefillCases("FP8LtGEMM", []int{9, 40, 130, 512}, []fp8Shape{{256, 512, [2]int{128, 128}}, {1024, 4096, [2]int{128, 128}},
 		{1000, 1536, [2]int{128, 128}}, {2048, 5120, [2]int{128, 128}}},
 		// blocks of [64, 256], an input of 5 scale blocks, an odd output
-		[]fp8Shape{{200, 768, [2]int{64, 256}}, {384, 640, [2]int{128, 128}}, {258, 512, [2]int{128, 128}}})
+		[]fp8Shape{{200, 768, [2]int{64, 256}}, {384, 640, [2]int{128, 128}}, {258, 512, [2]int{128, 128}},
+			// Qwen3.5-27B's in_proj_a/b on a TP4 and a TP2 rank (12 and 24
+			// rows, re-blocked): bf16 chunks, 12 padded to 16 for cuBLASLt
+			{12, 5120, [2]int{4, 128}}, {24, 5120, [2]int{8, 128}}})
 	// The Qwen3.5-27B shape's projections as a TP2 and a TP4 rank holds
 	// them (k/v of one KV head, gate/up 4352 wide, o_proj over 1536
 	// columns), at a 128-row prompt chunk: a TP4 group once prefilled

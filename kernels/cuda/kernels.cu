@@ -422,12 +422,13 @@ extern "C" __global__ void __launch_bounds__(256) deq_fp8_bf16(uint4* dst, const
 }
 
 // copy_cols_f32: y[r, c0+c] = t[r, c] for c < n (a chunked prefill GEMM's
-// output columns into the full-width result, ld columns per row).
-extern "C" __global__ void copy_cols_f32(float* y, const float* t, int rows, int n, int ld, int c0) {
+// output columns into the full-width result, ld columns per row of y, tld
+// per row of t).
+extern "C" __global__ void copy_cols_f32(float* y, const float* t, int rows, int n, int ld, int c0, int tld) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (long)rows * n) return;
     int r = i / n, c = i % n;
-    y[(long)r * ld + c0 + c] = t[i];
+    y[(long)r * ld + c0 + c] = t[(long)r * tld + c];
 }
 
 // Elementwise kernels take 4 elements per thread (16-byte accesses when
