@@ -93,18 +93,22 @@ func (rk *rank) handleState(f frame) (typ msgType, payload, extra []byte, ok boo
 		if err != nil {
 			return fail(err)
 		}
-		data := st.Snapshot()
 		var e enc
-		if rk.shm.fits(len(data)) {
-			ref := shmRef{count: len(data)}
+		if n := st.Len(); rk.shm.fits(n) {
+			ref := shmRef{count: n}
 			buf, err := rk.shm.floats(ref, "state")
 			if err != nil {
 				return fail(err)
 			}
-			copy(buf, data)
+			// Straight into the region where the state can (models'
+			// DeltaState): no second copy of it in this process.
+			if to, ok := st.(interface{ SnapshotTo([]float32) bool }); !ok || !to.SnapshotTo(buf) {
+				copy(buf, st.Snapshot())
+			}
 			e.ref(ref)
 			return msgBlockShared, e.b, nil, true, nil
 		}
+		data := st.Snapshot()
 		e.f32sHeader(len(data))
 		return msgBlock, e.b, f32Bytes(data), true, nil
 	case msgRestoreState, msgRestoreStateShared:

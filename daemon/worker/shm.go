@@ -9,8 +9,12 @@ import (
 )
 
 // DefaultSharedBytes is the size of each rank's shared-memory region
-// when Options.SharedBytes is 0.
-const DefaultSharedBytes = 64 << 20
+// when Options.SharedBytes is 0: room for a Qwen3.5-27B's recurrent-state
+// snapshot (151 MB), which a 4096-token prompt takes 16 of. In frames
+// instead, a snapshot cost 120–200 ms against 67 ms through the region
+// (BenchmarkSnapshotOverWorker). A memfd's pages are allocated as they
+// are first written, so the size costs nothing a model does not use.
+const DefaultSharedBytes = 256 << 20
 
 // MaxSharedBytes bounds a region (the Hello's size is checked against
 // it on both sides).
