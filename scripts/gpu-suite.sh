@@ -263,7 +263,7 @@ for stage in "$@"; do
       step tp2-$f 200 $W tp --model models/testdata/models/$f --tp 2 --devices 0,1 --prompt-tokens 16 --steps 32 --timeout 45s
     done
     model qwen3.5-27b-fp8 /tmp/m-qwen3.5-27b-fp8
-    step tp2-q35 400 $W tp --model /tmp/m-qwen3.5-27b-fp8 --tp 2 --devices 0,1 --prompt-tokens 128 --steps ${TP_STEPS:-128} --timeout 90s
+    POCKET_FP8_PREFILL=tf32 step tp2-q35 400 $W tp --model /tmp/m-qwen3.5-27b-fp8 --tp 2 --devices 0,1 --prompt-tokens 128 --steps ${TP_STEPS:-128} --timeout 90s
     rm -rf /tmp/st-tph
     $D/pocketd serve --model models/testdata/models/qwen3_5 --backend cuda --devices 0,1 --tp 2 --socket /tmp/p-tph.sock \
       --listen off --state-dir /tmp/st-tph >"$O/tp-hybrid-log.txt" 2>&1 &
@@ -277,6 +277,10 @@ for stage in "$@"; do
     step tp4 300 $W tp --model /tmp/l8b --tp 4 --devices 0,1,2,3 --prompt-tokens 128 --steps 256 --timeout 45s
     [ -n "${TP4_NCCL:-}" ] && POCKET_P2P=0 step tp4-nccl 300 $W tp --model /tmp/l8b --tp 4 --devices 0,1,2,3 --prompt-tokens 128 --steps 256 --timeout 45s
     model qwen3.5-27b-fp8 /tmp/q35
+    # Agreement with the prefill GEMMs at tf32: the default E4M3-rounded activations differ
+    # between any two runs by more than TP does on this random 64-layer model
+    # (docs/benchmarks.md, 2026-11-30 from 22:09); speed on the defaults.
+    POCKET_FP8_PREFILL=tf32 step tp4-q35-tf32 400 $W tp --model /tmp/q35 --tp 4 --devices 0,1,2,3 --prompt-tokens 128 --steps ${TP_STEPS:-128} --timeout 90s
     step tp4-q35 400 $W tp --model /tmp/q35 --tp 4 --devices 0,1,2,3 --prompt-tokens 128 --steps ${TP_STEPS:-128} --timeout 90s
     rm -rf /tmp/st-tp4
     $D/pocketd serve --model /tmp/q35 --backend cuda --devices 0,1,2,3 --tp 4 --socket /tmp/p-tp4.sock \
