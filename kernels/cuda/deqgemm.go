@@ -45,8 +45,8 @@ func (b *Backend) deqGEMM(y, x cu.DevicePtr, rows, out, in, chunk int, expand fu
 		if np != n {
 			b.fail(cu.MemsetD8Async(s.bf+cu.DevicePtr(n*in*2), 0, int64((np-n)*in*2), b.stream))
 		}
-		yc := y
-		if np != out {
+		yc := y // the output itself only for one unpadded chunk of the whole matrix
+		if n != out || np != n {
 			if tn := int64(rows) * int64(pad8(chunk)) * 4; tn > s.tmpN {
 				s.tmp, s.tmpN = b.alloc(tn), tn
 			}
