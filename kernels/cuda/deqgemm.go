@@ -33,35 +33,40 @@ type deqScratch struct {
 // ~25 ms of every TP4 prefill pass. Called with the backend entered.
 func (b *Backend) deqGEMM(y, x cu.DevicePtr, rows, out, in, chunk int, expand func(dst cu.DevicePtr, c0, n int)) {
 	s := &b.deq
-	chunk = min(chunk, out)
-	pad8 := func(n int) int { return (n + 7) &^ 7 }
-	if need := int64(pad8(chunk)) * int64(in) * 2; need > s.bfN {
+	cs := deqChunks(out, chunk)
+	if len(cs) == 0 {
+		return
+	}
+	widest := cs[0].np // the first chunk is the widest
+	if need := int64(widest) * int64(in) * 2; need > s.bfN {
 		s.bf, s.bfN = b.alloc(need), need
 	}
-	for c0 := 0; c0 < out && b.err == nil; c0 += chunk {
-		n := min(chunk, out-c0)
-		np := pad8(n)
-		expand(s.bf, c0, n)
-		if np != n {
-			b.fail(cu.MemsetD8Async(s.bf+cu.DevicePtr(n*in*2), 0, int64((np-n)*in*2), b.stream))
+	for _, k := range cs {
+		if b.err != nil {
+			return
 		}
-		yc := y // the output itself only for one unpadded chunk of the whole matrix
-		if n != out || np != n {
-			if tn := int64(rows) * int64(pad8(chunk)) * 4; tn > s.tmpN {
+		expand(s.bf, k.c0, k.n)
+		if k.np != k.n {
+			b.fail(cu.MemsetD8Async(s.bf+cu.DevicePtr(k.n*in*2), 0, int64((k.np-k.n)*in*2), b.stream))
+		}
+		yc := y
+		if !k.direct {
+			if tn := int64(rows) * int64(widest) * 4; tn > s.tmpN {
 				s.tmp, s.tmpN = b.alloc(tn), tn
 			}
 			yc = s.tmp
 		}
-		if b.ltGemm(yc, x, s.bf, rows, np, in) {
+		if b.ltGemm(yc, x, s.bf, rows, k.np, in) {
 			if yc == b.lt.bfSrc {
 				b.lt.bfSrc = 0
 			}
 		} else {
-			b.run(fGemmBF16, cdiv(np, 64), cdiv(rows, 64), 128, ptr(yc), ptr(x), ptr(s.bf), 0,
-				uint64(kernels.BF16), 0, 0, 0, i32(rows), i32(np), i32(in))
+			b.run(fGemmBF16, cdiv(k.np, 64), cdiv(rows, 64), 128, ptr(yc), ptr(x), ptr(s.bf), 0,
+				uint64(kernels.BF16), 0, 0, 0, i32(rows), i32(k.np), i32(in))
 		}
-		if yc != y {
-			b.run(fCopyColsF32, cdiv(rows*n, 256), 1, 256, ptr(y), ptr(yc), i32(rows), i32(n), i32(out), i32(c0), i32(np))
+		if !k.direct {
+			b.run(fCopyColsF32, cdiv(rows*k.n, 256), 1, 256, ptr(y), ptr(yc), i32(rows), i32(k.n), i32(out), i32(k.c0),
+				i32(k.np))
 		}
 	}
 }
