@@ -20,11 +20,15 @@ import (
 // key, exactly like the KV block it is keyed by.
 //
 // Snapshots live in host memory, bounded by bytes (a real model's state is
-// megabytes), least recently used first out. A stored Snapshot is
-// immutable; one handed out stays valid after it is evicted (the garbage
-// collector keeps its data while a reader holds it), so readers need no
-// reference count. A snapshot is a cache entry, never the only copy of
-// anything: a sequence without one recomputes from the tokens.
+// megabytes), least recently used first out — or in the runner (Held: a
+// worker's copy on the device), where the store keeps the handle, counts
+// its bytes against the same bound and releases it when the entry goes.
+// A stored Snapshot is immutable; one handed out stays valid after it is
+// evicted (the garbage collector keeps its data while a reader holds it),
+// so readers need no reference count — except a held one, whose copy the
+// eviction releases: restoring it then fails, and the reader recomputes. A
+// snapshot is a cache entry, never the only copy of anything: a sequence
+// without one recomputes from the tokens.
 
 // Snapshot is the recurrent state of a sequence after its first Pos tokens.
 type Snapshot struct {
@@ -35,10 +39,33 @@ type Snapshot struct {
 	// (nil otherwise): with them a sequence resumed at Pos needs no forward
 	// pass before sampling.
 	Logits []float32
+	// Held, when set instead of State, is the state kept by the runner
+	// (models.HeldState).
+	Held Held
 }
 
-// Bytes is the memory the snapshot holds.
-func (s *Snapshot) Bytes() int64 { return 4 * int64(len(s.State)+len(s.Logits)) }
+// Held is a snapshot's state kept outside the store (by a worker, on its
+// device): its size, and Release to let it go.
+type Held interface {
+	Bytes() int64
+	Release()
+}
+
+// Bytes is the memory the snapshot holds, a held state's included.
+func (s *Snapshot) Bytes() int64 {
+	n := 4 * int64(len(s.State)+len(s.Logits))
+	if s.Held != nil {
+		n += s.Held.Bytes()
+	}
+	return n
+}
+
+// release lets a held state go.
+func (s *Snapshot) release() {
+	if s.Held != nil {
+		s.Held.Release()
+	}
+}
 
 // Intervals is the snapshot policy: a snapshot every Dense tokens up to
 // Until, then every Sparse tokens. Dense ≤ 0 disables snapshots.
@@ -118,6 +145,7 @@ type SnapshotStats struct {
 	Stores    uint64 // snapshots admitted
 	Evictions uint64 // snapshots pushed out by newer ones or dropped with their block
 	Rejected  uint64 // snapshots larger than the whole store
+	Held      int    // of Count, those whose state the runner keeps
 }
 
 func newSnapStore(limit int64) *snapStore {
@@ -126,6 +154,7 @@ func newSnapStore(limit int64) *snapStore {
 
 func (s *snapStore) put(k Key, snap *Snapshot) bool {
 	if s == nil {
+		snap.release()
 		return false
 	}
 	s.mu.Lock()
@@ -133,6 +162,7 @@ func (s *snapStore) put(k Key, snap *Snapshot) bool {
 	size := snap.Bytes()
 	if size > s.limit {
 		s.stats.Rejected++
+		snap.release()
 		return false
 	}
 	if e, ok := s.byKey[k]; ok {
@@ -153,6 +183,7 @@ func (s *snapStore) removeLocked(e *list.Element) {
 	s.lru.Remove(e)
 	delete(s.byKey, en.key)
 	s.used -= en.snap.Bytes()
+	en.snap.release()
 }
 
 // get returns k's snapshot; touch marks it used (a resume) rather than
@@ -193,6 +224,9 @@ func (s *snapStore) clear() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stats.Evictions += uint64(s.lru.Len())
+	for e := s.lru.Front(); e != nil; e = e.Next() {
+		e.Value.(*snapEntry).snap.release()
+	}
 	s.lru.Init()
 	clear(s.byKey)
 	s.used = 0
@@ -206,12 +240,19 @@ func (s *snapStore) snapshotStats() SnapshotStats {
 	defer s.mu.Unlock()
 	st := s.stats
 	st.Count, st.Bytes, st.Limit = s.lru.Len(), s.used, s.limit
+	for e := s.lru.Front(); e != nil; e = e.Next() {
+		if e.Value.(*snapEntry).snap.Held != nil {
+			st.Held++
+		}
+	}
 	return st
 }
 
 // PutSnapshot stores the state after the block whose chain key is key
 // (snap must not be modified afterwards). It reports false when the store
-// is disabled or the snapshot is larger than the whole store.
+// is disabled or the snapshot is larger than the whole store. The store
+// owns snap.Held from here: it is released when the entry goes, or at once
+// when it is not stored.
 func (p *Pool) PutSnapshot(key Key, snap *Snapshot) bool { return p.snaps.put(key, snap) }
 
 // Snapshot returns the state stored for key's boundary, marking it used.

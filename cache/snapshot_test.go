@@ -147,3 +147,58 @@ func TestSnapshotFollowsBlock(t *testing.T) {
 		t.Fatal("snapshot survived Invalidate")
 	}
 }
+
+// fakeHeld is a state kept by a runner: its bytes, and whether released.
+type fakeHeld struct {
+	n        int64
+	released int
+}
+
+func (h *fakeHeld) Bytes() int64 { return h.n }
+func (h *fakeHeld) Release()     { h.released++ }
+
+// TestHeldSnapshots: a held state counts its bytes against the store and
+// is released exactly once when its entry goes — evicted, replaced,
+// dropped with its block, cleared — or at once when the store refuses it.
+func TestHeldSnapshots(t *testing.T) {
+	p, err := New(Config{Backend: cpu.New(1), Spec: spec, SnapshotBytes: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	keys := ChainKeys(Seed("m", 1), []int32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, 4)
+	hs := make([]*fakeHeld, 6)
+	for i := range hs {
+		hs[i] = &fakeHeld{n: 40}
+	}
+	p.PutSnapshot(keys[0], &Snapshot{Pos: 4, Held: hs[0]})
+	p.PutSnapshot(keys[1], &Snapshot{Pos: 8, Held: hs[1]})
+	if s := p.SnapshotStats(); s.Count != 2 || s.Held != 2 || s.Bytes != 80 {
+		t.Fatalf("stats %+v", s)
+	}
+	p.PutSnapshot(keys[2], &Snapshot{Pos: 12, Held: hs[2]}) // evicts keys[0]
+	p.PutSnapshot(keys[1], &Snapshot{Pos: 8, Held: hs[3]})  // replaces hs[1]
+	if p.PutSnapshot(keys[3], &Snapshot{Pos: 16, Held: &fakeHeld{n: 101}}) {
+		t.Fatal("a held state larger than the store was admitted")
+	}
+	refused := &fakeHeld{n: 101}
+	p.PutSnapshot(keys[3], &Snapshot{Pos: 16, Held: refused})
+	want := []int{1, 1, 0, 0, 0, 0}
+	for i, h := range hs {
+		if h.released != want[i] {
+			t.Fatalf("held %d released %d times, want %d", i, h.released, want[i])
+		}
+	}
+	if refused.released != 1 {
+		t.Fatalf("a refused held state released %d times", refused.released)
+	}
+	p.snaps.clear()
+	if hs[2].released != 1 || hs[3].released != 1 {
+		t.Fatalf("clear released %d and %d", hs[2].released, hs[3].released)
+	}
+	var off *snapStore // a pool without a store
+	h := &fakeHeld{n: 1}
+	if off.put(keys[0], &Snapshot{Held: h}) || h.released != 1 {
+		t.Fatal("a disabled store kept, or did not release, a held state")
+	}
+}

@@ -47,3 +47,19 @@ type HybridOps interface {
 	// SigmoidMul computes x *= sigmoid(gate) over n elements.
 	SigmoidMul(x, gate Buf, n int)
 }
+
+// BufCopier is an optional extension of Backend: a copy between two of its
+// buffers that stays on the device (a hybrid's recurrent state cloned, or
+// restored from a copy its worker keeps, without a trip through the host).
+type BufCopier interface {
+	// CopyBuf copies src's first n elements to dst's.
+	CopyBuf(dst, src Buf, n int)
+}
+
+// MemoryRoom is an optional extension of Backend whose buffers live in a
+// memory of its own: the bytes that can still be allocated there, so that
+// an optional copy (a state snapshot kept on the device) is declined
+// before it fails the backend.
+type MemoryRoom interface {
+	FreeBytes() (int64, error)
+}

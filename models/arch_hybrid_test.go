@@ -129,9 +129,16 @@ func TestHybridStateCloneSnapshot(t *testing.T) {
 			if len(snap) != st.Len() || st.SizeBytes() != int64(4*st.Len()) {
 				t.Fatalf("snapshot of %d values, Len %d, SizeBytes %d", len(snap), st.Len(), st.SizeBytes())
 			}
-			clone := st.Clone()
+			clone := st.Clone() // on the device: the CPU backend's CopyBuf
 			restored := m.NewState().(models.RecurrentState)
 			if err := restored.Restore(snap, split); err != nil {
+				t.Fatal(err)
+			}
+			copied := m.NewState().(*models.DeltaState)
+			if err := copied.CopyFrom(st); err != nil || copied.Pos() != split {
+				t.Fatalf("CopyFrom: %v, at %d", err, copied.Pos())
+			}
+			if err := copied.CopyFrom(restored.Clone()); err != nil { // into its own buffers again
 				t.Fatal(err)
 			}
 			// The original continues first: the copies must not share memory with it.
@@ -140,7 +147,7 @@ func TestHybridStateCloneSnapshot(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for name, s := range map[string]models.RecurrentState{"clone": clone, "restored": restored} {
+			for name, s := range map[string]models.RecurrentState{"clone": clone, "restored": restored, "copied": copied} {
 				seq2 := seq
 				seq2.State = s
 				got, err := m.Forward(seq2, ref.ids[split:], models.AllLogits)
@@ -157,6 +164,10 @@ func TestHybridStateCloneSnapshot(t *testing.T) {
 			}
 			if err := restored.Restore(snap[1:], split); !errors.Is(err, models.ErrState) {
 				t.Errorf("short snapshot: err = %v, want ErrState", err)
+			}
+			other, _ := openHybrid(t, map[string]string{"qwen3_5": "qwen3_next", "qwen3_next": "qwen3_5"}[arch])
+			if err := copied.CopyFrom(other.NewState().(models.RecurrentState)); !errors.Is(err, models.ErrState) {
+				t.Errorf("copy from another model's state: err = %v, want ErrState", err)
 			}
 			st.Reset()
 			seq.Start = 0

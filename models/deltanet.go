@@ -41,6 +41,29 @@ type RecurrentState interface {
 	Reset()
 }
 
+// HeldState is a snapshot its runner keeps (a worker's clone of a state in
+// device memory), so that it restores without crossing to the caller and
+// back. Release lets the runner free it; a released or lost one no longer
+// restores.
+type HeldState interface {
+	// Pos is the position of the state it holds.
+	Pos() int
+	// Bytes is the memory it holds in the runner.
+	Bytes() int64
+	Release()
+}
+
+// HoldingState is a RecurrentState whose runner can keep snapshots itself.
+type HoldingState interface {
+	RecurrentState
+	// Hold returns a copy of the state as it is now, kept by the runner,
+	// or an error (no room, a lost runner): the caller takes a Snapshot
+	// instead.
+	Hold() (HeldState, error)
+	// RestoreHeld makes the state h's contents at h's position.
+	RestoreHeld(h HeldState) error
+}
+
 // DeltaState is the recurrent state of one sequence of a Gated DeltaNet
 // hybrid: for every linear-attention layer, in layer order, the causal
 // convolution's last ConvKernel-1 inputs ([ConvKernel-1, ConvDim], oldest
@@ -134,11 +157,38 @@ func (s *DeltaState) Restore(data []float32, pos int) error {
 // Clone implements RecurrentState.
 func (s *DeltaState) Clone() RecurrentState {
 	c := newDeltaState(s.be, s.shape, len(s.conv))
-	if err := c.Restore(s.Snapshot(), max(s.pos, 0)); err != nil {
-		panic(err) // same shape by construction
+	if err := c.CopyFrom(s); err != nil {
+		panic(err) // same shape and backend by construction
 	}
-	c.pos = s.pos
 	return c
+}
+
+// CopyFrom makes s a copy of src (contents and position) in s's own
+// buffers: on the device where the backend copies there
+// (kernels.BufCopier), else through the host. src must be a DeltaState of
+// the same shape on the same backend.
+func (s *DeltaState) CopyFrom(src RecurrentState) error {
+	o, ok := src.(*DeltaState)
+	if !ok || o.be != s.be || o.shape != s.shape || len(o.conv) != len(s.conv) {
+		return fmt.Errorf("%w: copy from %T of another shape or backend", ErrState, src)
+	}
+	if o == s {
+		return nil
+	}
+	cp, ok := s.be.(kernels.BufCopier)
+	if !ok {
+		if err := s.Restore(o.Snapshot(), max(o.pos, 0)); err != nil {
+			return err
+		}
+		s.pos = o.pos // -1 too: a state after a failed pass stays unusable
+		return nil
+	}
+	for i := range s.conv {
+		cp.CopyBuf(s.conv[i], o.conv[i], s.shape.ConvStateLen())
+		cp.CopyBuf(s.rec[i], o.rec[i], s.shape.RecStateLen())
+	}
+	s.pos = o.pos
+	return nil
 }
 
 // Reset implements RecurrentState.

@@ -62,6 +62,7 @@ type engine struct {
 	ctxLen    int
 	recurrent bool            // Model.NewState() != nil: KV shortcuts only through snapshots
 	snapEvery cache.Intervals // where hybrid sequences' state is snapshotted
+	hold      bool            // snapshots held by the runner where it can (ModelConfig.HostSnapshots off)
 	limit     int
 
 	// kvMu guards every seqState's fields and is held by the scheduler
@@ -125,6 +126,7 @@ func newEngine(cfg ModelConfig, pool *cache.Pool, eos map[int32]bool) *engine {
 	}
 	if e.recurrent && pool.SnapshotStats().Limit > 0 {
 		e.snapEvery = cfg.SnapshotIntervals.Aligned(e.bs)
+		e.hold = !cfg.HostSnapshots
 	}
 	if e.ctxLen <= 0 {
 		e.ctxLen = 1 << 20
@@ -285,7 +287,7 @@ func (e *engine) truncateKV(sq *seqState, n int) {
 	if e.recurrent && n < sq.kvLen {
 		st, _ := sq.state.(models.RecurrentState)
 		q, snap := e.snapshotBefore(sq, n)
-		if st == nil || snap == nil || st.Restore(snap.State, q) != nil {
+		if st == nil || snap == nil || restoreSnapshot(st, snap, q) != nil {
 			e.dropKV(sq)
 			return
 		}
@@ -333,7 +335,7 @@ func (e *engine) fork(src *seqState, at int) *seqState {
 		} else {
 			q, snap := e.snapshotBefore(src, at)
 			fresh, _ := e.model.NewState().(models.RecurrentState)
-			if snap == nil || fresh == nil || fresh.Restore(snap.State, q) != nil {
+			if snap == nil || fresh == nil || restoreSnapshot(fresh, snap, q) != nil {
 				freeState(fresh)
 				return sq
 			}
@@ -577,7 +579,7 @@ func (e *engine) reuseSnapshot(sq *seqState, toks []int32) int {
 	for best = len(taken); best > 0 && snaps[best-1] == nil; best-- {
 	}
 	snap := snaps[max(best, 1)-1]
-	if best == 0 || st.Restore(snap.State, snap.Pos) != nil {
+	if best == 0 || restoreSnapshot(st, snap, snap.Pos) != nil {
 		e.pool.ReleaseAll(taken)
 		if st != sq.state {
 			freeState(st)
@@ -710,15 +712,40 @@ func (e *engine) snapshot(sq *seqState, logits []float32, want models.Logits) {
 	if e.pool.HasSnapshot(k) {
 		return
 	}
-	data := st.Snapshot()
-	if len(data) != st.Len() { // the runner could not read it (a worker lost)
-		return
+	snap := &cache.Snapshot{Pos: sq.kvLen}
+	if hs, ok := st.(models.HoldingState); ok && e.hold {
+		if h, err := hs.Hold(); err == nil {
+			snap.Held = h
+		}
 	}
-	snap := &cache.Snapshot{Pos: sq.kvLen, State: data}
+	if snap.Held == nil { // through the host
+		data := st.Snapshot()
+		if len(data) != st.Len() { // the runner could not read it (a worker lost)
+			return
+		}
+		snap.State = data
+	}
 	if V := e.model.ModelConfig().VocabSize; want != models.NoLogits && len(logits) >= V {
 		snap.Logits = slices.Clone(logits[len(logits)-V:])
 	}
 	e.pool.PutSnapshot(k, snap)
+}
+
+// restoreSnapshot makes st the state of snap, which is at pos: from the
+// runner's held copy where it has one, else from the host copy.
+func restoreSnapshot(st models.RecurrentState, snap *cache.Snapshot, pos int) error {
+	if snap.Held == nil {
+		return st.Restore(snap.State, pos)
+	}
+	h, ok := snap.Held.(models.HeldState)
+	hs, ok2 := st.(models.HoldingState)
+	if !ok || !ok2 {
+		return fmt.Errorf("%w: a held snapshot %T for a %T", models.ErrState, snap.Held, st)
+	}
+	if h.Pos() != pos {
+		return fmt.Errorf("%w: a held snapshot at %d restored at %d", models.ErrState, h.Pos(), pos)
+	}
+	return hs.RestoreHeld(h)
 }
 
 // invalidateAll forgets every sequence's KV and the pool's cached blocks

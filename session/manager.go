@@ -68,6 +68,10 @@ type ModelConfig struct {
 	// SnapshotIntervals says where hybrid sequences are snapshotted
 	// (default cache.DefaultIntervals), rounded to whole blocks.
 	SnapshotIntervals cache.Intervals
+	// HostSnapshots keeps every snapshot's state in the daemon's memory,
+	// even where the runner could hold it (models.HoldingState: a worker's
+	// copy on its device, restored by a device copy; the default).
+	HostSnapshots bool
 }
 
 // defaultSnapshotBytes is ModelConfig.SnapshotBytes's default for a
@@ -115,6 +119,7 @@ type ModelInfo struct {
 	// Recurrent-state snapshots held for a hybrid model (0 for others).
 	Snapshots     int
 	SnapshotBytes int64
+	HeldSnapshots int // of Snapshots, those whose state the worker keeps on its device
 }
 
 // Info describes a session.
@@ -306,7 +311,7 @@ func (m *Manager) Models() []ModelInfo {
 			VocabSize: e.model.ModelConfig().VocabSize, BlockSize: e.bs,
 			KVBlocksTotal: ps.Blocks, KVBlocksUsed: ps.Referenced, KVBlocksCache: ps.Cached,
 			HostTierBytes: ps.HostBytes, HostTierLimit: ps.HostLimit,
-			Snapshots: ss.Count, SnapshotBytes: ss.Bytes,
+			Snapshots: ss.Count, SnapshotBytes: ss.Bytes, HeldSnapshots: ss.Held,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -15,9 +15,35 @@ import (
 // DeltaNet) and kernels.MLAOps (MLA, with and without DeepSeek sparse
 // attention), on fixture-sized and real-model shapes.
 func (c *conf) hybrid() {
+	c.copyBuf()
 	c.deltaNet()
 	c.latentAttention()
 	c.mlaPrefill()
+}
+
+// copyBuf checks the device-to-device copy a held snapshot's restore
+// runs (a Qwen3.5-27B layer's delta-rule state, 786432 floats, and a
+// short one), into a longer buffer whose tail must stay as it was, and
+// that the device reports free memory.
+func (c *conf) copyBuf() {
+	c.section("copybuf")
+	for _, n := range []int{786432, 7} {
+		src := c.randn(n)
+		sg, sh := c.pair(src)
+		tail := c.randn(5)
+		dg, dh := c.pair(append(make([]float32, n), tail...))
+		c.g.CopyBuf(dg, sg, n)
+		c.c.CopyBuf(dh, sh, n)
+		c.check("CopyBuf", fmt.Sprintf("n=%d", n), dg, dh, n+5, tolExact)
+	}
+	free, err := c.g.FreeBytes()
+	c.n++
+	status := "ok"
+	if err != nil || free <= 0 {
+		status = fmt.Sprintf("FAIL (%v)", err)
+		c.failed++
+	}
+	fmt.Printf("%-12s %-40s %s\n", "FreeBytes", fmt.Sprintf("%d MiB", free>>20), status)
 }
 
 // setupFailed reports a case whose KV pool a backend refused (the CUDA

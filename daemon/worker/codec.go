@@ -13,7 +13,7 @@ import (
 )
 
 // Version is the protocol version both sides must speak.
-const Version = 5
+const Version = 6
 
 // msgType is a frame's message type.
 type msgType uint8
@@ -43,13 +43,15 @@ const (
 	msgRestoreStateShared
 	msgCloneState
 	msgResetState
+	msgHoldState
+	msgCopyState
 )
 
 func (t msgType) String() string {
 	names := [...]string{"?", "hello", "ready", "new-kv-pool", "forward", "copy-block", "read-block",
 		"write-block", "ping", "ok", "logits", "block", "error", "forward-argmax", "token",
 		"write-block-shared", "block-shared", "logits-shared", "new-state", "free-states", "snapshot-state",
-		"restore-state", "restore-state-shared", "clone-state", "reset-state"}
+		"restore-state", "restore-state-shared", "clone-state", "reset-state", "hold-state", "copy-state"}
 	if int(t) < len(names) {
 		return names[t]
 	}

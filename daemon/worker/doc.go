@@ -34,6 +34,10 @@
 //	ResetState{id}, FreeStates{ids}
 //	SnapshotState{id}                    Block{float32[]} / BlockShared{ref}
 //	RestoreState{id, pos, float32[]}     OK
+//	HoldState{src, dst, reserve}         OK{held}: a clone kept on the device
+//	                                     (a held snapshot, state_held.go), or
+//	                                     declined where memory is short
+//	CopyState{src, dst}                  OK (a held snapshot restored)
 //	                                     Error{code, message} for any request
 //
 // Greedy generations (no penalties, no logprobs) step with ForwardArgmax

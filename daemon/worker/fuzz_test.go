@@ -279,6 +279,12 @@ func FuzzRankStateRequests(f *testing.F) {
 		rawFrame(msgRestoreStateShared, 4, shared.b), rawFrame(msgForward, 5, fw.encode())))
 	f.Add(frames(rawFrame(msgCloneState, 1, encodeClone(5, 0)), rawFrame(msgSnapshotState, 2, encodeStateID(0)),
 		rawFrame(msgFreeStates, 3, []byte{255, 255, 255, 255})))
+	// Held snapshots: hold, copy back, copy between unknown or equal ids,
+	// a hold onto an id in use, a truncated hold.
+	f.Add(frames(rawFrame(msgNewState, 1, id1), rawFrame(msgHoldState, 2, encodeHold(1, 2, 1<<30)),
+		rawFrame(msgCopyState, 3, encodeClone(2, 1)), rawFrame(msgCopyState, 4, encodeClone(1, 1)),
+		rawFrame(msgCopyState, 5, encodeClone(7, 1)), rawFrame(msgHoldState, 6, encodeHold(1, 2, -1)),
+		rawFrame(msgHoldState, 7, encodeClone(1, 3))))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		h := Hello{Version: Version, Backend: "cpu", Threads: 1, Path: fixture("qwen3_5")}
 		in := append(rawFrame(msgHello, 0, h.encode()), raw...)

@@ -14,6 +14,11 @@ import "fmt"
 //	RestoreStateShared{id, pos, ref}     OK (the daemon pwrote the data first)
 //	CloneState{src, dst}                 OK (dst is a new id)
 //	ResetState{id}                       OK
+//	HoldState{src, dst, reserve}         OK{held u8} (a clone under dst where the
+//	                                     backend's memory keeps reserve bytes free
+//	                                     after it; held 0: declined, nothing made)
+//	CopyState{src, dst}                  OK (dst's contents and position := src's,
+//	                                     in dst's own buffers)
 
 // maxFreeIDs bounds the ids of one FreeStates request (the daemon sends
 // at most this many at once).
@@ -53,6 +58,14 @@ func restoreHeader(id uint64, pos int) *enc {
 	e.u64(id)
 	e.i32(pos)
 	return e
+}
+
+func encodeHold(src, dst uint64, reserve int64) []byte {
+	var e enc
+	e.u64(src)
+	e.u64(dst)
+	e.u64(uint64(max(reserve, 0)))
+	return e.b
 }
 
 func encodeClone(src, dst uint64) []byte {

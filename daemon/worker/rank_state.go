@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 
+	"github.com/pocketllm/pocketllm/kernels"
 	"github.com/pocketllm/pocketllm/models"
 )
 
@@ -46,7 +47,8 @@ func (rk *rank) handleState(f frame) (typ msgType, payload, extra []byte, ok boo
 	fail := func(err error) (msgType, []byte, []byte, bool, error) { return 0, nil, nil, true, err }
 	if rk.states == nil {
 		switch f.typ {
-		case msgNewState, msgFreeStates, msgSnapshotState, msgRestoreState, msgRestoreStateShared, msgCloneState, msgResetState:
+		case msgNewState, msgFreeStates, msgSnapshotState, msgRestoreState, msgRestoreStateShared, msgCloneState, msgResetState,
+			msgHoldState, msgCopyState:
 			return fail(fmt.Errorf("%w: %s: the model keeps no recurrent state", errBadRequest, f.typ))
 		}
 	}
@@ -148,6 +150,57 @@ func (rk *rank) handleState(f frame) (typ msgType, payload, extra []byte, ok boo
 		}
 		// The clone has buffers of its own, recorded anew under dst.
 		return msgOK, nil, nil, true, rk.addState(dst, st.Clone(), "clone-state")
+	case msgHoldState:
+		src, dst, reserve := d.u64("src"), d.u64("dst"), d.u64("reserve")
+		if err := d.done("hold-state"); err != nil {
+			return fail(err)
+		}
+		st, err := rk.stateOf(src, "hold-state")
+		if err != nil {
+			return fail(err)
+		}
+		if _, dup := rk.states[dst]; dup || dst == 0 {
+			return fail(fmt.Errorf("%w: hold-state: state id %d in use or zero", errBadRequest, dst))
+		}
+		// A held copy is optional (the daemon snapshots through the host
+		// instead): decline it, as an answer rather than an error, where
+		// the device would be left short, since a failed allocation fails
+		// the backend. Ranks may answer differently; the daemon frees dst
+		// on all of them then.
+		if room, ok := rk.be.(kernels.MemoryRoom); ok {
+			free, err := room.FreeBytes()
+			if err != nil || free < st.SizeBytes()+int64(min(reserve, 1<<50)) {
+				return msgOK, []byte{0}, nil, true, nil
+			}
+		}
+		if err := rk.addState(dst, st.Clone(), "hold-state"); err != nil {
+			return fail(err)
+		}
+		return msgOK, []byte{1}, nil, true, nil
+	case msgCopyState:
+		src, dst := d.u64("src"), d.u64("dst")
+		if err := d.done("copy-state"); err != nil {
+			return fail(err)
+		}
+		from, err := rk.stateOf(src, "copy-state")
+		if err != nil {
+			return fail(err)
+		}
+		to, err := rk.stateOf(dst, "copy-state")
+		if err != nil {
+			return fail(err)
+		}
+		// Into dst's own buffers: its decode recordings stay valid.
+		cp, ok := to.(interface {
+			CopyFrom(models.RecurrentState) error
+		})
+		if !ok {
+			return fail(fmt.Errorf("%w: copy-state: %T cannot copy", errBadRequest, to))
+		}
+		if err := cp.CopyFrom(from); err != nil {
+			return fail(fmt.Errorf("%w: copy-state: %w", errBadRequest, err))
+		}
+		return msgOK, nil, nil, true, nil
 	case msgResetState:
 		id := d.u64("id")
 		if err := d.done("reset-state"); err != nil {

@@ -32,15 +32,23 @@ func needFixture(t *testing.T, arch string) {
 // hybrid models over a worker process, and over a tensor-parallel group
 // of CPU rank processes (each holding its heads' share of every
 // recurrent state), give exactly the tokens and reuse counts of the
-// in-process model, and greedy runs match a cold run.
+// in-process model, and greedy runs match a cold run. The worker holds
+// the snapshots (models.HoldingState), or, in the host/ runs, the daemon
+// keeps them as data.
 func TestHybridSessionsOverWorker(t *testing.T) {
 	for _, world := range worlds() {
 		for _, arch := range hybrids {
 			t.Run(fmt.Sprintf("tp%d/%s", world, arch), func(t *testing.T) {
 				needFixture(t, arch)
-				hybridParity(t, arch, world)
+				hybridParity(t, arch, world, false)
 			})
 		}
+	}
+	for _, arch := range hybrids {
+		t.Run("host/"+arch, func(t *testing.T) {
+			needFixture(t, arch)
+			hybridParity(t, arch, 1, true)
+		})
 	}
 }
 
@@ -50,20 +58,21 @@ func TestHybridSessionsOverWorker(t *testing.T) {
 var snapEvery = cache.Intervals{Dense: 16, Until: 16, Sparse: 16}
 
 // hybridPair is newPair for a hybrid model on world ranks, with
-// snapshots every block and a host tier of hostBytes.
-func hybridPair(t *testing.T, arch string, world, kvBlocks int, hostBytes int64) *pair {
+// snapshots every block (in the daemon's memory where hostSnaps, else
+// held by the worker) and a host tier of hostBytes.
+func hybridPair(t *testing.T, arch string, world, kvBlocks int, hostBytes int64, hostSnaps bool) *pair {
 	px := startProxy(t, arch, world, time.Minute)
 	m := inProcess(t, arch)
 	cfg := func(r session.Runner) session.ModelConfig {
 		return session.ModelConfig{Name: arch, Model: r, KVBlocks: kvBlocks, BlockSize: 16,
-			SnapshotIntervals: snapEvery, HostTierBytes: hostBytes}
+			SnapshotIntervals: snapEvery, HostTierBytes: hostBytes, HostSnapshots: hostSnaps}
 	}
 	return &pair{t: t, local: newManager(t, cfg(m)), remote: newManager(t, cfg(px)), model: arch,
 		ids: map[string][2]string{}, inproc: m, workerPx: px}
 }
 
-func hybridParity(t *testing.T, arch string, world int) {
-	p := hybridPair(t, arch, world, 0, 0)
+func hybridParity(t *testing.T, arch string, world int, hostSnaps bool) {
+	p := hybridPair(t, arch, world, 0, 0, hostSnaps)
 	greedyN := func(n int) session.GenerateParams { return session.GenerateParams{MaxTokens: n} }
 	p.open("a")
 	p1, p2 := prompt(37, 1), prompt(9, 2)
@@ -115,6 +124,10 @@ func hybridParity(t *testing.T, arch string, world int) {
 	gb := p.generate("b", greedyN(5))
 	if want := greedy(t, p.inproc, slices.Concat(p1, prompt(5, 3)), 5); !slices.Equal(gb, want) {
 		t.Fatalf("after prefix reuse: worker %v, cold %v", gb, want)
+	}
+	info := p.remote.Models()[0]
+	if held := info.HeldSnapshots; info.Snapshots == 0 || hostSnaps != (held == 0) || !hostSnaps && held != info.Snapshots {
+		t.Errorf("%d snapshots, %d of them held by the worker (host snapshots: %v)", info.Snapshots, held, hostSnaps)
 	}
 	// Closing sessions frees their states in the worker (sent with the
 	// next request).
@@ -357,7 +370,7 @@ func TestHybridEvictionOverWorker(t *testing.T) {
 func hybridEviction(t *testing.T, world int) {
 	arch := "qwen3_next"
 	needFixture(t, arch)
-	p := hybridPair(t, arch, world, 8, 64<<20)
+	p := hybridPair(t, arch, world, 8, 64<<20, false)
 	for i := range 4 {
 		name := fmt.Sprint("s", i)
 		p.open(name)

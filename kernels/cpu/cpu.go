@@ -182,3 +182,6 @@ func (b *Backend) AddBias(x kernels.Buf, bias kernels.Tensor, rows, dim int) {
 		}
 	}
 }
+
+// CopyBuf implements kernels.BufCopier.
+func (b *Backend) CopyBuf(dst, src kernels.Buf, n int) { copy(f32(dst)[:n], f32(src)[:n]) }

@@ -1,0 +1,49 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+
+	"gorgonia.org/cu"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+var (
+	_ kernels.BufCopier  = (*Backend)(nil)
+	_ kernels.MemoryRoom = (*Backend)(nil)
+)
+
+// CopyBuf implements kernels.BufCopier: a device-to-device copy queued on
+// the stream (a hybrid's 151 MB state in ~0.1 ms, where Read and Write
+// through the host take tens of milliseconds).
+func (b *Backend) CopyBuf(dst, src kernels.Buf, n int) {
+	if n <= 0 {
+		return
+	}
+	if b.enter() {
+		switch {
+		case b.cap != nil:
+			b.cap.err = fmt.Errorf("cuda: CopyBuf during graph capture: %w", kernels.ErrUnsupported)
+		case n > dst.Len() || n > src.Len():
+			b.fail(fmt.Errorf("cuda: CopyBuf of %d floats between buffers of %d and %d", n, dst.Len(), src.Len()))
+		default:
+			b.fail(cu.MemcpyDtoDAsync(dptr(dst), dptr(src), int64(n)*4, b.stream))
+		}
+	}
+	b.exit()
+}
+
+// FreeBytes implements kernels.MemoryRoom: the device's free memory as
+// the driver counts it (buffers on the backend's own free lists are not
+// in it, so this errs low).
+func (b *Backend) FreeBytes() (int64, error) {
+	if !b.enter() {
+		b.exit()
+		return 0, b.err
+	}
+	defer b.exit()
+	free, _, err := cu.MemInfo()
+	return free, err
+}
