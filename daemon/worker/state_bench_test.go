@@ -17,7 +17,8 @@ import (
 // layers, so that one snapshot is that model's ~151 MB, on a model whose
 // weights are small (hidden 64). The daemon snapshots a hybrid every 256
 // tokens up to 4K, so a 4096-token prompt pays 16 of these. Sub-benchmarks
-// by shared-memory region: the default, and none (frames only).
+// by shared-memory region (the default, and none: frames only), and held
+// by the worker (models.HoldingState) instead of sent.
 func BenchmarkSnapshotOverWorker(b *testing.B) {
 	dir := b.TempDir()
 	cfg, err := os.ReadFile(filepath.Join(fixture("qwen3_5"), "config.json"))
@@ -37,11 +38,11 @@ func BenchmarkSnapshotOverWorker(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, c := range []struct {
-		shared  int64
-		restore bool
-	}{{-1, false}, {-1, true}, {0, false}, {0, true}, {256 << 20, false}, {256 << 20, true}} {
+		shared        int64
+		restore, held bool
+	}{{-1, false, false}, {-1, true, false}, {0, false, false}, {0, true, false}, {0, false, true}, {0, true, true}} {
 		shared := c.shared
-		b.Run(fmt.Sprintf("shared=%d/restore=%v", shared, c.restore), func(b *testing.B) {
+		b.Run(fmt.Sprintf("shared=%d/restore=%v/held=%v", shared, c.restore, c.held), func(b *testing.B) {
 			o := Options{World: 1, Timeout: time.Minute, SharedBytes: shared, MaxBackoff: 200 * time.Millisecond,
 				Command: DefaultCommand(workerBinary(b), "cpu"), Hello: Hello{Backend: "cpu", Threads: 1, Name: "wide", Path: dir}}
 			px, err := Start(o)
@@ -59,6 +60,25 @@ func BenchmarkSnapshotOverWorker(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.SetBytes(st.SizeBytes())
+			if c.held { // kept by the worker: a clone, restored by a copy
+				hs := st.(models.HoldingState)
+				h, err := hs.Hold()
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				for range b.N {
+					if !c.restore {
+						h.Release()
+						if h, err = hs.Hold(); err != nil {
+							b.Fatal(err)
+						}
+					} else if err := hs.RestoreHeld(h); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return
+			}
 			data := st.Snapshot()
 			b.ResetTimer()
 			for range b.N {
