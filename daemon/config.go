@@ -84,10 +84,14 @@ type CacheConfig struct {
 	KVBlocks      int   `toml:"kv_blocks"`
 	BlockSize     int   `toml:"block_size"`
 	HostTierBytes int64 `toml:"host_tier_bytes"`
-	// SnapshotBytes bounds the host memory for snapshots of a hybrid
-	// model's recurrent state, per model (0: the default, two 4K contexts'
-	// snapshots between 1 and 8 GiB; session.ModelConfig).
+	// SnapshotBytes bounds the memory for snapshots of a hybrid model's
+	// recurrent state, per model (0: the default, two 4K contexts'
+	// snapshots between 1 and 8 GiB; session.ModelConfig): the daemon's,
+	// or the worker's device memory for the snapshots it holds.
 	SnapshotBytes int64 `toml:"snapshot_bytes"`
+	// HostSnapshots keeps every snapshot in the daemon's memory, not held
+	// by the worker on its device (session.ModelConfig.HostSnapshots).
+	HostSnapshots bool `toml:"host_snapshots"`
 	// SnapshotIntervals says where hybrid sequences are snapshotted (nil:
 	// cache.DefaultIntervals).
 	SnapshotIntervals *SnapshotIntervals `toml:"snapshot_intervals"`

@@ -38,6 +38,7 @@ kv_blocks = 1024
 block_size = 16
 host_tier_bytes = 1073741824
 snapshot_bytes = 536870912
+host_snapshots = true
 snapshot_intervals = { dense = 128, until = 2048, sparse = 1024 }
 
 [limits]
@@ -55,7 +56,7 @@ func TestParseConfig(t *testing.T) {
 		c.Limits.Queue != 64 || c.Server.LogLevel != "debug" {
 		t.Fatalf("parsed %+v", c)
 	}
-	if c.Cache.SnapshotBytes != 512<<20 || c.Cache.SnapshotIntervals.Intervals() != (cache.Intervals{Dense: 128, Until: 2048, Sparse: 1024}) {
+	if c.Cache.SnapshotBytes != 512<<20 || !c.Cache.HostSnapshots || c.Cache.SnapshotIntervals.Intervals() != (cache.Intervals{Dense: 128, Until: 2048, Sparse: 1024}) {
 		t.Fatalf("parsed cache %+v, intervals %+v", c.Cache, c.Cache.SnapshotIntervals)
 	}
 }
