@@ -262,6 +262,51 @@ func FuzzProxyStateReply(f *testing.F) {
 	})
 }
 
+// TestHoldReplies: a hold is kept only on a one-byte yes; a no or an
+// error reply gives ErrNotHeld or the error, and the worker is kept; a
+// malformed reply loses it. A held snapshot restores only into a state of
+// its own proxy.
+func TestHoldReplies(t *testing.T) {
+	for name, c := range map[string]struct {
+		raw        []byte
+		held, lost bool
+	}{
+		"held":       {rawFrame(msgOK, 1, []byte{1}), true, false},
+		"declined":   {rawFrame(msgOK, 1, []byte{0}), false, false},
+		"empty":      {rawFrame(msgOK, 1, nil), false, false},
+		"error":      {rawFrame(msgError, 1, encodeError(codeBadRequest, "no")), false, false},
+		"wrong type": {rawFrame(msgBlock, 1, logitsPayload(4)), false, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p, s, peer := hybridFake(t, 4)
+			go answer(peer, c.raw)
+			h, err := s.Hold()
+			if (h != nil) != c.held || (err == nil) != c.held {
+				t.Fatalf("hold: %v, %v", h, err)
+			}
+			if name == "declined" && !errors.Is(err, ErrNotHeld) {
+				t.Fatalf("declined hold: %v, want ErrNotHeld", err)
+			}
+			if lost := p.Health() != nil; lost != c.lost {
+				t.Fatalf("worker lost %v after a %s reply", lost, name)
+			}
+			if h != nil {
+				if h.Pos() != s.pos || h.Bytes() != 16 {
+					t.Fatalf("held at %d, %d bytes", h.Pos(), h.Bytes())
+				}
+				_, other, _ := hybridFake(t, 4)
+				if err := other.RestoreHeld(h); !errors.Is(err, models.ErrState) {
+					t.Fatalf("restore into another proxy's state: %v", err)
+				}
+				h.Release()
+				if err := s.RestoreHeld(h); !errors.Is(err, models.ErrState) {
+					t.Fatalf("restore of a released snapshot: %v", err)
+				}
+			}
+		})
+	}
+}
+
 // FuzzRankStateRequests: whatever state requests a rank of a hybrid model
 // gets, it answers or stops reading; it never panics.
 func FuzzRankStateRequests(f *testing.F) {
