@@ -434,6 +434,7 @@ func TestMetrics(t *testing.T) {
 		`pocketd_queue_depth `, `pocketd_kv_blocks{model="demo",state="used"}`, `pocketd_host_tier_bytes{model="demo"}`,
 		"# TYPE pocketd_time_to_first_token_seconds histogram",
 		`pocketd_history_writes_total `, `pocketd_history_write_seconds_total `,
+		`pocketd_state_snapshots{model="demo",where="worker"} 0`, `pocketd_state_snapshot_bytes{model="demo"} 0`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("metrics lack %q", want)

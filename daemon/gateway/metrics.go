@@ -97,6 +97,8 @@ var (
 	descKV         = prometheus.NewDesc("pocketd_kv_blocks", "KV cache blocks by state: used (held by sequences), cached (kept for prefix reuse), total.", []string{"model", "state"}, nil)
 	descHost       = prometheus.NewDesc("pocketd_host_tier_bytes", "Bytes of evicted KV blocks held in the host-memory tier.", []string{"model"}, nil)
 	descHostLimit  = prometheus.NewDesc("pocketd_host_tier_limit_bytes", "Bound of the host-memory tier.", []string{"model"}, nil)
+	descSnaps      = prometheus.NewDesc("pocketd_state_snapshots", "Recurrent-state snapshots of a hybrid model, by where the state is kept: the daemon's memory or the worker's device.", []string{"model", "where"}, nil)
+	descSnapBytes  = prometheus.NewDesc("pocketd_state_snapshot_bytes", "Bytes of recurrent-state snapshots (both places), against the model's snapshot budget.", []string{"model"}, nil)
 	descForward    = prometheus.NewDesc("pocketd_forward_seconds_total", "Time in forward passes, by kind: decode (one-token steps) or prefill (chunks).", []string{"kind"}, nil)
 	descWrites     = prometheus.NewDesc("pocketd_history_writes_total", "Durable writes of session histories.", nil, nil)
 	descWriteTime  = prometheus.NewDesc("pocketd_history_write_seconds_total", "Time in durable writes of session histories (fsync included).", nil, nil)
@@ -104,7 +106,8 @@ var (
 
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descPrompt, descCached, descCompletion, descPrefilled, descSteps,
-		descQueue, descInFlight, descSessions, descKV, descHost, descHostLimit, descForward, descWrites, descWriteTime} {
+		descQueue, descInFlight, descSessions, descKV, descHost, descHostLimit, descSnaps, descSnapBytes, descForward, descWrites,
+		descWriteTime} {
 		ch <- d
 	}
 }
@@ -139,5 +142,8 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descKV, float64(m.KVBlocksTotal), m.Name, "total")
 		gauge(descHost, float64(m.HostTierBytes), m.Name)
 		gauge(descHostLimit, float64(m.HostTierLimit), m.Name)
+		gauge(descSnaps, float64(m.Snapshots-m.HeldSnapshots), m.Name, "daemon")
+		gauge(descSnaps, float64(m.HeldSnapshots), m.Name, "worker")
+		gauge(descSnapBytes, float64(m.SnapshotBytes), m.Name)
 	}
 }
