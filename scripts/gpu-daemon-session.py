@@ -44,13 +44,13 @@ class Client:
             raise RuntimeError(f"{method} {url}: {r.status} {data[:300]!r}")
         return json.loads(data) if data else None
 
-    def metrics(self):
-        """The daemon's time counters (forward passes, history writes)."""
+    def metrics(self, names=("pocketd_forward_seconds_total", "pocketd_history_write")):
+        """The daemon's time counters (forward passes, history writes), or other metrics by name prefix."""
         self.conn.request("GET", "/metrics")
         r = self.conn.getresponse()
         out = {}
         for line in r.read().decode().splitlines():
-            for name in ("pocketd_forward_seconds_total", "pocketd_history_write"):
+            for name in names:
                 if line.startswith(name):
                     k, v = line.rsplit(" ", 1)
                     out[k] = float(v)
@@ -148,6 +148,8 @@ def main():
     short = c.session(a.model)
     ttft(c, short, toks(512))
     res["decode_512ctx_tok_s"] = round(decode_rate(c, short, 128), 1)
+    # A hybrid's snapshots: kept by the daemon or held by the worker.
+    res["snapshots"] = {k.replace("pocketd_", ""): v for k, v in c.metrics(("pocketd_state_snapshot",)).items()}
     print(json.dumps(res))
 
 
