@@ -36,8 +36,9 @@ func (b *Backend) CopyBuf(dst, src kernels.Buf, n int) {
 }
 
 // FreeBytes implements kernels.MemoryRoom: the device's free memory as
-// the driver counts it (buffers on the backend's own free lists are not
-// in it, so this errs low).
+// the driver counts it, plus the buffers on the backend's own free lists
+// (freed buffers stay there for reuse, and a held snapshot's clone takes
+// the sizes an evicted one left).
 func (b *Backend) FreeBytes() (int64, error) {
 	if !b.enter() {
 		b.exit()
@@ -45,5 +46,10 @@ func (b *Backend) FreeBytes() (int64, error) {
 	}
 	defer b.exit()
 	free, _, err := cu.MemInfo()
+	b.poolMu.Lock()
+	for size, l := range b.free {
+		free += size * int64(len(l))
+	}
+	b.poolMu.Unlock()
 	return free, err
 }
