@@ -40,6 +40,26 @@ func (rk *rank) addState(id uint64, st models.RecurrentState, what string) error
 	return nil
 }
 
+// cloneArgs decodes a CloneState or HoldState request (with its reserve
+// where withReserve): the source state and the new id, which must be free.
+func (rk *rank) cloneArgs(d *dec, what string, withReserve bool) (st models.RecurrentState, dst, reserve uint64, err error) {
+	src := d.u64("src")
+	dst = d.u64("dst")
+	if withReserve {
+		reserve = d.u64("reserve")
+	}
+	if err := d.done(what); err != nil {
+		return nil, 0, 0, err
+	}
+	if st, err = rk.stateOf(src, what); err != nil {
+		return nil, 0, 0, err
+	}
+	if _, dup := rk.states[dst]; dup || dst == 0 {
+		return nil, 0, 0, fmt.Errorf("%w: %s: state id %d in use or zero", errBadRequest, what, dst)
+	}
+	return st, dst, reserve, nil
+}
+
 // handleState answers the recurrent-state requests; ok is false for
 // other types.
 func (rk *rank) handleState(f frame) (typ msgType, payload, extra []byte, ok bool, err error) {
@@ -137,30 +157,16 @@ func (rk *rank) handleState(f frame) (typ msgType, payload, extra []byte, ok boo
 		}
 		return msgOK, nil, nil, true, nil
 	case msgCloneState:
-		src, dst := d.u64("src"), d.u64("dst")
-		if err := d.done("clone-state"); err != nil {
-			return fail(err)
-		}
-		st, err := rk.stateOf(src, "clone-state")
+		st, dst, _, err := rk.cloneArgs(&d, "clone-state", false)
 		if err != nil {
 			return fail(err)
-		}
-		if _, dup := rk.states[dst]; dup || dst == 0 {
-			return fail(fmt.Errorf("%w: clone-state: state id %d in use or zero", errBadRequest, dst))
 		}
 		// The clone has buffers of its own, recorded anew under dst.
 		return msgOK, nil, nil, true, rk.addState(dst, st.Clone(), "clone-state")
 	case msgHoldState:
-		src, dst, reserve := d.u64("src"), d.u64("dst"), d.u64("reserve")
-		if err := d.done("hold-state"); err != nil {
-			return fail(err)
-		}
-		st, err := rk.stateOf(src, "hold-state")
+		st, dst, reserve, err := rk.cloneArgs(&d, "hold-state", true)
 		if err != nil {
 			return fail(err)
-		}
-		if _, dup := rk.states[dst]; dup || dst == 0 {
-			return fail(fmt.Errorf("%w: hold-state: state id %d in use or zero", errBadRequest, dst))
 		}
 		// A held copy is optional (the daemon snapshots through the host
 		// instead): decline it, as an answer rather than an error, where

@@ -339,13 +339,8 @@ func (s *remoteState) Clone() models.RecurrentState {
 		return c // nothing held yet: neither is the clone
 	}
 	err := s.p.stateReq(func(g *group) error {
-		src, err := s.p.live(g, s, false)
+		dst, _, err := s.p.newFrom(g, s, msgCloneState, encodeClone)
 		if err != nil {
-			return err
-		}
-		s.p.states.next++
-		dst := s.p.states.next
-		if _, err := s.p.call(g, msgCloneState, same(encodeClone(src, dst), 0), msgOK); err != nil {
 			return err
 		}
 		*c.slot = stateSlot{id: dst, gen: g.gen}
@@ -355,6 +350,25 @@ func (s *remoteState) Clone() models.RecurrentState {
 		c.err, c.pos = fmt.Errorf("clone recurrent state: %w", err), -1
 	}
 	return c
+}
+
+// newFrom asks g's ranks for a new state made from s (typ CloneState or
+// HoldState, its payload from the two ids; p.req held): the new id and
+// the replies. On an error the id is queued to be freed, on every rank
+// that made it.
+func (p *Proxy) newFrom(g *group, s *remoteState, typ msgType, payload func(src, dst uint64) []byte) (uint64, []frame, error) {
+	src, err := p.live(g, s, false)
+	if err != nil {
+		return 0, nil, err
+	}
+	p.states.next++
+	dst := p.states.next
+	replies, err := p.call(g, typ, same(payload(src, dst), 0), msgOK)
+	if err != nil {
+		p.dropState(stateSlot{id: dst, gen: g.gen})
+		return 0, nil, err
+	}
+	return dst, replies, nil
 }
 
 // Reset implements models.RecurrentState. A state that cannot be reset

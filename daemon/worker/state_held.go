@@ -55,15 +55,8 @@ func (s *remoteState) Hold() (models.HeldState, error) {
 	c := s.p.newRemoteState()
 	c.pos = s.pos
 	err := s.p.stateReq(func(g *group) error {
-		src, err := s.p.live(g, s, false)
+		dst, replies, err := s.p.newFrom(g, s, msgHoldState, func(src, dst uint64) []byte { return encodeHold(src, dst, heldReserve) })
 		if err != nil {
-			return err
-		}
-		s.p.states.next++
-		dst := s.p.states.next
-		replies, err := s.p.call(g, msgHoldState, same(encodeHold(src, dst, heldReserve), 0), msgOK)
-		if err != nil {
-			s.p.dropState(stateSlot{id: dst, gen: g.gen}) // any rank that made it
 			return err
 		}
 		for r, f := range replies {
