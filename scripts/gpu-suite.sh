@@ -286,10 +286,26 @@ for stage in "$@"; do
     $D/pocketd serve --model /tmp/q35 --backend cuda --devices 0,1,2,3 --tp 4 --socket /tmp/p-tp4.sock \
       --listen off --state-dir /tmp/st-tp4 >"$O/tp4-log.txt" 2>&1 &
     pid=$!
-    for i in $(seq 1 240); do curl -s --unix-socket /tmp/p-tp4.sock http://pocketd/v0/health 2>/dev/null | grep -q '"ok"' && break; sleep 1; done
+    for i in $(seq 1 240); do curl -s --unix-socket /tmp/p-tp4.sock http://pocketd/v0/health 2>/dev/null | grep -q '"ok"' && break
+      kill -0 $pid 2>/dev/null || break; sleep 1; done
     curl -s --unix-socket /tmp/p-tp4.sock http://pocketd/v0/health >>"$O/$stage.txt"; echo >>"$O/$stage.txt"
     step session-tp4-q35 300 python3 scripts/gpu-daemon-session.py --socket /tmp/p-tp4.sock --model q35 --vocab 248320 --context ${TP4_CTX:-4096}
     kill $pid; wait $pid 2>/dev/null ;;
+  q35d) # a hybrid through the daemon on one GPU: a 4096-token session's cold TTFT against bench's
+    # prefill, with snapshots held by the worker on the GPU (default) and kept by the daemon
+    model qwen3.5-27b-fp8 /tmp/q35
+    step bench-q35-4096 200 $W bench --model /tmp/q35 --prompt-tokens 4096 --new-tokens 8 --json
+    for hs in false true; do
+      printf 'version = 1\n[cache]\nhost_snapshots = %s\n' $hs >/tmp/q35d.toml
+      rm -rf /tmp/st-q35d
+      $D/pocketd serve --config /tmp/q35d.toml --model /tmp/q35 --backend cuda --devices 0 --socket /tmp/p-q35d.sock \
+        --listen off --state-dir /tmp/st-q35d >"$O/q35d-host-$hs-log.txt" 2>&1 &
+      pid=$!
+      for i in $(seq 1 120); do curl -s --unix-socket /tmp/p-q35d.sock http://pocketd/v0/health 2>/dev/null | grep -q '"ok"' && break
+        kill -0 $pid 2>/dev/null || break; sleep 1; done
+      step session-q35d-host-$hs 300 python3 scripts/gpu-daemon-session.py --socket /tmp/p-q35d.sock --model q35 --vocab 248320 --context 4096
+      kill $pid; wait $pid 2>/dev/null
+    done ;;
   *) echo "unknown stage $stage" | tee -a "$O/errors.txt" ;;
   esac
 done
