@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/pocketllm/pocketllm/cache"
+	"github.com/pocketllm/pocketllm/models"
 	"github.com/pocketllm/pocketllm/models/tokenizer"
 )
 
@@ -59,8 +60,9 @@ type ModelConfig struct {
 	HostTierBytes int64
 	// QueueLimit bounds the requests in flight for the model (default 256).
 	QueueLimit int
-	// SnapshotBytes bounds the host memory for snapshots of a hybrid
-	// model's recurrent state, which make prefix reuse, fork and truncate
+	// SnapshotBytes bounds the memory for snapshots of a hybrid model's
+	// recurrent state (the daemon's, or the worker's device memory for the
+	// ones it holds), which make prefix reuse, fork and truncate
 	// cheap for it (default: two 4K contexts' snapshots, 1–8 GiB, see
 	// defaultSnapshotBytes; negative: none, such sequences then recompute
 	// from the start). Unused by attention-only models.
@@ -277,8 +279,8 @@ func (m *Manager) AddModel(cfg ModelConfig) error {
 		snapBytes = cfg.SnapshotBytes
 		if snapBytes == 0 {
 			var size int64
-			if sz, ok := st.(interface{ SizeBytes() int64 }); ok {
-				size = sz.SizeBytes()
+			if rs, ok := st.(models.RecurrentState); ok {
+				size = rs.SizeBytes()
 			}
 			snapBytes = defaultSnapshotBytes(size, cfg.SnapshotIntervals.Aligned(cfg.BlockSize))
 		}

@@ -37,10 +37,9 @@ var (
 	_ models.HoldingState = (*remoteState)(nil)
 )
 
-func (h *heldState) Pos() int       { return h.c.pos }
-func (h *heldState) Bytes() int64   { return h.c.SizeBytes() }
-func (h *heldState) Release()       { h.c.Free() }
-func (h *heldState) String() string { return fmt.Sprintf("held state %d at %d", h.c.slot.id, h.c.pos) }
+func (h *heldState) Pos() int     { return h.c.pos }
+func (h *heldState) Bytes() int64 { return h.c.SizeBytes() }
+func (h *heldState) Release()     { h.c.Free() }
 
 // Hold implements models.HoldingState.
 func (s *remoteState) Hold() (models.HeldState, error) {
