@@ -112,22 +112,24 @@ func (b *Backend) l2pfInit() bool {
 		b.fail(err)
 		return false
 	}
-	// Each pointer a field or array element written out: cgo checks a
-	// pointer of any other form against the whole Backend, which holds Go
-	// pointers.
 	err := cuErr("side stream", C.pl_side_stream(&p.side))
-	if err == nil {
-		err = cuErr("event", C.pl_event(&p.start))
-	}
-	if err == nil {
-		err = cuErr("event", C.pl_event(&p.join))
-	}
-	for i := 0; i < len(p.marks) && err == nil; i++ {
-		err = cuErr("event", C.pl_event(&p.marks[i]))
+	for _, e := range append([]*C.CUevent{&p.start, &p.join}, ptrs(p.marks[:])...) {
+		if err == nil {
+			err = cuErr("event", C.pl_event(e))
+		}
 	}
 	b.fail(err)
 	p.ready = err == nil
 	return p.ready
+}
+
+// ptrs is the addresses of es's elements.
+func ptrs(es []C.CUevent) []*C.CUevent {
+	out := make([]*C.CUevent, len(es))
+	for i := range es {
+		out[i] = &es[i]
+	}
+	return out
 }
 
 // l2pfBegin starts a capture's prefetch branch (BeginCapture, after the
