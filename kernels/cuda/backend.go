@@ -119,7 +119,6 @@ type Backend struct {
 	prefillSplitOff bool
 	amax            cu.DevicePtr
 	cap             *capture
-	pf              l2pf // the captured step's L2 prefetch branch (l2pf.go)
 
 	pending []gemv     // single-row bf16 GEMVs on one input, not yet launched
 	lt      lt         // cuBLASLt prefill GEMMs (cublaslt.go)

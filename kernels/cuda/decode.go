@@ -251,8 +251,6 @@ func (b *Backend) NormMatMul(dst []kernels.Buf, x kernels.Buf, norm kernels.Tens
 		return true
 	}
 	defer b.exit()
-	b.l2Ahead(tensorsOf(ws)...)
-	defer b.l2Mark()
 	if f.fp8 && b.f8mmaNormMatMul(dst, ptr(dptr(x)), ptr(nv), eps, ws, f) {
 		return true
 	}
@@ -304,8 +302,6 @@ func (b *Backend) NormSwiGLU(act, x kernels.Buf, norm kernels.Tensor, eps float3
 		return true
 	}
 	defer b.exit()
-	b.l2Ahead(g, u)
-	defer b.l2Mark()
 	if f.fp8 && b.f8mmaNormSwiGLU(ptr(dptr(act)), ptr(dptr(x)), ptr(nv), eps, g, u, f) {
 		return true
 	}
@@ -336,8 +332,6 @@ func (b *Backend) MatMulAdd(acc, x kernels.Buf, w kernels.Tensor, rows int) bool
 		return true
 	}
 	defer b.exit()
-	b.l2Ahead(w.(*tensor))
-	defer b.l2Mark()
 	if f.fp8 && b.f8mmaGemv(f8Add, ptr(dptr(acc)), ptr(dptr(x)), w.(*tensor)) {
 		return true
 	}

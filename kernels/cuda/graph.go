@@ -84,7 +84,6 @@ func (b *Backend) BeginCapture() error {
 		return err
 	}
 	b.cap = c
-	b.l2pfBegin()
 	return nil
 }
 
@@ -99,7 +98,6 @@ func (b *Backend) EndCapture() (*Graph, error) {
 	if c == nil {
 		return nil, errors.New("cuda: no capture in progress")
 	}
-	b.l2pfEnd()
 	b.cap = nil
 	exec, err := endCapture(b.s)
 	if err != nil {

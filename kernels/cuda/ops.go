@@ -144,9 +144,6 @@ func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Tensor, rows int) {
 		b.lt.bfSrc = 0 // the converted GEMM input's source is overwritten
 	}
 	t := w.(*tensor)
-	if rows == 1 {
-		b.l2Ahead(t) // no mark: a bf16 GEMV may wait in b.pending
-	}
 	if isQuant(t.w.DType) {
 		b.flush()
 		b.quantMatMul(dst, x, t, rows)

@@ -185,8 +185,6 @@ func (b *Backend) quantNormMatMul(dst []kernels.Buf, x kernels.Buf, nv cu.Device
 	if !b.qmvOn() {
 		return false
 	}
-	b.l2Ahead(ts...)
-	defer b.l2Mark()
 	xs, xq, ssp := b.qx(dptr(x), nv, in)
 	b.qmvLaunch(qmvNorm, xs, xq, ssp, eps, in, ys, ts)
 	return true
@@ -213,8 +211,6 @@ func (b *Backend) quantNormSwiGLU(act, x kernels.Buf, nv cu.DevicePtr, eps float
 	if !b.qmvOn() {
 		return false
 	}
-	b.l2Ahead(g, u)
-	defer b.l2Mark()
 	xs, xq, ssp := b.qx(dptr(x), nv, in)
 	// A group is rows/2 gate and as many up rows: rows/2 outputs.
 	k := b.q.kern[b.q.plan["swiglu"]]
@@ -255,8 +251,6 @@ func (b *Backend) quantMatMulAdd(acc, x kernels.Buf, w kernels.Tensor) bool {
 		b.mergeAttn(d)
 		return false
 	}
-	b.l2Ahead(t)
-	defer b.l2Mark()
 	var xs, xq, ssp cu.DevicePtr
 	if r := tk.rounded; r.n == in && d.dst == 0 {
 		// The SwiGLU GEMV before rounded x itself (ssp: unused in add mode).

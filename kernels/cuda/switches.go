@@ -85,10 +85,6 @@ import (
 //	                     the down projection, instead of rounding it itself (qmv_swiglu_q, 32 outputs a block)
 //	POCKET_QMV_W6=0      block-format GEMVs always run in blocks of 8 warps, not 6 (3 a row group) where
 //	                     those cost less (qmvBlockFor: Qwen3-8B's down projection)
-//	POCKET_L2PF=MB       a captured decode step asks L2 for each GEMV's weights (up to MB MiB each) from a side
-//	                     branch of the graph, once the GEMV POCKET_L2PF_DEPTH (1) GEMVs back has finished
-//	                     (l2pf.go); POCKET_L2PF_BLOCKS (4) blocks of 32 threads ask, by bulk prefetches or,
-//	                     with POCKET_L2PF_MODE=line, a prefetch a 128-byte line. Default off
 //	POCKET_MOE_QUANT=0   GGUF (block-format) MoE experts stay on host routing, not the device's indexed
 //	                     expert GEMVs (moe_quant.cu)
 var switches = struct {
@@ -134,10 +130,6 @@ var switches = struct {
 	qmvSwiQ         bool
 	noQmvW6         bool
 	ablate          map[string]bool
-	l2pfBudget      int
-	l2pfDepth       int
-	l2pfBlocks      int
-	l2pfMode        int
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
 	attnOcc2:        os.Getenv("POCKET_ATTN_OCC") == "2",
@@ -181,10 +173,6 @@ var switches = struct {
 	qmvSwiQ:         os.Getenv("POCKET_QMV_SWIQ") != "0",
 	noQmvW6:         os.Getenv("POCKET_QMV_W6") == "0",
 	ablate:          listSwitch(os.Getenv("POCKET_ABLATE")),
-	l2pfBudget:      intSwitch("POCKET_L2PF", 0, 1, 1024),
-	l2pfDepth:       intSwitch("POCKET_L2PF_DEPTH", 1, 1, 7),
-	l2pfBlocks:      intSwitch("POCKET_L2PF_BLOCKS", 4, 1, 1024),
-	l2pfMode:        map[bool]int{true: 1}[os.Getenv("POCKET_L2PF_MODE") == "line"],
 }
 
 // ablated reports whether POCKET_ABLATE leaves out the launches tagged
