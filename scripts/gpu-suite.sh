@@ -291,14 +291,16 @@ for stage in "$@"; do
     curl -s --unix-socket /tmp/p-tp4.sock http://pocketd/v0/health >>"$O/$stage.txt"; echo >>"$O/$stage.txt"
     step session-tp4-q35 300 python3 scripts/gpu-daemon-session.py --socket /tmp/p-tp4.sock --model q35 --vocab 248320 --context ${TP4_CTX:-4096}
     kill $pid; wait $pid 2>/dev/null ;;
-  q35d) # a hybrid through the daemon on one GPU: a 4096-token session's cold TTFT against bench's
-    # prefill, with snapshots held by the worker on the GPU (default) and kept by the daemon
+  q35d) # a hybrid through the daemon: a 4096-token session's cold TTFT against bench's prefill (and
+    # bench's at the 256-token pieces the daemon prefills between snapshots), with snapshots held by
+    # the worker on the GPU (default) and kept by the daemon; Q35D_TP=2 serves it as a TP2 group
     model qwen3.5-27b-fp8 /tmp/q35
-    step bench-q35-4096 200 $W bench --model /tmp/q35 --prompt-tokens 4096 --new-tokens 8 --json
+    for n in 256 1024 4096; do step bench-q35-$n 200 $W bench --model /tmp/q35 --prompt-tokens $n --new-tokens 8 --json; done
+    tpn=${Q35D_TP:-1}; devs=$(seq -s, 0 $((tpn - 1)))
     for hs in false true; do
       printf 'version = 1\n[cache]\nhost_snapshots = %s\n' $hs >/tmp/q35d.toml
       rm -rf /tmp/st-q35d
-      $D/pocketd serve --config /tmp/q35d.toml --model /tmp/q35 --backend cuda --devices 0 --socket /tmp/p-q35d.sock \
+      $D/pocketd serve --config /tmp/q35d.toml --model /tmp/q35 --backend cuda --devices $devs --tp $tpn --socket /tmp/p-q35d.sock \
         --listen off --state-dir /tmp/st-q35d >"$O/q35d-host-$hs-log.txt" 2>&1 &
       pid=$!
       for i in $(seq 1 120); do curl -s --unix-socket /tmp/p-q35d.sock http://pocketd/v0/health 2>/dev/null | grep -q '"ok"' && break
