@@ -84,6 +84,17 @@ var _ RecurrentState = (*DeltaState)(nil)
 
 func newDeltaState(be kernels.Backend, s kernels.DeltaShape, layers int) *DeltaState {
 	st := &DeltaState{be: be, shape: s, conv: make([]kernels.Buf, layers), rec: make([]kernels.Buf, layers)}
+	if g, ok := be.(kernels.BufGroup); ok {
+		ns := make([]int, 0, 2*layers)
+		for range layers {
+			ns = append(ns, s.ConvStateLen(), s.RecStateLen())
+		}
+		bufs := g.NewBufs(ns)
+		for i := range layers {
+			st.conv[i], st.rec[i] = bufs[2*i], bufs[2*i+1]
+		}
+		return st
+	}
 	for i := range layers {
 		st.conv[i] = be.NewBuf(s.ConvStateLen())
 		st.rec[i] = be.NewBuf(s.RecStateLen())
