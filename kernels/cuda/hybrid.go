@@ -189,7 +189,7 @@ func (b *Backend) GatedDeltaRule(dst, qkv, a, bb, state kernels.Buf, aLog, dtBia
 		return
 	}
 	al, dt := b.vecOf(aLog, "A_log"), b.vecOf(dtBias, "dt_bias")
-	if m.chunked && rows > deltaChunk && s.DK <= maxChunkDK {
+	if m.chunked && rows > switches.deltaChunkFrom && s.DK <= maxChunkDK {
 		// The chunked form: the chunks' Gram matrices and l2 factors per key
 		// head first, then one block per value head and 32 state columns.
 		if err := b.chunkModule(m); err != nil {
