@@ -37,11 +37,16 @@ const (
 	maxDeltaDK = 256
 )
 
-// Limits of the chunked delta rule (hybrid.cu: DC, DKC): passes of more
-// than deltaChunk rows with key heads of at most maxChunkDK take it.
+// The chunked delta rule (hybrid.cu: DC, DKC): chunks of deltaChunk
+// tokens, for key heads of at most maxChunkDK; passes of more than
+// deltaChunkFrom rows take it (POCKET_DELTA_CHUNK_FROM). From 16 rows, not
+// 64: on an H200 a 64-token Qwen3.5-27B FP8 pass took 23.1–23.7 ms with
+// it against 25.7 token by token (a 32-token one 21.9–22.1 against 22.3),
+// where the token-by-token kernel had been 23% of the pass (ncu).
 const (
-	deltaChunk = 64
-	maxChunkDK = 128
+	deltaChunk     = 64
+	deltaChunkFrom = 16
+	maxChunkDK     = 128
 )
 
 type hybridMod struct {
@@ -175,9 +180,9 @@ func (b *Backend) CausalConv1D(dst, x, state kernels.Buf, w kernels.Tensor, rows
 
 // GatedDeltaRule implements kernels.HybridOps: one block per value head
 // and 32 state columns, the state in registers for the whole pass, token
-// by token; with the chunked form switched on, passes of more than 64
-// rows (key head dim ≤ 128) run it in chunks of 64 tokens instead
-// (hybrid.cu: delta_chunk).
+// by token; with the chunked form switched on, passes of more than
+// deltaChunkFrom rows (key head dim ≤ 128) run it in chunks of 64 tokens
+// instead (hybrid.cu: delta_chunk).
 func (b *Backend) GatedDeltaRule(dst, qkv, a, bb, state kernels.Buf, aLog, dtBias kernels.Tensor, rows int, s kernels.DeltaShape) {
 	m, ok := b.hybridEnter()
 	defer b.exit()

@@ -67,7 +67,7 @@ import (
 //	                     gated_delta_rule_l does (with q and k; in float, by a thread with no q/k of its own)
 //	POCKET_DELTA_CHUNK=0 Gated DeltaNet prefill passes run the token-by-token recurrence, not the chunked
 //	                     delta rule (hybrid_chunk.cu) that passes of more than 64 rows take by default
-//	POCKET_DELTA_CHUNK_FROM=N the chunked delta rule takes passes of more than N rows (64), the token-by-token
+//	POCKET_DELTA_CHUNK_FROM=N the chunked delta rule takes passes of more than N rows (16), the token-by-token
 //	                     recurrence the others
 //	POCKET_FP8_PIPE=0    one-row FP8 GEMVs on fp8mma's kernels (two units in flight in registers), not the
 //	                     ones that stream whole lines through a per-warp cp.async ring (fp8pipe.cuh)
@@ -166,7 +166,7 @@ var switches = struct {
 	dsaTC:           os.Getenv("POCKET_DSA_TC") != "0",
 	fp8MMA:          intSwitch("POCKET_FP8_MMA", -1, 0, 8),
 	noDeltaChunk:    os.Getenv("POCKET_DELTA_CHUNK") == "0",
-	deltaChunkFrom:  intSwitch("POCKET_DELTA_CHUNK_FROM", deltaChunk, 1, math.MaxInt),
+	deltaChunkFrom:  intSwitch("POCKET_DELTA_CHUNK_FROM", deltaChunkFrom, 1, math.MaxInt),
 	noMoEQuant:      os.Getenv("POCKET_MOE_QUANT") == "0",
 	noFP8Pipe:       os.Getenv("POCKET_FP8_PIPE") == "0",
 	noMoEPipe:       os.Getenv("POCKET_MOE_PIPE") == "0",
