@@ -66,7 +66,7 @@ import (
 //	                     works the gates out in double by thread 0 (gated_delta_rule), not as
 //	                     gated_delta_rule_l does (with q and k; in float, by a thread with no q/k of its own)
 //	POCKET_DELTA_CHUNK=0 Gated DeltaNet prefill passes run the token-by-token recurrence, not the chunked
-//	                     delta rule (hybrid_chunk.cu) that passes of more than 64 rows take by default
+//	                     delta rule (hybrid_chunk.cu) that passes of more than 16 rows take by default
 //	POCKET_DELTA_CHUNK_FROM=N the chunked delta rule takes passes of more than N rows (16), the token-by-token
 //	                     recurrence the others
 //	POCKET_FP8_PIPE=0    one-row FP8 GEMVs on fp8mma's kernels (two units in flight in registers), not the
