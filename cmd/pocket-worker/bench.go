@@ -45,6 +45,8 @@ type benchResult struct {
 	EagerDecodePerS   float64 `json:"decode_eager_tokens_per_s"`
 	GraphDecodePerS   float64 `json:"decode_graph_tokens_per_s,omitempty"`
 	GraphAgreement    string  `json:"graph_eager_token_agreement,omitempty"`
+	GraphCaptureMs    float64 `json:"graph_capture_ms,omitempty"`
+	GraphFirstStepMs  float64 `json:"graph_first_step_ms,omitempty"`
 	GraphError        string  `json:"graph_error,omitempty"`
 	DecodeMode        string  `json:"decode_mode"`
 	GEMM              string  `json:"prefill_gemm"`
@@ -132,8 +134,10 @@ func runBench(args []string) error {
 	if err := rewind(); err != nil {
 		return err
 	}
-	graphTok, graphPerS, gerr := graphDecode(g, m, seq, P, first, N)
-	r.GraphDecodePerS = graphPerS
+	graphTok, run, gerr := graphDecode(g, m, seq, P, first, N)
+	r.GraphDecodePerS = run.perS
+	r.GraphCaptureMs = float64(run.capture.Microseconds()) / 1e3
+	r.GraphFirstStepMs = float64(run.firstStep.Microseconds()) / 1e3
 	if gerr != nil {
 		r.GraphError = gerr.Error()
 	} else {

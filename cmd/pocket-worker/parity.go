@@ -188,40 +188,51 @@ func rewinder(seq models.Seq, pos int) func() error {
 	return func() error { return rs.Restore(snap, pos) }
 }
 
+// graphRun is what graphDecode measured: the replays after the first in
+// tokens per second (0 when a replay failed), and what recording the step
+// (capture and instantiation) and its first replay (which uploads the
+// graph) took — a hybrid's daemon pays both once per sequence state.
+type graphRun struct {
+	perS               float64
+	capture, firstStep time.Duration
+}
+
 // graphDecode captures one single-token Forward at position start and
 // replays it n times, sampling greedily on the device. seq's KV for
-// positions before start must be in place. perS is the replays after the
-// first (which uploads the graph to the device) in tokens per second; 0
-// when a replay failed.
-func graphDecode(g *cuda.Backend, m *models.Model, seq models.Seq, start int, first int32, n int) (out []int32, perS float64, err error) {
+// positions before start must be in place.
+func graphDecode(g *cuda.Backend, m *models.Model, seq models.Seq, start int, first int32, n int) (out []int32, run graphRun, err error) {
+	t0 := time.Now()
 	if err := g.BeginCapture(); err != nil {
-		return nil, 0, err
+		return nil, run, err
 	}
 	seq.Start = start
 	_, ferr := m.Forward(seq, []int32{first}, models.LastLogits)
 	gr, err := g.EndCapture()
 	if ferr != nil {
-		return nil, 0, ferr
+		return nil, run, ferr
 	}
 	if err != nil {
-		return nil, 0, err
+		return nil, run, err
 	}
+	run.capture = time.Since(t0)
 	defer gr.Close()
 	bs := seq.Pool.Spec().BlockSize
 	out = make([]int32, 0, n)
 	next := first
-	var t0 time.Time
+	t0 = time.Now()
 	for i := 0; i < n; i++ {
 		if i == 1 {
+			run.firstStep = time.Since(t0)
 			t0 = time.Now()
 		}
 		out = append(out, next)
 		pos := start + i
 		st := cuda.Step{ID: next, Pos: int32(pos), Slot: seq.Table[pos/bs]*int32(bs) + int32(pos%bs), Table: seq.Table}
 		if err := gr.Launch(st); err != nil {
-			return out, 0, err
+			return out, graphRun{}, err
 		}
 		next = g.Argmax(gr.Out, gr.OutLen)
 	}
-	return out, float64(n-1) / time.Since(t0).Seconds(), g.Err()
+	run.perS = float64(n-1) / time.Since(t0).Seconds()
+	return out, run, g.Err()
 }
