@@ -139,6 +139,13 @@ func decodeQ4K(blk []byte, y []float32) {
 }
 
 func dotQ4K(row []byte, x []float32) float32 {
+	if s, ok := dotQ4KFast(row, x); ok {
+		return s
+	}
+	return dotQ4KGo(row, x)
+}
+
+func dotQ4KGo(row []byte, x []float32) float32 {
 	var total float32
 	for o, b := 0, 0; o < len(row); o, b = o+144, b+256 {
 		blk := row[o : o+144 : o+144]
@@ -259,6 +266,13 @@ func decodeQ6K(blk []byte, y []float32) {
 }
 
 func dotQ6K(row []byte, x []float32) float32 {
+	if s, ok := dotQ6KFast(row, x); ok {
+		return s
+	}
+	return dotQ6KGo(row, x)
+}
+
+func dotQ6KGo(row []byte, x []float32) float32 {
 	var total float32
 	for o, b := 0, 0; o < len(row); o, b = o+210, b+256 {
 		blk := row[o : o+210 : o+210]

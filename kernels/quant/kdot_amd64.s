@@ -1,0 +1,165 @@
+//go:build amd64
+
+#include "textflag.h"
+
+// AVX2+FMA row dot products of the K-quants the CPU decode GEMV spends its
+// time in (kdot_amd64.go says why and what the Go side prepares). Each
+// weight is formed exactly as the scalar decoders form it (the same
+// float32 products and differences), eight at a time, then multiplied
+// into four accumulators.
+
+DATA kdotMask15<>+0(SB)/4, $0x0000000f
+GLOBL kdotMask15<>(SB), RODATA|NOPTR, $4
+DATA kdotMask30<>+0(SB)/4, $0x00000030
+GLOBL kdotMask30<>(SB), RODATA|NOPTR, $4
+DATA kdotInt32<>+0(SB)/4, $0x00000020
+GLOBL kdotInt32<>(SB), RODATA|NOPTR, $4
+
+// KDOT_SUM returns the sum of the four accumulators.
+#define KDOT_SUM \
+	VADDPS Y1, Y0, Y0 \
+	VADDPS Y3, Y2, Y2 \
+	VADDPS Y2, Y0, Y0 \
+	VEXTRACTF128 $1, Y0, X1 \
+	VADDPS X1, X0, X0 \
+	VHADDPS X0, X0, X0 \
+	VHADDPS X0, X0, X0 \
+	VZEROUPPER \
+	MOVSS X0, ret+32(FP) \
+	RET
+
+// Q4K_GROUP: eight quant bytes at qb(SI) are 8 weights of the low
+// sub-block (low nibbles, x at xl(DI)) and 8 of the high one (high
+// nibbles, x at xh(DI)); Y8/Y10 and Y9/Y11 are those sub-blocks' d·scale
+// and dmin·min. Weight = float32(d·s·q) − dmin·m, as decodeQ4K.
+#define Q4K_GROUP(qb, xl, xh, accL, accH) \
+	VPMOVZXBD qb(SI), Y4 \
+	VPAND Y15, Y4, Y5 \
+	VPSRLD $4, Y4, Y6 \
+	VCVTDQ2PS Y5, Y5 \
+	VCVTDQ2PS Y6, Y6 \
+	VMULPS Y8, Y5, Y5 \
+	VMULPS Y9, Y6, Y6 \
+	VSUBPS Y10, Y5, Y5 \
+	VSUBPS Y11, Y6, Y6 \
+	VFMADD231PS xl(DI), Y5, accL \
+	VFMADD231PS xh(DI), Y6, accH
+
+// Q4K_PAIR: sub-blocks 2j and 2j+1 (32 quant bytes): their factors from
+// sc(DX), then four groups over two accumulator pairs.
+#define Q4K_PAIR(s0, s1, m0, m1, q0, q1, q2, q3, l0, l1, l2, l3, h0, h1, h2, h3) \
+	VBROADCASTSS s0(DX), Y8 \
+	VBROADCASTSS s1(DX), Y9 \
+	VBROADCASTSS m0(DX), Y10 \
+	VBROADCASTSS m1(DX), Y11 \
+	Q4K_GROUP(q0, l0, h0, Y0, Y1) \
+	Q4K_GROUP(q1, l1, h1, Y2, Y3) \
+	Q4K_GROUP(q2, l2, h2, Y0, Y1) \
+	Q4K_GROUP(q3, l3, h3, Y2, Y3)
+
+// func q4kDotAVX2(row *byte, x *float32, sc *float32, nb int) float32
+// nb ≥ 1 blocks of 144 bytes (quants at +16); sc holds 16 floats a block:
+// d·s_k then dmin·m_k for its eight sub-blocks.
+TEXT ·q4kDotAVX2(SB), NOSPLIT, $0-36
+	MOVQ row+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ sc+16(FP), DX
+	MOVQ nb+24(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VPBROADCASTD kdotMask15<>(SB), Y15
+q4kblock:
+	Q4K_PAIR(0, 4, 32, 36, 16, 24, 32, 40, 0, 32, 64, 96, 128, 160, 192, 224)
+	Q4K_PAIR(8, 12, 40, 44, 48, 56, 64, 72, 256, 288, 320, 352, 384, 416, 448, 480)
+	Q4K_PAIR(16, 20, 48, 52, 80, 88, 96, 104, 512, 544, 576, 608, 640, 672, 704, 736)
+	Q4K_PAIR(24, 28, 56, 60, 112, 120, 128, 136, 768, 800, 832, 864, 896, 928, 960, 992)
+	ADDQ $144, SI
+	ADDQ $1024, DI
+	ADDQ $64, DX
+	DECQ CX
+	JNZ q4kblock
+	KDOT_SUM
+
+// Q6K_GROUP: l-values l0..l0+7 of a 128-element half: ql bytes at
+// a(SI) and a+32(SI), qh at h(SI); the four weights of each l are
+// elements l, l+32, l+64, l+96 (x at x(DI), +128, +256, +384), their
+// d·scale in Y8..Y11. Weight = (d·sc)·(q − 32), as decodeQ6K.
+#define Q6K_GROUP(a, b, h, x0, x1, x2, x3) \
+	VPMOVZXBD a(SI), Y4 \
+	VPMOVZXBD b(SI), Y5 \
+	VPMOVZXBD h(SI), Y6 \
+	VPAND Y15, Y4, Y7 \
+	VPSLLD $4, Y6, Y12 \
+	VPAND Y14, Y12, Y12 \
+	VPOR Y12, Y7, Y7 \
+	VPSUBD Y13, Y7, Y7 \
+	VCVTDQ2PS Y7, Y7 \
+	VMULPS Y8, Y7, Y7 \
+	VFMADD231PS x0(DI), Y7, Y0 \
+	VPAND Y15, Y5, Y7 \
+	VPSLLD $2, Y6, Y12 \
+	VPAND Y14, Y12, Y12 \
+	VPOR Y12, Y7, Y7 \
+	VPSUBD Y13, Y7, Y7 \
+	VCVTDQ2PS Y7, Y7 \
+	VMULPS Y9, Y7, Y7 \
+	VFMADD231PS x1(DI), Y7, Y1 \
+	VPSRLD $4, Y4, Y7 \
+	VPAND Y14, Y6, Y12 \
+	VPOR Y12, Y7, Y7 \
+	VPSUBD Y13, Y7, Y7 \
+	VCVTDQ2PS Y7, Y7 \
+	VMULPS Y10, Y7, Y7 \
+	VFMADD231PS x2(DI), Y7, Y2 \
+	VPSRLD $4, Y5, Y7 \
+	VPSRLD $2, Y6, Y12 \
+	VPAND Y14, Y12, Y12 \
+	VPOR Y12, Y7, Y7 \
+	VPSUBD Y13, Y7, Y7 \
+	VCVTDQ2PS Y7, Y7 \
+	VMULPS Y11, Y7, Y7 \
+	VFMADD231PS x3(DI), Y7, Y3
+
+// Q6K_SCALES: the d·scale of sc[is], sc[is+2], sc[is+4], sc[is+6] of
+// a half, from sc(DX).
+#define Q6K_SCALES(s0, s1, s2, s3) \
+	VBROADCASTSS s0(DX), Y8 \
+	VBROADCASTSS s1(DX), Y9 \
+	VBROADCASTSS s2(DX), Y10 \
+	VBROADCASTSS s3(DX), Y11
+
+// func q6kDotAVX2(row *byte, x *float32, sc *float32, nb int) float32
+// nb ≥ 1 blocks of 210 bytes; sc holds 16 floats a block: d·scale[i].
+TEXT ·q6kDotAVX2(SB), NOSPLIT, $0-36
+	MOVQ row+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ sc+16(FP), DX
+	MOVQ nb+24(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VPBROADCASTD kdotMask15<>(SB), Y15
+	VPBROADCASTD kdotMask30<>(SB), Y14
+	VPBROADCASTD kdotInt32<>(SB), Y13
+q6kblock:
+	Q6K_SCALES(0, 8, 16, 24)
+	Q6K_GROUP(0, 32, 128, 0, 128, 256, 384)
+	Q6K_GROUP(8, 40, 136, 32, 160, 288, 416)
+	Q6K_SCALES(4, 12, 20, 28)
+	Q6K_GROUP(16, 48, 144, 64, 192, 320, 448)
+	Q6K_GROUP(24, 56, 152, 96, 224, 352, 480)
+	Q6K_SCALES(32, 40, 48, 56)
+	Q6K_GROUP(64, 96, 160, 512, 640, 768, 896)
+	Q6K_GROUP(72, 104, 168, 544, 672, 800, 928)
+	Q6K_SCALES(36, 44, 52, 60)
+	Q6K_GROUP(80, 112, 176, 576, 704, 832, 960)
+	Q6K_GROUP(88, 120, 184, 608, 736, 864, 992)
+	ADDQ $210, SI
+	ADDQ $1024, DI
+	ADDQ $64, DX
+	DECQ CX
+	JNZ q6kblock
+	KDOT_SUM

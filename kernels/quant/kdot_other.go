@@ -1,0 +1,7 @@
+//go:build !amd64
+
+package quant
+
+func dotQ4KFast(row []byte, x []float32) (float32, bool) { return 0, false }
+
+func dotQ6KFast(row []byte, x []float32) (float32, bool) { return 0, false }

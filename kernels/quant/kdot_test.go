@@ -1,0 +1,53 @@
+package quant
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+// TestKDotFast checks the AVX2 K-quant dot products against the
+// dequantized rows (float64 sums) and the scalar loops, over block counts
+// on both sides of the assembly's chunk of kdotChunk blocks.
+func TestKDotFast(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, c := range []struct {
+		typ        kernels.DType
+		fast, slow func([]byte, []float32) (float32, bool)
+	}{
+		{kernels.Q4_K, dotQ4KFast, func(b []byte, x []float32) (float32, bool) { return dotQ4KGo(b, x), true }},
+		{kernels.Q6_K, dotQ6KFast, func(b []byte, x []float32) (float32, bool) { return dotQ6KGo(b, x), true }},
+	} {
+		for _, blocks := range []int{1, 2, 31, kdotChunk, kdotChunk + 1, 48, 2*kdotChunk + 7} {
+			n := blocks * 256
+			for iter := 0; iter < 5; iter++ {
+				row := randomRow(r, c.typ, n)
+				x := make([]float32, n)
+				for i := range x {
+					x[i] = float32(r.NormFloat64())
+				}
+				fast, ok := c.fast(row, x)
+				if !ok {
+					t.Skip("no AVX2+FMA on this machine")
+				}
+				slow, _ := c.slow(row, x)
+				w := make([]float32, n)
+				if err := DequantizeRow(c.typ, row, w); err != nil {
+					t.Fatal(err)
+				}
+				var ref, mag float64
+				for i := range w {
+					ref += float64(w[i]) * float64(x[i])
+					mag += math.Abs(float64(w[i]) * float64(x[i]))
+				}
+				for name, got := range map[string]float32{"fast": fast, "scalar": slow} {
+					if d := math.Abs(float64(got) - ref); d > 1e-5*mag+1e-30 {
+						t.Fatalf("%s %d blocks: %s %v, reference %v (diff %.3g of magnitude %.3g)", c.typ, blocks, name, got, ref, d, mag)
+					}
+				}
+			}
+		}
+	}
+}
