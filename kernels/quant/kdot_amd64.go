@@ -8,65 +8,44 @@ import "golang.org/x/sys/cpu"
 // scalar Go ones decode a weight at a time: a Qwen3-0.6B-shaped Q4_K_M ran
 // at 6 tok/s on two cores, 5% of what its bytes allow. The K-quants that
 // Q4_K_M consists of (Q4_K, and Q6_K for the LM head and some down
-// projections) get AVX2+FMA loops (kdot_amd64.s). The Go side unpacks each
-// block's packed scales into floats first — the same products the scalar
-// decoders form (d·s and dmin·m for Q4_K, d·scale for Q6_K) — so the
-// assembly forms every weight exactly as they do, eight at a time, and
-// only the order of the sums differs.
-var haveKDot = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+// projections), and Q8_0, get AVX2+FMA loops (kdot_amd64.s) that unpack each block's
+// scales themselves into the same float32 products the scalar decoders
+// form (d·s and dmin·m for Q4_K, d·scale for Q6_K, d for Q8_0; d by F16C,
+// exact), so
+// every weight is formed exactly as they form it, eight at a time, and
+// only the order of the sums differs. (Unpacking the scales in Go first
+// cost as much as the dot products.)
+var haveKDot = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
 
 //go:noescape
-func q4kDotAVX2(row *byte, x *float32, sc *float32, nb int) float32
+func q4kDotAVX2(row *byte, x *float32, nb int) float32
 
 //go:noescape
-func q6kDotAVX2(row *byte, x *float32, sc *float32, nb int) float32
+func q6kDotAVX2(row *byte, x *float32, nb int) float32
 
-// kdotChunk is the blocks one assembly call covers: the scale floats of
-// a chunk live on the stack.
-const kdotChunk = 32
+//go:noescape
+func q80DotAVX2(row *byte, x *float32, nb int) float32
 
 // dotQ4KFast is dotQ4K on AVX2, false where there is none.
 func dotQ4KFast(row []byte, x []float32) (float32, bool) {
-	if !haveKDot {
+	if !haveKDot || len(row) < 144 {
 		return 0, false
 	}
-	var sc [kdotChunk * 16]float32
-	var total float32
-	nb := len(row) / 144
-	for b0 := 0; b0 < nb; b0 += kdotChunk {
-		n := min(kdotChunk, nb-b0)
-		for i := range n {
-			blk := row[(b0+i)*144 : (b0+i+1)*144 : (b0+i+1)*144]
-			d, dmin := f16at(blk), f16at(blk[2:])
-			s := sc[16*i : 16*i+16 : 16*i+16]
-			for k := range 8 {
-				sk, mk := scaleMinK4(k, blk[4:16])
-				s[k], s[8+k] = d*float32(sk), dmin*float32(mk)
-			}
-		}
-		total += q4kDotAVX2(&row[b0*144], &x[b0*256], &sc[0], n)
-	}
-	return total, true
+	return q4kDotAVX2(&row[0], &x[0], len(row)/144), true
 }
 
 // dotQ6KFast is dotQ6K on AVX2, false where there is none.
 func dotQ6KFast(row []byte, x []float32) (float32, bool) {
-	if !haveKDot {
+	if !haveKDot || len(row) < 210 {
 		return 0, false
 	}
-	var sc [kdotChunk * 16]float32
-	var total float32
-	nb := len(row) / 210
-	for b0 := 0; b0 < nb; b0 += kdotChunk {
-		n := min(kdotChunk, nb-b0)
-		for i := range n {
-			blk := row[(b0+i)*210 : (b0+i+1)*210 : (b0+i+1)*210]
-			d := f16at(blk[208:])
-			for k := range 16 {
-				sc[16*i+k] = d * float32(int8(blk[192+k]))
-			}
-		}
-		total += q6kDotAVX2(&row[b0*210], &x[b0*256], &sc[0], n)
+	return q6kDotAVX2(&row[0], &x[0], len(row)/210), true
+}
+
+// dotQ8_0Fast is dotQ8_0 on AVX2, false where there is none.
+func dotQ8_0Fast(row []byte, x []float32) (float32, bool) {
+	if !haveKDot || len(row) < 34 {
+		return 0, false
 	}
-	return total, true
+	return q80DotAVX2(&row[0], &x[0], len(row)/34), true
 }

@@ -25,7 +25,7 @@ GLOBL kdotInt32<>(SB), RODATA|NOPTR, $4
 	VHADDPS X0, X0, X0 \
 	VHADDPS X0, X0, X0 \
 	VZEROUPPER \
-	MOVSS X0, ret+32(FP) \
+	MOVSS X0, ret+24(FP) \
 	RET
 
 // Q4K_GROUP: eight quant bytes at qb(SI) are 8 weights of the low
@@ -46,38 +46,83 @@ GLOBL kdotInt32<>(SB), RODATA|NOPTR, $4
 	VFMADD231PS xh(DI), Y6, accH
 
 // Q4K_PAIR: sub-blocks 2j and 2j+1 (32 quant bytes): their factors from
-// sc(DX), then four groups over two accumulator pairs.
+// the frame, then four groups over two accumulator pairs.
 #define Q4K_PAIR(s0, s1, m0, m1, q0, q1, q2, q3, l0, l1, l2, l3, h0, h1, h2, h3) \
-	VBROADCASTSS s0(DX), Y8 \
-	VBROADCASTSS s1(DX), Y9 \
-	VBROADCASTSS m0(DX), Y10 \
-	VBROADCASTSS m1(DX), Y11 \
+	VBROADCASTSS s0(SP), Y8 \
+	VBROADCASTSS s1(SP), Y9 \
+	VBROADCASTSS m0(SP), Y10 \
+	VBROADCASTSS m1(SP), Y11 \
 	Q4K_GROUP(q0, l0, h0, Y0, Y1) \
 	Q4K_GROUP(q1, l1, h1, Y2, Y3) \
 	Q4K_GROUP(q2, l2, h2, Y0, Y1) \
 	Q4K_GROUP(q3, l3, h3, Y2, Y3)
 
-// func q4kDotAVX2(row *byte, x *float32, sc *float32, nb int) float32
-// nb ≥ 1 blocks of 144 bytes (quants at +16); sc holds 16 floats a block:
-// d·s_k then dmin·m_k for its eight sub-blocks.
-TEXT ·q4kDotAVX2(SB), NOSPLIT, $0-36
+// func q4kDotAVX2(row *byte, x *float32, nb int) float32
+// nb ≥ 1 blocks of 144 bytes: d and dmin (f16), 12 bytes of packed 6-bit
+// scales and mins, 128 bytes of quants. Each block's d·s_k and dmin·m_k
+// go to the frame (0(SP) and 32(SP)) and are broadcast from there.
+TEXT ·q4kDotAVX2(SB), NOSPLIT, $64-28
 	MOVQ row+0(FP), SI
 	MOVQ x+8(FP), DI
-	MOVQ sc+16(FP), DX
-	MOVQ nb+24(FP), CX
+	MOVQ nb+16(FP), CX
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
 	VPBROADCASTD kdotMask15<>(SB), Y15
 q4kblock:
+	// Scales and mins, as scaleMinK4 unpacks them, four bytes at a time:
+	// s0-3 = u0&0x3f.., m0-3 = u1&0x3f..,
+	// s4-7 = u2&0x0f.. | (u0>>6&0x03..)<<4, m4-7 = u2>>4&0x0f.. | (u1>>6&0x03..)<<4.
+	MOVL 4(SI), R8
+	MOVL 8(SI), R9
+	MOVL 12(SI), R10
+	MOVL R8, AX
+	ANDL $0x3f3f3f3f, AX
+	MOVL R8, BX
+	SHRL $6, BX
+	ANDL $0x03030303, BX
+	SHLL $4, BX
+	MOVL R10, DX
+	ANDL $0x0f0f0f0f, DX
+	ORL DX, BX
+	SHLQ $32, BX
+	ORQ BX, AX
+	MOVQ AX, X4
+	MOVL R9, AX
+	ANDL $0x3f3f3f3f, AX
+	MOVL R9, BX
+	SHRL $6, BX
+	ANDL $0x03030303, BX
+	SHLL $4, BX
+	MOVL R10, DX
+	SHRL $4, DX
+	ANDL $0x0f0f0f0f, DX
+	ORL DX, BX
+	SHLQ $32, BX
+	ORQ BX, AX
+	MOVQ AX, X5
+	// d and dmin: two halves, converted exactly.
+	MOVL (SI), AX
+	MOVQ AX, X6
+	VCVTPH2PS X6, X6
+	VPSHUFD $0x55, X6, X7
+	VBROADCASTSS X6, Y6
+	VBROADCASTSS X7, Y7
+	VPMOVZXBD X4, Y4
+	VPMOVZXBD X5, Y5
+	VCVTDQ2PS Y4, Y4
+	VCVTDQ2PS Y5, Y5
+	VMULPS Y6, Y4, Y4
+	VMULPS Y7, Y5, Y5
+	VMOVUPS Y4, 0(SP)
+	VMOVUPS Y5, 32(SP)
 	Q4K_PAIR(0, 4, 32, 36, 16, 24, 32, 40, 0, 32, 64, 96, 128, 160, 192, 224)
 	Q4K_PAIR(8, 12, 40, 44, 48, 56, 64, 72, 256, 288, 320, 352, 384, 416, 448, 480)
 	Q4K_PAIR(16, 20, 48, 52, 80, 88, 96, 104, 512, 544, 576, 608, 640, 672, 704, 736)
 	Q4K_PAIR(24, 28, 56, 60, 112, 120, 128, 136, 768, 800, 832, 864, 896, 928, 960, 992)
 	ADDQ $144, SI
 	ADDQ $1024, DI
-	ADDQ $64, DX
 	DECQ CX
 	JNZ q4kblock
 	KDOT_SUM
@@ -123,20 +168,21 @@ q4kblock:
 	VFMADD231PS x3(DI), Y7, Y3
 
 // Q6K_SCALES: the d·scale of sc[is], sc[is+2], sc[is+4], sc[is+6] of
-// a half, from sc(DX).
+// a half, from the frame.
 #define Q6K_SCALES(s0, s1, s2, s3) \
-	VBROADCASTSS s0(DX), Y8 \
-	VBROADCASTSS s1(DX), Y9 \
-	VBROADCASTSS s2(DX), Y10 \
-	VBROADCASTSS s3(DX), Y11
+	VBROADCASTSS s0(SP), Y8 \
+	VBROADCASTSS s1(SP), Y9 \
+	VBROADCASTSS s2(SP), Y10 \
+	VBROADCASTSS s3(SP), Y11
 
-// func q6kDotAVX2(row *byte, x *float32, sc *float32, nb int) float32
-// nb ≥ 1 blocks of 210 bytes; sc holds 16 floats a block: d·scale[i].
-TEXT ·q6kDotAVX2(SB), NOSPLIT, $0-36
+// func q6kDotAVX2(row *byte, x *float32, nb int) float32
+// nb ≥ 1 blocks of 210 bytes: 128 bytes of low quant bits, 64 of high
+// bits, 16 int8 scales, d (f16). Each block's d·scale[i] go to the frame
+// (0(SP)..63(SP)) and are broadcast from there.
+TEXT ·q6kDotAVX2(SB), NOSPLIT, $64-28
 	MOVQ row+0(FP), SI
 	MOVQ x+8(FP), DI
-	MOVQ sc+16(FP), DX
-	MOVQ nb+24(FP), CX
+	MOVQ nb+16(FP), CX
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
@@ -145,6 +191,18 @@ TEXT ·q6kDotAVX2(SB), NOSPLIT, $0-36
 	VPBROADCASTD kdotMask30<>(SB), Y14
 	VPBROADCASTD kdotInt32<>(SB), Y13
 q6kblock:
+	MOVWLZX 208(SI), AX
+	MOVQ AX, X6
+	VCVTPH2PS X6, X6
+	VBROADCASTSS X6, Y6
+	VPMOVSXBD 192(SI), Y4
+	VPMOVSXBD 200(SI), Y5
+	VCVTDQ2PS Y4, Y4
+	VCVTDQ2PS Y5, Y5
+	VMULPS Y6, Y4, Y4
+	VMULPS Y6, Y5, Y5
+	VMOVUPS Y4, 0(SP)
+	VMOVUPS Y5, 32(SP)
 	Q6K_SCALES(0, 8, 16, 24)
 	Q6K_GROUP(0, 32, 128, 0, 128, 256, 384)
 	Q6K_GROUP(8, 40, 136, 32, 160, 288, 416)
@@ -159,7 +217,44 @@ q6kblock:
 	Q6K_GROUP(88, 120, 184, 608, 736, 864, 992)
 	ADDQ $210, SI
 	ADDQ $1024, DI
-	ADDQ $64, DX
 	DECQ CX
 	JNZ q6kblock
+	KDOT_SUM
+
+// func q80DotAVX2(row *byte, x *float32, nb int) float32
+// nb ≥ 1 blocks of 34 bytes: d (f16), 32 int8 quants. Weight =
+// float32(q)·d, as decodeQ8_0.
+TEXT ·q80DotAVX2(SB), NOSPLIT, $0-28
+	MOVQ row+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ nb+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+q80block:
+	MOVWLZX (SI), AX
+	MOVQ AX, X6
+	VCVTPH2PS X6, X6
+	VBROADCASTSS X6, Y6
+	VPMOVSXBD 2(SI), Y4
+	VPMOVSXBD 10(SI), Y5
+	VPMOVSXBD 18(SI), Y7
+	VPMOVSXBD 26(SI), Y8
+	VCVTDQ2PS Y4, Y4
+	VCVTDQ2PS Y5, Y5
+	VCVTDQ2PS Y7, Y7
+	VCVTDQ2PS Y8, Y8
+	VMULPS Y6, Y4, Y4
+	VMULPS Y6, Y5, Y5
+	VMULPS Y6, Y7, Y7
+	VMULPS Y6, Y8, Y8
+	VFMADD231PS (DI), Y4, Y0
+	VFMADD231PS 32(DI), Y5, Y1
+	VFMADD231PS 64(DI), Y7, Y2
+	VFMADD231PS 96(DI), Y8, Y3
+	ADDQ $34, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ q80block
 	KDOT_SUM

@@ -9,8 +9,8 @@ import (
 )
 
 // TestKDotFast checks the AVX2 K-quant dot products against the
-// dequantized rows (float64 sums) and the scalar loops, over block counts
-// on both sides of the assembly's chunk of kdotChunk blocks.
+// dequantized rows (float64 sums) and the scalar loops, over several block
+// counts.
 func TestKDotFast(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, c := range []struct {
@@ -19,9 +19,10 @@ func TestKDotFast(t *testing.T) {
 	}{
 		{kernels.Q4_K, dotQ4KFast, func(b []byte, x []float32) (float32, bool) { return dotQ4KGo(b, x), true }},
 		{kernels.Q6_K, dotQ6KFast, func(b []byte, x []float32) (float32, bool) { return dotQ6KGo(b, x), true }},
+		{kernels.Q8_0, dotQ8_0Fast, func(b []byte, x []float32) (float32, bool) { return dotQ8_0Go(b, x), true }},
 	} {
-		for _, blocks := range []int{1, 2, 31, kdotChunk, kdotChunk + 1, 48, 2*kdotChunk + 7} {
-			n := blocks * 256
+		for _, blocks := range []int{1, 2, 3, 16, 31, 48, 71} {
+			n := blocks * 256 // whole 32-element blocks of Q8_0 too
 			for iter := 0; iter < 5; iter++ {
 				row := randomRow(r, c.typ, n)
 				x := make([]float32, n)

@@ -33,6 +33,13 @@ func decodeQ8_0(blk []byte, y []float32) {
 }
 
 func dotQ8_0(row []byte, x []float32) float32 {
+	if s, ok := dotQ8_0Fast(row, x); ok {
+		return s
+	}
+	return dotQ8_0Go(row, x)
+}
+
+func dotQ8_0Go(row []byte, x []float32) float32 {
 	var total float32
 	for o, b := 0, 0; o < len(row); o, b = o+34, b+32 {
 		blk := row[o : o+34 : o+34]
