@@ -7,10 +7,10 @@ import "golang.org/x/sys/cpu"
 // The CPU decode GEMV of a GGUF model is these row dot products, and the
 // scalar Go ones decode a weight at a time: a Qwen3-0.6B-shaped Q4_K_M ran
 // at 6 tok/s on two cores, 5% of what its bytes allow. The K-quants that
-// Q4_K_M consists of (Q4_K, and Q6_K for the LM head and some down
-// projections), and Q8_0, get AVX2+FMA loops (kdot_amd64.s) that unpack each block's
+// Q4_K_M and Q5_K_M consist of (Q4_K or Q5_K, and Q6_K for the LM head and
+// some down projections), and Q8_0, get AVX2+FMA loops (kdot_amd64.s) that unpack each block's
 // scales themselves into the same float32 products the scalar decoders
-// form (d·s and dmin·m for Q4_K, d·scale for Q6_K, d for Q8_0; d by F16C,
+// form (d·s and dmin·m for Q4_K/Q5_K, d·scale for Q6_K, d for Q8_0; d by F16C,
 // exact), so
 // every weight is formed exactly as they form it, eight at a time, and
 // only the order of the sums differs. (Unpacking the scales in Go first
@@ -25,6 +25,9 @@ func q6kDotAVX2(row *byte, x *float32, nb int) float32
 
 //go:noescape
 func q80DotAVX2(row *byte, x *float32, nb int) float32
+
+//go:noescape
+func q5kDotAVX2(row *byte, x *float32, nb int) float32
 
 // dotQ4KFast is dotQ4K on AVX2, false where there is none.
 func dotQ4KFast(row []byte, x []float32) (float32, bool) {
@@ -48,4 +51,12 @@ func dotQ8_0Fast(row []byte, x []float32) (float32, bool) {
 		return 0, false
 	}
 	return q80DotAVX2(&row[0], &x[0], len(row)/34), true
+}
+
+// dotQ5KFast is dotQ5K on AVX2, false where there is none.
+func dotQ5KFast(row []byte, x []float32) (float32, bool) {
+	if !haveKDot || len(row) < 176 {
+		return 0, false
+	}
+	return q5kDotAVX2(&row[0], &x[0], len(row)/176), true
 }

@@ -14,6 +14,8 @@ DATA kdotMask30<>+0(SB)/4, $0x00000030
 GLOBL kdotMask30<>(SB), RODATA|NOPTR, $4
 DATA kdotInt32<>+0(SB)/4, $0x00000020
 GLOBL kdotInt32<>(SB), RODATA|NOPTR, $4
+DATA kdotMask10<>+0(SB)/4, $0x00000010
+GLOBL kdotMask10<>(SB), RODATA|NOPTR, $4
 
 // KDOT_SUM returns the sum of the four accumulators.
 #define KDOT_SUM \
@@ -27,6 +29,56 @@ GLOBL kdotInt32<>(SB), RODATA|NOPTR, $4
 	VZEROUPPER \
 	MOVSS X0, ret+24(FP) \
 	RET
+
+// K4_SCALES puts the block at SI's d·s_k at 0(SP) and dmin·m_k at 32(SP)
+// (Q4_K and Q5_K: d, dmin at +0, +2; 12 bytes of 6-bit scales and mins at
+// +4, unpacked as scaleMinK4 does, four at a time:
+// s0-3 = u0&0x3f.., m0-3 = u1&0x3f..,
+// s4-7 = u2&0x0f.. | (u0>>6&0x03..)<<4, m4-7 = u2>>4&0x0f.. | (u1>>6&0x03..)<<4;
+// d and dmin converted exactly by F16C).
+#define K4_SCALES \
+	MOVL 4(SI), R8 \
+	MOVL 8(SI), R9 \
+	MOVL 12(SI), R10 \
+	MOVL R8, AX \
+	ANDL $0x3f3f3f3f, AX \
+	MOVL R8, BX \
+	SHRL $6, BX \
+	ANDL $0x03030303, BX \
+	SHLL $4, BX \
+	MOVL R10, DX \
+	ANDL $0x0f0f0f0f, DX \
+	ORL DX, BX \
+	SHLQ $32, BX \
+	ORQ BX, AX \
+	MOVQ AX, X4 \
+	MOVL R9, AX \
+	ANDL $0x3f3f3f3f, AX \
+	MOVL R9, BX \
+	SHRL $6, BX \
+	ANDL $0x03030303, BX \
+	SHLL $4, BX \
+	MOVL R10, DX \
+	SHRL $4, DX \
+	ANDL $0x0f0f0f0f, DX \
+	ORL DX, BX \
+	SHLQ $32, BX \
+	ORQ BX, AX \
+	MOVQ AX, X5 \
+	MOVL (SI), AX \
+	MOVQ AX, X6 \
+	VCVTPH2PS X6, X6 \
+	VPSHUFD $0x55, X6, X7 \
+	VBROADCASTSS X6, Y6 \
+	VBROADCASTSS X7, Y7 \
+	VPMOVZXBD X4, Y4 \
+	VPMOVZXBD X5, Y5 \
+	VCVTDQ2PS Y4, Y4 \
+	VCVTDQ2PS Y5, Y5 \
+	VMULPS Y6, Y4, Y4 \
+	VMULPS Y7, Y5, Y5 \
+	VMOVUPS Y4, 0(SP) \
+	VMOVUPS Y5, 32(SP)
 
 // Q4K_GROUP: eight quant bytes at qb(SI) are 8 weights of the low
 // sub-block (low nibbles, x at xl(DI)) and 8 of the high one (high
@@ -59,8 +111,8 @@ GLOBL kdotInt32<>(SB), RODATA|NOPTR, $4
 
 // func q4kDotAVX2(row *byte, x *float32, nb int) float32
 // nb ≥ 1 blocks of 144 bytes: d and dmin (f16), 12 bytes of packed 6-bit
-// scales and mins, 128 bytes of quants. Each block's d·s_k and dmin·m_k
-// go to the frame (0(SP) and 32(SP)) and are broadcast from there.
+// scales and mins, 128 bytes of quants. Each block's factors go to the
+// frame (K4_SCALES) and are broadcast from there.
 TEXT ·q4kDotAVX2(SB), NOSPLIT, $64-28
 	MOVQ row+0(FP), SI
 	MOVQ x+8(FP), DI
@@ -71,52 +123,7 @@ TEXT ·q4kDotAVX2(SB), NOSPLIT, $64-28
 	VXORPS Y3, Y3, Y3
 	VPBROADCASTD kdotMask15<>(SB), Y15
 q4kblock:
-	// Scales and mins, as scaleMinK4 unpacks them, four bytes at a time:
-	// s0-3 = u0&0x3f.., m0-3 = u1&0x3f..,
-	// s4-7 = u2&0x0f.. | (u0>>6&0x03..)<<4, m4-7 = u2>>4&0x0f.. | (u1>>6&0x03..)<<4.
-	MOVL 4(SI), R8
-	MOVL 8(SI), R9
-	MOVL 12(SI), R10
-	MOVL R8, AX
-	ANDL $0x3f3f3f3f, AX
-	MOVL R8, BX
-	SHRL $6, BX
-	ANDL $0x03030303, BX
-	SHLL $4, BX
-	MOVL R10, DX
-	ANDL $0x0f0f0f0f, DX
-	ORL DX, BX
-	SHLQ $32, BX
-	ORQ BX, AX
-	MOVQ AX, X4
-	MOVL R9, AX
-	ANDL $0x3f3f3f3f, AX
-	MOVL R9, BX
-	SHRL $6, BX
-	ANDL $0x03030303, BX
-	SHLL $4, BX
-	MOVL R10, DX
-	SHRL $4, DX
-	ANDL $0x0f0f0f0f, DX
-	ORL DX, BX
-	SHLQ $32, BX
-	ORQ BX, AX
-	MOVQ AX, X5
-	// d and dmin: two halves, converted exactly.
-	MOVL (SI), AX
-	MOVQ AX, X6
-	VCVTPH2PS X6, X6
-	VPSHUFD $0x55, X6, X7
-	VBROADCASTSS X6, Y6
-	VBROADCASTSS X7, Y7
-	VPMOVZXBD X4, Y4
-	VPMOVZXBD X5, Y5
-	VCVTDQ2PS Y4, Y4
-	VCVTDQ2PS Y5, Y5
-	VMULPS Y6, Y4, Y4
-	VMULPS Y7, Y5, Y5
-	VMOVUPS Y4, 0(SP)
-	VMOVUPS Y5, 32(SP)
+	K4_SCALES
 	Q4K_PAIR(0, 4, 32, 36, 16, 24, 32, 40, 0, 32, 64, 96, 128, 160, 192, 224)
 	Q4K_PAIR(8, 12, 40, 44, 48, 56, 64, 72, 256, 288, 320, 352, 384, 416, 448, 480)
 	Q4K_PAIR(16, 20, 48, 52, 80, 88, 96, 104, 512, 544, 576, 608, 640, 672, 704, 736)
@@ -257,4 +264,82 @@ q80block:
 	ADDQ $128, DI
 	DECQ CX
 	JNZ q80block
+	KDOT_SUM
+
+// Q5K_GROUP: Q4K_GROUP with the fifth bits: eight ql bytes at qb(SI),
+// their qh bytes at hb(SI), the low sub-block's bit moved to 16 by
+// lop $ln and the high one's by hop $hn (a shift of the pair's bits).
+// Weight = float32(d·s·q) − dmin·m, as decodeQ5K.
+#define Q5K_GROUP(qb, hb, xl, xh, accL, accH, lop, ln, hop, hn) \
+	VPMOVZXBD qb(SI), Y4 \
+	VPMOVZXBD hb(SI), Y12 \
+	VPAND Y15, Y4, Y5 \
+	lop $ln, Y12, Y6 \
+	VPAND Y14, Y6, Y6 \
+	VPOR Y6, Y5, Y5 \
+	VPSRLD $4, Y4, Y4 \
+	hop $hn, Y12, Y6 \
+	VPAND Y14, Y6, Y6 \
+	VPOR Y4, Y6, Y6 \
+	VCVTDQ2PS Y5, Y5 \
+	VCVTDQ2PS Y6, Y6 \
+	VMULPS Y8, Y5, Y5 \
+	VMULPS Y9, Y6, Y6 \
+	VSUBPS Y10, Y5, Y5 \
+	VSUBPS Y11, Y6, Y6 \
+	VFMADD231PS xl(DI), Y5, accL \
+	VFMADD231PS xh(DI), Y6, accH
+
+// func q5kDotAVX2(row *byte, x *float32, nb int) float32
+// nb ≥ 1 blocks of 176 bytes: d, dmin, the 12 scale bytes as Q4_K, 32
+// bytes of fifth bits (qh: bit 2j of qh[l] for element 64j+l, bit 2j+1
+// for 64j+32+l), 128 bytes of low nibbles.
+TEXT ·q5kDotAVX2(SB), NOSPLIT, $64-28
+	MOVQ row+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ nb+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VPBROADCASTD kdotMask15<>(SB), Y15
+	VPBROADCASTD kdotMask10<>(SB), Y14
+q5kblock:
+	K4_SCALES
+	VBROADCASTSS 0(SP), Y8
+	VBROADCASTSS 4(SP), Y9
+	VBROADCASTSS 32(SP), Y10
+	VBROADCASTSS 36(SP), Y11
+	Q5K_GROUP(48, 16, 0, 128, Y0, Y1, VPSLLD, 4, VPSLLD, 3)
+	Q5K_GROUP(56, 24, 32, 160, Y2, Y3, VPSLLD, 4, VPSLLD, 3)
+	Q5K_GROUP(64, 32, 64, 192, Y0, Y1, VPSLLD, 4, VPSLLD, 3)
+	Q5K_GROUP(72, 40, 96, 224, Y2, Y3, VPSLLD, 4, VPSLLD, 3)
+	VBROADCASTSS 8(SP), Y8
+	VBROADCASTSS 12(SP), Y9
+	VBROADCASTSS 40(SP), Y10
+	VBROADCASTSS 44(SP), Y11
+	Q5K_GROUP(80, 16, 256, 384, Y0, Y1, VPSLLD, 2, VPSLLD, 1)
+	Q5K_GROUP(88, 24, 288, 416, Y2, Y3, VPSLLD, 2, VPSLLD, 1)
+	Q5K_GROUP(96, 32, 320, 448, Y0, Y1, VPSLLD, 2, VPSLLD, 1)
+	Q5K_GROUP(104, 40, 352, 480, Y2, Y3, VPSLLD, 2, VPSLLD, 1)
+	VBROADCASTSS 16(SP), Y8
+	VBROADCASTSS 20(SP), Y9
+	VBROADCASTSS 48(SP), Y10
+	VBROADCASTSS 52(SP), Y11
+	Q5K_GROUP(112, 16, 512, 640, Y0, Y1, VPSLLD, 0, VPSRLD, 1)
+	Q5K_GROUP(120, 24, 544, 672, Y2, Y3, VPSLLD, 0, VPSRLD, 1)
+	Q5K_GROUP(128, 32, 576, 704, Y0, Y1, VPSLLD, 0, VPSRLD, 1)
+	Q5K_GROUP(136, 40, 608, 736, Y2, Y3, VPSLLD, 0, VPSRLD, 1)
+	VBROADCASTSS 24(SP), Y8
+	VBROADCASTSS 28(SP), Y9
+	VBROADCASTSS 56(SP), Y10
+	VBROADCASTSS 60(SP), Y11
+	Q5K_GROUP(144, 16, 768, 896, Y0, Y1, VPSRLD, 2, VPSRLD, 3)
+	Q5K_GROUP(152, 24, 800, 928, Y2, Y3, VPSRLD, 2, VPSRLD, 3)
+	Q5K_GROUP(160, 32, 832, 960, Y0, Y1, VPSRLD, 2, VPSRLD, 3)
+	Q5K_GROUP(168, 40, 864, 992, Y2, Y3, VPSRLD, 2, VPSRLD, 3)
+	ADDQ $176, SI
+	ADDQ $1024, DI
+	DECQ CX
+	JNZ q5kblock
 	KDOT_SUM

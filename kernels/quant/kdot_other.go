@@ -7,3 +7,5 @@ func dotQ4KFast(row []byte, x []float32) (float32, bool) { return 0, false }
 func dotQ6KFast(row []byte, x []float32) (float32, bool) { return 0, false }
 
 func dotQ8_0Fast(row []byte, x []float32) (float32, bool) { return 0, false }
+
+func dotQ5KFast(row []byte, x []float32) (float32, bool) { return 0, false }

@@ -19,6 +19,7 @@ func TestKDotFast(t *testing.T) {
 	}{
 		{kernels.Q4_K, dotQ4KFast, func(b []byte, x []float32) (float32, bool) { return dotQ4KGo(b, x), true }},
 		{kernels.Q6_K, dotQ6KFast, func(b []byte, x []float32) (float32, bool) { return dotQ6KGo(b, x), true }},
+		{kernels.Q5_K, dotQ5KFast, func(b []byte, x []float32) (float32, bool) { return dotQ5KGo(b, x), true }},
 		{kernels.Q8_0, dotQ8_0Fast, func(b []byte, x []float32) (float32, bool) { return dotQ8_0Go(b, x), true }},
 	} {
 		for _, blocks := range []int{1, 2, 3, 16, 31, 48, 71} {

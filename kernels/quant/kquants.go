@@ -209,6 +209,13 @@ func decodeQ5K(blk []byte, y []float32) {
 }
 
 func dotQ5K(row []byte, x []float32) float32 {
+	if s, ok := dotQ5KFast(row, x); ok {
+		return s
+	}
+	return dotQ5KGo(row, x)
+}
+
+func dotQ5KGo(row []byte, x []float32) float32 {
 	var total float32
 	for o, b := 0, 0; o < len(row); o, b = o+176, b+256 {
 		blk := row[o : o+176 : o+176]
