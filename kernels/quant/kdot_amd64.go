@@ -8,9 +8,10 @@ import "golang.org/x/sys/cpu"
 // scalar Go ones decode a weight at a time: a Qwen3-0.6B-shaped Q4_K_M ran
 // at 6 tok/s on two cores, 5% of what its bytes allow. The K-quants that
 // Q4_K_M and Q5_K_M consist of (Q4_K or Q5_K, and Q6_K for the LM head and
-// some down projections), and Q8_0, get AVX2+FMA loops (kdot_amd64.s) that unpack each block's
+// some down projections), Q8_0 and the non-linear IQ4_NL/IQ4_XS get AVX2+FMA loops (kdot_amd64.s) that unpack each block's
 // scales themselves into the same float32 products the scalar decoders
-// form (d·s and dmin·m for Q4_K/Q5_K, d·scale for Q6_K, d for Q8_0; d by F16C,
+// form (d·s and dmin·m for Q4_K/Q5_K, d·scale for Q6_K, d for Q8_0 and
+// IQ4_NL, d·(scale−32) for IQ4_XS, the IQ4 values by a byte shuffle; d by F16C,
 // exact), so
 // every weight is formed exactly as they form it, eight at a time, and
 // only the order of the sums differs. (Unpacking the scales in Go first
@@ -28,6 +29,12 @@ func q80DotAVX2(row *byte, x *float32, nb int) float32
 
 //go:noescape
 func q5kDotAVX2(row *byte, x *float32, nb int) float32
+
+//go:noescape
+func iq4nlDotAVX2(row *byte, x *float32, nb int) float32
+
+//go:noescape
+func iq4xsDotAVX2(row *byte, x *float32, nb int) float32
 
 // dotQ4KFast is dotQ4K on AVX2, false where there is none.
 func dotQ4KFast(row []byte, x []float32) (float32, bool) {
@@ -59,4 +66,20 @@ func dotQ5KFast(row []byte, x []float32) (float32, bool) {
 		return 0, false
 	}
 	return q5kDotAVX2(&row[0], &x[0], len(row)/176), true
+}
+
+// dotIQ4NLFast is dotIQ4NL on AVX2, false where there is none.
+func dotIQ4NLFast(row []byte, x []float32) (float32, bool) {
+	if !haveKDot || len(row) < 18 {
+		return 0, false
+	}
+	return iq4nlDotAVX2(&row[0], &x[0], len(row)/18), true
+}
+
+// dotIQ4XSFast is dotIQ4XS on AVX2, false where there is none.
+func dotIQ4XSFast(row []byte, x []float32) (float32, bool) {
+	if !haveKDot || len(row) < 136 {
+		return 0, false
+	}
+	return iq4xsDotAVX2(&row[0], &x[0], len(row)/136), true
 }

@@ -16,6 +16,32 @@ DATA kdotInt32<>+0(SB)/4, $0x00000020
 GLOBL kdotInt32<>(SB), RODATA|NOPTR, $4
 DATA kdotMask10<>+0(SB)/4, $0x00000010
 GLOBL kdotMask10<>(SB), RODATA|NOPTR, $4
+DATA kdotIQ4<>+0(SB)/8, $0xf6eaddcfbfad9881
+DATA kdotIQ4<>+8(SB)/8, $0x7159453526190d01
+GLOBL kdotIQ4<>(SB), RODATA|NOPTR, $16
+DATA kdotNib<>+0(SB)/4, $0x0f0f0f0f
+GLOBL kdotNib<>(SB), RODATA|NOPTR, $4
+DATA kdotMask3<>+0(SB)/4, $0x00000003
+GLOBL kdotMask3<>(SB), RODATA|NOPTR, $4
+DATA kdotShr4<>+0(SB)/4, $0
+DATA kdotShr4<>+4(SB)/4, $4
+DATA kdotShr4<>+8(SB)/4, $8
+DATA kdotShr4<>+12(SB)/4, $12
+DATA kdotShr4<>+16(SB)/4, $16
+DATA kdotShr4<>+20(SB)/4, $20
+DATA kdotShr4<>+24(SB)/4, $24
+DATA kdotShr4<>+28(SB)/4, $28
+GLOBL kdotShr4<>(SB), RODATA|NOPTR, $32
+DATA kdotShr2<>+0(SB)/4, $0
+DATA kdotShr2<>+4(SB)/4, $2
+DATA kdotShr2<>+8(SB)/4, $4
+DATA kdotShr2<>+12(SB)/4, $6
+DATA kdotShr2<>+16(SB)/4, $8
+DATA kdotShr2<>+20(SB)/4, $10
+DATA kdotShr2<>+24(SB)/4, $12
+DATA kdotShr2<>+28(SB)/4, $14
+GLOBL kdotShr2<>(SB), RODATA|NOPTR, $32
+
 
 // KDOT_SUM returns the sum of the four accumulators.
 #define KDOT_SUM \
@@ -342,4 +368,118 @@ q5kblock:
 	ADDQ $1024, DI
 	DECQ CX
 	JNZ q5kblock
+	KDOT_SUM
+
+// IQ4_32: 32 weights of a non-linear 4-bit block: 16 quant bytes at
+// qb(SI), low nibbles elements 0..15 and high ones 16..31, each looked up
+// in the 16 int8 values of X13 (kvaluesIQ4NL) and scaled by Y6; x at
+// x0..x3(DI). Weight = d·kvalue, as decodeIQ4NL and decodeIQ4XS.
+#define IQ4_32(qb, x0, x1, x2, x3) \
+	VMOVDQU qb(SI), X4 \
+	VPAND X14, X4, X5 \
+	VPSRLW $4, X4, X4 \
+	VPAND X14, X4, X4 \
+	VPSHUFB X5, X13, X5 \
+	VPSHUFB X4, X13, X4 \
+	VPMOVSXBD X5, Y7 \
+	VPSHUFD $0xee, X5, X5 \
+	VPMOVSXBD X5, Y8 \
+	VPMOVSXBD X4, Y9 \
+	VPSHUFD $0xee, X4, X4 \
+	VPMOVSXBD X4, Y10 \
+	VCVTDQ2PS Y7, Y7 \
+	VCVTDQ2PS Y8, Y8 \
+	VCVTDQ2PS Y9, Y9 \
+	VCVTDQ2PS Y10, Y10 \
+	VMULPS Y6, Y7, Y7 \
+	VMULPS Y6, Y8, Y8 \
+	VMULPS Y6, Y9, Y9 \
+	VMULPS Y6, Y10, Y10 \
+	VFMADD231PS x0(DI), Y7, Y0 \
+	VFMADD231PS x1(DI), Y8, Y1 \
+	VFMADD231PS x2(DI), Y9, Y2 \
+	VFMADD231PS x3(DI), Y10, Y3
+
+// func iq4nlDotAVX2(row *byte, x *float32, nb int) float32
+// nb ≥ 1 blocks of 18 bytes: d (f16), 16 quant bytes.
+TEXT ·iq4nlDotAVX2(SB), NOSPLIT, $0-28
+	MOVQ row+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ nb+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VMOVDQU kdotIQ4<>(SB), X13
+	VPBROADCASTD kdotNib<>(SB), X14
+iq4nlblock:
+	MOVWLZX (SI), AX
+	MOVQ AX, X6
+	VCVTPH2PS X6, X6
+	VBROADCASTSS X6, Y6
+	IQ4_32(2, 0, 32, 64, 96)
+	ADDQ $18, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ iq4nlblock
+	KDOT_SUM
+
+// func iq4xsDotAVX2(row *byte, x *float32, nb int) float32
+// nb ≥ 1 blocks of 136 bytes: d (f16), the scales' high bits (u16), their
+// low nibbles (4 bytes), 8 sub-blocks of 16 quant bytes. Sub-block ib's
+// d·(scale−32) (iq4xsScale) go to the frame, eight at a time.
+TEXT ·iq4xsDotAVX2(SB), NOSPLIT, $32-28
+	MOVQ row+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ nb+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VMOVDQU kdotIQ4<>(SB), X13
+	VPBROADCASTD kdotNib<>(SB), X14
+iq4xsblock:
+	MOVL 4(SI), AX
+	MOVQ AX, X4
+	VPBROADCASTD X4, Y4
+	VPSRLVD kdotShr4<>(SB), Y4, Y4
+	VPBROADCASTD kdotMask15<>(SB), Y7
+	VPAND Y7, Y4, Y4
+	MOVWLZX 2(SI), AX
+	MOVQ AX, X5
+	VPBROADCASTD X5, Y5
+	VPSRLVD kdotShr2<>(SB), Y5, Y5
+	VPBROADCASTD kdotMask3<>(SB), Y7
+	VPAND Y7, Y5, Y5
+	VPSLLD $4, Y5, Y5
+	VPOR Y5, Y4, Y4
+	VPBROADCASTD kdotInt32<>(SB), Y7
+	VPSUBD Y7, Y4, Y4
+	VCVTDQ2PS Y4, Y4
+	MOVWLZX (SI), AX
+	MOVQ AX, X6
+	VCVTPH2PS X6, X6
+	VBROADCASTSS X6, Y6
+	VMULPS Y6, Y4, Y4
+	VMOVUPS Y4, 0(SP)
+	VBROADCASTSS 0(SP), Y6
+	IQ4_32(8, 0, 32, 64, 96)
+	VBROADCASTSS 4(SP), Y6
+	IQ4_32(24, 128, 160, 192, 224)
+	VBROADCASTSS 8(SP), Y6
+	IQ4_32(40, 256, 288, 320, 352)
+	VBROADCASTSS 12(SP), Y6
+	IQ4_32(56, 384, 416, 448, 480)
+	VBROADCASTSS 16(SP), Y6
+	IQ4_32(72, 512, 544, 576, 608)
+	VBROADCASTSS 20(SP), Y6
+	IQ4_32(88, 640, 672, 704, 736)
+	VBROADCASTSS 24(SP), Y6
+	IQ4_32(104, 768, 800, 832, 864)
+	VBROADCASTSS 28(SP), Y6
+	IQ4_32(120, 896, 928, 960, 992)
+	ADDQ $136, SI
+	ADDQ $1024, DI
+	DECQ CX
+	JNZ iq4xsblock
 	KDOT_SUM

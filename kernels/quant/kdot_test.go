@@ -20,10 +20,12 @@ func TestKDotFast(t *testing.T) {
 		{kernels.Q4_K, dotQ4KFast, func(b []byte, x []float32) (float32, bool) { return dotQ4KGo(b, x), true }},
 		{kernels.Q6_K, dotQ6KFast, func(b []byte, x []float32) (float32, bool) { return dotQ6KGo(b, x), true }},
 		{kernels.Q5_K, dotQ5KFast, func(b []byte, x []float32) (float32, bool) { return dotQ5KGo(b, x), true }},
+		{kernels.IQ4_NL, dotIQ4NLFast, func(b []byte, x []float32) (float32, bool) { return dotIQ4NLGo(b, x), true }},
+		{kernels.IQ4_XS, dotIQ4XSFast, func(b []byte, x []float32) (float32, bool) { return dotIQ4XSGo(b, x), true }},
 		{kernels.Q8_0, dotQ8_0Fast, func(b []byte, x []float32) (float32, bool) { return dotQ8_0Go(b, x), true }},
 	} {
 		for _, blocks := range []int{1, 2, 3, 16, 31, 48, 71} {
-			n := blocks * 256 // whole 32-element blocks of Q8_0 too
+			n := blocks * 256 // whole blocks of the 32-element formats too
 			for iter := 0; iter < 5; iter++ {
 				row := randomRow(r, c.typ, n)
 				x := make([]float32, n)

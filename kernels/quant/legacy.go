@@ -132,6 +132,13 @@ func decodeIQ4NL(blk []byte, y []float32) {
 }
 
 func dotIQ4NL(row []byte, x []float32) float32 {
+	if s, ok := dotIQ4NLFast(row, x); ok {
+		return s
+	}
+	return dotIQ4NLGo(row, x)
+}
+
+func dotIQ4NLGo(row []byte, x []float32) float32 {
 	var total float32
 	for o, b := 0, 0; o < len(row); o, b = o+18, b+32 {
 		blk := row[o : o+18 : o+18]
