@@ -2,11 +2,15 @@
 
 #include "textflag.h"
 
-// AVX2+FMA row dot products of the K-quants the CPU decode GEMV spends its
-// time in (kdot_amd64.go says why and what the Go side prepares). Each
-// weight is formed exactly as the scalar decoders form it (the same
-// float32 products and differences), eight at a time, then multiplied
-// into four accumulators.
+// AVX2+FMA+F16C row dot products of the GGUF formats the CPU decode GEMV
+// spends its time in (kdot_amd64.go says why). Each weight is formed
+// exactly as the scalar decoder forms it (the same float32 products and
+// differences), eight at a time, then multiplied into four accumulators.
+// Every function is func(row *byte, x *float32, nb int) float32 over nb ≥ 1
+// whole blocks.
+
+// Constants: dword masks and offsets, kvaluesIQ4NL as int8, the IQ4_XS
+// scale nibbles' and bit pairs' shifts.
 
 DATA kdotMask15<>+0(SB)/4, $0x0000000f
 GLOBL kdotMask15<>(SB), RODATA|NOPTR, $4
@@ -42,6 +46,17 @@ DATA kdotShr2<>+24(SB)/4, $12
 DATA kdotShr2<>+28(SB)/4, $14
 GLOBL kdotShr2<>(SB), RODATA|NOPTR, $32
 
+
+// KDOT_BEGIN loads the arguments (row, x, nb) into SI, DI, CX and zeroes
+// the four accumulators Y0..Y3.
+#define KDOT_BEGIN \
+	MOVQ row+0(FP), SI \
+	MOVQ x+8(FP), DI \
+	MOVQ nb+16(FP), CX \
+	VXORPS Y0, Y0, Y0 \
+	VXORPS Y1, Y1, Y1 \
+	VXORPS Y2, Y2, Y2 \
+	VXORPS Y3, Y3, Y3
 
 // KDOT_SUM returns the sum of the four accumulators.
 #define KDOT_SUM \
@@ -140,13 +155,7 @@ GLOBL kdotShr2<>(SB), RODATA|NOPTR, $32
 // scales and mins, 128 bytes of quants. Each block's factors go to the
 // frame (K4_SCALES) and are broadcast from there.
 TEXT ·q4kDotAVX2(SB), NOSPLIT, $64-28
-	MOVQ row+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ nb+16(FP), CX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
+	KDOT_BEGIN
 	VPBROADCASTD kdotMask15<>(SB), Y15
 q4kblock:
 	K4_SCALES
@@ -213,13 +222,7 @@ q4kblock:
 // bits, 16 int8 scales, d (f16). Each block's d·scale[i] go to the frame
 // (0(SP)..63(SP)) and are broadcast from there.
 TEXT ·q6kDotAVX2(SB), NOSPLIT, $64-28
-	MOVQ row+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ nb+16(FP), CX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
+	KDOT_BEGIN
 	VPBROADCASTD kdotMask15<>(SB), Y15
 	VPBROADCASTD kdotMask30<>(SB), Y14
 	VPBROADCASTD kdotInt32<>(SB), Y13
@@ -258,13 +261,7 @@ q6kblock:
 // nb ≥ 1 blocks of 34 bytes: d (f16), 32 int8 quants. Weight =
 // float32(q)·d, as decodeQ8_0.
 TEXT ·q80DotAVX2(SB), NOSPLIT, $0-28
-	MOVQ row+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ nb+16(FP), CX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
+	KDOT_BEGIN
 q80block:
 	MOVWLZX (SI), AX
 	MOVQ AX, X6
@@ -321,13 +318,7 @@ q80block:
 // bytes of fifth bits (qh: bit 2j of qh[l] for element 64j+l, bit 2j+1
 // for 64j+32+l), 128 bytes of low nibbles.
 TEXT ·q5kDotAVX2(SB), NOSPLIT, $64-28
-	MOVQ row+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ nb+16(FP), CX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
+	KDOT_BEGIN
 	VPBROADCASTD kdotMask15<>(SB), Y15
 	VPBROADCASTD kdotMask10<>(SB), Y14
 q5kblock:
@@ -400,18 +391,16 @@ q5kblock:
 	VFMADD231PS x2(DI), Y9, Y2 \
 	VFMADD231PS x3(DI), Y10, Y3
 
+// IQ4_TABLE puts kvaluesIQ4NL (int8) in X13 and the nibble mask in X14.
+#define IQ4_TABLE \
+	VMOVDQU kdotIQ4<>(SB), X13 \
+	VPBROADCASTD kdotNib<>(SB), X14
+
 // func iq4nlDotAVX2(row *byte, x *float32, nb int) float32
 // nb ≥ 1 blocks of 18 bytes: d (f16), 16 quant bytes.
 TEXT ·iq4nlDotAVX2(SB), NOSPLIT, $0-28
-	MOVQ row+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ nb+16(FP), CX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VMOVDQU kdotIQ4<>(SB), X13
-	VPBROADCASTD kdotNib<>(SB), X14
+	KDOT_BEGIN
+	IQ4_TABLE
 iq4nlblock:
 	MOVWLZX (SI), AX
 	MOVQ AX, X6
@@ -429,15 +418,8 @@ iq4nlblock:
 // low nibbles (4 bytes), 8 sub-blocks of 16 quant bytes. Sub-block ib's
 // d·(scale−32) (iq4xsScale) go to the frame, eight at a time.
 TEXT ·iq4xsDotAVX2(SB), NOSPLIT, $32-28
-	MOVQ row+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ nb+16(FP), CX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VMOVDQU kdotIQ4<>(SB), X13
-	VPBROADCASTD kdotNib<>(SB), X14
+	KDOT_BEGIN
+	IQ4_TABLE
 iq4xsblock:
 	MOVL 4(SI), AX
 	MOVQ AX, X4
