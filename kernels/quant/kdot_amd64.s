@@ -138,13 +138,18 @@ GLOBL kdotShr2<>(SB), RODATA|NOPTR, $32
 	VFMADD231PS xl(DI), Y5, accL \
 	VFMADD231PS xh(DI), Y6, accH
 
-// Q4K_PAIR: sub-blocks 2j and 2j+1 (32 quant bytes): their factors from
-// the frame, then four groups over two accumulator pairs.
-#define Q4K_PAIR(s0, s1, m0, m1, q0, q1, q2, q3, l0, l1, l2, l3, h0, h1, h2, h3) \
+// K4_FACTORS broadcasts a sub-block pair's d·s and dmin·m from the frame
+// (K4_SCALES) into Y8, Y9 (scales) and Y10, Y11 (mins).
+#define K4_FACTORS(s0, s1, m0, m1) \
 	VBROADCASTSS s0(SP), Y8 \
 	VBROADCASTSS s1(SP), Y9 \
 	VBROADCASTSS m0(SP), Y10 \
-	VBROADCASTSS m1(SP), Y11 \
+	VBROADCASTSS m1(SP), Y11
+
+// Q4K_PAIR: sub-blocks 2j and 2j+1 (32 quant bytes): their factors from
+// the frame, then four groups over two accumulator pairs.
+#define Q4K_PAIR(s0, s1, m0, m1, q0, q1, q2, q3, l0, l1, l2, l3, h0, h1, h2, h3) \
+	K4_FACTORS(s0, s1, m0, m1) \
 	Q4K_GROUP(q0, l0, h0, Y0, Y1) \
 	Q4K_GROUP(q1, l1, h1, Y2, Y3) \
 	Q4K_GROUP(q2, l2, h2, Y0, Y1) \
@@ -323,34 +328,22 @@ TEXT ·q5kDotAVX2(SB), NOSPLIT, $64-28
 	VPBROADCASTD kdotMask10<>(SB), Y14
 q5kblock:
 	K4_SCALES
-	VBROADCASTSS 0(SP), Y8
-	VBROADCASTSS 4(SP), Y9
-	VBROADCASTSS 32(SP), Y10
-	VBROADCASTSS 36(SP), Y11
+	K4_FACTORS(0, 4, 32, 36)
 	Q5K_GROUP(48, 16, 0, 128, Y0, Y1, VPSLLD, 4, VPSLLD, 3)
 	Q5K_GROUP(56, 24, 32, 160, Y2, Y3, VPSLLD, 4, VPSLLD, 3)
 	Q5K_GROUP(64, 32, 64, 192, Y0, Y1, VPSLLD, 4, VPSLLD, 3)
 	Q5K_GROUP(72, 40, 96, 224, Y2, Y3, VPSLLD, 4, VPSLLD, 3)
-	VBROADCASTSS 8(SP), Y8
-	VBROADCASTSS 12(SP), Y9
-	VBROADCASTSS 40(SP), Y10
-	VBROADCASTSS 44(SP), Y11
+	K4_FACTORS(8, 12, 40, 44)
 	Q5K_GROUP(80, 16, 256, 384, Y0, Y1, VPSLLD, 2, VPSLLD, 1)
 	Q5K_GROUP(88, 24, 288, 416, Y2, Y3, VPSLLD, 2, VPSLLD, 1)
 	Q5K_GROUP(96, 32, 320, 448, Y0, Y1, VPSLLD, 2, VPSLLD, 1)
 	Q5K_GROUP(104, 40, 352, 480, Y2, Y3, VPSLLD, 2, VPSLLD, 1)
-	VBROADCASTSS 16(SP), Y8
-	VBROADCASTSS 20(SP), Y9
-	VBROADCASTSS 48(SP), Y10
-	VBROADCASTSS 52(SP), Y11
+	K4_FACTORS(16, 20, 48, 52)
 	Q5K_GROUP(112, 16, 512, 640, Y0, Y1, VPSLLD, 0, VPSRLD, 1)
 	Q5K_GROUP(120, 24, 544, 672, Y2, Y3, VPSLLD, 0, VPSRLD, 1)
 	Q5K_GROUP(128, 32, 576, 704, Y0, Y1, VPSLLD, 0, VPSRLD, 1)
 	Q5K_GROUP(136, 40, 608, 736, Y2, Y3, VPSLLD, 0, VPSRLD, 1)
-	VBROADCASTSS 24(SP), Y8
-	VBROADCASTSS 28(SP), Y9
-	VBROADCASTSS 56(SP), Y10
-	VBROADCASTSS 60(SP), Y11
+	K4_FACTORS(24, 28, 56, 60)
 	Q5K_GROUP(144, 16, 768, 896, Y0, Y1, VPSRLD, 2, VPSRLD, 3)
 	Q5K_GROUP(152, 24, 800, 928, Y2, Y3, VPSRLD, 2, VPSRLD, 3)
 	Q5K_GROUP(160, 32, 832, 960, Y0, Y1, VPSRLD, 2, VPSRLD, 3)
