@@ -8,10 +8,10 @@ import "golang.org/x/sys/cpu"
 // scalar Go ones decode a weight at a time: a Qwen3-0.6B-shaped Q4_K_M ran
 // at 6 tok/s on two cores, 5% of what its bytes allow. The formats most
 // GGUF files are made of get AVX2+FMA loops (kdot_amd64.s): Q4_K, Q5_K and
-// Q6_K (the K-quant mixes Q4_K_M and Q5_K_M), Q8_0, and the non-linear
-// IQ4_NL and IQ4_XS. Each loop unpacks a block's scales itself into the
+// Q6_K (the K-quant mixes Q4_K_M and Q5_K_M), Q8_0 and Q4_0, and the
+// non-linear IQ4_NL and IQ4_XS. Each loop unpacks a block's scales itself into the
 // float32 products the scalar decoders form (d·s and dmin·m for Q4_K/Q5_K,
-// d·scale for Q6_K, d for Q8_0 and IQ4_NL, d·(scale−32) for IQ4_XS; d by
+// d·scale for Q6_K, d for Q8_0, Q4_0 and IQ4_NL, d·(scale−32) for IQ4_XS; d by
 // F16C, exactly), so every weight is the dequantized one bit for bit,
 // eight at a time; only the order of the sums differs. (Unpacking the
 // scales in Go first cost as much as the dot products.)
@@ -33,6 +33,9 @@ func q80DotAVX2(row *byte, x *float32, nb int) float32
 func iq4nlDotAVX2(row *byte, x *float32, nb int) float32
 
 //go:noescape
+func q40DotAVX2(row *byte, x *float32, nb int) float32
+
+//go:noescape
 func iq4xsDotAVX2(row *byte, x *float32, nb int) float32
 
 // kdot runs f over row's blocks of size bytes, false where there is no
@@ -49,4 +52,5 @@ func dotQ5KFast(row []byte, x []float32) (float32, bool)   { return kdot(q5kDotA
 func dotQ6KFast(row []byte, x []float32) (float32, bool)   { return kdot(q6kDotAVX2, 210, row, x) }
 func dotQ8_0Fast(row []byte, x []float32) (float32, bool)  { return kdot(q80DotAVX2, 34, row, x) }
 func dotIQ4NLFast(row []byte, x []float32) (float32, bool) { return kdot(iq4nlDotAVX2, 18, row, x) }
+func dotQ4_0Fast(row []byte, x []float32) (float32, bool)  { return kdot(q40DotAVX2, 18, row, x) }
 func dotIQ4XSFast(row []byte, x []float32) (float32, bool) { return kdot(iq4xsDotAVX2, 136, row, x) }

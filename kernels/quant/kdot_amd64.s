@@ -9,7 +9,8 @@
 // Every function is func(row *byte, x *float32, nb int) float32 over nb ≥ 1
 // whole blocks.
 
-// Constants: dword masks and offsets, kvaluesIQ4NL as int8, the IQ4_XS
+// Constants: dword masks and offsets, kvaluesIQ4NL and Q4_0's q−8 as int8
+// tables, the IQ4_XS
 // scale nibbles' and bit pairs' shifts.
 
 DATA kdotMask15<>+0(SB)/4, $0x0000000f
@@ -23,6 +24,9 @@ GLOBL kdotMask10<>(SB), RODATA|NOPTR, $4
 DATA kdotIQ4<>+0(SB)/8, $0xf6eaddcfbfad9881
 DATA kdotIQ4<>+8(SB)/8, $0x7159453526190d01
 GLOBL kdotIQ4<>(SB), RODATA|NOPTR, $16
+DATA kdotQ40<>+0(SB)/8, $0xfffefdfcfbfaf9f8
+DATA kdotQ40<>+8(SB)/8, $0x0706050403020100
+GLOBL kdotQ40<>(SB), RODATA|NOPTR, $16
 DATA kdotNib<>+0(SB)/4, $0x0f0f0f0f
 GLOBL kdotNib<>(SB), RODATA|NOPTR, $4
 DATA kdotMask3<>+0(SB)/4, $0x00000003
@@ -389,22 +393,34 @@ q5kblock:
 	VMOVDQU kdotIQ4<>(SB), X13 \
 	VPBROADCASTD kdotNib<>(SB), X14
 
-// func iq4nlDotAVX2(row *byte, x *float32, nb int) float32
-// nb ≥ 1 blocks of 18 bytes: d (f16), 16 quant bytes.
-TEXT ·iq4nlDotAVX2(SB), NOSPLIT, $0-28
-	KDOT_BEGIN
-	IQ4_TABLE
-iq4nlblock:
-	MOVWLZX (SI), AX
-	MOVQ AX, X6
-	VCVTPH2PS X6, X6
-	VBROADCASTSS X6, Y6
-	IQ4_32(2, 0, 32, 64, 96)
-	ADDQ $18, SI
-	ADDQ $128, DI
-	DECQ CX
-	JNZ iq4nlblock
+// NIB4_BLOCKS: blocks of 18 bytes, d (f16) and 16 bytes of nibbles, each
+// nibble looked up in the int8 table tbl (IQ4_NL's values, or Q4_0's q−8)
+// and scaled by d; loop is the loop's label.
+#define NIB4_BLOCKS(tbl, loop) \
+	KDOT_BEGIN \
+	VMOVDQU tbl(SB), X13 \
+	VPBROADCASTD kdotNib<>(SB), X14 \
+loop: \
+	MOVWLZX (SI), AX \
+	MOVQ AX, X6 \
+	VCVTPH2PS X6, X6 \
+	VBROADCASTSS X6, Y6 \
+	IQ4_32(2, 0, 32, 64, 96) \
+	ADDQ $18, SI \
+	ADDQ $128, DI \
+	DECQ CX \
+	JNZ loop \
 	KDOT_SUM
+
+// func iq4nlDotAVX2(row *byte, x *float32, nb int) float32
+// Weight = d·kvalue, as decodeIQ4NL.
+TEXT ·iq4nlDotAVX2(SB), NOSPLIT, $0-28
+	NIB4_BLOCKS(kdotIQ4<>, iq4nlblock)
+
+// func q40DotAVX2(row *byte, x *float32, nb int) float32
+// Weight = (q−8)·d, as decodeQ4_0.
+TEXT ·q40DotAVX2(SB), NOSPLIT, $0-28
+	NIB4_BLOCKS(kdotQ40<>, q40block)
 
 // func iq4xsDotAVX2(row *byte, x *float32, nb int) float32
 // nb ≥ 1 blocks of 136 bytes: d (f16), the scales' high bits (u16), their

@@ -13,3 +13,5 @@ func dotQ5KFast(row []byte, x []float32) (float32, bool) { return 0, false }
 func dotIQ4NLFast(row []byte, x []float32) (float32, bool) { return 0, false }
 
 func dotIQ4XSFast(row []byte, x []float32) (float32, bool) { return 0, false }
+
+func dotQ4_0Fast(row []byte, x []float32) (float32, bool) { return 0, false }

@@ -22,6 +22,7 @@ func TestKDotFast(t *testing.T) {
 		{kernels.Q5_K, dotQ5KFast, func(b []byte, x []float32) (float32, bool) { return dotQ5KGo(b, x), true }},
 		{kernels.IQ4_NL, dotIQ4NLFast, func(b []byte, x []float32) (float32, bool) { return dotIQ4NLGo(b, x), true }},
 		{kernels.IQ4_XS, dotIQ4XSFast, func(b []byte, x []float32) (float32, bool) { return dotIQ4XSGo(b, x), true }},
+		{kernels.Q4_0, dotQ4_0Fast, func(b []byte, x []float32) (float32, bool) { return dotQ4_0Go(b, x), true }},
 		{kernels.Q8_0, dotQ8_0Fast, func(b []byte, x []float32) (float32, bool) { return dotQ8_0Go(b, x), true }},
 	} {
 		for _, blocks := range []int{1, 2, 3, 16, 31, 48, 71} {

@@ -68,6 +68,13 @@ func decodeQ4_0(blk []byte, y []float32) {
 }
 
 func dotQ4_0(row []byte, x []float32) float32 {
+	if s, ok := dotQ4_0Fast(row, x); ok {
+		return s
+	}
+	return dotQ4_0Go(row, x)
+}
+
+func dotQ4_0Go(row []byte, x []float32) float32 {
 	var total float32
 	for o, b := 0, 0; o < len(row); o, b = o+18, b+32 {
 		blk := row[o : o+18 : o+18]
