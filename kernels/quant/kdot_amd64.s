@@ -31,6 +31,10 @@ DATA kdotNib<>+0(SB)/4, $0x0f0f0f0f
 GLOBL kdotNib<>(SB), RODATA|NOPTR, $4
 DATA kdotMask3<>+0(SB)/4, $0x00000003
 GLOBL kdotMask3<>(SB), RODATA|NOPTR, $4
+DATA kdotOne<>+0(SB)/4, $0x00000001
+GLOBL kdotOne<>(SB), RODATA|NOPTR, $4
+DATA kdotFour<>+0(SB)/4, $0x00000004
+GLOBL kdotFour<>(SB), RODATA|NOPTR, $4
 DATA kdotShr4<>+0(SB)/4, $0
 DATA kdotShr4<>+4(SB)/4, $4
 DATA kdotShr4<>+8(SB)/4, $8
@@ -473,4 +477,141 @@ iq4xsblock:
 	ADDQ $1024, DI
 	DECQ CX
 	JNZ iq4xsblock
+	KDOT_SUM
+
+// Q3K_STEP: eight weights of one 2-bit plane: (Q >> qs) & 3, plus 4 unless
+// the hmask bit (H >> hs) is set minus 4, times the d·scale at sc(SP);
+// x at xo(DI) into acc. Q (Y4) and H (Y5) hold the plane's quant and
+// hmask bytes. Weight = (d·scale)·v, as decodeQ3K.
+#define Q3K_STEP(qs, hs, sc, xo, acc) \
+	VPSRLD $qs, Y4, Y6 \
+	VPAND Y15, Y6, Y6 \
+	VPSRLD $hs, Y5, Y7 \
+	VPAND Y14, Y7, Y7 \
+	VPSLLD $2, Y7, Y7 \
+	VPADDD Y7, Y6, Y6 \
+	VPSUBD Y13, Y6, Y6 \
+	VCVTDQ2PS Y6, Y6 \
+	VBROADCASTSS sc(SP), Y8 \
+	VMULPS Y8, Y6, Y6 \
+	VFMADD231PS xo(DI), Y6, acc
+
+// func q3kDotAVX2(row *byte, x *float32, nb int) float32
+// nb ≥ 1 blocks of 110 bytes: 32 bytes of hmask, 64 of 2-bit quants, 12
+// of packed 6-bit scales (q3Scales), d (f16). Each block's d·(scale−32)
+// go to the frame and are broadcast from there.
+TEXT ·q3kDotAVX2(SB), NOSPLIT, $64-28
+	KDOT_BEGIN
+	VPBROADCASTD kdotMask3<>(SB), Y15
+	VPBROADCASTD kdotOne<>(SB), Y14
+	VPBROADCASTD kdotFour<>(SB), Y13
+q3kblock:
+	// The 16 scales as q3Scales unpacks them, four bytes at a time:
+	// a0&0x0f.. | (t&0x03..)<<4, a1&0x0f.. | (t>>2&0x03..)<<4,
+	// a0>>4&0x0f.. | (t>>4&0x03..)<<4, a1>>4&0x0f.. | (t>>6&0x03..)<<4.
+	MOVL 96(SI), R8
+	MOVL 100(SI), R9
+	MOVL 104(SI), R10
+	MOVL R8, AX
+	ANDL $0x0f0f0f0f, AX
+	MOVL R10, BX
+	ANDL $0x03030303, BX
+	SHLL $4, BX
+	ORL BX, AX
+	MOVL R9, DX
+	ANDL $0x0f0f0f0f, DX
+	MOVL R10, BX
+	SHRL $2, BX
+	ANDL $0x03030303, BX
+	SHLL $4, BX
+	ORL BX, DX
+	SHLQ $32, DX
+	ORQ DX, AX
+	MOVQ AX, X4
+	MOVL R8, AX
+	SHRL $4, AX
+	ANDL $0x0f0f0f0f, AX
+	MOVL R10, BX
+	SHRL $4, BX
+	ANDL $0x03030303, BX
+	SHLL $4, BX
+	ORL BX, AX
+	MOVL R9, DX
+	SHRL $4, DX
+	ANDL $0x0f0f0f0f, DX
+	MOVL R10, BX
+	SHRL $6, BX
+	ANDL $0x03030303, BX
+	SHLL $4, BX
+	ORL BX, DX
+	SHLQ $32, DX
+	ORQ DX, AX
+	MOVQ AX, X5
+	MOVWLZX 108(SI), AX
+	MOVQ AX, X6
+	VCVTPH2PS X6, X6
+	VBROADCASTSS X6, Y6
+	VPBROADCASTD kdotInt32<>(SB), Y7
+	VPMOVZXBD X4, Y4
+	VPMOVZXBD X5, Y5
+	VPSUBD Y7, Y4, Y4
+	VPSUBD Y7, Y5, Y5
+	VCVTDQ2PS Y4, Y4
+	VCVTDQ2PS Y5, Y5
+	VMULPS Y6, Y4, Y4
+	VMULPS Y6, Y5, Y5
+	VMOVUPS Y4, 0(SP)
+	VMOVUPS Y5, 32(SP)
+	VPMOVZXBD 32(SI), Y4
+	VPMOVZXBD 0(SI), Y5
+	Q3K_STEP(0, 0, 0, 0, Y0)
+	Q3K_STEP(2, 1, 8, 128, Y1)
+	Q3K_STEP(4, 2, 16, 256, Y2)
+	Q3K_STEP(6, 3, 24, 384, Y3)
+	VPMOVZXBD 40(SI), Y4
+	VPMOVZXBD 8(SI), Y5
+	Q3K_STEP(0, 0, 0, 32, Y0)
+	Q3K_STEP(2, 1, 8, 160, Y1)
+	Q3K_STEP(4, 2, 16, 288, Y2)
+	Q3K_STEP(6, 3, 24, 416, Y3)
+	VPMOVZXBD 48(SI), Y4
+	VPMOVZXBD 16(SI), Y5
+	Q3K_STEP(0, 0, 4, 64, Y0)
+	Q3K_STEP(2, 1, 12, 192, Y1)
+	Q3K_STEP(4, 2, 20, 320, Y2)
+	Q3K_STEP(6, 3, 28, 448, Y3)
+	VPMOVZXBD 56(SI), Y4
+	VPMOVZXBD 24(SI), Y5
+	Q3K_STEP(0, 0, 4, 96, Y0)
+	Q3K_STEP(2, 1, 12, 224, Y1)
+	Q3K_STEP(4, 2, 20, 352, Y2)
+	Q3K_STEP(6, 3, 28, 480, Y3)
+	VPMOVZXBD 64(SI), Y4
+	VPMOVZXBD 0(SI), Y5
+	Q3K_STEP(0, 4, 32, 512, Y0)
+	Q3K_STEP(2, 5, 40, 640, Y1)
+	Q3K_STEP(4, 6, 48, 768, Y2)
+	Q3K_STEP(6, 7, 56, 896, Y3)
+	VPMOVZXBD 72(SI), Y4
+	VPMOVZXBD 8(SI), Y5
+	Q3K_STEP(0, 4, 32, 544, Y0)
+	Q3K_STEP(2, 5, 40, 672, Y1)
+	Q3K_STEP(4, 6, 48, 800, Y2)
+	Q3K_STEP(6, 7, 56, 928, Y3)
+	VPMOVZXBD 80(SI), Y4
+	VPMOVZXBD 16(SI), Y5
+	Q3K_STEP(0, 4, 36, 576, Y0)
+	Q3K_STEP(2, 5, 44, 704, Y1)
+	Q3K_STEP(4, 6, 52, 832, Y2)
+	Q3K_STEP(6, 7, 60, 960, Y3)
+	VPMOVZXBD 88(SI), Y4
+	VPMOVZXBD 24(SI), Y5
+	Q3K_STEP(0, 4, 36, 608, Y0)
+	Q3K_STEP(2, 5, 44, 736, Y1)
+	Q3K_STEP(4, 6, 52, 864, Y2)
+	Q3K_STEP(6, 7, 60, 992, Y3)
+	ADDQ $110, SI
+	ADDQ $1024, DI
+	DECQ CX
+	JNZ q3kblock
 	KDOT_SUM

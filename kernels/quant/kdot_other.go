@@ -15,3 +15,5 @@ func dotIQ4NLFast(row []byte, x []float32) (float32, bool) { return 0, false }
 func dotIQ4XSFast(row []byte, x []float32) (float32, bool) { return 0, false }
 
 func dotQ4_0Fast(row []byte, x []float32) (float32, bool) { return 0, false }
+
+func dotQ3KFast(row []byte, x []float32) (float32, bool) { return 0, false }

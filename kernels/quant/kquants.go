@@ -91,6 +91,16 @@ func q3Scales(p []byte) (s [16]int8) {
 	return s
 }
 
+// dotQ3KGo is Q3_K's portable row dot: each block decoded, then dotted.
+var dotQ3KGo = blockDot(decodeQ3K, 256, 110)
+
+func dotQ3K(row []byte, x []float32) float32 {
+	if s, ok := dotQ3KFast(row, x); ok {
+		return s
+	}
+	return dotQ3KGo(row, x)
+}
+
 func decodeQ3K(blk []byte, y []float32) {
 	hm := blk[0:32:32]
 	qs := blk[32:96:96]

@@ -41,7 +41,7 @@ func init() {
 	formats[kernels.IQ4_NL] = formatImpl{rowDeq(decodeIQ4NL, 32, 18), dotIQ4NL}
 	formats[kernels.MXFP4] = formatImpl{rowDeq(decodeMXFP4, 32, 17), blockDot(decodeMXFP4, 32, 17)}
 	formats[kernels.Q2_K] = formatImpl{rowDeq(decodeQ2K, 256, 84), dotQ2K}
-	formats[kernels.Q3_K] = formatImpl{rowDeq(decodeQ3K, 256, 110), blockDot(decodeQ3K, 256, 110)}
+	formats[kernels.Q3_K] = formatImpl{rowDeq(decodeQ3K, 256, 110), dotQ3K}
 	formats[kernels.Q4_K] = formatImpl{rowDeq(decodeQ4K, 256, 144), dotQ4K}
 	formats[kernels.Q5_K] = formatImpl{rowDeq(decodeQ5K, 256, 176), dotQ5K}
 	formats[kernels.Q6_K] = formatImpl{rowDeq(decodeQ6K, 256, 210), dotQ6K}
