@@ -7,15 +7,18 @@ import "golang.org/x/sys/cpu"
 // The CPU decode GEMV of a GGUF model is these row dot products, and the
 // scalar Go ones decode a weight at a time: a Qwen3-0.6B-shaped Q4_K_M ran
 // at 6 tok/s on two cores, 5% of what its bytes allow. The formats most
-// GGUF files are made of get AVX2+FMA loops (kdot_amd64.s): Q3_K to Q6_K
-// (the K-quant mixes Q3_K_M, Q4_K_M, Q5_K_M), Q8_0 and Q4_0, and the
+// GGUF files are made of get AVX2+FMA loops (kdot_amd64.s): Q2_K to Q6_K
+// (the K-quant mixes Q2_K to Q5_K_M), Q8_0 and Q4_0, and the
 // non-linear IQ4_NL and IQ4_XS. Each loop unpacks a block's scales itself into the
-// float32 products the scalar decoders form (d·s and dmin·m for Q4_K/Q5_K,
+// float32 products the scalar decoders form (d·s and dmin·m for Q2_K, Q4_K, Q5_K,
 // d·scale for Q3_K and Q6_K, d for Q8_0, Q4_0 and IQ4_NL, d·(scale−32) for IQ4_XS; d by
 // F16C, exactly), so every weight is the dequantized one bit for bit,
 // eight at a time; only the order of the sums differs. (Unpacking the
 // scales in Go first cost as much as the dot products.)
 var haveKDot = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
+
+//go:noescape
+func q2kDotAVX2(row *byte, x *float32, nb int) float32
 
 //go:noescape
 func q3kDotAVX2(row *byte, x *float32, nb int) float32
@@ -50,6 +53,7 @@ func kdot(f func(row *byte, x *float32, nb int) float32, size int, row []byte, x
 	return f(&row[0], &x[0], len(row)/size), true
 }
 
+func dotQ2KFast(row []byte, x []float32) (float32, bool)   { return kdot(q2kDotAVX2, 84, row, x) }
 func dotQ3KFast(row []byte, x []float32) (float32, bool)   { return kdot(q3kDotAVX2, 110, row, x) }
 func dotQ4KFast(row []byte, x []float32) (float32, bool)   { return kdot(q4kDotAVX2, 144, row, x) }
 func dotQ5KFast(row []byte, x []float32) (float32, bool)   { return kdot(q5kDotAVX2, 176, row, x) }

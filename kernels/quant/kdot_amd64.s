@@ -615,3 +615,95 @@ q3kblock:
 	DECQ CX
 	JNZ q3kblock
 	KDOT_SUM
+
+// Q2K_STEP: eight weights of one 2-bit plane of Q (Y4): (Q >> qs) & 3
+// times the d·scale at sc(SP), minus the dmin·min at mc(SP); x at xo(DI)
+// into acc. Weight = float32(d·s·q) − dmin·m, as decodeQ2K.
+#define Q2K_STEP(qs, sc, mc, xo, acc) \
+	VPSRLD $qs, Y4, Y6 \
+	VPAND Y15, Y6, Y6 \
+	VCVTDQ2PS Y6, Y6 \
+	VBROADCASTSS sc(SP), Y8 \
+	VBROADCASTSS mc(SP), Y9 \
+	VMULPS Y8, Y6, Y6 \
+	VSUBPS Y9, Y6, Y6 \
+	VFMADD231PS xo(DI), Y6, acc
+
+// func q2kDotAVX2(row *byte, x *float32, nb int) float32
+// nb ≥ 1 blocks of 84 bytes: 16 scale bytes (scale in the low nibble, min
+// in the high one), 64 bytes of 2-bit quants, d and dmin (f16). Each
+// block's d·scale go to 0(SP) and dmin·min to 64(SP).
+TEXT ·q2kDotAVX2(SB), NOSPLIT, $128-28
+	KDOT_BEGIN
+	VPBROADCASTD kdotMask3<>(SB), Y15
+	VPBROADCASTD kdotMask15<>(SB), Y14
+q2kblock:
+	MOVL 80(SI), AX
+	MOVQ AX, X6
+	VCVTPH2PS X6, X6
+	VPSHUFD $0x55, X6, X7
+	VBROADCASTSS X6, Y6
+	VBROADCASTSS X7, Y7
+	VPMOVZXBD 0(SI), Y4
+	VPMOVZXBD 8(SI), Y5
+	VPAND Y14, Y4, Y8
+	VPAND Y14, Y5, Y9
+	VCVTDQ2PS Y8, Y8
+	VCVTDQ2PS Y9, Y9
+	VMULPS Y6, Y8, Y8
+	VMULPS Y6, Y9, Y9
+	VMOVUPS Y8, 0(SP)
+	VMOVUPS Y9, 32(SP)
+	VPSRLD $4, Y4, Y4
+	VPSRLD $4, Y5, Y5
+	VCVTDQ2PS Y4, Y4
+	VCVTDQ2PS Y5, Y5
+	VMULPS Y7, Y4, Y4
+	VMULPS Y7, Y5, Y5
+	VMOVUPS Y4, 64(SP)
+	VMOVUPS Y5, 96(SP)
+	VPMOVZXBD 16(SI), Y4
+	Q2K_STEP(0, 0, 64, 0, Y0)
+	Q2K_STEP(2, 8, 72, 128, Y1)
+	Q2K_STEP(4, 16, 80, 256, Y2)
+	Q2K_STEP(6, 24, 88, 384, Y3)
+	VPMOVZXBD 24(SI), Y4
+	Q2K_STEP(0, 0, 64, 32, Y0)
+	Q2K_STEP(2, 8, 72, 160, Y1)
+	Q2K_STEP(4, 16, 80, 288, Y2)
+	Q2K_STEP(6, 24, 88, 416, Y3)
+	VPMOVZXBD 32(SI), Y4
+	Q2K_STEP(0, 4, 68, 64, Y0)
+	Q2K_STEP(2, 12, 76, 192, Y1)
+	Q2K_STEP(4, 20, 84, 320, Y2)
+	Q2K_STEP(6, 28, 92, 448, Y3)
+	VPMOVZXBD 40(SI), Y4
+	Q2K_STEP(0, 4, 68, 96, Y0)
+	Q2K_STEP(2, 12, 76, 224, Y1)
+	Q2K_STEP(4, 20, 84, 352, Y2)
+	Q2K_STEP(6, 28, 92, 480, Y3)
+	VPMOVZXBD 48(SI), Y4
+	Q2K_STEP(0, 32, 96, 512, Y0)
+	Q2K_STEP(2, 40, 104, 640, Y1)
+	Q2K_STEP(4, 48, 112, 768, Y2)
+	Q2K_STEP(6, 56, 120, 896, Y3)
+	VPMOVZXBD 56(SI), Y4
+	Q2K_STEP(0, 32, 96, 544, Y0)
+	Q2K_STEP(2, 40, 104, 672, Y1)
+	Q2K_STEP(4, 48, 112, 800, Y2)
+	Q2K_STEP(6, 56, 120, 928, Y3)
+	VPMOVZXBD 64(SI), Y4
+	Q2K_STEP(0, 36, 100, 576, Y0)
+	Q2K_STEP(2, 44, 108, 704, Y1)
+	Q2K_STEP(4, 52, 116, 832, Y2)
+	Q2K_STEP(6, 60, 124, 960, Y3)
+	VPMOVZXBD 72(SI), Y4
+	Q2K_STEP(0, 36, 100, 608, Y0)
+	Q2K_STEP(2, 44, 108, 736, Y1)
+	Q2K_STEP(4, 52, 116, 864, Y2)
+	Q2K_STEP(6, 60, 124, 992, Y3)
+	ADDQ $84, SI
+	ADDQ $1024, DI
+	DECQ CX
+	JNZ q2kblock
+	KDOT_SUM

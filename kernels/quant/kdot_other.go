@@ -17,3 +17,5 @@ func dotIQ4XSFast(row []byte, x []float32) (float32, bool) { return 0, false }
 func dotQ4_0Fast(row []byte, x []float32) (float32, bool) { return 0, false }
 
 func dotQ3KFast(row []byte, x []float32) (float32, bool) { return 0, false }
+
+func dotQ2KFast(row []byte, x []float32) (float32, bool) { return 0, false }

@@ -17,6 +17,7 @@ func TestKDotFast(t *testing.T) {
 		typ        kernels.DType
 		fast, slow func([]byte, []float32) (float32, bool)
 	}{
+		{kernels.Q2_K, dotQ2KFast, func(b []byte, x []float32) (float32, bool) { return dotQ2KGo(b, x), true }},
 		{kernels.Q3_K, dotQ3KFast, func(b []byte, x []float32) (float32, bool) { return dotQ3KGo(b, x), true }},
 		{kernels.Q4_K, dotQ4KFast, func(b []byte, x []float32) (float32, bool) { return dotQ4KGo(b, x), true }},
 		{kernels.Q6_K, dotQ6KFast, func(b []byte, x []float32) (float32, bool) { return dotQ6KGo(b, x), true }},

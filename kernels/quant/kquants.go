@@ -39,6 +39,13 @@ func decodeQ2K(blk []byte, y []float32) {
 }
 
 func dotQ2K(row []byte, x []float32) float32 {
+	if s, ok := dotQ2KFast(row, x); ok {
+		return s
+	}
+	return dotQ2KGo(row, x)
+}
+
+func dotQ2KGo(row []byte, x []float32) float32 {
 	var total float32
 	for o, b := 0, 0; o < len(row); o, b = o+84, b+256 {
 		blk := row[o : o+84 : o+84]
