@@ -1,9 +1,12 @@
 package cpu
 
 import (
+	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/pocketllm/pocketllm/kernels"
 )
 
 func TestDotKernelsMatchPortable(t *testing.T) {
@@ -55,6 +58,49 @@ func TestDot2BitIdenticalToDot(t *testing.T) {
 		// and the bf16 decode kernel agree to the bit.
 		if out[0] != dotF32(w, x0) || out[1] != dotF32(w, x1) || out[0] != dotBF16(wb, x0) {
 			t.Errorf("n=%d: dot2 %v, dotF32 %v %v, dotBF16 %v", n, out, dotF32(w, x0), dotF32(w, x1), dotBF16(wb, x0))
+		}
+	}
+}
+
+// TestMatMulBatchInvariant: a row's MatMul result does not depend on how
+// many rows the call has or on where the output rows fall in the prefill
+// GEMM's blocks of prefillRows weight rows (bf16 weights; the prefill path
+// against the one-row decode path, bit for bit).
+func TestMatMulBatchInvariant(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	b := New(2)
+	for _, out := range []int{1, prefillRows + 1, 3*prefillRows + 2} {
+		const in = 96
+		data := make([]byte, 2*out*in)
+		for i := 0; i < out*in; i++ {
+			binary.LittleEndian.PutUint16(data[2*i:], uint16(math.Float32bits(rng.Float32()-0.5)>>16))
+		}
+		w, err := b.LoadWeight(&kernels.Weight{Name: "w", DType: kernels.BF16, Shape: []int{out, in}, Data: data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rows := range []int{2, 3, 7} {
+			xs := make([]float32, rows*in)
+			for i := range xs {
+				xs[i] = rng.Float32() - 0.5
+			}
+			x, dst := b.NewBuf(rows*in), b.NewBuf(rows*out)
+			b.Write(x, 0, xs)
+			b.MatMul(dst, x, w, rows)
+			got := make([]float32, rows*out)
+			b.Read(dst, 0, got)
+			for r := range rows {
+				x1, d1 := b.NewBuf(in), b.NewBuf(out)
+				b.Write(x1, 0, xs[r*in:(r+1)*in])
+				b.MatMul(d1, x1, w, 1)
+				want := make([]float32, out)
+				b.Read(d1, 0, want)
+				for o := range out {
+					if got[r*out+o] != want[o] {
+						t.Fatalf("out %d, rows %d: row %d output %d is %v in the batch, %v alone", out, rows, r, o, got[r*out+o], want[o])
+					}
+				}
+			}
 		}
 	}
 }

@@ -24,19 +24,35 @@ func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Tensor, rows int) {
 		})
 		return
 	}
-	b.parallel(out, 4, func(lo, hi int) {
-		tmp := make([]float32, in)
+	// Weight rows are decoded prefillRows at a time and each pair of input
+	// rows is dotted with all of them before the next pair: the pair is
+	// read from L2 once per prefillRows weight rows instead of once per
+	// row. Every dot is still dot2's (or dotF32's), so the results are as
+	// before, bit for bit.
+	b.parallel(out, prefillRows, func(lo, hi int) {
+		tmp := make([]float32, prefillRows*in)
 		var acc [2]float32
-		for o := lo; o < hi; o++ {
-			t.rowTo(o, tmp)
+		for o0 := lo; o0 < hi; o0 += prefillRows {
+			n := min(prefillRows, hi-o0)
+			for k := range n {
+				t.rowTo(o0+k, tmp[k*in:(k+1)*in])
+			}
 			r := 0
 			for ; r+2 <= rows; r += 2 {
-				dot2(tmp, xs[r*in:(r+1)*in], xs[(r+1)*in:(r+2)*in], &acc)
-				d[r*out+o], d[(r+1)*out+o] = acc[0], acc[1]
+				x0, x1 := xs[r*in:(r+1)*in], xs[(r+1)*in:(r+2)*in]
+				for k := range n {
+					dot2(tmp[k*in:(k+1)*in], x0, x1, &acc)
+					d[r*out+o0+k], d[(r+1)*out+o0+k] = acc[0], acc[1]
+				}
 			}
 			for ; r < rows; r++ {
-				d[r*out+o] = dotF32(tmp, xs[r*in:(r+1)*in])
+				for k := range n {
+					d[r*out+o0+k] = dotF32(tmp[k*in:(k+1)*in], xs[r*in:(r+1)*in])
+				}
 			}
 		}
 	})
 }
+
+// prefillRows is how many decoded weight rows a prefill GEMM holds at once.
+const prefillRows = 4
