@@ -220,13 +220,6 @@ func decodeIQ4XS(blk []byte, y []float32) {
 }
 
 func dotIQ4XS(row []byte, x []float32) float32 {
-	if s, ok := dotIQ4XSFast(row, x); ok {
-		return s
-	}
-	return dotIQ4XSGo(row, x)
-}
-
-func dotIQ4XSGo(row []byte, x []float32) float32 {
 	var total float32
 	for o, b := 0, 0; o < len(row); o, b = o+136, b+256 {
 		blk := row[o : o+136 : o+136]

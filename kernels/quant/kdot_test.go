@@ -17,15 +17,15 @@ func TestKDotFast(t *testing.T) {
 		typ        kernels.DType
 		fast, slow func([]byte, []float32) (float32, bool)
 	}{
-		{kernels.Q2_K, dotQ2KFast, func(b []byte, x []float32) (float32, bool) { return dotQ2KGo(b, x), true }},
-		{kernels.Q3_K, dotQ3KFast, func(b []byte, x []float32) (float32, bool) { return dotQ3KGo(b, x), true }},
-		{kernels.Q4_K, dotQ4KFast, func(b []byte, x []float32) (float32, bool) { return dotQ4KGo(b, x), true }},
-		{kernels.Q6_K, dotQ6KFast, func(b []byte, x []float32) (float32, bool) { return dotQ6KGo(b, x), true }},
-		{kernels.Q5_K, dotQ5KFast, func(b []byte, x []float32) (float32, bool) { return dotQ5KGo(b, x), true }},
-		{kernels.IQ4_NL, dotIQ4NLFast, func(b []byte, x []float32) (float32, bool) { return dotIQ4NLGo(b, x), true }},
-		{kernels.IQ4_XS, dotIQ4XSFast, func(b []byte, x []float32) (float32, bool) { return dotIQ4XSGo(b, x), true }},
-		{kernels.Q4_0, dotQ4_0Fast, func(b []byte, x []float32) (float32, bool) { return dotQ4_0Go(b, x), true }},
-		{kernels.Q8_0, dotQ8_0Fast, func(b []byte, x []float32) (float32, bool) { return dotQ8_0Go(b, x), true }},
+		{kernels.Q2_K, dotQ2KFast, func(b []byte, x []float32) (float32, bool) { return dotQ2K(b, x), true }},
+		{kernels.Q3_K, dotQ3KFast, func(b []byte, x []float32) (float32, bool) { return blockDot(decodeQ3K, 256, 110)(b, x), true }},
+		{kernels.Q4_K, dotQ4KFast, func(b []byte, x []float32) (float32, bool) { return dotQ4K(b, x), true }},
+		{kernels.Q6_K, dotQ6KFast, func(b []byte, x []float32) (float32, bool) { return dotQ6K(b, x), true }},
+		{kernels.Q5_K, dotQ5KFast, func(b []byte, x []float32) (float32, bool) { return dotQ5K(b, x), true }},
+		{kernels.IQ4_NL, dotIQ4NLFast, func(b []byte, x []float32) (float32, bool) { return dotIQ4NL(b, x), true }},
+		{kernels.IQ4_XS, dotIQ4XSFast, func(b []byte, x []float32) (float32, bool) { return dotIQ4XS(b, x), true }},
+		{kernels.Q4_0, dotQ4_0Fast, func(b []byte, x []float32) (float32, bool) { return dotQ4_0(b, x), true }},
+		{kernels.Q8_0, dotQ8_0Fast, func(b []byte, x []float32) (float32, bool) { return dotQ8_0(b, x), true }},
 	} {
 		for _, blocks := range []int{1, 2, 3, 16, 31, 48, 71} {
 			n := blocks * 256 // whole blocks of the 32-element formats too

@@ -39,13 +39,6 @@ func decodeQ2K(blk []byte, y []float32) {
 }
 
 func dotQ2K(row []byte, x []float32) float32 {
-	if s, ok := dotQ2KFast(row, x); ok {
-		return s
-	}
-	return dotQ2KGo(row, x)
-}
-
-func dotQ2KGo(row []byte, x []float32) float32 {
 	var total float32
 	for o, b := 0, 0; o < len(row); o, b = o+84, b+256 {
 		blk := row[o : o+84 : o+84]
@@ -98,16 +91,6 @@ func q3Scales(p []byte) (s [16]int8) {
 	return s
 }
 
-// dotQ3KGo is Q3_K's portable row dot: each block decoded, then dotted.
-var dotQ3KGo = blockDot(decodeQ3K, 256, 110)
-
-func dotQ3K(row []byte, x []float32) float32 {
-	if s, ok := dotQ3KFast(row, x); ok {
-		return s
-	}
-	return dotQ3KGo(row, x)
-}
-
 func decodeQ3K(blk []byte, y []float32) {
 	hm := blk[0:32:32]
 	qs := blk[32:96:96]
@@ -156,13 +139,6 @@ func decodeQ4K(blk []byte, y []float32) {
 }
 
 func dotQ4K(row []byte, x []float32) float32 {
-	if s, ok := dotQ4KFast(row, x); ok {
-		return s
-	}
-	return dotQ4KGo(row, x)
-}
-
-func dotQ4KGo(row []byte, x []float32) float32 {
 	var total float32
 	for o, b := 0, 0; o < len(row); o, b = o+144, b+256 {
 		blk := row[o : o+144 : o+144]
@@ -226,13 +202,6 @@ func decodeQ5K(blk []byte, y []float32) {
 }
 
 func dotQ5K(row []byte, x []float32) float32 {
-	if s, ok := dotQ5KFast(row, x); ok {
-		return s
-	}
-	return dotQ5KGo(row, x)
-}
-
-func dotQ5KGo(row []byte, x []float32) float32 {
 	var total float32
 	for o, b := 0, 0; o < len(row); o, b = o+176, b+256 {
 		blk := row[o : o+176 : o+176]
@@ -290,13 +259,6 @@ func decodeQ6K(blk []byte, y []float32) {
 }
 
 func dotQ6K(row []byte, x []float32) float32 {
-	if s, ok := dotQ6KFast(row, x); ok {
-		return s
-	}
-	return dotQ6KGo(row, x)
-}
-
-func dotQ6KGo(row []byte, x []float32) float32 {
 	var total float32
 	for o, b := 0, 0; o < len(row); o, b = o+210, b+256 {
 		blk := row[o : o+210 : o+210]

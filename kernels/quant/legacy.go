@@ -33,13 +33,6 @@ func decodeQ8_0(blk []byte, y []float32) {
 }
 
 func dotQ8_0(row []byte, x []float32) float32 {
-	if s, ok := dotQ8_0Fast(row, x); ok {
-		return s
-	}
-	return dotQ8_0Go(row, x)
-}
-
-func dotQ8_0Go(row []byte, x []float32) float32 {
 	var total float32
 	for o, b := 0, 0; o < len(row); o, b = o+34, b+32 {
 		blk := row[o : o+34 : o+34]
@@ -68,13 +61,6 @@ func decodeQ4_0(blk []byte, y []float32) {
 }
 
 func dotQ4_0(row []byte, x []float32) float32 {
-	if s, ok := dotQ4_0Fast(row, x); ok {
-		return s
-	}
-	return dotQ4_0Go(row, x)
-}
-
-func dotQ4_0Go(row []byte, x []float32) float32 {
 	var total float32
 	for o, b := 0, 0; o < len(row); o, b = o+18, b+32 {
 		blk := row[o : o+18 : o+18]
@@ -139,13 +125,6 @@ func decodeIQ4NL(blk []byte, y []float32) {
 }
 
 func dotIQ4NL(row []byte, x []float32) float32 {
-	if s, ok := dotIQ4NLFast(row, x); ok {
-		return s
-	}
-	return dotIQ4NLGo(row, x)
-}
-
-func dotIQ4NLGo(row []byte, x []float32) float32 {
 	var total float32
 	for o, b := 0, 0; o < len(row); o, b = o+18, b+32 {
 		blk := row[o : o+18 : o+18]

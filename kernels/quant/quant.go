@@ -33,18 +33,18 @@ func init() {
 	formats[kernels.F32] = formatImpl{deqF32, dotF32}
 	formats[kernels.F16] = formatImpl{deqF16, dotF16}
 	formats[kernels.BF16] = formatImpl{deqBF16, dotBF16}
-	formats[kernels.Q8_0] = formatImpl{rowDeq(decodeQ8_0, 32, 34), dotQ8_0}
-	formats[kernels.Q4_0] = formatImpl{rowDeq(decodeQ4_0, 32, 18), dotQ4_0}
+	formats[kernels.Q8_0] = formatImpl{rowDeq(decodeQ8_0, 32, 34), fastOr(dotQ8_0Fast, dotQ8_0)}
+	formats[kernels.Q4_0] = formatImpl{rowDeq(decodeQ4_0, 32, 18), fastOr(dotQ4_0Fast, dotQ4_0)}
 	formats[kernels.Q4_1] = formatImpl{rowDeq(decodeQ4_1, 32, 20), blockDot(decodeQ4_1, 32, 20)}
 	formats[kernels.Q5_0] = formatImpl{rowDeq(decodeQ5_0, 32, 22), blockDot(decodeQ5_0, 32, 22)}
 	formats[kernels.Q5_1] = formatImpl{rowDeq(decodeQ5_1, 32, 24), blockDot(decodeQ5_1, 32, 24)}
-	formats[kernels.IQ4_NL] = formatImpl{rowDeq(decodeIQ4NL, 32, 18), dotIQ4NL}
+	formats[kernels.IQ4_NL] = formatImpl{rowDeq(decodeIQ4NL, 32, 18), fastOr(dotIQ4NLFast, dotIQ4NL)}
 	formats[kernels.MXFP4] = formatImpl{rowDeq(decodeMXFP4, 32, 17), blockDot(decodeMXFP4, 32, 17)}
-	formats[kernels.Q2_K] = formatImpl{rowDeq(decodeQ2K, 256, 84), dotQ2K}
-	formats[kernels.Q3_K] = formatImpl{rowDeq(decodeQ3K, 256, 110), dotQ3K}
-	formats[kernels.Q4_K] = formatImpl{rowDeq(decodeQ4K, 256, 144), dotQ4K}
-	formats[kernels.Q5_K] = formatImpl{rowDeq(decodeQ5K, 256, 176), dotQ5K}
-	formats[kernels.Q6_K] = formatImpl{rowDeq(decodeQ6K, 256, 210), dotQ6K}
+	formats[kernels.Q2_K] = formatImpl{rowDeq(decodeQ2K, 256, 84), fastOr(dotQ2KFast, dotQ2K)}
+	formats[kernels.Q3_K] = formatImpl{rowDeq(decodeQ3K, 256, 110), fastOr(dotQ3KFast, blockDot(decodeQ3K, 256, 110))}
+	formats[kernels.Q4_K] = formatImpl{rowDeq(decodeQ4K, 256, 144), fastOr(dotQ4KFast, dotQ4K)}
+	formats[kernels.Q5_K] = formatImpl{rowDeq(decodeQ5K, 256, 176), fastOr(dotQ5KFast, dotQ5K)}
+	formats[kernels.Q6_K] = formatImpl{rowDeq(decodeQ6K, 256, 210), fastOr(dotQ6KFast, dotQ6K)}
 	formats[kernels.IQ1_S] = formatImpl{rowDeq(decodeIQ1S, 256, 50), blockDot(decodeIQ1S, 256, 50)}
 	formats[kernels.IQ1_M] = formatImpl{rowDeq(decodeIQ1M, 256, 56), blockDot(decodeIQ1M, 256, 56)}
 	formats[kernels.IQ2_XXS] = formatImpl{rowDeq(decodeIQ2XXS, 256, 66), dotIQ2XXS}
@@ -52,7 +52,7 @@ func init() {
 	formats[kernels.IQ2_S] = formatImpl{rowDeq(decodeIQ2S, 256, 82), blockDot(decodeIQ2S, 256, 82)}
 	formats[kernels.IQ3_XXS] = formatImpl{rowDeq(decodeIQ3XXS, 256, 98), blockDot(decodeIQ3XXS, 256, 98)}
 	formats[kernels.IQ3_S] = formatImpl{rowDeq(decodeIQ3S, 256, 110), blockDot(decodeIQ3S, 256, 110)}
-	formats[kernels.IQ4_XS] = formatImpl{rowDeq(decodeIQ4XS, 256, 136), dotIQ4XS}
+	formats[kernels.IQ4_XS] = formatImpl{rowDeq(decodeIQ4XS, 256, 136), fastOr(dotIQ4XSFast, dotIQ4XS)}
 }
 
 // Supported reports whether t has a CPU implementation here (every GGUF
@@ -94,6 +94,17 @@ func DotRow(t kernels.DType, row []byte, x []float32) float32 {
 		panic(fmt.Sprintf("quant.DotRow: %s row of %d bytes for %d elements", t, len(row), len(x)))
 	}
 	return formats[t].dot(row, x)
+}
+
+// fastOr is a row dot that runs fast where it answers (an assembly loop on
+// this CPU, kdot_amd64.go) and slow, the portable one, elsewhere.
+func fastOr(fast func([]byte, []float32) (float32, bool), slow func([]byte, []float32) float32) func([]byte, []float32) float32 {
+	return func(row []byte, x []float32) float32 {
+		if s, ok := fast(row, x); ok {
+			return s
+		}
+		return slow(row, x)
+	}
 }
 
 // rowDeq lifts a one-block decoder to a row decoder.
