@@ -496,6 +496,17 @@ iq4xsblock:
 	VMULPS Y8, Y6, Y6 \
 	VFMADD231PS xo(DI), Y6, acc
 
+// Q3K_GROUP: eight quant bytes at qb(SI) and their hmask bytes at hb(SI)
+// hold eight weights of each of four 2-bit planes; plane s takes hmask bit
+// hs+s, its d·scale at sc+8s(SP) and its x at xo+128s(DI), accumulator Ys.
+#define Q3K_GROUP(qb, hb, hs, sc, xo) \
+	VPMOVZXBD qb(SI), Y4 \
+	VPMOVZXBD hb(SI), Y5 \
+	Q3K_STEP(0, hs, sc, xo, Y0) \
+	Q3K_STEP(2, (hs+1), 8+sc, 128+xo, Y1) \
+	Q3K_STEP(4, (hs+2), 16+sc, 256+xo, Y2) \
+	Q3K_STEP(6, (hs+3), 24+sc, 384+xo, Y3)
+
 // func q3kDotAVX2(row *byte, x *float32, nb int) float32
 // nb ≥ 1 blocks of 110 bytes: 32 bytes of hmask, 64 of 2-bit quants, 12
 // of packed 6-bit scales (q3Scales), d (f16). Each block's d·(scale−32)
@@ -562,54 +573,14 @@ q3kblock:
 	VMULPS Y6, Y5, Y5
 	VMOVUPS Y4, 0(SP)
 	VMOVUPS Y5, 32(SP)
-	VPMOVZXBD 32(SI), Y4
-	VPMOVZXBD 0(SI), Y5
-	Q3K_STEP(0, 0, 0, 0, Y0)
-	Q3K_STEP(2, 1, 8, 128, Y1)
-	Q3K_STEP(4, 2, 16, 256, Y2)
-	Q3K_STEP(6, 3, 24, 384, Y3)
-	VPMOVZXBD 40(SI), Y4
-	VPMOVZXBD 8(SI), Y5
-	Q3K_STEP(0, 0, 0, 32, Y0)
-	Q3K_STEP(2, 1, 8, 160, Y1)
-	Q3K_STEP(4, 2, 16, 288, Y2)
-	Q3K_STEP(6, 3, 24, 416, Y3)
-	VPMOVZXBD 48(SI), Y4
-	VPMOVZXBD 16(SI), Y5
-	Q3K_STEP(0, 0, 4, 64, Y0)
-	Q3K_STEP(2, 1, 12, 192, Y1)
-	Q3K_STEP(4, 2, 20, 320, Y2)
-	Q3K_STEP(6, 3, 28, 448, Y3)
-	VPMOVZXBD 56(SI), Y4
-	VPMOVZXBD 24(SI), Y5
-	Q3K_STEP(0, 0, 4, 96, Y0)
-	Q3K_STEP(2, 1, 12, 224, Y1)
-	Q3K_STEP(4, 2, 20, 352, Y2)
-	Q3K_STEP(6, 3, 28, 480, Y3)
-	VPMOVZXBD 64(SI), Y4
-	VPMOVZXBD 0(SI), Y5
-	Q3K_STEP(0, 4, 32, 512, Y0)
-	Q3K_STEP(2, 5, 40, 640, Y1)
-	Q3K_STEP(4, 6, 48, 768, Y2)
-	Q3K_STEP(6, 7, 56, 896, Y3)
-	VPMOVZXBD 72(SI), Y4
-	VPMOVZXBD 8(SI), Y5
-	Q3K_STEP(0, 4, 32, 544, Y0)
-	Q3K_STEP(2, 5, 40, 672, Y1)
-	Q3K_STEP(4, 6, 48, 800, Y2)
-	Q3K_STEP(6, 7, 56, 928, Y3)
-	VPMOVZXBD 80(SI), Y4
-	VPMOVZXBD 16(SI), Y5
-	Q3K_STEP(0, 4, 36, 576, Y0)
-	Q3K_STEP(2, 5, 44, 704, Y1)
-	Q3K_STEP(4, 6, 52, 832, Y2)
-	Q3K_STEP(6, 7, 60, 960, Y3)
-	VPMOVZXBD 88(SI), Y4
-	VPMOVZXBD 24(SI), Y5
-	Q3K_STEP(0, 4, 36, 608, Y0)
-	Q3K_STEP(2, 5, 44, 736, Y1)
-	Q3K_STEP(4, 6, 52, 864, Y2)
-	Q3K_STEP(6, 7, 60, 992, Y3)
+	Q3K_GROUP(32, 0, 0, 0, 0)
+	Q3K_GROUP(40, 8, 0, 0, 32)
+	Q3K_GROUP(48, 16, 0, 4, 64)
+	Q3K_GROUP(56, 24, 0, 4, 96)
+	Q3K_GROUP(64, 0, 4, 32, 512)
+	Q3K_GROUP(72, 8, 4, 32, 544)
+	Q3K_GROUP(80, 16, 4, 36, 576)
+	Q3K_GROUP(88, 24, 4, 36, 608)
 	ADDQ $110, SI
 	ADDQ $1024, DI
 	DECQ CX
@@ -628,6 +599,16 @@ q3kblock:
 	VMULPS Y8, Y6, Y6 \
 	VSUBPS Y9, Y6, Y6 \
 	VFMADD231PS xo(DI), Y6, acc
+
+// Q2K_GROUP: eight quant bytes at qb(SI) hold eight weights of each of
+// the four 2-bit planes; plane s has its d·scale at sc+8s(SP), its
+// dmin·min 64 bytes further and its x at xo+128s(DI), accumulator Ys.
+#define Q2K_GROUP(qb, sc, xo) \
+	VPMOVZXBD qb(SI), Y4 \
+	Q2K_STEP(0, sc, 64+sc, xo, Y0) \
+	Q2K_STEP(2, 8+sc, 72+sc, 128+xo, Y1) \
+	Q2K_STEP(4, 16+sc, 80+sc, 256+xo, Y2) \
+	Q2K_STEP(6, 24+sc, 88+sc, 384+xo, Y3)
 
 // func q2kDotAVX2(row *byte, x *float32, nb int) float32
 // nb ≥ 1 blocks of 84 bytes: 16 scale bytes (scale in the low nibble, min
@@ -662,46 +643,14 @@ q2kblock:
 	VMULPS Y7, Y5, Y5
 	VMOVUPS Y4, 64(SP)
 	VMOVUPS Y5, 96(SP)
-	VPMOVZXBD 16(SI), Y4
-	Q2K_STEP(0, 0, 64, 0, Y0)
-	Q2K_STEP(2, 8, 72, 128, Y1)
-	Q2K_STEP(4, 16, 80, 256, Y2)
-	Q2K_STEP(6, 24, 88, 384, Y3)
-	VPMOVZXBD 24(SI), Y4
-	Q2K_STEP(0, 0, 64, 32, Y0)
-	Q2K_STEP(2, 8, 72, 160, Y1)
-	Q2K_STEP(4, 16, 80, 288, Y2)
-	Q2K_STEP(6, 24, 88, 416, Y3)
-	VPMOVZXBD 32(SI), Y4
-	Q2K_STEP(0, 4, 68, 64, Y0)
-	Q2K_STEP(2, 12, 76, 192, Y1)
-	Q2K_STEP(4, 20, 84, 320, Y2)
-	Q2K_STEP(6, 28, 92, 448, Y3)
-	VPMOVZXBD 40(SI), Y4
-	Q2K_STEP(0, 4, 68, 96, Y0)
-	Q2K_STEP(2, 12, 76, 224, Y1)
-	Q2K_STEP(4, 20, 84, 352, Y2)
-	Q2K_STEP(6, 28, 92, 480, Y3)
-	VPMOVZXBD 48(SI), Y4
-	Q2K_STEP(0, 32, 96, 512, Y0)
-	Q2K_STEP(2, 40, 104, 640, Y1)
-	Q2K_STEP(4, 48, 112, 768, Y2)
-	Q2K_STEP(6, 56, 120, 896, Y3)
-	VPMOVZXBD 56(SI), Y4
-	Q2K_STEP(0, 32, 96, 544, Y0)
-	Q2K_STEP(2, 40, 104, 672, Y1)
-	Q2K_STEP(4, 48, 112, 800, Y2)
-	Q2K_STEP(6, 56, 120, 928, Y3)
-	VPMOVZXBD 64(SI), Y4
-	Q2K_STEP(0, 36, 100, 576, Y0)
-	Q2K_STEP(2, 44, 108, 704, Y1)
-	Q2K_STEP(4, 52, 116, 832, Y2)
-	Q2K_STEP(6, 60, 124, 960, Y3)
-	VPMOVZXBD 72(SI), Y4
-	Q2K_STEP(0, 36, 100, 608, Y0)
-	Q2K_STEP(2, 44, 108, 736, Y1)
-	Q2K_STEP(4, 52, 116, 864, Y2)
-	Q2K_STEP(6, 60, 124, 992, Y3)
+	Q2K_GROUP(16, 0, 0)
+	Q2K_GROUP(24, 0, 32)
+	Q2K_GROUP(32, 4, 64)
+	Q2K_GROUP(40, 4, 96)
+	Q2K_GROUP(48, 32, 512)
+	Q2K_GROUP(56, 32, 544)
+	Q2K_GROUP(64, 36, 576)
+	Q2K_GROUP(72, 36, 608)
 	ADDQ $84, SI
 	ADDQ $1024, DI
 	DECQ CX
