@@ -116,10 +116,7 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 			for pos := 0; pos < n; pos++ {
 				slot := int(seq.Table[pos/s.BlockSize])*s.BlockSize + pos%s.BlockSize
 				vv := vl[(slot*s.KVHeads+kvh)*dv : (slot*s.KVHeads+kvh+1)*dv]
-				w := scores[pos] * inv
-				for i := range o {
-					o[i] += w * vv[i]
-				}
+				axpy(o, vv, scores[pos]*inv)
 			}
 		}
 	})
@@ -136,4 +133,12 @@ func expShifted(scores []float32, maxS float32) float32 {
 		sum += e
 	}
 	return sum
+}
+
+// axpyGo is axpy's portable loop.
+func axpyGo(o, v []float32, w float32) {
+	v = v[:len(o)]
+	for i := range o {
+		o[i] += w * v[i]
+	}
 }

@@ -75,3 +75,17 @@ func bf16Row(src []uint16, dst []float32) {
 		dst[i] = bf16(src[i])
 	}
 }
+
+//go:noescape
+func axpyF32AVX2(o, v *float32, w float32, n int)
+
+// axpy adds w·v to o (equal lengths), each product rounded before its sum
+// as in the portable loop, so the results are the same bits.
+func axpy(o, v []float32, w float32) {
+	n := len(o) &^ 7
+	if haveAVX2 && n > 0 {
+		v = v[:len(o)]
+		axpyF32AVX2(&o[0], &v[0], w, n)
+	}
+	axpyGo(o[n:], v[n:], w)
+}

@@ -150,3 +150,22 @@ cvt:
 	JNZ cvt
 	VZEROUPPER
 	RET
+
+// func axpyF32AVX2(o, v *float32, w float32, n int)
+// o[i] += w·v[i] for n (a multiple of 8) elements, the product rounded
+// before the sum as the Go loop does (no FMA).
+TEXT ·axpyF32AVX2(SB), NOSPLIT, $0-32
+	MOVQ o+0(FP), DI
+	MOVQ v+8(FP), SI
+	VBROADCASTSS w+16(FP), Y0
+	MOVQ n+24(FP), CX
+axpy:
+	VMULPS (SI), Y0, Y1
+	VADDPS (DI), Y1, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JNZ axpy
+	VZEROUPPER
+	RET

@@ -15,3 +15,5 @@ func bf16Row(src []uint16, dst []float32) {
 		dst[i] = bf16(v)
 	}
 }
+
+func axpy(o, v []float32, w float32) { axpyGo(o, v, w) }

@@ -104,3 +104,26 @@ func TestMatMulBatchInvariant(t *testing.T) {
 		}
 	}
 }
+
+// TestAxpyBitIdentical: the AVX2 axpy (the attention's weighted sum of
+// values) gives the portable loop's bits, tails included.
+func TestAxpyBitIdentical(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, n := range []int{1, 7, 8, 9, 64, 128, 131} {
+		v := make([]float32, n)
+		o1 := make([]float32, n)
+		for i := range v {
+			v[i] = rng.Float32() - 0.5
+			o1[i] = rng.Float32() - 0.5
+		}
+		o2 := append([]float32(nil), o1...)
+		w := rng.Float32()
+		axpy(o1, v, w)
+		axpyGo(o2, v, w)
+		for i := range o1 {
+			if o1[i] != o2[i] {
+				t.Fatalf("n=%d: element %d is %v, the loop gives %v", n, i, o1[i], o2[i])
+			}
+		}
+	}
+}

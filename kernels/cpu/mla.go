@@ -53,10 +53,7 @@ func (b *Backend) MLAttention(dst, q kernels.Buf, kp kernels.KVPool, layer int, 
 			for i, pos := range positions {
 				sl := slot(int(pos))
 				vv := kl[sl*dk : sl*dk+dv]
-				w := scores[i] * inv
-				for j := range o {
-					o[j] += w * vv[j]
-				}
+				axpy(o, vv, scores[i]*inv)
 			}
 		}
 	})

@@ -67,10 +67,7 @@ func (b *Backend) MLAExpandedAttention(dst, q, qpe, kv, kpe kernels.Buf, a kerne
 			inv := 1 / sum
 			for i, t := range positions {
 				v := kvs[int(t)*kvw+j*(dn+dv)+dn : int(t)*kvw+j*(dn+dv)+dn+dv]
-				w := scores[i] * inv
-				for e := range o {
-					o[e] += w * v[e]
-				}
+				axpy(o, v, scores[i]*inv)
 			}
 		}
 	})

@@ -89,9 +89,6 @@ func (b *Backend) MoEAddGated(dst, src, gate kernels.Buf, rows, dim int) {
 	d, sv, gv := f32(dst), f32(src), f32(gate)
 	for r := 0; r < rows; r++ {
 		w := float32(1 / (1 + math.Exp(-float64(gv[r]))))
-		o, in := d[r*dim:(r+1)*dim], sv[r*dim:(r+1)*dim]
-		for j := range o {
-			o[j] += w * in[j]
-		}
+		axpy(d[r*dim:(r+1)*dim], sv[r*dim:(r+1)*dim], w)
 	}
 }
