@@ -35,25 +35,16 @@ DATA kdotOne<>+0(SB)/4, $0x00000001
 GLOBL kdotOne<>(SB), RODATA|NOPTR, $4
 DATA kdotFour<>+0(SB)/4, $0x00000004
 GLOBL kdotFour<>(SB), RODATA|NOPTR, $4
-DATA kdotShr4<>+0(SB)/4, $0
-DATA kdotShr4<>+4(SB)/4, $4
-DATA kdotShr4<>+8(SB)/4, $8
-DATA kdotShr4<>+12(SB)/4, $12
-DATA kdotShr4<>+16(SB)/4, $16
-DATA kdotShr4<>+20(SB)/4, $20
-DATA kdotShr4<>+24(SB)/4, $24
-DATA kdotShr4<>+28(SB)/4, $28
+DATA kdotShr4<>+0(SB)/8, $0x0000000400000000
+DATA kdotShr4<>+8(SB)/8, $0x0000000c00000008
+DATA kdotShr4<>+16(SB)/8, $0x0000001400000010
+DATA kdotShr4<>+24(SB)/8, $0x0000001c00000018
 GLOBL kdotShr4<>(SB), RODATA|NOPTR, $32
-DATA kdotShr2<>+0(SB)/4, $0
-DATA kdotShr2<>+4(SB)/4, $2
-DATA kdotShr2<>+8(SB)/4, $4
-DATA kdotShr2<>+12(SB)/4, $6
-DATA kdotShr2<>+16(SB)/4, $8
-DATA kdotShr2<>+20(SB)/4, $10
-DATA kdotShr2<>+24(SB)/4, $12
-DATA kdotShr2<>+28(SB)/4, $14
+DATA kdotShr2<>+0(SB)/8, $0x0000000200000000
+DATA kdotShr2<>+8(SB)/8, $0x0000000600000004
+DATA kdotShr2<>+16(SB)/8, $0x0000000a00000008
+DATA kdotShr2<>+24(SB)/8, $0x0000000e0000000c
 GLOBL kdotShr2<>(SB), RODATA|NOPTR, $32
-
 
 // KDOT_BEGIN loads the arguments (row, x, nb) into SI, DI, CX and zeroes
 // the four accumulators Y0..Y3.
@@ -154,14 +145,15 @@ GLOBL kdotShr2<>(SB), RODATA|NOPTR, $32
 	VBROADCASTSS m0(SP), Y10 \
 	VBROADCASTSS m1(SP), Y11
 
-// Q4K_PAIR: sub-blocks 2j and 2j+1 (32 quant bytes): their factors from
-// the frame, then four groups over two accumulator pairs.
-#define Q4K_PAIR(s0, s1, m0, m1, q0, q1, q2, q3, l0, l1, l2, l3, h0, h1, h2, h3) \
-	K4_FACTORS(s0, s1, m0, m1) \
-	Q4K_GROUP(q0, l0, h0, Y0, Y1) \
-	Q4K_GROUP(q1, l1, h1, Y2, Y3) \
-	Q4K_GROUP(q2, l2, h2, Y0, Y1) \
-	Q4K_GROUP(q3, l3, h3, Y2, Y3)
+// Q4K_PAIR: sub-blocks 2j and 2j+1 (32 quant bytes at qb(SI), x at xo(DI)
+// and 128 bytes on): their factors from the frame (d·s at s0(SP), dmin·m
+// at m0(SP)), then four groups over two accumulator pairs.
+#define Q4K_PAIR(s0, m0, qb, xo) \
+	K4_FACTORS(s0, 4+s0, m0, 4+m0) \
+	Q4K_GROUP(qb, xo, 128+xo, Y0, Y1) \
+	Q4K_GROUP(8+qb, 32+xo, 160+xo, Y2, Y3) \
+	Q4K_GROUP(16+qb, 64+xo, 192+xo, Y0, Y1) \
+	Q4K_GROUP(24+qb, 96+xo, 224+xo, Y2, Y3)
 
 // func q4kDotAVX2(row *byte, x *float32, nb int) float32
 // nb ≥ 1 blocks of 144 bytes: d and dmin (f16), 12 bytes of packed 6-bit
@@ -172,10 +164,10 @@ TEXT ·q4kDotAVX2(SB), NOSPLIT, $64-28
 	VPBROADCASTD kdotMask15<>(SB), Y15
 q4kblock:
 	K4_SCALES
-	Q4K_PAIR(0, 4, 32, 36, 16, 24, 32, 40, 0, 32, 64, 96, 128, 160, 192, 224)
-	Q4K_PAIR(8, 12, 40, 44, 48, 56, 64, 72, 256, 288, 320, 352, 384, 416, 448, 480)
-	Q4K_PAIR(16, 20, 48, 52, 80, 88, 96, 104, 512, 544, 576, 608, 640, 672, 704, 736)
-	Q4K_PAIR(24, 28, 56, 60, 112, 120, 128, 136, 768, 800, 832, 864, 896, 928, 960, 992)
+	Q4K_PAIR(0, 32, 16, 0)
+	Q4K_PAIR(8, 40, 48, 256)
+	Q4K_PAIR(16, 48, 80, 512)
+	Q4K_PAIR(24, 56, 112, 768)
 	ADDQ $144, SI
 	ADDQ $1024, DI
 	DECQ CX
@@ -326,6 +318,15 @@ q80block:
 	VFMADD231PS xl(DI), Y5, accL \
 	VFMADD231PS xh(DI), Y6, accH
 
+// Q5K_PAIR: Q4K_PAIR for Q5_K: quant bytes at qb(SI), the fifth bits of
+// the pair's low and high sub-blocks moved to 16 by lop $ln and hop $hn.
+#define Q5K_PAIR(s0, m0, qb, xo, lop, ln, hop, hn) \
+	K4_FACTORS(s0, 4+s0, m0, 4+m0) \
+	Q5K_GROUP(qb, 16, xo, 128+xo, Y0, Y1, lop, ln, hop, hn) \
+	Q5K_GROUP(8+qb, 24, 32+xo, 160+xo, Y2, Y3, lop, ln, hop, hn) \
+	Q5K_GROUP(16+qb, 32, 64+xo, 192+xo, Y0, Y1, lop, ln, hop, hn) \
+	Q5K_GROUP(24+qb, 40, 96+xo, 224+xo, Y2, Y3, lop, ln, hop, hn)
+
 // func q5kDotAVX2(row *byte, x *float32, nb int) float32
 // nb ≥ 1 blocks of 176 bytes: d, dmin, the 12 scale bytes as Q4_K, 32
 // bytes of fifth bits (qh: bit 2j of qh[l] for element 64j+l, bit 2j+1
@@ -336,26 +337,10 @@ TEXT ·q5kDotAVX2(SB), NOSPLIT, $64-28
 	VPBROADCASTD kdotMask10<>(SB), Y14
 q5kblock:
 	K4_SCALES
-	K4_FACTORS(0, 4, 32, 36)
-	Q5K_GROUP(48, 16, 0, 128, Y0, Y1, VPSLLD, 4, VPSLLD, 3)
-	Q5K_GROUP(56, 24, 32, 160, Y2, Y3, VPSLLD, 4, VPSLLD, 3)
-	Q5K_GROUP(64, 32, 64, 192, Y0, Y1, VPSLLD, 4, VPSLLD, 3)
-	Q5K_GROUP(72, 40, 96, 224, Y2, Y3, VPSLLD, 4, VPSLLD, 3)
-	K4_FACTORS(8, 12, 40, 44)
-	Q5K_GROUP(80, 16, 256, 384, Y0, Y1, VPSLLD, 2, VPSLLD, 1)
-	Q5K_GROUP(88, 24, 288, 416, Y2, Y3, VPSLLD, 2, VPSLLD, 1)
-	Q5K_GROUP(96, 32, 320, 448, Y0, Y1, VPSLLD, 2, VPSLLD, 1)
-	Q5K_GROUP(104, 40, 352, 480, Y2, Y3, VPSLLD, 2, VPSLLD, 1)
-	K4_FACTORS(16, 20, 48, 52)
-	Q5K_GROUP(112, 16, 512, 640, Y0, Y1, VPSLLD, 0, VPSRLD, 1)
-	Q5K_GROUP(120, 24, 544, 672, Y2, Y3, VPSLLD, 0, VPSRLD, 1)
-	Q5K_GROUP(128, 32, 576, 704, Y0, Y1, VPSLLD, 0, VPSRLD, 1)
-	Q5K_GROUP(136, 40, 608, 736, Y2, Y3, VPSLLD, 0, VPSRLD, 1)
-	K4_FACTORS(24, 28, 56, 60)
-	Q5K_GROUP(144, 16, 768, 896, Y0, Y1, VPSRLD, 2, VPSRLD, 3)
-	Q5K_GROUP(152, 24, 800, 928, Y2, Y3, VPSRLD, 2, VPSRLD, 3)
-	Q5K_GROUP(160, 32, 832, 960, Y0, Y1, VPSRLD, 2, VPSRLD, 3)
-	Q5K_GROUP(168, 40, 864, 992, Y2, Y3, VPSRLD, 2, VPSRLD, 3)
+	Q5K_PAIR(0, 32, 48, 0, VPSLLD, 4, VPSLLD, 3)
+	Q5K_PAIR(8, 40, 80, 256, VPSLLD, 2, VPSLLD, 1)
+	Q5K_PAIR(16, 48, 112, 512, VPSLLD, 0, VPSRLD, 1)
+	Q5K_PAIR(24, 56, 144, 768, VPSRLD, 2, VPSRLD, 3)
 	ADDQ $176, SI
 	ADDQ $1024, DI
 	DECQ CX
@@ -426,6 +411,12 @@ TEXT ·iq4nlDotAVX2(SB), NOSPLIT, $0-28
 TEXT ·q40DotAVX2(SB), NOSPLIT, $0-28
 	NIB4_BLOCKS(kdotQ40<>, q40block)
 
+// IQ4XS_SUB: sub-block of 32 weights with its d·(scale−32) at sc(SP),
+// quant bytes at qb(SI), x at xo(DI).
+#define IQ4XS_SUB(sc, qb, xo) \
+	VBROADCASTSS sc(SP), Y6 \
+	IQ4_32(qb, xo, 32+xo, 64+xo, 96+xo)
+
 // func iq4xsDotAVX2(row *byte, x *float32, nb int) float32
 // nb ≥ 1 blocks of 136 bytes: d (f16), the scales' high bits (u16), their
 // low nibbles (4 bytes), 8 sub-blocks of 16 quant bytes. Sub-block ib's
@@ -457,22 +448,14 @@ iq4xsblock:
 	VBROADCASTSS X6, Y6
 	VMULPS Y6, Y4, Y4
 	VMOVUPS Y4, 0(SP)
-	VBROADCASTSS 0(SP), Y6
-	IQ4_32(8, 0, 32, 64, 96)
-	VBROADCASTSS 4(SP), Y6
-	IQ4_32(24, 128, 160, 192, 224)
-	VBROADCASTSS 8(SP), Y6
-	IQ4_32(40, 256, 288, 320, 352)
-	VBROADCASTSS 12(SP), Y6
-	IQ4_32(56, 384, 416, 448, 480)
-	VBROADCASTSS 16(SP), Y6
-	IQ4_32(72, 512, 544, 576, 608)
-	VBROADCASTSS 20(SP), Y6
-	IQ4_32(88, 640, 672, 704, 736)
-	VBROADCASTSS 24(SP), Y6
-	IQ4_32(104, 768, 800, 832, 864)
-	VBROADCASTSS 28(SP), Y6
-	IQ4_32(120, 896, 928, 960, 992)
+	IQ4XS_SUB(0, 8, 0)
+	IQ4XS_SUB(4, 24, 128)
+	IQ4XS_SUB(8, 40, 256)
+	IQ4XS_SUB(12, 56, 384)
+	IQ4XS_SUB(16, 72, 512)
+	IQ4XS_SUB(20, 88, 640)
+	IQ4XS_SUB(24, 104, 768)
+	IQ4XS_SUB(28, 120, 896)
 	ADDQ $136, SI
 	ADDQ $1024, DI
 	DECQ CX

@@ -14,18 +14,19 @@ import (
 func TestKDotFast(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, c := range []struct {
-		typ        kernels.DType
-		fast, slow func([]byte, []float32) (float32, bool)
+		typ  kernels.DType
+		fast func([]byte, []float32) (float32, bool)
+		slow func([]byte, []float32) float32
 	}{
-		{kernels.Q2_K, dotQ2KFast, func(b []byte, x []float32) (float32, bool) { return dotQ2K(b, x), true }},
-		{kernels.Q3_K, dotQ3KFast, func(b []byte, x []float32) (float32, bool) { return blockDot(decodeQ3K, 256, 110)(b, x), true }},
-		{kernels.Q4_K, dotQ4KFast, func(b []byte, x []float32) (float32, bool) { return dotQ4K(b, x), true }},
-		{kernels.Q6_K, dotQ6KFast, func(b []byte, x []float32) (float32, bool) { return dotQ6K(b, x), true }},
-		{kernels.Q5_K, dotQ5KFast, func(b []byte, x []float32) (float32, bool) { return dotQ5K(b, x), true }},
-		{kernels.IQ4_NL, dotIQ4NLFast, func(b []byte, x []float32) (float32, bool) { return dotIQ4NL(b, x), true }},
-		{kernels.IQ4_XS, dotIQ4XSFast, func(b []byte, x []float32) (float32, bool) { return dotIQ4XS(b, x), true }},
-		{kernels.Q4_0, dotQ4_0Fast, func(b []byte, x []float32) (float32, bool) { return dotQ4_0(b, x), true }},
-		{kernels.Q8_0, dotQ8_0Fast, func(b []byte, x []float32) (float32, bool) { return dotQ8_0(b, x), true }},
+		{kernels.Q2_K, dotQ2KFast, dotQ2K},
+		{kernels.Q3_K, dotQ3KFast, blockDot(decodeQ3K, 256, 110)},
+		{kernels.Q4_K, dotQ4KFast, dotQ4K},
+		{kernels.Q6_K, dotQ6KFast, dotQ6K},
+		{kernels.Q5_K, dotQ5KFast, dotQ5K},
+		{kernels.IQ4_NL, dotIQ4NLFast, dotIQ4NL},
+		{kernels.IQ4_XS, dotIQ4XSFast, dotIQ4XS},
+		{kernels.Q4_0, dotQ4_0Fast, dotQ4_0},
+		{kernels.Q8_0, dotQ8_0Fast, dotQ8_0},
 	} {
 		for _, blocks := range []int{1, 2, 3, 16, 31, 48, 71} {
 			n := blocks * 256 // whole blocks of the 32-element formats too
@@ -39,7 +40,7 @@ func TestKDotFast(t *testing.T) {
 				if !ok {
 					t.Skip("no AVX2+FMA on this machine")
 				}
-				slow, _ := c.slow(row, x)
+				slow := c.slow(row, x)
 				w := make([]float32, n)
 				if err := DequantizeRow(c.typ, row, w); err != nil {
 					t.Fatal(err)
