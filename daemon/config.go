@@ -147,6 +147,12 @@ type LimitsConfig struct {
 	Queue int `toml:"queue"`
 	// MaxBodyBytes bounds request bodies.
 	MaxBodyBytes int `toml:"max_body_bytes"`
+	// PrefillStepMs is how long one scheduler step may prefill a long
+	// prompt while no other request of the model waits (default 50): a
+	// request that arrives meanwhile waits for at most that step, and
+	// longer steps reach more of a GPU's prefill throughput
+	// (session.ModelConfig.IdleStepTime).
+	PrefillStepMs int `toml:"prefill_step_ms"`
 }
 
 // Defaults used for zero fields.
@@ -259,7 +265,8 @@ func (c *Config) Validate() error {
 		names[name] = true
 	}
 	for key, v := range map[string]int64{"cache.kv_blocks": int64(c.Cache.KVBlocks), "cache.block_size": int64(c.Cache.BlockSize),
-		"cache.host_tier_bytes": c.Cache.HostTierBytes, "cache.snapshot_bytes": c.Cache.SnapshotBytes, "limits.queue": int64(c.Limits.Queue), "limits.max_body_bytes": int64(c.Limits.MaxBodyBytes)} {
+		"cache.host_tier_bytes": c.Cache.HostTierBytes, "cache.snapshot_bytes": c.Cache.SnapshotBytes, "limits.queue": int64(c.Limits.Queue), "limits.max_body_bytes": int64(c.Limits.MaxBodyBytes),
+		"limits.prefill_step_ms": int64(c.Limits.PrefillStepMs)} {
 		if v < 0 {
 			return fmt.Errorf("%s: must not be negative, got %d", key, v)
 		}

@@ -44,6 +44,7 @@ snapshot_intervals = { dense = 128, until = 2048, sparse = 1024 }
 [limits]
 queue = 64
 max_body_bytes = 1048576
+prefill_step_ms = 200
 `
 
 func TestParseConfig(t *testing.T) {
@@ -53,7 +54,7 @@ func TestParseConfig(t *testing.T) {
 	}
 	if len(c.Models) != 2 || c.Models[0].ModelName() != "qwen" || c.Models[1].ModelName() != "small" ||
 		c.Models[0].TensorParallel != 2 || len(c.Models[0].Devices) != 2 || c.Cache.HostTierBytes != 1<<30 ||
-		c.Limits.Queue != 64 || c.Server.LogLevel != "debug" {
+		c.Limits.Queue != 64 || c.Limits.PrefillStepMs != 200 || c.Server.LogLevel != "debug" {
 		t.Fatalf("parsed %+v", c)
 	}
 	if c.Cache.SnapshotBytes != 512<<20 || !c.Cache.HostSnapshots || c.Cache.SnapshotIntervals.Intervals() != (cache.Intervals{Dense: 128, Until: 2048, Sparse: 1024}) {

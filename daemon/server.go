@@ -329,6 +329,7 @@ func (s *Server) load(ctx context.Context) error {
 		err = mgr.AddModel(session.ModelConfig{Name: name, Model: l.Model, Tokenizer: l.Tokenizer, EOS: l.EOS,
 			KVBlocks: s.cfg.Cache.KVBlocks, BlockSize: s.cfg.Cache.BlockSize, HostTierBytes: s.cfg.Cache.HostTierBytes,
 			QueueLimit: s.cfg.Limits.Queue, SnapshotBytes: s.cfg.Cache.SnapshotBytes,
+			IdleStepTime:      time.Duration(s.cfg.Limits.PrefillStepMs) * time.Millisecond,
 			SnapshotIntervals: s.cfg.Cache.SnapshotIntervals.Intervals(), HostSnapshots: s.cfg.Cache.HostSnapshots})
 		if err != nil {
 			mgr.Shutdown(context.Background())

@@ -66,6 +66,17 @@ type BufGroup interface {
 	NewBufs(ns []int) []Buf
 }
 
+// BufViewer is an optional extension of Backend: a buffer that is a range
+// of another, sharing its memory (no copy), alive while the other is. A
+// hybrid's prefill pass runs its convolution and delta rule over segments
+// of the pass's rows (one per snapshot position inside it), each segment
+// a range of the pass's activation buffers.
+type BufViewer interface {
+	// ViewBuf returns elements [off, off+n) of b; off and n must lie
+	// within b.
+	ViewBuf(b Buf, off, n int) Buf
+}
+
 // MemoryRoom is an optional extension of Backend whose buffers live in a
 // memory of its own: the bytes that can still be allocated there, so that
 // an optional copy (a state snapshot kept on the device) is declined

@@ -78,6 +78,7 @@ type DeltaState struct {
 	conv  []kernels.Buf
 	rec   []kernels.Buf
 	pos   int
+	marks *deltaMarks // HoldAt's request for the next pass (deltanet_marks.go)
 }
 
 var _ RecurrentState = (*DeltaState)(nil)
@@ -153,6 +154,7 @@ func (s *DeltaState) Restore(data []float32, pos int) error {
 	if pos < 0 {
 		return fmt.Errorf("%w: negative position %d", ErrState, pos)
 	}
+	s.marks = nil // a request for the state replaced
 	cl, rl := s.shape.ConvStateLen(), s.shape.RecStateLen()
 	off := 0
 	for i := range s.conv {
@@ -186,6 +188,7 @@ func (s *DeltaState) CopyFrom(src RecurrentState) error {
 	if o == s {
 		return nil
 	}
+	s.marks = nil // a request for the state replaced
 	cp, ok := s.be.(kernels.BufCopier)
 	if !ok {
 		if err := s.Restore(o.Snapshot(), max(o.pos, 0)); err != nil {
@@ -204,6 +207,7 @@ func (s *DeltaState) CopyFrom(src RecurrentState) error {
 
 // Reset implements RecurrentState.
 func (s *DeltaState) Reset() {
+	s.marks = nil
 	zero := make([]float32, max(s.shape.ConvStateLen(), s.shape.RecStateLen()))
 	for i := range s.conv {
 		s.be.Write(s.conv[i], 0, zero[:s.shape.ConvStateLen()])
@@ -338,6 +342,10 @@ func (n *DeltaNet) bufs(p *Pass) deltaBufs {
 // mix runs the convolution, the gated delta rule over the state and the
 // gated norm, leaving the mixer's output before out_proj in b.core.
 func (n *DeltaNet) mix(p *Pass, st *DeltaState, b deltaBufs) {
+	if st.marks != nil && st.marks.inner > st.marks.filled {
+		n.markedMix(p, st, b)
+		return
+	}
 	rows, sh := p.Rows, n.Shape
 	n.ops.CausalConv1D(b.conv, b.qkv, st.conv[n.Index], n.Conv, rows, sh)
 	n.ops.GatedDeltaRule(b.core, b.conv, b.a, b.b, st.rec[n.Index], n.ALog, n.DtBias, rows, sh)
@@ -364,12 +372,16 @@ func (h *hybrid) Forward(p *Pass) error {
 	if st.pos != p.Seq.Start {
 		return fmt.Errorf("%w: state holds %d tokens, pass starts at position %d", ErrState, st.pos, p.Seq.Start)
 	}
+	if err := st.beginMarks(p.Seq.Start, p.Rows); err != nil {
+		return err
+	}
 	st.pos = -1 // until the pass completes
 	if err := h.Decoder.Forward(p); err != nil {
+		st.marks = nil
 		return err
 	}
 	st.pos = p.Seq.Start + p.Rows
-	return nil
+	return st.endMarks(st.pos)
 }
 
 // centred turns a bound zero-centred RMSNorm weight w (Qwen3-Next's

@@ -33,6 +33,15 @@ const (
 	AllLogits
 	// NoLogits skips the LM head (pure prefill of a prefix).
 	NoLogits
+	// MarkedLogits returns the logits at each position the sequence's
+	// state was marked at (MarkingState.HoldAt: the row of the token before
+	// the position), then those of the last new token: [marks+1, vocab].
+	// A snapshot taken inside a pass keeps what a pass ending there
+	// returns.
+	MarkedLogits
+	// rowLogits is a pass's mode for the rows of Pass.LogitRows (Forward
+	// turns MarkedLogits into it); Forward does not take it.
+	rowLogits
 )
 
 // ErrContext is returned when a sequence would exceed the model's context.
@@ -75,14 +84,16 @@ type Network interface {
 
 // Pass is one forward call's inputs and scratch.
 type Pass struct {
-	Tokens  []int32
-	Pos     []int32 // absolute position of each token
-	Slots   []int32 // KV slot of each token
-	Seq     Seq
-	Attn    kernels.AttnSeq
-	Rows    int
-	Logits  Logits
-	Scratch *Scratch
+	Tokens []int32
+	Pos    []int32 // absolute position of each token
+	Slots  []int32 // KV slot of each token
+	Seq    Seq
+	Attn   kernels.AttnSeq
+	Rows   int
+	Logits Logits
+	// LogitRows are the rows whose logits a rowLogits pass computes.
+	LogitRows []int32
+	Scratch   *Scratch
 }
 
 // New builds a model of the architecture config names from src.
@@ -139,11 +150,24 @@ func (m *Model) Forward(seq Seq, tokens []int32, want Logits) ([]float32, error)
 			return nil, fmt.Errorf("forward: token id %d outside the vocabulary (%d)", t, vocab)
 		}
 	}
+	var marks []int
+	switch want {
+	case LastLogits, AllLogits, NoLogits:
+	case MarkedLogits:
+		if ms, ok := seq.State.(interface{ pendingMarks() []int }); ok {
+			marks = ms.pendingMarks()
+		}
+	default:
+		return nil, fmt.Errorf("forward: logits mode %d", want)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []float32
-	if want == AllLogits {
+	switch want {
+	case AllLogits:
 		out = make([]float32, 0, len(tokens)*vocab)
+	case MarkedLogits:
+		out = make([]float32, 0, (len(marks)+1)*vocab)
 	}
 	chunk := max(m.MaxChunk, 1)
 	for lo := 0; lo < len(tokens); lo += chunk {
@@ -156,20 +180,47 @@ func (m *Model) Forward(seq Seq, tokens []int32, want Logits) ([]float32, error)
 		s := seq
 		s.Start = seq.Start + lo
 		p := m.pass(s, part, mode)
+		if want == MarkedLogits {
+			p.LogitRows = markRows(marks, s.Start, len(part), hi == len(tokens))
+			p.Logits = rowLogits
+			if len(p.LogitRows) == 0 {
+				p.Logits = NoLogits
+			}
+		}
 		if err := m.net.Forward(p); err != nil {
 			return nil, err
 		}
-		switch mode {
+		n := 0
+		switch p.Logits {
 		case AllLogits:
-			n := len(part) * vocab
+			n = len(part) * vocab
+		case rowLogits:
+			n = len(p.LogitRows) * vocab
+		case LastLogits:
+			out, n = make([]float32, 0, vocab), vocab
+		}
+		if n > 0 {
 			out = out[:len(out)+n]
 			m.Backend.Read(p.Scratch.Logits, 0, out[len(out)-n:])
-		case LastLogits:
-			out = make([]float32, vocab)
-			m.Backend.Read(p.Scratch.Logits, 0, out)
 		}
 	}
 	return out, nil
+}
+
+// markRows are the rows of a pass at start of n rows whose logits a
+// MarkedLogits forward returns: the row before each mark inside (start,
+// start+n], then the last row where the pass is the forward's last.
+func markRows(marks []int, start, n int, last bool) []int32 {
+	var rows []int32
+	for _, p := range marks {
+		if p > start && p <= start+n {
+			rows = append(rows, int32(p-1-start))
+		}
+	}
+	if last {
+		rows = append(rows, int32(n-1))
+	}
+	return rows
 }
 
 func (m *Model) pass(seq Seq, tokens []int32, want Logits) *Pass {

@@ -120,6 +120,13 @@ func (d *Decoder) Forward(p *Pass) error {
 		}
 		s.Logits = s.Buf("logits", c.VocabSize)
 		return d.lmHead(s, s.Logits, last, 1)
+	case rowLogits:
+		n := len(p.LogitRows)
+		sel := s.Buf("logit rows", n*hid)
+		be.Gather(sel, x, p.LogitRows, hid)
+		be.RMSNorm(sel, sel, d.Norm, n, hid, eps)
+		s.Logits = s.Buf("logits", n*c.VocabSize)
+		return d.lmHead(s, s.Logits, sel, n)
 	default:
 		be.RMSNorm(normed, x, d.Norm, rows, hid, eps)
 		s.Logits = s.Buf("logits", rows*c.VocabSize)

@@ -295,17 +295,19 @@ for stage in "$@"; do
     # bench's at the 256-token pieces the daemon prefills between snapshots), with snapshots held by
     # the worker on the GPU (default) and kept by the daemon; Q35D_TP=2 serves it as a TP2 group
     model qwen3.5-27b-fp8 /tmp/q35
-    for n in 256 1024 4096; do step bench-q35-$n 200 $W bench --model /tmp/q35 --prompt-tokens $n --new-tokens 8 --json; done
+    # Q35D_BENCH=0 skips the bench rows; Q35D_CONFIGS lists host_snapshots:prefill_step_ms runs.
+    [ "${Q35D_BENCH:-1}" = 1 ] && for n in 256 1024 4096; do step bench-q35-$n 200 $W bench --model /tmp/q35 --prompt-tokens $n --new-tokens 8 --json; done
     tpn=${Q35D_TP:-1}; devs=$(seq -s, 0 $((tpn - 1)))
-    for hs in false true; do
-      printf 'version = 1\n[cache]\nhost_snapshots = %s\n' $hs >/tmp/q35d.toml
+    for cf in ${Q35D_CONFIGS:-false:0 true:0}; do
+      hs=${cf%%:*}; ps=${cf##*:}
+      printf 'version = 1\n[cache]\nhost_snapshots = %s\n[limits]\nprefill_step_ms = %s\n' $hs $ps >/tmp/q35d.toml
       rm -rf /tmp/st-q35d
       $D/pocketd serve --config /tmp/q35d.toml --model /tmp/q35 --backend cuda --devices $devs --tp $tpn --socket /tmp/p-q35d.sock \
-        --listen off --state-dir /tmp/st-q35d >"$O/q35d-host-$hs-log.txt" 2>&1 &
+        --listen off --state-dir /tmp/st-q35d >"$O/q35d-host-$hs-step-$ps-log.txt" 2>&1 &
       pid=$!
       for i in $(seq 1 120); do curl -s --unix-socket /tmp/p-q35d.sock http://pocketd/v0/health 2>/dev/null | grep -q '"ok"' && break
         kill -0 $pid 2>/dev/null || break; sleep 1; done
-      step session-q35d-host-$hs 300 python3 scripts/gpu-daemon-session.py --socket /tmp/p-q35d.sock --model q35 --vocab 248320 --context 4096
+      step session-q35d-host-$hs-step-$ps 300 python3 scripts/gpu-daemon-session.py --socket /tmp/p-q35d.sock --model q35 --vocab 248320 --context 4096
       kill $pid; wait $pid 2>/dev/null
     done ;;
   *) echo "unknown stage $stage" | tee -a "$O/errors.txt" ;;

@@ -8,7 +8,7 @@ import (
 // The prefill step budget grows with the measured throughput only while
 // no other step waits.
 func TestStepTokens(t *testing.T) {
-	e := &engine{}
+	e := &engine{idleStep: idleStepTime}
 	if got := e.stepTokens(); got != stepBudget {
 		t.Fatalf("no measurement yet: %d, want %d", got, stepBudget)
 	}
@@ -20,6 +20,12 @@ func TestStepTokens(t *testing.T) {
 		if got := e.stepTokens(); got != c.want {
 			t.Errorf("idle at %.0f tok/s: %d, want %d", c.rate, got, c.want)
 		}
+	}
+	// A longer idle step (limits.prefill_step_ms) takes more at once.
+	e.prefillRate.Store(math.Float64bits(10000))
+	e.idleStep = 4 * idleStepTime
+	if got := e.stepTokens(); got != 1792 {
+		t.Errorf("idle at 10000 tok/s, steps of %v: %d, want 1792", e.idleStep, got)
 	}
 	e.queue = append(e.queue, &job{})
 	if got := e.stepTokens(); got != stepBudget {

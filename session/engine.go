@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pocketllm/pocketllm/cache"
+	"github.com/pocketllm/pocketllm/kernels"
 	"github.com/pocketllm/pocketllm/models"
 	"github.com/pocketllm/pocketllm/models/tokenizer"
 )
@@ -43,7 +44,7 @@ func (e *engine) stepTokens() int {
 	if waiting > 0 || rate <= 0 {
 		return stepBudget
 	}
-	n := int(rate * idleStepTime.Seconds())
+	n := int(rate * e.idleStep.Seconds())
 	return min(max(n/stepBudget*stepBudget, stepBudget), maxStepBudget)
 }
 
@@ -63,7 +64,12 @@ type engine struct {
 	recurrent bool            // Model.NewState() != nil: KV shortcuts only through snapshots
 	snapEvery cache.Intervals // where hybrid sequences' state is snapshotted
 	hold      bool            // snapshots held by the runner where it can (ModelConfig.HostSnapshots off)
-	limit     int
+	// marking: held snapshots are taken inside a pass (models.MarkingState)
+	// rather than at the ends of passes split on the snapshot positions;
+	// cleared for good when the runner declines.
+	marking  bool
+	limit    int
+	idleStep time.Duration // stepTokens' step time with nothing waiting
 
 	// kvMu guards every seqState's fields and is held by the scheduler
 	// while a job runs; control operations (fork, truncate, close) take it
@@ -117,19 +123,27 @@ type job struct {
 }
 
 func newEngine(cfg ModelConfig, pool *cache.Pool, eos map[int32]bool) *engine {
+	st := cfg.Model.NewState()
 	e := &engine{
 		name: cfg.Name, model: cfg.Model, tok: cfg.Tokenizer, eos: eos, pool: pool,
 		bs: cfg.BlockSize, ctxLen: cfg.Model.ModelConfig().MaxPositions, limit: cfg.QueueLimit,
-		recurrent: cfg.Model.NewState() != nil,
+		recurrent: st != nil,
 		seqs:      map[*seqState]struct{}{},
 		done:      make(chan struct{}),
 	}
 	if e.recurrent && pool.SnapshotStats().Limit > 0 {
 		e.snapEvery = cfg.SnapshotIntervals.Aligned(e.bs)
 		e.hold = !cfg.HostSnapshots
+		_, ok := st.(models.MarkingState)
+		e.marking = e.hold && ok
 	}
+	freeState(st)
 	if e.ctxLen <= 0 {
 		e.ctxLen = 1 << 20
+	}
+	e.idleStep = cfg.IdleStepTime
+	if e.idleStep <= 0 {
+		e.idleStep = idleStepTime
 	}
 	e.cond = sync.NewCond(&e.qmu)
 	go e.run()
@@ -482,8 +496,8 @@ func (e *engine) ensureOnce(sq *seqState, toks []int32, budget int, g GreedyRunn
 		start := sq.kvLen
 		end := min(n, start+budget-pr.computed)
 		want := models.NoLogits
-		if next := e.snapEvery.Next(start); next < end {
-			end = next
+		if next := e.snapEvery.Next(start); next < end && !e.marking {
+			end = next // the state exists only where a pass ends
 		}
 		if end == n || e.snapEvery.At(end) {
 			want = models.LastLogits // a snapshot keeps them
@@ -612,9 +626,24 @@ func (e *engine) prevKey(sq *seqState, bi int) cache.Key {
 // index.
 func (e *engine) forward(sq *seqState, toks []int32, end int, want models.Logits) ([]float32, error) {
 	var logits []float32
-	err := e.advance(sq, toks, end, func(seq models.Seq, t []int32) (err error) {
-		logits, err = e.model.Forward(seq, t, want)
-		return err
+	err := e.advance(sq, toks, end, func(seq models.Seq, t []int32, marks int) (marked []float32, err error) {
+		if marks == 0 {
+			logits, err = e.model.Forward(seq, t, want)
+			return nil, err
+		}
+		// The logits before each mark too, for its snapshot.
+		all, err := e.model.Forward(seq, t, models.MarkedLogits)
+		V := e.model.ModelConfig().VocabSize
+		if err == nil && len(all) != (marks+1)*V {
+			err = fmt.Errorf("forward: %d logits for %d marks", len(all), marks)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if want != models.NoLogits {
+			logits = all[marks*V:]
+		}
+		return all[:marks*V], nil
 	})
 	if err != nil {
 		return nil, err
@@ -630,15 +659,16 @@ func (e *engine) forward(sq *seqState, toks []int32, end int, want models.Logits
 // no snapshot wants the logits).
 func (e *engine) forwardArgmax(sq *seqState, toks []int32, end int, g GreedyRunner) (int32, error) {
 	var id int32
-	err := e.advance(sq, toks, end, func(seq models.Seq, t []int32) (err error) {
-		id, err = g.ForwardArgmax(seq, t)
-		return err
+	err := e.advance(sq, toks, end, func(seq models.Seq, t []int32, _ int) (_ []float32, err error) {
+		id, err = g.ForwardArgmax(seq, t) // no marks: attention-only models
+		return nil, err
 	})
 	return id, err
 }
 
-// advance is forward's work around the model call run.
-func (e *engine) advance(sq *seqState, toks []int32, end int, run func(models.Seq, []int32) error) error {
+// advance is forward's work around the model call run, which is told how
+// many positions the state was marked at and returns their logits.
+func (e *engine) advance(sq *seqState, toks []int32, end int, run func(models.Seq, []int32, int) ([]float32, error)) error {
 	start := sq.kvLen
 	if start >= end {
 		return fmt.Errorf("forward: nothing to compute")
@@ -667,8 +697,9 @@ func (e *engine) advance(sq *seqState, toks []int32, end int, run func(models.Se
 		sq.state = e.model.NewState()
 	}
 	seq := models.Seq{Pool: e.pool.KV(), Table: sq.table, Start: start, State: sq.state}
+	marks, markKeys := e.markSnapshots(sq, toks, start, end)
 	t0 := time.Now()
-	err := run(seq, toks[start:end])
+	markLogits, err := run(seq, toks[start:end], len(marks))
 	dt := time.Since(t0)
 	if end-start == 1 {
 		e.decodeNs.Add(int64(dt))
@@ -683,6 +714,11 @@ func (e *engine) advance(sq *seqState, toks []int32, end int, run func(models.Se
 		e.prefillRate.Store(math.Float64bits(r))
 	}
 	if err != nil {
+		if len(marks) > 0 {
+			for _, h := range sq.state.(models.MarkingState).TakeHeld() {
+				h.Release() // none after a failed pass; this forgets the request
+			}
+		}
 		if errors.Is(err, ErrKVLost) {
 			e.invalidateAll()
 		} else if e.recurrent {
@@ -698,7 +734,60 @@ func (e *engine) advance(sq *seqState, toks []int32, end int, run func(models.Se
 		sq.keys = append(sq.keys, k)
 		e.pool.Register(sq.table[bi], k)
 	}
+	e.keepMarked(sq, marks, markKeys, markLogits)
 	return nil
+}
+
+// markSnapshots asks sq's state to hold copies of itself at the snapshot
+// positions strictly inside [start, end) that have no snapshot yet (kvMu
+// held), and returns those positions with the keys of the blocks they
+// end.
+func (e *engine) markSnapshots(sq *seqState, toks []int32, start, end int) ([]int, []cache.Key) {
+	ms, ok := sq.state.(models.MarkingState)
+	if !e.marking || !ok {
+		return nil, nil
+	}
+	var pos []int
+	var keys []cache.Key
+	k := e.prevKey(sq, len(sq.keys))
+	for bi := len(sq.keys); (bi+1)*e.bs < end; bi++ {
+		k = k.Next(toks[bi*e.bs : (bi+1)*e.bs])
+		if p := (bi + 1) * e.bs; p > start && e.snapEvery.At(p) && !e.pool.HasSnapshot(k) {
+			pos, keys = append(pos, p), append(keys, k)
+		}
+	}
+	if len(pos) == 0 {
+		return nil, nil
+	}
+	if err := ms.HoldAt(pos); err != nil {
+		// A runner that cannot mark at all ends passes on the snapshot
+		// positions from now on; one short of memory now leaves this
+		// pass without snapshots inside it, as it would decline holds.
+		if errors.Is(err, kernels.ErrUnsupported) {
+			e.marking = false
+		}
+		return nil, nil
+	}
+	return pos, keys
+}
+
+// keepMarked stores the copies a marked pass left as held snapshots, each
+// with the logits before its position, as a pass ending there leaves
+// them (kvMu held).
+func (e *engine) keepMarked(sq *seqState, pos []int, keys []cache.Key, logits []float32) {
+	if len(pos) == 0 {
+		return
+	}
+	V := e.model.ModelConfig().VocabSize
+	held := sq.state.(models.MarkingState).TakeHeld()
+	for i, h := range held {
+		if i >= len(pos) || h.Pos() != pos[i] || e.pool.HasSnapshot(keys[i]) || len(logits) < (i+1)*V {
+			h.Release()
+			continue
+		}
+		snap := &cache.Snapshot{Pos: pos[i], Held: h, Logits: slices.Clone(logits[i*V : (i+1)*V])}
+		e.pool.PutSnapshot(keys[i], snap)
+	}
 }
 
 // snapshot stores sq's recurrent state at kvLen, a snapshot position,

@@ -74,6 +74,9 @@ type ModelConfig struct {
 	// even where the runner could hold it (models.HoldingState: a worker's
 	// copy on its device, restored by a device copy; the default).
 	HostSnapshots bool
+	// IdleStepTime is how long a prefill step may run while nothing else
+	// waits (default idleStepTime; see stepTokens).
+	IdleStepTime time.Duration
 }
 
 // defaultSnapshotBytes is ModelConfig.SnapshotBytes's default for a

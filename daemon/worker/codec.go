@@ -45,13 +45,14 @@ const (
 	msgResetState
 	msgHoldState
 	msgCopyState
+	msgMarkState
 )
 
 func (t msgType) String() string {
 	names := [...]string{"?", "hello", "ready", "new-kv-pool", "forward", "copy-block", "read-block",
 		"write-block", "ping", "ok", "logits", "block", "error", "forward-argmax", "token",
 		"write-block-shared", "block-shared", "logits-shared", "new-state", "free-states", "snapshot-state",
-		"restore-state", "restore-state-shared", "clone-state", "reset-state", "hold-state", "copy-state"}
+		"restore-state", "restore-state-shared", "clone-state", "reset-state", "hold-state", "copy-state", "mark-state"}
 	if int(t) < len(names) {
 		return names[t]
 	}

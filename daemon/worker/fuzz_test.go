@@ -330,6 +330,21 @@ func FuzzRankStateRequests(f *testing.F) {
 		rawFrame(msgCopyState, 3, encodeClone(2, 1)), rawFrame(msgCopyState, 4, encodeClone(1, 1)),
 		rawFrame(msgCopyState, 5, encodeClone(7, 1)), rawFrame(msgHoldState, 6, encodeHold(1, 2, -1)),
 		rawFrame(msgHoldState, 7, encodeClone(1, 3))))
+	// Marks: a marked forward, marks of an unknown state, ids in use or
+	// repeated, marks out of order or behind the state, a forget, a
+	// MarkedLogits forward without marks, truncated counts.
+	mark := markReq{src: 1, reserve: 1 << 20, pos: []int{1}, dst: []uint64{5}}
+	marked := forwardReq{state: 1, start: 0, want: models.MarkedLogits, tokens: []int32{1, 2, 3}, table: []int32{0}}
+	bad := []markReq{{src: 9, pos: []int{1}, dst: []uint64{5}}, {src: 1, pos: []int{1, 2}, dst: []uint64{1, 6}},
+		{src: 1, pos: []int{1, 2}, dst: []uint64{6, 6}}, {src: 1, pos: []int{2, 1}, dst: []uint64{6, 7}},
+		{src: 1, pos: []int{0}, dst: []uint64{6}}, {src: 1}}
+	seeds := [][]byte{rawFrame(msgNewState, 1, id1), rawFrame(msgMarkState, 2, mark.encode()),
+		rawFrame(msgForward, 3, marked.encode()), rawFrame(msgCopyState, 4, encodeClone(5, 1))}
+	for i, m := range bad {
+		seeds = append(seeds, rawFrame(msgMarkState, uint32(5+i), m.encode()))
+	}
+	seeds = append(seeds, rawFrame(msgForward, 20, marked.encode()), rawFrame(msgMarkState, 21, []byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 255, 255, 255, 255}))
+	f.Add(frames(seeds...))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		h := Hello{Version: Version, Backend: "cpu", Threads: 1, Path: fixture("qwen3_5")}
 		in := append(rawFrame(msgHello, 0, h.encode()), raw...)

@@ -19,6 +19,10 @@ import "fmt"
 //	                                     after it; held 0: declined, nothing made)
 //	CopyState{src, dst}                  OK (dst's contents and position := src's,
 //	                                     in dst's own buffers)
+//	MarkState{src, reserve, n,           OK{held u8} (the next Forward of src leaves
+//	  n × (pos i32, dst u64)}            a copy of it at each pos under dst, where
+//	                                     the memory keeps reserve bytes free; held
+//	                                     0: declined; n = 0 forgets a request)
 
 // maxFreeIDs bounds the ids of one FreeStates request (the daemon sends
 // at most this many at once).
@@ -73,4 +77,40 @@ func encodeClone(src, dst uint64) []byte {
 	e.u64(src)
 	e.u64(dst)
 	return e.b
+}
+
+// maxMarks bounds the positions of one MarkState request.
+const maxMarks = 1 << 12
+
+// markReq is a MarkState request.
+type markReq struct {
+	src, reserve uint64
+	pos          []int
+	dst          []uint64
+}
+
+func (m *markReq) encode() []byte {
+	var e enc
+	e.u64(m.src)
+	e.u64(m.reserve)
+	e.u32(uint32(len(m.pos)))
+	for i, p := range m.pos {
+		e.i32(p)
+		e.u64(m.dst[i])
+	}
+	return e.b
+}
+
+func decodeMark(d *dec) markReq {
+	m := markReq{src: d.u64("src"), reserve: d.u64("reserve")}
+	n := d.count(12, "marks")
+	if d.err == nil && n > maxMarks {
+		d.err = fmt.Errorf("%w: %d marks (at most %d)", ErrBadFrame, n, maxMarks)
+		return m
+	}
+	for range n {
+		m.pos = append(m.pos, d.i32("pos"))
+		m.dst = append(m.dst, d.u64("dst"))
+	}
+	return m
 }

@@ -82,6 +82,12 @@ func (p *Proxy) Forward(seq models.Seq, tokens []int32, want models.Logits) ([]f
 	case models.AllLogits:
 		rows = len(tokens)
 	case models.NoLogits:
+	case models.MarkedLogits:
+		st, err := p.ownState(seq.State)
+		if err != nil {
+			return nil, err
+		}
+		rows = st.markCount() + 1
 	default:
 		return nil, fmt.Errorf("forward: logits mode %d", want)
 	}
@@ -222,6 +228,9 @@ func (p *Proxy) step(seq models.Seq, tokens []int32, want models.Logits, typ msg
 	}
 	if st != nil {
 		st.pos = seq.Start + len(tokens)
+		if m := st.marks; m != nil && m.gen == g.gen && m.pos[len(m.pos)-1] <= st.pos {
+			m.filled = true
+		}
 	}
 	return nil
 }

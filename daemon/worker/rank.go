@@ -113,6 +113,9 @@ type rank struct {
 	// nil for attention-only ones): see rank_state.go.
 	states     map[uint64]models.RecurrentState
 	freedBytes int64 // state bytes freed since the last collection
+	// marks are the ids a MarkState request gave the copies the next
+	// Forward of a state leaves (by the state's id).
+	marks map[uint64][]uint64
 
 	graphs *graphCache // nil: decode steps run eagerly
 	padded []int32     // padTable's buffer
@@ -221,6 +224,13 @@ func (rk *rank) hello(f frame) (func(), error) {
 		return nil, err
 	}
 	rk.model, rk.be = m, be
+	if _, own := be.(kernels.MemoryRoom); own {
+		// A device's prefill passes read every weight once per chunk: a
+		// Qwen3.5-27B FP8 prefilled 6800 tok/s in passes of 256 rows on an
+		// H200, 9400 at 1024 and 9650 at 4096 (docs/benchmarks.md). The
+		// scratch grows with the chunk, which device memory affords.
+		m.MaxChunk = max(m.MaxChunk, deviceMaxChunk)
+	}
 	closeAll := func() { ck.Close(); closeComm() }
 	cfg, err := json.Marshal(m.Config)
 	if err != nil {
@@ -285,6 +295,10 @@ func (rk *rank) newPool(spec kernels.KVSpec) error {
 	rk.pool, rk.spec = p, spec
 	return nil
 }
+
+// deviceMaxChunk is the longest pass a rank on a device runs at once
+// (models.Model.MaxChunk; the CPU keeps the default).
+const deviceMaxChunk = 2048
 
 // serve answers one request. It returns an error only when the worker
 // must exit (the device state is lost or the connection broke).
@@ -504,9 +518,13 @@ func (rk *rank) run(req forwardReq) ([]float32, error) {
 	vocab := rk.model.Config.VocabSize
 	switch req.want {
 	case models.LastLogits, models.NoLogits:
-	case models.AllLogits:
-		if int64(len(req.tokens))*int64(vocab)*4 > MaxFrame-64 {
-			return nil, fmt.Errorf("%w: %d rows of logits exceed a frame", errBadRequest, len(req.tokens))
+	case models.AllLogits, models.MarkedLogits:
+		rows := len(req.tokens)
+		if req.want == models.MarkedLogits {
+			rows = len(rk.marks[req.state]) + 1
+		}
+		if int64(rows)*int64(vocab)*4 > MaxFrame-64 {
+			return nil, fmt.Errorf("%w: %d rows of logits exceed a frame", errBadRequest, rows)
 		}
 	default:
 		return nil, fmt.Errorf("%w: logits mode %d", errBadRequest, req.want)
@@ -516,12 +534,15 @@ func (rk *rank) run(req forwardReq) ([]float32, error) {
 	if err == nil && len(req.tokens) == 1 {
 		rk.warm = true
 	}
+	rk.keepMarked(req.state, state)
 	return logits, err
 }
 
 func (rk *rank) forward(req forwardReq) (msgType, []byte, []byte, error) {
-	if g, ok := rk.replay(req); ok {
-		return rk.graphLogits(g)
+	if _, marked := rk.marks[req.state]; !marked {
+		if g, ok := rk.replay(req); ok {
+			return rk.graphLogits(g)
+		}
 	}
 	logits, err := rk.run(req)
 	if err != nil {

@@ -68,7 +68,7 @@ func (rk *rank) handleState(f frame) (typ msgType, payload, extra []byte, ok boo
 	if rk.states == nil {
 		switch f.typ {
 		case msgNewState, msgFreeStates, msgSnapshotState, msgRestoreState, msgRestoreStateShared, msgCloneState, msgResetState,
-			msgHoldState, msgCopyState:
+			msgHoldState, msgCopyState, msgMarkState:
 			return fail(fmt.Errorf("%w: %s: the model keeps no recurrent state", errBadRequest, f.typ))
 		}
 	}
@@ -89,6 +89,7 @@ func (rk *rank) handleState(f frame) (typ msgType, payload, extra []byte, ok boo
 			return fail(err)
 		}
 		for _, id := range ids {
+			delete(rk.marks, id)
 			if st, ok := rk.states[id]; ok {
 				rk.freedBytes += st.SizeBytes()
 				delete(rk.states, id)
@@ -207,6 +208,16 @@ func (rk *rank) handleState(f frame) (typ msgType, payload, extra []byte, ok boo
 			return fail(fmt.Errorf("%w: copy-state: %w", errBadRequest, err))
 		}
 		return msgOK, nil, nil, true, nil
+	case msgMarkState:
+		m := decodeMark(&d)
+		if err := d.done("mark-state"); err != nil {
+			return fail(err)
+		}
+		held, err := rk.markState(m)
+		if err != nil {
+			return fail(err)
+		}
+		return msgOK, []byte{held}, nil, true, nil
 	case msgResetState:
 		id := d.u64("id")
 		if err := d.done("reset-state"); err != nil {
@@ -220,4 +231,75 @@ func (rk *rank) handleState(f frame) (typ msgType, payload, extra []byte, ok boo
 		return msgOK, nil, nil, true, nil
 	}
 	return 0, nil, nil, false, nil
+}
+
+// markState answers MarkState: the state's next Forward leaves copies of
+// it at m.pos, kept under m.dst once it ran (keepMarked). Declined (0),
+// nothing asked, where the copies would leave the device short, as
+// HoldState declines, or the state cannot mark (n = 0 forgets a request).
+func (rk *rank) markState(m markReq) (held uint8, err error) {
+	st, err := rk.stateOf(m.src, "mark-state")
+	if err != nil {
+		return 0, err
+	}
+	ms, ok := st.(models.MarkingState)
+	delete(rk.marks, m.src)
+	if ok {
+		ms.TakeHeld() // forgets an earlier request
+	}
+	if len(m.pos) == 0 || !ok {
+		return 0, nil
+	}
+	seen := map[uint64]bool{}
+	for _, id := range m.dst {
+		if _, dup := rk.states[id]; dup || id == 0 || seen[id] {
+			return 0, fmt.Errorf("%w: mark-state: state id %d in use or zero", errBadRequest, id)
+		}
+		seen[id] = true
+	}
+	if len(rk.states)+len(m.dst) > maxStates {
+		return 0, fmt.Errorf("%w: mark-state: %d recurrent states held already", errBadRequest, len(rk.states))
+	}
+	if room, ok := rk.be.(kernels.MemoryRoom); ok {
+		free, err := room.FreeBytes()
+		if err != nil || free < int64(len(m.pos))*st.SizeBytes()+int64(min(m.reserve, 1<<50)) {
+			return 0, nil
+		}
+	}
+	if err := ms.HoldAt(m.pos); err != nil {
+		return 0, nil
+	}
+	if rk.marks == nil {
+		rk.marks = map[uint64][]uint64{}
+	}
+	rk.marks[m.src] = m.dst
+	return 1, nil
+}
+
+// keepMarked registers, after a Forward of the state id, the copies its
+// MarkState request asked for, under the request's ids; after a failed
+// pass there are none, and the ids name nothing (the daemon frees them).
+func (rk *rank) keepMarked(id uint64, state any) {
+	ids, ok := rk.marks[id]
+	if !ok {
+		return
+	}
+	delete(rk.marks, id)
+	ms, ok := state.(models.MarkingState)
+	if !ok {
+		return
+	}
+	held := ms.TakeHeld()
+	if len(held) != len(ids) {
+		return
+	}
+	for i, h := range held {
+		hd, ok := h.(*models.HeldDelta)
+		if !ok {
+			return
+		}
+		if err := rk.addState(ids[i], hd.State, "mark-state"); err != nil {
+			rk.log.Warn("keep a marked state", "err", err)
+		}
+	}
 }

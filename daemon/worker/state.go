@@ -65,6 +65,7 @@ type remoteState struct {
 	err     error
 	cleanup runtime.Cleanup
 	freed   bool
+	marks   *remoteMarks // HoldAt's request (state_held.go)
 }
 
 var _ models.RecurrentState = (*remoteState)(nil)
@@ -292,6 +293,7 @@ func (s *remoteState) Restore(data []float32, pos int) error {
 	if pos < 0 || pos > 1<<30 {
 		return fmt.Errorf("%w: position %d", models.ErrState, pos)
 	}
+	s.dropMarks() // the worker's state forgets them too
 	err := s.p.stateReq(func(g *group) error {
 		if s.slot.id != 0 && s.slot.gen != g.gen {
 			s.slot.id = 0 // died with its worker
@@ -377,6 +379,7 @@ func (s *remoteState) Reset() {
 	if s.freed {
 		return
 	}
+	s.dropMarks()
 	s.err, s.pos = nil, 0
 	if s.slot.id == 0 {
 		return
@@ -402,6 +405,7 @@ func (s *remoteState) Free() {
 	if s.freed {
 		return
 	}
+	s.dropMarks()
 	s.freed = true
 	s.cleanup.Stop()
 	s.p.dropState(*s.slot)

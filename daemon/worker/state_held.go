@@ -3,6 +3,7 @@ package worker
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/pocketllm/pocketllm/models"
 )
@@ -34,7 +35,7 @@ type heldState struct {
 
 var (
 	_ models.HeldState    = (*heldState)(nil)
-	_ models.HoldingState = (*remoteState)(nil)
+	_ models.MarkingState = (*remoteState)(nil)
 )
 
 func (h *heldState) Pos() int     { return h.c.pos }
@@ -86,6 +87,7 @@ func (s *remoteState) RestoreHeld(h models.HeldState) error {
 	case hs.c.freed:
 		return fmt.Errorf("%w: the held snapshot was released", models.ErrState)
 	}
+	s.dropMarks() // the worker's state forgets them in the copy
 	err := s.p.stateReq(func(g *group) error {
 		if s.slot.id != 0 && s.slot.gen != g.gen {
 			s.slot.id = 0 // died with its worker
@@ -111,4 +113,98 @@ func (s *remoteState) RestoreHeld(h models.HeldState) error {
 	}
 	s.pos = hs.c.pos
 	return nil
+}
+
+// remoteMarks is a state's MarkState request: the ids its worker gives
+// the copies the next Forward leaves at pos.
+type remoteMarks struct {
+	pos    []int
+	ids    []uint64
+	gen    int
+	filled bool // a Forward reached the last of pos
+}
+
+// HoldAt implements models.MarkingState: a MarkState request to every
+// rank (each keeps its share of the copies). A rank that declines (too
+// little device memory, as for Hold) makes it ErrNotHeld, the request
+// forgotten on all.
+func (s *remoteState) HoldAt(pos []int) error {
+	s.dropMarks()
+	switch {
+	case s.freed:
+		return fmt.Errorf("%w: hold after Free", models.ErrState)
+	case s.err != nil:
+		return s.err
+	case len(pos) == 0:
+		return nil
+	case len(pos) > maxMarks:
+		return fmt.Errorf("%w: %d marks (at most %d)", ErrNotHeld, len(pos), maxMarks)
+	}
+	return s.p.stateReq(func(g *group) error {
+		src, err := s.p.live(g, s, true)
+		if err != nil {
+			return err
+		}
+		m := markReq{src: src, reserve: heldReserve, pos: pos}
+		for range pos {
+			s.p.states.next++
+			m.dst = append(m.dst, s.p.states.next)
+		}
+		replies, err := s.p.call(g, msgMarkState, same(m.encode(), 0), msgOK)
+		if err != nil {
+			return fmt.Errorf("mark recurrent state: %w", err)
+		}
+		for r, f := range replies {
+			if len(f.payload) != 1 || f.payload[0] != 1 {
+				forget := markReq{src: src}
+				if _, err := s.p.call(g, msgMarkState, same(forget.encode(), 0), msgOK); err != nil {
+					return fmt.Errorf("mark recurrent state: %w", err)
+				}
+				return fmt.Errorf("%w: rank %d declined the marks", ErrNotHeld, r)
+			}
+		}
+		s.marks = &remoteMarks{pos: slices.Clone(pos), ids: m.dst, gen: g.gen}
+		return nil
+	})
+}
+
+// TakeHeld implements models.MarkingState: the copies as held snapshots,
+// once a Forward reached the last mark.
+func (s *remoteState) TakeHeld() []models.HeldState {
+	m := s.marks
+	s.marks = nil
+	if m == nil {
+		return nil
+	}
+	if !m.filled {
+		for _, id := range m.ids {
+			s.p.dropState(stateSlot{id: id, gen: m.gen})
+		}
+		return nil
+	}
+	out := make([]models.HeldState, len(m.ids))
+	for i, id := range m.ids {
+		c := s.p.newRemoteState()
+		c.pos = m.pos[i]
+		*c.slot = stateSlot{id: id, gen: m.gen}
+		out[i] = &heldState{c: c}
+	}
+	return out
+}
+
+// dropMarks forgets a request of HoldAt that no pass will fill.
+func (s *remoteState) dropMarks() {
+	if s.marks != nil {
+		s.marks.filled = false
+		s.TakeHeld()
+	}
+}
+
+// markCount is the number of logits rows before the last one that a
+// MarkedLogits Forward of s returns.
+func (s *remoteState) markCount() int {
+	if s == nil || s.marks == nil {
+		return 0
+	}
+	return len(s.marks.pos)
 }

@@ -201,5 +201,11 @@ func (b *Backend) AddBias(x kernels.Buf, bias kernels.Tensor, rows, dim int) {
 	}
 }
 
+// ViewBuf implements kernels.BufViewer: a full slice expression, so that
+// the view cannot grow into what follows it.
+func (b *Backend) ViewBuf(x kernels.Buf, off, n int) kernels.Buf {
+	return &Buf{D: f32(x)[off : off+n : off+n]}
+}
+
 // CopyBuf implements kernels.BufCopier.
 func (b *Backend) CopyBuf(dst, src kernels.Buf, n int) { copy(f32(dst)[:n], f32(src)[:n]) }

@@ -12,6 +12,7 @@ import (
 
 var (
 	_ kernels.BufCopier  = (*Backend)(nil)
+	_ kernels.BufViewer  = (*Backend)(nil)
 	_ kernels.MemoryRoom = (*Backend)(nil)
 )
 
@@ -33,6 +34,22 @@ func (b *Backend) CopyBuf(dst, src kernels.Buf, n int) {
 		}
 	}
 	b.exit()
+}
+
+// ViewBuf implements kernels.BufViewer: the range's device address, the
+// view keeping the memory's owner alive (its finalizer frees it, as for
+// a BufGroup's parts). A range outside x is a bug of the caller, which
+// computes it from the shapes it made x with: it panics, as slicing does.
+func (b *Backend) ViewBuf(x kernels.Buf, off, n int) kernels.Buf {
+	d := x.(*Buf)
+	if off < 0 || n < 0 || off+n > d.n {
+		panic(fmt.Sprintf("cuda: ViewBuf [%d, %d) of a buffer of %d", off, off+n, d.n))
+	}
+	owner := d
+	if d.whole != nil {
+		owner = d.whole
+	}
+	return &Buf{p: d.p + cu.DevicePtr(4*off), n: n, whole: owner}
 }
 
 // FreeBytes implements kernels.MemoryRoom: the device's free memory as
