@@ -158,11 +158,20 @@ func parityOne(g *cuda.Backend, dir string, tol float64) error {
 	if gerr != nil {
 		gstat = "n/a (" + gerr.Error() + ")"
 	}
-	fmt.Printf("%-12s logits rel %.2e  top1 %d/%d  greedy eager %d/%d  greedy graph %s\n",
-		filepath.Base(dir), rel, top1, T, agree(eager), len(ref.greedy), gstat)
+	marks, merr := markedParity(m, ref.ids, logits, maxRef)
+	mstat := ""
+	if merr == nil && marks >= 0 {
+		mstat = fmt.Sprintf("  marks rel %.2e", marks)
+	}
+	fmt.Printf("%-12s logits rel %.2e  top1 %d/%d  greedy eager %d/%d  greedy graph %s%s\n",
+		filepath.Base(dir), rel, top1, T, agree(eager), len(ref.greedy), gstat, mstat)
 	switch {
 	case g.Err() != nil:
 		return g.Err()
+	case merr != nil:
+		return merr
+	case marks > tol:
+		return fmt.Errorf("marked pass: logits relative error %.3g > %g against one pass", marks, tol)
 	case rel > tol:
 		return fmt.Errorf("logits relative error %.3g > %g", rel, tol)
 	case agree(eager) != len(ref.greedy):
@@ -235,4 +244,55 @@ func graphDecode(g *cuda.Backend, m *models.Model, seq models.Seq, start int, fi
 	}
 	run.perS = float64(n-1) / time.Since(t0).Seconds()
 	return out, run, g.Err()
+}
+
+// markedParity checks, for a hybrid, snapshots taken inside one pass
+// (models.MarkingState, the daemon's prefill): a pass over ids marked at
+// 8 and 16 returns the logits of one plain pass at the rows before the
+// marks and at the end, and the state held at 16 continues to the same
+// last logits. It returns the largest difference relative to maxRef (-1:
+// not a hybrid, or too short a prompt).
+func markedParity(m *models.Model, ids []int32, want []float32, maxRef float64) (float64, error) {
+	T, V := len(ids), m.Config.VocabSize
+	if _, ok := m.NewState().(models.MarkingState); !ok || T <= 16 {
+		return -1, nil
+	}
+	seq, err := kvseq.Private(m, T, 4, true)
+	if err != nil {
+		return 0, err
+	}
+	st := seq.State.(models.MarkingState)
+	if err := st.HoldAt([]int{8, 16}); err != nil {
+		return 0, err
+	}
+	got, err := m.Forward(seq, ids, models.MarkedLogits)
+	if err != nil {
+		return 0, err
+	}
+	held := st.TakeHeld()
+	if len(held) != 2 || len(got) != 3*V {
+		return 0, fmt.Errorf("marked pass: %d held states, %d logits", len(held), len(got))
+	}
+	var diff float64
+	cmp := func(a, b []float32) {
+		for i := range a {
+			diff = math.Max(diff, math.Abs(float64(a[i]-b[i])))
+		}
+	}
+	for i, row := range []int{7, 15, T - 1} {
+		cmp(got[i*V:(i+1)*V], want[row*V:(row+1)*V])
+	}
+	// From the held state at 16 (the marked pass's KV blocks up to it).
+	fork := seq
+	fs := m.NewState().(models.HoldingState)
+	if err := fs.RestoreHeld(held[1]); err != nil {
+		return 0, err
+	}
+	fork.State, fork.Start = fs, 16
+	last, err := m.Forward(fork, ids[16:], models.LastLogits)
+	if err != nil {
+		return 0, err
+	}
+	cmp(last, want[(T-1)*V:])
+	return diff / maxRef, nil
 }
