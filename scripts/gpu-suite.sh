@@ -295,8 +295,10 @@ for stage in "$@"; do
     # bench's at the 256-token pieces the daemon prefills between snapshots), with snapshots held by
     # the worker on the GPU (default) and kept by the daemon; Q35D_TP=2 serves it as a TP2 group
     model qwen3.5-27b-fp8 /tmp/q35
-    # Q35D_BENCH=0 skips the bench rows; Q35D_CONFIGS lists host_snapshots:prefill_step_ms runs.
-    [ "${Q35D_BENCH:-1}" = 1 ] && for n in 256 1024 4096; do step bench-q35-$n 200 $W bench --model /tmp/q35 --prompt-tokens $n --new-tokens 8 --json; done
+    # Q35D_BENCH=0 skips the bench rows (Q35D_BENCH_N their prompt lengths, Q35D_BENCH_ARGS more
+    # flags, e.g. --marks-every 256); Q35D_CONFIGS lists host_snapshots:prefill_step_ms runs.
+    [ "${Q35D_BENCH:-1}" = 1 ] && for n in ${Q35D_BENCH_N:-256 1024 4096}; do
+      step bench-q35-$n 200 $W bench --model /tmp/q35 --prompt-tokens $n --new-tokens 8 --json ${Q35D_BENCH_ARGS:-}; done
     tpn=${Q35D_TP:-1}; devs=$(seq -s, 0 $((tpn - 1)))
     for cf in ${Q35D_CONFIGS:-false:0 true:0}; do
       hs=${cf%%:*}; ps=${cf##*:}

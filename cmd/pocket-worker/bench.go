@@ -27,6 +27,10 @@ type benchResult struct {
 	PrefillTokensPerS float64 `json:"prefill_tokens_per_s"`
 	DecodeTokensPerS  float64 `json:"decode_tokens_per_s"`
 	TTFTms            float64 `json:"ttft_ms"`
+	// MarkedTTFTms is the same prefill taking a hybrid's snapshots inside
+	// the pass every --marks-every tokens (models.MarkingState, as the
+	// daemon does), with the logits before each.
+	MarkedTTFTms float64 `json:"ttft_marked_ms,omitempty"`
 	WeightBytes       int64   `json:"weight_bytes"`
 	// DecodeReadBytes ("active read bytes", models.Model.DecodeReadBytes)
 	// is the weight bytes one decode step reads: everything but an untied
@@ -59,6 +63,8 @@ func runBench(args []string) error {
 	promptTokens := fs.Int("prompt-tokens", 512, "prompt length")
 	newTokens := fs.Int("new-tokens", 128, "tokens to decode")
 	asJSON := fs.Bool("json", false, "print one JSON object")
+	marksEvery := fs.Int("marks-every", 0, "also time the prefill with a hybrid's snapshots every N tokens inside it")
+	maxChunk := fs.Int("max-chunk", 0, "rows a prefill pass runs at once (default: the whole prompt)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -88,6 +94,9 @@ func runBench(args []string) error {
 	r.RooflineTokS = 4.26e12 / float64(r.DecodeReadBytes)
 	P, N := *promptTokens, *newTokens
 	m.MaxChunk = max(m.MaxChunk, P)
+	if *maxChunk > 0 {
+		m.MaxChunk = *maxChunk
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	prompt := make([]int32, P)
 	for i := range prompt {
@@ -113,6 +122,31 @@ func runBench(args []string) error {
 	prefill := time.Since(start)
 	r.PrefillTokensPerS = float64(P) / prefill.Seconds()
 	r.TTFTms = float64(prefill.Microseconds()) / 1000
+	if ms, ok := seq.State.(models.MarkingState); ok && *marksEvery > 0 {
+		snap := ms.Snapshot() // as the prompt left it, for the decode below
+		var marks []int
+		for p := *marksEvery; p < P; p += *marksEvery {
+			marks = append(marks, p)
+		}
+		ms.Reset()
+		if err := ms.HoldAt(marks); err != nil {
+			return err
+		}
+		start := time.Now()
+		if _, err := m.Forward(seq, prompt, models.MarkedLogits); err != nil {
+			return err
+		}
+		if err := g.Sync(); err != nil {
+			return err
+		}
+		r.MarkedTTFTms = float64(time.Since(start).Microseconds()) / 1000
+		if len(ms.TakeHeld()) != len(marks) {
+			return fmt.Errorf("marked prefill: the marks were not all held")
+		}
+		if err := ms.Restore(snap, P); err != nil {
+			return err
+		}
+	}
 	rewind := rewinder(seq, P)
 	// Eager decode: one Forward per token, logits read back.
 	eager := make([]int32, 0, N)
