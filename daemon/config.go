@@ -148,7 +148,7 @@ type LimitsConfig struct {
 	// MaxBodyBytes bounds request bodies.
 	MaxBodyBytes int `toml:"max_body_bytes"`
 	// PrefillStepMs is how long one scheduler step may prefill a long
-	// prompt while no other request of the model waits (default 50): a
+	// prompt while no other request of the model waits (default 200): a
 	// request that arrives meanwhile waits for at most that step, and
 	// longer steps reach more of a GPU's prefill throughput
 	// (session.ModelConfig.IdleStepTime).

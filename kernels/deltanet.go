@@ -77,6 +77,17 @@ type BufViewer interface {
 	ViewBuf(b Buf, off, n int) Buf
 }
 
+// DeltaSegmenter is an optional extension of HybridOps: GatedDeltaRule
+// over rows as consecutive passes that end after rows ends[0], ends[1],
+// … (ascending, inside (0, rows)) and at rows, the state after the pass
+// ending at ends[k] also copied into snaps[k]. The results are those of
+// those passes run one by one, bit for bit; a backend joins passes into
+// one launch where that gives the same results. A hybrid's prefill that
+// keeps snapshots inside it (models.MarkingState) calls it.
+type DeltaSegmenter interface {
+	GatedDeltaRuleSegments(dst, qkv, a, b, state Buf, aLog, dtBias Tensor, rows int, s DeltaShape, ends []int, snaps []Buf)
+}
+
 // MemoryRoom is an optional extension of Backend whose buffers live in a
 // memory of its own: the bytes that can still be allocated there, so that
 // an optional copy (a state snapshot kept on the device) is declined

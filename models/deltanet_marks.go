@@ -180,32 +180,68 @@ func (s *DeltaState) endMarks(end int) error {
 }
 
 // markedMix is mix over a marked pass: the convolution and the delta rule
-// segment by segment, each segment's end state copied into its mark's
-// state, then the gated norm over every row.
+// as passes ending on the marks, each one's end state copied into its
+// mark's state, then the gated norm over every row.
+//
+// The convolution is one launch over all rows where every mark leaves
+// ConvKernel-1 rows before it in the pass: a row's output does not depend
+// on where passes end, and the state at a mark is the inputs of the rows
+// before it, copied from the pass's input. The delta rule is one
+// DeltaSegmenter call where the backend has it (one launch for runs of
+// chunked segments on CUDA), else a call a segment.
 func (n *DeltaNet) markedMix(p *Pass, st *DeltaState, b deltaBufs) {
 	rows, sh := p.Rows, n.Shape
 	view := n.be.(kernels.BufViewer).ViewBuf
 	cp := n.be.(kernels.BufCopier)
 	cd, vh, vd := sh.ConvDim(), sh.VHeads, sh.VHeads*sh.DV
-	marks := st.marks.pos[st.marks.filled:st.marks.inner]
+	ends := make([]int, 0, st.marks.inner-st.marks.filled)
+	for _, m := range st.marks.pos[st.marks.filled:st.marks.inner] {
+		ends = append(ends, m-p.Seq.Start)
+	}
 	dst := st.marks.dst[st.marks.filled:st.marks.inner]
-	r0 := 0
-	for i := 0; i <= len(marks); i++ {
-		r1 := rows
-		if i < len(marks) {
-			r1 = marks[i] - p.Seq.Start
+	convState, recState := sh.ConvStateLen(), sh.RecStateLen()
+	window := sh.ConvKernel - 1
+	if ends[0] >= window {
+		n.ops.CausalConv1D(b.conv, b.qkv, st.conv[n.Index], n.Conv, rows, sh)
+		for i, e := range ends {
+			cp.CopyBuf(dst[i].conv[n.Index], view(b.qkv, (e-window)*cd, window*cd), convState)
 		}
-		r := r1 - r0
-		conv := view(b.conv, r0*cd, r*cd)
-		n.ops.CausalConv1D(conv, view(b.qkv, r0*cd, r*cd), st.conv[n.Index], n.Conv, r, sh)
-		n.ops.GatedDeltaRule(view(b.core, r0*vd, r*vd), conv, view(b.a, r0*vh, r*vh), view(b.b, r0*vh, r*vh),
-			st.rec[n.Index], n.ALog, n.DtBias, r, sh)
-		if i < len(marks) {
-			d := dst[i]
-			cp.CopyBuf(d.conv[n.Index], st.conv[n.Index], sh.ConvStateLen())
-			cp.CopyBuf(d.rec[n.Index], st.rec[n.Index], sh.RecStateLen())
+	} else {
+		r0 := 0
+		for i := 0; i <= len(ends); i++ {
+			r1 := rows
+			if i < len(ends) {
+				r1 = ends[i]
+			}
+			r := r1 - r0
+			n.ops.CausalConv1D(view(b.conv, r0*cd, r*cd), view(b.qkv, r0*cd, r*cd), st.conv[n.Index], n.Conv, r, sh)
+			if i < len(ends) {
+				cp.CopyBuf(dst[i].conv[n.Index], st.conv[n.Index], convState)
+			}
+			r0 = r1
 		}
-		r0 = r1
+	}
+	if seg, ok := n.ops.(kernels.DeltaSegmenter); ok {
+		snaps := make([]kernels.Buf, len(dst))
+		for i, d := range dst {
+			snaps[i] = d.rec[n.Index]
+		}
+		seg.GatedDeltaRuleSegments(b.core, b.conv, b.a, b.b, st.rec[n.Index], n.ALog, n.DtBias, rows, sh, ends, snaps)
+	} else {
+		r0 := 0
+		for i := 0; i <= len(ends); i++ {
+			r1 := rows
+			if i < len(ends) {
+				r1 = ends[i]
+			}
+			r := r1 - r0
+			n.ops.GatedDeltaRule(view(b.core, r0*vd, r*vd), view(b.conv, r0*cd, r*cd), view(b.a, r0*vh, r*vh),
+				view(b.b, r0*vh, r*vh), st.rec[n.Index], n.ALog, n.DtBias, r, sh)
+			if i < len(ends) {
+				cp.CopyBuf(dst[i].rec[n.Index], st.rec[n.Index], recState)
+			}
+			r0 = r1
+		}
 	}
 	n.ops.RMSNormGated(b.core, b.core, b.z, n.Norm, rows*sh.VHeads, sh.DV, n.Eps)
 }

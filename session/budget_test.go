@@ -15,15 +15,15 @@ func TestStepTokens(t *testing.T) {
 	for _, c := range []struct {
 		rate float64
 		want int
-	}{{1000, stepBudget}, {40000, 1792}, {1e7, maxStepBudget}} {
+	}{{1000, stepBudget}, {10000, 1792}, {1e7, maxStepBudget}} {
 		e.prefillRate.Store(math.Float64bits(c.rate))
 		if got := e.stepTokens(); got != c.want {
 			t.Errorf("idle at %.0f tok/s: %d, want %d", c.rate, got, c.want)
 		}
 	}
-	// A longer idle step (limits.prefill_step_ms) takes more at once.
-	e.prefillRate.Store(math.Float64bits(10000))
-	e.idleStep = 4 * idleStepTime
+	// A shorter idle step (limits.prefill_step_ms) takes less at once.
+	e.prefillRate.Store(math.Float64bits(40000))
+	e.idleStep = idleStepTime / 4
 	if got := e.stepTokens(); got != 1792 {
 		t.Errorf("idle at 10000 tok/s, steps of %v: %d, want 1792", e.idleStep, got)
 	}

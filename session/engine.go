@@ -19,15 +19,19 @@ import (
 // stepBudget bounds the tokens one scheduler step prefills while other
 // steps wait, so that a long prompt is interleaved with other sessions'
 // decode steps. With nothing waiting a step may take up to idleStepTime
-// of prefill (at the throughput the engine has measured), up to
-// maxStepBudget tokens: on a GPU a 256-token step leaves most of the
-// device's throughput unused (an 8K cold prompt took 521 ms in 256-token
-// steps on an H200, where one 8K pass takes 308 ms), and a request that
-// arrives meanwhile waits for at most one such step.
+// of prefill (at the throughput the engine has measured; the model's
+// limits.prefill_step_ms), up to maxStepBudget tokens: on a GPU a 256-token
+// step leaves most of the device's throughput unused (an 8K cold prompt
+// took 521 ms in 256-token steps on an H200, where one 8K pass takes
+// 308 ms), and a request that arrives meanwhile waits for at most one such
+// step. 200 ms, not the 50 of before: a 4096-token Qwen3.5-27B prompt
+// (~9400 tok/s in long passes, ~6800 in 256-token ones) reached its first
+// token in 691 ms at 50, 548–580 at 200 and 508–520 at 500 or more (one
+// H200, snapshots inside the passes; docs/benchmarks.md).
 const (
 	stepBudget    = 256
 	maxStepBudget = 4096
-	idleStepTime  = 50 * time.Millisecond
+	idleStepTime  = 200 * time.Millisecond
 )
 
 // idleSpillBlocks is how many blocks an idle scheduler copies to the host

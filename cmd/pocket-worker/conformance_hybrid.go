@@ -108,6 +108,7 @@ func (c *conf) deltaNet() {
 		c.check("RMSNormGated", name, og, oh, s.rows*vd, tolExact)
 	}
 	c.deltaChunked()
+	c.deltaSegments()
 	// RMSNormGated into another buffer, wide rows.
 	for _, s := range [][2]int{{3, 1000}, {1, 4096}} {
 		rows, dim := s[0], s[1]

@@ -499,6 +499,7 @@ const (
 	kGather
 	kScatterIdx
 	kScatterW
+	kDeltaSnaps
 	numKinds
 )
 

@@ -8,6 +8,8 @@ package cuda
 import (
 	_ "embed"
 	"fmt"
+	"slices"
+	"unsafe"
 
 	"gorgonia.org/cu"
 
@@ -193,8 +195,31 @@ func (b *Backend) GatedDeltaRule(dst, qkv, a, bb, state kernels.Buf, aLog, dtBia
 		b.fail(fmt.Errorf("cuda: delta rule shape %+v (key head dim ≤ %d): %w", s, maxDeltaDK, kernels.ErrUnsupported))
 		return
 	}
+	b.deltaRule(m, deltaRows{dptr(dst), dptr(qkv), dptr(a), dptr(bb)}, dptr(state), aLog, dtBias, rows, s, 0)
+}
+
+// chunkedRows says whether a pass of rows takes the chunked form.
+func (m *hybridMod) chunkedRows(rows int, s kernels.DeltaShape) bool {
+	return m.chunked && rows > switches.deltaChunkFrom && s.DK <= maxChunkDK
+}
+
+// deltaRows are the device addresses of a delta-rule pass's row buffers.
+type deltaRows struct{ dst, qkv, a, b cu.DevicePtr }
+
+// at is r moved forward by rows rows.
+func (r deltaRows) at(rows int, s kernels.DeltaShape) deltaRows {
+	cd := cu.DevicePtr(4 * (2*s.KHeads*s.DK + s.VHeads*s.DV))
+	vh := cu.DevicePtr(4 * s.VHeads)
+	n := cu.DevicePtr(rows)
+	return deltaRows{r.dst + n*vh*cu.DevicePtr(s.DV), r.qkv + n*cd, r.a + n*vh, r.b + n*vh}
+}
+
+// deltaRule launches a pass of the delta rule (hybridEnter held); snaps,
+// for the chunked form only, is the device array of per-chunk snapshot
+// addresses of delta_chunk (0: none).
+func (b *Backend) deltaRule(m *hybridMod, r deltaRows, state cu.DevicePtr, aLog, dtBias kernels.Tensor, rows int, s kernels.DeltaShape, snaps cu.DevicePtr) {
 	al, dt := b.vecOf(aLog, "A_log"), b.vecOf(dtBias, "dt_bias")
-	if m.chunked && rows > switches.deltaChunkFrom && s.DK <= maxChunkDK {
+	if m.chunkedRows(rows, s) {
 		// The chunked form: the chunks' Gram matrices and l2 factors per key
 		// head first, then one block per value head and 32 state columns.
 		if err := b.chunkModule(m); err != nil {
@@ -204,19 +229,67 @@ func (b *Backend) GatedDeltaRule(dst, qkv, a, bb, state kernels.Buf, aLog, dtBia
 		chunks := cdiv(rows, deltaChunk)
 		kq := b.scratch(&m.kq, &m.kqN, int64(s.KHeads*chunks)*2*deltaChunk*deltaChunk*4)
 		inv := b.scratch(&m.inv, &m.invN, int64(rows*s.KHeads)*2*4)
-		b.launchFn(m.chunkKQ, chunks, s.KHeads, 256, ptr(kq), ptr(inv), ptr(dptr(qkv)), i32(rows), i32(s.KHeads),
+		b.launchFn(m.chunkKQ, chunks, s.KHeads, 256, ptr(kq), ptr(inv), ptr(r.qkv), i32(rows), i32(s.KHeads),
 			i32(s.VHeads), i32(s.DK), i32(s.DV))
-		b.launchFn(m.chunk, s.VHeads*cdiv(s.DV, 32), 1, 256, ptr(dptr(dst)), ptr(dptr(qkv)), ptr(dptr(a)),
-			ptr(dptr(bb)), ptr(dptr(state)), ptr(al), ptr(dt), ptr(kq), ptr(inv), i32(rows), i32(s.KHeads),
-			i32(s.VHeads), i32(s.DK), i32(s.DV))
+		b.launchFn(m.chunk, s.VHeads*cdiv(s.DV, 32), 1, 256, ptr(r.dst), ptr(r.qkv), ptr(r.a),
+			ptr(r.b), ptr(state), ptr(al), ptr(dt), ptr(kq), ptr(inv), i32(rows), i32(s.KHeads),
+			i32(s.VHeads), i32(s.DK), i32(s.DV), ptr(snaps))
 		return
 	}
 	f := m.delta
 	if switches.deltaLean {
 		f = m.deltaLean
 	}
-	b.runHybrid(f, s.VHeads*cdiv(s.DV, 32), 1, 256, ptr(dptr(dst)), ptr(dptr(qkv)), ptr(dptr(a)), ptr(dptr(bb)),
-		ptr(dptr(state)), ptr(al), ptr(dt), i32(rows), i32(s.KHeads), i32(s.VHeads), i32(s.DK), i32(s.DV))
+	b.runHybrid(f, s.VHeads*cdiv(s.DV, 32), 1, 256, ptr(r.dst), ptr(r.qkv), ptr(r.a), ptr(r.b),
+		ptr(state), ptr(al), ptr(dt), i32(rows), i32(s.KHeads), i32(s.VHeads), i32(s.DK), i32(s.DV))
+}
+
+var _ kernels.DeltaSegmenter = (*Backend)(nil)
+
+// GatedDeltaRuleSegments implements kernels.DeltaSegmenter. Consecutive
+// passes that would each take the chunked form, and whose boundaries fall
+// on the first one's chunk boundaries, are one delta_chunk launch that
+// writes the state at those boundaries (the chunks are the same, so are
+// the results); any other pass runs alone, its snapshot a device copy.
+func (b *Backend) GatedDeltaRuleSegments(dst, qkv, a, bb, state kernels.Buf, aLog, dtBias kernels.Tensor, rows int, s kernels.DeltaShape, ends []int, snaps []kernels.Buf) {
+	m, ok := b.hybridEnter()
+	defer b.exit()
+	if !ok {
+		return
+	}
+	if s.DK < 1 || s.DK > maxDeltaDK || s.DV < 1 || s.KHeads < 1 || s.VHeads%s.KHeads != 0 {
+		b.fail(fmt.Errorf("cuda: delta rule shape %+v (key head dim ≤ %d): %w", s, maxDeltaDK, kernels.ErrUnsupported))
+		return
+	}
+	if len(snaps) != len(ends) {
+		b.fail(fmt.Errorf("cuda: %d snapshots for %d segment ends", len(snaps), len(ends)))
+		return
+	}
+	bounds := append(slices.Clone(ends), rows)
+	base := deltaRows{dptr(dst), dptr(qkv), dptr(a), dptr(bb)}
+	st, n := dptr(state), int64(s.RecStateLen())*4
+	r0 := 0
+	for k := 0; k < len(bounds); {
+		j := k // the run: passes k..j from r0
+		if m.chunkedRows(bounds[k]-r0, s) {
+			for j+1 < len(bounds) && (bounds[j]-r0)%deltaChunk == 0 && m.chunkedRows(bounds[j+1]-bounds[j], s) {
+				j++
+			}
+		}
+		var addrs cu.DevicePtr
+		if j > k { // snapshots inside the run, by chunk
+			per := make([]uint64, cdiv(bounds[j]-r0, deltaChunk))
+			for x := k; x < j; x++ {
+				per[(bounds[x]-r0)/deltaChunk-1] = uint64(dptr(snaps[x]))
+			}
+			addrs = b.put(kDeltaSnaps, unsafe.Slice((*uint32)(unsafe.Pointer(&per[0])), 2*len(per)))
+		}
+		b.deltaRule(m, base.at(r0, s), st, aLog, dtBias, bounds[j]-r0, s, addrs)
+		if j < len(ends) { // the run ends on a snapshot
+			b.fail(cu.MemcpyDtoDAsync(dptr(snaps[j]), st, n, b.stream))
+		}
+		r0, k = bounds[j], j+1
+	}
 }
 
 // RMSNormGated implements kernels.HybridOps: one block per row.

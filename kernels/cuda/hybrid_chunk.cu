@@ -147,10 +147,17 @@ extern "C" __global__ void __launch_bounds__(256)
 // Two blocks per SM (≤ 128 registers): the grid is 192 blocks for
 // Qwen3.5-27B's 48 value heads, each walking every chunk of the pass, so
 // one per SM would leave a second wave.
+//
+// snap, when not null, holds a device address per chunk: after chunk c the
+// state is also written to snap[c] (same [vheads, dk, dv] layout) where
+// that is not zero. A prefill pass that keeps the hybrid's snapshots at
+// chunk boundaries inside it (GatedDeltaRuleSegments) so runs as one
+// launch, where segment by segment it paid a launch pair, a state round
+// trip and a tail wave per segment (~2 ms a snapshot on Qwen3.5-27B).
 extern "C" __global__ void __launch_bounds__(256, 2)
     delta_chunk(float* out, const float* qkv, const float* a, const float* b, float* state, const float* aLog,
                 const float* dtBias, const float* kq, const float* inv, int rows, int kheads, int vheads, int dk,
-                int dv) {
+                int dv, const unsigned long long* snap) {
     __shared__ __align__(16) float ss[DKC * 32];  // state rows i, columns of the tile
     __shared__ __align__(16) float r[DC * DC];    // K̂,Q̂ slices; A; P; decayed K̂ slices
     __shared__ __align__(16) float ws[DC * 32];   // W, then U
@@ -345,6 +352,15 @@ extern "C" __global__ void __launch_bounds__(256, 2)
             for (int m = 0; m < 4; m++) {
                 int i = d0 + 4 * warp + m;
                 ss[i * 32 + lane] = en * ss[i * 32 + lane] + acc[m];
+            }
+        }
+        if (snap != nullptr) {
+            unsigned long long sp = snap[c];  // the same for the whole block
+            if (sp != 0) {
+                __syncthreads();  // every warp's rows of the updated state
+                float* D = (float*)sp + (long)h * dk * dv;
+                for (int i = warp; i < dk; i += 8)
+                    if (col) D[(long)i * dv + jg] = ss[i * 32 + lane];
             }
         }
         // The next chunk's first writes to gs/eg/dn/be/fq/fk come before its
