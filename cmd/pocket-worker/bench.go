@@ -31,7 +31,7 @@ type benchResult struct {
 	// the pass every --marks-every tokens (models.MarkingState, as the
 	// daemon does), with the logits before each.
 	MarkedTTFTms float64 `json:"ttft_marked_ms,omitempty"`
-	WeightBytes       int64   `json:"weight_bytes"`
+	WeightBytes  int64   `json:"weight_bytes"`
 	// DecodeReadBytes ("active read bytes", models.Model.DecodeReadBytes)
 	// is the weight bytes one decode step reads: everything but an untied
 	// embedding table (one row of it) and, in each mixture-of-experts
