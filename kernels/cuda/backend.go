@@ -297,6 +297,14 @@ func ptr(p cu.DevicePtr) uint64 { return uint64(p) }
 func i32(v int) uint64          { return uint64(uint32(int32(v))) }
 func f32(v float32) uint64      { return uint64(math.Float32bits(v)) }
 
+// flag is a kernel's int argument 1 for true, 0 for false.
+func flag(v bool) uint64 {
+	if v {
+		return 1
+	}
+	return 0
+}
+
 // run launches kernel f of kernels.cu.
 func (b *Backend) run(f, gx, gy, bx int, args ...uint64) { b.launchFn(b.fn[f], gx, gy, bx, args...) }
 

@@ -24,8 +24,14 @@
 // (≥ CMAXK rows) fill the GPU. The first chunk reads the state and is the
 // one that writes it back: the other chunks start their windows from x
 // (chunk ≥ K-1 rows before them), so nothing else reads the state.
+//
+// lean (POCKET_HYBRID_LEAN, the default) takes the SiLU's sigmoid in float
+// (__expf) rather than double, as the lean delta rule does its gates: a
+// double exp is a long dependent chain in a kernel that is one in the
+// decode step's critical path.
 template <int K>
-__device__ void conv1d(float* dst, const float* x, float* state, const void* w, int wdt, int rows, int ch, int chunk) {
+__device__ void conv1d(float* dst, const float* x, float* state, const void* w, int wdt, int rows, int ch, int chunk,
+                       int lean) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     int t0 = blockIdx.y * chunk, t1 = min(t0 + chunk, rows);
     pdlLaunchDependents();
@@ -51,7 +57,7 @@ __device__ void conv1d(float* dst, const float* x, float* state, const void* w, 
 #pragma unroll
         for (int j = 0; j < K - 1; j++) acc = __fadd_rn(acc, __fmul_rn(wt[j], win[j]));
         acc = __fadd_rn(acc, __fmul_rn(wt[K - 1], cur));
-        dst[(long)t * ch + c] = acc * sigmoidD(acc);
+        dst[(long)t * ch + c] = lean ? acc / (1.f + __expf(-acc)) : acc * sigmoidD(acc);
 #pragma unroll
         for (int j = 0; j < K - 2; j++) win[j] = win[j + 1];
         if (K > 1) win[K - 2] = cur;
@@ -69,8 +75,8 @@ __device__ void conv1d(float* dst, const float* x, float* state, const void* w, 
 
 #define CONV(K)                                                                                                 \
     extern "C" __global__ void causal_conv1d_##K(float* dst, const float* x, float* state, const void* w, int wdt, \
-                                                int rows, int ch, int chunk) {                                  \
-        conv1d<K>(dst, x, state, w, wdt, rows, ch, chunk);                                                      \
+                                                int rows, int ch, int chunk, int lean) {                        \
+        conv1d<K>(dst, x, state, w, wdt, rows, ch, chunk, lean);                                                \
     }
 CONV(1)
 CONV(2)
@@ -282,12 +288,58 @@ extern "C" __global__ void rms_norm_gated(float* dst, const float* x, const floa
     }
 }
 
+// rms_norm_gated_l is rms_norm_gated in float (POCKET_HYBRID_LEAN, the
+// default) for rows of at most 4 elements a thread: each thread loads its
+// x and z together (one round trip after the wait, where the other form
+// loads z only after the sum), sums in float, and takes the gate's sigmoid
+// by __expf. The CPU's float64 sums differ from these by float rounding,
+// far inside the CUDA backend's tolerance.
+extern "C" __global__ void rms_norm_gated_l(float* dst, const float* x, const float* z, const float* w, int dim,
+                                            float eps) {
+    __shared__ float part[32];
+    long r = blockIdx.x;
+    const float* xr = x + r * dim;
+    const float* zr = z + r * dim;
+    float wv[4], xv[4], zv[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        int i = threadIdx.x + k * blockDim.x;
+        wv[k] = i < dim ? w[i] : 0.f;
+    }
+    pdlLaunchDependents();
+    pdlWait();
+    float ss = 0.f;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        int i = threadIdx.x + k * blockDim.x;
+        xv[k] = i < dim ? xr[i] : 0.f;
+        zv[k] = i < dim ? zr[i] : 0.f;
+    }
+#pragma unroll
+    for (int k = 0; k < 4; k++) ss += xv[k] * xv[k];
+    ss = warpSum(ss);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    float tot = 0.f;
+    for (int i = 0; i < (int)(blockDim.x >> 5); i++) tot += part[i];
+    float inv = rsqrtf(tot / dim + eps);
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        int i = threadIdx.x + k * blockDim.x;
+        float g = zv[k];
+        if (i < dim) dst[r * dim + i] = __fmul_rn(__fmul_rn(__fmul_rn(xv[k], inv), wv[k]), g / (1.f + __expf(-g)));
+    }
+}
+
 // x *= sigmoid(gate): the gated attention of Qwen3-Next/Qwen3.5 between the
 // decode attention and the output projection, on PDL like the kernels
-// above (launched without it the wait returns at once).
-extern "C" __global__ void sigmoid_mul(float* x, const float* gate, long n) {
+// above (launched without it the wait returns at once); lean as conv1d.
+extern "C" __global__ void sigmoid_mul(float* x, const float* gate, long n, int lean) {
     pdlLaunchDependents();
     pdlWait();
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) x[i] *= sigmoidD(gate[i]);
+    if (i < n) {
+        float g = gate[i];
+        x[i] *= lean ? 1.f / (1.f + __expf(-g)) : sigmoidD(g);
+    }
 }

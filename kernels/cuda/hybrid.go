@@ -57,7 +57,9 @@ type hybridMod struct {
 	delta     cFunc
 	deltaLean cFunc // gated_delta_rule_l (the default; POCKET_DELTA_LEAN=0 takes delta)
 	normGated cFunc
-	sigmoid   cFunc
+	// normGatedLean is rms_norm_gated_l (POCKET_HYBRID_LEAN, the default).
+	normGatedLean cFunc
+	sigmoid       cFunc
 
 	// The chunked kernels' module (hybrid_chunk.cu), loaded on the first
 	// chunked pass only (decode-only workers never need it).
@@ -90,7 +92,7 @@ func (b *Backend) hybridModule() (*hybridMod, error) {
 		return m, nil
 	}
 	names := map[string]*cFunc{"gated_delta_rule": &m.delta, "gated_delta_rule_l": &m.deltaLean,
-		"rms_norm_gated": &m.normGated, "sigmoid_mul": &m.sigmoid}
+		"rms_norm_gated": &m.normGated, "rms_norm_gated_l": &m.normGatedLean, "sigmoid_mul": &m.sigmoid}
 	for k := 1; k <= maxConvKernel; k++ {
 		names[fmt.Sprintf("causal_conv1d_%d", k)] = &m.conv[k-1]
 	}
@@ -177,7 +179,7 @@ func (b *Backend) CausalConv1D(dst, x, state kernels.Buf, w kernels.Tensor, rows
 	// Rows per block: whole passes up to convChunk rows (a decode step is
 	// one), chunks of it beyond (hybrid.cu: conv1d).
 	b.runHybrid(m.conv[s.ConvKernel-1], cdiv(ch, 128), cdiv(rows, convChunk), 128, ptr(dptr(dst)), ptr(dptr(x)),
-		ptr(dptr(state)), ptr(t.data), uint64(t.w.DType), i32(rows), i32(ch), i32(convChunk))
+		ptr(dptr(state)), ptr(t.data), uint64(t.w.DType), i32(rows), i32(ch), i32(convChunk), flag(switches.hybridLean))
 }
 
 // GatedDeltaRule implements kernels.HybridOps: one block per value head
@@ -300,8 +302,11 @@ func (b *Backend) RMSNormGated(dst, x, z kernels.Buf, w kernels.Tensor, rows, di
 		return
 	}
 	wv := b.vecOf(w, "gated norm weight")
-	b.runHybrid(m.normGated, rows, 1, min(256, 32*cdiv(dim, 32)), ptr(dptr(dst)), ptr(dptr(x)), ptr(dptr(z)), ptr(wv),
-		i32(dim), f32(eps))
+	f, bx := m.normGated, min(256, 32*cdiv(dim, 32))
+	if switches.hybridLean && dim <= 4*bx {
+		f = m.normGatedLean
+	}
+	b.runHybrid(f, rows, 1, bx, ptr(dptr(dst)), ptr(dptr(x)), ptr(dptr(z)), ptr(wv), i32(dim), f32(eps))
 }
 
 // runHybrid launches f with programmatic dependent launch unless
@@ -328,5 +333,5 @@ func (b *Backend) SigmoidMul(x, gate kernels.Buf, n int) {
 	if !ok {
 		return
 	}
-	b.runHybrid(m.sigmoid, cdiv(n, 256), 1, 256, ptr(dptr(x)), ptr(dptr(gate)), uint64(n))
+	b.runHybrid(m.sigmoid, cdiv(n, 256), 1, 256, ptr(dptr(x)), ptr(dptr(gate)), uint64(n), flag(switches.hybridLean))
 }
