@@ -88,6 +88,21 @@ type DeltaSegmenter interface {
 	GatedDeltaRuleSegments(dst, qkv, a, b, state Buf, aLog, dtBias Tensor, rows int, s DeltaShape, ends []int, snaps []Buf)
 }
 
+// Segments calls f with the rows [r0, r1) of each pass i of a
+// DeltaSegmenter call over rows ending at ends: what it stands for, one
+// pass after another.
+func Segments(ends []int, rows int, f func(i, r0, r1 int)) {
+	r0 := 0
+	for i := 0; i <= len(ends); i++ {
+		r1 := rows
+		if i < len(ends) {
+			r1 = ends[i]
+		}
+		f(i, r0, r1)
+		r0 = r1
+	}
+}
+
 // MemoryRoom is an optional extension of Backend whose buffers live in a
 // memory of its own: the bytes that can still be allocated there, so that
 // an optional copy (a state snapshot kept on the device) is declined

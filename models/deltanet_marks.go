@@ -207,19 +207,13 @@ func (n *DeltaNet) markedMix(p *Pass, st *DeltaState, b deltaBufs) {
 			cp.CopyBuf(dst[i].conv[n.Index], view(b.qkv, (e-window)*cd, window*cd), convState)
 		}
 	} else {
-		r0 := 0
-		for i := 0; i <= len(ends); i++ {
-			r1 := rows
-			if i < len(ends) {
-				r1 = ends[i]
-			}
+		kernels.Segments(ends, rows, func(i, r0, r1 int) {
 			r := r1 - r0
 			n.ops.CausalConv1D(view(b.conv, r0*cd, r*cd), view(b.qkv, r0*cd, r*cd), st.conv[n.Index], n.Conv, r, sh)
 			if i < len(ends) {
 				cp.CopyBuf(dst[i].conv[n.Index], st.conv[n.Index], convState)
 			}
-			r0 = r1
-		}
+		})
 	}
 	if seg, ok := n.ops.(kernels.DeltaSegmenter); ok {
 		snaps := make([]kernels.Buf, len(dst))
@@ -228,20 +222,14 @@ func (n *DeltaNet) markedMix(p *Pass, st *DeltaState, b deltaBufs) {
 		}
 		seg.GatedDeltaRuleSegments(b.core, b.conv, b.a, b.b, st.rec[n.Index], n.ALog, n.DtBias, rows, sh, ends, snaps)
 	} else {
-		r0 := 0
-		for i := 0; i <= len(ends); i++ {
-			r1 := rows
-			if i < len(ends) {
-				r1 = ends[i]
-			}
+		kernels.Segments(ends, rows, func(i, r0, r1 int) {
 			r := r1 - r0
 			n.ops.GatedDeltaRule(view(b.core, r0*vd, r*vd), view(b.conv, r0*cd, r*cd), view(b.a, r0*vh, r*vh),
 				view(b.b, r0*vh, r*vh), st.rec[n.Index], n.ALog, n.DtBias, r, sh)
 			if i < len(ends) {
 				cp.CopyBuf(dst[i].rec[n.Index], st.rec[n.Index], recState)
 			}
-			r0 = r1
-		}
+		})
 	}
 	n.ops.RMSNormGated(b.core, b.core, b.z, n.Norm, rows*sh.VHeads, sh.DV, n.Eps)
 }

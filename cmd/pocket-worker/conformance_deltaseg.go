@@ -54,20 +54,14 @@ func (c *conf) deltaSegmentsOne(sh kernels.DeltaShape, rows int, ends []int) {
 			g.GatedDeltaRuleSegments(out, d.xg, d.ag, d.bg, state, d.alg, d.dtg, rows, sh, ends, snaps)
 			return
 		}
-		r0 := 0
-		for i := 0; i <= len(ends); i++ {
-			r1 := rows
-			if i < len(ends) {
-				r1 = ends[i]
-			}
+		kernels.Segments(ends, rows, func(i, r0, r1 int) {
 			r := r1 - r0
 			g.GatedDeltaRule(g.ViewBuf(out, r0*vd, r*vd), g.ViewBuf(d.xg, r0*cd, r*cd), g.ViewBuf(d.ag, r0*vh, r*vh),
 				g.ViewBuf(d.bg, r0*vh, r*vh), state, d.alg, d.dtg, r, sh)
 			if i < len(ends) {
 				g.CopyBuf(snaps[i], state, rl)
 			}
-			r0 = r1
-		}
+		})
 		return
 	}
 	oj, sj, pj := run(true)

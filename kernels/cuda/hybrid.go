@@ -193,11 +193,20 @@ func (b *Backend) GatedDeltaRule(dst, qkv, a, bb, state kernels.Buf, aLog, dtBia
 	if !ok {
 		return
 	}
-	if s.DK < 1 || s.DK > maxDeltaDK || s.DV < 1 || s.KHeads < 1 || s.VHeads%s.KHeads != 0 {
-		b.fail(fmt.Errorf("cuda: delta rule shape %+v (key head dim ≤ %d): %w", s, maxDeltaDK, kernels.ErrUnsupported))
+	if !b.deltaShapeOK(s) {
 		return
 	}
 	b.deltaRule(m, deltaRows{dptr(dst), dptr(qkv), dptr(a), dptr(bb)}, dptr(state), aLog, dtBias, rows, s, 0)
+}
+
+// deltaShapeOK fails the backend for a shape the delta-rule kernels do
+// not take.
+func (b *Backend) deltaShapeOK(s kernels.DeltaShape) bool {
+	if s.DK < 1 || s.DK > maxDeltaDK || s.DV < 1 || s.KHeads < 1 || s.VHeads%s.KHeads != 0 {
+		b.fail(fmt.Errorf("cuda: delta rule shape %+v (key head dim ≤ %d): %w", s, maxDeltaDK, kernels.ErrUnsupported))
+		return false
+	}
+	return true
 }
 
 // chunkedRows says whether a pass of rows takes the chunked form.
@@ -259,8 +268,7 @@ func (b *Backend) GatedDeltaRuleSegments(dst, qkv, a, bb, state kernels.Buf, aLo
 	if !ok {
 		return
 	}
-	if s.DK < 1 || s.DK > maxDeltaDK || s.DV < 1 || s.KHeads < 1 || s.VHeads%s.KHeads != 0 {
-		b.fail(fmt.Errorf("cuda: delta rule shape %+v (key head dim ≤ %d): %w", s, maxDeltaDK, kernels.ErrUnsupported))
+	if !b.deltaShapeOK(s) {
 		return
 	}
 	if len(snaps) != len(ends) {
