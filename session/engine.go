@@ -26,7 +26,7 @@ import (
 // 308 ms), and a request that arrives meanwhile waits for at most one such
 // step. 200 ms, not the 50 of before: a 4096-token Qwen3.5-27B prompt
 // (~9400 tok/s in long passes, ~6800 in 256-token ones) reached its first
-// token in 691 ms at 50, 548–580 at 200 and 508–520 at 500 or more (one
+// token in 691 ms at 50, 537–580 at 200 and 488–522 at 500 or more (one
 // H200, snapshots inside the passes; docs/benchmarks.md).
 const (
 	stepBudget    = 256
@@ -70,7 +70,7 @@ type engine struct {
 	hold      bool            // snapshots held by the runner where it can (ModelConfig.HostSnapshots off)
 	// marking: held snapshots are taken inside a pass (models.MarkingState)
 	// rather than at the ends of passes split on the snapshot positions;
-	// cleared for good when the runner declines.
+	// cleared for good when the runner cannot mark at all.
 	marking  bool
 	limit    int
 	idleStep time.Duration // stepTokens' step time with nothing waiting
