@@ -8,11 +8,12 @@ import "golang.org/x/sys/cpu"
 // scalar Go ones decode a weight at a time: a Qwen3-0.6B-shaped Q4_K_M ran
 // at 6 tok/s on two cores, 5% of what its bytes allow. The formats most
 // GGUF files are made of get AVX2+FMA loops (kdot_amd64.s): Q2_K to Q6_K
-// (the K-quant mixes Q2_K to Q5_K_M), Q8_0 and Q4_0, and the
-// non-linear IQ4_NL and IQ4_XS. Each loop unpacks a block's scales itself into the
+// (the K-quant mixes Q2_K to Q5_K_M), the legacy Q8_0, Q4_0, Q4_1, Q5_0
+// and Q5_1 (the K-quant mixes' fallback for rows not a multiple of 256),
+// and the non-linear IQ4_NL, IQ4_XS and MXFP4. Each loop unpacks a block's scales itself into the
 // float32 products the scalar decoders form (d·s and dmin·m for Q2_K, Q4_K, Q5_K,
-// d·scale for Q3_K and Q6_K, d for Q8_0, Q4_0 and IQ4_NL, d·(scale−32) for IQ4_XS; d by
-// F16C, exactly), so every weight is the dequantized one bit for bit,
+// d·scale for Q3_K and Q6_K, d for Q8_0, Q4_0, Q5_0 and IQ4_NL, d and m for Q4_1 and
+// Q5_1, d·(scale−32) for IQ4_XS, MXFP4's power of two; d by F16C, exactly), so every weight is the dequantized one bit for bit,
 // eight at a time; only the order of the sums differs. (Unpacking the
 // scales in Go first cost as much as the dot products.)
 var haveKDot = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
@@ -44,6 +45,18 @@ func q40DotAVX2(row *byte, x *float32, nb int) float32
 //go:noescape
 func iq4xsDotAVX2(row *byte, x *float32, nb int) float32
 
+//go:noescape
+func q41DotAVX2(row *byte, x *float32, nb int) float32
+
+//go:noescape
+func q50DotAVX2(row *byte, x *float32, nb int) float32
+
+//go:noescape
+func q51DotAVX2(row *byte, x *float32, nb int) float32
+
+//go:noescape
+func mxfp4DotAVX2(row *byte, x *float32, nb int) float32
+
 // kdot runs f over row's blocks of size bytes, false where there is no
 // AVX2 (or no block).
 func kdot(f func(row *byte, x *float32, nb int) float32, size int, row []byte, x []float32) (float32, bool) {
@@ -62,3 +75,7 @@ func dotQ8_0Fast(row []byte, x []float32) (float32, bool)  { return kdot(q80DotA
 func dotIQ4NLFast(row []byte, x []float32) (float32, bool) { return kdot(iq4nlDotAVX2, 18, row, x) }
 func dotQ4_0Fast(row []byte, x []float32) (float32, bool)  { return kdot(q40DotAVX2, 18, row, x) }
 func dotIQ4XSFast(row []byte, x []float32) (float32, bool) { return kdot(iq4xsDotAVX2, 136, row, x) }
+func dotQ4_1Fast(row []byte, x []float32) (float32, bool)  { return kdot(q41DotAVX2, 20, row, x) }
+func dotQ5_0Fast(row []byte, x []float32) (float32, bool)  { return kdot(q50DotAVX2, 22, row, x) }
+func dotQ5_1Fast(row []byte, x []float32) (float32, bool)  { return kdot(q51DotAVX2, 24, row, x) }
+func dotMXFP4Fast(row []byte, x []float32) (float32, bool) { return kdot(mxfp4DotAVX2, 17, row, x) }

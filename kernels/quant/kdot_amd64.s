@@ -639,3 +639,174 @@ q2kblock:
 	DECQ CX
 	JNZ q2kblock
 	KDOT_SUM
+
+// The legacy 32-weight formats with a min or a fifth bit (Q4_1, Q5_0,
+// Q5_1) and MXFP4. A block's 16 quant bytes hold elements 0..15 in their
+// low nibbles and 16..31 in their high ones, as in Q4_0.
+
+DATA kdotMXFP4<>+0(SB)/8, $0x0c08060403020100
+DATA kdotMXFP4<>+8(SB)/8, $0xf4f8fafcfdfeff00
+GLOBL kdotMXFP4<>(SB), RODATA|NOPTR, $16
+// Q5: qh's byte 0 to elements 0..7, byte 1 to 8..15 (and 2, 3 to
+// 16..31), then the bit of each element's own position.
+DATA kdotQ5Lo<>+0(SB)/8, $0x0000000000000000
+DATA kdotQ5Lo<>+8(SB)/8, $0x0101010101010101
+GLOBL kdotQ5Lo<>(SB), RODATA|NOPTR, $16
+DATA kdotQ5Hi<>+0(SB)/8, $0x0202020202020202
+DATA kdotQ5Hi<>+8(SB)/8, $0x0303030303030303
+GLOBL kdotQ5Hi<>(SB), RODATA|NOPTR, $16
+DATA kdotBits<>+0(SB)/8, $0x8040201008040201
+DATA kdotBits<>+8(SB)/8, $0x8040201008040201
+GLOBL kdotBits<>(SB), RODATA|NOPTR, $16
+DATA kdotB16<>+0(SB)/4, $0x10101010
+GLOBL kdotB16<>(SB), RODATA|NOPTR, $4
+
+// NIB_SPLIT: the 16 quant bytes at qb(SI) as elements 0..15 in X5 and
+// 16..31 in X4 (X14: the nibble mask).
+#define NIB_SPLIT(qb) \
+	VMOVDQU qb(SI), X4 \
+	VPAND X14, X4, X5 \
+	VPSRLW $4, X4, X4 \
+	VPAND X14, X4, X4
+
+// Q5_HIGH ors the fifth bits of the u32 at qh(SI) (bit k: element k),
+// as 0x10, into X5 (elements 0..15) and X4 (16..31) (X13: 0x10 bytes).
+#define Q5_HIGH(qh) \
+	VMOVD qh(SI), X15 \
+	VPSHUFB kdotQ5Lo<>(SB), X15, X12 \
+	VPAND kdotBits<>(SB), X12, X12 \
+	VPCMPEQB kdotBits<>(SB), X12, X12 \
+	VPAND X13, X12, X12 \
+	VPOR X12, X5, X5 \
+	VPSHUFB kdotQ5Hi<>(SB), X15, X12 \
+	VPAND kdotBits<>(SB), X12, X12 \
+	VPCMPEQB kdotBits<>(SB), X12, X12 \
+	VPAND X13, X12, X12 \
+	VPOR X12, X4, X4
+
+// WIDEN32: the 32 bytes of X5 (0..15) and X4 (16..31) as float32 in
+// Y7..Y10, each byte sign- (ext VPMOVSXBD) or zero-extended (VPMOVZXBD).
+#define WIDEN32(ext) \
+	ext X5, Y7 \
+	VPSHUFD $0xee, X5, X5 \
+	ext X5, Y8 \
+	ext X4, Y9 \
+	VPSHUFD $0xee, X4, X4 \
+	ext X4, Y10 \
+	VCVTDQ2PS Y7, Y7 \
+	VCVTDQ2PS Y8, Y8 \
+	VCVTDQ2PS Y9, Y9 \
+	VCVTDQ2PS Y10, Y10
+
+// SCALE32 multiplies Y7..Y10 by Y6 (and adds Y11 where min: q·d + m,
+// rounded after each, as mulAdd) and accumulates their products with the
+// 32 floats at DI.
+#define SCALE32 \
+	VMULPS Y6, Y7, Y7 \
+	VMULPS Y6, Y8, Y8 \
+	VMULPS Y6, Y9, Y9 \
+	VMULPS Y6, Y10, Y10
+#define ADDMIN32 \
+	VADDPS Y11, Y7, Y7 \
+	VADDPS Y11, Y8, Y8 \
+	VADDPS Y11, Y9, Y9 \
+	VADDPS Y11, Y10, Y10
+#define FMA32 \
+	VFMADD231PS (DI), Y7, Y0 \
+	VFMADD231PS 32(DI), Y8, Y1 \
+	VFMADD231PS 64(DI), Y9, Y2 \
+	VFMADD231PS 96(DI), Y10, Y3
+
+// F16_BCAST broadcasts the f16 at off(SI) into reg (F16C: exact).
+#define F16_BCAST(off, reg, xreg) \
+	MOVWLZX off(SI), AX \
+	MOVQ AX, xreg \
+	VCVTPH2PS xreg, xreg \
+	VBROADCASTSS xreg, reg
+
+// NEXT32: the next block of size bytes, the loop's label loop.
+#define NEXT32(size, loop) \
+	ADDQ $size, SI \
+	ADDQ $128, DI \
+	DECQ CX \
+	JNZ loop
+
+// func q41DotAVX2(row *byte, x *float32, nb int) float32
+// Weight = q·d + m, as decodeQ4_1.
+TEXT ·q41DotAVX2(SB), NOSPLIT, $0-28
+	KDOT_BEGIN
+	VPBROADCASTD kdotNib<>(SB), X14
+q41block:
+	F16_BCAST(0, Y6, X6)
+	F16_BCAST(2, Y11, X11)
+	NIB_SPLIT(4)
+	WIDEN32(VPMOVZXBD)
+	SCALE32
+	ADDMIN32
+	FMA32
+	NEXT32(20, q41block)
+	KDOT_SUM
+
+// func q50DotAVX2(row *byte, x *float32, nb int) float32
+// Weight = (q−16)·d with q's fifth bit from qh, as decodeQ5_0.
+TEXT ·q50DotAVX2(SB), NOSPLIT, $0-28
+	KDOT_BEGIN
+	VPBROADCASTD kdotNib<>(SB), X14
+	VPBROADCASTD kdotB16<>(SB), X13
+q50block:
+	F16_BCAST(0, Y6, X6)
+	NIB_SPLIT(6)
+	Q5_HIGH(2)
+	VPSUBB X13, X5, X5
+	VPSUBB X13, X4, X4
+	WIDEN32(VPMOVSXBD)
+	SCALE32
+	FMA32
+	NEXT32(22, q50block)
+	KDOT_SUM
+
+// func q51DotAVX2(row *byte, x *float32, nb int) float32
+// Weight = q·d + m with q's fifth bit from qh, as decodeQ5_1.
+TEXT ·q51DotAVX2(SB), NOSPLIT, $0-28
+	KDOT_BEGIN
+	VPBROADCASTD kdotNib<>(SB), X14
+	VPBROADCASTD kdotB16<>(SB), X13
+q51block:
+	F16_BCAST(0, Y6, X6)
+	F16_BCAST(2, Y11, X11)
+	NIB_SPLIT(8)
+	Q5_HIGH(4)
+	WIDEN32(VPMOVZXBD)
+	SCALE32
+	ADDMIN32
+	FMA32
+	NEXT32(24, q51block)
+	KDOT_SUM
+
+// func mxfp4DotAVX2(row *byte, x *float32, nb int) float32
+// Weight = kvalue·d with d = 2^(e−128) from the E8M0 byte e (as e8m0Half:
+// subnormal bits for e < 2), as decodeMXFP4.
+TEXT ·mxfp4DotAVX2(SB), NOSPLIT, $0-28
+	KDOT_BEGIN
+	VPBROADCASTD kdotNib<>(SB), X14
+	VMOVDQU kdotMXFP4<>(SB), X13
+mxfp4block:
+	MOVBLZX (SI), AX
+	LEAL -1(AX), DX
+	SHLL $23, DX
+	MOVL $0x00200000, R8
+	MOVL $0x00400000, R9
+	CMPL AX, $1
+	CMOVLEQ R9, R8
+	CMPL AX, $2
+	CMOVLCS R8, DX
+	MOVL DX, X6
+	VBROADCASTSS X6, Y6
+	NIB_SPLIT(1)
+	VPSHUFB X5, X13, X5
+	VPSHUFB X4, X13, X4
+	WIDEN32(VPMOVSXBD)
+	SCALE32
+	FMA32
+	NEXT32(17, mxfp4block)
+	KDOT_SUM

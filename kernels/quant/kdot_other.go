@@ -19,3 +19,11 @@ func dotQ4_0Fast(row []byte, x []float32) (float32, bool) { return 0, false }
 func dotQ3KFast(row []byte, x []float32) (float32, bool) { return 0, false }
 
 func dotQ2KFast(row []byte, x []float32) (float32, bool) { return 0, false }
+
+func dotQ4_1Fast(row []byte, x []float32) (float32, bool) { return 0, false }
+
+func dotQ5_0Fast(row []byte, x []float32) (float32, bool) { return 0, false }
+
+func dotQ5_1Fast(row []byte, x []float32) (float32, bool) { return 0, false }
+
+func dotMXFP4Fast(row []byte, x []float32) (float32, bool) { return 0, false }

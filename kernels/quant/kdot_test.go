@@ -27,6 +27,10 @@ func TestKDotFast(t *testing.T) {
 		{kernels.IQ4_XS, dotIQ4XSFast, dotIQ4XS},
 		{kernels.Q4_0, dotQ4_0Fast, dotQ4_0},
 		{kernels.Q8_0, dotQ8_0Fast, dotQ8_0},
+		{kernels.Q4_1, dotQ4_1Fast, blockDot(decodeQ4_1, 32, 20)},
+		{kernels.Q5_0, dotQ5_0Fast, blockDot(decodeQ5_0, 32, 22)},
+		{kernels.Q5_1, dotQ5_1Fast, blockDot(decodeQ5_1, 32, 24)},
+		{kernels.MXFP4, dotMXFP4Fast, blockDot(decodeMXFP4, 32, 17)},
 	} {
 		for _, blocks := range []int{1, 2, 3, 16, 31, 48, 71} {
 			n := blocks * 256 // whole blocks of the 32-element formats too
@@ -55,6 +59,47 @@ func TestKDotFast(t *testing.T) {
 						t.Fatalf("%s %d blocks: %s %v, reference %v (diff %.3g of magnitude %.3g)", c.typ, blocks, name, got, ref, d, mag)
 					}
 				}
+			}
+		}
+	}
+}
+
+// TestKDotWeightsExact checks that the AVX2 loops of the 32-weight formats
+// form every weight exactly as the dequantizer does: dotted with a
+// one-hot x, a row gives that weight back exactly (one product, the rest
+// adds of zeros; a −0 weight comes back +0). MXFP4's scale bytes cover
+// its subnormal cases.
+func TestKDotWeightsExact(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, c := range []struct {
+		typ  kernels.DType
+		fast func([]byte, []float32) (float32, bool)
+	}{
+		{kernels.Q4_0, dotQ4_0Fast}, {kernels.Q4_1, dotQ4_1Fast}, {kernels.Q5_0, dotQ5_0Fast},
+		{kernels.Q5_1, dotQ5_1Fast}, {kernels.Q8_0, dotQ8_0Fast}, {kernels.IQ4_NL, dotIQ4NLFast},
+		{kernels.MXFP4, dotMXFP4Fast},
+	} {
+		for iter := 0; iter < 20; iter++ {
+			const n = 64
+			row := randomRow(r, c.typ, n)
+			if c.typ == kernels.MXFP4 {
+				row[0] = []byte{0, 1, 2, 127, 200}[iter%5]
+			}
+			w := make([]float32, n)
+			if err := DequantizeRow(c.typ, row, w); err != nil {
+				t.Fatal(err)
+			}
+			x := make([]float32, n)
+			for i := range n {
+				x[i] = 1
+				got, ok := c.fast(row, x)
+				if !ok {
+					t.Skip("no AVX2+FMA on this machine")
+				}
+				if got != w[i] {
+					t.Fatalf("%s weight %d: %v, dequantized %v", c.typ, i, got, w[i])
+				}
+				x[i] = 0
 			}
 		}
 	}

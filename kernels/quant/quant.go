@@ -35,11 +35,11 @@ func init() {
 	formats[kernels.BF16] = formatImpl{deqBF16, dotBF16}
 	formats[kernels.Q8_0] = formatImpl{rowDeq(decodeQ8_0, 32, 34), fastOr(dotQ8_0Fast, dotQ8_0)}
 	formats[kernels.Q4_0] = formatImpl{rowDeq(decodeQ4_0, 32, 18), fastOr(dotQ4_0Fast, dotQ4_0)}
-	formats[kernels.Q4_1] = formatImpl{rowDeq(decodeQ4_1, 32, 20), blockDot(decodeQ4_1, 32, 20)}
-	formats[kernels.Q5_0] = formatImpl{rowDeq(decodeQ5_0, 32, 22), blockDot(decodeQ5_0, 32, 22)}
-	formats[kernels.Q5_1] = formatImpl{rowDeq(decodeQ5_1, 32, 24), blockDot(decodeQ5_1, 32, 24)}
+	formats[kernels.Q4_1] = formatImpl{rowDeq(decodeQ4_1, 32, 20), fastOr(dotQ4_1Fast, blockDot(decodeQ4_1, 32, 20))}
+	formats[kernels.Q5_0] = formatImpl{rowDeq(decodeQ5_0, 32, 22), fastOr(dotQ5_0Fast, blockDot(decodeQ5_0, 32, 22))}
+	formats[kernels.Q5_1] = formatImpl{rowDeq(decodeQ5_1, 32, 24), fastOr(dotQ5_1Fast, blockDot(decodeQ5_1, 32, 24))}
 	formats[kernels.IQ4_NL] = formatImpl{rowDeq(decodeIQ4NL, 32, 18), fastOr(dotIQ4NLFast, dotIQ4NL)}
-	formats[kernels.MXFP4] = formatImpl{rowDeq(decodeMXFP4, 32, 17), blockDot(decodeMXFP4, 32, 17)}
+	formats[kernels.MXFP4] = formatImpl{rowDeq(decodeMXFP4, 32, 17), fastOr(dotMXFP4Fast, blockDot(decodeMXFP4, 32, 17))}
 	formats[kernels.Q2_K] = formatImpl{rowDeq(decodeQ2K, 256, 84), fastOr(dotQ2KFast, dotQ2K)}
 	formats[kernels.Q3_K] = formatImpl{rowDeq(decodeQ3K, 256, 110), fastOr(dotQ3KFast, blockDot(decodeQ3K, 256, 110))}
 	formats[kernels.Q4_K] = formatImpl{rowDeq(decodeQ4K, 256, 144), fastOr(dotQ4KFast, dotQ4K)}
