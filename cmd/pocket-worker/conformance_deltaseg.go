@@ -77,3 +77,59 @@ func (c *conf) deltaSegmentsOne(sh kernels.DeltaShape, rows int, ends []int) {
 		c.compare("DeltaSegs", fmt.Sprintf("%s snap %d", name, ends[i]), read(pj[i], rl), read(ps[i], rl), 0)
 	}
 }
+
+// mixStep checks kernels.DeltaMixStepper (delta_mix_step: the one-token
+// mix in one launch) against the CPU's three ops of one row: the gated
+// norm's output and both states, over a few steps (each step's states are
+// the next one's), on the fixtures' shape, Qwen3-Next's and Qwen3.5-27B's,
+// a value-head group of one, and narrower heads. Layer 0 and 7 use
+// different counters. A head dim over 128 must be declined.
+func (c *conf) mixStep() {
+	for _, sh := range []kernels.DeltaShape{
+		{KHeads: 2, VHeads: 4, DK: 16, DV: 16, ConvKernel: 4},
+		{KHeads: 16, VHeads: 32, DK: 128, DV: 128, ConvKernel: 4},
+		{KHeads: 16, VHeads: 48, DK: 128, DV: 128, ConvKernel: 4},
+		{KHeads: 3, VHeads: 3, DK: 100, DV: 70, ConvKernel: 1},
+		{KHeads: 2, VHeads: 6, DK: 8, DV: 12, ConvKernel: 8},
+	} {
+		name := fmt.Sprintf("k=%d v=%d dk=%d dv=%d conv=%d", sh.KHeads, sh.VHeads, sh.DK, sh.DV, sh.ConvKernel)
+		cd, vd := sh.ConvDim(), sh.VHeads*sh.DV
+		wg, wh := c.weight(kernels.BF16, []int{cd, 1, sh.ConvKernel}, [2]int{})
+		nwg, nwh := c.weight(kernels.BF16, []int{sh.DV}, [2]int{})
+		cg, ch := c.pair(c.randn(sh.ConvStateLen()))
+		d := c.newDeltaRun(sh, 1, name, nil, nil)
+		rg, rh := c.pair(d.state)
+		for step := range 3 {
+			xg, xh := c.pair(c.randn(cd))
+			zg, zh := c.pair(c.randn(vd))
+			ag, ah := c.pair(c.randn(sh.VHeads))
+			bg, bh := c.pair(c.randn(sh.VHeads))
+			og, oh := c.outPair(vd)
+			if !c.g.DeltaMixStep(og, xg, zg, ag, bg, cg, rg, wg, d.alg, d.dtg, nwg, 1e-6, sh, 7*step%8) {
+				c.setupFailed("MixStep", name, fmt.Errorf("declined"))
+				return
+			}
+			yh := c.c.NewBuf(cd)
+			c.c.CausalConv1D(yh, xh, ch, wh, 1, sh)
+			c.c.GatedDeltaRule(oh, yh, ah, bh, rh, d.alh, d.dth, 1, sh)
+			c.c.RMSNormGated(oh, oh, zh, nwh, sh.VHeads, sh.DV, 1e-6)
+			step := fmt.Sprintf("%s step %d", name, step)
+			c.check("MixStep", step, og, oh, vd, tolExact)
+			c.check("MixStep", step+" conv state", cg, ch, sh.ConvStateLen(), tolExact)
+			c.check("MixStep", step+" state", rg, rh, sh.RecStateLen(), tolExact)
+		}
+	}
+	wide := kernels.DeltaShape{KHeads: 1, VHeads: 2, DK: 256, DV: 40, ConvKernel: 2}
+	wg, _ := c.weight(kernels.BF16, []int{wide.ConvDim(), 1, 2}, [2]int{})
+	nwg, _ := c.weight(kernels.BF16, []int{wide.DV}, [2]int{})
+	d := c.newDeltaRun(wide, 1, "wide", nil, nil)
+	buf := func(n int) kernels.Buf { return c.g.NewBuf(n) }
+	c.n++
+	status := "ok"
+	if c.g.DeltaMixStep(buf(wide.VHeads*wide.DV), buf(wide.ConvDim()), buf(wide.VHeads*wide.DV), buf(2), buf(2),
+		buf(wide.ConvStateLen()), buf(wide.RecStateLen()), wg, d.alg, d.dtg, nwg, 1e-6, wide, 0) {
+		status = "FAIL (took a key head dim of 256)"
+		c.failed++
+	}
+	fmt.Printf("%-12s %-40s %s\n", "MixStep", "dk=256 declined", status)
+}
