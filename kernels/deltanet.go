@@ -88,16 +88,6 @@ type DeltaSegmenter interface {
 	GatedDeltaRuleSegments(dst, qkv, a, b, state Buf, aLog, dtBias Tensor, rows int, s DeltaShape, ends []int, snaps []Buf)
 }
 
-// DeltaMixStepper is an optional extension of HybridOps: a one-token
-// DeltaNet mix in one call, what CausalConv1D, GatedDeltaRule and
-// RMSNormGated of one row do in sequence (dst gets the gated norm's
-// output; the two states move on). It reports false, having done
-// nothing, for shapes it has no kernel for. layer is the DeltaNet layer's
-// index (0 ≤ layer < 1024), for the backend's per-layer scratch.
-type DeltaMixStepper interface {
-	DeltaMixStep(dst, qkv, z, a, b, convState, recState Buf, conv, aLog, dtBias, norm Tensor, eps float32, s DeltaShape, layer int) bool
-}
-
 // Segments calls f with the rows [r0, r1) of each pass i of a
 // DeltaSegmenter call over rows ending at ends: what it stands for, one
 // pass after another.

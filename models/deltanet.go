@@ -347,10 +347,6 @@ func (n *DeltaNet) mix(p *Pass, st *DeltaState, b deltaBufs) {
 		return
 	}
 	rows, sh := p.Rows, n.Shape
-	if ms, ok := n.ops.(kernels.DeltaMixStepper); ok && rows == 1 &&
-		ms.DeltaMixStep(b.core, b.qkv, b.z, b.a, b.b, st.conv[n.Index], st.rec[n.Index], n.Conv, n.ALog, n.DtBias, n.Norm, n.Eps, sh, n.Index) {
-		return
-	}
 	n.ops.CausalConv1D(b.conv, b.qkv, st.conv[n.Index], n.Conv, rows, sh)
 	n.ops.GatedDeltaRule(b.core, b.conv, b.a, b.b, st.rec[n.Index], n.ALog, n.DtBias, rows, sh)
 	n.ops.RMSNormGated(b.core, b.core, b.z, n.Norm, rows*sh.VHeads, sh.DV, n.Eps)

@@ -263,10 +263,6 @@ extern "C" __global__ void __launch_bounds__(GW * 32)
     gatedDeltaRule<true>(out, qkv, a, b, state, aLog, dtBias, rows, kheads, vheads, dk, dv);
 }
 
-// ---------------------------------------------------------------- the one-token mix in one launch
-
-#include "hybrid_step.cuh"
-
 // ---------------------------------------------------------------- RMSNormGated, SigmoidMul
 
 // One block per row: dst = x/rms(x) * w * silu(z). Every thread reads and

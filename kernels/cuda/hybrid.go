@@ -60,11 +60,6 @@ type hybridMod struct {
 	// normGatedLean is rms_norm_gated_l (POCKET_HYBRID_LEAN, the default).
 	normGatedLean cFunc
 	sigmoid       cFunc
-	// mixStep is delta_mix_step (hybrid_step.cuh); mixCount its per-layer,
-	// per-key-head counters, allocated zeroed on the first call outside a
-	// graph capture and never moved (recordings address them).
-	mixStep  cFunc
-	mixCount cu.DevicePtr
 
 	// The chunked kernels' module (hybrid_chunk.cu), loaded on the first
 	// chunked pass only (decode-only workers never need it).
@@ -97,8 +92,7 @@ func (b *Backend) hybridModule() (*hybridMod, error) {
 		return m, nil
 	}
 	names := map[string]*cFunc{"gated_delta_rule": &m.delta, "gated_delta_rule_l": &m.deltaLean,
-		"rms_norm_gated": &m.normGated, "rms_norm_gated_l": &m.normGatedLean, "sigmoid_mul": &m.sigmoid,
-		"delta_mix_step": &m.mixStep}
+		"rms_norm_gated": &m.normGated, "rms_norm_gated_l": &m.normGatedLean, "sigmoid_mul": &m.sigmoid}
 	for k := 1; k <= maxConvKernel; k++ {
 		names[fmt.Sprintf("causal_conv1d_%d", k)] = &m.conv[k-1]
 	}
@@ -306,55 +300,6 @@ func (b *Backend) GatedDeltaRuleSegments(dst, qkv, a, bb, state kernels.Buf, aLo
 		}
 		r0, k = bounds[j], j+1
 	}
-}
-
-// Limits of delta_mix_step: head dims of at most 128, the 1024 layers and
-// 64 key heads of its counters.
-const (
-	mixMaxDim    = 128
-	mixMaxLayers = 1024
-	mixMaxKHeads = 64
-)
-
-var _ kernels.DeltaMixStepper = (*Backend)(nil)
-
-// DeltaMixStep implements kernels.DeltaMixStepper: delta_mix_step, one
-// block of 512 threads per value head (POCKET_MIX_STEP=0 declines, and the
-// three kernels run).
-func (b *Backend) DeltaMixStep(dst, qkv, z, a, bb, convState, recState kernels.Buf, conv, aLog, dtBias, norm kernels.Tensor,
-	eps float32, s kernels.DeltaShape, layer int) bool {
-	if !switches.mixStep || s.DK < 1 || s.DK > mixMaxDim || s.DV < 1 || s.DV > mixMaxDim || s.KHeads < 1 ||
-		s.KHeads > mixMaxKHeads || s.VHeads%s.KHeads != 0 || s.ConvKernel < 1 || s.ConvKernel > maxConvKernel ||
-		layer < 0 || layer >= mixMaxLayers {
-		return false
-	}
-	t, isT := conv.(*tensor)
-	if !isT || (t.w.DType != kernels.F32 && t.w.DType != kernels.F16 && t.w.DType != kernels.BF16) ||
-		t.w.Elems() != s.ConvDim()*s.ConvKernel {
-		return false
-	}
-	m, ok := b.hybridEnter()
-	defer b.exit()
-	if !ok {
-		return true // failed: the backend's error says why
-	}
-	if m.mixCount == 0 {
-		if b.cap != nil {
-			return false // allocated by an eager step first
-		}
-		n := int64(mixMaxLayers * mixMaxKHeads)
-		m.mixCount = b.alloc(4 * n)
-		if m.mixCount == 0 {
-			return true
-		}
-		b.fail(cu.MemsetD32Async(m.mixCount, 0, n, b.stream))
-	}
-	al, dt, nw := b.vecOf(aLog, "A_log"), b.vecOf(dtBias, "dt_bias"), b.vecOf(norm, "gated norm weight")
-	cnt := m.mixCount + cu.DevicePtr(4*layer*mixMaxKHeads)
-	b.runHybrid(m.mixStep, s.VHeads, 1, 512, ptr(dptr(dst)), ptr(dptr(qkv)), ptr(dptr(z)), ptr(dptr(a)),
-		ptr(dptr(bb)), ptr(dptr(convState)), ptr(t.data), uint64(t.w.DType), ptr(dptr(recState)), ptr(al), ptr(dt),
-		ptr(nw), f32(eps), i32(s.KHeads), i32(s.VHeads), i32(s.DK), i32(s.DV), i32(s.ConvKernel), ptr(cnt))
-	return true
 }
 
 // RMSNormGated implements kernels.HybridOps: one block per row.

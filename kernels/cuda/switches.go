@@ -67,7 +67,6 @@ import (
 //	                     gated_delta_rule_l does (with q and k; in float, by a thread with no q/k of its own)
 //	POCKET_HYBRID_LEAN=0 the DeltaNet convolution's SiLU, the gated norm and the attention gate's sigmoid in
 //	                     double (and the gated norm loading z after its sum), not in float
-//	POCKET_MIX_STEP=0    a one-token DeltaNet mix runs as its three kernels, not as delta_mix_step
 //	POCKET_DELTA_CHUNK=0 Gated DeltaNet prefill passes run the token-by-token recurrence, not the chunked
 //	                     delta rule (hybrid_chunk.cu) that passes of more than 16 rows take by default
 //	POCKET_DELTA_CHUNK_FROM=N the chunked delta rule takes passes of more than N rows (16), the token-by-token
@@ -112,7 +111,6 @@ var switches = struct {
 	attnDefer       bool
 	deltaLean       bool
 	hybridLean      bool
-	mixStep         bool
 	attnDecFrom     int
 	attnDecNoOcc    bool
 	fp8MMA          int
@@ -158,7 +156,6 @@ var switches = struct {
 	attnDefer:       os.Getenv("POCKET_ATTN_DEFER") != "0",
 	deltaLean:       os.Getenv("POCKET_DELTA_LEAN") != "0",
 	hybridLean:      os.Getenv("POCKET_HYBRID_LEAN") != "0",
-	mixStep:         os.Getenv("POCKET_MIX_STEP") != "0",
 	attnDecFrom:     intSwitch("POCKET_ATTN_DEC_FROM", math.MaxInt, 1, math.MaxInt),
 	attnDecNoOcc:    os.Getenv("POCKET_ATTN_DEC_OCC") == "0",
 	noFP8Prefill:    os.Getenv("POCKET_FP8_PREFILL") == "tf32",
