@@ -6,16 +6,20 @@ import "golang.org/x/sys/cpu"
 
 // The CPU decode GEMV of a GGUF model is these row dot products, and the
 // scalar Go ones decode a weight at a time: a Qwen3-0.6B-shaped Q4_K_M ran
-// at 6 tok/s on two cores, 5% of what its bytes allow. The formats most
-// GGUF files are made of get AVX2+FMA loops (kdot_amd64.s): Q2_K to Q6_K
-// (the K-quant mixes Q2_K to Q5_K_M), the legacy Q8_0, Q4_0, Q4_1, Q5_0
-// and Q5_1 (the K-quant mixes' fallback for rows not a multiple of 256),
-// and the non-linear IQ4_NL, IQ4_XS and MXFP4. Each loop unpacks a block's scales itself into the
-// float32 products the scalar decoders form (d·s and dmin·m for Q2_K, Q4_K, Q5_K,
-// d·scale for Q3_K and Q6_K, d for Q8_0, Q4_0, Q5_0 and IQ4_NL, d and m for Q4_1 and
-// Q5_1, d·(scale−32) for IQ4_XS, MXFP4's power of two; d by F16C, exactly), so every weight is the dequantized one bit for bit,
-// eight at a time; only the order of the sums differs. (Unpacking the
-// scales in Go first cost as much as the dot products.)
+// at 6 tok/s on two cores, 5% of what its bytes allow. Every format but
+// F16/BF16/F32 (kernels/cpu's own loops) gets an AVX2+FMA loop
+// (kdot_amd64.s): Q2_K to Q6_K (the K-quant mixes), the legacy Q8_0, Q4_0,
+// Q4_1, Q5_0 and Q5_1 (the mixes' fallback for rows not a multiple of
+// 256), the non-linear IQ4_NL, IQ4_XS and MXFP4, and the IQ1–IQ3 lattices
+// of the small "UD" quants (their expanded float grids and sign rows,
+// indexed from general registers). Each loop unpacks a block's scales
+// itself into the float32 products the scalar decoders form (d·s and
+// dmin·m for Q2_K, Q4_K, Q5_K, d·scale for Q3_K and Q6_K, d for Q8_0, Q4_0,
+// Q5_0 and IQ4_NL, d and m for Q4_1 and Q5_1, d·(scale−32) for IQ4_XS,
+// MXFP4's power of two, the lattices' d·(0.5+s)·k and d·(2s+1); d by F16C,
+// exactly), so every weight is the dequantized one bit for bit, eight at a
+// time; only the order of the sums differs. (Unpacking the scales in Go
+// first cost as much as the dot products.)
 var haveKDot = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
 
 //go:noescape
@@ -57,6 +61,27 @@ func q51DotAVX2(row *byte, x *float32, nb int) float32
 //go:noescape
 func mxfp4DotAVX2(row *byte, x *float32, nb int) float32
 
+//go:noescape
+func iq2xxsDotAVX2(row *byte, x *float32, nb int) float32
+
+//go:noescape
+func iq3xxsDotAVX2(row *byte, x *float32, nb int) float32
+
+//go:noescape
+func iq2xsDotAVX2(row *byte, x *float32, nb int) float32
+
+//go:noescape
+func iq2sDotAVX2(row *byte, x *float32, nb int) float32
+
+//go:noescape
+func iq3sDotAVX2(row *byte, x *float32, nb int) float32
+
+//go:noescape
+func iq1sDotAVX2(row *byte, x *float32, nb int) float32
+
+//go:noescape
+func iq1mDotAVX2(row *byte, x *float32, nb int) float32
+
 // kdot runs f over row's blocks of size bytes, false where there is no
 // AVX2 (or no block).
 func kdot(f func(row *byte, x *float32, nb int) float32, size int, row []byte, x []float32) (float32, bool) {
@@ -66,16 +91,23 @@ func kdot(f func(row *byte, x *float32, nb int) float32, size int, row []byte, x
 	return f(&row[0], &x[0], len(row)/size), true
 }
 
-func dotQ2KFast(row []byte, x []float32) (float32, bool)   { return kdot(q2kDotAVX2, 84, row, x) }
-func dotQ3KFast(row []byte, x []float32) (float32, bool)   { return kdot(q3kDotAVX2, 110, row, x) }
-func dotQ4KFast(row []byte, x []float32) (float32, bool)   { return kdot(q4kDotAVX2, 144, row, x) }
-func dotQ5KFast(row []byte, x []float32) (float32, bool)   { return kdot(q5kDotAVX2, 176, row, x) }
-func dotQ6KFast(row []byte, x []float32) (float32, bool)   { return kdot(q6kDotAVX2, 210, row, x) }
-func dotQ8_0Fast(row []byte, x []float32) (float32, bool)  { return kdot(q80DotAVX2, 34, row, x) }
-func dotIQ4NLFast(row []byte, x []float32) (float32, bool) { return kdot(iq4nlDotAVX2, 18, row, x) }
-func dotQ4_0Fast(row []byte, x []float32) (float32, bool)  { return kdot(q40DotAVX2, 18, row, x) }
-func dotIQ4XSFast(row []byte, x []float32) (float32, bool) { return kdot(iq4xsDotAVX2, 136, row, x) }
-func dotQ4_1Fast(row []byte, x []float32) (float32, bool)  { return kdot(q41DotAVX2, 20, row, x) }
-func dotQ5_0Fast(row []byte, x []float32) (float32, bool)  { return kdot(q50DotAVX2, 22, row, x) }
-func dotQ5_1Fast(row []byte, x []float32) (float32, bool)  { return kdot(q51DotAVX2, 24, row, x) }
-func dotMXFP4Fast(row []byte, x []float32) (float32, bool) { return kdot(mxfp4DotAVX2, 17, row, x) }
+func dotQ2KFast(row []byte, x []float32) (float32, bool)    { return kdot(q2kDotAVX2, 84, row, x) }
+func dotQ3KFast(row []byte, x []float32) (float32, bool)    { return kdot(q3kDotAVX2, 110, row, x) }
+func dotQ4KFast(row []byte, x []float32) (float32, bool)    { return kdot(q4kDotAVX2, 144, row, x) }
+func dotQ5KFast(row []byte, x []float32) (float32, bool)    { return kdot(q5kDotAVX2, 176, row, x) }
+func dotQ6KFast(row []byte, x []float32) (float32, bool)    { return kdot(q6kDotAVX2, 210, row, x) }
+func dotQ8_0Fast(row []byte, x []float32) (float32, bool)   { return kdot(q80DotAVX2, 34, row, x) }
+func dotIQ4NLFast(row []byte, x []float32) (float32, bool)  { return kdot(iq4nlDotAVX2, 18, row, x) }
+func dotQ4_0Fast(row []byte, x []float32) (float32, bool)   { return kdot(q40DotAVX2, 18, row, x) }
+func dotIQ4XSFast(row []byte, x []float32) (float32, bool)  { return kdot(iq4xsDotAVX2, 136, row, x) }
+func dotQ4_1Fast(row []byte, x []float32) (float32, bool)   { return kdot(q41DotAVX2, 20, row, x) }
+func dotQ5_0Fast(row []byte, x []float32) (float32, bool)   { return kdot(q50DotAVX2, 22, row, x) }
+func dotQ5_1Fast(row []byte, x []float32) (float32, bool)   { return kdot(q51DotAVX2, 24, row, x) }
+func dotMXFP4Fast(row []byte, x []float32) (float32, bool)  { return kdot(mxfp4DotAVX2, 17, row, x) }
+func dotIQ2XXSFast(row []byte, x []float32) (float32, bool) { return kdot(iq2xxsDotAVX2, 66, row, x) }
+func dotIQ3XXSFast(row []byte, x []float32) (float32, bool) { return kdot(iq3xxsDotAVX2, 98, row, x) }
+func dotIQ2XSFast(row []byte, x []float32) (float32, bool)  { return kdot(iq2xsDotAVX2, 74, row, x) }
+func dotIQ2SFast(row []byte, x []float32) (float32, bool)   { return kdot(iq2sDotAVX2, 82, row, x) }
+func dotIQ3SFast(row []byte, x []float32) (float32, bool)   { return kdot(iq3sDotAVX2, 110, row, x) }
+func dotIQ1SFast(row []byte, x []float32) (float32, bool)   { return kdot(iq1sDotAVX2, 50, row, x) }
+func dotIQ1MFast(row []byte, x []float32) (float32, bool)   { return kdot(iq1mDotAVX2, 56, row, x) }

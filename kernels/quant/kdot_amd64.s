@@ -810,3 +810,670 @@ mxfp4block:
 	FMA32
 	NEXT32(17, mxfp4block)
 	KDOT_SUM
+
+// The IQ2_XXS and IQ3_XXS lattices: each group of 8 weights is a row of
+// the expanded grid (iq2xxsGrid: 8 floats; iq3xxsGrid: two rows of 4)
+// times the sub-block's db, times the ±1 row of signTab chosen by
+// ksigns of 7 stored sign bits, as decodeIQ2XXS and decodeIQ3XXS form
+// them ((db·g)·s, s exact). Registers: R10 the grid, R11 signTab, R12
+// ksigns, DX the sub-block's 32-bit word, Y7 its db, X6 the block's d.
+
+DATA kdotHalf<>+0(SB)/4, $0x3f000000
+GLOBL kdotHalf<>(SB), RODATA|NOPTR, $4
+DATA kdotQuarter<>+0(SB)/4, $0x3e800000
+GLOBL kdotQuarter<>(SB), RODATA|NOPTR, $4
+
+// IQ_DB: Y7 = d·(0.5 + (DX>>28))·k, rounded after each operation as the
+// decoders' float32 expression (k at kconst).
+#define IQ_DB(kconst) \
+	MOVL DX, AX \
+	SHRL $28, AX \
+	CVTSL2SS AX, X7 \
+	ADDSS kdotHalf<>(SB), X7 \
+	MULSS X6, X7 \
+	MULSS kconst(SB), X7 \
+	VBROADCASTSS X7, Y7
+
+// IQ_SIGNS: Y9 = signTab[ksigns[(DX>>sh)&127]].
+#define IQ_SIGNS(sh) \
+	MOVL DX, BX \
+	SHRL $sh, BX \
+	ANDL $127, BX \
+	MOVBLZX (R12)(BX*1), BX \
+	SHLQ $5, BX \
+	VMOVUPS (R11)(BX*1), Y9
+
+#define IQ2XXS_SCALE(aoff) \
+	MOVL aoff(SI), DX \
+	IQ_DB(kdotQuarter<>)
+
+// IQ2XXS_GRP: the 8 weights of grid index byte qoff(SI), signs from bit
+// sh of DX, into acc with the x at xo(DI).
+#define IQ2XXS_GRP(qoff, sh, xo, acc) \
+	MOVBLZX qoff(SI), AX \
+	SHLQ $5, AX \
+	VMOVUPS (R10)(AX*1), Y8 \
+	IQ_SIGNS(sh) \
+	VMULPS Y8, Y7, Y8 \
+	VMULPS Y9, Y8, Y8 \
+	VFMADD231PS xo(DI), Y8, acc
+
+#define IQ3XXS_SCALE(aoff) \
+	MOVL aoff(SI), DX \
+	IQ_DB(kdotHalf<>)
+
+// IQ3XXS_GRP: grid rows of index bytes q1, q2 (4 weights each).
+#define IQ3XXS_GRP(q1, q2, sh, xo, acc) \
+	MOVBLZX q1(SI), AX \
+	SHLQ $4, AX \
+	MOVBLZX q2(SI), R13 \
+	SHLQ $4, R13 \
+	VMOVUPS (R10)(AX*1), X8 \
+	VINSERTF128 $1, (R10)(R13*1), Y8, Y8 \
+	IQ_SIGNS(sh) \
+	VMULPS Y8, Y7, Y8 \
+	VMULPS Y9, Y8, Y8 \
+	VFMADD231PS xo(DI), Y8, acc
+
+#define IQ_TABLES(grid) \
+	LEAQ grid(SB), R10 \
+	LEAQ ·signTab(SB), R11 \
+	LEAQ ·ksigns(SB), R12
+
+#define IQ_D \
+	MOVWLZX (SI), AX \
+	MOVQ AX, X6 \
+	VCVTPH2PS X6, X6
+
+// func iq2xxsDotAVX2(row *byte, x *float32, nb int) float32
+// Weight = (d·(0.5+s)·0.25·grid)·sign, as decodeIQ2XXS.
+TEXT ·iq2xxsDotAVX2(SB), NOSPLIT, $0-28
+	KDOT_BEGIN
+	IQ_TABLES(·iq2xxsGrid)
+iq2xxsblock:
+	IQ_D
+	IQ2XXS_SCALE(6)
+	IQ2XXS_GRP(2, 0, 0, Y0)
+	IQ2XXS_GRP(3, 7, 32, Y1)
+	IQ2XXS_GRP(4, 14, 64, Y2)
+	IQ2XXS_GRP(5, 21, 96, Y3)
+	IQ2XXS_SCALE(14)
+	IQ2XXS_GRP(10, 0, 128, Y0)
+	IQ2XXS_GRP(11, 7, 160, Y1)
+	IQ2XXS_GRP(12, 14, 192, Y2)
+	IQ2XXS_GRP(13, 21, 224, Y3)
+	IQ2XXS_SCALE(22)
+	IQ2XXS_GRP(18, 0, 256, Y0)
+	IQ2XXS_GRP(19, 7, 288, Y1)
+	IQ2XXS_GRP(20, 14, 320, Y2)
+	IQ2XXS_GRP(21, 21, 352, Y3)
+	IQ2XXS_SCALE(30)
+	IQ2XXS_GRP(26, 0, 384, Y0)
+	IQ2XXS_GRP(27, 7, 416, Y1)
+	IQ2XXS_GRP(28, 14, 448, Y2)
+	IQ2XXS_GRP(29, 21, 480, Y3)
+	IQ2XXS_SCALE(38)
+	IQ2XXS_GRP(34, 0, 512, Y0)
+	IQ2XXS_GRP(35, 7, 544, Y1)
+	IQ2XXS_GRP(36, 14, 576, Y2)
+	IQ2XXS_GRP(37, 21, 608, Y3)
+	IQ2XXS_SCALE(46)
+	IQ2XXS_GRP(42, 0, 640, Y0)
+	IQ2XXS_GRP(43, 7, 672, Y1)
+	IQ2XXS_GRP(44, 14, 704, Y2)
+	IQ2XXS_GRP(45, 21, 736, Y3)
+	IQ2XXS_SCALE(54)
+	IQ2XXS_GRP(50, 0, 768, Y0)
+	IQ2XXS_GRP(51, 7, 800, Y1)
+	IQ2XXS_GRP(52, 14, 832, Y2)
+	IQ2XXS_GRP(53, 21, 864, Y3)
+	IQ2XXS_SCALE(62)
+	IQ2XXS_GRP(58, 0, 896, Y0)
+	IQ2XXS_GRP(59, 7, 928, Y1)
+	IQ2XXS_GRP(60, 14, 960, Y2)
+	IQ2XXS_GRP(61, 21, 992, Y3)
+	ADDQ $66, SI
+	ADDQ $1024, DI
+	DECQ CX
+	JNZ iq2xxsblock
+	KDOT_SUM
+
+// func iq3xxsDotAVX2(row *byte, x *float32, nb int) float32
+// Weight = (d·(0.5+s)·0.5·grid)·sign, as decodeIQ3XXS.
+TEXT ·iq3xxsDotAVX2(SB), NOSPLIT, $0-28
+	KDOT_BEGIN
+	IQ_TABLES(·iq3xxsGrid)
+iq3xxsblock:
+	IQ_D
+	IQ3XXS_SCALE(66)
+	IQ3XXS_GRP(2, 3, 0, 0, Y0)
+	IQ3XXS_GRP(4, 5, 7, 32, Y1)
+	IQ3XXS_GRP(6, 7, 14, 64, Y2)
+	IQ3XXS_GRP(8, 9, 21, 96, Y3)
+	IQ3XXS_SCALE(70)
+	IQ3XXS_GRP(10, 11, 0, 128, Y0)
+	IQ3XXS_GRP(12, 13, 7, 160, Y1)
+	IQ3XXS_GRP(14, 15, 14, 192, Y2)
+	IQ3XXS_GRP(16, 17, 21, 224, Y3)
+	IQ3XXS_SCALE(74)
+	IQ3XXS_GRP(18, 19, 0, 256, Y0)
+	IQ3XXS_GRP(20, 21, 7, 288, Y1)
+	IQ3XXS_GRP(22, 23, 14, 320, Y2)
+	IQ3XXS_GRP(24, 25, 21, 352, Y3)
+	IQ3XXS_SCALE(78)
+	IQ3XXS_GRP(26, 27, 0, 384, Y0)
+	IQ3XXS_GRP(28, 29, 7, 416, Y1)
+	IQ3XXS_GRP(30, 31, 14, 448, Y2)
+	IQ3XXS_GRP(32, 33, 21, 480, Y3)
+	IQ3XXS_SCALE(82)
+	IQ3XXS_GRP(34, 35, 0, 512, Y0)
+	IQ3XXS_GRP(36, 37, 7, 544, Y1)
+	IQ3XXS_GRP(38, 39, 14, 576, Y2)
+	IQ3XXS_GRP(40, 41, 21, 608, Y3)
+	IQ3XXS_SCALE(86)
+	IQ3XXS_GRP(42, 43, 0, 640, Y0)
+	IQ3XXS_GRP(44, 45, 7, 672, Y1)
+	IQ3XXS_GRP(46, 47, 14, 704, Y2)
+	IQ3XXS_GRP(48, 49, 21, 736, Y3)
+	IQ3XXS_SCALE(90)
+	IQ3XXS_GRP(50, 51, 0, 768, Y0)
+	IQ3XXS_GRP(52, 53, 7, 800, Y1)
+	IQ3XXS_GRP(54, 55, 14, 832, Y2)
+	IQ3XXS_GRP(56, 57, 21, 864, Y3)
+	IQ3XXS_SCALE(94)
+	IQ3XXS_GRP(58, 59, 0, 896, Y0)
+	IQ3XXS_GRP(60, 61, 7, 928, Y1)
+	IQ3XXS_GRP(62, 63, 14, 960, Y2)
+	IQ3XXS_GRP(64, 65, 21, 992, Y3)
+	ADDQ $98, SI
+	ADDQ $1024, DI
+	DECQ CX
+	JNZ iq3xxsblock
+	KDOT_SUM
+
+// IQ2_XS, IQ2_S and IQ3_S: the same product (db·grid)·sign, with a scale
+// nibble a pair of groups (IQ2) or a sub-block (IQ3_S: db = d·(1+2s)),
+// 9- and 10-bit grid indices (the high bits in qh for IQ2_S and IQ3_S),
+// and sign bytes stored whole (IQ2_S, IQ3_S) or through ksigns (IQ2_XS).
+
+// IQ2_DBN: Y7 = d·(0.5 + the nibble at bit sh of byte off)·0.25.
+#define IQ2_DBN(off, sh) \
+	MOVBLZX off(SI), AX \
+	SHRL $sh, AX \
+	ANDL $15, AX \
+	CVTSL2SS AX, X7 \
+	ADDSS kdotHalf<>(SB), X7 \
+	MULSS X6, X7 \
+	MULSS kdotQuarter<>(SB), X7 \
+	VBROADCASTSS X7, Y7
+
+// IQ_APPLY: acc += ((Y7·Y8)·Y9)·x at xo(DI).
+#define IQ_APPLY(xo, acc) \
+	VMULPS Y8, Y7, Y8 \
+	VMULPS Y9, Y8, Y8 \
+	VFMADD231PS xo(DI), Y8, acc
+
+// IQ_SIGNB: Y9 = signTab[the byte at off(SI)].
+#define IQ_SIGNB(off) \
+	MOVBLZX off(SI), BX \
+	SHLQ $5, BX \
+	VMOVUPS (R11)(BX*1), Y9
+
+// IQ2XS_GRP: the u16 at qoff: grid index (9 bits), ksigns index (7).
+#define IQ2XS_GRP(qoff, xo, acc) \
+	MOVWLZX qoff(SI), AX \
+	MOVL AX, BX \
+	ANDL $511, AX \
+	SHLQ $5, AX \
+	VMOVUPS (R10)(AX*1), Y8 \
+	SHRL $9, BX \
+	MOVBLZX (R12)(BX*1), BX \
+	SHLQ $5, BX \
+	VMOVUPS (R11)(BX*1), Y9 \
+	IQ_APPLY(xo, acc)
+
+// IQ2S_GRP: grid index qs byte | (qh byte << hsh) & 0x300; signs byte.
+#define IQ2S_GRP(qoff, hoff, hsh, soff, xo, acc) \
+	MOVBLZX qoff(SI), AX \
+	MOVBLZX hoff(SI), BX \
+	SHLL $hsh, BX \
+	ANDL $0x300, BX \
+	ORL BX, AX \
+	SHLQ $5, AX \
+	VMOVUPS (R10)(AX*1), Y8 \
+	IQ_SIGNB(soff) \
+	IQ_APPLY(xo, acc)
+
+// IQ3S_DB: Y7 = d·(1 + 2·the nibble at bit sh of byte off).
+#define IQ3S_DB(off, sh) \
+	MOVBLZX off(SI), AX \
+	SHRL $sh, AX \
+	ANDL $15, AX \
+	LEAL 1(AX)(AX*1), AX \
+	CVTSL2SS AX, X7 \
+	MULSS X6, X7 \
+	VBROADCASTSS X7, Y7
+
+// IQ3S_GRP: two 4-wide grid rows, indices qs byte | (qh << sh) & 256.
+#define IQ3S_GRP(q1, q2, hoff, sh1, sh2, soff, xo, acc) \
+	MOVBLZX q1(SI), AX \
+	MOVBLZX hoff(SI), BX \
+	SHLL $sh1, BX \
+	ANDL $256, BX \
+	ORL BX, AX \
+	SHLQ $4, AX \
+	MOVBLZX q2(SI), R13 \
+	MOVBLZX hoff(SI), BX \
+	SHLL $sh2, BX \
+	ANDL $256, BX \
+	ORL BX, R13 \
+	SHLQ $4, R13 \
+	VMOVUPS (R10)(AX*1), X8 \
+	VINSERTF128 $1, (R10)(R13*1), Y8, Y8 \
+	IQ_SIGNB(soff) \
+	IQ_APPLY(xo, acc)
+
+// func iq2xsDotAVX2(row *byte, x *float32, nb int) float32
+// Weight = (d·(0.5+s)·0.25·grid)·sign, as decodeIQ2XS.
+TEXT ·iq2xsDotAVX2(SB), NOSPLIT, $0-28
+	KDOT_BEGIN
+	IQ_TABLES(·iq2xsGrid)
+iq2xsblock:
+	IQ_D
+	IQ2_DBN(66, 0)
+	IQ2XS_GRP(2, 0, Y0)
+	IQ2XS_GRP(4, 32, Y1)
+	IQ2_DBN(66, 4)
+	IQ2XS_GRP(6, 64, Y2)
+	IQ2XS_GRP(8, 96, Y3)
+	IQ2_DBN(67, 0)
+	IQ2XS_GRP(10, 128, Y0)
+	IQ2XS_GRP(12, 160, Y1)
+	IQ2_DBN(67, 4)
+	IQ2XS_GRP(14, 192, Y2)
+	IQ2XS_GRP(16, 224, Y3)
+	IQ2_DBN(68, 0)
+	IQ2XS_GRP(18, 256, Y0)
+	IQ2XS_GRP(20, 288, Y1)
+	IQ2_DBN(68, 4)
+	IQ2XS_GRP(22, 320, Y2)
+	IQ2XS_GRP(24, 352, Y3)
+	IQ2_DBN(69, 0)
+	IQ2XS_GRP(26, 384, Y0)
+	IQ2XS_GRP(28, 416, Y1)
+	IQ2_DBN(69, 4)
+	IQ2XS_GRP(30, 448, Y2)
+	IQ2XS_GRP(32, 480, Y3)
+	IQ2_DBN(70, 0)
+	IQ2XS_GRP(34, 512, Y0)
+	IQ2XS_GRP(36, 544, Y1)
+	IQ2_DBN(70, 4)
+	IQ2XS_GRP(38, 576, Y2)
+	IQ2XS_GRP(40, 608, Y3)
+	IQ2_DBN(71, 0)
+	IQ2XS_GRP(42, 640, Y0)
+	IQ2XS_GRP(44, 672, Y1)
+	IQ2_DBN(71, 4)
+	IQ2XS_GRP(46, 704, Y2)
+	IQ2XS_GRP(48, 736, Y3)
+	IQ2_DBN(72, 0)
+	IQ2XS_GRP(50, 768, Y0)
+	IQ2XS_GRP(52, 800, Y1)
+	IQ2_DBN(72, 4)
+	IQ2XS_GRP(54, 832, Y2)
+	IQ2XS_GRP(56, 864, Y3)
+	IQ2_DBN(73, 0)
+	IQ2XS_GRP(58, 896, Y0)
+	IQ2XS_GRP(60, 928, Y1)
+	IQ2_DBN(73, 4)
+	IQ2XS_GRP(62, 960, Y2)
+	IQ2XS_GRP(64, 992, Y3)
+	ADDQ $74, SI
+	ADDQ $1024, DI
+	DECQ CX
+	JNZ iq2xsblock
+	KDOT_SUM
+
+// func iq2sDotAVX2(row *byte, x *float32, nb int) float32
+// Weight = (d·(0.5+s)·0.25·grid)·sign, as decodeIQ2S.
+TEXT ·iq2sDotAVX2(SB), NOSPLIT, $0-28
+	KDOT_BEGIN
+	IQ_TABLES(·iq2sGrid)
+iq2sblock:
+	IQ_D
+	IQ2_DBN(74, 0)
+	IQ2S_GRP(2, 66, 8, 34, 0, Y0)
+	IQ2S_GRP(3, 66, 6, 35, 32, Y1)
+	IQ2_DBN(74, 4)
+	IQ2S_GRP(4, 66, 4, 36, 64, Y2)
+	IQ2S_GRP(5, 66, 2, 37, 96, Y3)
+	IQ2_DBN(75, 0)
+	IQ2S_GRP(6, 67, 8, 38, 128, Y0)
+	IQ2S_GRP(7, 67, 6, 39, 160, Y1)
+	IQ2_DBN(75, 4)
+	IQ2S_GRP(8, 67, 4, 40, 192, Y2)
+	IQ2S_GRP(9, 67, 2, 41, 224, Y3)
+	IQ2_DBN(76, 0)
+	IQ2S_GRP(10, 68, 8, 42, 256, Y0)
+	IQ2S_GRP(11, 68, 6, 43, 288, Y1)
+	IQ2_DBN(76, 4)
+	IQ2S_GRP(12, 68, 4, 44, 320, Y2)
+	IQ2S_GRP(13, 68, 2, 45, 352, Y3)
+	IQ2_DBN(77, 0)
+	IQ2S_GRP(14, 69, 8, 46, 384, Y0)
+	IQ2S_GRP(15, 69, 6, 47, 416, Y1)
+	IQ2_DBN(77, 4)
+	IQ2S_GRP(16, 69, 4, 48, 448, Y2)
+	IQ2S_GRP(17, 69, 2, 49, 480, Y3)
+	IQ2_DBN(78, 0)
+	IQ2S_GRP(18, 70, 8, 50, 512, Y0)
+	IQ2S_GRP(19, 70, 6, 51, 544, Y1)
+	IQ2_DBN(78, 4)
+	IQ2S_GRP(20, 70, 4, 52, 576, Y2)
+	IQ2S_GRP(21, 70, 2, 53, 608, Y3)
+	IQ2_DBN(79, 0)
+	IQ2S_GRP(22, 71, 8, 54, 640, Y0)
+	IQ2S_GRP(23, 71, 6, 55, 672, Y1)
+	IQ2_DBN(79, 4)
+	IQ2S_GRP(24, 71, 4, 56, 704, Y2)
+	IQ2S_GRP(25, 71, 2, 57, 736, Y3)
+	IQ2_DBN(80, 0)
+	IQ2S_GRP(26, 72, 8, 58, 768, Y0)
+	IQ2S_GRP(27, 72, 6, 59, 800, Y1)
+	IQ2_DBN(80, 4)
+	IQ2S_GRP(28, 72, 4, 60, 832, Y2)
+	IQ2S_GRP(29, 72, 2, 61, 864, Y3)
+	IQ2_DBN(81, 0)
+	IQ2S_GRP(30, 73, 8, 62, 896, Y0)
+	IQ2S_GRP(31, 73, 6, 63, 928, Y1)
+	IQ2_DBN(81, 4)
+	IQ2S_GRP(32, 73, 4, 64, 960, Y2)
+	IQ2S_GRP(33, 73, 2, 65, 992, Y3)
+	ADDQ $82, SI
+	ADDQ $1024, DI
+	DECQ CX
+	JNZ iq2sblock
+	KDOT_SUM
+
+// func iq3sDotAVX2(row *byte, x *float32, nb int) float32
+// Weight = (d·(1+2s)·grid)·sign, as decodeIQ3S.
+TEXT ·iq3sDotAVX2(SB), NOSPLIT, $0-28
+	KDOT_BEGIN
+	IQ_TABLES(·iq3sGrid)
+iq3sblock:
+	IQ_D
+	IQ3S_DB(106, 0)
+	IQ3S_GRP(2, 3, 66, 8, 7, 74, 0, Y0)
+	IQ3S_GRP(4, 5, 66, 6, 5, 75, 32, Y1)
+	IQ3S_GRP(6, 7, 66, 4, 3, 76, 64, Y2)
+	IQ3S_GRP(8, 9, 66, 2, 1, 77, 96, Y3)
+	IQ3S_DB(106, 4)
+	IQ3S_GRP(10, 11, 67, 8, 7, 78, 128, Y0)
+	IQ3S_GRP(12, 13, 67, 6, 5, 79, 160, Y1)
+	IQ3S_GRP(14, 15, 67, 4, 3, 80, 192, Y2)
+	IQ3S_GRP(16, 17, 67, 2, 1, 81, 224, Y3)
+	IQ3S_DB(107, 0)
+	IQ3S_GRP(18, 19, 68, 8, 7, 82, 256, Y0)
+	IQ3S_GRP(20, 21, 68, 6, 5, 83, 288, Y1)
+	IQ3S_GRP(22, 23, 68, 4, 3, 84, 320, Y2)
+	IQ3S_GRP(24, 25, 68, 2, 1, 85, 352, Y3)
+	IQ3S_DB(107, 4)
+	IQ3S_GRP(26, 27, 69, 8, 7, 86, 384, Y0)
+	IQ3S_GRP(28, 29, 69, 6, 5, 87, 416, Y1)
+	IQ3S_GRP(30, 31, 69, 4, 3, 88, 448, Y2)
+	IQ3S_GRP(32, 33, 69, 2, 1, 89, 480, Y3)
+	IQ3S_DB(108, 0)
+	IQ3S_GRP(34, 35, 70, 8, 7, 90, 512, Y0)
+	IQ3S_GRP(36, 37, 70, 6, 5, 91, 544, Y1)
+	IQ3S_GRP(38, 39, 70, 4, 3, 92, 576, Y2)
+	IQ3S_GRP(40, 41, 70, 2, 1, 93, 608, Y3)
+	IQ3S_DB(108, 4)
+	IQ3S_GRP(42, 43, 71, 8, 7, 94, 640, Y0)
+	IQ3S_GRP(44, 45, 71, 6, 5, 95, 672, Y1)
+	IQ3S_GRP(46, 47, 71, 4, 3, 96, 704, Y2)
+	IQ3S_GRP(48, 49, 71, 2, 1, 97, 736, Y3)
+	IQ3S_DB(109, 0)
+	IQ3S_GRP(50, 51, 72, 8, 7, 98, 768, Y0)
+	IQ3S_GRP(52, 53, 72, 6, 5, 99, 800, Y1)
+	IQ3S_GRP(54, 55, 72, 4, 3, 100, 832, Y2)
+	IQ3S_GRP(56, 57, 72, 2, 1, 101, 864, Y3)
+	IQ3S_DB(109, 4)
+	IQ3S_GRP(58, 59, 73, 8, 7, 102, 896, Y0)
+	IQ3S_GRP(60, 61, 73, 6, 5, 103, 928, Y1)
+	IQ3S_GRP(62, 63, 73, 4, 3, 104, 960, Y2)
+	IQ3S_GRP(64, 65, 73, 2, 1, 105, 992, Y3)
+	ADDQ $110, SI
+	ADDQ $1024, DI
+	DECQ CX
+	JNZ iq3sblock
+	KDOT_SUM
+
+// IQ1_S and IQ1_M: weight = dl·(grid + delta), the grid row (of
+// iq1sGrid, values −1, 0, 1) plus ±0.125 exact, times the group's dl
+// (d·(2s+1)), as decodeIQ1S and decodeIQ1M.
+
+// IQ1_DL: reg = d·(2·((DX>>sh)&7)+1), broadcast (X6: d).
+#define IQ1_DL(sh, xreg, reg) \
+	MOVL DX, AX \
+	SHRL $sh, AX \
+	ANDL $7, AX \
+	LEAL 1(AX)(AX*1), AX \
+	CVTSL2SS AX, xreg \
+	MULSS X6, xreg \
+	VBROADCASTSS xreg, reg
+
+// IQ1_DELTA: Y10 = ±0.125, negative where the bit at BX's bit 31 is set.
+#define IQ1_DELTA \
+	ORL $0x3e000000, BX \
+	MOVQ BX, X10 \
+	VBROADCASTSS X10, Y10
+
+// IQ1_APPLY: acc += (dl·(grid row AX + Y10))·x at xo.
+#define IQ1_APPLY(dl, xo, acc) \
+	SHLQ $5, AX \
+	VADDPS (R10)(AX*1), Y10, Y8 \
+	VMULPS Y8, dl, Y8 \
+	VFMADD231PS xo(DI), Y8, acc
+
+// IQ1S_GRP: index qs byte | ((DX>>sh)&7)<<8.
+#define IQ1S_GRP(qoff, sh, xo, acc) \
+	MOVBLZX qoff(SI), AX \
+	MOVL DX, BX \
+	SHRL $sh, BX \
+	ANDL $7, BX \
+	SHLL $8, BX \
+	ORL BX, AX \
+	IQ1_APPLY(Y7, xo, acc)
+
+// func iq1sDotAVX2(row *byte, x *float32, nb int) float32
+TEXT ·iq1sDotAVX2(SB), NOSPLIT, $0-28
+	KDOT_BEGIN
+	LEAQ ·iq1sGrid(SB), R10
+iq1sblock:
+	IQ_D
+	MOVWLZX 34(SI), DX
+	IQ1_DL(12, X7, Y7)
+	MOVL DX, BX
+	ANDL $0x8000, BX
+	SHLL $16, BX
+	IQ1_DELTA
+	IQ1S_GRP(2, 0, 0, Y0)
+	IQ1S_GRP(3, 3, 32, Y1)
+	IQ1S_GRP(4, 6, 64, Y2)
+	IQ1S_GRP(5, 9, 96, Y3)
+	MOVWLZX 36(SI), DX
+	IQ1_DL(12, X7, Y7)
+	MOVL DX, BX
+	ANDL $0x8000, BX
+	SHLL $16, BX
+	IQ1_DELTA
+	IQ1S_GRP(6, 0, 128, Y0)
+	IQ1S_GRP(7, 3, 160, Y1)
+	IQ1S_GRP(8, 6, 192, Y2)
+	IQ1S_GRP(9, 9, 224, Y3)
+	MOVWLZX 38(SI), DX
+	IQ1_DL(12, X7, Y7)
+	MOVL DX, BX
+	ANDL $0x8000, BX
+	SHLL $16, BX
+	IQ1_DELTA
+	IQ1S_GRP(10, 0, 256, Y0)
+	IQ1S_GRP(11, 3, 288, Y1)
+	IQ1S_GRP(12, 6, 320, Y2)
+	IQ1S_GRP(13, 9, 352, Y3)
+	MOVWLZX 40(SI), DX
+	IQ1_DL(12, X7, Y7)
+	MOVL DX, BX
+	ANDL $0x8000, BX
+	SHLL $16, BX
+	IQ1_DELTA
+	IQ1S_GRP(14, 0, 384, Y0)
+	IQ1S_GRP(15, 3, 416, Y1)
+	IQ1S_GRP(16, 6, 448, Y2)
+	IQ1S_GRP(17, 9, 480, Y3)
+	MOVWLZX 42(SI), DX
+	IQ1_DL(12, X7, Y7)
+	MOVL DX, BX
+	ANDL $0x8000, BX
+	SHLL $16, BX
+	IQ1_DELTA
+	IQ1S_GRP(18, 0, 512, Y0)
+	IQ1S_GRP(19, 3, 544, Y1)
+	IQ1S_GRP(20, 6, 576, Y2)
+	IQ1S_GRP(21, 9, 608, Y3)
+	MOVWLZX 44(SI), DX
+	IQ1_DL(12, X7, Y7)
+	MOVL DX, BX
+	ANDL $0x8000, BX
+	SHLL $16, BX
+	IQ1_DELTA
+	IQ1S_GRP(22, 0, 640, Y0)
+	IQ1S_GRP(23, 3, 672, Y1)
+	IQ1S_GRP(24, 6, 704, Y2)
+	IQ1S_GRP(25, 9, 736, Y3)
+	MOVWLZX 46(SI), DX
+	IQ1_DL(12, X7, Y7)
+	MOVL DX, BX
+	ANDL $0x8000, BX
+	SHLL $16, BX
+	IQ1_DELTA
+	IQ1S_GRP(26, 0, 768, Y0)
+	IQ1S_GRP(27, 3, 800, Y1)
+	IQ1S_GRP(28, 6, 832, Y2)
+	IQ1S_GRP(29, 9, 864, Y3)
+	MOVWLZX 48(SI), DX
+	IQ1_DL(12, X7, Y7)
+	MOVL DX, BX
+	ANDL $0x8000, BX
+	SHLL $16, BX
+	IQ1_DELTA
+	IQ1S_GRP(30, 0, 896, Y0)
+	IQ1S_GRP(31, 3, 928, Y1)
+	IQ1S_GRP(32, 6, 960, Y2)
+	IQ1S_GRP(33, 9, 992, Y3)
+	ADDQ $50, SI
+	ADDQ $1024, DI
+	DECQ CX
+	JNZ iq1sblock
+	KDOT_SUM
+
+// IQ1M_GRP: index qs byte | (qh byte << hsh) & 0x700, the delta's sign
+// the qh byte's bit hb (moved to bit 31 by dsh).
+#define IQ1M_GRP(qoff, hoff, hsh, hb, dsh, dl, xo, acc) \
+	MOVBLZX qoff(SI), AX \
+	MOVBLZX hoff(SI), BX \
+	SHLL $hsh, BX \
+	ANDL $0x700, BX \
+	ORL BX, AX \
+	MOVBLZX hoff(SI), BX \
+	ANDL $hb, BX \
+	SHLL $dsh, BX \
+	IQ1_DELTA \
+	IQ1_APPLY(dl, xo, acc)
+
+// func iq1mDotAVX2(row *byte, x *float32, nb int) float32
+// d is the f16 of the scale words' top nibbles.
+TEXT ·iq1mDotAVX2(SB), NOSPLIT, $0-28
+	KDOT_BEGIN
+	LEAQ ·iq1sGrid(SB), R10
+iq1mblock:
+	MOVWLZX 48(SI), AX
+	SHRL $12, AX
+	MOVWLZX 50(SI), BX
+	SHRL $8, BX
+	ANDL $0xf0, BX
+	ORL BX, AX
+	MOVWLZX 52(SI), BX
+	SHRL $4, BX
+	ANDL $0xf00, BX
+	ORL BX, AX
+	MOVWLZX 54(SI), BX
+	ANDL $0xf000, BX
+	ORL BX, AX
+	MOVQ AX, X6
+	VCVTPH2PS X6, X6
+	MOVWLZX 48(SI), DX
+	IQ1_DL(0, X7, Y7)
+	IQ1_DL(3, X11, Y11)
+	IQ1M_GRP(0, 32, 8, 0x08, 28, Y7, 0, Y0)
+	IQ1M_GRP(1, 32, 4, 0x80, 24, Y7, 32, Y1)
+	IQ1M_GRP(2, 33, 8, 0x08, 28, Y11, 64, Y2)
+	IQ1M_GRP(3, 33, 4, 0x80, 24, Y11, 96, Y3)
+	MOVWLZX 48(SI), DX
+	SHRL $6, DX
+	IQ1_DL(0, X7, Y7)
+	IQ1_DL(3, X11, Y11)
+	IQ1M_GRP(4, 34, 8, 0x08, 28, Y7, 128, Y0)
+	IQ1M_GRP(5, 34, 4, 0x80, 24, Y7, 160, Y1)
+	IQ1M_GRP(6, 35, 8, 0x08, 28, Y11, 192, Y2)
+	IQ1M_GRP(7, 35, 4, 0x80, 24, Y11, 224, Y3)
+	MOVWLZX 50(SI), DX
+	IQ1_DL(0, X7, Y7)
+	IQ1_DL(3, X11, Y11)
+	IQ1M_GRP(8, 36, 8, 0x08, 28, Y7, 256, Y0)
+	IQ1M_GRP(9, 36, 4, 0x80, 24, Y7, 288, Y1)
+	IQ1M_GRP(10, 37, 8, 0x08, 28, Y11, 320, Y2)
+	IQ1M_GRP(11, 37, 4, 0x80, 24, Y11, 352, Y3)
+	MOVWLZX 50(SI), DX
+	SHRL $6, DX
+	IQ1_DL(0, X7, Y7)
+	IQ1_DL(3, X11, Y11)
+	IQ1M_GRP(12, 38, 8, 0x08, 28, Y7, 384, Y0)
+	IQ1M_GRP(13, 38, 4, 0x80, 24, Y7, 416, Y1)
+	IQ1M_GRP(14, 39, 8, 0x08, 28, Y11, 448, Y2)
+	IQ1M_GRP(15, 39, 4, 0x80, 24, Y11, 480, Y3)
+	MOVWLZX 52(SI), DX
+	IQ1_DL(0, X7, Y7)
+	IQ1_DL(3, X11, Y11)
+	IQ1M_GRP(16, 40, 8, 0x08, 28, Y7, 512, Y0)
+	IQ1M_GRP(17, 40, 4, 0x80, 24, Y7, 544, Y1)
+	IQ1M_GRP(18, 41, 8, 0x08, 28, Y11, 576, Y2)
+	IQ1M_GRP(19, 41, 4, 0x80, 24, Y11, 608, Y3)
+	MOVWLZX 52(SI), DX
+	SHRL $6, DX
+	IQ1_DL(0, X7, Y7)
+	IQ1_DL(3, X11, Y11)
+	IQ1M_GRP(20, 42, 8, 0x08, 28, Y7, 640, Y0)
+	IQ1M_GRP(21, 42, 4, 0x80, 24, Y7, 672, Y1)
+	IQ1M_GRP(22, 43, 8, 0x08, 28, Y11, 704, Y2)
+	IQ1M_GRP(23, 43, 4, 0x80, 24, Y11, 736, Y3)
+	MOVWLZX 54(SI), DX
+	IQ1_DL(0, X7, Y7)
+	IQ1_DL(3, X11, Y11)
+	IQ1M_GRP(24, 44, 8, 0x08, 28, Y7, 768, Y0)
+	IQ1M_GRP(25, 44, 4, 0x80, 24, Y7, 800, Y1)
+	IQ1M_GRP(26, 45, 8, 0x08, 28, Y11, 832, Y2)
+	IQ1M_GRP(27, 45, 4, 0x80, 24, Y11, 864, Y3)
+	MOVWLZX 54(SI), DX
+	SHRL $6, DX
+	IQ1_DL(0, X7, Y7)
+	IQ1_DL(3, X11, Y11)
+	IQ1M_GRP(28, 46, 8, 0x08, 28, Y7, 896, Y0)
+	IQ1M_GRP(29, 46, 4, 0x80, 24, Y7, 928, Y1)
+	IQ1M_GRP(30, 47, 8, 0x08, 28, Y11, 960, Y2)
+	IQ1M_GRP(31, 47, 4, 0x80, 24, Y11, 992, Y3)
+	ADDQ $56, SI
+	ADDQ $1024, DI
+	DECQ CX
+	JNZ iq1mblock
+	KDOT_SUM

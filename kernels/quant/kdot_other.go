@@ -27,3 +27,17 @@ func dotQ5_0Fast(row []byte, x []float32) (float32, bool) { return 0, false }
 func dotQ5_1Fast(row []byte, x []float32) (float32, bool) { return 0, false }
 
 func dotMXFP4Fast(row []byte, x []float32) (float32, bool) { return 0, false }
+
+func dotIQ2XXSFast(row []byte, x []float32) (float32, bool) { return 0, false }
+
+func dotIQ3XXSFast(row []byte, x []float32) (float32, bool) { return 0, false }
+
+func dotIQ2XSFast(row []byte, x []float32) (float32, bool) { return 0, false }
+
+func dotIQ2SFast(row []byte, x []float32) (float32, bool) { return 0, false }
+
+func dotIQ3SFast(row []byte, x []float32) (float32, bool) { return 0, false }
+
+func dotIQ1SFast(row []byte, x []float32) (float32, bool) { return 0, false }
+
+func dotIQ1MFast(row []byte, x []float32) (float32, bool) { return 0, false }

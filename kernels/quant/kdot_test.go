@@ -31,6 +31,13 @@ func TestKDotFast(t *testing.T) {
 		{kernels.Q5_0, dotQ5_0Fast, blockDot(decodeQ5_0, 32, 22)},
 		{kernels.Q5_1, dotQ5_1Fast, blockDot(decodeQ5_1, 32, 24)},
 		{kernels.MXFP4, dotMXFP4Fast, blockDot(decodeMXFP4, 32, 17)},
+		{kernels.IQ2_XXS, dotIQ2XXSFast, dotIQ2XXS},
+		{kernels.IQ3_XXS, dotIQ3XXSFast, blockDot(decodeIQ3XXS, 256, 98)},
+		{kernels.IQ2_XS, dotIQ2XSFast, blockDot(decodeIQ2XS, 256, 74)},
+		{kernels.IQ2_S, dotIQ2SFast, blockDot(decodeIQ2S, 256, 82)},
+		{kernels.IQ3_S, dotIQ3SFast, blockDot(decodeIQ3S, 256, 110)},
+		{kernels.IQ1_S, dotIQ1SFast, blockDot(decodeIQ1S, 256, 50)},
+		{kernels.IQ1_M, dotIQ1MFast, blockDot(decodeIQ1M, 256, 56)},
 	} {
 		for _, blocks := range []int{1, 2, 3, 16, 31, 48, 71} {
 			n := blocks * 256 // whole blocks of the 32-element formats too
@@ -65,6 +72,7 @@ func TestKDotFast(t *testing.T) {
 }
 
 // TestKDotWeightsExact checks that the AVX2 loops of the 32-weight formats
+// and of the IQ1, IQ2 and IQ3 lattices
 // form every weight exactly as the dequantizer does: dotted with a
 // one-hot x, a row gives that weight back exactly (one product, the rest
 // adds of zeros; a −0 weight comes back +0). MXFP4's scale bytes cover
@@ -77,10 +85,12 @@ func TestKDotWeightsExact(t *testing.T) {
 	}{
 		{kernels.Q4_0, dotQ4_0Fast}, {kernels.Q4_1, dotQ4_1Fast}, {kernels.Q5_0, dotQ5_0Fast},
 		{kernels.Q5_1, dotQ5_1Fast}, {kernels.Q8_0, dotQ8_0Fast}, {kernels.IQ4_NL, dotIQ4NLFast},
-		{kernels.MXFP4, dotMXFP4Fast},
+		{kernels.MXFP4, dotMXFP4Fast}, {kernels.IQ2_XXS, dotIQ2XXSFast}, {kernels.IQ3_XXS, dotIQ3XXSFast},
+		{kernels.IQ2_XS, dotIQ2XSFast}, {kernels.IQ2_S, dotIQ2SFast}, {kernels.IQ3_S, dotIQ3SFast},
+		{kernels.IQ1_S, dotIQ1SFast}, {kernels.IQ1_M, dotIQ1MFast},
 	} {
 		for iter := 0; iter < 20; iter++ {
-			const n = 64
+			const n = 512
 			row := randomRow(r, c.typ, n)
 			if c.typ == kernels.MXFP4 {
 				row[0] = []byte{0, 1, 2, 127, 200}[iter%5]

@@ -45,13 +45,13 @@ func init() {
 	formats[kernels.Q4_K] = formatImpl{rowDeq(decodeQ4K, 256, 144), fastOr(dotQ4KFast, dotQ4K)}
 	formats[kernels.Q5_K] = formatImpl{rowDeq(decodeQ5K, 256, 176), fastOr(dotQ5KFast, dotQ5K)}
 	formats[kernels.Q6_K] = formatImpl{rowDeq(decodeQ6K, 256, 210), fastOr(dotQ6KFast, dotQ6K)}
-	formats[kernels.IQ1_S] = formatImpl{rowDeq(decodeIQ1S, 256, 50), blockDot(decodeIQ1S, 256, 50)}
-	formats[kernels.IQ1_M] = formatImpl{rowDeq(decodeIQ1M, 256, 56), blockDot(decodeIQ1M, 256, 56)}
-	formats[kernels.IQ2_XXS] = formatImpl{rowDeq(decodeIQ2XXS, 256, 66), dotIQ2XXS}
-	formats[kernels.IQ2_XS] = formatImpl{rowDeq(decodeIQ2XS, 256, 74), blockDot(decodeIQ2XS, 256, 74)}
-	formats[kernels.IQ2_S] = formatImpl{rowDeq(decodeIQ2S, 256, 82), blockDot(decodeIQ2S, 256, 82)}
-	formats[kernels.IQ3_XXS] = formatImpl{rowDeq(decodeIQ3XXS, 256, 98), blockDot(decodeIQ3XXS, 256, 98)}
-	formats[kernels.IQ3_S] = formatImpl{rowDeq(decodeIQ3S, 256, 110), blockDot(decodeIQ3S, 256, 110)}
+	formats[kernels.IQ1_S] = formatImpl{rowDeq(decodeIQ1S, 256, 50), fastOr(dotIQ1SFast, blockDot(decodeIQ1S, 256, 50))}
+	formats[kernels.IQ1_M] = formatImpl{rowDeq(decodeIQ1M, 256, 56), fastOr(dotIQ1MFast, blockDot(decodeIQ1M, 256, 56))}
+	formats[kernels.IQ2_XXS] = formatImpl{rowDeq(decodeIQ2XXS, 256, 66), fastOr(dotIQ2XXSFast, dotIQ2XXS)}
+	formats[kernels.IQ2_XS] = formatImpl{rowDeq(decodeIQ2XS, 256, 74), fastOr(dotIQ2XSFast, blockDot(decodeIQ2XS, 256, 74))}
+	formats[kernels.IQ2_S] = formatImpl{rowDeq(decodeIQ2S, 256, 82), fastOr(dotIQ2SFast, blockDot(decodeIQ2S, 256, 82))}
+	formats[kernels.IQ3_XXS] = formatImpl{rowDeq(decodeIQ3XXS, 256, 98), fastOr(dotIQ3XXSFast, blockDot(decodeIQ3XXS, 256, 98))}
+	formats[kernels.IQ3_S] = formatImpl{rowDeq(decodeIQ3S, 256, 110), fastOr(dotIQ3SFast, blockDot(decodeIQ3S, 256, 110))}
 	formats[kernels.IQ4_XS] = formatImpl{rowDeq(decodeIQ4XS, 256, 136), fastOr(dotIQ4XSFast, dotIQ4XS)}
 }
 
