@@ -13,22 +13,25 @@ import (
 // H200 a 4096-token Qwen3.5-27B prompt took 687 ms in sixteen pieces
 // against 424 ms in one pass (each piece reads every weight again and
 // pays a round trip and a snapshot). A marked pass runs the projections,
-// norms and attention layers over all its rows at once; only each
-// DeltaNet layer's convolution and delta rule run segment by segment,
-// split at the marks, and after each segment the layer's two state
-// buffers are copied on the device into that mark's own state. A segment
-// is exactly what a piece ending there ran, so the recurrent states are
-// bit for bit the pieces' wherever the backend's other kernels give a row
-// the same result in a pass of any length (the CPU backend's do; a GPU's
-// GEMMs may differ in the last bits between pass lengths).
+// norms and attention layers over all its rows at once; each DeltaNet
+// layer's delta rule runs as the segments a piece ending on each mark
+// would have run (kernels.DeltaSegmenter: one launch a run of chunk-aligned
+// segments on CUDA), its state at each mark copied on the device into that
+// mark's own state, and its convolution's state at a mark is the input
+// rows before it (markedMix). A segment is exactly what a piece ending
+// there ran, so the recurrent states are bit for bit the pieces' wherever
+// the backend's other kernels give a row the same result in a pass of any
+// length (the CPU backend's do; a GPU's GEMMs may differ in the last bits
+// between pass lengths).
 
 // MarkingState is a HoldingState that can also keep copies of itself at
 // positions inside its next pass.
 type MarkingState interface {
 	HoldingState
 	// HoldAt asks the next Forward of the state to leave a held copy of
-	// it at each position in pos (ascending, past Pos()); that pass must
-	// end after the last of them. An error, nothing asked, where the
+	// it at each position in pos (ascending, past Pos()); that Forward must
+	// reach the last of them (a mark at a chunk's end of Model.MaxChunk
+	// is a copy of the whole state). An error, nothing asked, where the
 	// runner cannot: the caller then ends its passes on those positions
 	// instead.
 	HoldAt(pos []int) error
