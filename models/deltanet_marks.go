@@ -24,10 +24,10 @@ import (
 // length (the CPU backend's do; a GPU's GEMMs may differ in the last bits
 // between pass lengths).
 
-// MarkingState is a HoldingState that can also keep copies of itself at
+// MarkingState is a RecurrentState that can keep copies of itself at
 // positions inside its next pass.
 type MarkingState interface {
-	HoldingState
+	RecurrentState
 	// HoldAt asks the next Forward of the state to leave a held copy of
 	// it at each position in pos (ascending, past Pos()); that Forward must
 	// reach the last of them (a mark at a chunk's end of Model.MaxChunk
@@ -56,8 +56,10 @@ type deltaMarks struct {
 	inner  int // the chunk running now segments at pos[filled:inner]
 }
 
-// HeldDelta is a held copy of a DeltaState: a state of its own that no
-// pass advances. A worker registers State under an id of its own.
+// HeldDelta is a copy of a DeltaState that a marked pass left: a state of
+// its own that no pass advances. A worker registers State under an id of
+// its own; the session cache of a runner in its own process stores Data,
+// as it stores any snapshot of such a state.
 type HeldDelta struct {
 	State *DeltaState
 }
@@ -72,23 +74,8 @@ func (h *HeldDelta) Bytes() int64 { return h.State.SizeBytes() }
 // (the backends free them when collected).
 func (h *HeldDelta) Release() {}
 
-// Hold implements HoldingState: a clone, in device memory where the
-// backend copies there.
-func (s *DeltaState) Hold() (HeldState, error) {
-	if s.pos < 0 {
-		return nil, fmt.Errorf("%w: hold of a state after a failed pass", ErrState)
-	}
-	return &HeldDelta{State: s.Clone().(*DeltaState)}, nil
-}
-
-// RestoreHeld implements HoldingState: h's contents into s's own buffers.
-func (s *DeltaState) RestoreHeld(h HeldState) error {
-	hd, ok := h.(*HeldDelta)
-	if !ok {
-		return fmt.Errorf("%w: a held snapshot %T for a DeltaState", ErrState, h)
-	}
-	return s.CopyFrom(hd.State)
-}
+// Data is the copy's contents as RecurrentState.Snapshot gives them.
+func (h *HeldDelta) Data() []float32 { return h.State.Snapshot() }
 
 // HoldAt implements MarkingState. It needs a backend that views and
 // copies buffers in place (kernels.BufViewer, kernels.BufCopier).

@@ -123,9 +123,9 @@ func markedPass(t *testing.T, arch string, marks []int) {
 	// where they ended, as the engine marks its snapshot positions).
 	fork := seq // its KV blocks, a state of its own
 	fork.State = m.NewState()
-	fs := fork.State.(models.MarkingState)
+	fs := fork.State.(*models.DeltaState)
 	k := len(marks) / 2
-	if err := fs.RestoreHeld(held[k]); err != nil {
+	if err := fs.Restore(held[k].(*models.HeldDelta).Data(), marks[k]); err != nil {
 		t.Fatal(err)
 	}
 	if err := fs.HoldAt(marks[k+1:]); err != nil {

@@ -790,6 +790,12 @@ func (e *engine) keepMarked(sq *seqState, pos []int, keys []cache.Key, logits []
 			continue
 		}
 		snap := &cache.Snapshot{Pos: pos[i], Held: h, Logits: slices.Clone(logits[i*V : (i+1)*V])}
+		if local, ok := h.(interface{ Data() []float32 }); ok {
+			// A runner in this process: its copy is daemon memory,
+			// stored as any snapshot of its states is.
+			snap.State, snap.Held = local.Data(), nil
+			h.Release()
+		}
 		e.pool.PutSnapshot(keys[i], snap)
 	}
 }

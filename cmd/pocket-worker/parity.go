@@ -284,8 +284,8 @@ func markedParity(m *models.Model, ids []int32, want []float32, maxRef float64) 
 	}
 	// From the held state at 16 (the marked pass's KV blocks up to it).
 	fork := seq
-	fs := m.NewState().(models.HoldingState)
-	if err := fs.RestoreHeld(held[1]); err != nil {
+	fs := m.NewState().(*models.DeltaState)
+	if err := fs.CopyFrom(held[1].(*models.HeldDelta).State); err != nil {
 		return 0, err
 	}
 	fork.State, fork.Start = fs, 16

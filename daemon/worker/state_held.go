@@ -35,6 +35,7 @@ type heldState struct {
 
 var (
 	_ models.HeldState    = (*heldState)(nil)
+	_ models.HoldingState = (*remoteState)(nil)
 	_ models.MarkingState = (*remoteState)(nil)
 )
 
