@@ -20,7 +20,7 @@ func runSynth(args []string) error {
 	layers := fs.Int("layers", 0, "keep only the first N decoder layers (default: the shape's)")
 	out := fs.String("out", "", "output directory")
 	seed := fs.Uint64("seed", 1, "random seed")
-	format := fs.String("format", "", "bf16, fp8 (safetensors) or q4_k_m (one model.gguf; dense shapes); default: the shape's own")
+	format := fs.String("format", "", "bf16, fp8 (safetensors), q4_k_m or iq2_xxs (one model.gguf; dense shapes); default: the shape's own")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -30,15 +30,15 @@ func runSynth(args []string) error {
 	start := time.Now()
 	var n int64
 	var err error
-	if *format == "q4_k_m" {
+	if *format == "q4_k_m" || *format == "iq2_xxs" {
 		s, ok := synth.Shapes[*shape]
 		if !ok || *config != "" {
-			return fmt.Errorf("q4_k_m: only the dense shapes %v", synth.Names())
+			return fmt.Errorf("%s: only the dense shapes %v", *format, synth.Names())
 		}
 		if *layers > 0 {
 			s.Layers = *layers
 		}
-		n, err = writeSynthGGUF(*out, s, *seed)
+		n, err = writeSynthGGUF(*out, s, *seed, *format == "iq2_xxs")
 	} else {
 		var cfg []byte
 		if *config != "" {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 
 	"github.com/pocketllm/pocketllm/kernels"
@@ -23,7 +24,11 @@ import (
 // F32 norms. Blocks are random but valid and sized so that each matrix's
 // values have roughly zero mean and the 1/sqrt(fan_in) spread of synth's
 // bf16 weights. Every matrix must have a multiple of 256 columns.
-func writeSynthGGUF(dir string, s synth.Shape, seed uint64) (int64, error) {
+//
+// With iq2 set, the layers' matrices are IQ2_XXS instead (token_embd and
+// output stay Q6_K, as in llama.cpp's IQ2 mixes' head): a speed model for
+// the lattice kernels, its blocks random grid indices, signs and scales.
+func writeSynthGGUF(dir string, s synth.Shape, seed uint64, iq2 bool) (int64, error) {
 	arch := "qwen3"
 	if s.Arch == "LlamaForCausalLM" {
 		arch = "llama"
@@ -35,6 +40,9 @@ func writeSynthGGUF(dir string, s synth.Shape, seed uint64) (int64, error) {
 	}
 	var ts []tensor
 	mat := func(name string, dt kernels.DType, rows, cols int) {
+		if iq2 && strings.HasPrefix(name, "blk.") {
+			dt = kernels.IQ2_XXS
+		}
 		ts = append(ts, tensor{name, []int{rows, cols}, dt})
 	}
 	vec := func(name string, n int) { ts = append(ts, tensor{name, []int{n}, kernels.F32}) }
@@ -64,7 +72,11 @@ func writeSynthGGUF(dir string, s synth.Shape, seed uint64) (int64, error) {
 	if !s.Tied {
 		mat("output.weight", kernels.Q6_K, s.Vocab, s.Hidden)
 	}
-	ggmlType := map[kernels.DType]uint32{kernels.F32: 0, kernels.Q4_K: 12, kernels.Q6_K: 14}
+	ggmlType := map[kernels.DType]uint32{kernels.F32: 0, kernels.Q4_K: 12, kernels.Q6_K: 14, kernels.IQ2_XXS: 16}
+	fileType := uint32(15) // LLAMA_FTYPE_MOSTLY_Q4_K_M
+	if iq2 {
+		fileType = 19 // LLAMA_FTYPE_MOSTLY_IQ2_XXS
+	}
 
 	var h bytes.Buffer
 	le := func(v any) { _ = binary.Write(&h, binary.LittleEndian, v) }
@@ -75,7 +87,7 @@ func writeSynthGGUF(dir string, s synth.Shape, seed uint64) (int64, error) {
 	}
 	kvs := []kv{
 		{"general.architecture", arch}, {"general.name", "pocket-worker synth " + arch}, {"general.alignment", uint32(32)},
-		{"general.file_type", uint32(15)}, // LLAMA_FTYPE_MOSTLY_Q4_K_M
+		{"general.file_type", fileType},
 		{arch + ".block_count", uint32(s.Layers)}, {arch + ".context_length", uint32(s.MaxPositions)},
 		{arch + ".embedding_length", uint32(s.Hidden)}, {arch + ".feed_forward_length", uint32(s.Intermediate)},
 		{arch + ".attention.head_count", uint32(s.Heads)}, {arch + ".attention.head_count_kv", uint32(s.KVHeads)},
@@ -193,6 +205,15 @@ func fillSynthBlocks(b []byte, dt kernels.DType, seed, first uint64, std float64
 						blk[j] = 0x99
 					}
 					for j := 16; j < 144; j += 8 {
+						binary.LittleEndian.PutUint64(blk[j:], next())
+					}
+				case kernels.IQ2_XXS:
+					// d, then 8 × (4 grid indices, a word of 4×7 sign
+					// bits and a 4-bit scale s): value d·(s+0.5)/4·grid,
+					// grid values 8..62, whose spread is ~28·d (measured).
+					d := std / 28 * (0.75 + 0.5*unit())
+					binary.LittleEndian.PutUint16(blk[0:], f32ToF16bits(float32(d)))
+					for j := 2; j < 66; j += 8 {
 						binary.LittleEndian.PutUint64(blk[j:], next())
 					}
 				case kernels.Q6_K:

@@ -13,13 +13,20 @@ import (
 	"github.com/pocketllm/pocketllm/models/synth"
 )
 
-// TestSynthGGUF writes a small Q4_K_M-style checkpoint, opens it the way
-// pocketd does and runs a forward pass on the CPU backend.
+// TestSynthGGUF writes a small Q4_K_M-style checkpoint (and an
+// IQ2_XXS-style one), opens it the way pocketd does and runs a forward pass
+// on the CPU backend.
 func TestSynthGGUF(t *testing.T) {
+	for _, iq2 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "q4_k_m", true: "iq2_xxs"}[iq2], func(t *testing.T) { synthGGUF(t, iq2) })
+	}
+}
+
+func synthGGUF(t *testing.T, iq2 bool) {
 	s := synth.Shape{Arch: "Qwen3ForCausalLM", Vocab: 512, Hidden: 256, Intermediate: 512, Layers: 8, Heads: 4,
 		KVHeads: 2, HeadDim: 64, RopeTheta: 1e6, MaxPositions: 4096}
 	dir := t.TempDir()
-	if _, err := writeSynthGGUF(dir, s, 3); err != nil {
+	if _, err := writeSynthGGUF(dir, s, 3, iq2); err != nil {
 		t.Fatal(err)
 	}
 	ck, err := checkpoint.Open(dir)
@@ -31,8 +38,10 @@ func TestSynthGGUF(t *testing.T) {
 	for _, ti := range ck.GGUF.Tensors() {
 		counts[ti.Type]++
 	}
-	// token_embd, output and 4 of 8 ffn_down in Q6_K.
-	if counts[kernels.Q6_K] != 6 || counts[kernels.Q4_K] != 8*6+4 {
+	// token_embd, output and 4 of 8 ffn_down in Q6_K; for IQ2_XXS every
+	// layer matrix.
+	if !iq2 && (counts[kernels.Q6_K] != 6 || counts[kernels.Q4_K] != 8*6+4) ||
+		iq2 && (counts[kernels.Q6_K] != 2 || counts[kernels.IQ2_XXS] != 8*7) {
 		t.Fatalf("tensor types %v", counts)
 	}
 	m, err := ck.Model(cpu.New(0))
@@ -61,7 +70,8 @@ func TestSynthGGUF(t *testing.T) {
 	// The weights have about the intended spread.
 	w, _ := ck.Source.Weight("model.layers.0.mlp.gate_proj.weight")
 	row := make([]float32, 256)
-	if err := quant.DequantizeRow(w.DType, w.Data[:144], row); err != nil {
+	bb := w.DType.BlockBytes()
+	if err := quant.DequantizeRow(w.DType, w.Data[:bb], row); err != nil {
 		t.Fatal(err)
 	}
 	var mean, v2 float64
