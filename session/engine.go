@@ -500,8 +500,12 @@ func (e *engine) ensureOnce(sq *seqState, toks []int32, budget int, g GreedyRunn
 		start := sq.kvLen
 		end := min(n, start+budget-pr.computed)
 		want := models.NoLogits
-		if next := e.snapEvery.Next(start); next < end && !e.marking {
-			end = next // the state exists only where a pass ends
+		var mk passMarks
+		if next := e.snapEvery.Next(start); next < end {
+			var ok bool
+			if mk, ok = e.markSnapshots(sq, toks, start, end); !ok {
+				end = next // the state exists only where a pass ends
+			}
 		}
 		if end == n || e.snapEvery.At(end) {
 			want = models.LastLogits // a snapshot keeps them
@@ -516,8 +520,9 @@ func (e *engine) ensureOnce(sq *seqState, toks []int32, budget int, g GreedyRunn
 			pr.argmax, pr.id, pr.done = true, id, true
 			break
 		}
-		logits, err := e.forward(sq, toks, end, want)
+		logits, err := e.forward(sq, toks, end, want, mk)
 		if err != nil {
+			e.forgetMarks(sq, mk)
 			return pr, err
 		}
 		pr.computed += end - start
@@ -628,9 +633,9 @@ func (e *engine) prevKey(sq *seqState, bi int) cache.Key {
 // partial last block writable, allocates the blocks the new positions
 // need, runs the model and registers the blocks it completed in the prefix
 // index.
-func (e *engine) forward(sq *seqState, toks []int32, end int, want models.Logits) ([]float32, error) {
+func (e *engine) forward(sq *seqState, toks []int32, end int, want models.Logits, mk passMarks) ([]float32, error) {
 	var logits []float32
-	err := e.advance(sq, toks, end, func(seq models.Seq, t []int32, marks int) (marked []float32, err error) {
+	err := e.advance(sq, toks, end, mk, func(seq models.Seq, t []int32, marks int) (marked []float32, err error) {
 		if marks == 0 {
 			logits, err = e.model.Forward(seq, t, want)
 			return nil, err
@@ -663,7 +668,7 @@ func (e *engine) forward(sq *seqState, toks []int32, end int, want models.Logits
 // no snapshot wants the logits).
 func (e *engine) forwardArgmax(sq *seqState, toks []int32, end int, g GreedyRunner) (int32, error) {
 	var id int32
-	err := e.advance(sq, toks, end, func(seq models.Seq, t []int32, _ int) (_ []float32, err error) {
+	err := e.advance(sq, toks, end, passMarks{}, func(seq models.Seq, t []int32, _ int) (_ []float32, err error) {
 		id, err = g.ForwardArgmax(seq, t) // no marks: attention-only models
 		return nil, err
 	})
@@ -671,8 +676,8 @@ func (e *engine) forwardArgmax(sq *seqState, toks []int32, end int, g GreedyRunn
 }
 
 // advance is forward's work around the model call run, which is told how
-// many positions the state was marked at and returns their logits.
-func (e *engine) advance(sq *seqState, toks []int32, end int, run func(models.Seq, []int32, int) ([]float32, error)) error {
+// many positions the state was marked at (mk) and returns their logits.
+func (e *engine) advance(sq *seqState, toks []int32, end int, mk passMarks, run func(models.Seq, []int32, int) ([]float32, error)) error {
 	start := sq.kvLen
 	if start >= end {
 		return fmt.Errorf("forward: nothing to compute")
@@ -696,14 +701,12 @@ func (e *engine) advance(sq *seqState, toks []int32, end int, run func(models.Se
 		}
 		sq.table = append(sq.table, b)
 	}
-	if start == 0 && e.recurrent {
-		freeState(sq.state)
-		sq.state = e.model.NewState()
+	if start == 0 && e.recurrent && len(mk.pos) == 0 { // (markSnapshots made a marked one)
+		e.newState(sq)
 	}
 	seq := models.Seq{Pool: e.pool.KV(), Table: sq.table, Start: start, State: sq.state}
-	marks, markKeys := e.markSnapshots(sq, toks, start, end)
 	t0 := time.Now()
-	markLogits, err := run(seq, toks[start:end], len(marks))
+	markLogits, err := run(seq, toks[start:end], len(mk.pos))
 	dt := time.Since(t0)
 	if end-start == 1 {
 		e.decodeNs.Add(int64(dt))
@@ -718,11 +721,7 @@ func (e *engine) advance(sq *seqState, toks []int32, end int, run func(models.Se
 		e.prefillRate.Store(math.Float64bits(r))
 	}
 	if err != nil {
-		if len(marks) > 0 {
-			for _, h := range sq.state.(models.MarkingState).TakeHeld() {
-				h.Release() // none after a failed pass; this forgets the request
-			}
-		}
+		e.forgetMarks(sq, mk)
 		if errors.Is(err, ErrKVLost) {
 			e.invalidateAll()
 		} else if e.recurrent {
@@ -738,47 +737,78 @@ func (e *engine) advance(sq *seqState, toks []int32, end int, run func(models.Se
 		sq.keys = append(sq.keys, k)
 		e.pool.Register(sq.table[bi], k)
 	}
-	e.keepMarked(sq, marks, markKeys, markLogits)
+	e.keepMarked(sq, mk, markLogits)
 	return nil
+}
+
+// passMarks are the snapshot positions inside a pass that its state was
+// asked to hold copies at (markSnapshots), with the keys of the blocks
+// they end.
+type passMarks struct {
+	pos  []int
+	keys []cache.Key
+}
+
+// newState gives sq a new recurrent state (a pass from position 0).
+func (e *engine) newState(sq *seqState) {
+	freeState(sq.state)
+	sq.state = e.model.NewState()
 }
 
 // markSnapshots asks sq's state to hold copies of itself at the snapshot
 // positions strictly inside [start, end) that have no snapshot yet (kvMu
-// held), and returns those positions with the keys of the blocks they
-// end.
-func (e *engine) markSnapshots(sq *seqState, toks []int32, start, end int) ([]int, []cache.Key) {
-	ms, ok := sq.state.(models.MarkingState)
-	if !e.marking || !ok {
-		return nil, nil
+// held), making the state new first for a pass from 0. It reports false
+// where the pass must end on the next snapshot position instead: the
+// runner cannot mark (models.MarkingState; snapshots kept by the daemon),
+// or it declines now (too little device memory for the copies, as it
+// would decline a HoldState; the state at a pass's end is snapshotted
+// through the host then).
+func (e *engine) markSnapshots(sq *seqState, toks []int32, start, end int) (passMarks, bool) {
+	if !e.marking {
+		return passMarks{}, false
 	}
-	var pos []int
-	var keys []cache.Key
+	if start == 0 {
+		e.newState(sq)
+	}
+	ms, ok := sq.state.(models.MarkingState)
+	if !ok {
+		return passMarks{}, false
+	}
+	var mk passMarks
 	k := e.prevKey(sq, len(sq.keys))
 	for bi := len(sq.keys); (bi+1)*e.bs < end; bi++ {
 		k = k.Next(toks[bi*e.bs : (bi+1)*e.bs])
 		if p := (bi + 1) * e.bs; p > start && e.snapEvery.At(p) && !e.pool.HasSnapshot(k) {
-			pos, keys = append(pos, p), append(keys, k)
+			mk.pos, mk.keys = append(mk.pos, p), append(mk.keys, k)
 		}
 	}
-	if len(pos) == 0 {
-		return nil, nil
+	if len(mk.pos) == 0 {
+		return mk, true
 	}
-	if err := ms.HoldAt(pos); err != nil {
-		// A runner that cannot mark at all ends passes on the snapshot
-		// positions from now on; one short of memory now leaves this
-		// pass without snapshots inside it, as it would decline holds.
+	if err := ms.HoldAt(mk.pos); err != nil {
 		if errors.Is(err, kernels.ErrUnsupported) {
-			e.marking = false
+			e.marking = false // for good
 		}
-		return nil, nil
+		return passMarks{}, false
 	}
-	return pos, keys
+	return mk, true
+}
+
+// forgetMarks withdraws a pass's marks that it did not fill (a failed or
+// unrun pass; kvMu held).
+func (e *engine) forgetMarks(sq *seqState, mk passMarks) {
+	if ms, ok := sq.state.(models.MarkingState); ok && len(mk.pos) > 0 {
+		for _, h := range ms.TakeHeld() {
+			h.Release()
+		}
+	}
 }
 
 // keepMarked stores the copies a marked pass left as held snapshots, each
 // with the logits before its position, as a pass ending there leaves
 // them (kvMu held).
-func (e *engine) keepMarked(sq *seqState, pos []int, keys []cache.Key, logits []float32) {
+func (e *engine) keepMarked(sq *seqState, mk passMarks, logits []float32) {
+	pos, keys := mk.pos, mk.keys
 	if len(pos) == 0 {
 		return
 	}

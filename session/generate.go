@@ -560,7 +560,7 @@ func (m *Manager) PromptLogprobs(ctx context.Context, owner Owner, model string,
 		hi := min(lo+chunk, len(prompt)-1)
 		var logits []float32
 		err := e.submit(ctx, func() (err error) {
-			logits, err = e.forward(sq, prompt, hi, models.AllLogits)
+			logits, err = e.forward(sq, prompt, hi, models.AllLogits, passMarks{})
 			return err
 		})
 		if err != nil {
