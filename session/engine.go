@@ -26,7 +26,7 @@ import (
 // 308 ms), and a request that arrives meanwhile waits for at most one such
 // step. 200 ms, not the 50 of before: a 4096-token Qwen3.5-27B prompt
 // (~9400 tok/s in long passes, ~6800 in 256-token ones) reached its first
-// token in 691 ms at 50, 510–580 at 200 and 488–522 at 500 or more (one
+// token in 691 ms at 50, 510–581 at 200 and 488–522 at 500 or more (one
 // H200, snapshots inside the passes; docs/benchmarks.md).
 const (
 	stepBudget    = 256
