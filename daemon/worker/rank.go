@@ -116,6 +116,9 @@ type rank struct {
 	// marks are the ids a MarkState request gave the copies the next
 	// Forward of a state leaves (by the state's id).
 	marks map[uint64][]uint64
+	// baseChunk is the model's own MaxChunk (sizeChunk raises it on a
+	// device with room).
+	baseChunk int
 
 	graphs *graphCache // nil: decode steps run eagerly
 	padded []int32     // padTable's buffer
@@ -223,14 +226,7 @@ func (rk *rank) hello(f frame) (func(), error) {
 		closeComm()
 		return nil, err
 	}
-	rk.model, rk.be = m, be
-	if _, own := be.(kernels.MemoryRoom); own {
-		// A device's prefill passes read every weight once per chunk: a
-		// Qwen3.5-27B FP8 prefilled 6800 tok/s in passes of 256 rows on an
-		// H200, 9400 at 1024 and 9650 at 4096 (docs/benchmarks.md). The
-		// scratch grows with the chunk, which device memory affords.
-		m.MaxChunk = max(m.MaxChunk, deviceMaxChunk)
-	}
+	rk.model, rk.be, rk.baseChunk = m, be, m.MaxChunk
 	closeAll := func() { ck.Close(); closeComm() }
 	cfg, err := json.Marshal(m.Config)
 	if err != nil {
@@ -293,12 +289,34 @@ func (rk *rank) newPool(spec kernels.KVSpec) error {
 	}
 	rk.graphs.reset() // they address the old pool
 	rk.pool, rk.spec = p, spec
+	rk.sizeChunk()
 	return nil
 }
 
-// deviceMaxChunk is the longest pass a rank on a device runs at once
-// (models.Model.MaxChunk; the CPU keeps the default).
-const deviceMaxChunk = 2048
+// Passes of a rank on a device: up to deviceMaxChunk rows at once where
+// deviceChunkRoom bytes are still free once the weights and the KV pool
+// are in (the CPU, and a device with less, keep models.Model's 512). A
+// device's prefill reads every weight once per chunk: a Qwen3.5-27B FP8
+// prefilled 6800 tok/s in passes of 256 rows on an H200, 9400 at 1024 and
+// 9650 at 4096 (docs/benchmarks.md). The scratch grows with the chunk
+// (~1–2 GB at 2048 rows for that model), and a failed allocation would
+// fail the worker at every retry of the prompt.
+const (
+	deviceMaxChunk  = 2048
+	deviceChunkRoom = 8 << 30
+)
+
+// sizeChunk sets the model's chunk for the memory left after the pool.
+func (rk *rank) sizeChunk() {
+	room, ok := rk.be.(kernels.MemoryRoom)
+	if !ok {
+		return
+	}
+	rk.model.MaxChunk = rk.baseChunk
+	if free, err := room.FreeBytes(); err == nil && free >= deviceChunkRoom {
+		rk.model.MaxChunk = max(rk.baseChunk, deviceMaxChunk)
+	}
+}
 
 // serve answers one request. It returns an error only when the worker
 // must exit (the device state is lost or the connection broke).
