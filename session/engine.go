@@ -68,9 +68,10 @@ type engine struct {
 	recurrent bool            // Model.NewState() != nil: KV shortcuts only through snapshots
 	snapEvery cache.Intervals // where hybrid sequences' state is snapshotted
 	hold      bool            // snapshots held by the runner where it can (ModelConfig.HostSnapshots off)
-	// marking: held snapshots are taken inside a pass (models.MarkingState)
-	// rather than at the ends of passes split on the snapshot positions;
-	// cleared for good when the runner cannot mark at all.
+	// marking: snapshots are taken inside a pass (models.MarkingState)
+	// rather than at the ends of passes split on the snapshot positions
+	// (held by the runner, or read to the daemon after the pass with
+	// hold off); cleared for good when the runner cannot mark at all.
 	marking  bool
 	limit    int
 	idleStep time.Duration // stepTokens' step time with nothing waiting
@@ -138,8 +139,7 @@ func newEngine(cfg ModelConfig, pool *cache.Pool, eos map[int32]bool) *engine {
 	if e.recurrent && pool.SnapshotStats().Limit > 0 {
 		e.snapEvery = cfg.SnapshotIntervals.Aligned(e.bs)
 		e.hold = !cfg.HostSnapshots
-		_, ok := st.(models.MarkingState)
-		e.marking = e.hold && ok
+		_, e.marking = st.(models.MarkingState)
 	}
 	freeState(st)
 	if e.ctxLen <= 0 {
@@ -825,6 +825,19 @@ func (e *engine) keepMarked(sq *seqState, mk passMarks, logits []float32) {
 			// stored as any snapshot of its states is.
 			snap.State, snap.Held = local.Data(), nil
 			h.Release()
+		} else if !e.hold {
+			// Snapshots kept by the daemon (ModelConfig.HostSnapshots):
+			// the runner's copy comes over, and goes.
+			r, ok := h.(interface{ Snapshot() []float32 })
+			var data []float32
+			if ok {
+				data = r.Snapshot()
+			}
+			h.Release()
+			if len(data) != sq.state.(models.RecurrentState).Len() {
+				continue // the runner could not read it (a worker lost)
+			}
+			snap.State, snap.Held = data, nil
 		}
 		e.pool.PutSnapshot(keys[i], snap)
 	}

@@ -78,8 +78,9 @@ func hybridParity(t *testing.T, arch string, world int, hostSnaps bool) {
 	p1, p2 := prompt(37, 1), prompt(9, 2)
 	p.append("a", p1)
 	// One pass over the 37 tokens: the snapshots at 16 and 32 are the
-	// copies it left (MarkState), or, through the host, pieces' ends.
-	if info := p.remote.Models()[0]; info.Snapshots != 2 || !hostSnaps && info.HeldSnapshots != 2 {
+	// copies it left (MarkState), held by the worker or read to the
+	// daemon (host snapshots).
+	if info := p.remote.Models()[0]; info.Snapshots != 2 || info.HeldSnapshots != map[bool]int{false: 2, true: 0}[hostSnaps] {
 		t.Errorf("after the first prompt: %d snapshots, %d held, want 2 (host snapshots: %v)", info.Snapshots, info.HeldSnapshots, hostSnaps)
 	}
 	g1 := p.generate("a", greedyN(6))

@@ -43,6 +43,11 @@ func (h *heldState) Pos() int     { return h.c.pos }
 func (h *heldState) Bytes() int64 { return h.c.SizeBytes() }
 func (h *heldState) Release()     { h.c.Free() }
 
+// Snapshot reads the held copy to the daemon (a marked pass's copies
+// where the daemon keeps the snapshots: session.ModelConfig.HostSnapshots);
+// nil where it cannot be read.
+func (h *heldState) Snapshot() []float32 { return h.c.Snapshot() }
+
 // Hold implements models.HoldingState.
 func (s *remoteState) Hold() (models.HeldState, error) {
 	switch {
