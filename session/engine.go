@@ -759,10 +759,9 @@ func (e *engine) newState(sq *seqState) {
 // positions strictly inside [start, end) that have no snapshot yet (kvMu
 // held), making the state new first for a pass from 0. It reports false
 // where the pass must end on the next snapshot position instead: the
-// runner cannot mark (models.MarkingState; snapshots kept by the daemon),
-// or it declines now (too little device memory for the copies, as it
-// would decline a HoldState; the state at a pass's end is snapshotted
-// through the host then).
+// runner cannot mark (no models.MarkingState), or it declines now (too
+// little device memory for the copies, as it would decline a HoldState;
+// the state at a pass's end is snapshotted through the host then).
 func (e *engine) markSnapshots(sq *seqState, toks []int32, start, end int) (passMarks, bool) {
 	if !e.marking {
 		return passMarks{}, false
