@@ -10,6 +10,10 @@ import "golang.org/x/sys/cpu"
 // accumulators). Other CPUs use the portable loops.
 var haveAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
+// haveF16C adds the f16 conversions (F16 checkpoints: GGUF F16 files and
+// fp16 safetensors, whose scalar loop converted a weight at a time).
+var haveF16C = haveAVX2 && cpu.X86.HasF16C
+
 //go:noescape
 func dotBF16AVX2(w *uint16, x *float32, n int) float32
 
@@ -88,4 +92,35 @@ func axpy(o, v []float32, w float32) {
 		axpyF32AVX2(&o[0], &v[0], w, n)
 	}
 	axpyGo(o[n:], v[n:], w)
+}
+
+//go:noescape
+func dotF16AVX2(w *uint16, x *float32, n int) float32
+
+//go:noescape
+func f16ToF32AVX2(src *uint16, dst *float32, n int)
+
+func dotF16(w []uint16, x []float32) float32 {
+	n := len(w) &^ 31
+	if !haveF16C || n == 0 {
+		return dotF16Go(w, x)
+	}
+	x = x[:len(w)]
+	s := dotF16AVX2(&w[0], &x[0], n)
+	if n < len(w) {
+		s += dotF16Go(w[n:], x[n:])
+	}
+	return s
+}
+
+// f16Row widens an f16 row to float32 (prefill's row decode), exactly.
+func f16Row(src []uint16, dst []float32) {
+	n := len(src) &^ 15
+	if haveF16C && n > 0 {
+		dst = dst[:len(src)]
+		f16ToF32AVX2(&src[0], &dst[0], n)
+	}
+	for i := n; i < len(src); i++ {
+		dst[i] = f16ToF32(src[i])
+	}
 }

@@ -169,3 +169,55 @@ axpy:
 	JNZ axpy
 	VZEROUPPER
 	RET
+
+// func dotF16AVX2(w *uint16, x *float32, n int) float32
+// n must be a multiple of 32. f16 widens to float32 exactly by F16C.
+TEXT ·dotF16AVX2(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+f16loop:
+	VCVTPH2PS (SI), Y0
+	VCVTPH2PS 16(SI), Y1
+	VCVTPH2PS 32(SI), Y2
+	VCVTPH2PS 48(SI), Y3
+	VFMADD231PS (DI), Y0, Y4
+	VFMADD231PS 32(DI), Y1, Y5
+	VFMADD231PS 64(DI), Y2, Y6
+	VFMADD231PS 96(DI), Y3, Y7
+	ADDQ $64, SI
+	ADDQ $128, DI
+	SUBQ $32, CX
+	JNZ f16loop
+	VADDPS Y5, Y4, Y4
+	VADDPS Y7, Y6, Y6
+	VADDPS Y6, Y4, Y4
+	VEXTRACTF128 $1, Y4, X1
+	VADDPS X1, X4, X4
+	VHADDPS X4, X4, X4
+	VHADDPS X4, X4, X4
+	VZEROUPPER
+	MOVSS X4, ret+24(FP)
+	RET
+
+// func f16ToF32AVX2(src *uint16, dst *float32, n int)
+// n must be a multiple of 16.
+TEXT ·f16ToF32AVX2(SB), NOSPLIT, $0-24
+	MOVQ src+0(FP), SI
+	MOVQ dst+8(FP), DI
+	MOVQ n+16(FP), CX
+f16cvt:
+	VCVTPH2PS (SI), Y0
+	VCVTPH2PS 16(SI), Y1
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	ADDQ $32, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JNZ f16cvt
+	VZEROUPPER
+	RET

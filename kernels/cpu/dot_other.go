@@ -17,3 +17,11 @@ func bf16Row(src []uint16, dst []float32) {
 }
 
 func axpy(o, v []float32, w float32) { axpyGo(o, v, w) }
+
+func dotF16(w []uint16, x []float32) float32 { return dotF16Go(w, x) }
+
+func f16Row(src []uint16, dst []float32) {
+	for i, v := range src {
+		dst[i] = f16ToF32(v)
+	}
+}

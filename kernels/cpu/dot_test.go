@@ -26,6 +26,36 @@ func TestDotKernelsMatchPortable(t *testing.T) {
 		if got, want := dotF32(a, x), dotF32Go(a, x); math.Abs(float64(got-want)) > 1e-4*math.Sqrt(float64(n)) {
 			t.Errorf("f32 n=%d: %v vs %v", n, got, want)
 		}
+		h := make([]uint16, n) // |value| < 1, subnormals included
+		for i := range h {
+			h[i] = uint16(rng.IntN(2))<<15 | uint16(rng.IntN(15))<<10 | uint16(rng.IntN(1024))
+		}
+		if got, want := dotF16(h, x), dotF16Go(h, x); math.Abs(float64(got-want)) > 1e-4*math.Sqrt(float64(n)) {
+			t.Errorf("f16 n=%d: %v vs %v", n, got, want)
+		}
+	}
+}
+
+// TestF16RowExact: the F16C row conversion gives kernels.F16ToF32's bits
+// for every f16 value (zeros, subnormals, infinities; NaN stays NaN).
+func TestF16RowExact(t *testing.T) {
+	src := make([]uint16, 1<<16+5)
+	for i := range src {
+		src[i] = uint16(i)
+	}
+	dst := make([]float32, len(src))
+	f16Row(src, dst)
+	for i, v := range src {
+		want := kernels.F16ToF32(v)
+		if math.IsNaN(float64(want)) {
+			if !math.IsNaN(float64(dst[i])) {
+				t.Fatalf("f16 %#04x: %v, want NaN", v, dst[i])
+			}
+			continue
+		}
+		if math.Float32bits(dst[i]) != math.Float32bits(want) {
+			t.Fatalf("f16 %#04x: %v, want %v", v, dst[i], want)
+		}
 	}
 }
 
@@ -36,6 +66,26 @@ func BenchmarkDotBF16(b *testing.B) {
 	b.SetBytes(2 * n)
 	for b.Loop() {
 		dotBF16(w, x)
+	}
+}
+
+func BenchmarkDotF16(b *testing.B) {
+	const n = 4096
+	w := make([]uint16, n)
+	x := make([]float32, n)
+	b.SetBytes(2 * n)
+	for b.Loop() {
+		dotF16(w, x)
+	}
+}
+
+func BenchmarkDotF16Go(b *testing.B) {
+	const n = 4096
+	w := make([]uint16, n)
+	x := make([]float32, n)
+	b.SetBytes(2 * n)
+	for b.Loop() {
+		dotF16Go(w, x)
 	}
 }
 

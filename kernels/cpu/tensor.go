@@ -70,9 +70,7 @@ func (t *tensor) rowTo(r int, dst []float32) {
 	case kernels.BF16:
 		bf16Row(t.u16[r*n:(r+1)*n], dst)
 	case kernels.F16:
-		for i, v := range t.u16[r*n : (r+1)*n] {
-			dst[i] = f16ToF32(v)
-		}
+		f16Row(t.u16[r*n:(r+1)*n], dst)
 	case kernels.F8E4M3:
 		bo, bi := t.w.ScaleBlock[0], t.w.ScaleBlock[1]
 		sc := t.w.Scale[(r/bo)*((n+bi-1)/bi):]
@@ -96,11 +94,7 @@ func (t *tensor) dot(r int, x []float32) float32 {
 	case kernels.BF16:
 		return dotBF16(t.u16[r*n:(r+1)*n], x)
 	case kernels.F16:
-		var s float32
-		for i, v := range t.u16[r*n : (r+1)*n] {
-			s += f16ToF32(v) * x[i]
-		}
-		return s
+		return dotF16(t.u16[r*n:(r+1)*n], x)
 	case kernels.F8E4M3:
 		bo, bi := t.w.ScaleBlock[0], t.w.ScaleBlock[1]
 		sc := t.w.Scale[(r/bo)*((n+bi-1)/bi):]
@@ -132,6 +126,22 @@ func dotF32Go(a, b []float32) float32 {
 	}
 	for ; i < len(a); i++ {
 		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+func dotF16Go(w []uint16, x []float32) float32 {
+	x = x[:len(w)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(w); i += 4 {
+		s0 += f16ToF32(w[i]) * x[i]
+		s1 += f16ToF32(w[i+1]) * x[i+1]
+		s2 += f16ToF32(w[i+2]) * x[i+2]
+		s3 += f16ToF32(w[i+3]) * x[i+3]
+	}
+	for ; i < len(w); i++ {
+		s0 += f16ToF32(w[i]) * x[i]
 	}
 	return (s0 + s1) + (s2 + s3)
 }
