@@ -2,16 +2,41 @@
 
 #include "textflag.h"
 
+// DOT_BEGIN loads (w, x, n) into SI, DI, CX and zeroes the accumulators
+// Y4..Y7; DOT_END returns their sum (the order every dot here uses, so
+// that dot2F32AVX2's rows stay bit-identical to dotF32AVX2).
+#define DOT_BEGIN(w, x) \
+	MOVQ w+0(FP), SI \
+	MOVQ x+8(FP), DI \
+	MOVQ n+16(FP), CX \
+	VXORPS Y4, Y4, Y4 \
+	VXORPS Y5, Y5, Y5 \
+	VXORPS Y6, Y6, Y6 \
+	VXORPS Y7, Y7, Y7
+
+#define DOT_END \
+	VADDPS Y5, Y4, Y4 \
+	VADDPS Y7, Y6, Y6 \
+	VADDPS Y6, Y4, Y4 \
+	VEXTRACTF128 $1, Y4, X1 \
+	VADDPS X1, X4, X4 \
+	VHADDPS X4, X4, X4 \
+	VHADDPS X4, X4, X4 \
+	VZEROUPPER \
+	MOVSS X4, ret+24(FP) \
+	RET
+
+// DOT_FMA4: the four 8-lane products of Y0..Y3 with the 32 floats at DI.
+#define DOT_FMA4 \
+	VFMADD231PS (DI), Y0, Y4 \
+	VFMADD231PS 32(DI), Y1, Y5 \
+	VFMADD231PS 64(DI), Y2, Y6 \
+	VFMADD231PS 96(DI), Y3, Y7
+
 // func dotBF16AVX2(w *uint16, x *float32, n int) float32
 // n must be a multiple of 32. bf16 widens to float32 by a 16-bit shift.
 TEXT ·dotBF16AVX2(SB), NOSPLIT, $0-28
-	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ n+16(FP), CX
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
+	DOT_BEGIN(w, x)
 loop:
 	VPMOVZXWD (SI), Y0
 	VPMOVZXWD 16(SI), Y1
@@ -21,58 +46,28 @@ loop:
 	VPSLLD $16, Y1, Y1
 	VPSLLD $16, Y2, Y2
 	VPSLLD $16, Y3, Y3
-	VFMADD231PS (DI), Y0, Y4
-	VFMADD231PS 32(DI), Y1, Y5
-	VFMADD231PS 64(DI), Y2, Y6
-	VFMADD231PS 96(DI), Y3, Y7
+	DOT_FMA4
 	ADDQ $64, SI
 	ADDQ $128, DI
 	SUBQ $32, CX
 	JNZ loop
-	VADDPS Y5, Y4, Y4
-	VADDPS Y7, Y6, Y6
-	VADDPS Y6, Y4, Y4
-	VEXTRACTF128 $1, Y4, X1
-	VADDPS X1, X4, X4
-	VHADDPS X4, X4, X4
-	VHADDPS X4, X4, X4
-	VZEROUPPER
-	MOVSS X4, ret+24(FP)
-	RET
+	DOT_END
 
 // func dotF32AVX2(a, b *float32, n int) float32
 // n must be a multiple of 32.
 TEXT ·dotF32AVX2(SB), NOSPLIT, $0-28
-	MOVQ a+0(FP), SI
-	MOVQ b+8(FP), DI
-	MOVQ n+16(FP), CX
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
+	DOT_BEGIN(a, b)
 floop:
 	VMOVUPS (SI), Y0
 	VMOVUPS 32(SI), Y1
 	VMOVUPS 64(SI), Y2
 	VMOVUPS 96(SI), Y3
-	VFMADD231PS (DI), Y0, Y4
-	VFMADD231PS 32(DI), Y1, Y5
-	VFMADD231PS 64(DI), Y2, Y6
-	VFMADD231PS 96(DI), Y3, Y7
+	DOT_FMA4
 	ADDQ $128, SI
 	ADDQ $128, DI
 	SUBQ $32, CX
 	JNZ floop
-	VADDPS Y5, Y4, Y4
-	VADDPS Y7, Y6, Y6
-	VADDPS Y6, Y4, Y4
-	VEXTRACTF128 $1, Y4, X1
-	VADDPS X1, X4, X4
-	VHADDPS X4, X4, X4
-	VHADDPS X4, X4, X4
-	VZEROUPPER
-	MOVSS X4, ret+24(FP)
-	RET
+	DOT_END
 
 // func dot2F32AVX2(w, x0, x1 *float32, n int, out *[2]float32)
 // Two dot products sharing each load of the weight row. Each row is
@@ -173,36 +168,18 @@ axpy:
 // func dotF16AVX2(w *uint16, x *float32, n int) float32
 // n must be a multiple of 32. f16 widens to float32 exactly by F16C.
 TEXT ·dotF16AVX2(SB), NOSPLIT, $0-28
-	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ n+16(FP), CX
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
+	DOT_BEGIN(w, x)
 f16loop:
 	VCVTPH2PS (SI), Y0
 	VCVTPH2PS 16(SI), Y1
 	VCVTPH2PS 32(SI), Y2
 	VCVTPH2PS 48(SI), Y3
-	VFMADD231PS (DI), Y0, Y4
-	VFMADD231PS 32(DI), Y1, Y5
-	VFMADD231PS 64(DI), Y2, Y6
-	VFMADD231PS 96(DI), Y3, Y7
+	DOT_FMA4
 	ADDQ $64, SI
 	ADDQ $128, DI
 	SUBQ $32, CX
 	JNZ f16loop
-	VADDPS Y5, Y4, Y4
-	VADDPS Y7, Y6, Y6
-	VADDPS Y6, Y4, Y4
-	VEXTRACTF128 $1, Y4, X1
-	VADDPS X1, X4, X4
-	VHADDPS X4, X4, X4
-	VHADDPS X4, X4, X4
-	VZEROUPPER
-	MOVSS X4, ret+24(FP)
-	RET
+	DOT_END
 
 // func f16ToF32AVX2(src *uint16, dst *float32, n int)
 // n must be a multiple of 16.
