@@ -198,3 +198,57 @@ f16cvt:
 	JNZ f16cvt
 	VZEROUPPER
 	RET
+
+// func fp8DotAVX2(row *byte, x *float32, n int, table *float32) float32
+// Σ table[row[i]]·x[i] for n (a multiple of 16) FP8 E4M3 bytes, each
+// widened by a gather from the 256-entry table (fp8Table: exact values).
+TEXT ·fp8DotAVX2(SB), NOSPLIT, $0-36
+	MOVQ row+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ table+24(FP), R8
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+fp8loop:
+	VPMOVZXBD (SI), Y0
+	VPMOVZXBD 8(SI), Y1
+	VPCMPEQD Y2, Y2, Y2
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y2, (R8)(Y0*4), Y6
+	VPGATHERDD Y3, (R8)(Y1*4), Y7
+	VFMADD231PS (DI), Y6, Y4
+	VFMADD231PS 32(DI), Y7, Y5
+	ADDQ $16, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JNZ fp8loop
+	VADDPS Y5, Y4, Y4
+	VEXTRACTF128 $1, Y4, X1
+	VADDPS X1, X4, X4
+	VHADDPS X4, X4, X4
+	VHADDPS X4, X4, X4
+	VZEROUPPER
+	MOVSS X4, ret+32(FP)
+	RET
+
+// func fp8RowAVX2(row *byte, dst *float32, n int, table *float32, scale float32)
+// dst[i] = table[row[i]]·scale for n (a multiple of 8) bytes: the
+// product rowTo forms.
+TEXT ·fp8RowAVX2(SB), NOSPLIT, $0-36
+	MOVQ row+0(FP), SI
+	MOVQ dst+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ table+24(FP), R8
+	VBROADCASTSS scale+32(FP), Y5
+fp8row:
+	VPMOVZXBD (SI), Y0
+	VPCMPEQD Y2, Y2, Y2
+	VPGATHERDD Y2, (R8)(Y0*4), Y6
+	VMULPS Y5, Y6, Y6
+	VMOVUPS Y6, (DI)
+	ADDQ $8, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JNZ fp8row
+	VZEROUPPER
+	RET

@@ -25,3 +25,17 @@ func f16Row(src []uint16, dst []float32) {
 		dst[i] = f16ToF32(v)
 	}
 }
+
+func fp8Dot(row []byte, x []float32) float32 {
+	var s float32
+	for i, v := range row {
+		s += fp8Table[v] * x[i]
+	}
+	return s
+}
+
+func fp8Row(row []byte, dst []float32, scale float32) {
+	for i, v := range row {
+		dst[i] = fp8Table[v] * scale
+	}
+}

@@ -75,8 +75,9 @@ func (t *tensor) rowTo(r int, dst []float32) {
 		bo, bi := t.w.ScaleBlock[0], t.w.ScaleBlock[1]
 		sc := t.w.Scale[(r/bo)*((n+bi-1)/bi):]
 		row := t.w.Data[r*n : (r+1)*n]
-		for i, v := range row {
-			dst[i] = fp8Table[v] * sc[i/bi]
+		for blk := 0; blk*bi < n; blk++ {
+			lo, hi := blk*bi, min((blk+1)*bi, n)
+			fp8Row(row[lo:hi], dst[lo:hi], sc[blk])
 		}
 	default:
 		// Validated at load time; a failure here cannot happen for a
@@ -102,11 +103,7 @@ func (t *tensor) dot(r int, x []float32) float32 {
 		var total float32
 		for blk := 0; blk*bi < n; blk++ {
 			lo, hi := blk*bi, min((blk+1)*bi, n)
-			var s float32
-			for i := lo; i < hi; i++ {
-				s += fp8Table[row[i]] * x[i]
-			}
-			total += s * sc[blk]
+			total += fp8Dot(row[lo:hi], x[lo:hi]) * sc[blk]
 		}
 		return total
 	default:
