@@ -2,6 +2,7 @@ package models
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/pocketllm/pocketllm/kernels"
 )
@@ -97,7 +98,7 @@ func (s *DeltaState) HoldAt(pos []int) error {
 		}
 		last = p
 	}
-	m := &deltaMarks{pos: append([]int(nil), pos...)}
+	m := &deltaMarks{pos: slices.Clone(pos)}
 	for range pos {
 		d := newDeltaState(s.be, s.shape, len(s.conv))
 		d.pos = -1 // until the pass fills it

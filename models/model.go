@@ -151,24 +151,21 @@ func (m *Model) Forward(seq Seq, tokens []int32, want Logits) ([]float32, error)
 		}
 	}
 	var marks []int
+	var out []float32
 	switch want {
-	case LastLogits, AllLogits, NoLogits:
+	case LastLogits, NoLogits:
+	case AllLogits:
+		out = make([]float32, 0, len(tokens)*vocab)
 	case MarkedLogits:
 		if ms, ok := seq.State.(interface{ pendingMarks() []int }); ok {
 			marks = ms.pendingMarks()
 		}
+		out = make([]float32, 0, (len(marks)+1)*vocab)
 	default:
 		return nil, fmt.Errorf("forward: logits mode %d", want)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []float32
-	switch want {
-	case AllLogits:
-		out = make([]float32, 0, len(tokens)*vocab)
-	case MarkedLogits:
-		out = make([]float32, 0, (len(marks)+1)*vocab)
-	}
 	chunk := max(m.MaxChunk, 1)
 	for lo := 0; lo < len(tokens); lo += chunk {
 		hi := min(lo+chunk, len(tokens))

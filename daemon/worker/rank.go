@@ -308,12 +308,8 @@ const (
 
 // sizeChunk sets the model's chunk for the memory left after the pool.
 func (rk *rank) sizeChunk() {
-	room, ok := rk.be.(kernels.MemoryRoom)
-	if !ok {
-		return
-	}
 	rk.model.MaxChunk = rk.baseChunk
-	if free, err := room.FreeBytes(); err == nil && free >= deviceChunkRoom {
+	if _, device := rk.be.(kernels.MemoryRoom); device && rk.roomFor(0, deviceChunkRoom) {
 		rk.model.MaxChunk = max(rk.baseChunk, deviceMaxChunk)
 	}
 }

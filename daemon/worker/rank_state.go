@@ -174,11 +174,8 @@ func (rk *rank) handleState(f frame) (typ msgType, payload, extra []byte, ok boo
 		// the device would be left short, since a failed allocation fails
 		// the backend. Ranks may answer differently; the daemon frees dst
 		// on all of them then.
-		if room, ok := rk.be.(kernels.MemoryRoom); ok {
-			free, err := room.FreeBytes()
-			if err != nil || free < st.SizeBytes()+int64(min(reserve, 1<<50)) {
-				return msgOK, []byte{0}, nil, true, nil
-			}
+		if !rk.roomFor(st.SizeBytes(), reserve) {
+			return msgOK, []byte{0}, nil, true, nil
 		}
 		if err := rk.addState(dst, st.Clone(), "hold-state"); err != nil {
 			return fail(err)
@@ -260,11 +257,8 @@ func (rk *rank) markState(m markReq) (held uint8, err error) {
 	if len(rk.states)+len(m.dst) > maxStates {
 		return 0, fmt.Errorf("%w: mark-state: %d recurrent states held already", errBadRequest, len(rk.states))
 	}
-	if room, ok := rk.be.(kernels.MemoryRoom); ok {
-		free, err := room.FreeBytes()
-		if err != nil || free < int64(len(m.pos))*st.SizeBytes()+int64(min(m.reserve, 1<<50)) {
-			return 0, nil
-		}
+	if !rk.roomFor(int64(len(m.pos))*st.SizeBytes(), m.reserve) {
+		return 0, nil
 	}
 	if err := ms.HoldAt(m.pos); err != nil {
 		return 0, nil
@@ -302,4 +296,17 @@ func (rk *rank) keepMarked(id uint64, state any) {
 			rk.log.Warn("keep a marked state", "err", err)
 		}
 	}
+}
+
+// roomFor reports whether the device keeps reserve bytes free after
+// allocating bytes more (always, for a backend without a memory of its
+// own): optional copies (held snapshots, marks) are declined otherwise,
+// since a failed allocation fails the backend.
+func (rk *rank) roomFor(bytes int64, reserve uint64) bool {
+	room, ok := rk.be.(kernels.MemoryRoom)
+	if !ok {
+		return true
+	}
+	free, err := room.FreeBytes()
+	return err == nil && free >= bytes+int64(min(reserve, 1<<50))
 }

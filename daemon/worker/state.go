@@ -88,6 +88,12 @@ func (p *Proxy) NewState() any {
 	return p.newRemoteState()
 }
 
+// newStateID hands out the next state id (p.req held; never reused).
+func (p *Proxy) newStateID() uint64 {
+	p.states.next++
+	return p.states.next
+}
+
 // dropState queues sl's id to be freed with the next request to its
 // worker (any goroutine; ids of other generations died with them).
 func (p *Proxy) dropState(sl stateSlot) {
@@ -173,8 +179,7 @@ func (p *Proxy) live(g *group, s *remoteState, create bool) (uint64, error) {
 	if !create {
 		return 0, nil
 	}
-	p.states.next++
-	id := p.states.next
+	id := p.newStateID()
 	if _, err := p.call(g, msgNewState, same(encodeStateID(id), 0), msgOK); err != nil {
 		return 0, fmt.Errorf("new recurrent state: %w", err)
 	}
@@ -363,8 +368,7 @@ func (p *Proxy) newFrom(g *group, s *remoteState, typ msgType, payload func(src,
 	if err != nil {
 		return 0, nil, err
 	}
-	p.states.next++
-	dst := p.states.next
+	dst := p.newStateID()
 	replies, err := p.call(g, typ, same(payload(src, dst), 0), msgOK)
 	if err != nil {
 		p.dropState(stateSlot{id: dst, gen: g.gen})

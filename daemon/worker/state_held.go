@@ -153,8 +153,7 @@ func (s *remoteState) HoldAt(pos []int) error {
 		}
 		m := markReq{src: src, reserve: heldReserve, pos: pos}
 		for range pos {
-			s.p.states.next++
-			m.dst = append(m.dst, s.p.states.next)
+			m.dst = append(m.dst, s.p.newStateID())
 		}
 		replies, err := s.p.call(g, msgMarkState, same(m.encode(), 0), msgOK)
 		if err != nil {

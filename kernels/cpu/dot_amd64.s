@@ -14,7 +14,10 @@
 	VXORPS Y6, Y6, Y6 \
 	VXORPS Y7, Y7, Y7
 
-#define DOT_END \
+#define DOT_END DOT_END_AT(24)
+
+// DOT_END_AT is DOT_END for a result at ret+off(FP).
+#define DOT_END_AT(off) \
 	VADDPS Y5, Y4, Y4 \
 	VADDPS Y7, Y6, Y6 \
 	VADDPS Y6, Y4, Y4 \
@@ -23,7 +26,7 @@
 	VHADDPS X4, X4, X4 \
 	VHADDPS X4, X4, X4 \
 	VZEROUPPER \
-	MOVSS X4, ret+24(FP) \
+	MOVSS X4, ret+off(FP) \
 	RET
 
 // DOT_FMA4: the four 8-lane products of Y0..Y3 with the 32 floats at DI.
@@ -201,35 +204,25 @@ f16cvt:
 
 // func fp8DotAVX2(row *byte, x *float32, n int, table *float32) float32
 // Σ table[row[i]]·x[i] for n (a multiple of 16) FP8 E4M3 bytes, each
-// widened by a gather from the 256-entry table (fp8Table: exact values).
+// widened by a gather from the 256-entry table (fp8Table: exact values),
+// into Y4 and Y5 (Y6, Y7 stay zero for DOT_END).
 TEXT ·fp8DotAVX2(SB), NOSPLIT, $0-36
-	MOVQ row+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ n+16(FP), CX
+	DOT_BEGIN(row, x)
 	MOVQ table+24(FP), R8
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
 fp8loop:
 	VPMOVZXBD (SI), Y0
 	VPMOVZXBD 8(SI), Y1
 	VPCMPEQD Y2, Y2, Y2
 	VPCMPEQD Y3, Y3, Y3
-	VPGATHERDD Y2, (R8)(Y0*4), Y6
-	VPGATHERDD Y3, (R8)(Y1*4), Y7
-	VFMADD231PS (DI), Y6, Y4
-	VFMADD231PS 32(DI), Y7, Y5
+	VPGATHERDD Y2, (R8)(Y0*4), Y8
+	VPGATHERDD Y3, (R8)(Y1*4), Y9
+	VFMADD231PS (DI), Y8, Y4
+	VFMADD231PS 32(DI), Y9, Y5
 	ADDQ $16, SI
 	ADDQ $64, DI
 	SUBQ $16, CX
 	JNZ fp8loop
-	VADDPS Y5, Y4, Y4
-	VEXTRACTF128 $1, Y4, X1
-	VADDPS X1, X4, X4
-	VHADDPS X4, X4, X4
-	VHADDPS X4, X4, X4
-	VZEROUPPER
-	MOVSS X4, ret+32(FP)
-	RET
+	DOT_END_AT(32)
 
 // func fp8RowAVX2(row *byte, dst *float32, n int, table *float32, scale float32)
 // dst[i] = table[row[i]]·scale for n (a multiple of 8) bytes: the

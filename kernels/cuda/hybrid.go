@@ -219,7 +219,7 @@ type deltaRows struct{ dst, qkv, a, b cu.DevicePtr }
 
 // at is r moved forward by rows rows.
 func (r deltaRows) at(rows int, s kernels.DeltaShape) deltaRows {
-	cd := cu.DevicePtr(4 * (2*s.KHeads*s.DK + s.VHeads*s.DV))
+	cd := cu.DevicePtr(4 * s.ConvDim())
 	vh := cu.DevicePtr(4 * s.VHeads)
 	n := cu.DevicePtr(rows)
 	return deltaRows{r.dst + n*vh*cu.DevicePtr(s.DV), r.qkv + n*cd, r.a + n*vh, r.b + n*vh}
