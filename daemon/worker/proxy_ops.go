@@ -324,7 +324,7 @@ func (p *Proxy) WriteKVBlock(kp kernels.KVPool, block int, src []float32) {
 		e.i32(block)
 		if int64(per)*4 <= pr.shmSize && per > 0 {
 			// One request at a time: the region is free until the reply.
-			if _, err := pr.shm.WriteAt(f32Bytes(part), 0); err == nil {
+			if err := writeShared(pr.shm, f32Bytes(part)); err == nil {
 				e.ref(shmRef{count: per})
 				p.shared.writes.Add(1)
 				return rankReq{typ: msgWriteBlockShared, payload: e.b}

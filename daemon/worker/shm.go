@@ -3,8 +3,10 @@ package worker
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"unsafe"
 
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 )
 
@@ -82,11 +84,48 @@ func readShared(f *os.File, size int64, r shmRef, dst []float32, what string) er
 	if r.count == 0 {
 		return nil
 	}
-	if _, err := f.ReadAt(f32Bytes(dst), r.off); err != nil {
+	return readAtParallel(f, f32Bytes(dst), r.off, what)
+}
+
+// parallelCopyMin is the copy above which the daemon splits a transfer
+// through the region: a hybrid's recurrent-state snapshot (Qwen3.5-27B:
+// 158 MB) read in one pread is one core's memcpy and page faults, ~58 ms
+// on the GPU host, 31 of them for a 4096-token prompt with
+// cache.host_snapshots (docs/benchmarks.md).
+const parallelCopyMin = 16 << 20
+
+// copyParallel runs op over b and the region from off in parallel chunks
+// (one a CPU, at most) when b is large: pread or pwrite of disjoint
+// parts, each faulting in its own pages.
+func copyParallel(b []byte, off int64, op func(part []byte, at int64) (int, error)) error {
+	n := min(runtime.GOMAXPROCS(0), len(b)/(parallelCopyMin/2))
+	if len(b) < parallelCopyMin || n < 2 {
+		_, err := op(b, off)
+		return err
+	}
+	chunk := (len(b)/n + 4095) &^ 4095
+	var g errgroup.Group
+	for lo := 0; lo < len(b); lo += chunk {
+		part, at := b[lo:min(lo+chunk, len(b))], off+int64(lo)
+		g.Go(func() error {
+			_, err := op(part, at)
+			return err
+		})
+	}
+	return g.Wait()
+}
+
+// readAtParallel fills b from the region f at off.
+func readAtParallel(f *os.File, b []byte, off int64, what string) error {
+	if err := copyParallel(b, off, f.ReadAt); err != nil {
 		return fmt.Errorf("%s from shared memory: %w", what, err)
 	}
 	return nil
 }
+
+// writeShared puts b at the start of the region f (the daemon's side of a
+// request whose data the worker reads from there).
+func writeShared(f *os.File, b []byte) error { return copyParallel(b, 0, f.WriteAt) }
 
 // mapping is the worker's view of its shared region.
 type mapping struct {

@@ -1,8 +1,10 @@
 package worker
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -202,5 +204,39 @@ func TestMappingBounds(t *testing.T) {
 	var none *mapping
 	if _, err := none.floats(shmRef{count: 1}, "x"); !errors.Is(err, errBadRequest) || none.fits(1) {
 		t.Fatalf("no mapping: %v", err)
+	}
+}
+
+// TestLargeSharedCopies checks the chunked copies of large transfers
+// (copyParallel: a hybrid's state snapshot) against the region's bytes,
+// at sizes that split into uneven chunks and at a non-zero offset.
+func TestLargeSharedCopies(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	const size = 64 << 20
+	f, err := newShared("copies", size)
+	if err != nil {
+		t.Skip("no memfd:", err)
+	}
+	defer f.Close()
+	for _, n := range []int{parallelCopyMin - 4, parallelCopyMin, 3*parallelCopyMin + 4100, size / 2} {
+		src := make([]byte, n)
+		for i := range src {
+			src[i] = byte(i*7 + n)
+		}
+		if err := writeShared(f, src); err != nil {
+			t.Fatal(err)
+		}
+		back := make([]byte, n)
+		if _, err := f.ReadAt(back, 0); err != nil || !bytes.Equal(back, src) {
+			t.Fatalf("%d bytes written in chunks differ from the region's (err %v)", n, err)
+		}
+		const off = 4100
+		if _, err := f.WriteAt(src, off); err != nil {
+			t.Fatal(err)
+		}
+		clear(back)
+		if err := readAtParallel(f, back, off, "test"); err != nil || !bytes.Equal(back, src) {
+			t.Fatalf("%d bytes read in chunks at offset %d differ (err %v)", n, off, err)
+		}
 	}
 }

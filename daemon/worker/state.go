@@ -314,7 +314,7 @@ func (s *remoteState) Restore(data []float32, pos int) error {
 			e := restoreHeader(id, pos)
 			if int64(len(part))*4 <= pr.shmSize && len(part) > 0 {
 				// One request at a time: the region is free until the reply.
-				if _, err := pr.shm.WriteAt(f32Bytes(part), 0); err == nil {
+				if err := writeShared(pr.shm, f32Bytes(part)); err == nil {
 					e.ref(shmRef{count: len(part)})
 					return rankReq{typ: msgRestoreStateShared, payload: e.b}
 				}
