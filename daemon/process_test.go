@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -142,10 +143,13 @@ func waitFor(t *testing.T, ch <-chan string, want string) []string {
 func TestSystemdNotify(t *testing.T) {
 	dir := sharedDir(t)
 	notify, ch := notifySocket(t, dir)
-	port := freePort(t)
-	d := startDaemon(t, dir, []string{"NOTIFY_SOCKET=" + notify, "WATCHDOG_USEC=200000"}, "--listen", port)
+	// Port 0, the bound address read from the log: a port picked free
+	// beforehand could be taken by another test's process before pocketd
+	// binds it (seen once, packages run side by side).
+	d := startDaemon(t, dir, []string{"NOTIFY_SOCKET=" + notify, "WATCHDOG_USEC=200000"}, "--listen", "127.0.0.1:0")
 
 	seen := waitFor(t, ch, "READY=1")
+	port := loggedHTTPAddr(t, d)
 	// At READY=1 both listeners accept and the models answer.
 	if res, err := http.Get("http://" + port + "/health"); err != nil || res.StatusCode != 200 {
 		t.Fatalf("TCP not ready at READY=1: %v %v", res, err)
@@ -208,6 +212,17 @@ func TestSIGTERMDrains(t *testing.T) {
 	if !strings.Contains(d.stderr.String(), "shutting down") {
 		t.Errorf("log: %s", d.stderr.String())
 	}
+}
+
+// loggedHTTPAddr is the gateway's address from pocketd's "listening" log
+// line (logged before READY=1).
+func loggedHTTPAddr(t *testing.T, d *daemonProc) string {
+	t.Helper()
+	m := regexp.MustCompile(`\bhttp"?[=:]"?(127\.0\.0\.1:[0-9]+)`).FindStringSubmatch(d.stderr.String())
+	if m == nil {
+		t.Fatalf("no gateway address in the log:\n%s", d.stderr.String())
+	}
+	return m[1]
 }
 
 func freePort(t *testing.T) string {
