@@ -107,53 +107,60 @@ func (g *Gateway) serveChat(ctx *fasthttp.RequestCtx) {
 		g.streamChat(ctx, j, p, id, created, start)
 		return
 	}
-	var lps *chatLogprobs
-	var onToken func(session.TokenEvent) error
-	if j.params.Logprobs {
-		lps = &chatLogprobs{Content: []tokenLogprob{}}
-		onToken = func(ev session.TokenEvent) error {
-			lps.Content = append(lps.Content, p.m.chatLogprob(ev))
-			return nil
+	choices := make([]chatChoice, 0, j.n)
+	usages := make([]session.Usage, 0, j.n)
+	for i := range j.n {
+		var lps *chatLogprobs
+		var onToken func(session.TokenEvent) error
+		if j.params.Logprobs {
+			lps = &chatLogprobs{Content: []tokenLogprob{}}
+			onToken = func(ev session.TokenEvent) error {
+				lps.Content = append(lps.Content, p.m.chatLogprob(ev))
+				return nil
+			}
 		}
-	}
-	res, err := p.run(g.srv.RequestContext(), g.timed(p.m.name, start, onToken))
-	if err != nil {
-		writeError(ctx, fromSession(err))
-		return
-	}
-	msg, reason := chatOut{Role: "assistant", Content: &res.Text}, res.FinishReason
-	if j.tools {
-		msg, reason = toolMessage(res.Text, j.toolPrefix, reason)
+		res, err := p.choice(i)(g.srv.RequestContext(), g.timed(p.m.name, start, i, onToken))
+		if err != nil {
+			writeError(ctx, fromSession(err))
+			return
+		}
+		msg, reason := chatOut{Role: "assistant", Content: &res.Text}, res.FinishReason
+		if j.tools {
+			msg, reason = toolMessage(res.Text, j.toolPrefix, reason)
+		}
+		choices = append(choices, chatChoice{Index: i, Message: msg, Logprobs: lps, FinishReason: reason})
+		usages = append(usages, res.Usage)
 	}
 	daemon.WriteJSON(ctx, fasthttp.StatusOK, completionObject[chatChoice]{
 		ID: id, Object: "chat.completion", Created: created.Unix(), Model: p.m.name, SystemFingerprint: fingerprint,
-		Choices: []chatChoice{{Message: msg, Logprobs: lps, FinishReason: reason}},
-		Usage:   usageOf(res.Usage),
+		Choices: choices, Usage: usageOf(choicesUsage(usages)),
 	})
 }
 
 // streamChat replies with chat.completion.chunk events.
 func (g *Gateway) streamChat(ctx *fasthttp.RequestCtx, j *job, p *prepared, id string, created time.Time, start time.Time) {
-	empty := ""
-	cs := chunkStream[chunkChoice]{
-		route: "chat", id: id, object: "chat.completion.chunk", created: created,
-		opening:  &chunkChoice{Delta: chunkDelta{Role: "assistant", Content: &empty}},
-		textOpen: `"delta":{"content":`, textClose: `},"logprobs":null,"finish_reason":null}]}`,
-		closing: func(reason *string) chunkChoice {
-			return chunkChoice{Delta: chunkDelta{}, FinishReason: reason}
-		},
-		includeUsage: j.includeUsage,
-	}
-	if j.params.Logprobs {
-		cs.scored = func(ev session.TokenEvent) chunkChoice {
-			text := ev.Text
-			return chunkChoice{Delta: chunkDelta{Content: &text},
-				Logprobs: &chatLogprobs{Content: []tokenLogprob{p.m.chatLogprob(ev)}}}
+	streamChunks(g, ctx, p, start, j.n, func(i int) chunkStream[chunkChoice] {
+		empty := ""
+		cs := chunkStream[chunkChoice]{
+			route: "chat", id: id, object: "chat.completion.chunk", created: created,
+			opening:  &chunkChoice{Index: i, Delta: chunkDelta{Role: "assistant", Content: &empty}},
+			textOpen: `"delta":{"content":`, textClose: `},"logprobs":null,"finish_reason":null}]}`,
+			closing: func(reason *string) chunkChoice {
+				return chunkChoice{Index: i, Delta: chunkDelta{}, FinishReason: reason}
+			},
+			includeUsage: j.includeUsage,
 		}
-	}
-	if j.tools {
-		ts := newToolStream(p.m, j.toolPrefix, j.params.Logprobs)
-		cs.filter, cs.end = ts.token, ts.end
-	}
-	streamChunks(g, ctx, p, start, cs)
+		if j.params.Logprobs {
+			cs.scored = func(ev session.TokenEvent) chunkChoice {
+				text := ev.Text
+				return chunkChoice{Index: i, Delta: chunkDelta{Content: &text},
+					Logprobs: &chatLogprobs{Content: []tokenLogprob{p.m.chatLogprob(ev)}}}
+			}
+		}
+		if j.tools {
+			ts := newToolStream(p.m, j.toolPrefix, j.params.Logprobs, i)
+			cs.filter, cs.end = ts.token, ts.end
+		}
+		return cs
+	})
 }

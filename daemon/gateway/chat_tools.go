@@ -56,14 +56,15 @@ func toolMessage(text, prefix string, reason string) (chatOut, string) {
 // chunk sent.
 type toolStream struct {
 	m        *modelInfo
+	index    int // the choice's
 	p        toolParser
 	calls    int
 	logprobs bool
 	pending  []tokenLogprob
 }
 
-func newToolStream(m *modelInfo, prefix string, logprobs bool) *toolStream {
-	ts := &toolStream{m: m, logprobs: logprobs}
+func newToolStream(m *modelInfo, prefix string, logprobs bool, index int) *toolStream {
+	ts := &toolStream{m: m, logprobs: logprobs, index: index}
 	ts.p.feed(prefix) // an opened call: releases nothing
 	return ts
 }
@@ -80,7 +81,7 @@ func (ts *toolStream) token(ev session.TokenEvent) []chunkChoice {
 func (ts *toolStream) end(reason *string) []chunkChoice {
 	out := ts.chunks(ts.p.flush())
 	if len(ts.pending) > 0 {
-		out = append(out, chunkChoice{Logprobs: &chatLogprobs{Content: ts.pending}})
+		out = append(out, chunkChoice{Index: ts.index, Logprobs: &chatLogprobs{Content: ts.pending}})
 		ts.pending = nil
 	}
 	if ts.calls > 0 && *reason == "stop" {
@@ -94,15 +95,15 @@ func (ts *toolStream) chunks(pieces []toolPiece) []chunkChoice {
 	for _, pc := range pieces {
 		if pc.call == nil {
 			text := pc.text
-			out = append(out, chunkChoice{Delta: chunkDelta{Content: &text}})
+			out = append(out, chunkChoice{Index: ts.index, Delta: chunkDelta{Content: &text}})
 			continue
 		}
 		i := ts.calls
 		ts.calls++
 		out = append(out,
-			chunkChoice{Delta: chunkDelta{ToolCalls: []toolCallDelta{{Index: i, ID: newCallID(), Type: "function",
+			chunkChoice{Index: ts.index, Delta: chunkDelta{ToolCalls: []toolCallDelta{{Index: i, ID: newCallID(), Type: "function",
 				Function: &funcDelta{Name: pc.call.Name}}}}},
-			chunkChoice{Delta: chunkDelta{ToolCalls: []toolCallDelta{{Index: i, Function: &funcDelta{Arguments: pc.call.Arguments}}}}})
+			chunkChoice{Index: ts.index, Delta: chunkDelta{ToolCalls: []toolCallDelta{{Index: i, Function: &funcDelta{Arguments: pc.call.Arguments}}}}})
 	}
 	if len(out) > 0 && len(ts.pending) > 0 {
 		out[0].Logprobs = &chatLogprobs{Content: ts.pending}

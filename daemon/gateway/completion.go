@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"slices"
 	"time"
 
 	"github.com/pocketllm/pocketllm/daemon"
@@ -46,6 +47,16 @@ func (l *legacyLogprobs) add(m *modelInfo, ev session.TokenEvent, scored bool, o
 		}
 	}
 	l.TopLogprobs = append(l.TopLogprobs, top)
+}
+
+// clone is a copy for one more choice (nil stays nil): each choice's
+// logprobs start with the echoed prompt's.
+func (l *legacyLogprobs) clone() *legacyLogprobs {
+	if l == nil {
+		return nil
+	}
+	return &legacyLogprobs{Tokens: slices.Clone(l.Tokens), TokenLogprobs: slices.Clone(l.TokenLogprobs),
+		TopLogprobs: slices.Clone(l.TopLogprobs), TextOffset: slices.Clone(l.TextOffset)}
 }
 
 func newLegacyLogprobs() *legacyLogprobs {
@@ -105,50 +116,57 @@ func (g *Gateway) serveCompletion(ctx *fasthttp.RequestCtx) {
 		g.streamCompletion(ctx, j, p, id, created, start, echo, lps)
 		return
 	}
-	text := echo
-	var onToken func(session.TokenEvent) error
-	if lps != nil {
-		onToken = func(ev session.TokenEvent) error {
-			lps.add(p.m, ev, true, len(text))
-			text += ev.Text
-			return nil
+	choices := make([]textChoice, 0, j.n)
+	usages := make([]session.Usage, 0, j.n)
+	for i := range j.n {
+		text, clps := echo, lps.clone()
+		var onToken func(session.TokenEvent) error
+		if clps != nil {
+			onToken = func(ev session.TokenEvent) error {
+				clps.add(p.m, ev, true, len(text))
+				text += ev.Text
+				return nil
+			}
 		}
+		res, err := p.choice(i)(g.srv.RequestContext(), g.timed(p.m.name, start, i, onToken))
+		if err != nil {
+			writeError(ctx, fromSession(err))
+			return
+		}
+		reason := res.FinishReason
+		choices = append(choices, textChoice{Text: echo + res.Text, Index: i, Logprobs: clps, FinishReason: &reason})
+		usages = append(usages, res.Usage)
 	}
-	res, err := p.run(g.srv.RequestContext(), g.timed(p.m.name, start, onToken))
-	if err != nil {
-		writeError(ctx, fromSession(err))
-		return
-	}
-	reason := res.FinishReason
 	daemon.WriteJSON(ctx, fasthttp.StatusOK, completionObject[textChoice]{
 		ID: id, Object: "text_completion", Created: created.Unix(), Model: p.m.name, SystemFingerprint: fingerprint,
-		Choices: []textChoice{{Text: echo + res.Text, Logprobs: lps, FinishReason: &reason}},
-		Usage:   usageOf(res.Usage),
+		Choices: choices, Usage: usageOf(choicesUsage(usages)),
 	})
 }
 
-// streamCompletion replies with text_completion events, the echoed
-// prompt first.
+// streamCompletion replies with text_completion events, each choice's
+// echoed prompt first.
 func (g *Gateway) streamCompletion(ctx *fasthttp.RequestCtx, j *job, p *prepared, id string, created, start time.Time, echo string, lps *legacyLogprobs) {
-	cs := chunkStream[textChoice]{
-		route: "completion", id: id, object: "text_completion", created: created,
-		textOpen: `"text":`, textClose: `,"logprobs":null,"finish_reason":null}]}`,
-		closing: func(reason *string) textChoice {
-			return textChoice{FinishReason: reason}
-		},
-		includeUsage: j.includeUsage,
-	}
-	if echo != "" || lps != nil && len(lps.Tokens) > 0 {
-		cs.opening = &textChoice{Text: echo, Logprobs: lps}
-	}
-	if lps != nil {
-		offset := len(echo)
-		cs.scored = func(ev session.TokenEvent) textChoice {
-			one := newLegacyLogprobs()
-			one.add(p.m, ev, true, offset)
-			offset += len(ev.Text)
-			return textChoice{Text: ev.Text, Logprobs: one}
+	streamChunks(g, ctx, p, start, j.n, func(i int) chunkStream[textChoice] {
+		cs := chunkStream[textChoice]{
+			route: "completion", id: id, object: "text_completion", created: created,
+			textOpen: `"text":`, textClose: `,"logprobs":null,"finish_reason":null}]}`,
+			closing: func(reason *string) textChoice {
+				return textChoice{Index: i, FinishReason: reason}
+			},
+			includeUsage: j.includeUsage,
 		}
-	}
-	streamChunks(g, ctx, p, start, cs)
+		if echo != "" || lps != nil && len(lps.Tokens) > 0 {
+			cs.opening = &textChoice{Text: echo, Index: i, Logprobs: lps}
+		}
+		if lps != nil {
+			offset := len(echo)
+			cs.scored = func(ev session.TokenEvent) textChoice {
+				one := newLegacyLogprobs()
+				one.add(p.m, ev, true, offset)
+				offset += len(ev.Text)
+				return textChoice{Text: ev.Text, Index: i, Logprobs: one}
+			}
+		}
+		return cs
+	})
 }

@@ -24,7 +24,12 @@ type prepared struct {
 	m      *modelInfo
 	owner  session.Owner
 	prompt []int32 // the stateless prompt, or the tokens added to the session
-	run    runFunc
+	run    runFunc // choice 0
+	// choice is the run of choice i (n > 1, stateless requests only):
+	// its sampling seeded seed+i when the request gave a seed, so that
+	// the choices differ and each stays reproducible. Choices after the
+	// first find the prompt in the prefix cache.
+	choice func(i int) runFunc
 }
 
 // prepare resolves the model (or the session), checks the context length
@@ -79,9 +84,17 @@ func (g *Gateway) prepare(ctx *fasthttp.RequestCtx, j *job, encode func(*modelIn
 	p := &prepared{m: m, owner: owner, prompt: prompt}
 	params := j.params
 	if j.sessionID == "" {
-		p.run = func(rctx context.Context, onToken func(session.TokenEvent) error) (session.GenerateResult, error) {
-			return mgr.Complete(rctx, owner, m.name, prompt, params, onToken)
+		p.choice = func(i int) runFunc {
+			params := params
+			if s := params.Sampling.Seed; s != nil && i > 0 {
+				seed := *s + uint64(i)
+				params.Sampling.Seed = &seed
+			}
+			return func(rctx context.Context, onToken func(session.TokenEvent) error) (session.GenerateResult, error) {
+				return mgr.Complete(rctx, owner, m.name, prompt, params, onToken)
+			}
 		}
+		p.run = p.choice(0)
 		return p, nil
 	}
 	id := j.sessionID
@@ -99,18 +112,36 @@ func (g *Gateway) prepare(ctx *fasthttp.RequestCtx, j *job, encode func(*modelIn
 		res.Usage.CachedTokens = max(0, res.Usage.CachedTokens-prefilled)
 		return res, err
 	}
+	p.choice = func(int) runFunc { return p.run } // n is 1 with a session
 	return p, nil
 }
 
-// timed wraps onToken to observe time to first token and inter-token
-// latency.
-func (g *Gateway) timed(model string, start time.Time, next func(session.TokenEvent) error) func(session.TokenEvent) error {
+// choicesUsage is the usage of a request's choices: the prompt (and its
+// cached part) once, as the first choice counted it, and every choice's
+// completion tokens.
+func choicesUsage(us []session.Usage) session.Usage {
+	if len(us) == 0 {
+		return session.Usage{}
+	}
+	out := us[0]
+	for _, u := range us[1:] {
+		out.CompletionTokens += u.CompletionTokens
+	}
+	return out
+}
+
+// timed wraps onToken of choice i to observe time to first token and
+// inter-token latency. A later choice's first token is neither: it
+// follows the choices before it.
+func (g *Gateway) timed(model string, start time.Time, i int, next func(session.TokenEvent) error) func(session.TokenEvent) error {
 	ttft, itl := g.metrics.latency(model)
 	var last time.Time
 	return func(ev session.TokenEvent) error {
 		now := time.Now()
 		if last.IsZero() {
-			ttft.Observe(now.Sub(start).Seconds())
+			if i == 0 {
+				ttft.Observe(now.Sub(start).Seconds())
+			}
 		} else {
 			itl.Observe(now.Sub(last).Seconds())
 		}
@@ -135,7 +166,8 @@ type generation struct {
 	err    error
 }
 
-func (g *Gateway) start(p *prepared, start time.Time) *generation {
+// start runs choice i of p.
+func (g *Gateway) start(p *prepared, i int, start time.Time) *generation {
 	ctx, cancel := context.WithCancel(g.srv.RequestContext())
 	gen := &generation{events: make(chan session.TokenEvent), done: make(chan struct{}), cancel: cancel}
 	send := func(ev session.TokenEvent) error {
@@ -148,7 +180,7 @@ func (g *Gateway) start(p *prepared, start time.Time) *generation {
 	}
 	go func() {
 		defer close(gen.done)
-		gen.res, gen.err = p.run(ctx, g.timed(p.m.name, start, send))
+		gen.res, gen.err = p.choice(i)(ctx, g.timed(p.m.name, start, i, send))
 	}()
 	return gen
 }

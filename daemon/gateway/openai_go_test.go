@@ -167,6 +167,96 @@ func TestOpenAIGoCompletionEcho(t *testing.T) {
 	}
 }
 
+// TestOpenAIGoChoices: n > 1 gives n choices, indexed, generated from one
+// prompt (counted once in the usage, found in the prefix cache after the
+// first); with a seed each choice is reproducible and streamed choices
+// equal the plain ones.
+func TestOpenAIGoChoices(t *testing.T) {
+	d := sharedDaemon(t)
+	c := goClient(d)
+	ctx := context.Background()
+	params := openai.ChatCompletionNewParams{
+		Model:     "demo",
+		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Name three colours.")},
+		MaxTokens: openai.Int(8), Temperature: openai.Float(1), Seed: openai.Int(7), N: openai.Int(3),
+		Logprobs: openai.Bool(true),
+	}
+	res, err := c.Chat.Completions.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Choices) != 3 {
+		t.Fatalf("%d choices, want 3", len(res.Choices))
+	}
+	var texts []string
+	var tokens int64
+	for i, ch := range res.Choices {
+		if ch.Index != int64(i) || ch.Message.Role != "assistant" || ch.FinishReason == "" {
+			t.Fatalf("choice %d: %+v", i, ch)
+		}
+		texts = append(texts, ch.Message.Content)
+		tokens += int64(len(ch.Logprobs.Content))
+	}
+	if texts[0] == texts[1] && texts[1] == texts[2] {
+		t.Errorf("three sampled choices with seeds 7, 8, 9 are all %q", texts[0])
+	}
+	u := res.Usage
+	if u.CompletionTokens != tokens || u.TotalTokens != u.PromptTokens+u.CompletionTokens || u.PromptTokens < 5 || u.PromptTokens > 40 {
+		t.Fatalf("usage %+v for %d generated tokens", u, tokens)
+	}
+
+	// The same request streamed: chunks of each choice under its index,
+	// the same texts (the seeds), one usage chunk for all.
+	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	stream := c.Chat.Completions.NewStreaming(ctx, params)
+	got := make([]string, 3)
+	finished := 0
+	var su openai.CompletionUsage
+	for stream.Next() {
+		ch := stream.Current()
+		if ch.Usage.TotalTokens > 0 {
+			su = ch.Usage
+		}
+		for _, cc := range ch.Choices {
+			if cc.Index < 0 || cc.Index >= 3 {
+				t.Fatalf("chunk for choice %d", cc.Index)
+			}
+			got[cc.Index] += cc.Delta.Content
+			if cc.FinishReason != "" {
+				finished++
+			}
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range got {
+		if got[i] != texts[i] {
+			t.Errorf("streamed choice %d %q, plain %q", i, got[i], texts[i])
+		}
+	}
+	if finished != 3 || su.CompletionTokens != u.CompletionTokens || su.PromptTokens != u.PromptTokens {
+		t.Errorf("%d finish reasons, stream usage %+v, plain %+v", finished, su, u)
+	}
+
+	// Completions: every choice echoes the prompt.
+	cres, err := c.Completions.New(ctx, openai.CompletionNewParams{
+		Model: "demo", Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("Once")},
+		MaxTokens: openai.Int(4), Echo: openai.Bool(true), N: openai.Int(2), Seed: openai.Int(1), Logprobs: openai.Int(1),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cres.Choices) != 2 {
+		t.Fatalf("%d completion choices", len(cres.Choices))
+	}
+	for i, ch := range cres.Choices {
+		if ch.Index != int64(i) || !strings.HasPrefix(ch.Text, "Once") || strings.Join(ch.Logprobs.Tokens, "") != ch.Text {
+			t.Fatalf("completion choice %d: %+v", i, ch)
+		}
+	}
+}
+
 func TestOpenAIGoErrors(t *testing.T) {
 	d := sharedDaemon(t)
 	c := goClient(d)
@@ -180,7 +270,7 @@ func TestOpenAIGoErrors(t *testing.T) {
 		code   string
 	}{
 		{"unknown model", openai.ChatCompletionNewParams{Model: "gpt-9", Messages: msgs}, 404, "model", "model_not_found"},
-		{"n=2", openai.ChatCompletionNewParams{Model: "demo", Messages: msgs, N: openai.Int(2)}, 400, "n", ""},
+		{"n=17", openai.ChatCompletionNewParams{Model: "demo", Messages: msgs, N: openai.Int(17)}, 400, "n", ""},
 		{"over context", openai.ChatCompletionNewParams{Model: "demo", Messages: msgs, MaxTokens: openai.Int(1 << 20)}, 400, "max_tokens", "context_length_exceeded"},
 		{"temperature", openai.ChatCompletionNewParams{Model: "demo", Messages: msgs, Temperature: openai.Float(-1)}, 400, "temperature", ""},
 		{"top_logprobs", openai.ChatCompletionNewParams{Model: "demo", Messages: msgs, Logprobs: openai.Bool(true), TopLogprobs: openai.Int(99)}, 400, "top_logprobs", ""},

@@ -23,6 +23,10 @@ import (
 const (
 	maxStops       = 16
 	maxTopLogprobs = 20
+	// maxChoices bounds n: the choices of a request are generated one
+	// after another (the daemon decodes one sequence at a time), so n
+	// multiplies the request's time.
+	maxChoices = 16
 	// defaultCompletionMaxTokens is OpenAI's default for /v1/completions;
 	// chat completions default to the rest of the context.
 	defaultCompletionMaxTokens = 16
@@ -147,6 +151,10 @@ type job struct {
 	stream       bool
 	includeUsage bool
 	sessionID    string
+	// n is the number of choices: generated one after another from the
+	// same prompt, which the prefix cache then holds (only stateless
+	// requests).
+	n int
 
 	// chat
 	messages []tokenizer.Message
@@ -407,8 +415,12 @@ func (j *job) sampling(r *samplingFields, header string) *apiError {
 			sp.TopK = k
 		}
 	}
-	if r.N != nil && *r.N != 1 {
-		return badParam("n", "n: only 1 is supported, got %d", *r.N)
+	j.n = 1
+	if r.N != nil {
+		if *r.N < 1 || *r.N > maxChoices {
+			return badParam("n", "n: must be from 1 to %d, got %d", maxChoices, *r.N)
+		}
+		j.n = *r.N
 	}
 	stops, err := decodeStop(r.Stop)
 	if err != nil {
@@ -431,6 +443,9 @@ func (j *job) sampling(r *samplingFields, header string) *apiError {
 			return badParam("session_id", "session_id: %q differs from the X-Pocket-Session header %q", j.sessionID, header)
 		}
 		j.sessionID = header
+	}
+	if j.n > 1 && j.sessionID != "" {
+		return badParam("n", "n: a session continues one conversation; ask for %d choices without one", j.n)
 	}
 	return nil
 }

@@ -64,7 +64,7 @@ func sseHeaders(ctx *fasthttp.RequestCtx) {
 
 // chunkPrefix is the constant head of a stream's chunks, so that a plain
 // content delta costs an append, not a reflection-driven encode.
-func chunkPrefix(id, object, model string, created time.Time) []byte {
+func chunkPrefix(id, object, model string, created time.Time, index int) []byte {
 	b := []byte(`{"id":`)
 	b = appendJSONString(b, id)
 	b = append(b, `,"object":`...)
@@ -73,8 +73,9 @@ func chunkPrefix(id, object, model string, created time.Time) []byte {
 	b = strconv.AppendInt(b, created.Unix(), 10)
 	b = append(b, `,"model":`...)
 	b = appendJSONString(b, model)
-	b = append(b, `,"system_fingerprint":"`+fingerprint+`","choices":[{"index":0,`...)
-	return b
+	b = append(b, `,"system_fingerprint":"`+fingerprint+`","choices":[{"index":`...)
+	b = strconv.AppendInt(b, int64(index), 10)
+	return append(b, ',')
 }
 
 const hexDigits = "0123456789abcdef"

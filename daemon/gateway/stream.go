@@ -43,10 +43,12 @@ type chunkStream[C any] struct {
 	includeUsage bool
 }
 
-// streamChunks replies with cs's chunks around p's generated tokens. An
-// error before the first token gets a plain error reply with its status.
-func streamChunks[C any](g *Gateway, ctx *fasthttp.RequestCtx, p *prepared, start time.Time, cs chunkStream[C]) {
-	gen := g.start(p, start)
+// streamChunks replies with the chunks of n choices around p's generated
+// tokens, choice after choice: mk(i) is what choice i sends around its
+// tokens, each of its chunks carrying index i. An error before the first
+// token gets a plain error reply with its status.
+func streamChunks[C any](g *Gateway, ctx *fasthttp.RequestCtx, p *prepared, start time.Time, n int, mk func(i int) chunkStream[C]) {
+	gen := g.start(p, 0, start)
 	first, ok := gen.next()
 	if !ok && gen.err != nil {
 		gen.cancel()
@@ -54,67 +56,98 @@ func streamChunks[C any](g *Gateway, ctx *fasthttp.RequestCtx, p *prepared, star
 		return
 	}
 	sseHeaders(ctx)
-	prefix := chunkPrefix(cs.id, cs.object, p.m.name, cs.created)
+	cs := mk(0)
 	chunk := func(c C) completionObject[C] {
 		return completionObject[C]{ID: cs.id, Object: cs.object, Created: cs.created.Unix(), Model: p.m.name,
 			SystemFingerprint: fingerprint, Choices: []C{c}}
 	}
 	log := g.srv.Logger()
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
-		defer gen.cancel()
 		s := newSSE(w)
-		if cs.opening != nil && s.event(chunk(*cs.opening)) != nil {
-			return
-		}
-		var buf []byte
-		for ev, more := first, ok; more; ev, more = gen.next() {
-			var err error
-			switch {
-			case cs.filter != nil:
-				for _, c := range cs.filter(ev) {
-					if err = s.event(chunk(c)); err != nil {
-						break
-					}
-				}
-			case cs.scored != nil:
-				err = s.event(chunk(cs.scored(ev)))
-			case ev.Text != "":
-				buf = append(append(buf[:0], prefix...), cs.textOpen...)
-				buf = appendJSONString(buf, ev.Text)
-				buf = append(buf, cs.textClose...)
-				err = s.raw(buf)
+		usages := make([]session.Usage, 0, n)
+		for i := range n {
+			if i > 0 {
+				gen, cs = g.start(p, i, start), mk(i)
+				first, ok = gen.next()
 			}
-			if err != nil {
-				gen.cancel() // the client is gone: stop at the next token
-				<-gen.done
-				log.Debug("client went away during a "+cs.route+" stream", "id", cs.id, "generated", len(gen.res.IDs))
+			switch streamChoice(s, gen, first, ok, cs, chunk, chunkPrefix(cs.id, cs.object, p.m.name, cs.created, i)) {
+			case clientGone:
+				log.Debug("client went away during a "+cs.route+" stream", "id", cs.id, "choice", i, "generated", len(gen.res.IDs))
+				return
+			case choiceFailed:
 				return
 			}
-		}
-		if gen.err != nil {
-			s.fail(fromSession(gen.err))
-			return
-		}
-		reason := gen.res.FinishReason
-		if cs.end != nil {
-			for _, c := range cs.end(&reason) {
-				if s.event(chunk(c)) != nil {
-					return
-				}
-			}
-		}
-		if s.event(chunk(cs.closing(&reason))) != nil {
-			return
+			usages = append(usages, gen.res.Usage)
 		}
 		if cs.includeUsage {
 			var zero C
 			c := chunk(zero)
 			c.Choices = []C{}
-			c.Usage = usageOf(gen.res.Usage)
+			c.Usage = usageOf(choicesUsage(usages))
 			if s.event(c) != nil {
 				return
 			}
 		}
 		s.done()
 	})
+}
+
+// How a choice's stream ended.
+const (
+	choiceSent   = iota
+	choiceFailed // the generation failed: the error was sent
+	clientGone   // a write failed: the generation was cancelled and waited for
+)
+
+// streamChoice sends one choice's chunks: its opening, its tokens (first
+// taken already, when ok) and its closing.
+func streamChoice[C any](s *sse, gen *generation, first session.TokenEvent, ok bool, cs chunkStream[C],
+	chunk func(C) completionObject[C], prefix []byte) int {
+	defer gen.cancel()
+	gone := func() int {
+		gen.cancel() // stop at the next token
+		<-gen.done
+		return clientGone
+	}
+	if cs.opening != nil && s.event(chunk(*cs.opening)) != nil {
+		return gone()
+	}
+	var buf []byte
+	for ev, more := first, ok; more; ev, more = gen.next() {
+		var err error
+		switch {
+		case cs.filter != nil:
+			for _, c := range cs.filter(ev) {
+				if err = s.event(chunk(c)); err != nil {
+					break
+				}
+			}
+		case cs.scored != nil:
+			err = s.event(chunk(cs.scored(ev)))
+		case ev.Text != "":
+			buf = append(append(buf[:0], prefix...), cs.textOpen...)
+			buf = appendJSONString(buf, ev.Text)
+			buf = append(buf, cs.textClose...)
+			err = s.raw(buf)
+		}
+		if err != nil {
+			return gone()
+		}
+	}
+	if gen.err != nil {
+		s.fail(fromSession(gen.err))
+		return choiceFailed
+	}
+	reason := gen.res.FinishReason
+	if cs.end != nil {
+		for _, c := range cs.end(&reason) {
+			if s.event(chunk(c)) != nil {
+				return gone()
+			}
+		}
+	}
+	if s.event(chunk(cs.closing(&reason))) != nil {
+		return gone()
+	}
+	return choiceSent
 }

@@ -85,7 +85,7 @@ async function errors() {
     (e) => e instanceof OpenAI.NotFoundError && e.status === 404 && e.code === 'model_not_found',
   );
   await assert.rejects(
-    client.chat.completions.create({ model, messages, n: 2 }),
+    client.chat.completions.create({ model, messages, n: 17 }),
     (e) => e instanceof OpenAI.BadRequestError && e.param === 'n',
   );
   await assert.rejects(
@@ -98,12 +98,24 @@ async function errors() {
   );
 }
 
+async function choices() {
+  const req = { model, messages, max_tokens: 6, temperature: 1, seed: 3, n: 2 };
+  const res = await client.chat.completions.create(req);
+  assert.deepEqual(res.choices.map((c) => c.index), [0, 1]);
+  const stream = await client.chat.completions.create({ ...req, stream: true });
+  const texts = ['', ''];
+  for await (const chunk of stream) {
+    for (const c of chunk.choices) texts[c.index] += c.delta.content ?? '';
+  }
+  assert.deepEqual(texts, res.choices.map((c) => c.message.content), 'streamed choices equal the plain ones (same seeds)');
+}
+
 async function models() {
   const list = await client.models.list();
   assert.deepEqual(list.data.map((m) => m.id), [model]);
 }
 
-const tests = { plainChat, streamedChat, stopStrings, completions, errors, models };
+const tests = { plainChat, streamedChat, stopStrings, completions, choices, errors, models };
 let plain;
 let failed = 0;
 for (const [name, fn] of Object.entries(tests)) {
