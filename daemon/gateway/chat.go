@@ -87,13 +87,17 @@ func (g *Gateway) serveChat(ctx *fasthttp.RequestCtx) {
 		if err != nil {
 			return nil, badParam("messages", "messages: %v", err)
 		}
-		if j.toolPrefix != "" {
+		if j.tools {
+			j.toolFmt = toolFormatFor(m.tok.ChatTemplate())
+		}
+		if j.toolForce {
 			// The reply starts with the call's opening, which the model
 			// continues: how tool_choice "required" or a named function is
 			// kept without constrained decoding.
-			if !forceToolCall(m.tok.ChatTemplate()) {
-				return nil, badParam("tool_choice", "tool_choice: model %s's chat template does not write calls as <tool_call> blocks, so pocketd cannot force one; use \"auto\"", m.name)
+			if !j.toolFmt.canForce(m.tok.ChatTemplate()) {
+				return nil, badParam("tool_choice", "tool_choice: model %s's chat template does not write calls as %s blocks, so pocketd cannot force one; use \"auto\"", m.name, j.toolFmt.open)
 			}
+			j.toolPrefix = j.toolFmt.prefix(j.toolName)
 			text += j.toolPrefix
 		}
 		return m.tok.Encode(text), nil
@@ -126,7 +130,7 @@ func (g *Gateway) serveChat(ctx *fasthttp.RequestCtx) {
 		}
 		msg, reason := chatOut{Role: "assistant", Content: &res.Text}, res.FinishReason
 		if j.tools {
-			msg, reason = toolMessage(res.Text, j.toolPrefix, reason)
+			msg, reason = toolMessage(res.Text, j, reason)
 		}
 		choices = append(choices, chatChoice{Index: i, Message: msg, Logprobs: lps, FinishReason: reason})
 		usages = append(usages, res.Usage)
@@ -158,7 +162,7 @@ func (g *Gateway) streamChat(ctx *fasthttp.RequestCtx, j *job, p *prepared, id s
 			}
 		}
 		if j.tools {
-			ts := newToolStream(p.m, j.toolPrefix, j.params.Logprobs, i)
+			ts := newToolStream(p.m, j, i)
 			cs.filter, cs.end = ts.token, ts.end
 		}
 		return cs

@@ -34,8 +34,8 @@ type funcDelta struct {
 // generated text (after the forced call prefix, if any) and adjusts the
 // finish reason: a reply that made calls and ended by itself finishes with
 // "tool_calls". The content is null when only calls were made.
-func toolMessage(text, prefix string, reason string) (chatOut, string) {
-	content, calls := parseToolCalls(prefix + text)
+func toolMessage(text string, j *job, reason string) (chatOut, string) {
+	content, calls := parseToolCalls(j.toolPrefix+text, j.toolFmt, j.toolTypes)
 	msg := chatOut{Role: "assistant"}
 	if content != "" || len(calls) == 0 {
 		msg.Content = &content
@@ -63,9 +63,9 @@ type toolStream struct {
 	pending  []tokenLogprob
 }
 
-func newToolStream(m *modelInfo, prefix string, logprobs bool, index int) *toolStream {
-	ts := &toolStream{m: m, logprobs: logprobs, index: index}
-	ts.p.feed(prefix) // an opened call: releases nothing
+func newToolStream(m *modelInfo, j *job, index int) *toolStream {
+	ts := &toolStream{m: m, logprobs: j.params.Logprobs, index: index, p: toolParser{f: j.toolFmt, types: j.toolTypes}}
+	ts.p.feed(j.toolPrefix) // an opened call: releases nothing
 	return ts
 }
 

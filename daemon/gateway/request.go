@@ -159,10 +159,16 @@ type job struct {
 	// chat
 	messages []tokenizer.Message
 	kwargs   map[string]any
-	// tools: the reply is parsed for tool calls; toolPrefix is the start
-	// of a call that the prompt ends with (tool_choice "required" or a
-	// named function), the reply's first text.
+	// tools: the reply is parsed for tool calls, in toolFmt (the model's:
+	// set with the prompt), its arguments typed by toolTypes. toolForce
+	// is tool_choice "required" or a named function (toolName); the
+	// prompt then ends with toolPrefix, the start of such a call, which
+	// is the reply's first text.
 	tools      bool
+	toolFmt    *toolFormat
+	toolTypes  paramTypes
+	toolForce  bool
+	toolName   string
 	toolPrefix string
 
 	// completions: exactly one of text and ids (text may be "" with a

@@ -9,25 +9,21 @@ import (
 	"unicode"
 )
 
-// Tool calls in generated text, in the Hermes format that Qwen's chat
-// templates (and many others) teach the model:
+// Tool calls in generated text, in the format that the model's chat
+// template teaches (toolformat.go; Hermes, the most common, by default):
 //
 //	<tool_call>
 //	{"name": "get_weather", "arguments": {"city": "Paris"}}
 //	</tool_call>
 //
 // toolParser splits a stream of text into content and such calls. A block
-// whose JSON is not a call object, or one the generation never closed, is
-// content, verbatim: the client sees what the model wrote rather than an
-// error. Whitespace between content and a call (the newlines a
-// model puts between calls) are dropped, so that a reply of calls alone
-// has no content, as OpenAI's replies do. FuzzToolParser holds it to never
-// panicking and to losing no non-whitespace text.
-
-const (
-	toolOpen  = "<tool_call>"
-	toolClose = "</tool_call>"
-)
+// that does not read as calls, or one the generation never closed and
+// that is not whole calls either, is content, verbatim: the client sees
+// what the model wrote rather than an error. Whitespace between content
+// and a call (the newlines a model puts between calls) are dropped, so
+// that a reply of calls alone has no content, as OpenAI's replies do.
+// FuzzToolParser holds it to never panicking and to losing no
+// non-whitespace text.
 
 // toolCall is a parsed call; Arguments is a JSON text (OpenAI's clients
 // expect a string holding JSON).
@@ -42,44 +38,48 @@ type toolPiece struct {
 }
 
 type toolParser struct {
+	f       *toolFormat // nil: Hermes
+	types   paramTypes
 	pending string // text not yet released: a possible tag start, a call body, or whitespace
 	inCall  bool
 	space   string // whitespace-only content held back
 	calls   int
 }
 
+func (p *toolParser) format() *toolFormat {
+	if p.f == nil {
+		return hermesFormat
+	}
+	return p.f
+}
+
 // feed adds generated text and returns what became final.
 func (p *toolParser) feed(s string) []toolPiece {
+	f := p.format()
 	p.pending += s
 	var out []toolPiece
 	for {
 		if p.inCall {
-			i := strings.Index(p.pending, toolClose)
+			i := strings.Index(p.pending, f.close)
 			if i < 0 {
 				return out
 			}
 			body := p.pending[:i]
-			p.pending = p.pending[i+len(toolClose):]
+			p.pending = p.pending[i+len(f.close):]
 			p.inCall = false
-			if c, ok := parseToolBody(body); ok {
-				p.space = "" // whitespace before a call is dropped
-				p.calls++
-				out = append(out, toolPiece{call: &c})
-			} else {
-				out = p.content(out, toolOpen+body+toolClose)
-			}
+			out = p.block(out, body, f.open+body+f.close)
 			continue
 		}
-		if i := strings.Index(p.pending, toolOpen); i >= 0 {
+		if i := strings.Index(p.pending, f.open); i >= 0 {
 			out = p.content(out, p.pending[:i])
-			p.pending = p.pending[i+len(toolOpen):]
+			p.pending = p.pending[i+len(f.open):]
 			p.inCall = true
 			continue
 		}
 		// Hold back a suffix that may still become the opening tag.
 		hold := 0
-		for k := min(len(toolOpen)-1, len(p.pending)); k > 0; k-- {
-			if strings.HasSuffix(p.pending, toolOpen[:k]) {
+		for k := min(len(f.open)-1, len(p.pending)); k > 0; k-- {
+			if strings.HasSuffix(p.pending, f.open[:k]) {
 				hold = k
 				break
 			}
@@ -88,6 +88,21 @@ func (p *toolParser) feed(s string) []toolPiece {
 		p.pending = p.pending[len(p.pending)-hold:]
 		return out
 	}
+}
+
+// block releases a block's calls, or the block as content (verbatim) if
+// its body does not read as calls.
+func (p *toolParser) block(out []toolPiece, body, verbatim string) []toolPiece {
+	calls, ok := p.format().calls(body, p.types)
+	if !ok {
+		return p.content(out, verbatim)
+	}
+	p.space = "" // whitespace before a call is dropped
+	for _, c := range calls {
+		p.calls++
+		out = append(out, toolPiece{call: &c})
+	}
+	return out
 }
 
 // content releases text as content, holding back trailing whitespace
@@ -107,12 +122,14 @@ func (p *toolParser) content(out []toolPiece, s string) []toolPiece {
 	return append(out, toolPiece{text: s})
 }
 
-// flush ends the stream: an unclosed call is content, and held-back
-// whitespace is content unless the reply made calls.
+// flush ends the stream: an unclosed block is calls if its body reads as
+// whole calls (a model that ends after its last call without the closing
+// marker), else content; held-back whitespace is content unless the reply
+// made calls.
 func (p *toolParser) flush() []toolPiece {
 	var out []toolPiece
 	if p.inCall {
-		out = p.content(out, toolOpen+p.pending)
+		out = p.block(out, p.pending, p.format().open+p.pending)
 	} else {
 		out = p.content(out, p.pending)
 	}
@@ -159,9 +176,10 @@ func parseToolBody(body string) (toolCall, bool) {
 	return toolCall{Name: *v.Name, Arguments: string(args)}, true
 }
 
-// parseToolCalls splits a whole reply into content and calls.
-func parseToolCalls(text string) (content string, calls []toolCall) {
-	var p toolParser
+// parseToolCalls splits a whole reply into content and calls (f nil:
+// Hermes).
+func parseToolCalls(text string, f *toolFormat, types paramTypes) (content string, calls []toolCall) {
+	p := toolParser{f: f, types: types}
 	var b strings.Builder
 	for _, pc := range append(p.feed(text), p.flush()...) {
 		if pc.call != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 
 	"github.com/pocketllm/pocketllm/session"
 )
@@ -28,6 +27,7 @@ type toolDef struct {
 // prefix that "required" or a named function forces (see forceToolCall).
 func (j *job) chatTools(tools []json.RawMessage, choice json.RawMessage) *apiError {
 	names := map[string]bool{}
+	var defs []toolDef
 	for i, raw := range tools {
 		p := fmt.Sprintf("tools[%d]", i)
 		var td toolDef
@@ -44,6 +44,7 @@ func (j *job) chatTools(tools []json.RawMessage, choice json.RawMessage) *apiErr
 			return badParam(p+".function.parameters", "%s.function.parameters: expected a JSON schema object", p)
 		}
 		names[td.Function.Name] = true
+		defs = append(defs, td)
 	}
 	mode, name, aerr := toolChoice(choice)
 	if aerr != nil {
@@ -66,12 +67,10 @@ func (j *job) chatTools(tools []json.RawMessage, choice json.RawMessage) *apiErr
 	}
 	j.kwargs["tools"] = tools
 	j.tools = true
-	switch mode {
-	case "required":
-		j.toolPrefix = toolOpen + "\n{\"name\": \""
-	case "function":
-		n, _ := json.Marshal(name)
-		j.toolPrefix = toolOpen + "\n{\"name\": " + string(n) + ", \"arguments\": "
+	j.toolTypes = toolParamTypes(defs)
+	j.toolForce = mode == "required" || mode == "function"
+	if mode == "function" {
+		j.toolName = name
 	}
 	return nil
 }
@@ -102,11 +101,6 @@ func toolChoice(raw json.RawMessage) (mode, name string, aerr *apiError) {
 	}
 	return "function", obj.Function.Name, nil
 }
-
-// forceToolCall reports whether a chat template writes calls in the
-// <tool_call> format, the only one whose start the gateway can force by
-// ending the prompt with it.
-func forceToolCall(template string) bool { return strings.Contains(template, toolOpen) }
 
 // logitBias decodes OpenAI's logit_bias: token id (a decimal string) →
 // bias in [-100, 100].

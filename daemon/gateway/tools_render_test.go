@@ -24,7 +24,7 @@ func TestToolsRenderQwen3(t *testing.T) {
 	if aerr != nil {
 		t.Fatal(aerr.msg)
 	}
-	if !j.tools || j.toolPrefix != "" || !forceToolCall(tok.ChatTemplate()) {
+	if !j.tools || j.toolPrefix != "" || !toolFormatFor(tok.ChatTemplate()).canForce(tok.ChatTemplate()) {
 		t.Fatalf("tools %v prefix %q", j.tools, j.toolPrefix)
 	}
 	got, err := tok.ApplyChatTemplate(j.messages, true, j.kwargs)
@@ -45,7 +45,7 @@ func TestToolsRenderQwen3(t *testing.T) {
 		t.Fatalf("rendered:\n%s\nwant:\n%s", got, want)
 	}
 	// What the model writes back in that format parses into the call.
-	content, calls := parseToolCalls("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>")
+	content, calls := parseToolCalls("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>", toolFormatFor(tok.ChatTemplate()), nil)
 	if content != "" || len(calls) != 1 || !strings.Contains(got, calls[0].Name) {
 		t.Fatalf("parsed %q %v", content, calls)
 	}

@@ -27,9 +27,10 @@ import (
 // the greedy continuation of every "<|im_start|>assistant\n" (then EOS).
 type scriptedRunner struct {
 	session.Runner
-	imStart, eos int32
-	script       atomic.Pointer[[]int32]
-	hist         []int32 // tokens by position of the sequence last run (tests run one at a time)
+	marker []int32 // the template's start of an assistant reply
+	eos    int32
+	script atomic.Pointer[[]int32]
+	hist   []int32 // tokens by position of the sequence last run (tests run one at a time)
 }
 
 func (r *scriptedRunner) Forward(seq models.Seq, tokens []int32, want models.Logits) ([]float32, error) {
@@ -41,7 +42,7 @@ func (r *scriptedRunner) Forward(seq models.Seq, tokens []int32, want models.Log
 		r.hist = append(r.hist, -1)
 	}
 	r.hist = append(r.hist[:seq.Start], tokens...)
-	marker := append([]int32{r.imStart}, byteIDs("assistant\n")...)
+	marker := r.marker
 	k := -1
 	for i := len(r.hist) - len(marker); i >= 0; i-- {
 		if slices.Equal(r.hist[i:i+len(marker)], marker) {
@@ -75,8 +76,12 @@ func byteIDs(s string) []int32 {
 }
 
 // qwen3Template is the chat template of the real Qwen3 tokenizer.
-func qwen3Template(t testing.TB) string {
-	b, err := os.ReadFile(filepath.Join("..", "..", "models", "tokenizer", "testdata", "qwen3", "tokenizer_config.json"))
+func qwen3Template(t testing.TB) string { return fixtureTemplate(t, "qwen3") }
+
+// fixtureTemplate is the chat template of a real tokenizer of
+// models/tokenizer/testdata.
+func fixtureTemplate(t testing.TB, name string) string {
+	b, err := os.ReadFile(filepath.Join("..", "..", "models", "tokenizer", "testdata", name, "tokenizer_config.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,16 +94,24 @@ func qwen3Template(t testing.TB) string {
 	return cfg.ChatTemplate
 }
 
+// startScripted serves the demo model with Qwen3's template (a reply
+// starts after "<|im_start|>assistant\n").
 func startScripted(t *testing.T) (*testDaemon, *scriptedRunner) {
+	return startScriptedWith(t, qwen3Template(t), append([]int32{demo.EndOfText + 1}, byteIDs("assistant\n")...))
+}
+
+// startScriptedWith serves the demo model with a chat template whose
+// replies start after marker.
+func startScriptedWith(t *testing.T, template string, marker []int32) (*testDaemon, *scriptedRunner) {
 	var cfg map[string]any
 	json.Unmarshal(demo.TokenizerConfigJSON(), &cfg)
-	cfg["chat_template"] = qwen3Template(t)
+	cfg["chat_template"] = template
 	cfgJSON, _ := json.Marshal(cfg)
 	tok, err := tokenizer.New(demo.TokenizerJSON(), cfgJSON)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sr := &scriptedRunner{imStart: demo.EndOfText + 1, eos: demo.EndOfText + 2}
+	sr := &scriptedRunner{marker: marker, eos: demo.EndOfText + 2}
 	sr.script.Store(&[]int32{})
 	cpu := daemon.DefaultEngines()["cpu"]
 	engines := map[string]daemon.Engine{"cpu": daemon.EngineFunc(func(ctx context.Context, m daemon.ModelConfig) (*daemon.Loaded, error) {
@@ -214,5 +227,75 @@ func TestOpenAIGoToolCalls(t *testing.T) {
 	}
 	if m := res.Choices[0].Message; m.Content != call || len(m.ToolCalls) != 0 || res.Choices[0].FinishReason != "stop" {
 		t.Fatalf("tool_choice none: %+v %q", m, res.Choices[0].FinishReason)
+	}
+}
+
+// TestOpenAIGoToolCallsDeepSeek: the same through DeepSeek-V3's real chat
+// template, whose replies write calls between its own markers (a json
+// code block of arguments per call): plain and streamed, two calls in one
+// block, and forced by tool_choice.
+func TestOpenAIGoToolCallsDeepSeek(t *testing.T) {
+	const (
+		callsBegin, callsEnd = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
+		callBegin, callEnd   = "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>"
+		sep                  = "<｜tool▁sep｜>"
+	)
+	d, sr := startScriptedWith(t, fixtureTemplate(t, "deepseek_v3"), byteIDs("<｜Assistant｜>"))
+	defer d.stop(t)
+	c := goClient(d)
+	ctx := context.Background()
+	one := func(city string) string {
+		return callBegin + "function" + sep + "get_weather\n```json\n{\"city\": \"" + city + "\"}\n```" + callEnd
+	}
+	call := callsBegin + one("Paris") + callsEnd
+	for _, tc := range []struct {
+		name    string
+		script  string
+		choice  openai.ChatCompletionToolChoiceOptionUnionParam
+		content string
+		args    []string
+	}{
+		{"auto", call, openai.ChatCompletionToolChoiceOptionUnionParam{}, "", []string{`{"city": "Paris"}`}},
+		{"two calls", "Checking." + callsBegin + one("Paris") + "\n" + one("Oslo") + callsEnd, openai.ChatCompletionToolChoiceOptionUnionParam{},
+			"Checking.", []string{`{"city": "Paris"}`, `{"city": "Oslo"}`}},
+		{"required", call, openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}, "", []string{`{"city": "Paris"}`}},
+		{"named", call, openai.ToolChoiceOptionFunctionToolChoice(openai.ChatCompletionNamedToolChoiceFunctionParam{Name: "get_weather"}),
+			"", []string{`{"city": "Paris"}`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ids := byteIDs(tc.script)
+			sr.script.Store(&ids)
+			params := openai.ChatCompletionNewParams{
+				Model:    "demo",
+				Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Weather in Paris? (" + tc.name + ")")},
+				Tools:    []openai.ChatCompletionToolUnionParam{weatherTool}, ToolChoice: tc.choice,
+				MaxTokens: openai.Int(800), Temperature: openai.Float(0),
+			}
+			check := func(how string, msg openai.ChatCompletionMessage, finish string) {
+				t.Helper()
+				if msg.Content != tc.content || finish != "tool_calls" || len(msg.ToolCalls) != len(tc.args) {
+					t.Fatalf("%s: content %q finish %q calls %+v", how, msg.Content, finish, msg.ToolCalls)
+				}
+				for i, call := range msg.ToolCalls {
+					if call.Function.Name != "get_weather" || call.Function.Arguments != tc.args[i] {
+						t.Fatalf("%s: call %d %+v", how, i, call)
+					}
+				}
+			}
+			res, err := c.Chat.Completions.New(ctx, params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check("plain", res.Choices[0].Message, res.Choices[0].FinishReason)
+			stream := c.Chat.Completions.NewStreaming(ctx, params)
+			var acc openai.ChatCompletionAccumulator
+			for stream.Next() {
+				acc.AddChunk(stream.Current())
+			}
+			if err := stream.Err(); err != nil {
+				t.Fatal(err)
+			}
+			check("streamed", acc.Choices[0].Message, acc.Choices[0].FinishReason)
+		})
 	}
 }
