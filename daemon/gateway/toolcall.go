@@ -42,6 +42,7 @@ type toolParser struct {
 	types   paramTypes
 	pending string // text not yet released: a possible tag start, a call body, or whitespace
 	inCall  bool
+	prose   bool   // a whole-reply format's reply is not a call: content from here on
 	space   string // whitespace-only content held back
 	calls   int
 }
@@ -57,6 +58,17 @@ func (p *toolParser) format() *toolFormat {
 func (p *toolParser) feed(s string) []toolPiece {
 	f := p.format()
 	p.pending += s
+	if f.whole {
+		// Hold the reply while it may still be calls; once it cannot,
+		// everything is content.
+		if !p.prose && llamaStart(p.pending) {
+			return nil
+		}
+		p.prose = true
+		out := p.content(nil, p.pending)
+		p.pending = ""
+		return out
+	}
 	var out []toolPiece
 	for {
 		if p.inCall {
@@ -128,7 +140,9 @@ func (p *toolParser) content(out []toolPiece, s string) []toolPiece {
 // made calls.
 func (p *toolParser) flush() []toolPiece {
 	var out []toolPiece
-	if p.inCall {
+	if p.format().whole && !p.prose && strings.TrimSpace(p.pending) != "" {
+		out = p.block(out, p.pending, p.pending)
+	} else if p.inCall {
 		out = p.block(out, p.pending, p.format().open+p.pending)
 	} else {
 		out = p.content(out, p.pending)

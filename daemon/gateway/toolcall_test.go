@@ -62,6 +62,12 @@ func TestToolFormats(t *testing.T) {
 			"", []toolCall{{"get_weather", `{"city": "New York", "days": 2}`}, {"now", "{}"}}},
 		{minimaxFormat, "<minimax:tool_call><invoke name=\"f\"><oops/></invoke></minimax:tool_call>", "<minimax:tool_call><invoke name=\"f\"><oops/></invoke></minimax:tool_call>", nil},
 		{minimaxFormat, "text <tool_call>{\"name\": \"f\"}</tool_call>", "text <tool_call>{\"name\": \"f\"}</tool_call>", nil},
+		{llamaFormat, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", "", []toolCall{{"get_weather", `{"city": "Paris"}`}}},
+		{llamaFormat, "<|python_tag|>{\"name\": \"f\", \"parameters\": {}}; {\"name\": \"g\", \"arguments\": {\"a\": 1}}", "", []toolCall{{"f", "{}"}, {"g", `{"a": 1}`}}},
+		{llamaFormat, " [{\"name\": \"f\"}]\n", "", []toolCall{{"f", "{}"}}},
+		{llamaFormat, "It is sunny {\"name\": \"f\"}", "It is sunny {\"name\": \"f\"}", nil},
+		{llamaFormat, "{\"answer\": 42}", "{\"answer\": 42}", nil},
+		{llamaFormat, "{\"name\": \"f\", \"parameters\": {}} and more", "{\"name\": \"f\", \"parameters\": {}} and more", nil},
 	} {
 		content, calls := parseToolCalls(c.in, c.f, types)
 		if content != c.content || !reflect.DeepEqual(calls, c.calls) {
@@ -91,12 +97,13 @@ func TestToolFormats(t *testing.T) {
 // TestToolFormatFor: the format by the template's markers.
 func TestToolFormatFor(t *testing.T) {
 	for tmpl, want := range map[string]*toolFormat{
-		"{{ '<tool_call>' }}":                        hermesFormat,
-		"plain {{ messages }}":                       hermesFormat,
-		"<tool_call>{{ name }}<arg_key>":             glmFormat,
-		"<minimax:tool_call>\n<invoke name=":         minimaxFormat,
-		dsCallBegin + "' + tool['type'] + '```json":  deepseekFormat,
-		dsCallBegin + "' + tool['function']['name']": deepseek31Format,
+		"{{ '<tool_call>' }}":                          hermesFormat,
+		"plain {{ messages }}":                         hermesFormat,
+		"<tool_call>{{ name }}<arg_key>":               glmFormat,
+		"<minimax:tool_call>\n<invoke name=":           minimaxFormat,
+		dsCallBegin + "' + tool['type'] + '```json":    deepseekFormat,
+		dsCallBegin + "' + tool['function']['name']":   deepseek31Format,
+		"Respond in the format " + llamaJSONHint + ".": llamaFormat,
 	} {
 		if got := toolFormatFor(tmpl); got != want {
 			t.Errorf("%q: %s, want %s", tmpl, got.name, want.name)
@@ -115,12 +122,13 @@ func FuzzToolParser(f *testing.F) {
 		"<tool_call>f<arg_key>k</arg_key><arg_value>v</arg_value></tool_call>",
 		dsCallsBegin + dsCallBegin + "function" + dsSep + "f\n```json\n{}\n```" + dsCallEnd + dsCallsEnd,
 		"<minimax:tool_call><invoke name=\"f\"><parameter name=\"k\">1</parameter></invoke></minimax:tool_call>",
+		"<|python_tag|>{\"name\": \"f\", \"parameters\": {}}; {\"name\": \"g\"}", " [{\"name\": \"f\"}]",
 	} {
-		for fi := range 5 {
+		for fi := range 6 {
 			f.Add(s, len(s)/2, fi)
 		}
 	}
-	formats := []*toolFormat{hermesFormat, glmFormat, deepseekFormat, deepseek31Format, minimaxFormat}
+	formats := []*toolFormat{hermesFormat, glmFormat, deepseekFormat, deepseek31Format, minimaxFormat, llamaFormat}
 	f.Fuzz(func(t *testing.T, s string, cut, fi int) {
 		tf := formats[(fi%len(formats)+len(formats))%len(formats)]
 		types := paramTypes{"f": {"k": "number"}}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"regexp"
 	"strings"
+	"unicode"
 )
 
 // How each model family writes tool calls in its replies. The chat
@@ -17,6 +18,8 @@ import (
 //	         (DeepSeek-V3.1)      ... <｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜> ...
 //	minimax  (MiniMax-M2)         <minimax:tool_call><invoke name="f"><parameter name="k">v</parameter>
 //	                              </invoke></minimax:tool_call>
+//	llama    (Llama 3.1-3.3)      the whole reply: {"name": "f", "parameters": {...}}, after an
+//	                              optional <|python_tag|>; several separated by ";"
 //
 // A block may hold several calls (DeepSeek, MiniMax). A block that does
 // not read as calls stays content, verbatim.
@@ -25,6 +28,10 @@ import (
 type toolFormat struct {
 	name        string
 	open, close string // a block's delimiters
+	// whole: the calls are the whole reply (Llama), not blocks in it;
+	// marker is then what a template that teaches the format writes.
+	whole  bool
+	marker string
 	// calls reads a block's body; false: not calls (the block is content).
 	calls func(body string, types paramTypes) ([]toolCall, bool)
 	// prefix ends the prompt to force a call: of any tool (name "", for
@@ -74,6 +81,14 @@ var (
 			}
 			return dsCallsBegin + dsCallBegin + name + dsSep
 		}}
+	llamaFormat = &toolFormat{name: "llama", whole: true, marker: llamaJSONHint, calls: llamaCalls,
+		prefix: func(name string) string {
+			if name == "" {
+				return "{\"name\": \""
+			}
+			n, _ := json.Marshal(name)
+			return "{\"name\": " + string(n) + ", \"parameters\": "
+		}}
 	minimaxFormat = &toolFormat{name: "minimax", open: "<minimax:tool_call>", close: "</minimax:tool_call>", calls: minimaxCalls,
 		prefix: func(name string) string {
 			if name == "" {
@@ -84,6 +99,10 @@ var (
 )
 
 const (
+	// llamaJSONHint is how Llama 3.1's template asks for a call.
+	llamaJSONHint = `{"name": function name, "parameters": dictionary of argument name and its value}`
+	pythonTag     = "<|python_tag|>"
+
 	dsCallsBegin = "<｜tool▁calls▁begin｜>"
 	dsCallsEnd   = "<｜tool▁calls▁end｜>"
 	dsCallBegin  = "<｜tool▁call▁begin｜>"
@@ -106,14 +125,79 @@ func toolFormatFor(template string) *toolFormat {
 		return deepseek31Format
 	case strings.Contains(template, "<arg_key>"):
 		return glmFormat
+	case strings.Contains(template, llamaJSONHint) && !strings.Contains(template, hermesFormat.open):
+		return llamaFormat
 	}
 	return hermesFormat
 }
 
 // canForce reports whether the gateway can force a call by ending the
 // prompt with the format's opening: only where the template writes that
-// opening itself, so that it is the model's own.
-func (f *toolFormat) canForce(template string) bool { return strings.Contains(template, f.open) }
+// opening (or, for a whole-reply format, asks for it), so that it is the
+// model's own.
+func (f *toolFormat) canForce(template string) bool {
+	if f.whole {
+		return strings.Contains(template, f.marker)
+	}
+	return strings.Contains(template, f.open)
+}
+
+// llamaStart reports whether a reply that begins with t (left-trimmed)
+// may still be a whole-reply call: a JSON object or list, after the
+// python tag or a part of it.
+func llamaStart(t string) bool {
+	t = strings.TrimPrefix(t, pythonTag)
+	return strings.HasPrefix(pythonTag, t) || strings.HasPrefix(strings.TrimLeftFunc(t, unicode.IsSpace), "{") ||
+		strings.HasPrefix(strings.TrimLeftFunc(t, unicode.IsSpace), "[") || strings.TrimSpace(t) == ""
+}
+
+// llamaCalls reads a whole reply as Llama's calls: after an optional
+// python tag, one call object, a list of them, or several separated by
+// ";".
+func llamaCalls(reply string, _ paramTypes) ([]toolCall, bool) {
+	t := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(reply), pythonTag))
+	var parts []string
+	if strings.HasPrefix(t, "[") {
+		var list []json.RawMessage
+		if json.Unmarshal([]byte(t), &list) != nil {
+			return nil, false
+		}
+		for _, r := range list {
+			parts = append(parts, string(r))
+		}
+	} else {
+		dec := json.NewDecoder(strings.NewReader(t))
+		for {
+			var r json.RawMessage
+			if err := dec.Decode(&r); err != nil {
+				return nil, false
+			}
+			parts = append(parts, string(r))
+			rest := strings.TrimSpace(t[dec.InputOffset():])
+			if rest == "" {
+				break
+			}
+			rest, ok := strings.CutPrefix(rest, ";")
+			if !ok {
+				return nil, false
+			}
+			t = strings.TrimSpace(rest)
+			if t == "" {
+				break
+			}
+			dec = json.NewDecoder(strings.NewReader(t))
+		}
+	}
+	var calls []toolCall
+	for _, p := range parts {
+		c, ok := parseToolBody(p)
+		if !ok {
+			return nil, false
+		}
+		calls = append(calls, c)
+	}
+	return calls, len(calls) > 0
+}
 
 // deepseekCalls reads the calls between DeepSeek's begin and end markers,
 // whitespace between them.

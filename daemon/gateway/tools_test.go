@@ -35,13 +35,17 @@ type scriptedRunner struct {
 
 func (r *scriptedRunner) Forward(seq models.Seq, tokens []int32, want models.Logits) ([]float32, error) {
 	logits, err := r.Runner.Forward(seq, tokens, want)
-	if err != nil || want == models.NoLogits {
+	if err != nil {
 		return logits, err
 	}
+	// Every pass's tokens, a prompt's leading chunks (no logits) too.
 	for len(r.hist) < seq.Start {
 		r.hist = append(r.hist, -1)
 	}
 	r.hist = append(r.hist[:seq.Start], tokens...)
+	if want == models.NoLogits {
+		return logits, nil
+	}
 	marker := r.marker
 	k := -1
 	for i := len(r.hist) - len(marker); i >= 0; i-- {
@@ -230,38 +234,23 @@ func TestOpenAIGoToolCalls(t *testing.T) {
 	}
 }
 
-// TestOpenAIGoToolCallsDeepSeek: the same through DeepSeek-V3's real chat
-// template, whose replies write calls between its own markers (a json
-// code block of arguments per call): plain and streamed, two calls in one
-// block, and forced by tool_choice.
-func TestOpenAIGoToolCallsDeepSeek(t *testing.T) {
-	const (
-		callsBegin, callsEnd = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
-		callBegin, callEnd   = "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>"
-		sep                  = "<｜tool▁sep｜>"
-	)
-	d, sr := startScriptedWith(t, fixtureTemplate(t, "deepseek_v3"), byteIDs("<｜Assistant｜>"))
+// toolCase is a scripted reply and the calls the client must see.
+type toolCase struct {
+	name    string
+	script  string
+	choice  openai.ChatCompletionToolChoiceOptionUnionParam
+	content string
+	args    []string // get_weather's arguments, call by call
+}
+
+// runToolCases serves the demo model with template (replies start after
+// marker) and checks each case's reply, plain and streamed.
+func runToolCases(t *testing.T, template string, marker []int32, cases []toolCase) {
+	d, sr := startScriptedWith(t, template, marker)
 	defer d.stop(t)
 	c := goClient(d)
 	ctx := context.Background()
-	one := func(city string) string {
-		return callBegin + "function" + sep + "get_weather\n```json\n{\"city\": \"" + city + "\"}\n```" + callEnd
-	}
-	call := callsBegin + one("Paris") + callsEnd
-	for _, tc := range []struct {
-		name    string
-		script  string
-		choice  openai.ChatCompletionToolChoiceOptionUnionParam
-		content string
-		args    []string
-	}{
-		{"auto", call, openai.ChatCompletionToolChoiceOptionUnionParam{}, "", []string{`{"city": "Paris"}`}},
-		{"two calls", "Checking." + callsBegin + one("Paris") + "\n" + one("Oslo") + callsEnd, openai.ChatCompletionToolChoiceOptionUnionParam{},
-			"Checking.", []string{`{"city": "Paris"}`, `{"city": "Oslo"}`}},
-		{"required", call, openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}, "", []string{`{"city": "Paris"}`}},
-		{"named", call, openai.ToolChoiceOptionFunctionToolChoice(openai.ChatCompletionNamedToolChoiceFunctionParam{Name: "get_weather"}),
-			"", []string{`{"city": "Paris"}`}},
-	} {
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ids := byteIDs(tc.script)
 			sr.script.Store(&ids)
@@ -273,7 +262,11 @@ func TestOpenAIGoToolCallsDeepSeek(t *testing.T) {
 			}
 			check := func(how string, msg openai.ChatCompletionMessage, finish string) {
 				t.Helper()
-				if msg.Content != tc.content || finish != "tool_calls" || len(msg.ToolCalls) != len(tc.args) {
+				want := "tool_calls"
+				if len(tc.args) == 0 {
+					want = "stop"
+				}
+				if msg.Content != tc.content || finish != want || len(msg.ToolCalls) != len(tc.args) {
 					t.Fatalf("%s: content %q finish %q calls %+v", how, msg.Content, finish, msg.ToolCalls)
 				}
 				for i, call := range msg.ToolCalls {
@@ -299,3 +292,51 @@ func TestOpenAIGoToolCallsDeepSeek(t *testing.T) {
 		})
 	}
 }
+
+var (
+	toolRequired = openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}
+	toolNamed    = openai.ToolChoiceOptionFunctionToolChoice(openai.ChatCompletionNamedToolChoiceFunctionParam{Name: "get_weather"})
+)
+
+// TestOpenAIGoToolCallsDeepSeek: through DeepSeek-V3's real chat template,
+// whose replies write calls between its own markers (a json code block of
+// arguments per call): two calls in one block, and forced by tool_choice.
+func TestOpenAIGoToolCallsDeepSeek(t *testing.T) {
+	const (
+		callsBegin, callsEnd = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
+		callBegin, callEnd   = "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>"
+		sep                  = "<｜tool▁sep｜>"
+	)
+	one := func(city string) string {
+		return callBegin + "function" + sep + "get_weather\n```json\n{\"city\": \"" + city + "\"}\n```" + callEnd
+	}
+	call := callsBegin + one("Paris") + callsEnd
+	runToolCases(t, fixtureTemplate(t, "deepseek_v3"), byteIDs("<｜Assistant｜>"), []toolCase{
+		{"auto", call, openai.ChatCompletionToolChoiceOptionUnionParam{}, "", []string{`{"city": "Paris"}`}},
+		{"two calls", "Checking." + callsBegin + one("Paris") + "\n" + one("Oslo") + callsEnd, openai.ChatCompletionToolChoiceOptionUnionParam{},
+			"Checking.", []string{`{"city": "Paris"}`, `{"city": "Oslo"}`}},
+		{"plain", "Sunny.", openai.ChatCompletionToolChoiceOptionUnionParam{}, "Sunny.", nil},
+		{"required", call, toolRequired, "", []string{`{"city": "Paris"}`}},
+		{"named", call, toolNamed, "", []string{`{"city": "Paris"}`}},
+	})
+}
+
+// TestOpenAIGoToolCallsLlama: Llama 3.1's bare JSON calls, the whole
+// reply, through its real template with the tools instruction of Llama's
+// tool-calling template before it.
+func TestOpenAIGoToolCallsLlama(t *testing.T) {
+	tmpl := "{% if tools %}{{ '<|start_header_id|>system<|end_header_id|>\\n\\nRespond in the format " + llamaHint +
+		". Do not use variables.<|eot_id|>' }}{% endif %}" + fixtureTemplate(t, "llama3_1")
+	call := `{"name": "get_weather", "parameters": {"city": "Paris"}}`
+	runToolCases(t, tmpl, byteIDs("<|start_header_id|>assistant<|end_header_id|>\n\n"), []toolCase{
+		{"auto", call, openai.ChatCompletionToolChoiceOptionUnionParam{}, "", []string{`{"city": "Paris"}`}},
+		{"python tag, two", "<|python_tag|>" + call + "; " + call, openai.ChatCompletionToolChoiceOptionUnionParam{}, "",
+			[]string{`{"city": "Paris"}`, `{"city": "Paris"}`}},
+		{"plain", "Sunny {today}.", openai.ChatCompletionToolChoiceOptionUnionParam{}, "Sunny {today}.", nil},
+		{"required", call, toolRequired, "", []string{`{"city": "Paris"}`}},
+		{"named", call, toolNamed, "", []string{`{"city": "Paris"}`}},
+	})
+}
+
+// llamaHint is Llama 3.1's request for a call (toolformat.go's llamaJSONHint).
+const llamaHint = `{"name": function name, "parameters": dictionary of argument name and its value}`
