@@ -330,7 +330,8 @@ func (s *Server) load(ctx context.Context) error {
 			KVBlocks: s.cfg.Cache.KVBlocks, BlockSize: s.cfg.Cache.BlockSize, HostTierBytes: s.cfg.Cache.HostTierBytes,
 			QueueLimit: s.cfg.Limits.Queue, SnapshotBytes: s.cfg.Cache.SnapshotBytes,
 			IdleStepTime:      time.Duration(s.cfg.Limits.PrefillStepMs) * time.Millisecond,
-			SnapshotIntervals: s.cfg.Cache.SnapshotIntervals.Intervals(), HostSnapshots: s.cfg.Cache.HostSnapshots})
+			SnapshotIntervals: s.cfg.Cache.SnapshotIntervals.Intervals(), HostSnapshots: s.cfg.Cache.HostSnapshots,
+			Pooling: embedPooling(m.Path)})
 		if err != nil {
 			mgr.Shutdown(context.Background())
 			return fmt.Errorf("load model %s: %w", name, err)

@@ -39,6 +39,13 @@ const (
 	// A snapshot taken inside a pass keeps what a pass ending there
 	// returns.
 	MarkedLogits
+	// LastHidden returns the last new token's final hidden state, after
+	// the final norm, where the LM head would start: [hidden]. An
+	// embedding by last-token pooling (Qwen3-Embedding's).
+	LastHidden
+	// AllHidden returns every new token's final hidden state, [len(tokens),
+	// hidden]: an embedding by mean pooling.
+	AllHidden
 	// rowLogits is a pass's mode for the rows of Pass.LogitRows (Forward
 	// turns MarkedLogits into it); Forward does not take it.
 	rowLogits
@@ -152,10 +159,13 @@ func (m *Model) Forward(seq Seq, tokens []int32, want Logits) ([]float32, error)
 	}
 	var marks []int
 	var out []float32
+	hid := m.Config.HiddenSize
 	switch want {
-	case LastLogits, NoLogits:
+	case LastLogits, NoLogits, LastHidden:
 	case AllLogits:
 		out = make([]float32, 0, len(tokens)*vocab)
+	case AllHidden:
+		out = make([]float32, 0, len(tokens)*hid)
 	case MarkedLogits:
 		if ms, ok := seq.State.(interface{ pendingMarks() []int }); ok {
 			marks = ms.pendingMarks()
@@ -171,7 +181,7 @@ func (m *Model) Forward(seq Seq, tokens []int32, want Logits) ([]float32, error)
 		hi := min(lo+chunk, len(tokens))
 		part := tokens[lo:hi]
 		mode := want
-		if want == LastLogits && hi < len(tokens) {
+		if (want == LastLogits || want == LastHidden) && hi < len(tokens) {
 			mode = NoLogits
 		}
 		s := seq
@@ -195,6 +205,10 @@ func (m *Model) Forward(seq Seq, tokens []int32, want Logits) ([]float32, error)
 			n = len(p.LogitRows) * vocab
 		case LastLogits:
 			out, n = make([]float32, 0, vocab), vocab
+		case LastHidden:
+			out, n = make([]float32, 0, hid), hid
+		case AllHidden:
+			n = len(part) * hid
 		}
 		if n > 0 {
 			out = out[:len(out)+n]

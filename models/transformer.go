@@ -110,7 +110,7 @@ func (d *Decoder) Forward(p *Pass) error {
 	switch p.Logits {
 	case NoLogits:
 		return nil
-	case LastLogits:
+	case LastLogits, LastHidden:
 		last := s.Buf("last", hid)
 		if rows == 1 {
 			be.RMSNorm(last, x, d.Norm, 1, hid, eps) // x is the last row (one launch less per decode step)
@@ -118,8 +118,16 @@ func (d *Decoder) Forward(p *Pass) error {
 			be.Gather(last, x, []int32{int32(rows - 1)}, hid)
 			be.RMSNorm(last, last, d.Norm, 1, hid, eps)
 		}
+		if p.Logits == LastHidden {
+			s.Logits = last // what Model.Forward reads
+			return nil
+		}
 		s.Logits = s.Buf("logits", c.VocabSize)
 		return d.lmHead(s, s.Logits, last, 1)
+	case AllHidden:
+		be.RMSNorm(normed, x, d.Norm, rows, hid, eps)
+		s.Logits = normed
+		return nil
 	case rowLogits:
 		n := len(p.LogitRows)
 		sel := s.Buf("logit rows", n*hid)

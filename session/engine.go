@@ -75,6 +75,7 @@ type engine struct {
 	marking  bool
 	limit    int
 	idleStep time.Duration // stepTokens' step time with nothing waiting
+	pooling  Pooling       // Embed's default
 
 	// kvMu guards every seqState's fields and is held by the scheduler
 	// while a job runs; control operations (fork, truncate, close) take it
@@ -146,6 +147,7 @@ func newEngine(cfg ModelConfig, pool *cache.Pool, eos map[int32]bool) *engine {
 		e.ctxLen = 1 << 20
 	}
 	e.idleStep = cfg.IdleStepTime
+	e.pooling = cfg.Pooling
 	if e.idleStep <= 0 {
 		e.idleStep = idleStepTime
 	}
@@ -866,7 +868,7 @@ func (e *engine) snapshot(sq *seqState, logits []float32, want models.Logits) {
 		}
 		snap.State = data
 	}
-	if V := e.model.ModelConfig().VocabSize; want != models.NoLogits && len(logits) >= V {
+	if V := e.model.ModelConfig().VocabSize; (want == models.LastLogits || want == models.AllLogits) && len(logits) >= V {
 		snap.Logits = slices.Clone(logits[len(logits)-V:])
 	}
 	e.pool.PutSnapshot(k, snap)

@@ -77,6 +77,9 @@ type ModelConfig struct {
 	// IdleStepTime is how long a prefill step may run while nothing else
 	// waits (default idleStepTime; see stepTokens).
 	IdleStepTime time.Duration
+	// Pooling is how Embed reduces a prompt's final hidden states to one
+	// vector by default: PoolLast (the default) or PoolMean.
+	Pooling Pooling
 }
 
 // defaultSnapshotBytes is ModelConfig.SnapshotBytes's default for a
@@ -115,6 +118,7 @@ type ModelInfo struct {
 	Arch          string
 	ContextLength int
 	VocabSize     int
+	HiddenSize    int // an embedding's width (Embed)
 	BlockSize     int
 	KVBlocksTotal int
 	KVBlocksUsed  int // referenced by sequences
@@ -313,7 +317,7 @@ func (m *Manager) Models() []ModelInfo {
 		ps, ss := e.pool.Stats(), e.pool.SnapshotStats()
 		out = append(out, ModelInfo{
 			Name: e.name, Arch: e.model.ModelConfig().Arch(), ContextLength: e.ctxLen,
-			VocabSize: e.model.ModelConfig().VocabSize, BlockSize: e.bs,
+			VocabSize: e.model.ModelConfig().VocabSize, HiddenSize: e.model.ModelConfig().HiddenSize, BlockSize: e.bs,
 			KVBlocksTotal: ps.Blocks, KVBlocksUsed: ps.Referenced, KVBlocksCache: ps.Cached,
 			HostTierBytes: ps.HostBytes, HostTierLimit: ps.HostLimit,
 			Snapshots: ss.Count, SnapshotBytes: ss.Bytes, HeldSnapshots: ss.Held,

@@ -18,6 +18,7 @@ func FuzzDecode(f *testing.F) {
 		`{"messages":[{"role":"user","content":"x"}],"logit_bias":{"7":-100},"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"f"}},"response_format":{"type":"text"}}`,
 		`{"prompt":[1,2,3]}`, `{"prompt":[[1,2]]}`, `{"prompt":["a"]}`, `{"prompt":"","session_id":"x"}`,
 		`{"messages":"hi"}`, `[]`, `null`, `{"temperature":"NaN"}`, "{\"prompt\":\"\xff\"}", `{"n":2}`, ``,
+		`{"input":["a",[1,2]],"dimensions":4,"encoding_format":"base64"}`, `{"input":[[1],[2,3]]}`, `{"input":[1,2]}`,
 	} {
 		f.Add([]byte(s), "")
 	}
@@ -76,6 +77,22 @@ func FuzzDecode(f *testing.F) {
 		var tr tokenizeRequest
 		if err := decodeJSON(body, &tr); err != nil && err.status != 400 {
 			t.Fatalf("tokenize error %+v", err)
+		}
+		var er embeddingRequest
+		if err := decodeJSON(body, &er); err == nil {
+			texts, ids, err := embedInputs(er.Input)
+			switch {
+			case err != nil && err.status != 400:
+				t.Fatalf("embeddings input error %+v", err)
+			case err == nil && (len(texts) != len(ids) || len(ids) == 0 || len(ids) > maxEmbedInputs):
+				t.Fatalf("embeddings: %d texts, %d token lists", len(texts), len(ids))
+			case err == nil:
+				for i := range ids {
+					if (texts[i] == nil) == (ids[i] == nil) && !(texts[i] == nil && len(ids[i]) == 0) {
+						t.Fatalf("input %d: text %v and ids %v", i, texts[i], ids[i])
+					}
+				}
+			}
 		}
 	})
 }

@@ -55,6 +55,7 @@ type modelInfo struct {
 	name    string
 	ctxLen  int
 	vocab   int
+	hidden  int                  // an embedding's width
 	tok     *tokenizer.Tokenizer // nil: token ids only
 	created int64
 }
@@ -108,6 +109,7 @@ func (g *Gateway) Register(m *daemon.Mux) {
 	}
 	m.Handle("/v1/chat/completions", daemon.Everywhere, h("/v1/chat/completions", post(g.serveChat)))
 	m.Handle("/v1/completions", daemon.Everywhere, h("/v1/completions", post(g.serveCompletion)))
+	m.Handle("/v1/embeddings", daemon.Everywhere, h("/v1/embeddings", post(g.serveEmbeddings)))
 	m.Handle("/v1/models", daemon.Everywhere, h("/v1/models", g.serveModels))
 	m.Handle("/v1/models/", daemon.Everywhere, h("/v1/models/{id}", g.serveModel))
 	m.Handle("/tokenize", daemon.Everywhere, h("/tokenize", post(g.serveTokenize)))
@@ -176,7 +178,7 @@ func (g *Gateway) loadModels() {
 		now := time.Now().Unix()
 		for _, m := range mgr.Models() {
 			tok, _ := mgr.Tokenizer(m.Name)
-			g.models[m.Name] = &modelInfo{name: m.Name, ctxLen: m.ContextLength, vocab: m.VocabSize, tok: tok, created: now}
+			g.models[m.Name] = &modelInfo{name: m.Name, ctxLen: m.ContextLength, vocab: m.VocabSize, hidden: m.HiddenSize, tok: tok, created: now}
 			g.order = append(g.order, m.Name)
 		}
 	})

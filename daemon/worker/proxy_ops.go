@@ -76,11 +76,16 @@ func (p *Proxy) lostKV(err error) error {
 // Forward implements session.Runner.
 func (p *Proxy) Forward(seq models.Seq, tokens []int32, want models.Logits) ([]float32, error) {
 	var rows int
+	width := p.cfg.VocabSize // floats a row
 	switch want {
 	case models.LastLogits:
 		rows = 1
 	case models.AllLogits:
 		rows = len(tokens)
+	case models.LastHidden:
+		rows, width = 1, p.cfg.HiddenSize
+	case models.AllHidden:
+		rows, width = len(tokens), p.cfg.HiddenSize
 	case models.NoLogits:
 	case models.MarkedLogits:
 		st, err := p.ownState(seq.State)
@@ -91,7 +96,7 @@ func (p *Proxy) Forward(seq models.Seq, tokens []int32, want models.Logits) ([]f
 	default:
 		return nil, fmt.Errorf("forward: logits mode %d", want)
 	}
-	outBytes := int64(rows) * int64(p.cfg.VocabSize) * 4
+	outBytes := int64(rows) * int64(width) * 4
 	if outBytes > MaxFrame-64 {
 		return nil, fmt.Errorf("forward: %d rows of logits exceed a frame; ask for fewer", rows)
 	}

@@ -531,13 +531,16 @@ func (rk *rank) run(req forwardReq) ([]float32, error) {
 	}
 	vocab := rk.model.Config.VocabSize
 	switch req.want {
-	case models.LastLogits, models.NoLogits:
-	case models.AllLogits, models.MarkedLogits:
-		rows := len(req.tokens)
+	case models.LastLogits, models.NoLogits, models.LastHidden:
+	case models.AllLogits, models.MarkedLogits, models.AllHidden:
+		rows, width := len(req.tokens), vocab
 		if req.want == models.MarkedLogits {
 			rows = len(rk.marks[req.state]) + 1
 		}
-		if int64(rows)*int64(vocab)*4 > MaxFrame-64 {
+		if req.want == models.AllHidden {
+			width = rk.model.Config.HiddenSize
+		}
+		if int64(rows)*int64(width)*4 > MaxFrame-64 {
 			return nil, fmt.Errorf("%w: %d rows of logits exceed a frame", errBadRequest, rows)
 		}
 	default:

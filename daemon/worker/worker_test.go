@@ -305,6 +305,25 @@ func sessionsParity(t *testing.T, arch string, world int) {
 			t.Fatalf("prompt logprob %d: %+v vs %+v", i, a[i], b[i])
 		}
 	}
+	// Embeddings (the hidden-state frames), both poolings.
+	for _, pool := range []session.Pooling{session.PoolLast, session.PoolMean} {
+		ea, err := p.local.Embed(bg, 1, arch, toks, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eb, err := p.remote.Embed(bg, 1, arch, toks, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ea) != len(eb) || len(ea) != p.inproc.Config.HiddenSize {
+			t.Fatalf("%s embeddings of %d and %d values", pool, len(ea), len(eb))
+		}
+		for i := range ea {
+			if !closeLogprob(ea[i], eb[i], world) {
+				t.Fatalf("%s embedding value %d: %v vs %v", pool, i, ea[i], eb[i])
+			}
+		}
+	}
 }
 
 // closeLogprob: a whole-model worker computes exactly what the process

@@ -110,12 +110,26 @@ async function choices() {
   assert.deepEqual(texts, res.choices.map((c) => c.message.content), 'streamed choices equal the plain ones (same seeds)');
 }
 
+async function embeddings() {
+  // The client asks for base64 unless told otherwise, and decodes it.
+  const b64 = await client.embeddings.create({ model, input: ['hello there', 'good night'] });
+  const flt = await client.embeddings.create({ model, input: ['hello there', 'good night'], encoding_format: 'float' });
+  assert.equal(b64.data.length, 2);
+  for (let i = 0; i < 2; i++) {
+    assert.equal(b64.data[i].index, i);
+    assert.deepEqual(b64.data[i].embedding, flt.data[i].embedding.map(Math.fround));
+    const norm = Math.hypot(...flt.data[i].embedding);
+    assert.ok(Math.abs(norm - 1) < 1e-5, `norm ${norm}`);
+  }
+  assert.equal(b64.usage.prompt_tokens, 21);
+}
+
 async function models() {
   const list = await client.models.list();
   assert.deepEqual(list.data.map((m) => m.id), [model]);
 }
 
-const tests = { plainChat, streamedChat, stopStrings, completions, choices, errors, models };
+const tests = { plainChat, streamedChat, stopStrings, completions, choices, embeddings, errors, models };
 let plain;
 let failed = 0;
 for (const [name, fn] of Object.entries(tests)) {
