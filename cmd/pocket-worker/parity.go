@@ -12,6 +12,7 @@ import (
 
 	"github.com/pocketllm/pocketllm/internal/kvseq"
 	"github.com/pocketllm/pocketllm/kernels"
+	"github.com/pocketllm/pocketllm/kernels/cpu"
 	"github.com/pocketllm/pocketllm/kernels/cuda"
 	"github.com/pocketllm/pocketllm/models"
 	"github.com/pocketllm/pocketllm/models/checkpoint"
@@ -163,6 +164,10 @@ func parityOne(g *cuda.Backend, dir string, tol float64) error {
 	if merr == nil && marks >= 0 {
 		mstat = fmt.Sprintf("  marks rel %.2e", marks)
 	}
+	hidden, herr := hiddenParity(ck, m, ref.ids)
+	if herr == nil {
+		mstat += fmt.Sprintf("  hidden rel %.2e", hidden)
+	}
 	fmt.Printf("%-12s logits rel %.2e  top1 %d/%d  greedy eager %d/%d  greedy graph %s%s\n",
 		filepath.Base(dir), rel, top1, T, agree(eager), len(ref.greedy), gstat, mstat)
 	switch {
@@ -170,6 +175,10 @@ func parityOne(g *cuda.Backend, dir string, tol float64) error {
 		return g.Err()
 	case merr != nil:
 		return merr
+	case herr != nil:
+		return herr
+	case hidden > tol:
+		return fmt.Errorf("final hidden states (embeddings): relative error %.3g > %g against the CPU", hidden, tol)
 	case marks > tol:
 		return fmt.Errorf("marked pass: logits relative error %.3g > %g against one pass", marks, tol)
 	case rel > tol:
@@ -182,6 +191,35 @@ func parityOne(g *cuda.Backend, dir string, tol float64) error {
 		return gerr
 	}
 	return nil
+}
+
+// hiddenParity compares the final hidden states (models.AllHidden, what
+// /v1/embeddings pools) of ids on the GPU model m with the CPU backend's
+// on the same checkpoint: max|Δ| / max|CPU|.
+func hiddenParity(ck *checkpoint.Checkpoint, m *models.Model, ids []int32) (float64, error) {
+	cm, err := ck.Model(cpu.New(0))
+	if err != nil {
+		return 0, err
+	}
+	var out [2][]float32
+	for i, mm := range []*models.Model{m, cm} {
+		seq, err := kvseq.Private(mm, len(ids), 4, true)
+		if err != nil {
+			return 0, err
+		}
+		if out[i], err = mm.Forward(seq, ids, models.AllHidden); err != nil {
+			return 0, err
+		}
+	}
+	if len(out[0]) != len(out[1]) || len(out[0]) != len(ids)*m.Config.HiddenSize {
+		return 0, fmt.Errorf("hidden states: %d values on the GPU, %d on the CPU", len(out[0]), len(out[1]))
+	}
+	var maxDiff, maxRef float64
+	for i, want := range out[1] {
+		maxDiff = math.Max(maxDiff, math.Abs(float64(out[0][i]-want)))
+		maxRef = math.Max(maxRef, math.Abs(float64(want)))
+	}
+	return maxDiff / maxRef, nil
 }
 
 // rewinder returns a function that puts seq's recurrent state (hybrid
