@@ -74,11 +74,18 @@ func (g *Gateway) serveCompletion(ctx *fasthttp.RequestCtx) {
 		if j.ids != nil {
 			return j.ids, nil
 		}
-		if *j.text == "" {
+		if *j.text == "" && j.suffix == nil {
 			return nil, nil
 		}
 		if m.tok == nil {
 			return nil, badParam("prompt", "model %s has no tokenizer: send the prompt as token ids", m.name)
+		}
+		if j.suffix != nil {
+			f, ok := fimFor(m.tok)
+			if !ok {
+				return nil, badParam("suffix", "suffix: model %s's vocabulary has no fill-in-the-middle tokens", m.name)
+			}
+			return m.tok.Encode(f.prompt(*j.text, *j.suffix)), nil
 		}
 		return m.tok.Encode(*j.text), nil
 	})

@@ -71,7 +71,7 @@ func FuzzDecode(f *testing.F) {
 		if err == nil && (j.text == nil) == (j.ids == nil) {
 			t.Fatalf("completion prompt: text %v ids %v", j.text, j.ids)
 		}
-		if err == nil && j.text != nil && *j.text == "" && j.sessionID == "" {
+		if err == nil && j.text != nil && *j.text == "" && j.sessionID == "" && j.suffix == nil {
 			t.Fatal("empty prompt without a session")
 		}
 		var tr tokenizeRequest

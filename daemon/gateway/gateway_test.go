@@ -261,6 +261,9 @@ func TestBadInputs(t *testing.T) {
 		{"token outside vocabulary", "POST", cmplURL, `{"prompt":[1,99999]}`, 400, "prompt"},
 		{"prompt over context", "POST", cmplURL, `{"prompt":"` + strings.Repeat("ab", 5000) + `"}`, 400, "messages"},
 		{"best_of", "POST", cmplURL, `{"prompt":"a","best_of":2}`, 400, "best_of"},
+		{"suffix without FIM tokens", "POST", cmplURL, `{"prompt":"a","suffix":"b"}`, 400, "suffix"},
+		{"suffix after token ids", "POST", cmplURL, `{"prompt":[1,2],"suffix":"b"}`, 400, "suffix"},
+		{"suffix with echo", "POST", cmplURL, `{"prompt":"a","suffix":"b","echo":true}`, 400, "echo"},
 		{"tokenize nothing", "POST", d.base + "/tokenize", `{"model":"demo"}`, 400, "prompt"},
 		{"detokenize bad id", "POST", d.base + "/detokenize", `{"tokens":[1000000]}`, 400, "tokens"},
 	} {

@@ -176,7 +176,8 @@ type job struct {
 	text   *string
 	ids    []int32
 	echo   bool
-	legacy bool // legacy logprobs format
+	suffix *string // fill in the middle: the code after the gap
+	legacy bool    // legacy logprobs format
 }
 
 // decodeChat decodes a chat request; header is the X-Pocket-Session
@@ -297,7 +298,9 @@ func decodeCompletion(body []byte, header string) (*job, *apiError) {
 	if err := j.sampling(&r.samplingFields, header); err != nil {
 		return nil, err
 	}
-	if err := j.prompt(r.Prompt); err != nil {
+	// With a suffix an empty prompt is a gap at the start of the text.
+	fim := r.Suffix != nil && *r.Suffix != ""
+	if err := j.prompt(r.Prompt, fim); err != nil {
 		return nil, err
 	}
 	j.params.MaxTokens = defaultCompletionMaxTokens
@@ -315,7 +318,15 @@ func decodeCompletion(body []byte, header string) (*job, *apiError) {
 	}
 	j.echo = r.Echo != nil && *r.Echo
 	if r.Suffix != nil && *r.Suffix != "" {
-		return nil, badParam("suffix", "suffix: not supported")
+		switch {
+		case j.text == nil:
+			return nil, badParam("suffix", "suffix: needs a text prompt (the code before the gap)")
+		case j.sessionID != "":
+			return nil, badParam("suffix", "suffix: not supported with a session")
+		case j.echo:
+			return nil, badParam("echo", "echo: not supported with a suffix")
+		}
+		j.suffix = r.Suffix
 	}
 	if r.BestOf != nil && *r.BestOf != 1 {
 		return nil, badParam("best_of", "best_of: only 1 is supported")
@@ -328,7 +339,7 @@ func decodeCompletion(body []byte, header string) (*job, *apiError) {
 
 // prompt decodes a completion prompt: a string, token ids, or a list of
 // one of either.
-func (j *job) prompt(raw json.RawMessage) *apiError {
+func (j *job) prompt(raw json.RawMessage, emptyOK bool) *apiError {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		if j.sessionID != "" {
@@ -340,7 +351,7 @@ func (j *job) prompt(raw json.RawMessage) *apiError {
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		if s == "" && j.sessionID == "" {
+		if s == "" && j.sessionID == "" && !emptyOK {
 			return badParam("prompt", "prompt: must not be empty")
 		}
 		j.text = &s
