@@ -68,19 +68,11 @@ func (m *Manager) Embed(ctx context.Context, owner Owner, model string, prompt [
 	if len(prompt) > e.ctxLen {
 		return nil, fmt.Errorf("%w: %d tokens, model %s allows %d", ErrContextLength, len(prompt), e.name, e.ctxLen)
 	}
-	if err := e.admit(); err != nil {
+	sq, done, err := e.ephemeral(owner)
+	if err != nil {
 		return nil, err
 	}
-	defer e.leave()
-	e.kvMu.Lock()
-	sq := e.newSeq(owner)
-	sq.active++
-	e.kvMu.Unlock()
-	defer func() {
-		e.kvMu.Lock()
-		e.dropSeq(sq)
-		e.kvMu.Unlock()
-	}()
+	defer done()
 	H := e.model.ModelConfig().HiddenSize
 	sum := make([]float64, H)
 	for lo := 0; lo < len(prompt); lo += embedChunk {

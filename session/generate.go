@@ -292,6 +292,25 @@ func (m *Manager) Generate(ctx context.Context, owner Owner, id string, p Genera
 	return res, err
 }
 
+// ephemeral admits a request for e and gives it a sequence of its own
+// (the stateless routes': Complete, PromptLogprobs, Embed); done drops the
+// sequence (its full blocks stay in the prefix cache) and leaves.
+func (e *engine) ephemeral(owner Owner) (sq *seqState, done func(), err error) {
+	if err := e.admit(); err != nil {
+		return nil, nil, err
+	}
+	e.kvMu.Lock()
+	sq = e.newSeq(owner)
+	sq.active++
+	e.kvMu.Unlock()
+	return sq, func() {
+		e.kvMu.Lock()
+		e.dropSeq(sq)
+		e.kvMu.Unlock()
+		e.leave()
+	}, nil
+}
+
 // Complete generates after prompt on an ephemeral sequence (the stateless
 // OpenAI routes): the prompt reuses the prefix cache, and the full blocks
 // of prompt and completion stay in it afterwards.
@@ -307,19 +326,11 @@ func (m *Manager) Complete(ctx context.Context, owner Owner, model string, promp
 	if err := e.checkTokens(prompt); err != nil {
 		return GenerateResult{}, err
 	}
-	if err := e.admit(); err != nil {
+	sq, done, err := e.ephemeral(owner)
+	if err != nil {
 		return GenerateResult{}, err
 	}
-	defer e.leave()
-	e.kvMu.Lock()
-	sq := e.newSeq(owner)
-	sq.active++
-	e.kvMu.Unlock()
-	defer func() {
-		e.kvMu.Lock()
-		e.dropSeq(sq)
-		e.kvMu.Unlock()
-	}()
+	defer done()
 	res, _, err := m.generate(ctx, e, sq, slices.Clone(prompt), p, onToken, nil)
 	return res, err
 }
@@ -531,19 +542,11 @@ func (m *Manager) PromptLogprobs(ctx context.Context, owner Owner, model string,
 	if top < 0 || top > 20 {
 		return nil, fmt.Errorf("%w: top logprobs must be in [0, 20]", ErrBadRequest)
 	}
-	if err := e.admit(); err != nil {
+	sq, done, err := e.ephemeral(owner)
+	if err != nil {
 		return nil, err
 	}
-	defer e.leave()
-	e.kvMu.Lock()
-	sq := e.newSeq(owner)
-	sq.active++
-	e.kvMu.Unlock()
-	defer func() {
-		e.kvMu.Lock()
-		e.dropSeq(sq)
-		e.kvMu.Unlock()
-	}()
+	defer done()
 	text := func(id int32) string {
 		if e.tok == nil {
 			return ""

@@ -147,68 +147,16 @@ func TestOpenAIGoToolCalls(t *testing.T) {
 	ctx := context.Background()
 	call := "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
 	two := "Checking.\n" + call + "\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"
-	type want struct {
-		content string
-		args    []string
-		finish  string
-	}
-	for _, tc := range []struct {
-		name   string
-		script string
-		choice openai.ChatCompletionToolChoiceOptionUnionParam
-		want   want
-	}{
-		{"auto", call, openai.ChatCompletionToolChoiceOptionUnionParam{}, want{"", []string{`{"city": "Paris"}`}, "tool_calls"}},
-		{"two calls", two, openai.ChatCompletionToolChoiceOptionUnionParam{}, want{"Checking.", []string{`{"city": "Paris"}`, `{"city": "Oslo"}`}, "tool_calls"}},
-		{"malformed", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": }\n</tool_call>", openai.ChatCompletionToolChoiceOptionUnionParam{},
-			want{"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": }\n</tool_call>", nil, "stop"}},
-		{"plain", "Sunny.", openai.ChatCompletionToolChoiceOptionUnionParam{}, want{"Sunny.", nil, "stop"}},
+	malformed := "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": }\n</tool_call>"
+	runToolCases(t, d, sr, []toolCase{
+		{"auto", call, openai.ChatCompletionToolChoiceOptionUnionParam{}, "", []string{`{"city": "Paris"}`}},
+		{"two calls", two, openai.ChatCompletionToolChoiceOptionUnionParam{}, "Checking.", []string{`{"city": "Paris"}`, `{"city": "Oslo"}`}},
+		{"malformed", malformed, openai.ChatCompletionToolChoiceOptionUnionParam{}, malformed, nil},
+		{"plain", "Sunny.", openai.ChatCompletionToolChoiceOptionUnionParam{}, "Sunny.", nil},
 		// Forced: the prompt ends with the call's start, the model writes the rest.
-		{"required", call, openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}, want{"", []string{`{"city": "Paris"}`}, "tool_calls"}},
-		{"named", call, openai.ToolChoiceOptionFunctionToolChoice(openai.ChatCompletionNamedToolChoiceFunctionParam{Name: "get_weather"}),
-			want{"", []string{`{"city": "Paris"}`}, "tool_calls"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ids := byteIDs(tc.script)
-			sr.script.Store(&ids)
-			params := openai.ChatCompletionNewParams{
-				Model: "demo",
-				Messages: []openai.ChatCompletionMessageParamUnion{
-					openai.SystemMessage("You help."), openai.UserMessage("Weather in Paris? (" + tc.name + ")")},
-				Tools: []openai.ChatCompletionToolUnionParam{weatherTool}, ToolChoice: tc.choice,
-				MaxTokens: openai.Int(200), Temperature: openai.Float(0),
-			}
-			check := func(how string, msg openai.ChatCompletionMessage, finish string) {
-				t.Helper()
-				if msg.Content != tc.want.content || finish != tc.want.finish || len(msg.ToolCalls) != len(tc.want.args) {
-					t.Fatalf("%s: content %q finish %q calls %+v; want %+v", how, msg.Content, finish, msg.ToolCalls, tc.want)
-				}
-				for i, call := range msg.ToolCalls {
-					if call.Function.Name != "get_weather" || call.Function.Arguments != tc.want.args[i] || call.Type != "function" || call.ID == "" {
-						t.Fatalf("%s: call %d %+v", how, i, call)
-					}
-				}
-			}
-			res, err := c.Chat.Completions.New(ctx, params)
-			if err != nil {
-				t.Fatal(err)
-			}
-			check("plain", res.Choices[0].Message, res.Choices[0].FinishReason)
-			raw := res.Choices[0].Message.JSON.Content.Raw()
-			if (tc.want.content == "") != (raw == "null") {
-				t.Fatalf("content JSON %s", raw)
-			}
-			stream := c.Chat.Completions.NewStreaming(ctx, params)
-			var acc openai.ChatCompletionAccumulator
-			for stream.Next() {
-				acc.AddChunk(stream.Current())
-			}
-			if err := stream.Err(); err != nil {
-				t.Fatal(err)
-			}
-			check("streamed", acc.Choices[0].Message, acc.Choices[0].FinishReason)
-		})
-	}
+		{"required", call, toolRequired, "", []string{`{"city": "Paris"}`}},
+		{"named", call, toolNamed, "", []string{`{"city": "Paris"}`}},
+	})
 
 	// The conversation goes on with the call and its result; tool_choice
 	// "none" leaves the reply alone.
@@ -243,11 +191,10 @@ type toolCase struct {
 	args    []string // get_weather's arguments, call by call
 }
 
-// runToolCases serves the demo model with template (replies start after
-// marker) and checks each case's reply, plain and streamed.
-func runToolCases(t *testing.T, template string, marker []int32, cases []toolCase) {
-	d, sr := startScriptedWith(t, template, marker)
-	defer d.stop(t)
+// runToolCases checks each case's reply through d, serving sr, plain and
+// streamed: the calls, the content (null in JSON when empty) and the
+// finish reason.
+func runToolCases(t *testing.T, d *testDaemon, sr *scriptedRunner, cases []toolCase) {
 	c := goClient(d)
 	ctx := context.Background()
 	for _, tc := range cases {
@@ -270,7 +217,7 @@ func runToolCases(t *testing.T, template string, marker []int32, cases []toolCas
 					t.Fatalf("%s: content %q finish %q calls %+v", how, msg.Content, finish, msg.ToolCalls)
 				}
 				for i, call := range msg.ToolCalls {
-					if call.Function.Name != "get_weather" || call.Function.Arguments != tc.args[i] {
+					if call.Function.Name != "get_weather" || call.Function.Arguments != tc.args[i] || call.Type != "function" || call.ID == "" {
 						t.Fatalf("%s: call %d %+v", how, i, call)
 					}
 				}
@@ -280,6 +227,9 @@ func runToolCases(t *testing.T, template string, marker []int32, cases []toolCas
 				t.Fatal(err)
 			}
 			check("plain", res.Choices[0].Message, res.Choices[0].FinishReason)
+			if raw := res.Choices[0].Message.JSON.Content.Raw(); (tc.content == "") != (raw == "null") {
+				t.Fatalf("content JSON %s", raw)
+			}
 			stream := c.Chat.Completions.NewStreaming(ctx, params)
 			var acc openai.ChatCompletionAccumulator
 			for stream.Next() {
@@ -311,7 +261,9 @@ func TestOpenAIGoToolCallsDeepSeek(t *testing.T) {
 		return callBegin + "function" + sep + "get_weather\n```json\n{\"city\": \"" + city + "\"}\n```" + callEnd
 	}
 	call := callsBegin + one("Paris") + callsEnd
-	runToolCases(t, fixtureTemplate(t, "deepseek_v3"), byteIDs("<｜Assistant｜>"), []toolCase{
+	d, sr := startScriptedWith(t, fixtureTemplate(t, "deepseek_v3"), byteIDs("<｜Assistant｜>"))
+	defer d.stop(t)
+	runToolCases(t, d, sr, []toolCase{
 		{"auto", call, openai.ChatCompletionToolChoiceOptionUnionParam{}, "", []string{`{"city": "Paris"}`}},
 		{"two calls", "Checking." + callsBegin + one("Paris") + "\n" + one("Oslo") + callsEnd, openai.ChatCompletionToolChoiceOptionUnionParam{},
 			"Checking.", []string{`{"city": "Paris"}`, `{"city": "Oslo"}`}},
@@ -328,7 +280,9 @@ func TestOpenAIGoToolCallsLlama(t *testing.T) {
 	tmpl := "{% if tools %}{{ '<|start_header_id|>system<|end_header_id|>\\n\\nRespond in the format " + llamaHint +
 		". Do not use variables.<|eot_id|>' }}{% endif %}" + fixtureTemplate(t, "llama3_1")
 	call := `{"name": "get_weather", "parameters": {"city": "Paris"}}`
-	runToolCases(t, tmpl, byteIDs("<|start_header_id|>assistant<|end_header_id|>\n\n"), []toolCase{
+	d, sr := startScriptedWith(t, tmpl, byteIDs("<|start_header_id|>assistant<|end_header_id|>\n\n"))
+	defer d.stop(t)
+	runToolCases(t, d, sr, []toolCase{
 		{"auto", call, openai.ChatCompletionToolChoiceOptionUnionParam{}, "", []string{`{"city": "Paris"}`}},
 		{"python tag, two", "<|python_tag|>" + call + "; " + call, openai.ChatCompletionToolChoiceOptionUnionParam{}, "",
 			[]string{`{"city": "Paris"}`, `{"city": "Paris"}`}},
