@@ -47,56 +47,6 @@ DATA kdotShr2<>+16(SB)/8, $0x0000000a00000008
 DATA kdotShr2<>+24(SB)/8, $0x0000000e0000000c
 GLOBL kdotShr2<>(SB), RODATA|NOPTR, $32
 
-// K4_SCALES puts the block at SI's d·s_k at 0(SP) and dmin·m_k at 32(SP)
-// (Q4_K and Q5_K: d, dmin at +0, +2; 12 bytes of 6-bit scales and mins at
-// +4, unpacked as scaleMinK4 does, four at a time:
-// s0-3 = u0&0x3f.., m0-3 = u1&0x3f..,
-// s4-7 = u2&0x0f.. | (u0>>6&0x03..)<<4, m4-7 = u2>>4&0x0f.. | (u1>>6&0x03..)<<4;
-// d and dmin converted exactly by F16C).
-#define K4_SCALES \
-	MOVL 4(SI), R8 \
-	MOVL 8(SI), R9 \
-	MOVL 12(SI), R10 \
-	MOVL R8, AX \
-	ANDL $0x3f3f3f3f, AX \
-	MOVL R8, BX \
-	SHRL $6, BX \
-	ANDL $0x03030303, BX \
-	SHLL $4, BX \
-	MOVL R10, DX \
-	ANDL $0x0f0f0f0f, DX \
-	ORL DX, BX \
-	SHLQ $32, BX \
-	ORQ BX, AX \
-	MOVQ AX, X4 \
-	MOVL R9, AX \
-	ANDL $0x3f3f3f3f, AX \
-	MOVL R9, BX \
-	SHRL $6, BX \
-	ANDL $0x03030303, BX \
-	SHLL $4, BX \
-	MOVL R10, DX \
-	SHRL $4, DX \
-	ANDL $0x0f0f0f0f, DX \
-	ORL DX, BX \
-	SHLQ $32, BX \
-	ORQ BX, AX \
-	MOVQ AX, X5 \
-	MOVL (SI), AX \
-	MOVQ AX, X6 \
-	VCVTPH2PS X6, X6 \
-	VPSHUFD $0x55, X6, X7 \
-	VBROADCASTSS X6, Y6 \
-	VBROADCASTSS X7, Y7 \
-	VPMOVZXBD X4, Y4 \
-	VPMOVZXBD X5, Y5 \
-	VCVTDQ2PS Y4, Y4 \
-	VCVTDQ2PS Y5, Y5 \
-	VMULPS Y6, Y4, Y4 \
-	VMULPS Y7, Y5, Y5 \
-	VMOVUPS Y4, 0(SP) \
-	VMOVUPS Y5, 32(SP)
-
 // Q4K_GROUP: eight quant bytes at qb(SI) are 8 weights of the low
 // sub-block (low nibbles, x at xl(DI)) and 8 of the high one (high
 // nibbles, x at xh(DI)); Y8/Y10 and Y9/Y11 are those sub-blocks' d·scale
