@@ -10,6 +10,27 @@ import "golang.org/x/sys/cpu"
 // accumulators). Other CPUs use the portable loops.
 var haveAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
+// haveAVX512: the float dots' AVX-512 forms (dot512_amd64.s) for whole
+// 64-element steps, one accumulation order for all of them (dot2 stays
+// bit-identical to dotF32, and the widening dots to dotF32 over the
+// widened row). On a Zen 5 core dot2 alone gains only where its rows sit
+// in L1 (1024 elements: 72 → 62–67 ns; 3072: 233 → 245–250), but a
+// Qwen3-0.6B-shaped prompt prefills 20–25% faster end to end
+// (docs/benchmarks.md).
+var haveAVX512 = haveAVX2 && cpu.X86.HasAVX512F
+
+//go:noescape
+func dotF32x512(a, b *float32, n int) float32
+
+//go:noescape
+func dotBF16x512(w *uint16, x *float32, n int) float32
+
+//go:noescape
+func dotF16x512(w *uint16, x *float32, n int) float32
+
+//go:noescape
+func dot2F32x512(w, x0, x1 *float32, n int, out *[2]float32)
+
 // haveF16C adds the f16 conversions (F16 checkpoints: GGUF F16 files and
 // fp16 safetensors, whose scalar loop converted a weight at a time).
 var haveF16C = haveAVX2 && cpu.X86.HasF16C
@@ -21,6 +42,10 @@ func dotBF16AVX2(w *uint16, x *float32, n int) float32
 func dotF32AVX2(a, b *float32, n int) float32
 
 func dotBF16(w []uint16, x []float32) float32 {
+	if n := len(w) &^ 63; haveAVX512 && n > 0 {
+		x = x[:len(w)]
+		return dotBF16x512(&w[0], &x[0], n) + dotBF16Go(w[n:], x[n:])
+	}
 	n := len(w) &^ 31
 	if !haveAVX2 || n == 0 {
 		return dotBF16Go(w, x)
@@ -34,6 +59,10 @@ func dotBF16(w []uint16, x []float32) float32 {
 }
 
 func dotF32(a, b []float32) float32 {
+	if n := len(a) &^ 63; haveAVX512 && n > 0 {
+		b = b[:len(a)]
+		return dotF32x512(&a[0], &b[0], n) + dotF32Go(a[n:], b[n:])
+	}
 	n := len(a) &^ 31
 	if !haveAVX2 || n == 0 {
 		return dotF32Go(a, b)
@@ -51,6 +80,13 @@ func dot2F32AVX2(w, x0, x1 *float32, n int, out *[2]float32)
 
 // dot2 computes w·x0 and w·x1, each bit-identical to dotF32.
 func dot2(w, x0, x1 []float32, out *[2]float32) {
+	if n := len(w) &^ 63; haveAVX512 && n > 0 {
+		x0, x1 = x0[:len(w)], x1[:len(w)]
+		dot2F32x512(&w[0], &x0[0], &x1[0], n, out)
+		out[0] += dotF32Go(w[n:], x0[n:])
+		out[1] += dotF32Go(w[n:], x1[n:])
+		return
+	}
 	n := len(w) &^ 31
 	if !haveAVX2 || n == 0 {
 		out[0], out[1] = dotF32Go(w, x0), dotF32Go(w, x1)
@@ -101,6 +137,10 @@ func dotF16AVX2(w *uint16, x *float32, n int) float32
 func f16ToF32AVX2(src *uint16, dst *float32, n int)
 
 func dotF16(w []uint16, x []float32) float32 {
+	if n := len(w) &^ 63; haveAVX512 && haveF16C && n > 0 {
+		x = x[:len(w)]
+		return dotF16x512(&w[0], &x[0], n) + dotF16Go(w[n:], x[n:])
+	}
 	n := len(w) &^ 31
 	if !haveF16C || n == 0 {
 		return dotF16Go(w, x)

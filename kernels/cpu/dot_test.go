@@ -91,23 +91,31 @@ func BenchmarkDotF16Go(b *testing.B) {
 
 func TestDot2BitIdenticalToDot(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, n := range []int{1, 15, 31, 32, 33, 64, 1000, 4096} {
+	for _, n := range []int{1, 15, 31, 32, 33, 64, 96, 127, 160, 1000, 4096} {
 		w := make([]float32, n)
 		wb := make([]uint16, n)
+		wh := make([]uint16, n)
+		w16 := make([]float32, n)
 		x0 := make([]float32, n)
 		x1 := make([]float32, n)
 		for i := range w {
 			wb[i] = uint16(math.Float32bits(rng.Float32()-0.5) >> 16)
 			w[i] = bf16(wb[i])
+			wh[i] = uint16(rng.Uint32()) & 0xbfff // finite f16s (exponent field ≤ 15)
+			w16[i] = f16ToF32(wh[i])
 			x0[i] = rng.Float32() - 0.5
 			x1[i] = rng.Float32() - 0.5
 		}
 		var out [2]float32
 		dot2(w, x0, x1, &out)
 		// Batch invariance: the two-row kernel, the one-row f32 kernel
-		// and the bf16 decode kernel agree to the bit.
+		// and the bf16 and f16 decode kernels (against the widened row)
+		// agree to the bit, in the AVX2 and AVX-512 forms alike.
 		if out[0] != dotF32(w, x0) || out[1] != dotF32(w, x1) || out[0] != dotBF16(wb, x0) {
 			t.Errorf("n=%d: dot2 %v, dotF32 %v %v, dotBF16 %v", n, out, dotF32(w, x0), dotF32(w, x1), dotBF16(wb, x0))
+		}
+		if a, b := dotF16(wh, x0), dotF32(w16, x0); a != b {
+			t.Errorf("n=%d: dotF16 %v, dotF32 of the widened row %v", n, a, b)
 		}
 	}
 }

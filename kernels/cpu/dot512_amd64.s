@@ -1,0 +1,139 @@
+//go:build amd64
+
+#include "textflag.h"
+
+// AVX-512 forms of dot_amd64.s's float dots, for CPUs with 512-bit units
+// (Zen 5: twice the AVX2 loop's work a cycle). All of them accumulate the
+// same way (four 16-lane accumulators over 64-element steps, one
+// reduction), so dot2F32x512's rows stay bit-identical to dotF32x512 and
+// the widening dots (bf16, f16) to dotF32x512 over the widened row: a
+// prefill (rows widened, dot2) computes what a decode step (dotBF16)
+// computes. dot_amd64.go picks them for whole 64-element steps.
+
+#define DOT512_BEGIN(w, x) \
+	MOVQ w+0(FP), SI \
+	MOVQ x+8(FP), DI \
+	MOVQ n+16(FP), CX \
+	VPXORD Z4, Z4, Z4 \
+	VPXORD Z5, Z5, Z5 \
+	VPXORD Z6, Z6, Z6 \
+	VPXORD Z7, Z7, Z7
+
+// DOT512_SUM reduces Z4..Z7 (acc a..a+3) into Xa's low lane.
+#define DOT512_SUM(z0, z1, z2, z3, y0, x0) \
+	VADDPS z1, z0, z0 \
+	VADDPS z3, z2, z2 \
+	VADDPS z2, z0, z0 \
+	VEXTRACTF64X4 $1, z0, Y1 \
+	VADDPS Y1, y0, y0 \
+	VEXTRACTF128 $1, y0, X1 \
+	VADDPS X1, x0, x0 \
+	VHADDPS x0, x0, x0 \
+	VHADDPS x0, x0, x0
+
+#define DOT512_END \
+	DOT512_SUM(Z4, Z5, Z6, Z7, Y4, X4) \
+	VZEROUPPER \
+	MOVSS X4, ret+24(FP) \
+	RET
+
+// DOT512_FMA4: the four 16-lane products of Z0..Z3 with the 64 floats at DI.
+#define DOT512_FMA4 \
+	VFMADD231PS (DI), Z0, Z4 \
+	VFMADD231PS 64(DI), Z1, Z5 \
+	VFMADD231PS 128(DI), Z2, Z6 \
+	VFMADD231PS 192(DI), Z3, Z7
+
+// func dotF32x512(a, b *float32, n int) float32
+// n must be a multiple of 64.
+TEXT ·dotF32x512(SB), NOSPLIT, $0-28
+	DOT512_BEGIN(a, b)
+floop:
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	DOT512_FMA4
+	ADDQ $256, SI
+	ADDQ $256, DI
+	SUBQ $64, CX
+	JNZ floop
+	DOT512_END
+
+// func dotBF16x512(w *uint16, x *float32, n int) float32
+// n must be a multiple of 64. bf16 widens to float32 by a 16-bit shift.
+TEXT ·dotBF16x512(SB), NOSPLIT, $0-28
+	DOT512_BEGIN(w, x)
+bloop:
+	VPMOVZXWD (SI), Z0
+	VPMOVZXWD 32(SI), Z1
+	VPMOVZXWD 64(SI), Z2
+	VPMOVZXWD 96(SI), Z3
+	VPSLLD $16, Z0, Z0
+	VPSLLD $16, Z1, Z1
+	VPSLLD $16, Z2, Z2
+	VPSLLD $16, Z3, Z3
+	DOT512_FMA4
+	ADDQ $128, SI
+	ADDQ $256, DI
+	SUBQ $64, CX
+	JNZ bloop
+	DOT512_END
+
+// func dotF16x512(w *uint16, x *float32, n int) float32
+// n must be a multiple of 64. f16 widens to float32 exactly.
+TEXT ·dotF16x512(SB), NOSPLIT, $0-28
+	DOT512_BEGIN(w, x)
+hloop:
+	VCVTPH2PS (SI), Z0
+	VCVTPH2PS 32(SI), Z1
+	VCVTPH2PS 64(SI), Z2
+	VCVTPH2PS 96(SI), Z3
+	DOT512_FMA4
+	ADDQ $128, SI
+	ADDQ $256, DI
+	SUBQ $64, CX
+	JNZ hloop
+	DOT512_END
+
+// func dot2F32x512(w, x0, x1 *float32, n int, out *[2]float32)
+// Two dot products sharing each load of the weight row, each accumulated
+// as dotF32x512 does. n must be a multiple of 64.
+TEXT ·dot2F32x512(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x0+8(FP), R8
+	MOVQ x1+16(FP), R9
+	MOVQ n+24(FP), CX
+	MOVQ out+32(FP), DI
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+loop2:
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	VFMADD231PS (R8), Z0, Z4
+	VFMADD231PS 64(R8), Z1, Z5
+	VFMADD231PS 128(R8), Z2, Z6
+	VFMADD231PS 192(R8), Z3, Z7
+	VFMADD231PS (R9), Z0, Z8
+	VFMADD231PS 64(R9), Z1, Z9
+	VFMADD231PS 128(R9), Z2, Z10
+	VFMADD231PS 192(R9), Z3, Z11
+	ADDQ $256, SI
+	ADDQ $256, R8
+	ADDQ $256, R9
+	SUBQ $64, CX
+	JNZ loop2
+	DOT512_SUM(Z4, Z5, Z6, Z7, Y4, X4)
+	MOVSS X4, (DI)
+	DOT512_SUM(Z8, Z9, Z10, Z11, Y8, X8)
+	MOVSS X8, 4(DI)
+	VZEROUPPER
+	RET
