@@ -94,6 +94,7 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 	qs, out := f32(q), f32(dst)
 	kl, vl := p.k[layer], p.v[layer]
 	ctx := seq.Start + rows
+	bs := s.BlockSize
 	b.parallel(rows*heads, 1, func(lo, hi int) {
 		scores := make([]float32, ctx)
 		for task := lo; task < hi; task++ {
@@ -101,22 +102,29 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 			kvh := h / group
 			n := seq.Start + r + 1
 			qv := qs[(r*heads+h)*dk : (r*heads+h+1)*dk]
+			// A KV block's positions are consecutive slots, KVHeads·dim
+			// floats apart: one dotRows and one axpyRows a block.
 			maxS := float32(math.Inf(-1))
-			for pos := 0; pos < n; pos++ {
-				slot := int(seq.Table[pos/s.BlockSize])*s.BlockSize + pos%s.BlockSize
-				kv := kl[(slot*s.KVHeads+kvh)*dk : (slot*s.KVHeads+kvh+1)*dk]
-				sc := dotF32(qv, kv) * scale
-				scores[pos] = sc
-				maxS = max(maxS, sc)
+			for lo := 0; lo < n; lo += bs {
+				m := min(bs, n-lo)
+				first := int(seq.Table[lo/bs]) * bs
+				dotRows(qv, kl[(first*s.KVHeads+kvh)*dk:], s.KVHeads*dk, scores[lo:lo+m])
+				for i := lo; i < lo+m; i++ {
+					scores[i] *= scale
+					maxS = max(maxS, scores[i])
+				}
 			}
 			sum := expShifted(scores[:n], maxS)
 			o := out[(r*heads+h)*dv : (r*heads+h+1)*dv]
 			clear(o)
 			inv := 1 / sum
-			for pos := 0; pos < n; pos++ {
-				slot := int(seq.Table[pos/s.BlockSize])*s.BlockSize + pos%s.BlockSize
-				vv := vl[(slot*s.KVHeads+kvh)*dv : (slot*s.KVHeads+kvh+1)*dv]
-				axpy(o, vv, scores[pos]*inv)
+			for i := range scores[:n] {
+				scores[i] *= inv // the weight of position i, as axpy took it
+			}
+			for lo := 0; lo < n; lo += bs {
+				m := min(bs, n-lo)
+				first := int(seq.Table[lo/bs]) * bs
+				axpyRows(o, vl[(first*s.KVHeads+kvh)*dv:], s.KVHeads*dv, scores[lo:lo+m])
 			}
 		}
 	})

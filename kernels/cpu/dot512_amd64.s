@@ -137,3 +137,104 @@ loop2:
 	MOVSS X8, 4(DI)
 	VZEROUPPER
 	RET
+
+// func dotRowsF32x512(q, k *float32, dk, stride, rows int, out *float32)
+// out[j] = q · k[j·stride : j·stride+dk] for j < rows, each exactly as
+// dotF32x512 computes it (the attention's scores over a KV block, without
+// a call a position). dk must be a multiple of 64; stride is in floats.
+TEXT ·dotRowsF32x512(SB), NOSPLIT, $0-48
+	MOVQ q+0(FP), R8
+	MOVQ k+8(FP), R9
+	MOVQ dk+16(FP), R10
+	MOVQ stride+24(FP), R11
+	SHLQ $2, R11
+	MOVQ rows+32(FP), R12
+	MOVQ out+40(FP), R13
+rowloop:
+	MOVQ R8, SI
+	MOVQ R9, DI
+	MOVQ R10, CX
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+rloop:
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	DOT512_FMA4
+	ADDQ $256, SI
+	ADDQ $256, DI
+	SUBQ $64, CX
+	JNZ rloop
+	DOT512_SUM(Z4, Z5, Z6, Z7, Y4, X4)
+	MOVSS X4, (R13)
+	ADDQ $4, R13
+	ADDQ R11, R9
+	DECQ R12
+	JNZ rowloop
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32x512(o, v *float32, dv, stride, rows int, w *float32)
+// o += w[j]·v[j·stride : j·stride+dv] for j = 0..rows-1 in order, each
+// product rounded before its sum as axpy does, with o held in registers
+// 128 floats at a time: the same bits as rows calls of axpy. dv must be
+// a multiple of 128.
+TEXT ·axpyRowsF32x512(SB), NOSPLIT, $0-48
+	MOVQ o+0(FP), DI
+	MOVQ v+8(FP), R9
+	MOVQ dv+16(FP), R10
+	MOVQ stride+24(FP), R11
+	SHLQ $2, R11
+	MOVQ rows+32(FP), R12
+	MOVQ w+40(FP), R13
+colloop:
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	VMOVUPS 256(DI), Z4
+	VMOVUPS 320(DI), Z5
+	VMOVUPS 384(DI), Z6
+	VMOVUPS 448(DI), Z7
+	MOVQ R9, SI
+	MOVQ R13, DX
+	MOVQ R12, CX
+vloop:
+	VBROADCASTSS (DX), Z15
+	VMULPS (SI), Z15, Z8
+	VADDPS Z8, Z0, Z0
+	VMULPS 64(SI), Z15, Z9
+	VADDPS Z9, Z1, Z1
+	VMULPS 128(SI), Z15, Z10
+	VADDPS Z10, Z2, Z2
+	VMULPS 192(SI), Z15, Z11
+	VADDPS Z11, Z3, Z3
+	VMULPS 256(SI), Z15, Z8
+	VADDPS Z8, Z4, Z4
+	VMULPS 320(SI), Z15, Z9
+	VADDPS Z9, Z5, Z5
+	VMULPS 384(SI), Z15, Z10
+	VADDPS Z10, Z6, Z6
+	VMULPS 448(SI), Z15, Z11
+	VADDPS Z11, Z7, Z7
+	ADDQ $4, DX
+	ADDQ R11, SI
+	DECQ CX
+	JNZ vloop
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	VMOVUPS Z4, 256(DI)
+	VMOVUPS Z5, 320(DI)
+	VMOVUPS Z6, 384(DI)
+	VMOVUPS Z7, 448(DI)
+	ADDQ $512, DI
+	ADDQ $512, R9
+	SUBQ $128, R10
+	JNZ colloop
+	VZEROUPPER
+	RET

@@ -31,6 +31,49 @@ func dotF16x512(w *uint16, x *float32, n int) float32
 //go:noescape
 func dot2F32x512(w, x0, x1 *float32, n int, out *[2]float32)
 
+//go:noescape
+func dotRowsF32x512(q, k *float32, dk, stride, rows int, out *float32)
+
+//go:noescape
+func axpyRowsF32x512(o, v *float32, dv, stride, rows int, w *float32)
+
+// dotRows sets out[j] to dotF32(q, k[j·stride:][:len(q)]) for every j, the
+// same bits, in one call where the rows fit the AVX-512 loop (the
+// attention's scores over a KV block: a call a position cost more than
+// its 128-element dot).
+func dotRows(q, k []float32, stride int, out []float32) {
+	n, dk := len(out), len(q)
+	if n == 0 {
+		return
+	}
+	_ = k[(n-1)*stride+dk-1] // bounds, once
+	if haveAVX512 && dk%64 == 0 {
+		dotRowsF32x512(&q[0], &k[0], dk, stride, n, &out[0])
+		return
+	}
+	for j := range out {
+		out[j] = dotF32(q, k[j*stride:j*stride+dk])
+	}
+}
+
+// axpyRows adds w[j]·v[j·stride:][:len(o)] to o for j in order, the same
+// bits as one axpy a row (each product rounded before its sum), with o
+// held in registers where it fits the AVX-512 loop.
+func axpyRows(o, v []float32, stride int, w []float32) {
+	n, dv := len(w), len(o)
+	if n == 0 || dv == 0 {
+		return
+	}
+	_ = v[(n-1)*stride+dv-1]
+	if haveAVX512 && dv%128 == 0 {
+		axpyRowsF32x512(&o[0], &v[0], dv, stride, n, &w[0])
+		return
+	}
+	for j, wj := range w {
+		axpy(o, v[j*stride:j*stride+dv], wj)
+	}
+}
+
 // haveF16C adds the f16 conversions (F16 checkpoints: GGUF F16 files and
 // fp16 safetensors, whose scalar loop converted a weight at a time).
 var haveF16C = haveAVX2 && cpu.X86.HasF16C

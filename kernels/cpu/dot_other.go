@@ -18,6 +18,18 @@ func bf16Row(src []uint16, dst []float32) {
 
 func axpy(o, v []float32, w float32) { axpyGo(o, v, w) }
 
+func dotRows(q, k []float32, stride int, out []float32) {
+	for j := range out {
+		out[j] = dotF32Go(q, k[j*stride:j*stride+len(q)])
+	}
+}
+
+func axpyRows(o, v []float32, stride int, w []float32) {
+	for j, wj := range w {
+		axpyGo(o, v[j*stride:j*stride+len(o)], wj)
+	}
+}
+
 func dotF16(w []uint16, x []float32) float32 { return dotF16Go(w, x) }
 
 func f16Row(src []uint16, dst []float32) {

@@ -230,3 +230,48 @@ func BenchmarkDotFP8(b *testing.B) {
 		_ = s
 	}
 }
+
+// TestRowsKernelsBitIdentical: the attention's block kernels give the
+// bits of a dotF32 and an axpy a row, at the head sizes models use and at
+// ones that take the portable loops.
+func TestRowsKernelsBitIdentical(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, d := range []int{64, 96, 128, 256} {
+		for _, rows := range []int{1, 7, 16} {
+			const heads = 3
+			stride := heads * d
+			k := make([]float32, rows*stride)
+			for i := range k {
+				k[i] = rng.Float32() - 0.5
+			}
+			q := make([]float32, d)
+			w := make([]float32, rows)
+			for i := range q {
+				q[i] = rng.Float32() - 0.5
+			}
+			for i := range w {
+				w[i] = rng.Float32()
+			}
+			base := k[d:] // the second head's rows
+			got := make([]float32, rows)
+			dotRows(q, base, stride, got)
+			o1, o2 := make([]float32, d), make([]float32, d)
+			for i := range o1 {
+				o1[i] = rng.Float32()
+				o2[i] = o1[i]
+			}
+			axpyRows(o1, base, stride, w)
+			for j := range rows {
+				if want := dotF32(q, base[j*stride:j*stride+d]); got[j] != want {
+					t.Fatalf("d=%d rows=%d: dotRows[%d] %v, dotF32 %v", d, rows, j, got[j], want)
+				}
+				axpy(o2, base[j*stride:j*stride+d], w[j])
+			}
+			for i := range o1 {
+				if o1[i] != o2[i] {
+					t.Fatalf("d=%d rows=%d: axpyRows[%d] %v, axpy a row %v", d, rows, i, o1[i], o2[i])
+				}
+			}
+		}
+	}
+}
