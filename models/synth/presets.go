@@ -36,6 +36,17 @@ var Presets = map[string]Preset{
 		"architectures": []string{"DeepseekV32ForCausalLM"}, "model_type": "deepseek_v32",
 		"index_n_heads": 64, "index_head_dim": 128, "index_topk": 2048,
 	})},
+	// Qwen3-30B-A3B as released (bf16): 128 experts of 768, top 8, no
+	// shared expert, 32 query heads on 4 kv heads; four of its 48 layers.
+	// The MoE model people run on their own machines, CPUs included.
+	"qwen3-30b-a3b-slice": {Layers: 4, Note: "Qwen3-30B-A3B widths, 4 MoE layers, bf16", Config: map[string]any{
+		"architectures": []string{"Qwen3MoeForCausalLM"}, "model_type": "qwen3_moe",
+		"vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 6144, "moe_intermediate_size": 768,
+		"num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+		"num_experts": 128, "num_experts_per_tok": 8, "norm_topk_prob": true, "decoder_sparse_step": 1,
+		"mlp_only_layers": []int{}, "rms_norm_eps": 1e-6, "rope_theta": 1000000, "max_position_embeddings": 40960,
+		"tie_word_embeddings": false, "bos_token_id": 151643, "eos_token_id": 151645, "torch_dtype": "bfloat16",
+	}},
 	// MiniMax-M2 (230B-A10B) as released (FP8): 256 experts, top 8,
 	// sigmoid routing with bias, no shared expert; four of its 62 layers.
 	"minimax-m2-slice": {Layers: 4, FP8: true, Note: "MiniMax-M2 widths, 4 MoE layers, FP8", Config: map[string]any{
