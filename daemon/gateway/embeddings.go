@@ -129,7 +129,10 @@ func (g *Gateway) serveEmbeddings(ctx *fasthttp.RequestCtx) {
 				writeError(ctx, badParam("input", "model %s has no tokenizer: send the input as token ids", m.name))
 				return
 			}
-			prompts[i] = m.tok.Encode(*texts[i])
+			// With the tokenizer's special tokens around the text, as
+			// sentence-transformers encodes it (Qwen3-Embedding pools the
+			// <|endoftext|> its tokenizer appends).
+			prompts[i] = m.tok.EncodeSpecial(*texts[i])
 		} else {
 			prompts[i] = ids[i]
 		}

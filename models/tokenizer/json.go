@@ -12,6 +12,7 @@ type hfFile struct {
 	Normalizer   json.RawMessage `json:"normalizer"`
 	PreTokenizer json.RawMessage `json:"pre_tokenizer"`
 	Decoder      json.RawMessage `json:"decoder"`
+	PostProc     json.RawMessage `json:"post_processor"`
 	Model        hfModel         `json:"model"`
 }
 

@@ -37,7 +37,8 @@ type Tokenizer struct {
 	eosToken   string
 	hasBOSTok  bool
 	hasEOSTok  bool
-	chat       *chatTemplate // nil: none
+	chat       *chatTemplate   // nil: none
+	template   []templatePiece // the post-processor's single template (EncodeSpecial); nil: none
 }
 
 // Load reads dir/tokenizer.json (or tokenizer.json.gz) and, when present,
@@ -165,6 +166,16 @@ func New(tokenizerJSON, configJSON []byte) (*Tokenizer, error) {
 	}
 	if err := t.init(f.Model.Vocab, merges, unk, f.Model.IgnoreMerges, added); err != nil {
 		return nil, fmt.Errorf("tokenizer.json: %w", err)
+	}
+	if t.template, err = parseTemplate(f.PostProc); err != nil {
+		return nil, fmt.Errorf("tokenizer.json: post_processor: %w", err)
+	}
+	for _, p := range t.template {
+		for _, id := range p.ids {
+			if id < 0 || int(id) >= len(t.tokens) {
+				return nil, fmt.Errorf("tokenizer.json: post_processor: token id %d outside the vocabulary", id)
+			}
+		}
 	}
 	if len(configJSON) > 0 {
 		if err := t.applyConfig(configJSON); err != nil {
