@@ -85,9 +85,17 @@ func (g *Gateway) serveCompletion(ctx *fasthttp.RequestCtx) {
 			if !ok {
 				return nil, badParam("suffix", "suffix: model %s's vocabulary has no fill-in-the-middle tokens", m.name)
 			}
-			return m.tok.Encode(f.prompt(*j.text, *j.suffix)), nil
+			return m.tok.EncodeSpecial(f.prompt(*j.text, *j.suffix)), nil
 		}
-		return m.tok.Encode(*j.text), nil
+		if j.sessionID != "" || j.echo {
+			// More of a session's text; or an echoed prompt, whose
+			// tokens must spell the text given back.
+			return m.tok.Encode(*j.text), nil
+		}
+		// A prompt of its own starts with the special tokens the
+		// tokenizer puts before a text (Llama's <|begin_of_text|>), as
+		// HF and vLLM encode a completion prompt by default.
+		return m.tok.EncodeSpecial(*j.text), nil
 	})
 	if aerr != nil {
 		writeError(ctx, aerr)
