@@ -2,6 +2,10 @@
 
 package cpu
 
+// haveAVX512 is amd64's switch of the wide loops (its tests turn it off
+// and on); never set here.
+var haveAVX512 = false
+
 func dotBF16(w []uint16, x []float32) float32 { return dotBF16Go(w, x) }
 
 func dotF32(a, b []float32) float32 { return dotF32Go(a, b) }

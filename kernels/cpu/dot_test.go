@@ -90,6 +90,24 @@ func BenchmarkDotF16Go(b *testing.B) {
 }
 
 func TestDot2BitIdenticalToDot(t *testing.T) {
+	forEachWidth(t, testDot2BitIdentical)
+}
+
+// forEachWidth runs test with the AVX-512 forms off (the AVX2 loops, as on
+// CPUs without AVX-512) and, where the CPU has them, on.
+func forEachWidth(t *testing.T, test func(*testing.T)) {
+	wide := haveAVX512
+	defer func() { haveAVX512 = wide }()
+	for _, on := range []bool{false, true} {
+		if on && !wide {
+			continue
+		}
+		haveAVX512 = on
+		t.Run(map[bool]string{false: "avx2", true: "avx512"}[on], test)
+	}
+}
+
+func testDot2BitIdentical(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, n := range []int{1, 15, 31, 32, 33, 64, 96, 127, 160, 1000, 4096} {
 		w := make([]float32, n)
@@ -234,7 +252,9 @@ func BenchmarkDotFP8(b *testing.B) {
 // TestRowsKernelsBitIdentical: the attention's block kernels give the
 // bits of a dotF32 and an axpy a row, at the head sizes models use and at
 // ones that take the portable loops.
-func TestRowsKernelsBitIdentical(t *testing.T) {
+func TestRowsKernelsBitIdentical(t *testing.T) { forEachWidth(t, testRowsBitIdentical) }
+
+func testRowsBitIdentical(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, d := range []int{64, 96, 128, 256} {
 		for _, rows := range []int{1, 7, 16} {
