@@ -22,10 +22,6 @@ func TestKDotFast(t *testing.T) {
 		{kernels.Q3_K, dotQ3KFast, blockDot(decodeQ3K, 256, 110)},
 		{kernels.Q4_K, dotQ4KFast, dotQ4K},
 		{kernels.Q6_K, dotQ6KFast, dotQ6K},
-		{kernels.Q4_K, kdotFixed(q4kDotAVX2, 144), dotQ4K}, // the AVX2 loops where AVX-512 is picked
-		{kernels.Q6_K, kdotFixed(q6kDotAVX2, 210), dotQ6K},
-		{kernels.Q5_K, kdotFixed(q5kDotAVX2, 176), dotQ5K},
-		{kernels.Q8_0, kdotFixed(q80DotAVX2, 34), dotQ8_0},
 		{kernels.Q5_K, dotQ5KFast, dotQ5K},
 		{kernels.IQ4_NL, dotIQ4NLFast, dotIQ4NL},
 		{kernels.IQ4_XS, dotIQ4XSFast, dotIQ4XS},
@@ -92,10 +88,6 @@ func TestKDotWeightsExact(t *testing.T) {
 		{kernels.MXFP4, dotMXFP4Fast}, {kernels.IQ2_XXS, dotIQ2XXSFast}, {kernels.IQ3_XXS, dotIQ3XXSFast},
 		{kernels.IQ2_XS, dotIQ2XSFast}, {kernels.IQ2_S, dotIQ2SFast}, {kernels.IQ3_S, dotIQ3SFast},
 		{kernels.IQ1_S, dotIQ1SFast}, {kernels.IQ1_M, dotIQ1MFast},
-		{kernels.Q4_K, kdotFixed(q4kDotAVX2, 144)}, {kernels.Q6_K, kdotFixed(q6kDotAVX2, 210)},
-		{kernels.Q8_0, kdotFixed(q80DotAVX2, 34)}, {kernels.Q5_K, kdotFixed(q5kDotAVX2, 176)},
-		{kernels.Q4_K, kdotFixed512(q4kDot512, 144)}, {kernels.Q6_K, kdotFixed512(q6kDot512, 210)},
-		{kernels.Q5_K, kdotFixed512(q5kDot512, 176)}, {kernels.Q8_0, kdotFixed512(q80Dot512, 34)},
 	} {
 		for iter := 0; iter < 20; iter++ {
 			const n = 512
@@ -120,22 +112,5 @@ func TestKDotWeightsExact(t *testing.T) {
 				x[i] = 0
 			}
 		}
-	}
-}
-
-// kdotFixed is a row dot by the given loop (the AVX2 one, even where
-// AVX-512 would be picked).
-func kdotFixed(f func(*byte, *float32, int) float32, size int) func([]byte, []float32) (float32, bool) {
-	return func(row []byte, x []float32) (float32, bool) { return kdot(f, size, row, x) }
-}
-
-// kdotFixed512 is kdotFixed for an AVX-512 loop: not run (reported as no
-// fast path, which skips) where the CPU lacks AVX-512.
-func kdotFixed512(f func(*byte, *float32, int) float32, size int) func([]byte, []float32) (float32, bool) {
-	return func(row []byte, x []float32) (float32, bool) {
-		if !haveKDot512 {
-			return 0, false
-		}
-		return kdot(f, size, row, x)
 	}
 }
