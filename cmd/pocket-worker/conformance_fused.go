@@ -154,3 +154,64 @@ func (c *conf) declined(op, shape string) {
 	c.failed++
 	fmt.Printf("%-12s %-40s declined  FAIL\n", op, shape)
 }
+
+// normMatMulConv checks NormMatMulConv (a Gated DeltaNet layer's
+// in-projections with the decode step's convolution in the store) against
+// NormMatMul then CausalConv1D on the same backend: every output, the
+// convolved channels and the state they leave, bit for bit.
+func (c *conf) normMatMulConv() {
+	fc, ok := any(c.g).(kernels.ConvFusedOps)
+	if !ok {
+		c.declined("NormMatMulConv", "the backend has none")
+		return
+	}
+	for _, sh := range []kernels.DeltaShape{
+		{KHeads: 16, VHeads: 48, DK: 128, DV: 128, ConvKernel: 4}, // Qwen3.5-27B
+		{KHeads: 2, VHeads: 4, DK: 16, DV: 16, ConvKernel: 4},
+		{KHeads: 1, VHeads: 2, DK: 64, DV: 64, ConvKernel: 2},
+	} {
+		in := 5120
+		if sh.DK < 128 {
+			in = 256
+		}
+		cd := sh.ConvDim()
+		outs := []int{cd, sh.VHeads * sh.DV, sh.VHeads, sh.VHeads}
+		name := fmt.Sprintf("in=%d outs=%v conv=%d", in, outs, sh.ConvKernel)
+		xg, _ := c.pair(c.randn(in))
+		ng, _ := c.weight(kernels.F32, []int{in}, [2]int{})
+		cw, _ := c.weight(kernels.BF16, []int{cd, 1, sh.ConvKernel}, [2]int{})
+		state := c.randn(sh.ConvStateLen())
+		s1, _ := c.pair(state)
+		s2, _ := c.pair(state)
+		var ws []kernels.Tensor
+		var d1, d2 []kernels.Buf
+		for _, out := range outs {
+			g, _ := c.weight(kernels.F8E4M3, []int{out, in}, fusedBlock(kernels.F8E4M3, in))
+			a, _ := c.outPair(out)
+			b, _ := c.outPair(out)
+			ws, d1, d2 = append(ws, g), append(d1, a), append(d2, b)
+		}
+		conv1, _ := c.outPair(cd)
+		conv2, _ := c.outPair(cd)
+		if !fc.NormMatMulConv(d1, xg, ng, 1e-6, ws, conv1, s1, cw, sh) {
+			c.declined("NormMatMulConv", name)
+			continue
+		}
+		if !c.g.NormMatMul(d2, xg, ng, 1e-6, ws, 1) {
+			c.declined("NormMatMulConv", name+" (no NormMatMul to compare with)")
+			continue
+		}
+		c.g.CausalConv1D(conv2, d2[0], s2, cw, 1, sh)
+		same := func(what string, a, b kernels.Buf, n int) {
+			x, y := make([]float32, n), make([]float32, n)
+			c.g.Read(a, 0, x)
+			c.g.Read(b, 0, y)
+			c.compare("NormMatMulConv", name+" "+what, x, y, tolExact)
+		}
+		for i, out := range outs {
+			same(fmt.Sprintf("#%d", i), d1[i], d2[i], out)
+		}
+		same("conv", conv1, conv2, cd)
+		same("state", s1, s2, sh.ConvStateLen())
+	}
+}

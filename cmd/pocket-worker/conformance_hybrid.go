@@ -17,6 +17,7 @@ import (
 func (c *conf) hybrid() {
 	c.copyBuf()
 	c.deltaNet()
+	c.normMatMulConv()
 	c.latentAttention()
 	c.mlaPrefill()
 }
