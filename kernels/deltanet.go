@@ -48,16 +48,6 @@ type HybridOps interface {
 	SigmoidMul(x, gate Buf, n int)
 }
 
-// ConvFusedOps is an optional extension of a backend's FusedOps: a
-// one-row NormMatMul whose first matrix is a Gated DeltaNet layer's q/k/v
-// projection, its outputs also run through CausalConv1D of that row in the
-// same launch (conv gets the convolved channels, state is advanced, exactly
-// as CausalConv1D would), so a decode step's mix needs no convolution of
-// its own. False, having done nothing, where it declines.
-type ConvFusedOps interface {
-	NormMatMulConv(dst []Buf, x Buf, norm Tensor, eps float32, ws []Tensor, conv, state Buf, w Tensor, s DeltaShape) bool
-}
-
 // BufCopier is an optional extension of Backend: a copy between two of its
 // buffers that stays on the device (a hybrid's recurrent state cloned, or
 // restored from a copy its worker keeps, without a trip through the host).

@@ -241,11 +241,6 @@ type DeltaNet struct {
 	// input projections; false (nothing done) when the backend declines.
 	// Nil: the architecture has no fused projection.
 	projectFused func(p *Pass, fu kernels.FusedOps, x kernels.Buf, norm kernels.Tensor, eps float32, qkv, z, a, b kernels.Buf) bool
-	// projectConv is projectFused on a backend that also runs the decode
-	// step's convolution in the projection's store (kernels.ConvFusedOps):
-	// conv gets the convolved q/k/v and state advances; nil where the
-	// architecture's projections do not allow it.
-	projectConv func(p *Pass, fc kernels.ConvFusedOps, x kernels.Buf, norm kernels.Tensor, eps float32, b deltaBufs, state kernels.Buf) bool
 }
 
 // deltaShape reads the linear-attention hyper-parameters of c.
@@ -296,7 +291,7 @@ func (n *DeltaNet) Forward(p *Pass, in, out kernels.Buf) error {
 	}
 	b := n.bufs(p)
 	n.project(p, in, b.qkv, b.z, b.a, b.b)
-	n.mix(p, st, b, false)
+	n.mix(p, st, b)
 	n.be.MatMul(out, b.core, n.Out, p.Rows)
 	return nil
 }
@@ -311,17 +306,13 @@ func (n *DeltaNet) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Buf
 		return true, err
 	}
 	b := n.bufs(p)
-	convDone := false
-	if fc, ok := fu.(kernels.ConvFusedOps); ok && n.projectConv != nil && p.Rows == 1 && st.marks == nil {
-		convDone = n.projectConv(p, fc, x, norm, eps, b, st.conv[n.Index])
-	}
-	if !convDone && (n.projectFused == nil || !n.projectFused(p, fu, x, norm, eps, b.qkv, b.z, b.a, b.b)) {
+	if n.projectFused == nil || !n.projectFused(p, fu, x, norm, eps, b.qkv, b.z, b.a, b.b) {
 		hid := n.Out.Weight().Rows()
 		normed := p.Scratch.Buf("normed", hid)
 		n.be.RMSNorm(normed, x, norm, 1, hid, eps)
 		n.project(p, normed, b.qkv, b.z, b.a, b.b)
 	}
-	n.mix(p, st, b, convDone)
+	n.mix(p, st, b)
 	project(n.be, fu, x, out, b.core, n.Out, n.Out.Weight().Rows(), add)
 	return true, nil
 }
@@ -348,18 +339,15 @@ func (n *DeltaNet) bufs(p *Pass) deltaBufs {
 		core: sc.Buf("dn.core", rows*vd)}
 }
 
-// mix runs the convolution (unless the projection ran it: convDone), the
-// gated delta rule over the state and the gated norm, leaving the mixer's
-// output before out_proj in b.core.
-func (n *DeltaNet) mix(p *Pass, st *DeltaState, b deltaBufs, convDone bool) {
+// mix runs the convolution, the gated delta rule over the state and the
+// gated norm, leaving the mixer's output before out_proj in b.core.
+func (n *DeltaNet) mix(p *Pass, st *DeltaState, b deltaBufs) {
 	if st.marks != nil && st.marks.inner > st.marks.filled {
 		n.markedMix(p, st, b)
 		return
 	}
 	rows, sh := p.Rows, n.Shape
-	if !convDone {
-		n.ops.CausalConv1D(b.conv, b.qkv, st.conv[n.Index], n.Conv, rows, sh)
-	}
+	n.ops.CausalConv1D(b.conv, b.qkv, st.conv[n.Index], n.Conv, rows, sh)
 	n.ops.GatedDeltaRule(b.core, b.conv, b.a, b.b, st.rec[n.Index], n.ALog, n.DtBias, rows, sh)
 	n.ops.RMSNormGated(b.core, b.core, b.z, n.Norm, rows*sh.VHeads, sh.DV, n.Eps)
 }

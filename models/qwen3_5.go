@@ -25,11 +25,6 @@ func newQwen35(c *Config, b *binder) (Network, error) {
 			qkvOut, zOut, aOut, bOut kernels.Buf) bool {
 			return fu.NormMatMul([]kernels.Buf{qkvOut, zOut, bOut, aOut}, x, norm, eps, []kernels.Tensor{qkv, z, bw, aw}, 1)
 		}
-		n.projectConv = func(p *Pass, fc kernels.ConvFusedOps, x kernels.Buf, norm kernels.Tensor, eps float32,
-			b deltaBufs, state kernels.Buf) bool {
-			return fc.NormMatMulConv([]kernels.Buf{b.qkv, b.z, b.b, b.a}, x, norm, eps, []kernels.Tensor{qkv, z, bw, aw},
-				b.conv, state, n.Conv, n.Shape)
-		}
 	}
 	ffn := func(_ int, prefix string) FFN { return newMLP(c, b, prefix+"mlp.", c.IntermediateSize) }
 	return newHybridDecoder(c, b, project, ffn)

@@ -17,7 +17,6 @@ import (
 func (c *conf) hybrid() {
 	c.copyBuf()
 	c.deltaNet()
-	c.normMatMulConv()
 	c.latentAttention()
 	c.mlaPrefill()
 }

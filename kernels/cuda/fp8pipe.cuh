@@ -35,7 +35,6 @@
 // the warps' rings, 2 KiB per stage per warp.
 
 #include "tc.cuh"
-#include "conv_common.cuh"
 
 #define PIPE_STAGE 2048 // bytes of one unit of one warp: 4 pieces × 32 lanes × 16 bytes
 
@@ -208,50 +207,13 @@ __device__ __forceinline__ Red pipeRed(int pad) {
     return Red{(float*)(pipeShm + pad * 2), S * PIPE_STAGE / 4};
 }
 
-// ConvStep is a decode step's causal conv1d (hybrid.cu's conv1d over one
-// row) for the channels a GEMV stores: its output and SiLU into dst, the
-// window shifted into state [K-1, out], weights w [out, K] of kernels.DType
-// wdt. K ≤ 8.
-struct ConvStep {
-    float* dst;
-    float* state;
-    const void* w;
-    int wdt, K, lean;
-};
-
-// convStore runs c on channel o of a matrix of out channels whose GEMV
-// value is v: conv1d's operations for one row, in its order (the same
-// bits), so the DeltaNet mix needs no convolution launch.
-__device__ __forceinline__ void convStore(const ConvStep& c, int o, int out, float v) {
-    float wt[8], win[7];
-#pragma unroll
-    for (int j = 0; j < 8; j++) wt[j] = j < c.K ? loadW(c.w, c.wdt, (long)o * c.K + j) : 0.f;
-#pragma unroll
-    for (int j = 0; j < 7; j++) win[j] = j < c.K - 1 ? c.state[(long)j * out + o] : 0.f;
-    float acc = 0.f;
-#pragma unroll
-    for (int j = 0; j < 7; j++)
-        if (j < c.K - 1) acc = __fadd_rn(acc, __fmul_rn(wt[j], win[j]));
-    float wl = 0.f;
-#pragma unroll
-    for (int j = 0; j < 8; j++)
-        if (j == c.K - 1) wl = wt[j];
-    acc = __fadd_rn(acc, __fmul_rn(wl, v));
-    c.dst[o] = c.lean ? acc / (1.f + __expf(-acc)) : acc * sigmoidD(acc);
-#pragma unroll
-    for (int j = 0; j < 7; j++)
-        if (j < c.K - 1) c.state[(long)j * out + o] = j < c.K - 2 ? win[j + 1] : v;
-}
-
 // pipeGemv is gemv of fp8mma.cu (MODE 0 y = W·x, 1 y += W·x, 2 y =
 // W·rmsnorm(x)) over the ring, for blocks of any number of warps (≤ 32):
 // G = warps/wpr tiles per block, b the block's index within its matrix.
-// With conv (CONV) the stored values also go through a decode step's
-// convolution (ConvStep).
-template <int S, int MODE, bool CONV = false>
+template <int S, int MODE>
 __device__ __forceinline__ void pipeGemv(float* y, const float* __restrict__ x, const float* __restrict__ nw, float eps,
                                          const uint8_t* w, const float* sc, int out, int in, int wpr, int b0, int nsc,
-                                         int b, const ConvStep* conv = nullptr) {
+                                         int b) {
     int pad = (in + UNIT - 1) / UNIT * UNIT;
     __half* xs = (__half*)pipeShm;
     int warp = threadIdx.x >> 5, G = (blockDim.x >> 5) / wpr;
@@ -265,22 +227,7 @@ __device__ __forceinline__ void pipeGemv(float* y, const float* __restrict__ x, 
     float accA, accB;
     d.finish(xs, accA, accB);
     __syncwarp(); // every lane's last fragment reads are done: pipeRed may reuse the ring
-    if (!CONV) {
-        gemvStore<MODE>(y, pipeRed<S>(pad), accA, accB, k, b, G, wpr, out);
-        return;
-    }
-    // gemvStore, then the channel's convolution.
-    Red red = pipeRed<S>(pad);
-    tileSums(red, accA, accB);
-    int i = threadIdx.x;
-    if (i < G * 16) {
-        int o = (b * G + i / 16) * 16 + i % 16;
-        if (o < out) {
-            float v = tileTotal(red, i / 16, wpr, i % 16) * k;
-            y[o] = MODE == 1 ? y[o] + v : v;
-            convStore(*conv, o, out, MODE == 1 ? y[o] : v);
-        }
-    }
+    gemvStore<MODE>(y, pipeRed<S>(pad), accA, accB, k, b, G, wpr, out);
 }
 
 #define PIPE_GEMV(NAME, S, MODE)                                                              \
@@ -297,25 +244,6 @@ __device__ __forceinline__ void pipeGemv(float* y, const float* __restrict__ x, 
         const float* sc = m == 0 ? s0 : m == 1 ? s1 : m == 2 ? s2 : s3;                       \
         int out = m == 0 ? out0 : m == 1 ? out1 : m == 2 ? out2 : out3;                       \
         int first = m == 0 ? 0 : m == 1 ? n0 : m == 2 ? n1 : n2;                              \
-        pipeGemv<S, 2>(y, x, nw, eps, w, sc, out, in, wpr, b0, nsc, b - first);                \
-    }
-
-// PIPE_NORMCONV is PIPE_NORM whose matrix 0's outputs also go through a
-// decode step's convolution (a Gated DeltaNet's q/k/v channels).
-#define PIPE_NORMCONV(NAME, S)                                                                 \
-    extern "C" __global__ void __launch_bounds__(768, 1)                                       \
-        NAME(NORM_ARGS, float* cdst, float* cstate, const void* cw, int cwdt, int ck, int clean) { \
-        int b = blockIdx.x, m = (b >= n0) + (b >= n1) + (b >= n2);                             \
-        if (m == 0) {                                                                          \
-            const ConvStep c{cdst, cstate, cw, cwdt, ck, clean};                               \
-            pipeGemv<S, 2, true>(y0, x, nw, eps, w0, s0, out0, in, wpr, b0, nsc, b, &c);       \
-            return;                                                                            \
-        }                                                                                      \
-        float* y = m == 1 ? y1 : m == 2 ? y2 : y3;                                             \
-        const uint8_t* w = m == 1 ? w1 : m == 2 ? w2 : w3;                                     \
-        const float* sc = m == 1 ? s1 : m == 2 ? s2 : s3;                                      \
-        int out = m == 1 ? out1 : m == 2 ? out2 : out3;                                        \
-        int first = m == 1 ? n0 : m == 2 ? n1 : n2;                                            \
         pipeGemv<S, 2>(y, x, nw, eps, w, sc, out, in, wpr, b0, nsc, b - first);                \
     }
 
@@ -360,10 +288,6 @@ PIPE_NORM(f8pipe_norm_3, 3)
 PIPE_NORM(f8pipe_norm_4, 4)
 PIPE_NORM(f8pipe_norm_6, 6)
 PIPE_NORM(f8pipe_norm_8, 8)
-PIPE_NORMCONV(f8pipe_normconv_3, 3)
-PIPE_NORMCONV(f8pipe_normconv_4, 4)
-PIPE_NORMCONV(f8pipe_normconv_6, 6)
-PIPE_NORMCONV(f8pipe_normconv_8, 8)
 PIPE_SWIGLU(f8pipe_swiglu_3, 3)
 PIPE_SWIGLU(f8pipe_swiglu_4, 4)
 PIPE_SWIGLU(f8pipe_swiglu_6, 6)

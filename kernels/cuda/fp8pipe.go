@@ -5,7 +5,6 @@ package cuda
 import (
 	"fmt"
 
-	"github.com/pocketllm/pocketllm/kernels"
 	"gorgonia.org/cu"
 )
 
@@ -28,12 +27,11 @@ const (
 	p8SwiGLU
 	p8MoESwiGLU // fp8pipe_moe.cuh
 	p8MoEDown
-	p8NormConv // NormMatMul with a decode step's conv1d in its store (NormMatMulConv)
 	numP8Ops
 	numP8Funcs = numP8Ops * len(pipeStages)
 )
 
-var p8OpNames = [numP8Ops]string{"r", "add", "norm", "swiglu", "moe_swiglu", "moe_down", "normconv"}
+var p8OpNames = [numP8Ops]string{"r", "add", "norm", "swiglu", "moe_swiglu", "moe_down"}
 
 // pipeFuncs are a backend's pipe kernels and the dynamic shared memory each
 // may take.
@@ -142,56 +140,6 @@ func (b *Backend) pipeNormMatMul(dst []uint64, x, nv uint64, eps float32, ts []*
 	}
 	args, blocks := normArgs([]uint64{x, nv, f32(eps), i32(f.in), i32(g.wpr), i32(f.b0), i32(f.nsc)}, dst, ts, g.tiles)
 	b.runPipe(p8Norm, fn, g, blocks, args...)
-	return true
-}
-
-var _ kernels.ConvFusedOps = (*Backend)(nil)
-
-// NormMatMulConv implements kernels.ConvFusedOps on the FP8 ring kernels
-// (fp8pipe.cuh: PIPE_NORMCONV): a Gated DeltaNet layer's in-projections
-// from the un-normed residual, q/k/v's stored values run through the
-// decode step's convolution (convStore: conv1d's operations for one row).
-// It removes the convolution's launch and its round trip from each
-// DeltaNet layer of a decode step. POCKET_CONV_FUSE=0 declines.
-func (b *Backend) NormMatMulConv(dst []kernels.Buf, x kernels.Buf, norm kernels.Tensor, eps float32, ws []kernels.Tensor,
-	conv, state kernels.Buf, w kernels.Tensor, s kernels.DeltaShape) bool {
-	if switches.noConvFuse || !switches.fused["qkv"] || len(ws) == 0 || len(ws) > 4 || len(dst) != len(ws) {
-		return false
-	}
-	in := ws[0].Weight().Cols()
-	nv := normVec(norm, in)
-	f, ok := formOf(in, ws...)
-	ct, isT := w.(*tensor)
-	ch := s.ConvDim()
-	if nv == 0 || x.Len() < in || !ok || !f.fp8 || !isT || s.ConvKernel < 1 || s.ConvKernel > 8 ||
-		ws[0].Weight().Rows() != ch || conv.Len() < ch || state.Len() < (s.ConvKernel-1)*ch ||
-		ct.w.Elems() != ch*s.ConvKernel ||
-		(ct.w.DType != kernels.F32 && ct.w.DType != kernels.F16 && ct.w.DType != kernels.BF16) {
-		return false
-	}
-	ts := make([]*tensor, len(ws))
-	tiles := make([]int, len(ws))
-	dsts := make([]uint64, len(ws))
-	for i, wt := range ws {
-		t, ok := wt.(*tensor)
-		if !ok || dst[i].Len() < t.w.Rows() {
-			return false
-		}
-		ts[i], tiles[i], dsts[i] = t, cdiv(t.w.Rows(), 16), ptr(dptr(dst[i]))
-	}
-	if !b.enter() {
-		b.exit()
-		return true
-	}
-	defer b.exit()
-	g, fn, ok := b.pipePlan(p8NormConv, f, tiles...)
-	if !ok {
-		return false
-	}
-	args, blocks := normArgs([]uint64{ptr(dptr(x)), ptr(nv), f32(eps), i32(f.in), i32(g.wpr), i32(f.b0), i32(f.nsc)}, dsts, ts, g.tiles)
-	args = append(args, ptr(dptr(conv)), ptr(dptr(state)), ptr(ct.data), uint64(ct.w.DType), i32(s.ConvKernel),
-		flag(switches.hybridLean))
-	b.runPipe(p8NormConv, fn, g, blocks, args...)
 	return true
 }
 

@@ -111,7 +111,6 @@ var switches = struct {
 	attnDefer       bool
 	deltaLean       bool
 	hybridLean      bool
-	noConvFuse      bool
 	attnDecFrom     int
 	attnDecNoOcc    bool
 	fp8MMA          int
@@ -157,7 +156,6 @@ var switches = struct {
 	attnDefer:       os.Getenv("POCKET_ATTN_DEFER") != "0",
 	deltaLean:       os.Getenv("POCKET_DELTA_LEAN") != "0",
 	hybridLean:      os.Getenv("POCKET_HYBRID_LEAN") != "0",
-	noConvFuse:      os.Getenv("POCKET_CONV_FUSE") == "0",
 	attnDecFrom:     intSwitch("POCKET_ATTN_DEC_FROM", math.MaxInt, 1, math.MaxInt),
 	attnDecNoOcc:    os.Getenv("POCKET_ATTN_DEC_OCC") == "0",
 	noFP8Prefill:    os.Getenv("POCKET_FP8_PREFILL") == "tf32",
