@@ -32,6 +32,25 @@ func dotF16x512(w *uint16, x *float32, n int) float32
 func dot2F32x512(w, x0, x1 *float32, n int, out *[2]float32)
 
 //go:noescape
+func dot2x2F32x512(w0, w1, x0, x1 *float32, n int, out *[4]float32)
+
+// dot2x2 computes w0·x0, w0·x1, w1·x0 and w1·x1 into out, each
+// bit-identical to dotF32 (the prefill GEMM's 2×2 tile: a load serves two
+// products instead of dot2's one and a half).
+func dot2x2(w0, w1, x0, x1 []float32, out *[4]float32) {
+	if n := len(w0) &^ 63; haveAVX512 && n > 0 && n == len(w0) {
+		w1, x0, x1 = w1[:n], x0[:n], x1[:n]
+		dot2x2F32x512(&w0[0], &w1[0], &x0[0], &x1[0], n, out)
+		return
+	}
+	var a [2]float32
+	dot2(w0, x0, x1, &a)
+	out[0], out[1] = a[0], a[1]
+	dot2(w1, x0, x1, &a)
+	out[2], out[3] = a[0], a[1]
+}
+
+//go:noescape
 func dotRowsF32x512(q, k *float32, dk, stride, rows int, out *float32)
 
 //go:noescape

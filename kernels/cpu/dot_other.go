@@ -14,6 +14,10 @@ func dot2(w, x0, x1 []float32, out *[2]float32) {
 	out[0], out[1] = dotF32Go(w, x0), dotF32Go(w, x1)
 }
 
+func dot2x2(w0, w1, x0, x1 []float32, out *[4]float32) {
+	out[0], out[1], out[2], out[3] = dotF32Go(w0, x0), dotF32Go(w0, x1), dotF32Go(w1, x0), dotF32Go(w1, x1)
+}
+
 func bf16Row(src []uint16, dst []float32) {
 	for i, v := range src {
 		dst[i] = bf16(v)

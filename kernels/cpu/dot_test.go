@@ -135,6 +135,11 @@ func testDot2BitIdentical(t *testing.T) {
 		if a, b := dotF16(wh, x0), dotF32(w16, x0); a != b {
 			t.Errorf("n=%d: dotF16 %v, dotF32 of the widened row %v", n, a, b)
 		}
+		var four [4]float32
+		dot2x2(w, w16, x0, x1, &four)
+		if four != [4]float32{dotF32(w, x0), dotF32(w, x1), dotF32(w16, x0), dotF32(w16, x1)} {
+			t.Errorf("n=%d: dot2x2 %v", n, four)
+		}
 	}
 }
 
@@ -142,11 +147,13 @@ func testDot2BitIdentical(t *testing.T) {
 // many rows the call has or on where the output rows fall in the prefill
 // GEMM's blocks of prefillRows weight rows (bf16 weights; the prefill path
 // against the one-row decode path, bit for bit).
-func TestMatMulBatchInvariant(t *testing.T) {
+func TestMatMulBatchInvariant(t *testing.T) { forEachWidth(t, testMatMulBatchInvariant) }
+
+func testMatMulBatchInvariant(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	b := New(2)
-	for _, out := range []int{1, prefillRows + 1, 3*prefillRows + 2} {
-		const in = 96
+	for _, shape := range [][2]int{{1, 96}, {prefillRows + 1, 96}, {3*prefillRows + 2, 96}, {prefillRows + 1, 128}, {3*prefillRows + 2, 320}} {
+		out, in := shape[0], shape[1] // in = 128, 320: whole steps of the AVX-512 loops
 		data := make([]byte, 2*out*in)
 		for i := 0; i < out*in; i++ {
 			binary.LittleEndian.PutUint16(data[2*i:], uint16(math.Float32bits(rng.Float32()-0.5)>>16))

@@ -27,11 +27,13 @@ func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Tensor, rows int) {
 	// Weight rows are decoded prefillRows at a time and each pair of input
 	// rows is dotted with all of them before the next pair: the pair is
 	// read from L2 once per prefillRows weight rows instead of once per
-	// row. Every dot is still dot2's (or dotF32's), so the results are as
-	// before, bit for bit.
+	// row. Every dot is still dotF32's bit for bit (dot2x2 over pairs of
+	// weight rows, dot2, dotF32), so a row's results do not depend on the
+	// pass.
 	b.parallel(out, prefillRows, func(lo, hi int) {
 		tmp := make([]float32, prefillRows*in)
 		var acc [2]float32
+		var acc4 [4]float32
 		for o0 := lo; o0 < hi; o0 += prefillRows {
 			n := min(prefillRows, hi-o0)
 			for k := range n {
@@ -40,7 +42,13 @@ func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Tensor, rows int) {
 			r := 0
 			for ; r+2 <= rows; r += 2 {
 				x0, x1 := xs[r*in:(r+1)*in], xs[(r+1)*in:(r+2)*in]
-				for k := range n {
+				k := 0
+				for ; k+2 <= n; k += 2 { // 2×2 tiles (dot2x2), then a last row (dot2)
+					dot2x2(tmp[k*in:(k+1)*in], tmp[(k+1)*in:(k+2)*in], x0, x1, &acc4)
+					d[r*out+o0+k], d[(r+1)*out+o0+k] = acc4[0], acc4[1]
+					d[r*out+o0+k+1], d[(r+1)*out+o0+k+1] = acc4[2], acc4[3]
+				}
+				for ; k < n; k++ {
 					dot2(tmp[k*in:(k+1)*in], x0, x1, &acc)
 					d[r*out+o0+k], d[(r+1)*out+o0+k] = acc[0], acc[1]
 				}
