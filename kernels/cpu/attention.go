@@ -105,11 +105,11 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 			// A KV block's positions are consecutive slots, KVHeads·dim
 			// floats apart: one dotRows and one axpyRows a block.
 			maxS := float32(math.Inf(-1))
-			for lo := 0; lo < n; lo += bs {
-				m := min(bs, n-lo)
-				first := int(seq.Table[lo/bs]) * bs
-				dotRows(qv, kl[(first*s.KVHeads+kvh)*dk:], s.KVHeads*dk, scores[lo:lo+m])
-				for i := lo; i < lo+m; i++ {
+			for p0 := 0; p0 < n; p0 += bs { // the block of positions p0..p0+m-1
+				m := min(bs, n-p0)
+				first := int(seq.Table[p0/bs]) * bs
+				dotRows(qv, kl[(first*s.KVHeads+kvh)*dk:], s.KVHeads*dk, scores[p0:p0+m])
+				for i := p0; i < p0+m; i++ {
 					scores[i] *= scale
 					maxS = max(maxS, scores[i])
 				}
@@ -121,10 +121,10 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 			for i := range scores[:n] {
 				scores[i] *= inv // the weight of position i, as axpy took it
 			}
-			for lo := 0; lo < n; lo += bs {
-				m := min(bs, n-lo)
-				first := int(seq.Table[lo/bs]) * bs
-				axpyRows(o, vl[(first*s.KVHeads+kvh)*dv:], s.KVHeads*dv, scores[lo:lo+m])
+			for p0 := 0; p0 < n; p0 += bs {
+				m := min(bs, n-p0)
+				first := int(seq.Table[p0/bs]) * bs
+				axpyRows(o, vl[(first*s.KVHeads+kvh)*dv:], s.KVHeads*dv, scores[p0:p0+m])
 			}
 		}
 	})
