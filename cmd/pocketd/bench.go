@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/pocketllm/pocketllm/kernels/cpu"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -27,6 +28,7 @@ type benchResult struct {
 	Model             string  `json:"model"`
 	Backend           string  `json:"backend"`
 	Threads           int     `json:"threads"`
+	SIMD              string  `json:"simd,omitempty"` // the CPU backend's vector loops (cpu.SIMD)
 	PromptTokens      int     `json:"prompt_tokens"`
 	NewTokens         int     `json:"new_tokens"`
 	PrefillTokensPerS float64 `json:"prefill_tokens_per_s"`
@@ -87,6 +89,9 @@ func newBenchCmd() *cobra.Command {
 			if r.Threads == 0 {
 				r.Threads = runtime.GOMAXPROCS(0)
 			}
+			if m.Backend.Name() == "cpu" {
+				r.SIMD = cpu.SIMD()
+			}
 			if roofline && m.Backend.Name() == "cpu" {
 				r.ReadBandwidthGBps = readBandwidth(r.Threads) / 1e9
 				r.RooflineTokensPerS = r.ReadBandwidthGBps * 1e9 / float64(r.DecodeReadBytes)
@@ -94,8 +99,12 @@ func newBenchCmd() *cobra.Command {
 			if asJSON {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s on %s (%d threads): prefill %d tokens at %.1f tok/s, ttft %.1f ms; decode %d tokens at %.2f tok/s; weights %s, resident %s\n",
-				r.Model, r.Backend, r.Threads, r.PromptTokens, r.PrefillTokensPerS, r.TTFTms, r.NewTokens, r.DecodeTokensPerS, human(r.WeightBytes), human(r.ResidentBytes))
+			simd := ""
+			if r.SIMD != "" {
+				simd = ", " + r.SIMD
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s on %s (%d threads%s): prefill %d tokens at %.1f tok/s, ttft %.1f ms; decode %d tokens at %.2f tok/s; weights %s, resident %s\n",
+				r.Model, r.Backend, r.Threads, simd, r.PromptTokens, r.PrefillTokensPerS, r.TTFTms, r.NewTokens, r.DecodeTokensPerS, human(r.WeightBytes), human(r.ResidentBytes))
 			if r.RooflineTokensPerS > 0 {
 				fmt.Fprintf(cmd.OutOrStdout(), "read bandwidth %.1f GB/s over %s read per token → roofline %.2f tok/s; decode reaches %.0f%%\n",
 					r.ReadBandwidthGBps, human(r.DecodeReadBytes), r.RooflineTokensPerS, 100*r.DecodeTokensPerS/r.RooflineTokensPerS)

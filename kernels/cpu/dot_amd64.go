@@ -93,6 +93,18 @@ func axpyRows(o, v []float32, stride int, w []float32) {
 	}
 }
 
+// SIMD names the vector loops this CPU runs: "avx512", "avx2" or
+// "portable" (what a benchmark's numbers depend on).
+func SIMD() string {
+	switch {
+	case haveAVX512:
+		return "avx512"
+	case haveAVX2:
+		return "avx2"
+	}
+	return "portable"
+}
+
 // haveF16C adds the f16 conversions (F16 checkpoints: GGUF F16 files and
 // fp16 safetensors, whose scalar loop converted a weight at a time).
 var haveF16C = haveAVX2 && cpu.X86.HasF16C

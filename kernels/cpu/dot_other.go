@@ -6,6 +6,9 @@ package cpu
 // and on); never set here.
 var haveAVX512 = false
 
+// SIMD names the vector loops this CPU runs: the portable ones here.
+func SIMD() string { return "portable" }
+
 func dotBF16(w []uint16, x []float32) float32 { return dotBF16Go(w, x) }
 
 func dotF32(a, b []float32) float32 { return dotF32Go(a, b) }
