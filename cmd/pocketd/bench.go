@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/pocketllm/pocketllm/kernels/cpu"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -19,6 +18,7 @@ import (
 	"github.com/pocketllm/pocketllm/daemon/worker"
 	"github.com/pocketllm/pocketllm/internal/kvseq"
 	"github.com/pocketllm/pocketllm/internal/procstat"
+	"github.com/pocketllm/pocketllm/kernels/cpu"
 	"github.com/pocketllm/pocketllm/models"
 	"github.com/pocketllm/pocketllm/session"
 )
