@@ -23,10 +23,11 @@ import "golang.org/x/sys/cpu"
 var haveKDot = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
 
 // haveKDot512: the Q4_K, Q5_K, Q6_K and Q8_0 loops in AVX-512
-// (kdot512_amd64.s), the same weights sixteen at a time. A 4096-element
-// row on a Zen 5 core: Q4_K 254 → 155 ns, Q5_K 370 → 208, Q6_K 325 → 178,
-// Q8_0 244 → 225; a Qwen3-0.6B-shaped Q4_K_M decodes at 52–53 tok/s on two
-// cores against 37–38 (docs/benchmarks.md).
+// (kdot512_amd64.s), and Q4_0, IQ4_NL and IQ4_XS's (kdot_amd64.s), the
+// same weights sixteen at a time. A 4096-element row on a Zen 5 core: Q4_K
+// 254 → 155 ns, Q5_K 370 → 208, Q6_K 325 → 178, Q8_0 244 → 225, Q4_0 270 →
+// 237, IQ4_XS 246 → 163; a Qwen3-0.6B-shaped Q4_K_M decodes at 52–53 tok/s
+// on two cores against 37–38 (docs/benchmarks.md).
 var haveKDot512 = haveKDot && cpu.X86.HasAVX512F
 
 //go:noescape
@@ -40,6 +41,15 @@ func q5kDot512(row *byte, x *float32, nb int) float32
 
 //go:noescape
 func q80Dot512(row *byte, x *float32, nb int) float32
+
+//go:noescape
+func q40Dot512(row *byte, x *float32, nb int) float32
+
+//go:noescape
+func iq4nlDot512(row *byte, x *float32, nb int) float32
+
+//go:noescape
+func iq4xsDot512(row *byte, x *float32, nb int) float32
 
 //go:noescape
 func q2kDotAVX2(row *byte, x *float32, nb int) float32
@@ -130,9 +140,15 @@ func dotQ6KFast(row []byte, x []float32) (float32, bool) {
 func dotQ8_0Fast(row []byte, x []float32) (float32, bool) {
 	return kdot(pick(q80Dot512, q80DotAVX2), 34, row, x)
 }
-func dotIQ4NLFast(row []byte, x []float32) (float32, bool)  { return kdot(iq4nlDotAVX2, 18, row, x) }
-func dotQ4_0Fast(row []byte, x []float32) (float32, bool)   { return kdot(q40DotAVX2, 18, row, x) }
-func dotIQ4XSFast(row []byte, x []float32) (float32, bool)  { return kdot(iq4xsDotAVX2, 136, row, x) }
+func dotIQ4NLFast(row []byte, x []float32) (float32, bool) {
+	return kdot(pick(iq4nlDot512, iq4nlDotAVX2), 18, row, x)
+}
+func dotQ4_0Fast(row []byte, x []float32) (float32, bool) {
+	return kdot(pick(q40Dot512, q40DotAVX2), 18, row, x)
+}
+func dotIQ4XSFast(row []byte, x []float32) (float32, bool) {
+	return kdot(pick(iq4xsDot512, iq4xsDotAVX2), 136, row, x)
+}
 func dotQ4_1Fast(row []byte, x []float32) (float32, bool)   { return kdot(q41DotAVX2, 20, row, x) }
 func dotQ5_0Fast(row []byte, x []float32) (float32, bool)   { return kdot(q50DotAVX2, 22, row, x) }
 func dotQ5_1Fast(row []byte, x []float32) (float32, bool)   { return kdot(q51DotAVX2, 24, row, x) }

@@ -344,6 +344,33 @@ TEXT ·q40DotAVX2(SB), NOSPLIT, $0-28
 	VBROADCASTSS sc(SP), Y6 \
 	IQ4_32(qb, xo, 32+xo, 64+xo, 96+xo)
 
+// IQ4XS_SCALES puts a block's eight d·(scale−32) (iq4xsScale) in the
+// frame (0(SP)..31(SP)).
+#define IQ4XS_SCALES \
+	MOVL 4(SI), AX \
+	MOVQ AX, X4 \
+	VPBROADCASTD X4, Y4 \
+	VPSRLVD kdotShr4<>(SB), Y4, Y4 \
+	VPBROADCASTD kdotMask15<>(SB), Y7 \
+	VPAND Y7, Y4, Y4 \
+	MOVWLZX 2(SI), AX \
+	MOVQ AX, X5 \
+	VPBROADCASTD X5, Y5 \
+	VPSRLVD kdotShr2<>(SB), Y5, Y5 \
+	VPBROADCASTD kdotMask3<>(SB), Y7 \
+	VPAND Y7, Y5, Y5 \
+	VPSLLD $4, Y5, Y5 \
+	VPOR Y5, Y4, Y4 \
+	VPBROADCASTD kdotInt32<>(SB), Y7 \
+	VPSUBD Y7, Y4, Y4 \
+	VCVTDQ2PS Y4, Y4 \
+	MOVWLZX (SI), AX \
+	MOVQ AX, X6 \
+	VCVTPH2PS X6, X6 \
+	VBROADCASTSS X6, Y6 \
+	VMULPS Y6, Y4, Y4 \
+	VMOVUPS Y4, 0(SP)
+
 // func iq4xsDotAVX2(row *byte, x *float32, nb int) float32
 // nb ≥ 1 blocks of 136 bytes: d (f16), the scales' high bits (u16), their
 // low nibbles (4 bytes), 8 sub-blocks of 16 quant bytes. Sub-block ib's
@@ -352,29 +379,7 @@ TEXT ·iq4xsDotAVX2(SB), NOSPLIT, $32-28
 	KDOT_BEGIN
 	IQ4_TABLE
 iq4xsblock:
-	MOVL 4(SI), AX
-	MOVQ AX, X4
-	VPBROADCASTD X4, Y4
-	VPSRLVD kdotShr4<>(SB), Y4, Y4
-	VPBROADCASTD kdotMask15<>(SB), Y7
-	VPAND Y7, Y4, Y4
-	MOVWLZX 2(SI), AX
-	MOVQ AX, X5
-	VPBROADCASTD X5, Y5
-	VPSRLVD kdotShr2<>(SB), Y5, Y5
-	VPBROADCASTD kdotMask3<>(SB), Y7
-	VPAND Y7, Y5, Y5
-	VPSLLD $4, Y5, Y5
-	VPOR Y5, Y4, Y4
-	VPBROADCASTD kdotInt32<>(SB), Y7
-	VPSUBD Y7, Y4, Y4
-	VCVTDQ2PS Y4, Y4
-	MOVWLZX (SI), AX
-	MOVQ AX, X6
-	VCVTPH2PS X6, X6
-	VBROADCASTSS X6, Y6
-	VMULPS Y6, Y4, Y4
-	VMOVUPS Y4, 0(SP)
+	IQ4XS_SCALES
 	IQ4XS_SUB(0, 8, 0)
 	IQ4XS_SUB(4, 24, 128)
 	IQ4XS_SUB(8, 40, 256)
@@ -388,6 +393,88 @@ iq4xsblock:
 	DECQ CX
 	JNZ iq4xsblock
 	KDOT_SUM
+
+// IQ4_32W: IQ4_32 sixteen at a time (AVX-512): the same weights, into
+// Z0 (the low nibbles' 16) and Z1 (the high ones').
+#define IQ4_32W(qb, x0, x1) \
+	VMOVDQU qb(SI), X4 \
+	VPAND X14, X4, X5 \
+	VPSRLW $4, X4, X4 \
+	VPAND X14, X4, X4 \
+	VPSHUFB X5, X13, X5 \
+	VPSHUFB X4, X13, X4 \
+	VPMOVSXBD X5, Z7 \
+	VPMOVSXBD X4, Z8 \
+	VCVTDQ2PS Z7, Z7 \
+	VCVTDQ2PS Z8, Z8 \
+	VMULPS Z6, Z7, Z7 \
+	VMULPS Z6, Z8, Z8 \
+	VFMADD231PS x0(DI), Z7, Z0 \
+	VFMADD231PS x1(DI), Z8, Z1
+
+// KDOT_SUM512W returns the sum of the 512-bit Z0..Z3.
+#define KDOT_SUM512W \
+	VADDPS Z1, Z0, Z0 \
+	VADDPS Z3, Z2, Z2 \
+	VADDPS Z2, Z0, Z0 \
+	VEXTRACTF64X4 $1, Z0, Y1 \
+	VADDPS Y1, Y0, Y0 \
+	VEXTRACTF128 $1, Y0, X1 \
+	VADDPS X1, X0, X0 \
+	VHADDPS X0, X0, X0 \
+	VHADDPS X0, X0, X0 \
+	VZEROUPPER \
+	MOVSS X0, ret+24(FP) \
+	RET
+
+// NIB4_BLOCKS512 is NIB4_BLOCKS with IQ4_32W.
+#define NIB4_BLOCKS512(tbl, loop) \
+	KDOT_BEGIN \
+	VMOVDQU tbl(SB), X13 \
+	VPBROADCASTD kdotNib<>(SB), X14 \
+loop: \
+	MOVWLZX (SI), AX \
+	MOVQ AX, X6 \
+	VCVTPH2PS X6, X6 \
+	VBROADCASTSS X6, Z6 \
+	IQ4_32W(2, 0, 64) \
+	ADDQ $18, SI \
+	ADDQ $128, DI \
+	DECQ CX \
+	JNZ loop \
+	KDOT_SUM512W
+
+// func iq4nlDot512(row *byte, x *float32, nb int) float32
+TEXT ·iq4nlDot512(SB), NOSPLIT, $0-28
+	NIB4_BLOCKS512(kdotIQ4<>, iq4nlblock512)
+
+// func q40Dot512(row *byte, x *float32, nb int) float32
+TEXT ·q40Dot512(SB), NOSPLIT, $0-28
+	NIB4_BLOCKS512(kdotQ40<>, q40block512)
+
+#define IQ4XS_SUB512(sc, qb, xo) \
+	VBROADCASTSS sc(SP), Z6 \
+	IQ4_32W(qb, xo, 64+xo)
+
+// func iq4xsDot512(row *byte, x *float32, nb int) float32
+TEXT ·iq4xsDot512(SB), NOSPLIT, $32-28
+	KDOT_BEGIN
+	IQ4_TABLE
+iq4xsblock512:
+	IQ4XS_SCALES
+	IQ4XS_SUB512(0, 8, 0)
+	IQ4XS_SUB512(4, 24, 128)
+	IQ4XS_SUB512(8, 40, 256)
+	IQ4XS_SUB512(12, 56, 384)
+	IQ4XS_SUB512(16, 72, 512)
+	IQ4XS_SUB512(20, 88, 640)
+	IQ4XS_SUB512(24, 104, 768)
+	IQ4XS_SUB512(28, 120, 896)
+	ADDQ $136, SI
+	ADDQ $1024, DI
+	DECQ CX
+	JNZ iq4xsblock512
+	KDOT_SUM512W
 
 // Q3K_STEP: eight weights of one 2-bit plane: (Q >> qs) & 3, plus 4 unless
 // the hmask bit (H >> hs) is set minus 4, times the d·scale at sc(SP);

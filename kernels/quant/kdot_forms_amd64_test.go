@@ -27,6 +27,8 @@ func TestKDotForms(t *testing.T) {
 		{kernels.Q6_K, q6kDotAVX2, 210, false}, {kernels.Q8_0, q80DotAVX2, 34, false},
 		{kernels.Q4_K, q4kDot512, 144, true}, {kernels.Q5_K, q5kDot512, 176, true},
 		{kernels.Q6_K, q6kDot512, 210, true}, {kernels.Q8_0, q80Dot512, 34, true},
+		{kernels.Q4_0, q40DotAVX2, 18, false}, {kernels.IQ4_NL, iq4nlDotAVX2, 18, false}, {kernels.IQ4_XS, iq4xsDotAVX2, 136, false},
+		{kernels.Q4_0, q40Dot512, 18, true}, {kernels.IQ4_NL, iq4nlDot512, 18, true}, {kernels.IQ4_XS, iq4xsDot512, 136, true},
 	} {
 		if c.wide && !haveKDot512 {
 			continue
