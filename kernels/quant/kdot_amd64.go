@@ -23,11 +23,11 @@ import "golang.org/x/sys/cpu"
 var haveKDot = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
 
 // haveKDot512: the Q4_K, Q5_K, Q6_K and Q8_0 loops in AVX-512
-// (kdot512_amd64.s), and Q4_0, IQ4_NL and IQ4_XS's (kdot_amd64.s), the
+// (kdot512_amd64.s), and Q3_K, Q4_0, IQ4_NL and IQ4_XS's (kdot_amd64.s), the
 // same weights sixteen at a time. A 4096-element row on a Zen 5 core: Q4_K
-// 254 → 155 ns, Q5_K 370 → 208, Q6_K 325 → 178, Q8_0 244 → 225, Q4_0 270 →
-// 237, IQ4_XS 246 → 163; a Qwen3-0.6B-shaped Q4_K_M decodes at 52–53 tok/s
-// on two cores against 37–38 (docs/benchmarks.md).
+// 254 → 155 ns, Q5_K 370 → 208, Q6_K 325 → 178, Q3_K 423 → 228, Q8_0 244 →
+// 225, Q4_0 270 → 237, IQ4_XS 246 → 163; a Qwen3-0.6B-shaped Q4_K_M decodes
+// at 52–53 tok/s on two cores against 37–38 (docs/benchmarks.md).
 var haveKDot512 = haveKDot && cpu.X86.HasAVX512F
 
 //go:noescape
@@ -44,6 +44,9 @@ func q80Dot512(row *byte, x *float32, nb int) float32
 
 //go:noescape
 func q40Dot512(row *byte, x *float32, nb int) float32
+
+//go:noescape
+func q3kDot512(row *byte, x *float32, nb int) float32
 
 //go:noescape
 func iq4nlDot512(row *byte, x *float32, nb int) float32

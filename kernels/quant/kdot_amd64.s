@@ -504,6 +504,65 @@ iq4xsblock512:
 	Q3K_STEP(4, (hs+2), 16+sc, 256+xo, Y2) \
 	Q3K_STEP(6, (hs+3), 24+sc, 384+xo, Y3)
 
+// Q3K_SCALES puts a block's sixteen d·(scale−32) in the frame
+// (0(SP)..63(SP)): the scales as q3Scales unpacks them, four bytes at a
+// time: a0&0x0f.. | (t&0x03..)<<4, a1&0x0f.. | (t>>2&0x03..)<<4,
+// a0>>4&0x0f.. | (t>>4&0x03..)<<4, a1>>4&0x0f.. | (t>>6&0x03..)<<4.
+#define Q3K_SCALES \
+	MOVL 96(SI), R8 \
+	MOVL 100(SI), R9 \
+	MOVL 104(SI), R10 \
+	MOVL R8, AX \
+	ANDL $0x0f0f0f0f, AX \
+	MOVL R10, BX \
+	ANDL $0x03030303, BX \
+	SHLL $4, BX \
+	ORL BX, AX \
+	MOVL R9, DX \
+	ANDL $0x0f0f0f0f, DX \
+	MOVL R10, BX \
+	SHRL $2, BX \
+	ANDL $0x03030303, BX \
+	SHLL $4, BX \
+	ORL BX, DX \
+	SHLQ $32, DX \
+	ORQ DX, AX \
+	MOVQ AX, X4 \
+	MOVL R8, AX \
+	SHRL $4, AX \
+	ANDL $0x0f0f0f0f, AX \
+	MOVL R10, BX \
+	SHRL $4, BX \
+	ANDL $0x03030303, BX \
+	SHLL $4, BX \
+	ORL BX, AX \
+	MOVL R9, DX \
+	SHRL $4, DX \
+	ANDL $0x0f0f0f0f, DX \
+	MOVL R10, BX \
+	SHRL $6, BX \
+	ANDL $0x03030303, BX \
+	SHLL $4, BX \
+	ORL BX, DX \
+	SHLQ $32, DX \
+	ORQ DX, AX \
+	MOVQ AX, X5 \
+	MOVWLZX 108(SI), AX \
+	MOVQ AX, X6 \
+	VCVTPH2PS X6, X6 \
+	VBROADCASTSS X6, Y6 \
+	VPBROADCASTD kdotInt32<>(SB), Y7 \
+	VPMOVZXBD X4, Y4 \
+	VPMOVZXBD X5, Y5 \
+	VPSUBD Y7, Y4, Y4 \
+	VPSUBD Y7, Y5, Y5 \
+	VCVTDQ2PS Y4, Y4 \
+	VCVTDQ2PS Y5, Y5 \
+	VMULPS Y6, Y4, Y4 \
+	VMULPS Y6, Y5, Y5 \
+	VMOVUPS Y4, 0(SP) \
+	VMOVUPS Y5, 32(SP)
+
 // func q3kDotAVX2(row *byte, x *float32, nb int) float32
 // nb ≥ 1 blocks of 110 bytes: 32 bytes of hmask, 64 of 2-bit quants, 12
 // of packed 6-bit scales (q3Scales), d (f16). Each block's d·(scale−32)
@@ -514,62 +573,7 @@ TEXT ·q3kDotAVX2(SB), NOSPLIT, $64-28
 	VPBROADCASTD kdotOne<>(SB), Y14
 	VPBROADCASTD kdotFour<>(SB), Y13
 q3kblock:
-	// The 16 scales as q3Scales unpacks them, four bytes at a time:
-	// a0&0x0f.. | (t&0x03..)<<4, a1&0x0f.. | (t>>2&0x03..)<<4,
-	// a0>>4&0x0f.. | (t>>4&0x03..)<<4, a1>>4&0x0f.. | (t>>6&0x03..)<<4.
-	MOVL 96(SI), R8
-	MOVL 100(SI), R9
-	MOVL 104(SI), R10
-	MOVL R8, AX
-	ANDL $0x0f0f0f0f, AX
-	MOVL R10, BX
-	ANDL $0x03030303, BX
-	SHLL $4, BX
-	ORL BX, AX
-	MOVL R9, DX
-	ANDL $0x0f0f0f0f, DX
-	MOVL R10, BX
-	SHRL $2, BX
-	ANDL $0x03030303, BX
-	SHLL $4, BX
-	ORL BX, DX
-	SHLQ $32, DX
-	ORQ DX, AX
-	MOVQ AX, X4
-	MOVL R8, AX
-	SHRL $4, AX
-	ANDL $0x0f0f0f0f, AX
-	MOVL R10, BX
-	SHRL $4, BX
-	ANDL $0x03030303, BX
-	SHLL $4, BX
-	ORL BX, AX
-	MOVL R9, DX
-	SHRL $4, DX
-	ANDL $0x0f0f0f0f, DX
-	MOVL R10, BX
-	SHRL $6, BX
-	ANDL $0x03030303, BX
-	SHLL $4, BX
-	ORL BX, DX
-	SHLQ $32, DX
-	ORQ DX, AX
-	MOVQ AX, X5
-	MOVWLZX 108(SI), AX
-	MOVQ AX, X6
-	VCVTPH2PS X6, X6
-	VBROADCASTSS X6, Y6
-	VPBROADCASTD kdotInt32<>(SB), Y7
-	VPMOVZXBD X4, Y4
-	VPMOVZXBD X5, Y5
-	VPSUBD Y7, Y4, Y4
-	VPSUBD Y7, Y5, Y5
-	VCVTDQ2PS Y4, Y4
-	VCVTDQ2PS Y5, Y5
-	VMULPS Y6, Y4, Y4
-	VMULPS Y6, Y5, Y5
-	VMOVUPS Y4, 0(SP)
-	VMOVUPS Y5, 32(SP)
+	Q3K_SCALES
 	Q3K_GROUP(32, 0, 0, 0, 0)
 	Q3K_GROUP(40, 8, 0, 0, 32)
 	Q3K_GROUP(48, 16, 0, 4, 64)
@@ -583,6 +587,48 @@ q3kblock:
 	DECQ CX
 	JNZ q3kblock
 	KDOT_SUM
+
+// Q3K_STEP16 is Q3K_STEP sixteen at a time (AVX-512): Q in Z4, H in Z5.
+#define Q3K_STEP16(qs, hs, sc, xo, acc) \
+	VPSRLD $qs, Z4, Z6 \
+	VPANDD Z15, Z6, Z6 \
+	VPSRLD $hs, Z5, Z7 \
+	VPANDD Z14, Z7, Z7 \
+	VPSLLD $2, Z7, Z7 \
+	VPADDD Z7, Z6, Z6 \
+	VPSUBD Z13, Z6, Z6 \
+	VCVTDQ2PS Z6, Z6 \
+	VBROADCASTSS sc(SP), Z8 \
+	VMULPS Z8, Z6, Z6 \
+	VFMADD231PS xo(DI), Z6, acc
+
+// Q3K_GROUP16: Q3K_GROUP over sixteen quant and hmask bytes (l-values
+// sharing one scale of each plane).
+#define Q3K_GROUP16(qb, hb, hs, sc, xo) \
+	VPMOVZXBD qb(SI), Z4 \
+	VPMOVZXBD hb(SI), Z5 \
+	Q3K_STEP16(0, hs, sc, xo, Z0) \
+	Q3K_STEP16(2, (hs+1), 8+sc, 128+xo, Z1) \
+	Q3K_STEP16(4, (hs+2), 16+sc, 256+xo, Z2) \
+	Q3K_STEP16(6, (hs+3), 24+sc, 384+xo, Z3)
+
+// func q3kDot512(row *byte, x *float32, nb int) float32
+TEXT ·q3kDot512(SB), NOSPLIT, $64-28
+	KDOT_BEGIN
+	VPBROADCASTD kdotMask3<>(SB), Z15
+	VPBROADCASTD kdotOne<>(SB), Z14
+	VPBROADCASTD kdotFour<>(SB), Z13
+q3kblock512:
+	Q3K_SCALES
+	Q3K_GROUP16(32, 0, 0, 0, 0)
+	Q3K_GROUP16(48, 16, 0, 4, 64)
+	Q3K_GROUP16(64, 0, 4, 32, 512)
+	Q3K_GROUP16(80, 16, 4, 36, 576)
+	ADDQ $110, SI
+	ADDQ $1024, DI
+	DECQ CX
+	JNZ q3kblock512
+	KDOT_SUM512W
 
 // Q2K_STEP: eight weights of one 2-bit plane of Q (Y4): (Q >> qs) & 3
 // times the d·scale at sc(SP), minus the dmin·min at mc(SP); x at xo(DI)

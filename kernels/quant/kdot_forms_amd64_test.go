@@ -29,6 +29,7 @@ func TestKDotForms(t *testing.T) {
 		{kernels.Q6_K, q6kDot512, 210, true}, {kernels.Q8_0, q80Dot512, 34, true},
 		{kernels.Q4_0, q40DotAVX2, 18, false}, {kernels.IQ4_NL, iq4nlDotAVX2, 18, false}, {kernels.IQ4_XS, iq4xsDotAVX2, 136, false},
 		{kernels.Q4_0, q40Dot512, 18, true}, {kernels.IQ4_NL, iq4nlDot512, 18, true}, {kernels.IQ4_XS, iq4xsDot512, 136, true},
+		{kernels.Q3_K, q3kDotAVX2, 110, false}, {kernels.Q3_K, q3kDot512, 110, true},
 	} {
 		if c.wide && !haveKDot512 {
 			continue
