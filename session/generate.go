@@ -91,8 +91,11 @@ type GenerateResult struct {
 	Usage        Usage
 }
 
-// encode turns an append's input into tokens.
-func (e *engine) encode(in AppendInput) ([]int32, error) {
+// encode turns an append's input into tokens. Text that starts a
+// session (start) gets the special tokens the tokenizer puts before a
+// text (Llama's BOS), as a prompt encoded on its own does; chat messages
+// get what their template writes.
+func (e *engine) encode(in AppendInput, start bool) ([]int32, error) {
 	n := 0
 	if in.Text != "" {
 		n++
@@ -112,6 +115,8 @@ func (e *engine) encode(in AppendInput) ([]int32, error) {
 		toks = slices.Clone(in.Tokens)
 	case e.tok == nil:
 		return nil, fmt.Errorf("%w: model %s has no tokenizer; send tokens", ErrBadRequest, e.name)
+	case in.Text != "" && start:
+		toks = e.tok.EncodeStart(in.Text)
 	case in.Text != "":
 		toks = e.tok.Encode(in.Text)
 	default:
@@ -219,7 +224,7 @@ func (m *Manager) Append(ctx context.Context, owner Owner, id string, in AppendI
 		return AppendResult{}, err
 	}
 	defer s.release()
-	add, err := e.encode(in)
+	add, err := e.encode(in, len(s.tokens) == 0)
 	if err != nil {
 		return AppendResult{}, err
 	}

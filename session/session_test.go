@@ -5,6 +5,9 @@ import (
 	"errors"
 	"slices"
 	"testing"
+
+	"github.com/pocketllm/pocketllm/models/demo"
+	"github.com/pocketllm/pocketllm/models/tokenizer"
 )
 
 // TestAppendGenerateMatchesCold: append → generate → append → generate
@@ -187,5 +190,42 @@ func TestErrors(t *testing.T) {
 	}
 	if len(m.List(1)) != 0 {
 		t.Errorf("list after close: %v", m.List(1))
+	}
+}
+
+// TestTextStartsWithBOS: the text that starts a session gets the special
+// tokens the tokenizer puts before a text (here a Llama-class tokenizer's
+// BOS, the demo vocabulary's <|endoftext|>), as a prompt encoded on its
+// own does; text appended after it, and a session started from tokens,
+// get none.
+func TestTextStartsWithBOS(t *testing.T) {
+	model, _ := loadDemo(t)
+	tok, err := tokenizer.New(demo.TokenizerJSON(),
+		[]byte(`{"bos_token": "<|endoftext|>", "eos_token": "<|im_end|>", "tokenizer_class": "LlamaTokenizerFast"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newManager(t, "", ModelConfig{Name: "demo", Model: model, Tokenizer: tok})
+	ctx := context.Background()
+	id := mustOpen(t, m, "demo")
+	for _, text := range []string{"Once", " upon"} {
+		if _, err := m.Append(ctx, 1, id, AppendInput{Text: text}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := m.Tokens(1, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := slices.Concat([]int32{demo.EndOfText}, tok.Encode("Once"), tok.Encode(" upon")); !slices.Equal(got, want) {
+		t.Errorf("tokens %v, want %v", got, want)
+	}
+	id = mustOpen(t, m, "demo")
+	mustAppend(t, m, id, []int32{'A'})
+	if _, err := m.Append(ctx, 1, id, AppendInput{Text: "B"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := m.Tokens(1, id); !slices.Equal(got, []int32{'A', 'B'}) {
+		t.Errorf("after tokens: %v, want [65 66]", got)
 	}
 }

@@ -113,7 +113,9 @@ type FunctionCall struct {
 }
 
 // Append is the body of POST /v0/sessions/{id}/append: exactly one of
-// Text, Tokens or Messages.
+// Text, Tokens or Messages. Text that starts a session is encoded with
+// the special tokens the tokenizer puts before a text (Llama's BOS);
+// text after that, and tokens, are taken as they are.
 type Append struct {
 	Text     *string   `json:"text,omitempty"`
 	Tokens   []int32   `json:"tokens,omitempty"`

@@ -79,7 +79,7 @@ func (g *Gateway) serveChat(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, aerr)
 		return
 	}
-	p, aerr := g.prepare(ctx, j, func(m *modelInfo) ([]int32, *apiError) {
+	p, aerr := g.prepare(ctx, j, func(m *modelInfo, _ bool) ([]int32, *apiError) {
 		if m.tok == nil || !m.tok.HasChatTemplate() {
 			return nil, badParam("model", "model %s has no chat template: use /v1/completions", m.name)
 		}

@@ -70,7 +70,7 @@ func (g *Gateway) serveCompletion(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, aerr)
 		return
 	}
-	p, aerr := g.prepare(ctx, j, func(m *modelInfo) ([]int32, *apiError) {
+	p, aerr := g.prepare(ctx, j, func(m *modelInfo, start bool) ([]int32, *apiError) {
 		if j.ids != nil {
 			return j.ids, nil
 		}
@@ -87,10 +87,15 @@ func (g *Gateway) serveCompletion(ctx *fasthttp.RequestCtx) {
 			}
 			return m.tok.EncodeSpecial(f.prompt(*j.text, *j.suffix)), nil
 		}
-		if j.sessionID != "" || j.echo {
-			// More of a session's text; or an echoed prompt, whose
-			// tokens must spell the text given back.
+		switch {
+		case j.echo || (j.sessionID != "" && !start):
+			// An echoed prompt, whose tokens must spell the text given
+			// back; or more of a session's text.
 			return m.tok.Encode(*j.text), nil
+		case j.sessionID != "":
+			// The text an empty session starts with, as
+			// /v0/sessions/{id}/append encodes it.
+			return m.tok.EncodeStart(*j.text), nil
 		}
 		// A prompt of its own starts with the special tokens the
 		// tokenizer puts before a text (Llama's <|begin_of_text|>), as

@@ -33,8 +33,10 @@ type prepared struct {
 }
 
 // prepare resolves the model (or the session), checks the context length
-// and builds the run function for prompt.
-func (g *Gateway) prepare(ctx *fasthttp.RequestCtx, j *job, encode func(*modelInfo) ([]int32, *apiError)) (*prepared, *apiError) {
+// and builds the run function for prompt. encode's start tells that the
+// prompt starts a sequence: the request has no session, or its session
+// is empty.
+func (g *Gateway) prepare(ctx *fasthttp.RequestCtx, j *job, encode func(m *modelInfo, start bool) ([]int32, *apiError)) (*prepared, *apiError) {
 	owner := g.owner(ctx)
 	mgr := g.srv.Sessions()
 	var sessTokens int
@@ -53,7 +55,7 @@ func (g *Gateway) prepare(ctx *fasthttp.RequestCtx, j *job, encode func(*modelIn
 	if aerr != nil {
 		return nil, aerr
 	}
-	prompt, aerr := encode(m)
+	prompt, aerr := encode(m, sessTokens == 0)
 	if aerr != nil {
 		return nil, aerr
 	}

@@ -76,6 +76,11 @@ type tokenizeRequest struct {
 	Messages            []chatMessage  `json:"messages"`
 	AddGenerationPrompt *bool          `json:"add_generation_prompt"`
 	ChatTemplateKwargs  map[string]any `json:"chat_template_kwargs"`
+	// AddSpecialTokens puts the tokenizer's special tokens around the
+	// text (Llama's BOS), as vLLM's /tokenize does: by default for a
+	// prompt, which /v1/completions encodes so, and not for messages,
+	// whose template writes its own.
+	AddSpecialTokens *bool `json:"add_special_tokens"`
 }
 
 type tokenizeResponse struct {
@@ -144,7 +149,14 @@ func (g *Gateway) serveTokenize(ctx *fasthttp.RequestCtx) {
 			return
 		}
 	}
+	special := r.Prompt != nil
+	if r.AddSpecialTokens != nil {
+		special = *r.AddSpecialTokens
+	}
 	toks := m.tok.Encode(text)
+	if special {
+		toks = m.tok.EncodeSpecial(text)
+	}
 	if toks == nil {
 		toks = []int32{}
 	}

@@ -60,6 +60,6 @@ func TokenizerFromGGUF(f *gguf.File) (*tokenizer.Tokenizer, error) {
 	}
 	return tokenizer.FromVocab(tokenizer.Vocab{
 		Model: v.Model, Tokens: v.Tokens, Types: v.Types, Merges: v.Merges, Pre: v.Pre,
-		BOS: v.BOS, EOS: v.EOS, ChatTemplate: v.ChatTemplate,
+		BOS: v.BOS, EOS: v.EOS, AddBOS: v.AddBOS, AddEOS: v.AddEOS, ChatTemplate: v.ChatTemplate,
 	})
 }

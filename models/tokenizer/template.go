@@ -92,3 +92,24 @@ func (t *Tokenizer) EncodeSpecial(text string) []int32 {
 	}
 	return ids
 }
+
+// StartIDs are the special tokens the post-processor puts before a text
+// (Llama 3's <|begin_of_text|>, a GGUF's BOS when add_bos_token is set):
+// what a sequence starts with. Nil when it puts none (Qwen3).
+func (t *Tokenizer) StartIDs() []int32 {
+	var ids []int32
+	for _, p := range t.template {
+		if p.ids == nil {
+			break
+		}
+		ids = append(ids, p.ids...)
+	}
+	return ids
+}
+
+// EncodeStart encodes text that starts a sequence: StartIDs, then the
+// text, without the special tokens a template puts after it (an
+// embedding model's end token), as the sequence goes on after it.
+func (t *Tokenizer) EncodeStart(text string) []int32 {
+	return append(t.StartIDs(), t.Encode(text)...)
+}

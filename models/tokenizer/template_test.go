@@ -25,6 +25,18 @@ func TestEncodeSpecial(t *testing.T) {
 	if got, want := llama.EncodeSpecial(text), append([]int32{128000}, llama.Encode(text)...); !slices.Equal(got, want) {
 		t.Errorf("llama3_1: %v, want %v", got, want)
 	}
+	if got, want := llama.EncodeStart(text), llama.EncodeSpecial(text); !slices.Equal(got, want) {
+		t.Errorf("llama3_1: EncodeStart %v, want %v", got, want)
+	}
+	// DeepSeek-V3's tokenizer.json adds nothing, but its
+	// LlamaTokenizerFast class adds the BOS its config asks for.
+	ds, err := Load(filepath.Join("testdata", "deepseek_v3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ds.EncodeSpecial(text), append([]int32{0}, ds.Encode(text)...); !slices.Equal(got, want) {
+		t.Errorf("deepseek_v3: %v, want %v", got, want)
+	}
 	qwen, err := Load(filepath.Join("testdata", "qwen3"))
 	if err != nil {
 		t.Fatal(err)
@@ -66,6 +78,9 @@ func TestEncodeSpecial(t *testing.T) {
 	}
 	if got, want := emb.EncodeSpecial(text), append(qwen.Encode(text), 151643); !slices.Equal(got, want) {
 		t.Errorf("Qwen3-Embedding's template: %v, want %v", got, want)
+	}
+	if got, want := emb.EncodeStart(text), qwen.Encode(text); !slices.Equal(got, want) {
+		t.Errorf("Qwen3-Embedding's template: EncodeStart %v, want the text alone %v", got, want)
 	}
 	for _, bad := range []string{
 		`{"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"X"}},{"Sequence":{"id":"A"}}],"special_tokens":{}}`,

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // ErrUnsupported is returned (wrapped) for tokenizer files that use a
@@ -287,10 +288,18 @@ func (t *Tokenizer) applyConfig(configJSON []byte) error {
 		BOS          json.RawMessage `json:"bos_token"`
 		EOS          json.RawMessage `json:"eos_token"`
 		ChatTemplate json.RawMessage `json:"chat_template"`
+		Class        string          `json:"tokenizer_class"`
+		AddBOS       *bool           `json:"add_bos_token"`
+		AddEOS       *bool           `json:"add_eos_token"`
 	}
 	if err := json.Unmarshal(configJSON, &cfg); err != nil {
 		return err
 	}
+	defer func() {
+		if flagsTemplate(cfg.Class) {
+			t.setFlagsTemplate(cfg.AddBOS == nil || *cfg.AddBOS, cfg.AddEOS != nil && *cfg.AddEOS)
+		}
+	}()
 	if s, ok := tokenName(cfg.BOS); ok {
 		t.bosToken, t.hasBOSTok = s, true
 		if id, ok := t.TokenID(s); ok {
@@ -321,6 +330,30 @@ func (t *Tokenizer) applyConfig(configJSON []byte) error {
 		}
 	}
 	return nil
+}
+
+// flagsTemplate tells the tokenizer classes whose Hugging Face fast
+// tokenizer rebuilds the post-processor from add_bos_token (default true)
+// and add_eos_token (default false) when it loads, whatever tokenizer.json
+// says: DeepSeek-V3's LlamaTokenizerFast adds its BOS that way.
+func flagsTemplate(class string) bool {
+	class = strings.TrimSuffix(class, "Fast")
+	return class == "LlamaTokenizer" || class == "CodeLlamaTokenizer" || class == "GemmaTokenizer"
+}
+
+// setFlagsTemplate makes the post-processor's template BOS (if addBOS and
+// the vocabulary has one), the text, then the first EOS (if addEOS).
+func (t *Tokenizer) setFlagsTemplate(addBOS, addEOS bool) {
+	t.template = nil
+	if addBOS && t.bos >= 0 {
+		t.template = append(t.template, templatePiece{ids: []int32{t.bos}})
+	}
+	t.template = append(t.template, templatePiece{})
+	if addEOS && t.eosToken != "" {
+		if id, ok := t.TokenID(t.eosToken); ok {
+			t.template = append(t.template, templatePiece{ids: []int32{id}})
+		}
+	}
 }
 
 // endTokens are end-of-turn/end-of-text tokens that stop generation when

@@ -19,13 +19,17 @@ const (
 
 // Vocab is a tokenizer as GGUF metadata describes it (tokenizer.ggml.*).
 type Vocab struct {
-	Model        string   // tokenizer.ggml.model; only "gpt2" (byte-level BPE) is supported
-	Tokens       []string // by id
-	Types        []int32  // GGUF token types by id (optional: all normal)
-	Merges       []string // "a b", lowest rank first
-	Pre          string   // tokenizer.ggml.pre, e.g. "qwen2", "llama-bpe", "deepseek-v3"
-	BOS, EOS     int32    // -1 if none
-	ChatTemplate string
+	Model    string   // tokenizer.ggml.model; only "gpt2" (byte-level BPE) is supported
+	Tokens   []string // by id
+	Types    []int32  // GGUF token types by id (optional: all normal)
+	Merges   []string // "a b", lowest rank first
+	Pre      string   // tokenizer.ggml.pre, e.g. "qwen2", "llama-bpe", "deepseek-v3"
+	BOS, EOS int32    // -1 if none
+	// AddBOS/AddEOS are tokenizer.ggml.add_bos_token/add_eos_token: the
+	// special tokens put around a text that is encoded on its own
+	// (EncodeSpecial, EncodeStart), as a post_processor's template.
+	AddBOS, AddEOS bool
+	ChatTemplate   string
 }
 
 // preByName maps llama.cpp's pre-tokenizer names to the Hugging Face
@@ -122,6 +126,9 @@ func FromVocab(v Vocab) (*Tokenizer, error) {
 	}
 	if v.ChatTemplate != "" {
 		t.chat = newChatTemplate(v.ChatTemplate)
+	}
+	if v.AddBOS || v.AddEOS {
+		t.setFlagsTemplate(v.AddBOS, v.AddEOS)
 	}
 	t.addDefaultEOS()
 	return t, nil

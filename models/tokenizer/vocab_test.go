@@ -98,6 +98,32 @@ func TestFromVocabMatchesReference(t *testing.T) {
 			if !slices.Equal(tk.EOS(), hf.EOS()) {
 				t.Errorf("EOS %v, tokenizer.json gives %v", tk.EOS(), hf.EOS())
 			}
+			// add_bos_token gives what tokenizer.json's template gives
+			// (Llama 3.1's <|begin_of_text|>); without it nothing is added.
+			const text = "Hello, world"
+			if got := tk.EncodeStart(text); !slices.Equal(got, tk.Encode(text)) {
+				t.Errorf("without add_bos_token: EncodeStart %v", got)
+			}
+			v.AddBOS = v.BOS >= 0
+			bos, err := FromVocab(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := bos.EncodeStart(text), hf.EncodeStart(text); !slices.Equal(got, want) {
+				t.Errorf("with add_bos_token %v: EncodeStart %v, tokenizer.json gives %v", v.AddBOS, got, want)
+			}
+			v.AddEOS = true
+			both, err := FromVocab(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := append(bos.EncodeStart(text), v.EOS)
+			if got := both.EncodeSpecial(text); !slices.Equal(got, want) {
+				t.Errorf("with add_eos_token: EncodeSpecial %v, want %v", got, want)
+			}
+			if got := both.EncodeStart(text); !slices.Equal(got, bos.EncodeStart(text)) {
+				t.Errorf("EncodeStart %v put the end token on", got)
+			}
 		})
 	}
 }
