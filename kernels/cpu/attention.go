@@ -130,19 +130,6 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 	})
 }
 
-// expShifted replaces each score s by e^(s - maxS) (float64 exp, rounded
-// to float32) and returns their float32 sum in order: the softmax weights
-// of every attention here, unnormalised.
-func expShifted(scores []float32, maxS float32) float32 {
-	var sum float32
-	for i, s := range scores {
-		e := float32(math.Exp(float64(s - maxS)))
-		scores[i] = e
-		sum += e
-	}
-	return sum
-}
-
 // axpyGo is axpy's portable loop.
 func axpyGo(o, v []float32, w float32) {
 	v = v[:len(o)]

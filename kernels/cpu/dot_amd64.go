@@ -193,6 +193,32 @@ func bf16Row(src []uint16, dst []float32) {
 //go:noescape
 func axpyF32AVX2(o, v *float32, w float32, n int)
 
+//go:noescape
+func expShiftedx512(s *float32, n int, maxS float32, lanes *[16]float32)
+
+//go:noescape
+func expShiftedAVX2(s *float32, n int, maxS float32, lanes *[16]float32)
+
+// expShifted replaces each score s by e^(s - maxS) (exp.go) and returns
+// their sum: the softmax weights of every attention here, unnormalised.
+// Whole 16-score steps run in the vector loops, the rest in Go; every
+// form gives the same bits.
+func expShifted(scores []float32, maxS float32) float32 {
+	var lanes [16]float32
+	n := len(scores) &^ 15
+	switch {
+	case n == 0:
+	case haveAVX512:
+		expShiftedx512(&scores[0], n, maxS, &lanes)
+	case haveAVX2:
+		expShiftedAVX2(&scores[0], n, maxS, &lanes)
+	default:
+		n = 0
+	}
+	expShiftedFrom(scores, n, maxS, &lanes)
+	return sumLanes16(&lanes)
+}
+
 // axpy adds w·v to o (equal lengths), each product rounded before its sum
 // as in the portable loop, so the results are the same bits.
 func axpy(o, v []float32, w float32) {

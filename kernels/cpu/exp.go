@@ -1,0 +1,77 @@
+package cpu
+
+import "math"
+
+// The softmax's exponentials in float32: a Cody–Waite reduction to
+// e^r·2^k with |r| ≤ ln2/2 and a degree-7 polynomial, within 2 ulp of
+// e^x over the whole range (TestExpShiftedAccuracy). math.Exp's float64
+// call a score was 12% of a 2K-context CPU prefill; this form runs 16
+// lanes at a time in AVX-512 (exp512_amd64.s) and is written so that the
+// portable loop below computes the same bits: every operation is one
+// float32 multiply or add (explicit conversions keep Go from fusing
+// them), k is rounded half to even, and the sum is kept in 16 lanes
+// (score i in lane i mod 16) reduced as a tree.
+
+const (
+	expLog2E = float32(1.44269504088896341)
+	expLn2Hi = float32(0.693359375) // 9 bits: k·expLn2Hi is exact for |k| < 2^15
+	expLn2Lo = float32(-2.12194440e-4)
+	// expMin is the smallest x whose e^x is a normal float32; below it
+	// the weight is 0 (e^x < 1.2e-38: nothing next to the maximum's 1).
+	expMin = float32(-87.33654)
+	// Minimax coefficients of (e^r - 1 - r)/r² on |r| ≤ ln2/2 (the
+	// classic single-precision set), highest power first.
+	expP0 = float32(1.9875691500e-4)
+	expP1 = float32(1.3981999507e-3)
+	expP2 = float32(8.3334519073e-3)
+	expP3 = float32(4.1665795894e-2)
+	expP4 = float32(1.6666665459e-1)
+	expP5 = float32(5.0000001201e-1)
+)
+
+// expNeg is e^x for x ≤ 0, as one lane of the vector loop computes it.
+func expNeg(x float32) float32 {
+	if x < expMin {
+		return 0
+	}
+	k := float32(math.RoundToEven(float64(float32(x * expLog2E))))
+	r := x - float32(k*expLn2Hi)
+	r = r - float32(k*expLn2Lo)
+	p := float32(expP0*r) + expP1
+	p = float32(p*r) + expP2
+	p = float32(p*r) + expP3
+	p = float32(p*r) + expP4
+	p = float32(p*r) + expP5
+	r2 := float32(r * r)
+	p = float32(p*r2) + r
+	p = p + 1
+	return p * math.Float32frombits(uint32(int32(k)+127)<<23)
+}
+
+// expShiftedGo is expShifted's portable loop.
+func expShiftedGo(scores []float32, maxS float32) float32 {
+	var lanes [16]float32
+	expShiftedFrom(scores, 0, maxS, &lanes)
+	return sumLanes16(&lanes)
+}
+
+// expShiftedFrom does expShifted's work from score i0 (a multiple of 16)
+// on, into lanes.
+func expShiftedFrom(scores []float32, i0 int, maxS float32, lanes *[16]float32) {
+	for i := i0; i < len(scores); i++ {
+		e := expNeg(scores[i] - maxS)
+		scores[i] = e
+		lanes[i%16] += e
+	}
+}
+
+// sumLanes16 reduces 16 lanes as the vector loop does: halves added
+// lane by lane, 8 then 4, 2 and 1 wide.
+func sumLanes16(l *[16]float32) float32 {
+	for w := 8; w >= 1; w /= 2 {
+		for j := range w {
+			l[j] += l[j+w]
+		}
+	}
+	return l[0]
+}
