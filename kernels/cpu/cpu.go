@@ -95,13 +95,22 @@ func (b *Backend) Add(dst, x, y kernels.Buf, n int) {
 	}
 }
 
-// SwiGLU implements kernels.Backend.
+// SwiGLU implements kernels.Backend: silu(gate)·up, the SiLU by
+// sigmoidMul's vector loops (exp.go), 256 elements at a time through a
+// scratch on the stack, so dst may be gate or up.
 func (b *Backend) SwiGLU(dst, gate, up kernels.Buf, n int) {
 	d, g, u := f32(dst)[:n], f32(gate)[:n], f32(up)[:n]
-	for i := range d {
-		x := g[i]
-		d[i] = x / (1 + float32(math.Exp(float64(-x)))) * u[i]
-	}
+	b.parallel(n, 1<<14, func(lo, hi int) {
+		var scratch [256]float32
+		for off := lo; off < hi; off += len(scratch) {
+			t := scratch[:min(len(scratch), hi-off)]
+			copy(t, g[off:])
+			sigmoidMul(t, t)
+			for i, v := range t {
+				d[off+i] = v * u[off+i]
+			}
+		}
+	})
 }
 
 // RMSNorm implements kernels.Backend.

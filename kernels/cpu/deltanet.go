@@ -47,12 +47,16 @@ func (b *Backend) CausalConv1D(dst, x, state kernels.Buf, w kernels.Tensor, rows
 				for j, wv := range wc {
 					acc += wv * win[t+j]
 				}
-				d[t*ch+c] = acc * sigmoid(acc)
+				d[t*ch+c] = acc
 			}
 			for j := 0; j < hist; j++ {
 				st[j*ch+c] = win[rows+j]
 			}
 		}
+	})
+	out := d[:rows*ch]
+	b.parallel(len(out), 1<<14, func(lo, hi int) {
+		sigmoidMul(out[lo:hi], out[lo:hi]) // SiLU
 	})
 }
 
@@ -137,6 +141,7 @@ func (b *Backend) gatedDeltaRuleRecurrent(dst, qkv, a, bb, state kernels.Buf, aL
 func (b *Backend) RMSNormGated(dst, x, z kernels.Buf, w kernels.Tensor, rows, dim int, eps float32) {
 	scale := w.(*tensor).vector()
 	d, xs, zs := f32(dst), f32(x), f32(z)
+	silu := make([]float32, dim) // the gate's SiLU, a row at a time
 	for r := 0; r < rows; r++ {
 		row := xs[r*dim : (r+1)*dim]
 		var ss float64
@@ -144,10 +149,11 @@ func (b *Backend) RMSNormGated(dst, x, z kernels.Buf, w kernels.Tensor, rows, di
 			ss += float64(v) * float64(v)
 		}
 		inv := float32(1 / math.Sqrt(ss/float64(dim)+float64(eps)))
-		out, gate := d[r*dim:(r+1)*dim], zs[r*dim:(r+1)*dim]
+		out := d[r*dim : (r+1)*dim]
+		copy(silu, zs[r*dim:(r+1)*dim])
+		sigmoidMul(silu, silu)
 		for i, v := range row {
-			g := gate[i]
-			out[i] = v * inv * scale[i] * (g * sigmoid(g))
+			out[i] = v * inv * scale[i] * silu[i]
 		}
 	}
 }
@@ -155,7 +161,7 @@ func (b *Backend) RMSNormGated(dst, x, z kernels.Buf, w kernels.Tensor, rows, di
 // SigmoidMul implements kernels.HybridOps.
 func (b *Backend) SigmoidMul(x, gate kernels.Buf, n int) {
 	d, g := f32(x)[:n], f32(gate)[:n]
-	for i := range d {
-		d[i] *= sigmoid(g[i])
-	}
+	b.parallel(n, 1<<14, func(lo, hi int) {
+		sigmoidMul(d[lo:hi], g[lo:hi])
+	})
 }

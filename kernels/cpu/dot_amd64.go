@@ -219,6 +219,28 @@ func expShifted(scores []float32, maxS float32) float32 {
 	return sumLanes16(&lanes)
 }
 
+//go:noescape
+func sigmoidMulx512(d, x *float32, n int)
+
+//go:noescape
+func sigmoidMulAVX2(d, x *float32, n int)
+
+// sigmoidMul multiplies each d[i] by sigmoid(x[i]) (exp.go); d may be x,
+// which makes it SiLU in place. Every form gives the same bits.
+func sigmoidMul(d, x []float32) {
+	x = x[:len(d)]
+	n := 0
+	switch {
+	case haveAVX512 && len(d) >= 16:
+		n = len(d) &^ 15
+		sigmoidMulx512(&d[0], &x[0], n)
+	case haveAVX2 && len(d) >= 8:
+		n = len(d) &^ 7
+		sigmoidMulAVX2(&d[0], &x[0], n)
+	}
+	sigmoidMulGo(d[n:], x[n:])
+}
+
 // axpy adds w·v to o (equal lengths), each product rounded before its sum
 // as in the portable loop, so the results are the same bits.
 func axpy(o, v []float32, w float32) {

@@ -29,6 +29,8 @@ func bf16Row(src []uint16, dst []float32) {
 
 func axpy(o, v []float32, w float32) { axpyGo(o, v, w) }
 
+func sigmoidMul(d, x []float32) { sigmoidMulGo(d, x) }
+
 func expShifted(scores []float32, maxS float32) float32 { return expShiftedGo(scores, maxS) }
 
 func dotRows(q, k []float32, stride int, out []float32) {

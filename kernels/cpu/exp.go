@@ -48,6 +48,26 @@ func expNeg(x float32) float32 {
 	return p * math.Float32frombits(uint32(int32(k)+127)<<23)
 }
 
+// sigmoid32 is 1/(1+e^-x) from expNeg, as the vector loops compute it:
+// t = e^-|x|, then (x < 0 ? t : 1) / (1 + t), within 2 ulp
+// (TestSigmoidAccuracy; 0 below x = expMin).
+func sigmoid32(x float32) float32 {
+	t := expNeg(math.Float32frombits(math.Float32bits(x) | 1<<31))
+	num := float32(1)
+	if x < 0 {
+		num = t
+	}
+	return num / (1 + t)
+}
+
+// sigmoidMulGo is sigmoidMul's portable loop.
+func sigmoidMulGo(d, x []float32) {
+	x = x[:len(d)]
+	for i := range d {
+		d[i] *= sigmoid32(x[i])
+	}
+}
+
 // expShiftedGo is expShifted's portable loop.
 func expShiftedGo(scores []float32, maxS float32) float32 {
 	var lanes [16]float32

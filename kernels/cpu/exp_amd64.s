@@ -67,7 +67,12 @@ DATA expTab<>+352(SB)/8, $0x0000007f0000007f
 DATA expTab<>+360(SB)/8, $0x0000007f0000007f
 DATA expTab<>+368(SB)/8, $0x0000007f0000007f
 DATA expTab<>+376(SB)/8, $0x0000007f0000007f
-GLOBL expTab<>(SB), RODATA|NOPTR, $384
+// the sign bit
+DATA expTab<>+384(SB)/8, $0x8000000080000000
+DATA expTab<>+392(SB)/8, $0x8000000080000000
+DATA expTab<>+400(SB)/8, $0x8000000080000000
+DATA expTab<>+408(SB)/8, $0x8000000080000000
+GLOBL expTab<>(SB), RODATA|NOPTR, $416
 
 // EXP_TAIL finishes e^x from x and k = round(x·log2 e): x becomes r, p
 // the polynomial, k the float bits of 2^k (t is scratch). The constants
@@ -95,6 +100,30 @@ GLOBL expTab<>(SB), RODATA|NOPTR, $384
 	VPADDD I127, k, k \
 	VPSLLD $23, k, k
 
+// EXP512_CONSTS broadcasts the constants to Z18..Z29 (expMin .. 127).
+#define EXP512_CONSTS \
+	VBROADCASTSS expTab<>+0(SB), Z18 \
+	VBROADCASTSS expTab<>+32(SB), Z19 \
+	VBROADCASTSS expTab<>+64(SB), Z20 \
+	VBROADCASTSS expTab<>+96(SB), Z21 \
+	VBROADCASTSS expTab<>+128(SB), Z22 \
+	VBROADCASTSS expTab<>+160(SB), Z23 \
+	VBROADCASTSS expTab<>+192(SB), Z24 \
+	VBROADCASTSS expTab<>+224(SB), Z25 \
+	VBROADCASTSS expTab<>+256(SB), Z26 \
+	VBROADCASTSS expTab<>+288(SB), Z27 \
+	VBROADCASTSS expTab<>+320(SB), Z28 \
+	VPBROADCASTD expTab<>+352(SB), Z29
+
+// EXP512 sets Z3 to e^Z0 for Z0 ≤ 0 (0 below expMin), as expNeg; it
+// uses Z1, Z2 and K1, and leaves r in Z0.
+#define EXP512 \
+	VCMPPS $5, Z18, Z0, K1 \
+	VMULPS Z19, Z0, Z1 \
+	VRNDSCALEPS $0, Z1, Z1 \
+	EXP_TAIL(Z0, Z1, Z2, Z3, Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27, Z28, Z29) \
+	VMULPS.Z Z1, Z3, K1, Z3
+
 // func expShiftedx512(s *float32, n int, maxS float32, lanes *[16]float32)
 // s[i] = e^(s[i]-maxS) for i < n (a multiple of 16), each added to
 // lanes[i mod 16].
@@ -104,32 +133,76 @@ TEXT ·expShiftedx512(SB), NOSPLIT, $0-32
 	VBROADCASTSS maxS+16(FP), Z16
 	MOVQ lanes+24(FP), DI
 	VMOVUPS (DI), Z17
-	VBROADCASTSS expTab<>+0(SB), Z18
-	VBROADCASTSS expTab<>+32(SB), Z19
-	VBROADCASTSS expTab<>+64(SB), Z20
-	VBROADCASTSS expTab<>+96(SB), Z21
-	VBROADCASTSS expTab<>+128(SB), Z22
-	VBROADCASTSS expTab<>+160(SB), Z23
-	VBROADCASTSS expTab<>+192(SB), Z24
-	VBROADCASTSS expTab<>+224(SB), Z25
-	VBROADCASTSS expTab<>+256(SB), Z26
-	VBROADCASTSS expTab<>+288(SB), Z27
-	VBROADCASTSS expTab<>+320(SB), Z28
-	VPBROADCASTD expTab<>+352(SB), Z29
+	EXP512_CONSTS
 loop512:
 	VMOVUPS (SI), Z0
 	VSUBPS Z16, Z0, Z0
-	VCMPPS $5, Z18, Z0, K1 // not x < expMin: the lanes kept
-	VMULPS Z19, Z0, Z1
-	VRNDSCALEPS $0, Z1, Z1
-	EXP_TAIL(Z0, Z1, Z2, Z3, Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27, Z28, Z29)
-	VMULPS.Z Z1, Z3, K1, Z3
+	EXP512
 	VMOVUPS Z3, (SI)
 	VADDPS Z3, Z17, Z17
 	ADDQ $64, SI
 	SUBQ $16, CX
 	JNZ loop512
 	VMOVUPS Z17, (DI)
+	VZEROUPPER
+	RET
+
+// func sigmoidMulx512(d, x *float32, n int)
+// d[i] *= sigmoid(x[i]) for i < n (a multiple of 16), as sigmoidMulGo:
+// t = e^-|x|, sigmoid = (x < 0 ? t : 1) / (1 + t). d may be x.
+TEXT ·sigmoidMulx512(SB), NOSPLIT, $0-24
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	EXP512_CONSTS
+	VBROADCASTSS expTab<>+384(SB), Z30
+	VPXORD Z31, Z31, Z31
+sig512:
+	VMOVUPS (SI), Z5
+	VORPS Z30, Z5, Z0 // -|x|
+	EXP512
+	VADDPS Z28, Z3, Z4 // 1 + t
+	VCMPPS $1, Z31, Z5, K2 // x < 0
+	VMOVAPS Z28, Z6
+	VMOVAPS Z3, K2, Z6
+	VDIVPS Z4, Z6, Z6
+	VMULPS (DI), Z6, Z6
+	VMOVUPS Z6, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JNZ sig512
+	VZEROUPPER
+	RET
+
+// func sigmoidMulAVX2(d, x *float32, n int)
+// sigmoidMulx512 eight lanes at a time (n a multiple of 8).
+TEXT ·sigmoidMulAVX2(SB), NOSPLIT, $0-24
+	MOVQ d+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	VMOVUPS expTab<>+0(SB), Y10
+	VXORPS Y11, Y11, Y11
+sig2:
+	VMOVUPS (SI), Y5
+	VORPS expTab<>+384(SB), Y5, Y0
+	VCMPPS $5, Y10, Y0, Y4
+	VMULPS expTab<>+32(SB), Y0, Y1
+	VROUNDPS $0, Y1, Y1
+	EXP_TAIL(Y0, Y1, Y2, Y3, expTab<>+64(SB), expTab<>+96(SB), expTab<>+128(SB), expTab<>+160(SB), expTab<>+192(SB), expTab<>+224(SB), expTab<>+256(SB), expTab<>+288(SB), expTab<>+320(SB), expTab<>+352(SB))
+	VMULPS Y1, Y3, Y3
+	VANDPS Y4, Y3, Y3 // t
+	VADDPS expTab<>+320(SB), Y3, Y6 // 1 + t
+	VCMPPS $1, Y11, Y5, Y7 // x < 0
+	VMOVUPS expTab<>+320(SB), Y8
+	VBLENDVPS Y7, Y3, Y8, Y8
+	VDIVPS Y6, Y8, Y8
+	VMULPS (DI), Y8, Y8
+	VMOVUPS Y8, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JNZ sig2
 	VZEROUPPER
 	RET
 

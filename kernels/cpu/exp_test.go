@@ -85,3 +85,59 @@ func BenchmarkExpShifted(b *testing.B) {
 		expShifted(buf, 4)
 	}
 }
+
+// TestSigmoidAccuracy: sigmoid32 within 2.5 ulp of float64 1/(1+e^-x)
+// where that is a normal float32, and below 1.2e-38 where it is not.
+func TestSigmoidAccuracy(t *testing.T) {
+	worst, at := 0.0, float32(0)
+	rng := rand.New(rand.NewPCG(9, 10))
+	for i := range 1 << 21 {
+		x := float32(rng.NormFloat64() * 8)
+		if i%4 == 0 {
+			x = (rng.Float32() - 0.5) * 200
+		}
+		got, want := sigmoid32(x), 1/(1+math.Exp(-float64(x)))
+		if want < 1.2e-38 {
+			if got > 1.2e-38 {
+				t.Errorf("sigmoid(%g) = %g, want %g", x, got, want)
+			}
+			continue
+		}
+		ulp := float64(math.Nextafter32(float32(want), float32(math.Inf(1))) - float32(want))
+		if d := math.Abs(float64(got)-want) / ulp; d > worst {
+			worst, at = d, x
+		}
+	}
+	t.Logf("worst error %.3f ulp at sigmoid(%g)", worst, at)
+	if worst > 2.5 {
+		t.Errorf("error %.3f ulp at sigmoid(%g)", worst, at)
+	}
+}
+
+// TestSigmoidMulBitIdentical: the vector loops give sigmoidMulGo's bits,
+// with d apart from x and d = x (SiLU in place).
+func TestSigmoidMulBitIdentical(t *testing.T) { forEachWidth(t, testSigmoidMulBitIdentical) }
+
+func testSigmoidMulBitIdentical(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, n := range []int{1, 7, 8, 9, 15, 16, 17, 33, 100, 3072} {
+		x := make([]float32, n)
+		d := make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64() * 10)
+			d[i] = float32(rng.NormFloat64())
+		}
+		x[n/2] = -150
+		want, got := append([]float32(nil), d...), append([]float32(nil), d...)
+		sigmoidMulGo(want, x)
+		sigmoidMul(got, x)
+		wantIn, gotIn := append([]float32(nil), x...), append([]float32(nil), x...)
+		sigmoidMulGo(wantIn, wantIn)
+		sigmoidMul(gotIn, gotIn)
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) || math.Float32bits(gotIn[i]) != math.Float32bits(wantIn[i]) {
+				t.Fatalf("n=%d, %d: %g and in place %g, portable %g and %g (x %g)", n, i, got[i], gotIn[i], want[i], wantIn[i], x[i])
+			}
+		}
+	}
+}
