@@ -31,7 +31,7 @@ func TestExpShiftedAccuracy(t *testing.T) {
 	for range 1 << 20 {
 		check(-88 * rng.Float32())
 	}
-	for _, x := range []float32{-0.0, -1e-30, -0.34657359, -0.34657360, expMin, math.Nextafter32(expMin, 0), -87.4, -1000, float32(math.Inf(-1))} {
+	for _, x := range []float32{float32(math.Copysign(0, -1)), -1e-30, -0.34657359, -0.34657360, expMin, math.Nextafter32(expMin, 0), -87.4, -1000, float32(math.Inf(-1))} {
 		check(x)
 	}
 	t.Logf("worst error %.3f ulp at e^%g", worst, at)
