@@ -138,10 +138,24 @@ loop2:
 	VZEROUPPER
 	RET
 
+// DOT512_ACC4(k, a): the four 16-lane products of Z0..Z3 with the 64
+// floats at k, into Z(a)..Z(a+3).
+#define DOT512_ACC4(k, a0, a1, a2, a3) \
+	VFMADD231PS (k), Z0, a0 \
+	VFMADD231PS 64(k), Z1, a1 \
+	VFMADD231PS 128(k), Z2, a2 \
+	VFMADD231PS 192(k), Z3, a3
+
 // func dotRowsF32x512(q, k *float32, dk, stride, rows int, out *float32)
 // out[j] = q · k[j·stride : j·stride+dk] for j < rows, each exactly as
 // dotF32x512 computes it (the attention's scores over a KV block, without
 // a call a position). dk must be a multiple of 64; stride is in floats.
+//
+// Rows go four at a time: a load of q serves four rows, and the four
+// reductions run as one. DOT512_SUM's tree (halves of 256, then of 128
+// bits, then two pairwise adds) is kept lane for lane, with the four
+// rows' vectors shuffled side by side, so each result has dotF32x512's
+// bits; a reduction a row was as much work as its 128-element dot.
 TEXT ·dotRowsF32x512(SB), NOSPLIT, $0-48
 	MOVQ q+0(FP), R8
 	MOVQ k+8(FP), R9
@@ -150,6 +164,88 @@ TEXT ·dotRowsF32x512(SB), NOSPLIT, $0-48
 	SHLQ $2, R11
 	MOVQ rows+32(FP), R12
 	MOVQ out+40(FP), R13
+	MOVL $0x1111, AX
+	KMOVW AX, K2 // lanes 0, 4, 8 and 12: a row's sum each
+	CMPQ R12, $4
+	JLT rowsleft
+quadloop:
+	MOVQ R8, SI
+	MOVQ R9, DI
+	LEAQ (R9)(R11*1), AX
+	LEAQ (AX)(R11*1), BX
+	LEAQ (BX)(R11*1), DX
+	MOVQ R10, CX
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+qloop:
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	DOT512_ACC4(DI, Z4, Z5, Z6, Z7)
+	DOT512_ACC4(AX, Z8, Z9, Z10, Z11)
+	DOT512_ACC4(BX, Z12, Z13, Z14, Z15)
+	DOT512_ACC4(DX, Z16, Z17, Z18, Z19)
+	ADDQ $256, SI
+	ADDQ $256, DI
+	ADDQ $256, AX
+	ADDQ $256, BX
+	ADDQ $256, DX
+	SUBQ $64, CX
+	JNZ qloop
+	// Each row's accumulators as DOT512_SUM adds them: (a0+a1)+(a2+a3).
+	VADDPS Z5, Z4, Z4
+	VADDPS Z7, Z6, Z6
+	VADDPS Z6, Z4, Z4
+	VADDPS Z9, Z8, Z8
+	VADDPS Z11, Z10, Z10
+	VADDPS Z10, Z8, Z8
+	VADDPS Z13, Z12, Z12
+	VADDPS Z15, Z14, Z14
+	VADDPS Z14, Z12, Z12
+	VADDPS Z17, Z16, Z16
+	VADDPS Z19, Z18, Z18
+	VADDPS Z18, Z16, Z16
+	// Low 256 bits plus high: rows 0|1 in Z20, rows 2|3 in Z22.
+	VSHUFF64X2 $0x44, Z8, Z4, Z20
+	VSHUFF64X2 $0xEE, Z8, Z4, Z21
+	VADDPS Z21, Z20, Z20
+	VSHUFF64X2 $0x44, Z16, Z12, Z22
+	VSHUFF64X2 $0xEE, Z16, Z12, Z21
+	VADDPS Z21, Z22, Z22
+	// Low 128 bits plus high: a 128-bit lane a row, in Z23.
+	VSHUFF32X4 $0x88, Z22, Z20, Z23
+	VSHUFF32X4 $0xDD, Z22, Z20, Z24
+	VADDPS Z24, Z23, Z23
+	// VHADDPS twice: (x0+x1) + (x2+x3) in each lane's first float.
+	VPERMILPS $0xB1, Z23, Z24
+	VADDPS Z24, Z23, Z23
+	VPERMILPS $0x4E, Z23, Z24
+	VADDPS Z24, Z23, Z23
+	VCOMPRESSPS Z23, K2, Z24
+	VMOVUPS X24, (R13)
+	ADDQ $16, R13
+	LEAQ (R9)(R11*4), R9
+	SUBQ $4, R12
+	CMPQ R12, $4
+	JGE quadloop
+rowsleft:
+	TESTQ R12, R12
+	JZ rowsdone
 rowloop:
 	MOVQ R8, SI
 	MOVQ R9, DI
@@ -174,6 +270,7 @@ rloop:
 	ADDQ R11, R9
 	DECQ R12
 	JNZ rowloop
+rowsdone:
 	VZEROUPPER
 	RET
 

@@ -264,7 +264,7 @@ func TestRowsKernelsBitIdentical(t *testing.T) { forEachWidth(t, testRowsBitIden
 func testRowsBitIdentical(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, d := range []int{64, 96, 128, 256} {
-		for _, rows := range []int{1, 7, 16} {
+		for _, rows := range []int{1, 3, 4, 5, 7, 8, 16, 19} {
 			const heads = 3
 			stride := heads * d
 			k := make([]float32, rows*stride)
