@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/pocketllm/pocketllm/kernels"
 )
@@ -84,8 +83,17 @@ func (b *Backend) StoreKV(kp kernels.KVPool, layer int, k, v kernels.Buf, slots 
 	}
 }
 
-// Attention implements kernels.Backend: exact softmax attention, one
-// (query row, head) pair per task, parallel over all of them.
+// Attention implements kernels.Backend: exact softmax attention.
+//
+// A task is a KV head and a tile of query rows: every head of the KV
+// head's group for up to attnTileQueries queries in all. It walks the
+// keys and then the values one KV block at a time, and applies each
+// block to all of the tile's queries while the block is in L1/L2, so
+// K and V stream from memory once a tile instead of once a query (at
+// 2K positions a head's K alone is 1 MB). Each query's arithmetic is
+// the same as alone and in the same order — a dotRows a block for its
+// scores, expShifted, an axpyRows a block — so the bits are those of a
+// pass with one row (a decode step) at any tile.
 func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, seq kernels.AttnSeq, rows, heads int, scale float32) {
 	p := kp.(*kvPool)
 	s := p.spec
@@ -93,42 +101,63 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 	group := heads / s.KVHeads
 	qs, out := f32(q), f32(dst)
 	kl, vl := p.k[layer], p.v[layer]
-	ctx := seq.Start + rows
 	bs := s.BlockSize
-	b.parallel(rows*heads, 1, func(lo, hi int) {
-		scores := make([]float32, ctx)
+	tileRows := max(1, attnTileQueries/group)
+	tiles := (rows + tileRows - 1) / tileRows
+	kStride, vStride := s.KVHeads*dk, s.KVHeads*dv
+	b.parallel(tiles*s.KVHeads, 1, func(lo, hi int) {
+		scores := make([]float32, min(tileRows, rows)*group*(seq.Start+rows))
 		for task := lo; task < hi; task++ {
-			r, h := task/heads, task%heads
-			kvh := h / group
-			n := seq.Start + r + 1
-			qv := qs[(r*heads+h)*dk : (r*heads+h+1)*dk]
-			// A KV block's positions are consecutive slots, KVHeads·dim
-			// floats apart: one dotRows and one axpyRows a block.
-			maxS := float32(math.Inf(-1))
-			for p0 := 0; p0 < n; p0 += bs { // the block of positions p0..p0+m-1
-				m := min(bs, n-p0)
-				first := int(seq.Table[p0/bs]) * bs
-				dotRows(qv, kl[(first*s.KVHeads+kvh)*dk:], s.KVHeads*dk, scores[p0:p0+m])
-				for i := p0; i < p0+m; i++ {
-					scores[i] *= scale
-					maxS = max(maxS, scores[i])
+			kvh, tile := task%s.KVHeads, task/s.KVHeads
+			r0, r1 := tile*tileRows, min(rows, (tile+1)*tileRows)
+			ctx := seq.Start + r1 // the positions the tile's last row sees
+			// sc is query (r, g)'s scores: row r of the tile, head
+			// kvh·group+g, seeing positions 0..seq.Start+r.
+			sc := func(r, g int) []float32 {
+				qi := (r-r0)*group + g
+				return scores[qi*ctx : qi*ctx+seq.Start+r+1]
+			}
+			for p0 := 0; p0 < ctx; p0 += bs { // the block of positions p0..
+				kb := kl[(int(seq.Table[p0/bs])*bs*s.KVHeads+kvh)*dk:]
+				for r := r0; r < r1; r++ {
+					for g := range group {
+						all := sc(r, g)
+						if p0 >= len(all) {
+							continue
+						}
+						h := kvh*group + g
+						dotRows(qs[(r*heads+h)*dk:(r*heads+h+1)*dk], kb, kStride, all[p0:min(len(all), p0+bs)], scale)
+					}
 				}
 			}
-			sum := expShifted(scores[:n], maxS)
-			o := out[(r*heads+h)*dv : (r*heads+h+1)*dv]
-			clear(o)
-			inv := 1 / sum
-			for i := range scores[:n] {
-				scores[i] *= inv // the weight of position i, as axpy took it
+			for r := r0; r < r1; r++ {
+				for g := range group {
+					all := sc(r, g)
+					scaleF32(all, 1/expShifted(all, maxF32(all))) // the weights, as axpy takes them
+					h := kvh*group + g
+					clear(out[(r*heads+h)*dv : (r*heads+h+1)*dv])
+				}
 			}
-			for p0 := 0; p0 < n; p0 += bs {
-				m := min(bs, n-p0)
-				first := int(seq.Table[p0/bs]) * bs
-				axpyRows(o, vl[(first*s.KVHeads+kvh)*dv:], s.KVHeads*dv, scores[p0:p0+m])
+			for p0 := 0; p0 < ctx; p0 += bs {
+				vb := vl[(int(seq.Table[p0/bs])*bs*s.KVHeads+kvh)*dv:]
+				for r := r0; r < r1; r++ {
+					for g := range group {
+						all := sc(r, g)
+						if p0 >= len(all) {
+							continue
+						}
+						h := kvh*group + g
+						axpyRows(out[(r*heads+h)*dv:(r*heads+h+1)*dv], vb, vStride, all[p0:min(len(all), p0+bs)])
+					}
+				}
 			}
 		}
 	})
 }
+
+// attnTileQueries is how many queries (rows × the heads of a KV head) an
+// attention task takes: their scores at 2K positions are 256 KB.
+const attnTileQueries = 32
 
 // axpyGo is axpy's portable loop.
 func axpyGo(o, v []float32, w float32) {

@@ -146,17 +146,19 @@ loop2:
 	VFMADD231PS 128(k), Z2, a2 \
 	VFMADD231PS 192(k), Z3, a3
 
-// func dotRowsF32x512(q, k *float32, dk, stride, rows int, out *float32)
-// out[j] = q · k[j·stride : j·stride+dk] for j < rows, each exactly as
-// dotF32x512 computes it (the attention's scores over a KV block, without
-// a call a position). dk must be a multiple of 64; stride is in floats.
+// func dotRowsF32x512(q, k *float32, dk, stride, rows int, out *float32, scale float32)
+// out[j] = (q · k[j·stride : j·stride+dk])·scale for j < rows, the dot
+// exactly as dotF32x512 computes it (the attention's scores over a KV
+// block, without a call a position). dk must be a multiple of 64; stride
+// is in floats.
 //
 // Rows go four at a time: a load of q serves four rows, and the four
 // reductions run as one. DOT512_SUM's tree (halves of 256, then of 128
 // bits, then two pairwise adds) is kept lane for lane, with the four
 // rows' vectors shuffled side by side, so each result has dotF32x512's
 // bits; a reduction a row was as much work as its 128-element dot.
-TEXT ·dotRowsF32x512(SB), NOSPLIT, $0-48
+TEXT ·dotRowsF32x512(SB), NOSPLIT, $0-52
+	VBROADCASTSS scale+48(FP), X26
 	MOVQ q+0(FP), R8
 	MOVQ k+8(FP), R9
 	MOVQ dk+16(FP), R10
@@ -237,6 +239,7 @@ qloop:
 	VPERMILPS $0x4E, Z23, Z24
 	VADDPS Z24, Z23, Z23
 	VCOMPRESSPS Z23, K2, Z24
+	VMULPS X26, X24, X24
 	VMOVUPS X24, (R13)
 	ADDQ $16, R13
 	LEAQ (R9)(R11*4), R9
@@ -265,6 +268,7 @@ rloop:
 	SUBQ $64, CX
 	JNZ rloop
 	DOT512_SUM(Z4, Z5, Z6, Z7, Y4, X4)
+	VMULSS X26, X4, X4
 	MOVSS X4, (R13)
 	ADDQ $4, R13
 	ADDQ R11, R9

@@ -2,7 +2,11 @@
 
 package cpu
 
-import "golang.org/x/sys/cpu"
+import (
+	"math"
+
+	"golang.org/x/sys/cpu"
+)
 
 // The decode GEMV is bound by how fast weight bytes stream through the
 // cores; scalar Go converts and multiplies one element at a time, so the
@@ -51,27 +55,72 @@ func dot2x2(w0, w1, x0, x1 []float32, out *[4]float32) {
 }
 
 //go:noescape
-func dotRowsF32x512(q, k *float32, dk, stride, rows int, out *float32)
+func dotRowsF32x512(q, k *float32, dk, stride, rows int, out *float32, scale float32)
 
 //go:noescape
 func axpyRowsF32x512(o, v *float32, dv, stride, rows int, w *float32)
 
-// dotRows sets out[j] to dotF32(q, k[j·stride:][:len(q)]) for every j, the
-// same bits, in one call where the rows fit the AVX-512 loop (the
-// attention's scores over a KV block: a call a position cost more than
-// its 128-element dot).
-func dotRows(q, k []float32, stride int, out []float32) {
+// dotRows sets out[j] to dotF32(q, k[j·stride:][:len(q)])·scale for
+// every j, the same bits, in one call where the rows fit the AVX-512 loop
+// (the attention's scaled scores over a KV block: a call a position cost
+// more than its 128-element dot).
+func dotRows(q, k []float32, stride int, out []float32, scale float32) {
 	n, dk := len(out), len(q)
 	if n == 0 {
 		return
 	}
 	_ = k[(n-1)*stride+dk-1] // bounds, once
 	if haveAVX512 && dk%64 == 0 {
-		dotRowsF32x512(&q[0], &k[0], dk, stride, n, &out[0])
+		dotRowsF32x512(&q[0], &k[0], dk, stride, n, &out[0], scale)
 		return
 	}
 	for j := range out {
-		out[j] = dotF32(q, k[j*stride:j*stride+dk])
+		out[j] = dotF32(q, k[j*stride:j*stride+dk]) * scale
+	}
+}
+
+//go:noescape
+func maxF32x512(x *float32, n int) float32
+
+//go:noescape
+func maxF32AVX2(x *float32, n int) float32
+
+// maxF32 is the largest of x (-Inf for none).
+func maxF32(x []float32) float32 {
+	m, n := float32(math.Inf(-1)), 0
+	switch {
+	case haveAVX512 && len(x) >= 16:
+		n = len(x) &^ 15
+		m = maxF32x512(&x[0], n)
+	case haveAVX2 && len(x) >= 8:
+		n = len(x) &^ 7
+		m = maxF32AVX2(&x[0], n)
+	}
+	for _, v := range x[n:] {
+		m = max(m, v)
+	}
+	return m
+}
+
+//go:noescape
+func scaleF32x512(x *float32, n int, s float32)
+
+//go:noescape
+func scaleF32AVX2(x *float32, n int, s float32)
+
+// scaleF32 multiplies each x[i] by s.
+func scaleF32(x []float32, s float32) {
+	n := 0
+	switch {
+	case haveAVX512 && len(x) >= 16:
+		n = len(x) &^ 15
+		scaleF32x512(&x[0], n, s)
+	case haveAVX2 && len(x) >= 8:
+		n = len(x) &^ 7
+		scaleF32AVX2(&x[0], n, s)
+	}
+	for i := range x[n:] {
+		x[n+i] *= s
 	}
 }
 

@@ -141,3 +141,40 @@ func testSigmoidMulBitIdentical(t *testing.T) {
 		}
 	}
 }
+
+// TestSoftmaxHelpers: maxF32 and scaleF32's vector loops against plain
+// loops, at lengths around their steps.
+func TestSoftmaxHelpers(t *testing.T) { forEachWidth(t, testSoftmaxHelpers) }
+
+func testSoftmaxHelpers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	if m := maxF32(nil); !math.IsInf(float64(m), -1) {
+		t.Errorf("max of none %g", m)
+	}
+	for _, n := range []int{1, 7, 8, 9, 16, 17, 31, 64, 100} {
+		for at := range n {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64()) - 10
+			}
+			x[at] = 3
+			if m := maxF32(x); m != 3 {
+				t.Fatalf("n=%d: max %g with 3 at %d", n, m, at)
+			}
+		}
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		want := make([]float32, n)
+		for i, v := range x {
+			want[i] = v * 0.3
+		}
+		scaleF32(x, 0.3)
+		for i := range x {
+			if x[i] != want[i] {
+				t.Fatalf("n=%d: scaled [%d] %g, want %g", n, i, x[i], want[i])
+			}
+		}
+	}
+}

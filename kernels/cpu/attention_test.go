@@ -1,0 +1,89 @@
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+// TestAttentionBatchInvariant: a pass of many query rows (several tiles
+// of several KV heads, on several workers) gives each row the bits that
+// a pass of that row alone gives, as a decode step would compute it, for
+// GQA groups of 1, 2 and 6 and head sizes on and off the vector loops.
+func TestAttentionBatchInvariant(t *testing.T) { forEachWidth(t, testAttentionBatchInvariant) }
+
+func testAttentionBatchInvariant(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, c := range []struct{ kvHeads, group, dk, rows, start int }{
+		{2, 1, 64, 40, 0}, {2, 2, 128, 37, 21}, {1, 6, 128, 13, 50}, {3, 2, 96, 70, 5},
+	} {
+		b := New(3)
+		spec := kernels.KVSpec{Layers: 1, Blocks: 16, BlockSize: 16, KVHeads: c.kvHeads, HeadDimK: c.dk, HeadDimV: c.dk}
+		kp, err := b.NewKVPool(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := c.start + c.rows
+		table := make([]int32, (n+15)/16)
+		for i, blk := range rng.Perm(spec.Blocks)[:len(table)] {
+			table[i] = int32(blk)
+		}
+		kw := c.kvHeads * c.dk
+		k, v := make([]float32, n*kw), make([]float32, n*kw)
+		for i := range k {
+			k[i], v[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+		}
+		slots := make([]int32, n)
+		for p := range slots {
+			slots[p] = table[p/16]*16 + int32(p%16)
+		}
+		b.StoreKV(kp, 0, &Buf{D: k}, &Buf{D: v}, slots)
+		heads := c.kvHeads * c.group
+		q := make([]float32, c.rows*heads*c.dk)
+		for i := range q {
+			q[i] = float32(rng.NormFloat64())
+		}
+		scale := float32(1 / math.Sqrt(float64(c.dk)))
+		all := make([]float32, c.rows*heads*c.dk)
+		b.Attention(&Buf{D: all}, &Buf{D: q}, kp, 0, kernels.AttnSeq{Table: table, Start: c.start}, c.rows, heads, scale)
+		w := heads * c.dk
+		for r := range c.rows { // against float64 softmax attention
+			for h := range heads {
+				kvh, qv := h/c.group, q[(r*heads+h)*c.dk:][:c.dk]
+				ps := make([]float64, c.start+r+1)
+				var maxS, sum float64 = math.Inf(-1), 0
+				for p := range ps {
+					for d, x := range qv {
+						ps[p] += float64(x) * float64(k[p*kw+kvh*c.dk+d])
+					}
+					ps[p] *= float64(scale)
+					maxS = max(maxS, ps[p])
+				}
+				for p := range ps {
+					ps[p] = math.Exp(ps[p] - maxS)
+					sum += ps[p]
+				}
+				for d := range c.dk {
+					var o float64
+					for p, wp := range ps {
+						o += wp / sum * float64(v[p*kw+kvh*c.dk+d])
+					}
+					if got := all[(r*heads+h)*c.dk+d]; math.Abs(float64(got)-o) > 1e-5 {
+						t.Fatalf("%+v: row %d head %d [%d]: %g, float64 %g", c, r, h, d, got, o)
+					}
+				}
+			}
+		}
+		for r := range c.rows {
+			one := make([]float32, w)
+			b.Attention(&Buf{D: one}, &Buf{D: q[r*w : (r+1)*w]}, kp, 0, kernels.AttnSeq{Table: table, Start: c.start + r}, 1, heads, scale)
+			for i, x := range one {
+				if math.Float32bits(x) != math.Float32bits(all[r*w+i]) {
+					t.Fatalf("%+v: row %d, element %d: %g in the pass, %g alone", c, r, i, all[r*w+i], x)
+				}
+			}
+		}
+	}
+}
