@@ -86,11 +86,12 @@ func (b *Backend) StoreKV(kp kernels.KVPool, layer int, k, v kernels.Buf, slots 
 // Attention implements kernels.Backend: exact softmax attention.
 //
 // A task is a KV head and a tile of query rows: every head of the KV
-// head's group for up to attnTileQueries queries in all. It walks the
-// keys and then the values one KV block at a time, and applies each
-// block to all of the tile's queries while the block is in L1/L2, so
-// K and V stream from memory once a tile instead of once a query (at
-// 2K positions a head's K alone is 1 MB). Each query's arithmetic is
+// head's group (a part of them where tasks would be fewer than workers)
+// for up to attnTileQueries queries in all. It walks the keys and then
+// the values one KV block at a time, and applies each block to all of
+// the tile's queries while the block is in L1/L2, so K and V stream from
+// memory once a tile instead of once a query (at 2K positions a head's K
+// alone is 1 MB). Each query's arithmetic is
 // the same as alone and in the same order — a dotRows a block for its
 // scores, expShifted, an axpyRows a block — so the bits are those of a
 // pass with one row (a decode step) at any tile.
@@ -105,10 +106,21 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 	tileRows := max(1, attnTileQueries/group)
 	tiles := (rows + tileRows - 1) / tileRows
 	kStride, vStride := s.KVHeads*dk, s.KVHeads*dv
-	b.parallel(tiles*s.KVHeads, 1, func(lo, hi int) {
+	// With fewer tasks than workers (a decode step: one tile), a task
+	// takes part of a group's heads, so that every worker has one.
+	parts := 1
+	if t := tiles * s.KVHeads; t < b.workers {
+		parts = min(group, (b.workers+t-1)/t)
+	}
+	per := (group + parts - 1) / parts // heads a part
+	parts = (group + per - 1) / per
+	b.parallel(tiles*s.KVHeads*parts, 1, func(lo, hi int) {
 		scores := make([]float32, min(tileRows, rows)*group*(seq.Start+rows))
 		for task := lo; task < hi; task++ {
 			kvh, tile := task%s.KVHeads, task/s.KVHeads
+			g0 := (tile % parts) * per
+			g1 := min(group, g0+per)
+			tile /= parts
 			r0, r1 := tile*tileRows, min(rows, (tile+1)*tileRows)
 			ctx := seq.Start + r1 // the positions the tile's last row sees
 			// sc is query (r, g)'s scores: row r of the tile, head
@@ -120,7 +132,7 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 			for p0 := 0; p0 < ctx; p0 += bs { // the block of positions p0..
 				kb := kl[(int(seq.Table[p0/bs])*bs*s.KVHeads+kvh)*dk:]
 				for r := r0; r < r1; r++ {
-					for g := range group {
+					for g := g0; g < g1; g++ {
 						all := sc(r, g)
 						if p0 >= len(all) {
 							continue
@@ -131,7 +143,7 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 				}
 			}
 			for r := r0; r < r1; r++ {
-				for g := range group {
+				for g := g0; g < g1; g++ {
 					all := sc(r, g)
 					scaleF32(all, 1/expShifted(all, maxF32(all))) // the weights, as axpy takes them
 					h := kvh*group + g
@@ -141,7 +153,7 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 			for p0 := 0; p0 < ctx; p0 += bs {
 				vb := vl[(int(seq.Table[p0/bs])*bs*s.KVHeads+kvh)*dv:]
 				for r := r0; r < r1; r++ {
-					for g := range group {
+					for g := g0; g < g1; g++ {
 						all := sc(r, g)
 						if p0 >= len(all) {
 							continue

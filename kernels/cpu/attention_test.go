@@ -9,17 +9,19 @@ import (
 )
 
 // TestAttentionBatchInvariant: a pass of many query rows (several tiles
-// of several KV heads, on several workers) gives each row the bits that
+// of several KV heads, on several workers, groups split where the tasks
+// would be fewer than the workers) gives each row the bits that
 // a pass of that row alone gives, as a decode step would compute it, for
 // GQA groups of 1, 2 and 6 and head sizes on and off the vector loops.
 func TestAttentionBatchInvariant(t *testing.T) { forEachWidth(t, testAttentionBatchInvariant) }
 
 func testAttentionBatchInvariant(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
-	for _, c := range []struct{ kvHeads, group, dk, rows, start int }{
-		{2, 1, 64, 40, 0}, {2, 2, 128, 37, 21}, {1, 6, 128, 13, 50}, {3, 2, 96, 70, 5},
+	for _, c := range []struct{ kvHeads, group, dk, rows, start, workers int }{
+		{2, 1, 64, 40, 0, 3}, {2, 2, 128, 37, 21, 3}, {1, 6, 128, 13, 50, 3}, {3, 2, 96, 70, 5, 3},
+		{1, 6, 128, 3, 9, 16}, {2, 4, 64, 1, 30, 5}, // fewer tiles than workers: groups split
 	} {
-		b := New(3)
+		b := New(c.workers)
 		spec := kernels.KVSpec{Layers: 1, Blocks: 16, BlockSize: 16, KVHeads: c.kvHeads, HeadDimK: c.dk, HeadDimV: c.dk}
 		kp, err := b.NewKVPool(spec)
 		if err != nil {
