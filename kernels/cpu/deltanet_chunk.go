@@ -40,10 +40,11 @@ func (b *Backend) gatedDeltaRuleChunked(dst, qkv, a, bb, state kernels.Buf, aLog
 	b.parallel(nv, 1, func(lo, hi int) {
 		qc := make([]float32, C*dk)  // normalised, scaled queries [C, DK]
 		kc := make([]float32, C*dk)  // normalised keys [C, DK]
-		kdT := make([]float32, dk*C) // decayed keys, transposed [DK, C]
+		kdc := make([]float32, C*dk) // decayed keys [C, DK]
 		sT := make([]float32, dv*dk) // state, transposed [DV, DK]
-		wT := make([]float32, dv*C)  // right-hand side, then U [DV, C]
-		am := make([]float32, C*C)   // strictly lower A [C, C]
+		uc := make([]float32, C*dv)  // right-hand side, then U [C, DV]
+		ucol := make([]float32, C)   // a column of U
+		am := make([]float32, C*C)   // -A, strictly lower [C, C]
 		pm := make([]float32, C*C)   // decayed q·k, lower incl. diagonal [C, C]
 		oc := make([]float32, C*dv)  // chunk outputs [C, DV]
 		G := make([]float64, C)
@@ -73,10 +74,9 @@ func (b *Backend) gatedDeltaRuleChunked(dst, qkv, a, bb, state kernels.Buf, aLog
 				// W = β(V - e^G K S₀) and the inter-chunk outputs e^G Q S₀.
 				for j := 0; j < dv; j++ {
 					sj := sT[j*dk : (j+1)*dk]
-					w := wT[j*C : j*C+n]
-					for t := range w {
+					for t := range n {
 						v := in[(t0+t)*cd+2*kd+h*dv+j]
-						w[t] = beta[t] * (v - eg[t]*dotF32(kc[t*dk:(t+1)*dk], sj))
+						uc[t*dv+j] = beta[t] * (v - eg[t]*dotF32(kc[t*dk:(t+1)*dk], sj))
 						oc[t*dv+j] = eg[t] * dotF32(qc[t*dk:(t+1)*dk], sj)
 					}
 				}
@@ -87,21 +87,19 @@ func (b *Backend) gatedDeltaRuleChunked(dst, qkv, a, bb, state kernels.Buf, aLog
 						ku := kc[u*dk : (u+1)*dk]
 						d := float32(math.Exp(G[t] - G[u]))
 						if u < t {
-							am[t*C+u] = beta[t] * d * dotF32(kt, ku)
+							am[t*C+u] = -(beta[t] * d * dotF32(kt, ku))
 						}
 						pm[t*C+u] = d * dotF32(qt, ku)
 					}
 				}
-				// Forward substitution (I+A)U = W, per value column, then
-				// the intra-chunk outputs P U.
-				for j := 0; j < dv; j++ {
-					u := wT[j*C : j*C+n]
-					for t := 1; t < n; t++ {
-						u[t] -= dotF32(am[t*C:t*C+t], u[:t])
-					}
-					for t := 0; t < n; t++ {
-						oc[t*dv+j] += dotF32(pm[t*C:t*C+t+1], u[:t+1])
-					}
+				// Forward substitution (I+A)U = W a row of U at a time
+				// (u_t -= Σ_{s<t} A_ts u_s, whole DV-wide rows), and with
+				// each row final, the intra-chunk outputs o_t += Σ_{s≤t}
+				// P_ts u_s.
+				for t := range n {
+					ut := uc[t*dv : (t+1)*dv]
+					axpyRows(ut, uc, dv, am[t*C:t*C+t])
+					axpyRows(oc[t*dv:(t+1)*dv], uc, dv, pm[t*C:t*C+t+1])
 				}
 				for t := 0; t < n; t++ {
 					copy(out[(t0+t)*nv*dv+h*dv:(t0+t)*nv*dv+(h+1)*dv], oc[t*dv:(t+1)*dv])
@@ -111,15 +109,17 @@ func (b *Backend) gatedDeltaRuleChunked(dst, qkv, a, bb, state kernels.Buf, aLog
 				for u := 0; u < n; u++ {
 					d := float32(math.Exp(gn - G[u]))
 					for i := 0; i < dk; i++ {
-						kdT[i*C+u] = d * kc[u*dk+i]
+						kdc[u*dk+i] = d * kc[u*dk+i]
 					}
 				}
 				en := eg[n-1]
 				for j := 0; j < dv; j++ {
-					sj, uj := sT[j*dk:(j+1)*dk], wT[j*C:j*C+n]
-					for i := range sj {
-						sj[i] = en*sj[i] + dotF32(kdT[i*C:i*C+n], uj)
+					sj := sT[j*dk : (j+1)*dk]
+					for t := range n {
+						ucol[t] = uc[t*dv+j]
 					}
+					scaleF32(sj, en)
+					axpyRows(sj, kdc, dk, ucol[:n])
 				}
 			}
 			for i := 0; i < dk; i++ {
