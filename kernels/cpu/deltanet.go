@@ -26,38 +26,47 @@ func softplus(x float64) float64 {
 	return math.Log1p(math.Exp(x))
 }
 
-// CausalConv1D implements kernels.HybridOps, in parallel over channels.
+// CausalConv1D implements kernels.HybridOps. A row's outputs are a sum
+// over the kernel's taps of the taps' weights times the input rows
+// before it (the conv state's rows first), element by element across the
+// channels: mulAdd over whole rows, in parallel over rows, and the
+// SiLU after. Each channel's sum runs over the taps in order from zero,
+// as a loop a channel would.
 func (b *Backend) CausalConv1D(dst, x, state kernels.Buf, w kernels.Tensor, rows int, s kernels.DeltaShape) {
 	ch, k := s.ConvDim(), s.ConvKernel
-	d, xs, st := f32(dst), f32(x), f32(state)
+	d, xs, st := f32(dst)[:rows*ch], f32(x), f32(state)
 	wt := w.(*tensor).vector() // [ch, k]
 	hist := k - 1
-	b.parallel(ch, 64, func(lo, hi int) {
-		win := make([]float32, hist+rows) // one channel's inputs, oldest first
-		for c := lo; c < hi; c++ {
-			for j := 0; j < hist; j++ {
-				win[j] = st[j*ch+c]
+	taps := make([]float32, k*ch) // the weights by tap [k, ch]
+	for c := range ch {
+		for j := range k {
+			taps[j*ch+c] = wt[c*k+j]
+		}
+	}
+	// in is row i of the window: the state's rows, then x's.
+	in := func(i int) []float32 {
+		if i < hist {
+			return st[i*ch : (i+1)*ch]
+		}
+		return xs[(i-hist)*ch : (i-hist+1)*ch]
+	}
+	b.parallel(rows, 4, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			out := d[t*ch : (t+1)*ch]
+			clear(out)
+			for j := range k {
+				mulAdd(out, taps[j*ch:(j+1)*ch], in(t+j))
 			}
-			for t := 0; t < rows; t++ {
-				win[hist+t] = xs[t*ch+c]
-			}
-			wc := wt[c*k : (c+1)*k]
-			for t := 0; t < rows; t++ {
-				var acc float32
-				for j, wv := range wc {
-					acc += wv * win[t+j]
-				}
-				d[t*ch+c] = acc
-			}
-			for j := 0; j < hist; j++ {
-				st[j*ch+c] = win[rows+j]
-			}
+			sigmoidMul(out, out) // SiLU
 		}
 	})
-	out := d[:rows*ch]
-	b.parallel(len(out), 1<<14, func(lo, hi int) {
-		sigmoidMul(out[lo:hi], out[lo:hi]) // SiLU
-	})
+	// The new state: the window's last hist rows, read before any is
+	// written over (they may be the state's own when rows < hist).
+	last := make([]float32, 0, hist*ch)
+	for i := rows; i < rows+hist; i++ {
+		last = append(last, in(i)...)
+	}
+	copy(st[:hist*ch], last)
 }
 
 // l2normalize scales v to unit L2 norm as fla's l2norm does:

@@ -223,3 +223,52 @@ func BenchmarkGatedDeltaRule(b *testing.B) {
 		})
 	}
 }
+
+// TestCausalConv1D: the convolution with its SiLU against float64 sums
+// over the state and the input, the state it leaves, and a pass split in
+// two (down to one row: decode) giving the bits of one pass.
+func TestCausalConv1D(t *testing.T) { forEachWidth(t, testCausalConv1D) }
+
+func testCausalConv1D(t *testing.T) {
+	s := kernels.DeltaShape{KHeads: 2, VHeads: 3, DK: 8, DV: 12, ConvKernel: 4} // 68 channels
+	ch, k := s.ConvDim(), s.ConvKernel
+	for _, rows := range []int{1, 2, 3, 5, 40} {
+		r := rand.New(rand.NewPCG(17, uint64(rows)))
+		be := New(3)
+		x, state, wv := randVec(r, rows*ch, 1), randVec(r, (k-1)*ch, 1), randVec(r, ch*k, 0.5)
+		w := f32Tensor(t, be, []int{ch, k}, wv)
+		run := func(lo, hi int, st []float32) []float32 {
+			out := &Buf{D: make([]float32, (hi-lo)*ch)}
+			be.CausalConv1D(out, &Buf{D: x[lo*ch : hi*ch]}, &Buf{D: st}, w, hi-lo, s)
+			return out.D
+		}
+		st := append([]float32(nil), state...)
+		got := run(0, rows, st)
+		window := append(append([]float32(nil), state...), x...)
+		for tt := range rows {
+			for c := range ch {
+				var acc float64
+				for j := range k {
+					acc += float64(wv[c*k+j]) * float64(window[(tt+j)*ch+c])
+				}
+				want := acc / (1 + math.Exp(-acc))
+				if d := math.Abs(float64(got[tt*ch+c]) - want); d > 1e-5*(1+math.Abs(want)) {
+					t.Fatalf("rows %d: [%d, %d] = %g, float64 %g", rows, tt, c, got[tt*ch+c], want)
+				}
+			}
+		}
+		for i, v := range st {
+			if v != window[rows*ch+i] {
+				t.Fatalf("rows %d: state[%d] %g, want the window's %g", rows, i, v, window[rows*ch+i])
+			}
+		}
+		split := rows / 2
+		st2 := append([]float32(nil), state...)
+		parts := append(run(0, split, st2), run(split, rows, st2)...)
+		for i := range got {
+			if math.Float32bits(parts[i]) != math.Float32bits(got[i]) {
+				t.Fatalf("rows %d split at %d: [%d] %g, one pass %g", rows, split, i, parts[i], got[i])
+			}
+		}
+	}
+}

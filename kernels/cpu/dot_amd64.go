@@ -124,6 +124,28 @@ func scaleF32(x []float32, s float32) {
 	}
 }
 
+//go:noescape
+func mulAddF32x512(d, a, b *float32, n int)
+
+//go:noescape
+func mulAddF32AVX2(d, a, b *float32, n int)
+
+// mulAdd adds a[i]·b[i] to each d[i], the product rounded before the sum
+// (the portable loop's bits).
+func mulAdd(d, a, b []float32) {
+	a, b = a[:len(d)], b[:len(d)]
+	n := 0
+	switch {
+	case haveAVX512 && len(d) >= 16:
+		n = len(d) &^ 15
+		mulAddF32x512(&d[0], &a[0], &b[0], n)
+	case haveAVX2 && len(d) >= 8:
+		n = len(d) &^ 7
+		mulAddF32AVX2(&d[0], &a[0], &b[0], n)
+	}
+	mulAddGo(d[n:], a[n:], b[n:])
+}
+
 // axpyRows adds w[j]·v[j·stride:][:len(o)] to o for j in order, the same
 // bits as one axpy a row (each product rounded before its sum), with o
 // held in registers where it fits the AVX-512 loop.

@@ -49,6 +49,8 @@ func maxF32(x []float32) float32 {
 	return m
 }
 
+func mulAdd(d, a, b []float32) { mulAddGo(d, a, b) }
+
 func scaleF32(x []float32, s float32) {
 	for i := range x {
 		x[i] *= s

@@ -95,3 +95,11 @@ func sumLanes16(l *[16]float32) float32 {
 	}
 	return l[0]
 }
+
+// mulAddGo is mulAdd's portable loop.
+func mulAddGo(d, a, b []float32) {
+	a, b = a[:len(d)], b[:len(d)]
+	for i := range d {
+		d[i] += float32(a[i] * b[i])
+	}
+}

@@ -142,8 +142,8 @@ func testSigmoidMulBitIdentical(t *testing.T) {
 	}
 }
 
-// TestSoftmaxHelpers: maxF32 and scaleF32's vector loops against plain
-// loops, at lengths around their steps.
+// TestSoftmaxHelpers: maxF32, scaleF32 and mulAdd's vector loops against
+// plain loops, at lengths around their steps.
 func TestSoftmaxHelpers(t *testing.T) { forEachWidth(t, testSoftmaxHelpers) }
 
 func testSoftmaxHelpers(t *testing.T) {
@@ -174,6 +174,18 @@ func testSoftmaxHelpers(t *testing.T) {
 		for i := range x {
 			if x[i] != want[i] {
 				t.Fatalf("n=%d: scaled [%d] %g, want %g", n, i, x[i], want[i])
+			}
+		}
+		a, bv := make([]float32, n), make([]float32, n)
+		for i := range a {
+			a[i], bv[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+		}
+		got := append([]float32(nil), x...)
+		mulAddGo(x, a, bv)
+		mulAdd(got, a, bv)
+		for i := range x {
+			if math.Float32bits(got[i]) != math.Float32bits(x[i]) {
+				t.Fatalf("n=%d: mulAdd [%d] %g, portable %g", n, i, got[i], x[i])
 			}
 		}
 	}
