@@ -89,3 +89,78 @@ func testAttentionBatchInvariant(t *testing.T) {
 		}
 	}
 }
+
+// TestMLAttentionBatchInvariant: MLAttention's tasks (heads in runs that
+// share each block of latent rows) give every row the bits of a pass of
+// that row alone, and the float64 attention over the latent.
+func TestMLAttentionBatchInvariant(t *testing.T) { forEachWidth(t, testMLAttentionBatchInvariant) }
+
+func testMLAttentionBatchInvariant(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 20))
+	for _, c := range []struct{ heads, dk, dv, rows, start, workers int }{
+		{5, 96, 64, 7, 20, 3}, {40, 128, 64, 3, 40, 2}, {3, 64, 32, 1, 70, 16},
+	} {
+		b := New(c.workers)
+		spec := kernels.KVSpec{Layers: 1, Blocks: 8, BlockSize: 16, KVHeads: 1, HeadDimK: c.dk}
+		kp, err := b.NewKVPool(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := c.start + c.rows
+		table := make([]int32, (n+15)/16)
+		for i, blk := range rng.Perm(spec.Blocks)[:len(table)] {
+			table[i] = int32(blk)
+		}
+		lat := make([]float32, n*c.dk)
+		for i := range lat {
+			lat[i] = float32(rng.NormFloat64())
+		}
+		slots := make([]int32, n)
+		for p := range slots {
+			slots[p] = table[p/16]*16 + int32(p%16)
+		}
+		b.StoreKV(kp, 0, &Buf{D: lat}, nil, slots)
+		q := make([]float32, c.rows*c.heads*c.dk)
+		for i := range q {
+			q[i] = float32(rng.NormFloat64()) * 0.3
+		}
+		const scale = 0.1
+		all := make([]float32, c.rows*c.heads*c.dv)
+		b.MLAttention(&Buf{D: all}, &Buf{D: q}, kp, 0, kernels.AttnSeq{Table: table, Start: c.start}, c.rows, c.heads, c.dv, scale, nil)
+		w := c.heads * c.dv
+		for r := range c.rows {
+			for h := range c.heads {
+				qv := q[(r*c.heads+h)*c.dk:][:c.dk]
+				ps := make([]float64, c.start+r+1)
+				var maxS, sum float64 = math.Inf(-1), 0
+				for p := range ps {
+					for d, x := range qv {
+						ps[p] += float64(x) * float64(lat[p*c.dk+d])
+					}
+					ps[p] *= scale
+					maxS = max(maxS, ps[p])
+				}
+				for p := range ps {
+					ps[p] = math.Exp(ps[p] - maxS)
+					sum += ps[p]
+				}
+				for d := range c.dv {
+					var o float64
+					for p, wp := range ps {
+						o += wp / sum * float64(lat[p*c.dk+d])
+					}
+					if got := all[r*w+h*c.dv+d]; math.Abs(float64(got)-o) > 1e-5 {
+						t.Fatalf("%+v: row %d head %d [%d]: %g, float64 %g", c, r, h, d, got, o)
+					}
+				}
+			}
+			one := make([]float32, w)
+			b.MLAttention(&Buf{D: one}, &Buf{D: q[r*c.heads*c.dk : (r+1)*c.heads*c.dk]}, kp, 0, kernels.AttnSeq{Table: table, Start: c.start + r}, 1, c.heads, c.dv, scale, nil)
+			for i, x := range one {
+				if math.Float32bits(x) != math.Float32bits(all[r*w+i]) {
+					t.Fatalf("%+v: row %d, element %d: %g in the pass, %g alone", c, r, i, all[r*w+i], x)
+				}
+			}
+		}
+	}
+}

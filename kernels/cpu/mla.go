@@ -11,8 +11,8 @@ import (
 var _ kernels.MLAOps = (*Backend)(nil)
 
 // MLAttention implements kernels.MLAOps: exact softmax attention over the
-// shared latent rows, one (query row, head) pair per task. With DSA, each
-// row's positions are chosen first (one task per row), then attended.
+// shared latent rows. With DSA, each row's positions are chosen first
+// (one task per row), then attended.
 func (b *Backend) MLAttention(dst, q kernels.Buf, kp kernels.KVPool, layer int, seq kernels.AttnSeq, rows, heads, dv int, scale float32, dsa *kernels.DSA) {
 	p := kp.(*kvPool)
 	s := p.spec
@@ -28,36 +28,63 @@ func (b *Backend) MLAttention(dst, q kernels.Buf, kp kernels.KVPool, layer int, 
 			}
 		})
 	}
-	b.parallel(rows*heads, 1, func(lo, hi int) {
-		scores := make([]float32, seq.Start+rows)
+	// A task is a row and a run of up to mlaTileHeads heads (fewer where
+	// the tasks would be fewer than the workers): all heads read the same
+	// latent rows, so the task walks them a block of positions at a time
+	// and applies each block to all its heads while it is in cache. Each
+	// head's arithmetic is what it was alone, in the same order.
+	parts := max((heads+mlaTileHeads-1)/mlaTileHeads, min(heads, (b.workers+rows-1)/rows))
+	per := (heads + parts - 1) / parts
+	parts = (heads + per - 1) / per
+	b.parallel(rows*parts, 1, func(lo, hi int) {
+		scores := make([]float32, per*(seq.Start+rows))
 		var all []int32
 		for task := lo; task < hi; task++ {
-			r, h := task/heads, task%heads
+			r, h0 := task/parts, (task%parts)*per
+			h1 := min(heads, h0+per)
 			positions := sel[r]
 			if positions == nil {
 				all = firstPositions(all, seq.Start+r+1)
 				positions = all
 			}
-			qv := qs[(r*heads+h)*dk : (r*heads+h+1)*dk]
-			maxS := float32(math.Inf(-1))
-			for i, pos := range positions {
-				sl := slot(int(pos))
-				sc := dotF32(qv, kl[sl*dk:(sl+1)*dk]) * scale
-				scores[i] = sc
-				maxS = max(maxS, sc)
+			np := len(positions)
+			sc := func(h int) []float32 { return scores[(h-h0)*np : (h-h0+1)*np] }
+			for b0 := 0; b0 < np; b0 += mlaBlock {
+				blk := positions[b0:min(np, b0+mlaBlock)]
+				for h := h0; h < h1; h++ {
+					qv, hs := qs[(r*heads+h)*dk:(r*heads+h+1)*dk], sc(h)[b0:]
+					for i, pos := range blk {
+						sl := slot(int(pos))
+						hs[i] = dotF32(qv, kl[sl*dk:(sl+1)*dk]) * scale
+					}
+				}
 			}
-			sum := expShifted(scores[:len(positions)], maxS)
-			o := out[(r*heads+h)*dv : (r*heads+h+1)*dv]
-			clear(o)
-			inv := 1 / sum
-			for i, pos := range positions {
-				sl := slot(int(pos))
-				vv := kl[sl*dk : sl*dk+dv]
-				axpy(o, vv, scores[i]*inv)
+			for h := h0; h < h1; h++ {
+				hs := sc(h)
+				scaleF32(hs, 1/expShifted(hs, maxF32(hs))) // the weights, as axpy takes them
+				clear(out[(r*heads+h)*dv : (r*heads+h+1)*dv])
+			}
+			for b0 := 0; b0 < np; b0 += mlaBlock {
+				blk := positions[b0:min(np, b0+mlaBlock)]
+				for h := h0; h < h1; h++ {
+					o, hs := out[(r*heads+h)*dv:(r*heads+h+1)*dv], sc(h)[b0:]
+					for i, pos := range blk {
+						sl := slot(int(pos))
+						axpy(o, kl[sl*dk:sl*dk+dv], hs[i])
+					}
+				}
 			}
 		}
 	})
 }
+
+// mlaTileHeads and mlaBlock size MLAttention's tasks: the scores of 32
+// heads at 4K positions are 512 KB; 16 latent rows of 576 floats, 36 KB,
+// stay in L1 while every head of the task takes them.
+const (
+	mlaTileHeads = 32
+	mlaBlock     = 16
+)
 
 // firstPositions is 0..n-1 in buf's storage: a row's attended positions
 // when it attends to every visible one.
