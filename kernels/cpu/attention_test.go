@@ -164,3 +164,109 @@ func testMLAttentionBatchInvariant(t *testing.T) {
 		}
 	}
 }
+
+// TestMLAExpandedBatchInvariant: the expanded MLA attention at real head
+// sizes (the block kernels' widths), with every position and with a
+// selection mask: each row of a pass against float64 attention and
+// against a pass of that row alone, bit for bit.
+func TestMLAExpandedBatchInvariant(t *testing.T) {
+	forEachWidth(t, func(t *testing.T) {
+		for _, masked := range []bool{false, true} {
+			testMLAExpanded(t, masked)
+		}
+	})
+}
+
+func testMLAExpanded(t *testing.T, masked bool) {
+	const dn, dr, dv, heads, h0, hn, rows, start = 128, 64, 128, 4, 1, 2, 21, 50
+	rng := rand.New(rand.NewPCG(21, 22))
+	ctx := start + rows
+	randv := func(n int, s float64) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64() * s)
+		}
+		return v
+	}
+	q, qpe := randv(rows*heads*(dn+dr), 0.2), randv(rows*heads*dr, 0.2)
+	kv, kpe := randv(ctx*hn*(dn+dv), 1), randv(ctx*dr, 1)
+	// keep[r][t]: whether row r attends to position t.
+	keep := make([][]bool, rows)
+	for r := range keep {
+		keep[r] = make([]bool, start+r+1)
+		for p := range keep[r] {
+			keep[r][p] = !masked || rng.IntN(3) > 0 || p == start+r
+		}
+	}
+	maskFor := func(r0, n, st int) kernels.Buf {
+		if !masked {
+			return nil
+		}
+		words := kernels.MaskWords(st + n)
+		m := make([]float32, n*words)
+		for i := range n {
+			bits := make([]uint32, words)
+			for p, k := range keep[r0+i] {
+				if k {
+					bits[p/32] |= 1 << (p % 32)
+				}
+			}
+			for w, v := range bits {
+				m[i*words+w] = math.Float32frombits(v)
+			}
+		}
+		return &Buf{D: m}
+	}
+	const scale = 0.07
+	b := New(3)
+	all := make([]float32, rows*heads*dv)
+	b.MLAExpandedAttention(&Buf{D: all}, &Buf{D: q}, &Buf{D: qpe}, &Buf{D: kv}, &Buf{D: kpe},
+		kernels.MLAExpanded{Rows: rows, Start: start, Heads: heads, H0: h0, HN: hn, Dn: dn, Dr: dr, Dv: dv, Scale: scale, Mask: maskFor(0, rows, start)})
+	for r := range rows {
+		for j := range hn {
+			h := h0 + j
+			var maxS, sum float64 = math.Inf(-1), 0
+			ps := make([]float64, start+r+1)
+			for p := range ps {
+				if !keep[r][p] {
+					continue
+				}
+				for d := range dn {
+					ps[p] += float64(q[(r*heads+h)*(dn+dr)+d]) * float64(kv[p*hn*(dn+dv)+j*(dn+dv)+d])
+				}
+				for d := range dr {
+					ps[p] += float64(qpe[(r*heads+h)*dr+d]) * float64(kpe[p*dr+d])
+				}
+				ps[p] *= scale
+				maxS = max(maxS, ps[p])
+			}
+			for p := range ps {
+				if keep[r][p] {
+					ps[p] = math.Exp(ps[p] - maxS)
+					sum += ps[p]
+				}
+			}
+			for d := range dv {
+				var o float64
+				for p, wp := range ps {
+					if keep[r][p] {
+						o += wp / sum * float64(kv[p*hn*(dn+dv)+j*(dn+dv)+dn+d])
+					}
+				}
+				if got := all[(r*heads+h)*dv+d]; math.Abs(float64(got)-o) > 1e-5 {
+					t.Fatalf("masked %v: row %d head %d [%d]: %g, float64 %g", masked, r, h, d, got, o)
+				}
+			}
+		}
+		one := make([]float32, heads*dv)
+		b.MLAExpandedAttention(&Buf{D: one}, &Buf{D: q[r*heads*(dn+dr) : (r+1)*heads*(dn+dr)]}, &Buf{D: qpe[r*heads*dr : (r+1)*heads*dr]}, &Buf{D: kv}, &Buf{D: kpe},
+			kernels.MLAExpanded{Rows: 1, Start: start + r, Heads: heads, H0: h0, HN: hn, Dn: dn, Dr: dr, Dv: dv, Scale: scale, Mask: maskFor(r, 1, start+r)})
+		for h := h0; h < h0+hn; h++ {
+			for d := range dv {
+				if x, y := one[h*dv+d], all[(r*heads+h)*dv+d]; math.Float32bits(x) != math.Float32bits(y) {
+					t.Fatalf("masked %v: row %d head %d [%d]: %g in the pass, %g alone", masked, r, h, d, y, x)
+				}
+			}
+		}
+	}
+}

@@ -21,9 +21,9 @@ func (b *Backend) ReadKV(dst kernels.Buf, kp kernels.KVPool, layer int, table []
 }
 
 // MLAExpandedAttention implements kernels.MLAPrefillOps: exact softmax
-// attention, one (query row, head) pair per task, the query and key dot
-// products taken in two parts (nope, rope) as they are stored; under DSA
-// over each row's selected positions (MLAttention's selection).
+// attention, the query and key dot products taken in two parts (nope,
+// rope) as they are stored; under DSA over each row's selected positions
+// (MLAttention's selection).
 func (b *Backend) MLAExpandedAttention(dst, q, qpe, kv, kpe kernels.Buf, a kernels.MLAExpanded) bool {
 	dn, dr, dv := a.Dn, a.Dr, a.Dv
 	qk, kvw := dn+dr, a.HN*(dn+dv)
@@ -41,38 +41,83 @@ func (b *Backend) MLAExpandedAttention(dst, q, qpe, kv, kpe kernels.Buf, a kerne
 			}
 		}
 	}
-	b.parallel(a.Rows*a.HN, 1, func(lo, hi int) {
-		scores := make([]float32, a.Start+a.Rows)
-		var all []int32
+	// A task is a head and a tile of up to mlaPrefillTile rows. Rows that
+	// see every position take the head's keys and values a block of
+	// positions at a time for the whole tile (dotRows, axpyRows: a
+	// block's rows stay in cache for all of the tile's rows); rows with
+	// selected positions take them one by one. Either way each row's
+	// arithmetic is that of a dotF32 for each part of a score, their sum
+	// scaled, expShifted and an axpy a position, in position order.
+	tiles := (a.Rows + mlaPrefillTile - 1) / mlaPrefillTile
+	b.parallel(tiles*a.HN, 1, func(lo, hi int) {
+		ctxMax := a.Start + a.Rows
+		scores := make([]float32, min(mlaPrefillTile, a.Rows)*ctxMax)
+		rope := make([]float32, mlaBlock*4)
 		for task := lo; task < hi; task++ {
-			r, j := task/a.HN, task%a.HN
+			j, tile := task%a.HN, task/a.HN
 			h := a.H0 + j
-			qn := qs[(r*a.Heads+h)*qk : (r*a.Heads+h)*qk+dn]
-			qr := qps[(r*a.Heads+h)*dr : (r*a.Heads+h+1)*dr]
-			positions := sel[r]
-			if positions == nil {
-				all = firstPositions(all, a.Start+r+1)
-				positions = all
+			r0, r1 := tile*mlaPrefillTile, min(a.Rows, (tile+1)*mlaPrefillTile)
+			qn := func(r int) []float32 { return qs[(r*a.Heads+h)*qk : (r*a.Heads+h)*qk+dn] }
+			qr := func(r int) []float32 { return qps[(r*a.Heads+h)*dr : (r*a.Heads+h+1)*dr] }
+			o := func(r int) []float32 { return out[(r*a.Heads+h)*dv : (r*a.Heads+h+1)*dv] }
+			sc := func(r, n int) []float32 { return scores[(r-r0)*ctxMax : (r-r0)*ctxMax+n] }
+			kBase, vBase := j*(dn+dv), j*(dn+dv)+dn
+			// Dense rows: the scores a block of positions at a time.
+			ctx := a.Start + r1
+			const bs = mlaBlock * 4
+			for p0 := 0; p0 < ctx; p0 += bs {
+				for r := r0; r < r1; r++ {
+					n := a.Start + r + 1
+					if sel[r] != nil || p0 >= n {
+						continue
+					}
+					m := min(bs, n-p0)
+					blk, rp := sc(r, n)[p0:p0+m], rope[:m]
+					dotRows(qn(r), kvs[p0*kvw+kBase:], kvw, blk, 1)
+					dotRows(qr(r), kps[p0*dr:], dr, rp, 1)
+					for i := range blk {
+						blk[i] = (blk[i] + rp[i]) * a.Scale
+					}
+				}
 			}
-			maxS := float32(math.Inf(-1))
-			for i, t := range positions {
-				k := kvs[int(t)*kvw+j*(dn+dv):]
-				sc := (dotF32(qn, k[:dn]) + dotF32(qr, kps[int(t)*dr:(int(t)+1)*dr])) * a.Scale
-				scores[i] = sc
-				maxS = max(maxS, sc)
+			for r := r0; r < r1; r++ {
+				positions := sel[r]
+				if positions == nil {
+					hs := sc(r, a.Start+r+1)
+					scaleF32(hs, 1/expShifted(hs, maxF32(hs))) // the weights, as axpy takes them
+					clear(o(r))
+					continue
+				}
+				// Selected positions (DSA), one at a time.
+				hs := sc(r, len(positions))
+				for i, t := range positions {
+					k := kvs[int(t)*kvw+kBase:]
+					hs[i] = (dotF32(qn(r), k[:dn]) + dotF32(qr(r), kps[int(t)*dr:(int(t)+1)*dr])) * a.Scale
+				}
+				scaleF32(hs, 1/expShifted(hs, maxF32(hs)))
+				or := o(r)
+				clear(or)
+				for i, t := range positions {
+					axpy(or, kvs[int(t)*kvw+vBase:int(t)*kvw+vBase+dv], hs[i])
+				}
 			}
-			sum := expShifted(scores[:len(positions)], maxS)
-			o := out[(r*a.Heads+h)*dv : (r*a.Heads+h+1)*dv]
-			clear(o)
-			inv := 1 / sum
-			for i, t := range positions {
-				v := kvs[int(t)*kvw+j*(dn+dv)+dn : int(t)*kvw+j*(dn+dv)+dn+dv]
-				axpy(o, v, scores[i]*inv)
+			for p0 := 0; p0 < ctx; p0 += bs {
+				for r := r0; r < r1; r++ {
+					n := a.Start + r + 1
+					if sel[r] != nil || p0 >= n {
+						continue
+					}
+					axpyRows(o(r), kvs[p0*kvw+vBase:], kvw, sc(r, n)[p0:min(n, p0+bs)])
+				}
 			}
 		}
 	})
 	return true
 }
+
+// mlaPrefillTile is how many rows an expanded-attention task takes: at
+// 4K positions their scores are 256 KB.
+const mlaPrefillTile = 16
 
 // DSAMask implements kernels.MLAPrefillOps with MLAttention's selection.
 func (b *Backend) DSAMask(mask kernels.Buf, d *kernels.DSA, kp kernels.KVPool, layer int, seq kernels.AttnSeq, rows int) bool {
