@@ -23,7 +23,7 @@ import "golang.org/x/sys/cpu"
 var haveKDot = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
 
 // haveKDot512: the Q4_K, Q5_K, Q6_K and Q8_0 loops in AVX-512
-// (kdot512_amd64.s), and Q3_K, Q4_0, IQ4_NL and IQ4_XS's (kdot_amd64.s), the
+// (kdot512_amd64.s), and Q2_K, Q3_K, Q4_0, IQ4_NL and IQ4_XS's (kdot_amd64.s), the
 // same weights sixteen at a time. A 4096-element row on a Zen 5 core: Q4_K
 // 254 → 155 ns, Q5_K 370 → 208, Q6_K 325 → 178, Q3_K 423 → 228, Q8_0 244 →
 // 225, Q4_0 270 → 237, IQ4_XS 246 → 163; a Qwen3-0.6B-shaped Q4_K_M decodes
@@ -47,6 +47,9 @@ func q40Dot512(row *byte, x *float32, nb int) float32
 
 //go:noescape
 func q3kDot512(row *byte, x *float32, nb int) float32
+
+//go:noescape
+func q2kDot512(row *byte, x *float32, nb int) float32
 
 //go:noescape
 func iq4nlDot512(row *byte, x *float32, nb int) float32
@@ -131,12 +134,18 @@ func kdot(f func(row *byte, x *float32, nb int) float32, size int, row []byte, x
 	return f(&row[0], &x[0], len(row)/size), true
 }
 
-func dotQ2KFast(row []byte, x []float32) (float32, bool) { return kdot(q2kDotAVX2, 84, row, x) }
-func dotQ3KFast(row []byte, x []float32) (float32, bool) { return kdot(q3kDotAVX2, 110, row, x) }
+func dotQ2KFast(row []byte, x []float32) (float32, bool) {
+	return kdot(pick(q2kDot512, q2kDotAVX2), 84, row, x)
+}
+func dotQ3KFast(row []byte, x []float32) (float32, bool) {
+	return kdot(pick(q3kDot512, q3kDotAVX2), 110, row, x)
+}
 func dotQ4KFast(row []byte, x []float32) (float32, bool) {
 	return kdot(pick(q4kDot512, q4kDotAVX2), 144, row, x)
 }
-func dotQ5KFast(row []byte, x []float32) (float32, bool) { return kdot(q5kDotAVX2, 176, row, x) }
+func dotQ5KFast(row []byte, x []float32) (float32, bool) {
+	return kdot(pick(q5kDot512, q5kDotAVX2), 176, row, x)
+}
 func dotQ6KFast(row []byte, x []float32) (float32, bool) {
 	return kdot(pick(q6kDot512, q6kDotAVX2), 210, row, x)
 }

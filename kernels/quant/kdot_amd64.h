@@ -74,3 +74,31 @@
 	VMULPS Y7, Y5, Y5 \
 	VMOVUPS Y4, 0(SP) \
 	VMOVUPS Y5, 32(SP)
+
+// Q2K_SCALES puts a block's sixteen d·scale in the frame at 0(SP) and
+// its sixteen dmin·min at 64(SP) (Y14: the low-nibble mask).
+#define Q2K_SCALES \
+	MOVL 80(SI), AX \
+	MOVQ AX, X6 \
+	VCVTPH2PS X6, X6 \
+	VPSHUFD $0x55, X6, X7 \
+	VBROADCASTSS X6, Y6 \
+	VBROADCASTSS X7, Y7 \
+	VPMOVZXBD 0(SI), Y4 \
+	VPMOVZXBD 8(SI), Y5 \
+	VPAND Y14, Y4, Y8 \
+	VPAND Y14, Y5, Y9 \
+	VCVTDQ2PS Y8, Y8 \
+	VCVTDQ2PS Y9, Y9 \
+	VMULPS Y6, Y8, Y8 \
+	VMULPS Y6, Y9, Y9 \
+	VMOVUPS Y8, 0(SP) \
+	VMOVUPS Y9, 32(SP) \
+	VPSRLD $4, Y4, Y4 \
+	VPSRLD $4, Y5, Y5 \
+	VCVTDQ2PS Y4, Y4 \
+	VCVTDQ2PS Y5, Y5 \
+	VMULPS Y7, Y4, Y4 \
+	VMULPS Y7, Y5, Y5 \
+	VMOVUPS Y4, 64(SP) \
+	VMOVUPS Y5, 96(SP)

@@ -662,30 +662,7 @@ TEXT ·q2kDotAVX2(SB), NOSPLIT, $128-28
 	VPBROADCASTD kdotMask3<>(SB), Y15
 	VPBROADCASTD kdotMask15<>(SB), Y14
 q2kblock:
-	MOVL 80(SI), AX
-	MOVQ AX, X6
-	VCVTPH2PS X6, X6
-	VPSHUFD $0x55, X6, X7
-	VBROADCASTSS X6, Y6
-	VBROADCASTSS X7, Y7
-	VPMOVZXBD 0(SI), Y4
-	VPMOVZXBD 8(SI), Y5
-	VPAND Y14, Y4, Y8
-	VPAND Y14, Y5, Y9
-	VCVTDQ2PS Y8, Y8
-	VCVTDQ2PS Y9, Y9
-	VMULPS Y6, Y8, Y8
-	VMULPS Y6, Y9, Y9
-	VMOVUPS Y8, 0(SP)
-	VMOVUPS Y9, 32(SP)
-	VPSRLD $4, Y4, Y4
-	VPSRLD $4, Y5, Y5
-	VCVTDQ2PS Y4, Y4
-	VCVTDQ2PS Y5, Y5
-	VMULPS Y7, Y4, Y4
-	VMULPS Y7, Y5, Y5
-	VMOVUPS Y4, 64(SP)
-	VMOVUPS Y5, 96(SP)
+	Q2K_SCALES
 	Q2K_GROUP(16, 0, 0)
 	Q2K_GROUP(24, 0, 32)
 	Q2K_GROUP(32, 4, 64)
@@ -699,6 +676,43 @@ q2kblock:
 	DECQ CX
 	JNZ q2kblock
 	KDOT_SUM
+
+// Q2K_STEP16 is Q2K_STEP sixteen at a time (AVX-512): Q in Z4.
+#define Q2K_STEP16(qs, sc, mc, xo, acc) \
+	VPSRLD $qs, Z4, Z6 \
+	VPANDD Z15, Z6, Z6 \
+	VCVTDQ2PS Z6, Z6 \
+	VBROADCASTSS sc(SP), Z8 \
+	VBROADCASTSS mc(SP), Z9 \
+	VMULPS Z8, Z6, Z6 \
+	VSUBPS Z9, Z6, Z6 \
+	VFMADD231PS xo(DI), Z6, acc
+
+// Q2K_GROUP16: Q2K_GROUP over sixteen quant bytes (the weights of one
+// scale of each plane).
+#define Q2K_GROUP16(qb, sc, xo) \
+	VPMOVZXBD qb(SI), Z4 \
+	Q2K_STEP16(0, sc, 64+sc, xo, Z0) \
+	Q2K_STEP16(2, 8+sc, 72+sc, 128+xo, Z1) \
+	Q2K_STEP16(4, 16+sc, 80+sc, 256+xo, Z2) \
+	Q2K_STEP16(6, 24+sc, 88+sc, 384+xo, Z3)
+
+// func q2kDot512(row *byte, x *float32, nb int) float32
+TEXT ·q2kDot512(SB), NOSPLIT, $128-28
+	KDOT_BEGIN
+	VPBROADCASTD kdotMask3<>(SB), Z15
+	VPBROADCASTD kdotMask15<>(SB), Z14
+q2kblock512:
+	Q2K_SCALES
+	Q2K_GROUP16(16, 0, 0)
+	Q2K_GROUP16(32, 4, 64)
+	Q2K_GROUP16(48, 32, 512)
+	Q2K_GROUP16(64, 36, 576)
+	ADDQ $84, SI
+	ADDQ $1024, DI
+	DECQ CX
+	JNZ q2kblock512
+	KDOT_SUM512W
 
 // The legacy 32-weight formats with a min or a fifth bit (Q4_1, Q5_0,
 // Q5_1) and MXFP4. A block's 16 quant bytes hold elements 0..15 in their

@@ -30,6 +30,7 @@ func TestKDotForms(t *testing.T) {
 		{kernels.Q4_0, q40DotAVX2, 18, false}, {kernels.IQ4_NL, iq4nlDotAVX2, 18, false}, {kernels.IQ4_XS, iq4xsDotAVX2, 136, false},
 		{kernels.Q4_0, q40Dot512, 18, true}, {kernels.IQ4_NL, iq4nlDot512, 18, true}, {kernels.IQ4_XS, iq4xsDot512, 136, true},
 		{kernels.Q3_K, q3kDotAVX2, 110, false}, {kernels.Q3_K, q3kDot512, 110, true},
+		{kernels.Q2_K, q2kDotAVX2, 84, false}, {kernels.Q2_K, q2kDot512, 84, true},
 	} {
 		if c.wide && !haveKDot512 {
 			continue
@@ -59,6 +60,39 @@ func TestKDotForms(t *testing.T) {
 			if d := math.Abs(float64(dot(row, x)) - ref); d > 1e-5*mag+1e-30 {
 				t.Fatalf("%s (wide %v): %v, reference %v", c.typ, c.wide, dot(row, x), ref)
 			}
+		}
+	}
+}
+
+// TestKDotPicksWide: where the CPU has AVX-512, the row dots the backend
+// calls are the AVX-512 loops (their sums run in another order than the
+// AVX2 loops', so the bits tell which ran).
+func TestKDotPicksWide(t *testing.T) {
+	if !haveKDot512 {
+		t.Skip("no AVX-512 on this machine")
+	}
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, c := range []struct {
+		typ  kernels.DType
+		fast func([]byte, []float32) (float32, bool)
+		wide func(*byte, *float32, int) float32
+		size int
+	}{
+		{kernels.Q2_K, dotQ2KFast, q2kDot512, 84}, {kernels.Q3_K, dotQ3KFast, q3kDot512, 110},
+		{kernels.Q4_K, dotQ4KFast, q4kDot512, 144}, {kernels.Q5_K, dotQ5KFast, q5kDot512, 176},
+		{kernels.Q6_K, dotQ6KFast, q6kDot512, 210}, {kernels.Q8_0, dotQ8_0Fast, q80Dot512, 34},
+		{kernels.Q4_0, dotQ4_0Fast, q40Dot512, 18}, {kernels.IQ4_NL, dotIQ4NLFast, iq4nlDot512, 18},
+		{kernels.IQ4_XS, dotIQ4XSFast, iq4xsDot512, 136},
+	} {
+		const n = 4096
+		row := randomRow(r, c.typ, n)
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		got, ok := c.fast(row, x)
+		if want := c.wide(&row[0], &x[0], len(row)/c.size); !ok || math.Float32bits(got) != math.Float32bits(want) {
+			t.Errorf("%s: the backend's dot %v (%v), the AVX-512 loop %v", c.typ, got, ok, want)
 		}
 	}
 }
