@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 
+	"github.com/pocketllm/pocketllm/internal/vmath"
 	"github.com/pocketllm/pocketllm/kernels"
 )
 
@@ -145,7 +146,7 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 			for r := r0; r < r1; r++ {
 				for g := g0; g < g1; g++ {
 					all := sc(r, g)
-					scaleF32(all, 1/expShifted(all, maxF32(all))) // the weights, as axpy takes them
+					vmath.Scale(all, 1/vmath.ExpShifted(all, vmath.Max(all))) // the weights, as axpy takes them
 					h := kvh*group + g
 					clear(out[(r*heads+h)*dv : (r*heads+h+1)*dv])
 				}

@@ -9,6 +9,7 @@ import (
 	"math"
 	"runtime"
 
+	"github.com/pocketllm/pocketllm/internal/vmath"
 	"github.com/pocketllm/pocketllm/kernels"
 )
 
@@ -96,7 +97,7 @@ func (b *Backend) Add(dst, x, y kernels.Buf, n int) {
 }
 
 // SwiGLU implements kernels.Backend: silu(gate)·up, the SiLU by
-// sigmoidMul's vector loops (exp.go), 256 elements at a time through a
+// vmath.SigmoidMul's vector loops, 256 elements at a time through a
 // scratch on the stack, so dst may be gate or up.
 func (b *Backend) SwiGLU(dst, gate, up kernels.Buf, n int) {
 	d, g, u := f32(dst)[:n], f32(gate)[:n], f32(up)[:n]
@@ -105,7 +106,7 @@ func (b *Backend) SwiGLU(dst, gate, up kernels.Buf, n int) {
 		for off := lo; off < hi; off += len(scratch) {
 			t := scratch[:min(len(scratch), hi-off)]
 			copy(t, g[off:])
-			sigmoidMul(t, t)
+			vmath.SigmoidMul(t, t)
 			for i, v := range t {
 				d[off+i] = v * u[off+i]
 			}

@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 
+	"github.com/pocketllm/pocketllm/internal/vmath"
 	"github.com/pocketllm/pocketllm/kernels"
 )
 
@@ -55,9 +56,9 @@ func (b *Backend) CausalConv1D(dst, x, state kernels.Buf, w kernels.Tensor, rows
 			out := d[t*ch : (t+1)*ch]
 			clear(out)
 			for j := range k {
-				mulAdd(out, taps[j*ch:(j+1)*ch], in(t+j))
+				vmath.MulAdd(out, taps[j*ch:(j+1)*ch], in(t+j))
 			}
-			sigmoidMul(out, out) // SiLU
+			vmath.SigmoidMul(out, out) // SiLU
 		}
 	})
 	// The new state: the window's last hist rows, read before any is
@@ -160,7 +161,7 @@ func (b *Backend) RMSNormGated(dst, x, z kernels.Buf, w kernels.Tensor, rows, di
 		inv := float32(1 / math.Sqrt(ss/float64(dim)+float64(eps)))
 		out := d[r*dim : (r+1)*dim]
 		copy(silu, zs[r*dim:(r+1)*dim])
-		sigmoidMul(silu, silu)
+		vmath.SigmoidMul(silu, silu)
 		for i, v := range row {
 			out[i] = v * inv * scale[i] * silu[i]
 		}
@@ -171,6 +172,6 @@ func (b *Backend) RMSNormGated(dst, x, z kernels.Buf, w kernels.Tensor, rows, di
 func (b *Backend) SigmoidMul(x, gate kernels.Buf, n int) {
 	d, g := f32(x)[:n], f32(gate)[:n]
 	b.parallel(n, 1<<14, func(lo, hi int) {
-		sigmoidMul(d[lo:hi], g[lo:hi])
+		vmath.SigmoidMul(d[lo:hi], g[lo:hi])
 	})
 }

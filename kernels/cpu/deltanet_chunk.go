@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 
+	"github.com/pocketllm/pocketllm/internal/vmath"
 	"github.com/pocketllm/pocketllm/kernels"
 )
 
@@ -118,7 +119,7 @@ func (b *Backend) gatedDeltaRuleChunked(dst, qkv, a, bb, state kernels.Buf, aLog
 					for t := range n {
 						ucol[t] = uc[t*dv+j]
 					}
-					scaleF32(sj, en)
+					vmath.Scale(sj, en)
 					axpyRows(sj, kdc, dk, ucol[:n])
 				}
 			}

@@ -2,8 +2,6 @@
 
 package cpu
 
-import "math"
-
 // haveAVX512 is amd64's switch of the wide loops (its tests turn it off
 // and on); never set here.
 var haveAVX512 = false
@@ -31,29 +29,9 @@ func bf16Row(src []uint16, dst []float32) {
 
 func axpy(o, v []float32, w float32) { axpyGo(o, v, w) }
 
-func sigmoidMul(d, x []float32) { sigmoidMulGo(d, x) }
-
-func expShifted(scores []float32, maxS float32) float32 { return expShiftedGo(scores, maxS) }
-
 func dotRows(q, k []float32, stride int, out []float32, scale float32) {
 	for j := range out {
 		out[j] = dotF32Go(q, k[j*stride:j*stride+len(q)]) * scale
-	}
-}
-
-func maxF32(x []float32) float32 {
-	m := float32(math.Inf(-1))
-	for _, v := range x {
-		m = max(m, v)
-	}
-	return m
-}
-
-func mulAdd(d, a, b []float32) { mulAddGo(d, a, b) }
-
-func scaleF32(x []float32, s float32) {
-	for i := range x {
-		x[i] *= s
 	}
 }
 

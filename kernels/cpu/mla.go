@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/pocketllm/pocketllm/internal/vmath"
 	"github.com/pocketllm/pocketllm/kernels"
 )
 
@@ -61,7 +62,7 @@ func (b *Backend) MLAttention(dst, q kernels.Buf, kp kernels.KVPool, layer int, 
 			}
 			for h := h0; h < h1; h++ {
 				hs := sc(h)
-				scaleF32(hs, 1/expShifted(hs, maxF32(hs))) // the weights, as axpy takes them
+				vmath.Scale(hs, 1/vmath.ExpShifted(hs, vmath.Max(hs))) // the weights, as axpy takes them
 				clear(out[(r*heads+h)*dv : (r*heads+h+1)*dv])
 			}
 			for b0 := 0; b0 < np; b0 += mlaBlock {

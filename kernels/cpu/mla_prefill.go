@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 
+	"github.com/pocketllm/pocketllm/internal/vmath"
 	"github.com/pocketllm/pocketllm/kernels"
 )
 
@@ -84,7 +85,7 @@ func (b *Backend) MLAExpandedAttention(dst, q, qpe, kv, kpe kernels.Buf, a kerne
 				positions := sel[r]
 				if positions == nil {
 					hs := sc(r, a.Start+r+1)
-					scaleF32(hs, 1/expShifted(hs, maxF32(hs))) // the weights, as axpy takes them
+					vmath.Scale(hs, 1/vmath.ExpShifted(hs, vmath.Max(hs))) // the weights, as axpy takes them
 					clear(o(r))
 					continue
 				}
@@ -94,7 +95,7 @@ func (b *Backend) MLAExpandedAttention(dst, q, qpe, kv, kpe kernels.Buf, a kerne
 					k := kvs[int(t)*kvw+kBase:]
 					hs[i] = (dotF32(qn(r), k[:dn]) + dotF32(qr(r), kps[int(t)*dr:(int(t)+1)*dr])) * a.Scale
 				}
-				scaleF32(hs, 1/expShifted(hs, maxF32(hs)))
+				vmath.Scale(hs, 1/vmath.ExpShifted(hs, vmath.Max(hs)))
 				or := o(r)
 				clear(or)
 				for i, t := range positions {

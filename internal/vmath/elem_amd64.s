@@ -3,7 +3,7 @@
 #include "textflag.h"
 
 // Element-wise vector loops of the attention's softmax and the hybrids'
-// convolution; dot_amd64.go picks them and runs the tails in Go. Each
+// convolution; vmath_amd64.go picks them and runs the tails in Go. Each
 // lane does what the portable loop does (no fused multiply-adds), so the
 // bits are the same.
 

@@ -1,16 +1,19 @@
-package cpu
+// Package vmath owns the float32 vector loops shared by the CPU backend
+// and the sampler: the softmax's exponentials, the sigmoid (SiLU and the
+// gates), max, scaling and an element-wise multiply-add. Each has an
+// AVX-512 and an AVX2 form and a portable Go loop, and all three give the
+// same bits, so results do not depend on the CPU they ran on.
+//
+// The exponential is e^r·2^k: a Cody–Waite reduction to |r| ≤ ln2/2 and
+// a degree-7 polynomial, within 1 ulp of e^x (TestExpShiftedAccuracy).
+// math.Exp's float64 call a score was 12% of a 2K-context CPU prefill,
+// and 1.5 ms of every sampled token over a 152K vocabulary. Every step is
+// one float32 multiply or add (explicit conversions keep Go from fusing
+// them), k rounds half to even, and a sum is kept in 16 lanes (element i
+// in lane i mod 16) reduced as a tree: what the vector loops do.
+package vmath
 
 import "math"
-
-// The softmax's exponentials in float32: a Cody–Waite reduction to
-// e^r·2^k with |r| ≤ ln2/2 and a degree-7 polynomial, within 2 ulp of
-// e^x over the whole range (TestExpShiftedAccuracy). math.Exp's float64
-// call a score was 12% of a 2K-context CPU prefill; this form runs 16
-// lanes at a time in AVX-512 (exp512_amd64.s) and is written so that the
-// portable loop below computes the same bits: every operation is one
-// float32 multiply or add (explicit conversions keep Go from fusing
-// them), k is rounded half to even, and the sum is kept in 16 lanes
-// (score i in lane i mod 16) reduced as a tree.
 
 const (
 	expLog2E = float32(1.44269504088896341)
@@ -29,8 +32,9 @@ const (
 	expP5 = float32(5.0000001201e-1)
 )
 
-// expNeg is e^x for x ≤ 0, as one lane of the vector loop computes it.
-func expNeg(x float32) float32 {
+// ExpNeg is e^x for x ≤ 0 (0 below -87.34), as a lane of the vector
+// loops computes it.
+func ExpNeg(x float32) float32 {
 	if x < expMin {
 		return 0
 	}
@@ -48,11 +52,11 @@ func expNeg(x float32) float32 {
 	return p * math.Float32frombits(uint32(int32(k)+127)<<23)
 }
 
-// sigmoid32 is 1/(1+e^-x) from expNeg, as the vector loops compute it:
+// Sigmoid is 1/(1+e^-x) from ExpNeg, as the vector loops compute it:
 // t = e^-|x|, then (x < 0 ? t : 1) / (1 + t), within 2 ulp
 // (TestSigmoidAccuracy; 0 below x = expMin).
-func sigmoid32(x float32) float32 {
-	t := expNeg(math.Float32frombits(math.Float32bits(x) | 1<<31))
+func Sigmoid(x float32) float32 {
+	t := ExpNeg(math.Float32frombits(math.Float32bits(x) | 1<<31))
 	num := float32(1)
 	if x < 0 {
 		num = t
@@ -60,26 +64,26 @@ func sigmoid32(x float32) float32 {
 	return num / (1 + t)
 }
 
-// sigmoidMulGo is sigmoidMul's portable loop.
+// sigmoidMulGo is SigmoidMul's portable loop.
 func sigmoidMulGo(d, x []float32) {
 	x = x[:len(d)]
 	for i := range d {
-		d[i] *= sigmoid32(x[i])
+		d[i] *= Sigmoid(x[i])
 	}
 }
 
-// expShiftedGo is expShifted's portable loop.
+// expShiftedGo is ExpShifted's portable loop.
 func expShiftedGo(scores []float32, maxS float32) float32 {
 	var lanes [16]float32
 	expShiftedFrom(scores, 0, maxS, &lanes)
 	return sumLanes16(&lanes)
 }
 
-// expShiftedFrom does expShifted's work from score i0 (a multiple of 16)
+// expShiftedFrom does ExpShifted's work from score i0 (a multiple of 16)
 // on, into lanes.
 func expShiftedFrom(scores []float32, i0 int, maxS float32, lanes *[16]float32) {
 	for i := i0; i < len(scores); i++ {
-		e := expNeg(scores[i] - maxS)
+		e := ExpNeg(scores[i] - maxS)
 		scores[i] = e
 		lanes[i%16] += e
 	}
@@ -96,7 +100,7 @@ func sumLanes16(l *[16]float32) float32 {
 	return l[0]
 }
 
-// mulAddGo is mulAdd's portable loop.
+// mulAddGo is MulAdd's portable loop.
 func mulAddGo(d, a, b []float32) {
 	a, b = a[:len(d)], b[:len(d)]
 	for i := range d {

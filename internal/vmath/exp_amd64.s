@@ -2,11 +2,11 @@
 
 #include "textflag.h"
 
-// exp.go's exponentials, 16 lanes a step: expShiftedGo's operations in
+// vmath.go's exponentials, 16 lanes a step: expShiftedGo's operations in
 // the same order (no fused multiply-adds), so the same bits. The Go side
 // runs the tail and reduces the lanes.
 
-// expTab: each constant of exp.go eight times (a ymm operand), in order.
+// expTab: each constant of vmath.go eight times (a ymm operand), in order.
 // expMin
 DATA expTab<>+0(SB)/8, $0xc2aeac4fc2aeac4f
 DATA expTab<>+8(SB)/8, $0xc2aeac4fc2aeac4f

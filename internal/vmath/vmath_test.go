@@ -1,4 +1,4 @@
-package cpu
+package vmath
 
 import (
 	"math"
@@ -11,7 +11,7 @@ import (
 func TestExpShiftedAccuracy(t *testing.T) {
 	worst, at := 0.0, float32(0)
 	check := func(x float32) {
-		got := expNeg(x)
+		got := ExpNeg(x)
 		want := math.Exp(float64(x))
 		if float32(want) == 0 || x < expMin {
 			if got != 0 {
@@ -59,7 +59,7 @@ func testExpShiftedBitIdentical(t *testing.T) {
 		want := append([]float32(nil), scores...)
 		wantSum := expShiftedGo(want, maxS)
 		got := append([]float32(nil), scores...)
-		gotSum := expShifted(got, maxS)
+		gotSum := ExpShifted(got, maxS)
 		if math.Float32bits(gotSum) != math.Float32bits(wantSum) {
 			t.Errorf("n=%d: sum %g, portable %g", n, gotSum, wantSum)
 		}
@@ -69,6 +69,20 @@ func testExpShiftedBitIdentical(t *testing.T) {
 				break
 			}
 		}
+	}
+}
+
+// forEachWidth runs test with the AVX-512 loops off (the AVX2 ones, as on
+// CPUs without AVX-512) and, where the CPU has them, on.
+func forEachWidth(t *testing.T, test func(*testing.T)) {
+	wide := haveAVX512
+	defer func() { haveAVX512 = wide }()
+	for _, on := range []bool{false, true} {
+		if on && !wide {
+			continue
+		}
+		haveAVX512 = on
+		t.Run(map[bool]string{false: "avx2", true: "avx512"}[on], test)
 	}
 }
 
@@ -82,7 +96,7 @@ func BenchmarkExpShifted(b *testing.B) {
 	b.SetBytes(int64(4 * len(scores)))
 	for b.Loop() {
 		copy(buf, scores)
-		expShifted(buf, 4)
+		ExpShifted(buf, 4)
 	}
 }
 
@@ -96,7 +110,7 @@ func TestSigmoidAccuracy(t *testing.T) {
 		if i%4 == 0 {
 			x = (rng.Float32() - 0.5) * 200
 		}
-		got, want := sigmoid32(x), 1/(1+math.Exp(-float64(x)))
+		got, want := Sigmoid(x), 1/(1+math.Exp(-float64(x)))
 		if want < 1.2e-38 {
 			if got > 1.2e-38 {
 				t.Errorf("sigmoid(%g) = %g, want %g", x, got, want)
@@ -130,10 +144,10 @@ func testSigmoidMulBitIdentical(t *testing.T) {
 		x[n/2] = -150
 		want, got := append([]float32(nil), d...), append([]float32(nil), d...)
 		sigmoidMulGo(want, x)
-		sigmoidMul(got, x)
+		SigmoidMul(got, x)
 		wantIn, gotIn := append([]float32(nil), x...), append([]float32(nil), x...)
 		sigmoidMulGo(wantIn, wantIn)
-		sigmoidMul(gotIn, gotIn)
+		SigmoidMul(gotIn, gotIn)
 		for i := range got {
 			if math.Float32bits(got[i]) != math.Float32bits(want[i]) || math.Float32bits(gotIn[i]) != math.Float32bits(wantIn[i]) {
 				t.Fatalf("n=%d, %d: %g and in place %g, portable %g and %g (x %g)", n, i, got[i], gotIn[i], want[i], wantIn[i], x[i])
@@ -148,7 +162,7 @@ func TestSoftmaxHelpers(t *testing.T) { forEachWidth(t, testSoftmaxHelpers) }
 
 func testSoftmaxHelpers(t *testing.T) {
 	rng := rand.New(rand.NewPCG(15, 16))
-	if m := maxF32(nil); !math.IsInf(float64(m), -1) {
+	if m := Max(nil); !math.IsInf(float64(m), -1) {
 		t.Errorf("max of none %g", m)
 	}
 	for _, n := range []int{1, 7, 8, 9, 16, 17, 31, 64, 100} {
@@ -158,7 +172,7 @@ func testSoftmaxHelpers(t *testing.T) {
 				x[i] = float32(rng.NormFloat64()) - 10
 			}
 			x[at] = 3
-			if m := maxF32(x); m != 3 {
+			if m := Max(x); m != 3 {
 				t.Fatalf("n=%d: max %g with 3 at %d", n, m, at)
 			}
 		}
@@ -170,7 +184,7 @@ func testSoftmaxHelpers(t *testing.T) {
 		for i, v := range x {
 			want[i] = v * 0.3
 		}
-		scaleF32(x, 0.3)
+		Scale(x, 0.3)
 		for i := range x {
 			if x[i] != want[i] {
 				t.Fatalf("n=%d: scaled [%d] %g, want %g", n, i, x[i], want[i])
@@ -182,7 +196,7 @@ func testSoftmaxHelpers(t *testing.T) {
 		}
 		got := append([]float32(nil), x...)
 		mulAddGo(x, a, bv)
-		mulAdd(got, a, bv)
+		MulAdd(got, a, bv)
 		for i := range x {
 			if math.Float32bits(got[i]) != math.Float32bits(x[i]) {
 				t.Fatalf("n=%d: mulAdd [%d] %g, portable %g", n, i, got[i], x[i])

@@ -1,0 +1,34 @@
+package session
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// BenchmarkSample: one sampled token over a Qwen3-sized vocabulary, the
+// host's share of every non-greedy decode step.
+func BenchmarkSample(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	logits := make([]float32, 151936)
+	for i := range logits {
+		logits[i] = float32(r.NormFloat64() * 3)
+	}
+	seed := uint64(1)
+	for _, c := range []struct {
+		name string
+		p    SamplingParams
+	}{
+		{"t1", SamplingParams{Temperature: 1}},
+		{"t0.7-p0.9", SamplingParams{Temperature: 0.7, TopP: 0.9}},
+		{"t0.6-k20-p0.95", SamplingParams{Temperature: 0.6, TopK: 20, TopP: 0.95}},
+		{"t0.7-minp0.05", SamplingParams{Temperature: 0.7, MinP: 0.05}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			c.p.Seed = &seed
+			s := newSampler(c.p, nil)
+			for b.Loop() {
+				s.sample(logits)
+			}
+		})
+	}
+}
