@@ -32,3 +32,16 @@ func BenchmarkSample(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLogSoftmax: a token's logprob and top 5 over a Qwen3-sized
+// vocabulary (each streamed token when logprobs are asked for).
+func BenchmarkLogSoftmax(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	logits := make([]float32, 151936)
+	for i := range logits {
+		logits[i] = float32(r.NormFloat64() * 3)
+	}
+	for b.Loop() {
+		logSoftmax(logits, 7, 5)
+	}
+}

@@ -1,12 +1,14 @@
 package session
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
 
-func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-6 } // float32 probabilities
 
 // dist runs the sampler's distribution and returns it as id → probability.
 func dist(p SamplingParams, logits []float32, prompt, generated []int32) map[int32]float64 {
@@ -145,7 +147,7 @@ func TestLogSoftmax(t *testing.T) {
 }
 
 func TestTopN(t *testing.T) {
-	x := []float64{3, 1, 4, 1, 5, 9, 2, 6, 5, 3}
+	x := []float32{3, 1, 4, 1, 5, 9, 2, 6, 5, 3}
 	got := topN(x, 4)
 	if !slices.Equal(got, []int32{5, 7, 4, 8}) {
 		t.Fatalf("topN %v", got)
@@ -156,5 +158,104 @@ func TestTopN(t *testing.T) {
 	ids, _ := newSampler(SamplingParams{Temperature: 1, TopP: 0.5, Seed: &seed}, nil).distribution(flat)
 	if len(ids) != 500 {
 		t.Fatalf("flat nucleus of %d tokens, want 500", len(ids))
+	}
+}
+
+// refDistribution is the sampler's distribution computed plainly in
+// float64 over a sorted vocabulary (no penalties): the reference for the
+// float32 vector passes and the thresholded nucleus.
+func refDistribution(p SamplingParams, logits []float32) map[int32]float64 {
+	maxL := math.Inf(-1)
+	for _, v := range logits {
+		maxL = max(maxL, float64(v))
+	}
+	x := make([]float64, len(logits))
+	var total float64
+	for i, v := range logits {
+		x[i] = math.Exp((float64(v) - maxL) / p.Temperature)
+		total += x[i]
+	}
+	order := make([]int32, len(x))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		if x[a] != x[b] {
+			if x[a] > x[b] {
+				return -1
+			}
+			return 1
+		}
+		return int(a - b)
+	})
+	keep := order
+	if p.TopK > 0 {
+		keep = keep[:p.TopK]
+		total = 0
+		for _, t := range keep {
+			total += x[t]
+		}
+	}
+	if p.TopP > 0 && p.TopP < 1 {
+		var acc float64
+		for i, t := range keep {
+			acc += x[t] / total
+			if acc >= p.TopP {
+				keep = keep[:i+1]
+				break
+			}
+		}
+	}
+	if p.MinP > 0 {
+		keep = slices.DeleteFunc(slices.Clone(keep), func(t int32) bool { return x[t] < p.MinP })
+	}
+	var mass float64
+	for _, t := range keep {
+		mass += x[t]
+	}
+	out := map[int32]float64{}
+	for _, t := range keep {
+		out[t] = x[t] / mass
+	}
+	return out
+}
+
+// TestSamplerLargeVocab: over a 50K vocabulary, every filter's
+// distribution against the float64 reference, and the unfiltered draw
+// (which never lists the ids) against a draw from the reference with
+// the same random stream.
+func TestSamplerLargeVocab(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	logits := make([]float32, 50000)
+	for i := range logits {
+		logits[i] = float32(r.NormFloat64() * 2)
+	}
+	logits[777] = 14 // a peak, as language models have
+	logits[4242] = 13
+	for _, p := range []SamplingParams{
+		{Temperature: 0.7, TopP: 0.9}, {Temperature: 1, TopP: 0.5}, {Temperature: 1.3, TopP: 0.95},
+		{Temperature: 0.6, TopK: 20, TopP: 0.95}, {Temperature: 1, TopK: 50},
+		{Temperature: 0.7, MinP: 0.05}, {Temperature: 1, TopP: 0.9, MinP: 0.1},
+	} {
+		got, want := dist(p, logits, nil, nil), refDistribution(p, logits)
+		checkDist(t, fmt.Sprintf("%+v", p), got, want)
+	}
+	seed := uint64(9)
+	p := SamplingParams{Temperature: 1.5, Seed: &seed}
+	s := newSampler(p, nil)
+	ref := refDistribution(p, logits)
+	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	cum := make([]float64, len(logits)+1) // the reference's cumulative probabilities
+	for i := range logits {
+		cum[i+1] = cum[i] + ref[int32(i)]
+	}
+	for range 300 {
+		// The token the same uniform draw falls on, to the float32
+		// probabilities' rounding (a cumulative sum within 1e-6).
+		u := rng.Float64()
+		g := s.sample(logits)
+		if u < cum[g]-1e-6 || u >= cum[g+1]+1e-6 {
+			t.Fatalf("drew %d (cumulative %v..%v) for u %v", g, cum[g], cum[g+1], u)
+		}
 	}
 }
