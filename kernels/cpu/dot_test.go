@@ -145,15 +145,19 @@ func testDot2BitIdentical(t *testing.T) {
 
 // TestMatMulBatchInvariant: a row's MatMul result does not depend on how
 // many rows the call has or on where the output rows fall in the prefill
-// GEMM's blocks of prefillRows weight rows (bf16 weights; the prefill path
-// against the one-row decode path, bit for bit).
+// GEMM's blocks of prefillRows weight rows or in the chunked GEMM's tiles
+// (bf16 weights; the prefill path against the one-row decode path, bit
+// for bit).
 func TestMatMulBatchInvariant(t *testing.T) { forEachWidth(t, testMatMulBatchInvariant) }
 
 func testMatMulBatchInvariant(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	b := New(2)
-	for _, shape := range [][2]int{{1, 96}, {prefillRows + 1, 96}, {3*prefillRows + 2, 96}, {prefillRows + 1, 128}, {3*prefillRows + 2, 320}} {
-		out, in := shape[0], shape[1] // in = 128, 320: whole steps of the AVX-512 loops
+	for _, shape := range [][2]int{{1, 96}, {prefillRows + 1, 96}, {3*prefillRows + 2, 96}, {prefillRows + 1, 128}, {3*prefillRows + 2, 320},
+		{2*gemmGroup + 3, gemmMinIn + 64}, {gemmGroup - 1, 2*gemmChunk + 64}} {
+		// in = 128, 320: whole steps of the AVX-512 loops; the last two
+		// take the chunked GEMM (gemm_amd64.go), with a short last chunk.
+		out, in := shape[0], shape[1]
 		data := make([]byte, 2*out*in)
 		for i := 0; i < out*in; i++ {
 			binary.LittleEndian.PutUint16(data[2*i:], uint16(math.Float32bits(rng.Float32()-0.5)>>16))
