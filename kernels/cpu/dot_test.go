@@ -154,9 +154,10 @@ func testMatMulBatchInvariant(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	b := New(2)
 	for _, shape := range [][2]int{{1, 96}, {prefillRows + 1, 96}, {3*prefillRows + 2, 96}, {prefillRows + 1, 128}, {3*prefillRows + 2, 320},
-		{2*gemmGroup + 3, gemmMinIn + 64}, {gemmGroup - 1, 2*gemmChunk + 64}} {
-		// in = 128, 320: whole steps of the AVX-512 loops; the last two
-		// take the chunked GEMM (gemm_amd64.go), with a short last chunk.
+		{6, 1536}, {2*gemmGroup + 3, gemmMinIn + 64}, {gemmGroup - 1, 2*gemmChunk + 64}} {
+		// in = 128, 320: whole steps of the AVX-512 loops; 1536: blocks
+		// of 4 weight rows (prefillBlock); the last two take the chunked
+		// GEMM (gemm_amd64.go), with a short last chunk.
 		out, in := shape[0], shape[1]
 		data := make([]byte, 2*out*in)
 		for i := 0; i < out*in; i++ {
