@@ -98,6 +98,7 @@ func FuzzNew(f *testing.F) {
 	f.Add([]byte(`{"model":{"type":"WordPiece"}}`), []byte(`{}`))
 	f.Add([]byte(`{"model":{"type":"BPE","vocab":{"a":0,"b":1},"merges":[]},"pre_tokenizer":{"type":"ByteLevel"},"post_processor":{"type":"Sequence","processors":[{"type":"ByteLevel"},{"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"b"}},{"Sequence":{"id":"A"}}],"special_tokens":{"b":{"ids":[1]}}}]}}`), []byte(nil))
 	f.Add([]byte(`{"model":{"type":"BPE","vocab":{"a":99999999}},"pre_tokenizer":{"type":"ByteLevel"}}`), []byte(`null`))
+	f.Add([]byte(tinyTokenizerJSON(false)), []byte(`{"bos_token":"<|end|>","eos_token":"<|end|>","tokenizer_class":"LlamaTokenizerFast","add_bos_token":true,"add_eos_token":true}`))
 	f.Add([]byte(`{"normalizer":{"type":"Sequence","normalizers":[{"type":"Replace","pattern":{"String":" "},"content":"_"},{"type":"Lowercase"}]},"pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"Digits","individual_digits":true},{"type":"Split","pattern":{"String":"x"},"behavior":"MergedWithNext","invert":true},{"type":"ByteLevel","add_prefix_space":true}]},"model":{"type":"BPE","vocab":{"Ġ":0,"a":1},"merges":[]}}`), []byte(`{"eos_token":null}`))
 	f.Fuzz(func(t *testing.T, tj, cfg []byte) {
 		tk, err := New(tj, cfg)
@@ -106,6 +107,7 @@ func FuzzNew(f *testing.F) {
 		}
 		for _, s := range []string{"", "hello world<|end|> 12345", "\xff\xfe", "日本語 <tool> x"} {
 			tk.EncodeSpecial(s)
+			tk.EncodeStart(s)
 			ids := tk.Encode(s)
 			tk.Decode(ids)
 			d := tk.NewDecoder()
