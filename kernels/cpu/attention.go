@@ -92,10 +92,10 @@ func (b *Backend) StoreKV(kp kernels.KVPool, layer int, k, v kernels.Buf, slots 
 // the values one KV block at a time, and applies each block to all of
 // the tile's queries while the block is in L1/L2, so K and V stream from
 // memory once a tile instead of once a query (at 2K positions a head's K
-// alone is 1 MB). Each query's arithmetic is
-// the same as alone and in the same order — a dotRows a block for its
-// scores, expShifted, an axpyRows a block — so the bits are those of a
-// pass with one row (a decode step) at any tile.
+// alone is 1 MB). Each query's arithmetic is the same as alone and in the
+// same order — a dotRows a block for its scores, vmath.ExpShifted, an
+// axpyRows a block — so the bits are those of a pass with one row (a
+// decode step) at any tile.
 func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, seq kernels.AttnSeq, rows, heads int, scale float32) {
 	p := kp.(*kvPool)
 	s := p.spec

@@ -48,7 +48,7 @@ func (b *Backend) MLAExpandedAttention(dst, q, qpe, kv, kpe kernels.Buf, a kerne
 	// block's rows stay in cache for all of the tile's rows); rows with
 	// selected positions take them one by one. Either way each row's
 	// arithmetic is that of a dotF32 for each part of a score, their sum
-	// scaled, expShifted and an axpy a position, in position order.
+	// scaled, vmath.ExpShifted and an axpy a position, in position order.
 	tiles := (a.Rows + mlaPrefillTile - 1) / mlaPrefillTile
 	b.parallel(tiles*a.HN, 1, func(lo, hi int) {
 		ctxMax := a.Start + a.Rows
