@@ -39,15 +39,17 @@ func (b *Backend) gatedDeltaRuleChunked(dst, qkv, a, bb, state kernels.Buf, aLog
 	qscale := float32(1 / math.Sqrt(float64(dk)))
 	const C = deltaChunk
 	b.parallel(nv, 1, func(lo, hi int) {
-		qc := make([]float32, C*dk)  // normalised, scaled queries [C, DK]
-		kc := make([]float32, C*dk)  // normalised keys [C, DK]
-		kdc := make([]float32, C*dk) // decayed keys [C, DK]
-		sT := make([]float32, dv*dk) // state, transposed [DV, DK]
-		uc := make([]float32, C*dv)  // right-hand side, then U [C, DV]
-		ucol := make([]float32, C)   // a column of U
-		am := make([]float32, C*C)   // -A, strictly lower [C, C]
-		pm := make([]float32, C*C)   // decayed q·k, lower incl. diagonal [C, C]
-		oc := make([]float32, C*dv)  // chunk outputs [C, DV]
+		qc := make([]float32, C*dk)       // normalised, scaled queries [C, DK]
+		kc := make([]float32, C*dk)       // normalised keys [C, DK]
+		kdc := make([]float32, C*dk)      // decayed keys [C, DK]
+		sT := make([]float32, dv*dk)      // state, transposed [DV, DK]
+		uc := make([]float32, C*dv)       // right-hand side, then U [C, DV]
+		ucol := make([]float32, C)        // a column of U
+		am := make([]float32, C*C)        // -A, strictly lower [C, C]
+		pm := make([]float32, C*C)        // decayed q·k, lower incl. diagonal [C, C]
+		oc := make([]float32, C*dv)       // chunk outputs [C, DV]
+		ks := make([]float32, max(dv, C)) // a row's products with S₀ or the keys
+		qs := make([]float32, max(dv, C))
 		G := make([]float64, C)
 		eg := make([]float32, C)
 		beta := make([]float32, C)
@@ -73,24 +75,28 @@ func (b *Backend) gatedDeltaRuleChunked(dst, qkv, a, bb, state kernels.Buf, aLog
 					beta[t] = sigmoid(bv[(t0+t)*nv+h])
 				}
 				// W = β(V - e^G K S₀) and the inter-chunk outputs e^G Q S₀.
-				for j := 0; j < dv; j++ {
-					sj := sT[j*dk : (j+1)*dk]
-					for t := range n {
-						v := in[(t0+t)*cd+2*kd+h*dv+j]
-						uc[t*dv+j] = beta[t] * (v - eg[t]*dotF32(kc[t*dk:(t+1)*dk], sj))
-						oc[t*dv+j] = eg[t] * dotF32(qc[t*dk:(t+1)*dk], sj)
+				// (Each row of products with S₀'s rows by dotRows: dotF32's
+				// bits, four state rows a reduction.)
+				for t := range n {
+					dotRows(kc[t*dk:(t+1)*dk], sT, dk, ks[:dv], 1)
+					dotRows(qc[t*dk:(t+1)*dk], sT, dk, qs[:dv], 1)
+					vrow := in[(t0+t)*cd+2*kd+h*dv:]
+					for j := range dv {
+						uc[t*dv+j] = beta[t] * (vrow[j] - eg[t]*ks[j])
+						oc[t*dv+j] = eg[t] * qs[j]
 					}
 				}
 				// Intra-chunk matrices.
 				for t := 0; t < n; t++ {
 					kt, qt := kc[t*dk:(t+1)*dk], qc[t*dk:(t+1)*dk]
+					dotRows(kt, kc, dk, ks[:t+1], 1) // k_t·k_u, u ≤ t
+					dotRows(qt, kc, dk, qs[:t+1], 1) // q_t·k_u
 					for u := 0; u <= t; u++ {
-						ku := kc[u*dk : (u+1)*dk]
 						d := float32(math.Exp(G[t] - G[u]))
 						if u < t {
-							am[t*C+u] = -(beta[t] * d * dotF32(kt, ku))
+							am[t*C+u] = -(beta[t] * d * ks[u])
 						}
-						pm[t*C+u] = d * dotF32(qt, ku)
+						pm[t*C+u] = d * qs[u]
 					}
 				}
 				// Forward substitution (I+A)U = W a row of U at a time
