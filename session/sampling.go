@@ -50,10 +50,11 @@ func (p SamplingParams) biased() bool { return len(p.LogitBias) > 0 }
 type sampler struct {
 	p      SamplingParams
 	rng    *rand.Rand
-	seen   map[int32]bool // prompt and generated tokens (repetition penalty)
-	counts map[int32]int  // generated tokens (presence, frequency)
-	y      []float32      // scratch: adjusted logits, then probabilities
-	idx    []int32        // scratch: candidate ids
+	seen   map[int32]bool    // prompt and generated tokens (repetition penalty)
+	counts map[int32]int     // generated tokens (presence, frequency)
+	y      []float32         // scratch: adjusted logits, then probabilities
+	idx    []int32           // scratch: candidate ids
+	hist   *[1 << 12]float64 // scratch: top-p's histogram
 }
 
 func newSampler(p SamplingParams, prompt []int32) *sampler {
@@ -79,6 +80,22 @@ func (s *sampler) observe(id int32) {
 	}
 }
 
+// Sampler draws tokens from logits as a generation draws them, its
+// generated tokens counted for the penalties (no prompt: the repetition
+// penalty sees only them). For tools that run a model themselves, e.g.
+// `pocketd bench --temperature`.
+type Sampler struct{ s *sampler }
+
+// NewSampler returns a Sampler for p.
+func NewSampler(p SamplingParams) *Sampler { return &Sampler{newSampler(p, nil)} }
+
+// Sample draws the next token.
+func (s *Sampler) Sample(logits []float32) int32 {
+	id := s.s.sample(logits)
+	s.s.observe(id)
+	return id
+}
+
 // greedy reports whether p picks the argmax.
 func (p SamplingParams) greedy() bool { return p.Temperature <= 0 || p.TopK == 1 }
 
@@ -87,39 +104,35 @@ func (p SamplingParams) filtered() bool {
 	return p.TopK > 0 || (p.TopP > 0 && p.TopP < 1) || p.MinP > 0
 }
 
-// sample picks the next token. Sampling from the whole distribution (no
-// filter) draws straight from the probabilities, without listing the
-// vocabulary's ids.
+// sample picks the next token: the argmax, or a draw that walks the
+// kept tokens in id order, their unnormalised probabilities summed, to
+// u × their total (no id list or normalised copy of the vocabulary).
 func (s *sampler) sample(logits []float32) int32 {
-	if !s.p.greedy() && !s.p.filtered() {
-		y, total := s.probabilities(logits)
-		u := s.rng.Float64() * total
-		var acc float64
-		last := int32(-1)
-		for i, v := range y {
-			if v > 0 {
-				acc += float64(v)
-				last = int32(i)
-				if u < acc {
-					return int32(i)
-				}
+	if s.p.greedy() {
+		return s.argmax(logits)
+	}
+	y, k := s.kept(logits)
+	u := s.rng.Float64() * k.mass
+	var acc float64
+	if k.ids != nil {
+		for _, t := range k.ids {
+			if acc += float64(y[t]); u < acc {
+				return t
 			}
 		}
-		return max(last, 0) // rounding: the last token with a probability
+		return k.ids[len(k.ids)-1]
 	}
-	ids, probs := s.distribution(logits)
-	if len(ids) == 1 {
-		return ids[0]
-	}
-	u := s.rng.Float64()
-	var acc float64
-	for i, p := range probs {
-		acc += p
-		if u < acc {
-			return ids[i]
+	last := int32(-1)
+	for i, v := range y {
+		if k.has(int32(i), v) {
+			acc += float64(v)
+			last = int32(i)
+			if u < acc {
+				return int32(i)
+			}
 		}
 	}
-	return ids[len(ids)-1]
+	return max(last, 0) // rounding: the last kept token
 }
 
 // adjusted returns the logits after penalties and bias, in s's scratch.
@@ -159,99 +172,194 @@ func (s *sampler) probabilities(logits []float32) ([]float32, float64) {
 	return y, float64(vmath.ExpShifted(y, vmath.Max(y)))
 }
 
+// argmax is greedy decoding's token after penalties and bias.
+func (s *sampler) argmax(logits []float32) int32 {
+	y := s.adjusted(logits)
+	best := 0
+	for i, v := range y {
+		if v > y[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
 // distribution returns the candidate ids (ascending) and their
 // probabilities (summing to 1) after penalties, temperature and filters.
 // Greedy decoding returns the single argmax.
 func (s *sampler) distribution(logits []float32) ([]int32, []float64) {
-	p := s.p
-	if p.greedy() {
-		y := s.adjusted(logits)
-		best := 0
-		for i, v := range y {
-			if v > y[best] {
-				best = i
-			}
-		}
-		return []int32{int32(best)}, []float64{1}
+	if s.p.greedy() {
+		return []int32{s.argmax(logits)}, []float64{1}
 	}
-	y, total := s.probabilities(logits)
-	var ids []int32
-	if p.TopK > 0 || (p.TopP > 0 && p.TopP < 1) {
-		ids = s.nucleus(y, total)
-		if p.MinP > 0 {
-			cut := float32(p.MinP) // × the top probability, which is 1
-			ids = slices.DeleteFunc(ids, func(t int32) bool { return y[t] < cut })
-		}
-	} else {
-		// Min-p alone (the unfiltered case never lists the ids).
-		ids = s.idx[:0]
-		cut := max(float32(p.MinP), math.SmallestNonzeroFloat32)
+	y, k := s.kept(logits)
+	ids := k.ids
+	if ids == nil {
 		for i, v := range y {
-			if v >= cut {
+			if k.has(int32(i), v) {
 				ids = append(ids, int32(i))
 			}
 		}
-		s.idx = ids
 	}
-	ids = slices.Clone(ids)
-	slices.Sort(ids)
 	probs := make([]float64, len(ids))
-	total = 0
-	for _, t := range ids {
-		total += float64(y[t])
-	}
 	for i, t := range ids {
-		probs[i] = float64(y[t]) / total
+		probs[i] = float64(y[t]) / k.mass
 	}
 	return ids, probs
 }
 
-// nucleus applies top-k and top-p to the unnormalised probabilities y
-// (summing to total, the largest 1). It orders only the head of the
-// distribution: with top-k the top k tokens; with top-p alone the tokens
-// above a threshold that falls 16× a round until they hold the nucleus's
-// mass, so a large vocabulary is not sorted for every token.
-func (s *sampler) nucleus(y []float32, total float64) []int32 {
+// keptSet is which tokens the filters keep: those with probability above
+// lo, and those at lo with ids up to tie; mass is their total. Where
+// they are known to be few (top-k, a peaked top-p) they are also listed
+// (ids, ascending).
+type keptSet struct {
+	lo   float32
+	tie  int32
+	mass float64
+	ids  []int32
+}
+
+// has reports whether the kept set holds token t of probability v.
+func (k *keptSet) has(t int32, v float32) bool { return v > k.lo || (v == k.lo && t <= k.tie) }
+
+// kept returns the unnormalised probabilities y at the temperature and
+// the tokens the filters keep. The filters keep a prefix of the tokens
+// ranked by probability (ties by id): top-k its first k, top-p the
+// shortest prefix holding p of its mass, min-p those at least p × the
+// first's. So the kept set is everything ranked at or before one token.
+func (s *sampler) kept(logits []float32) ([]float32, keptSet) {
 	p := s.p
-	topP := p.TopP > 0 && p.TopP < 1
-	if p.TopK > 0 {
-		top := topN(y, min(p.TopK, len(y)))
-		if !topP {
-			return top
-		}
-		var mass float64
-		for _, t := range top {
-			mass += float64(y[t])
-		}
-		return prefixMass(y, top, mass, p.TopP)
+	y, total := s.probabilities(logits)
+	k := keptSet{lo: 0, tie: -1, mass: total} // every token of probability > 0
+	if !p.filtered() {
+		return y, k
 	}
-	// Top-p alone: the tokens of y ≥ cut are a prefix of the order by
-	// probability; once they hold p of the mass, the nucleus is in them.
-	cand := s.idx[:0]
-	for cut := float32(1.0 / 64); ; cut /= 16 {
-		cand = cand[:0]
-		var mass float64
-		for i, v := range y {
-			if v >= cut {
-				cand = append(cand, int32(i))
-				mass += float64(v)
+	last := int32(-1) // the last token kept by top-k and top-p; -1: all
+	topP := p.TopP > 0 && p.TopP < 1
+	var among []int32 // a few tokens the kept ones are among, if known
+	switch {
+	case p.TopK > 0:
+		top := topN(y, min(p.TopK, len(y)))
+		among = top
+		if topP {
+			var m float64
+			for _, t := range top {
+				m += float64(y[t])
+			}
+			top = prefixMass(y, top, m, p.TopP)
+		}
+		if len(top) < len(y) {
+			last = top[len(top)-1]
+		}
+	case topP:
+		last, among = s.nucleusEnd(y, total)
+	}
+	if last >= 0 {
+		k.lo, k.tie = y[last], last
+	}
+	// Min-p's bound, p × the top probability (which is 1), where it
+	// keeps fewer tokens.
+	if cut := float32(p.MinP); p.MinP > 0 && (cut > k.lo || (cut == k.lo && last < 0)) {
+		k.lo, k.tie = cut, math.MaxInt32
+	}
+	k.mass = 0
+	if among != nil {
+		for _, t := range among {
+			if k.has(t, y[t]) {
+				k.ids = append(k.ids, t)
+				k.mass += float64(y[t])
 			}
 		}
-		if mass >= p.TopP*total || cut < 1e-30 {
-			break
+		slices.Sort(k.ids)
+		return y, k
+	}
+	for i, v := range y {
+		if k.has(int32(i), v) {
+			k.mass += float64(v)
+		}
+	}
+	return y, k
+}
+
+// nucleusEnd is the last token of top-p's nucleus over the unnormalised
+// probabilities y (summing to total, the largest 1), or -1 when it is
+// every token. A pass sums the probabilities (of the tokens within 1/64
+// of the top where those hold p of the mass, else of all) into a
+// histogram by their top 12 bits
+// (which order positive floats); the buckets, taken from the top, find
+// the one where the ranked sum reaches p, and only that bucket's tokens
+// are sorted. So a flat distribution, whose nucleus is most of the
+// vocabulary, costs two passes, not a sort of it. among is the tokens
+// within 1/64 of the top where the nucleus is among them (else nil).
+func (s *sampler) nucleusEnd(y []float32, total float64) (last int32, among []int32) {
+	const shift = 20
+	want := s.p.TopP * total
+	if s.hist == nil {
+		s.hist = new([1 << 12]float64)
+	}
+	sums := s.hist[:]
+	clear(sums)
+	// A peaked distribution's nucleus is among the few tokens within 1/64
+	// of the top: then only they are bucketed.
+	cand := s.idx[:0]
+	var m float64
+	for i, v := range y {
+		if v >= 1.0/64 {
+			cand = append(cand, int32(i))
+			m += float64(v)
 		}
 	}
 	s.idx = cand
-	slices.SortFunc(cand, func(a, b int32) int { // most likely first, ties by id
-		if y[a] != y[b] {
-			if y[a] > y[b] {
-				return -1
+	if m >= want {
+		for _, t := range cand {
+			sums[math.Float32bits(y[t])>>shift] += float64(y[t])
+		}
+	} else {
+		cand = nil
+		for _, v := range y {
+			sums[math.Float32bits(v)>>shift] += float64(v)
+		}
+	}
+	var acc float64
+	b := len(sums) - 1
+	for ; b > 0; b-- {
+		if acc+sums[b] >= want {
+			break
+		}
+		acc += sums[b]
+	}
+	// The boundary bucket's tokens, ranked (ids ascending already).
+	var edge []int32
+	if cand != nil {
+		for _, t := range cand {
+			if int(math.Float32bits(y[t])>>shift) == b {
+				edge = append(edge, t)
 			}
+		}
+	} else {
+		edge = s.idx[:0]
+		for i, v := range y {
+			if int(math.Float32bits(v)>>shift) == b {
+				edge = append(edge, int32(i))
+			}
+		}
+		s.idx = edge
+	}
+	slices.SortStableFunc(edge, func(a, c int32) int {
+		switch {
+		case y[a] > y[c]:
+			return -1
+		case y[a] < y[c]:
 			return 1
 		}
-		return int(a - b)
+		return 0
 	})
-	return prefixMass(y, cand, total, p.TopP)
+	for _, t := range edge {
+		acc += float64(y[t])
+		if acc >= want {
+			return t, cand
+		}
+	}
+	return -1, nil // rounding: the whole distribution
 }
 
 // prefixMass is the shortest prefix of ids (most likely first) whose

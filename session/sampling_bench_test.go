@@ -13,6 +13,13 @@ func BenchmarkSample(b *testing.B) {
 	for i := range logits {
 		logits[i] = float32(r.NormFloat64() * 3)
 	}
+	peaked := make([]float32, len(logits)) // a language model's: a few likely tokens
+	for i := range peaked {
+		peaked[i] = float32(r.NormFloat64() * 2)
+	}
+	for i := range 20 {
+		peaked[r.IntN(len(peaked))] = 12 + float32(i)*0.3
+	}
 	seed := uint64(1)
 	for _, c := range []struct {
 		name string
@@ -23,13 +30,18 @@ func BenchmarkSample(b *testing.B) {
 		{"t0.6-k20-p0.95", SamplingParams{Temperature: 0.6, TopK: 20, TopP: 0.95}},
 		{"t0.7-minp0.05", SamplingParams{Temperature: 0.7, MinP: 0.05}},
 	} {
-		b.Run(c.name, func(b *testing.B) {
-			c.p.Seed = &seed
-			s := newSampler(c.p, nil)
-			for b.Loop() {
-				s.sample(logits)
-			}
-		})
+		for _, in := range []struct {
+			name   string
+			logits []float32
+		}{{"flat", logits}, {"peaked", peaked}} {
+			b.Run(c.name+"/"+in.name, func(b *testing.B) {
+				c.p.Seed = &seed
+				s := newSampler(c.p, nil)
+				for b.Loop() {
+					s.sample(in.logits)
+				}
+			})
+		}
 	}
 }
 

@@ -46,6 +46,9 @@ type benchResult struct {
 	ResidentBytes      int64   `json:"resident_bytes"`
 	ReadBandwidthGBps  float64 `json:"read_bandwidth_gbps,omitempty"`
 	RooflineTokensPerS float64 `json:"roofline_tokens_per_s,omitempty"`
+	// Sampling describes the decode's sampling when it is not greedy
+	// (the session's sampler over the whole vocabulary each step).
+	Sampling string `json:"sampling,omitempty"`
 }
 
 func newBenchCmd() *cobra.Command {
@@ -53,6 +56,7 @@ func newBenchCmd() *cobra.Command {
 	var promptTokens, newTokens, threads, device int
 	var asJSON, roofline bool
 	var cpuProfile string
+	var sp session.SamplingParams
 	cmd := &cobra.Command{
 		Use:   "bench --model DIR [--prompt-tokens N] [--new-tokens N] [--json]",
 		Short: "Measure single-request prefill and decode speed",
@@ -62,6 +66,9 @@ func newBenchCmd() *cobra.Command {
 				return fmt.Errorf("--prompt-tokens and --new-tokens must be positive")
 			}
 			if backend == "cuda" {
+				if sp.Temperature > 0 {
+					return fmt.Errorf("--temperature: the cuda bench decodes greedily on the device; sampled decoding is measured on the CPU backend or through the daemon")
+				}
 				return benchOnWorker(cmd, model, device, promptTokens, newTokens, asJSON)
 			}
 			ck, m, err := loadModel(model, backend, threads)
@@ -80,7 +87,7 @@ func newBenchCmd() *cobra.Command {
 				}
 				defer pprof.StopCPUProfile()
 			}
-			r, err := bench(m, promptTokens, newTokens)
+			r, err := bench(m, promptTokens, newTokens, sp)
 			if err != nil {
 				return err
 			}
@@ -122,11 +129,25 @@ func newBenchCmd() *cobra.Command {
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	f.BoolVar(&roofline, "roofline", true, "measure memory read bandwidth and report the decode roofline (CPU)")
+	f.Float64Var(&sp.Temperature, "temperature", 0, "sample the decode at this temperature (0: greedy)")
+	f.Float64Var(&sp.TopP, "top-p", 0, "nucleus sampling (with --temperature)")
+	f.IntVar(&sp.TopK, "top-k", 0, "top-k sampling (with --temperature)")
+	f.Float64Var(&sp.MinP, "min-p", 0, "min-p sampling (with --temperature)")
 	return cmd
 }
 
-// bench runs one prefill of a random prompt and a greedy decode.
-func bench(m *models.Model, promptTokens, newTokens int) (*benchResult, error) {
+// bench runs one prefill of a random prompt and a decode, greedy unless
+// sp has a temperature (then each step's token is drawn by the session's
+// sampler, as a sampled generation does, seed 1).
+func bench(m *models.Model, promptTokens, newTokens int, sp session.SamplingParams) (*benchResult, error) {
+	pick := session.Argmax
+	sampling := ""
+	if sp.Temperature > 0 {
+		seed := uint64(1)
+		sp.Seed = &seed
+		pick = session.NewSampler(sp).Sample
+		sampling = fmt.Sprintf("temperature %g, top_p %g, top_k %d, min_p %g", sp.Temperature, sp.TopP, sp.TopK, sp.MinP)
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	prompt := make([]int32, promptTokens)
 	for i := range prompt {
@@ -142,7 +163,7 @@ func bench(m *models.Model, promptTokens, newTokens int) (*benchResult, error) {
 		return nil, err
 	}
 	prefill := time.Since(start)
-	next := session.Argmax(logits)
+	next := pick(logits)
 	decodeStart := time.Now()
 	var ttft time.Duration
 	for i := range newTokens {
@@ -151,7 +172,7 @@ func bench(m *models.Model, promptTokens, newTokens int) (*benchResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		next = session.Argmax(l)
+		next = pick(l)
 		if i == 0 {
 			ttft = time.Since(start)
 		}
@@ -167,6 +188,7 @@ func bench(m *models.Model, promptTokens, newTokens int) (*benchResult, error) {
 		WeightBytes:       m.WeightBytes(),
 		DecodeReadBytes:   m.DecodeReadBytes(),
 		ResidentBytes:     procstat.ResidentBytes(),
+		Sampling:          sampling,
 	}, nil
 }
 
