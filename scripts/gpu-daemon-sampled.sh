@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Sampled decoding through the daemon against greedy, one GPU: the host's
+# share of a sampled step (the session's sampler over the full logits)
+# next to the device's step. Qwen3-0.6B-shaped bf16 (152K vocabulary) by
+# default, MODEL=shape to change it.
+#   BIN=.gpud bash scripts/gpu-daemon-sampled.sh
+# (Written when no device time was left: not yet run.)
+set -u
+D=${BIN:-$(cd "$(dirname "$0")" && pwd)}
+for f in "$D"/*.tar.xz; do [ -e "$f" ] && tar -xJf "$f" -C "$D" && rm -f "$f"; done
+shape=${MODEL:-qwen3-0.6b}
+m=/tmp/m-$shape
+[ -e $m/.done ] || { $D/pocket-worker synth --shape $shape --out $m >/dev/null 2>&1 && touch $m/.done; } || { echo synth failed; exit 1; }
+vocab=$(python3 -c "import json; print(json.load(open('$m/config.json'))['vocab_size'])")
+prompt=$(python3 -c "import random; random.seed(5); print(','.join(str(random.randrange($vocab)) for _ in range(256)))")
+sock=/tmp/pd-sampled.sock
+api() { curl -s --max-time 120 --unix-socket $sock "http://pocketd$1" ${2:+-d "$2"}; }
+rm -rf /tmp/st-sampled
+$D/pocketd serve --model $m --socket $sock --listen off --state-dir /tmp/st-sampled --backend cuda --devices 0 > /tmp/log-sampled 2>&1 &
+pid=$!
+for i in $(seq 1 120); do api /v0/health 2>/dev/null | grep -q '"ok"' && break; sleep 1; done
+name=$(basename $m)
+id=$(api /v0/sessions "{\"model\":\"$name\"}" | python3 -c "import json,sys; print(json.load(sys.stdin)['id'])")
+api /v0/sessions/$id/append "{\"tokens\":[$prompt]}" > /dev/null
+api /v0/sessions/$id/generate '{"max_tokens":16,"temperature":0}' > /dev/null # warm-up
+gen() { # label body
+  t0=$(date +%s.%N)
+  api /v0/sessions/$id/generate "$2" > /dev/null
+  t1=$(date +%s.%N)
+  echo "$1: $(python3 -c "print(f'{128/($t1-$t0):.1f} tok/s')")"
+}
+for r in 1 2; do
+  gen greedy '{"max_tokens":128,"temperature":0}'
+  gen "temperature 0.7" '{"max_tokens":128,"temperature":0.7,"seed":1}'
+  gen "temperature 0.7, top_p 0.9" '{"max_tokens":128,"temperature":0.7,"top_p":0.9,"seed":1}'
+  gen "temperature 0.6, top_k 20, top_p 0.95" '{"max_tokens":128,"temperature":0.6,"top_k":20,"top_p":0.95,"seed":1}'
+done
+kill $pid; wait $pid 2>/dev/null
+grep -i "error\|panic" /tmp/log-sampled | head -3
