@@ -56,6 +56,12 @@ func dotRowsF32x512(q, k *float32, dk, stride, rows int, out *float32, scale flo
 //go:noescape
 func axpyRowsF32x512(o, v *float32, dv, stride, rows int, w *float32)
 
+//go:noescape
+func dotRowsF32AVX2(q, k *float32, dk, stride, rows int, out *float32, scale float32)
+
+//go:noescape
+func axpyRowsF32AVX2(o, v *float32, dv, stride, rows int, w *float32)
+
 // dotRows sets out[j] to dotF32(q, k[j·stride:][:len(q)])·scale for
 // every j, the same bits, in one call where the rows fit the AVX-512 loop
 // (the attention's scaled scores over a KV block: a call a position cost
@@ -68,6 +74,10 @@ func dotRows(q, k []float32, stride int, out []float32, scale float32) {
 	_ = k[(n-1)*stride+dk-1] // bounds, once
 	if haveAVX512 && dk%64 == 0 {
 		dotRowsF32x512(&q[0], &k[0], dk, stride, n, &out[0], scale)
+		return
+	}
+	if haveAVX2 && !haveAVX512 && dk%32 == 0 {
+		dotRowsF32AVX2(&q[0], &k[0], dk, stride, n, &out[0], scale)
 		return
 	}
 	for j := range out {
@@ -86,6 +96,10 @@ func axpyRows(o, v []float32, stride int, w []float32) {
 	_ = v[(n-1)*stride+dv-1]
 	if haveAVX512 && dv%128 == 0 {
 		axpyRowsF32x512(&o[0], &v[0], dv, stride, n, &w[0])
+		return
+	}
+	if haveAVX2 && dv%64 == 0 {
+		axpyRowsF32AVX2(&o[0], &v[0], dv, stride, n, &w[0])
 		return
 	}
 	for j, wj := range w {

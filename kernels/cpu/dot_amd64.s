@@ -245,3 +245,169 @@ fp8row:
 	JNZ fp8row
 	VZEROUPPER
 	RET
+
+// func dotRowsF32AVX2(q, k *float32, dk, stride, rows int, out *float32, scale float32)
+// dotRowsF32x512 for AVX2 CPUs: out[j] = (q · k[j·stride:][:dk])·scale,
+// each dot exactly as dotF32AVX2 computes it. Rows go two at a time,
+// sharing each load of q; their reductions run side by side in the two
+// 128-bit halves (DOT_END's tree, lane for lane). dk must be a multiple
+// of 32; stride is in floats.
+TEXT ·dotRowsF32AVX2(SB), NOSPLIT, $0-52
+	VBROADCASTSS scale+48(FP), X15
+	MOVQ q+0(FP), R8
+	MOVQ k+8(FP), R9
+	MOVQ dk+16(FP), R10
+	MOVQ stride+24(FP), R11
+	SHLQ $2, R11
+	MOVQ rows+32(FP), R12
+	MOVQ out+40(FP), R13
+	CMPQ R12, $2
+	JLT rows2left
+pairloop:
+	MOVQ R8, SI
+	MOVQ R9, DI
+	LEAQ (R9)(R11*1), AX
+	MOVQ R10, CX
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+ploop:
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	VFMADD231PS (DI), Y0, Y4
+	VFMADD231PS 32(DI), Y1, Y5
+	VFMADD231PS 64(DI), Y2, Y6
+	VFMADD231PS 96(DI), Y3, Y7
+	VFMADD231PS (AX), Y0, Y8
+	VFMADD231PS 32(AX), Y1, Y9
+	VFMADD231PS 64(AX), Y2, Y10
+	VFMADD231PS 96(AX), Y3, Y11
+	ADDQ $128, SI
+	ADDQ $128, DI
+	ADDQ $128, AX
+	SUBQ $32, CX
+	JNZ ploop
+	// Each row's accumulators as DOT_END adds them, then its halves
+	// (low + high 128 bits) for both rows in one add.
+	VADDPS Y5, Y4, Y4
+	VADDPS Y7, Y6, Y6
+	VADDPS Y6, Y4, Y4
+	VADDPS Y9, Y8, Y8
+	VADDPS Y11, Y10, Y10
+	VADDPS Y10, Y8, Y8
+	VPERM2F128 $0x20, Y8, Y4, Y0 // low halves: row 0 | row 1
+	VPERM2F128 $0x31, Y8, Y4, Y1 // high halves
+	VADDPS Y1, Y0, Y0
+	VHADDPS Y0, Y0, Y0
+	VHADDPS Y0, Y0, Y0
+	VMULPS X15, X0, X2
+	MOVSS X2, (R13)
+	VEXTRACTF128 $1, Y0, X1
+	VMULSS X15, X1, X1
+	MOVSS X1, 4(R13)
+	ADDQ $8, R13
+	LEAQ (R9)(R11*2), R9
+	SUBQ $2, R12
+	CMPQ R12, $2
+	JGE pairloop
+rows2left:
+	TESTQ R12, R12
+	JZ rows2done
+	MOVQ R8, SI
+	MOVQ R9, DI
+	MOVQ R10, CX
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+sloop:
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	DOT_FMA4
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $32, CX
+	JNZ sloop
+	VADDPS Y5, Y4, Y4
+	VADDPS Y7, Y6, Y6
+	VADDPS Y6, Y4, Y4
+	VEXTRACTF128 $1, Y4, X1
+	VADDPS X1, X4, X4
+	VHADDPS X4, X4, X4
+	VHADDPS X4, X4, X4
+	VMULSS X15, X4, X4
+	MOVSS X4, (R13)
+rows2done:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF32AVX2(o, v *float32, dv, stride, rows int, w *float32)
+// o += w[j]·v[j·stride : j·stride+dv] for j in order, each product
+// rounded before its sum as axpyF32AVX2 does, with 64 floats of o held
+// in registers across the rows: the same bits as rows calls of axpy. dv
+// must be a multiple of 64.
+TEXT ·axpyRowsF32AVX2(SB), NOSPLIT, $0-48
+	MOVQ o+0(FP), DI
+	MOVQ v+8(FP), R9
+	MOVQ dv+16(FP), R10
+	MOVQ stride+24(FP), R11
+	SHLQ $2, R11
+	MOVQ rows+32(FP), R12
+	MOVQ w+40(FP), R13
+chunk2:
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	VMOVUPS 128(DI), Y4
+	VMOVUPS 160(DI), Y5
+	VMOVUPS 192(DI), Y6
+	VMOVUPS 224(DI), Y7
+	MOVQ R9, SI
+	MOVQ R13, DX
+	MOVQ R12, CX
+row2:
+	VBROADCASTSS (DX), Y8
+	VMULPS (SI), Y8, Y9
+	VADDPS Y9, Y0, Y0
+	VMULPS 32(SI), Y8, Y9
+	VADDPS Y9, Y1, Y1
+	VMULPS 64(SI), Y8, Y9
+	VADDPS Y9, Y2, Y2
+	VMULPS 96(SI), Y8, Y9
+	VADDPS Y9, Y3, Y3
+	VMULPS 128(SI), Y8, Y9
+	VADDPS Y9, Y4, Y4
+	VMULPS 160(SI), Y8, Y9
+	VADDPS Y9, Y5, Y5
+	VMULPS 192(SI), Y8, Y9
+	VADDPS Y9, Y6, Y6
+	VMULPS 224(SI), Y8, Y9
+	VADDPS Y9, Y7, Y7
+	ADDQ R11, SI
+	ADDQ $4, DX
+	DECQ CX
+	JNZ row2
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	VMOVUPS Y4, 128(DI)
+	VMOVUPS Y5, 160(DI)
+	VMOVUPS Y6, 192(DI)
+	VMOVUPS Y7, 224(DI)
+	ADDQ $256, DI
+	ADDQ $256, R9
+	SUBQ $64, R10
+	JNZ chunk2
+	VZEROUPPER
+	RET
