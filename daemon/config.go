@@ -84,6 +84,11 @@ type CacheConfig struct {
 	KVBlocks      int   `toml:"kv_blocks"`
 	BlockSize     int   `toml:"block_size"`
 	HostTierBytes int64 `toml:"host_tier_bytes"`
+	// KVDType is the KV cache's element type on the CPU backend: "f32"
+	// (the default) or "f16" (half the memory and the bytes a long
+	// context's decode reads; session.ModelConfig.KVHalf). Workers keep
+	// their own.
+	KVDType string `toml:"kv_dtype"`
 	// SnapshotBytes bounds the memory for snapshots of a hybrid model's
 	// recurrent state, per model (0: the default, two 4K contexts'
 	// snapshots between 1 and 8 GiB; session.ModelConfig): the daemon's,
@@ -270,6 +275,11 @@ func (c *Config) Validate() error {
 		if v < 0 {
 			return fmt.Errorf("%s: must not be negative, got %d", key, v)
 		}
+	}
+	switch c.Cache.KVDType {
+	case "", "f32", "f16":
+	default:
+		return fmt.Errorf("cache.kv_dtype: %q is not \"f32\" or \"f16\"", c.Cache.KVDType)
 	}
 	bs := c.Cache.BlockSize
 	if bs == 0 {

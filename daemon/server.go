@@ -328,6 +328,7 @@ func (s *Server) load(ctx context.Context) error {
 		s.mu.Unlock()
 		err = mgr.AddModel(session.ModelConfig{Name: name, Model: l.Model, Tokenizer: l.Tokenizer, EOS: l.EOS,
 			KVBlocks: s.cfg.Cache.KVBlocks, BlockSize: s.cfg.Cache.BlockSize, HostTierBytes: s.cfg.Cache.HostTierBytes,
+			KVHalf:     s.cfg.Cache.KVDType == "f16",
 			QueueLimit: s.cfg.Limits.Queue, SnapshotBytes: s.cfg.Cache.SnapshotBytes,
 			IdleStepTime:      time.Duration(s.cfg.Limits.PrefillStepMs) * time.Millisecond,
 			SnapshotIntervals: s.cfg.Cache.SnapshotIntervals.Intervals(), HostSnapshots: s.cfg.Cache.HostSnapshots,

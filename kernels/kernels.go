@@ -63,6 +63,13 @@ type KVSpec struct {
 	KVHeads   int
 	HeadDimK  int // per-head width of the K rows
 	HeadDimV  int // per-head width of the V rows (0: the layer stores no V, e.g. MLA latents)
+	// Half asks for K and V stored as float16 (half the memory and the
+	// bytes a long context's decode reads), where the backend offers it:
+	// the CPU backend, for pools whose K and V rows have one width
+	// (attention, not MLA latents). Rows are rounded to float16 when
+	// stored and widened exactly when read. BytesPerBlock still counts
+	// float32, as blocks read out of the pool are.
+	Half bool
 }
 
 // BytesPerBlock is the memory one block takes across all layers (float32).

@@ -58,6 +58,11 @@ type ModelConfig struct {
 	// HostTierBytes bounds the host memory that evicted KV blocks fall to
 	// (0: no host tier).
 	HostTierBytes int64
+	// KVHalf asks for the KV pool in float16 where the backend offers it
+	// (kernels.KVSpec.Half: the in-process CPU backend's attention pools),
+	// for half the memory and the bytes a long context's decode reads.
+	// Logits then differ from a float32 pool's by the rounding of K and V.
+	KVHalf bool
 	// QueueLimit bounds the requests in flight for the model (default 256).
 	QueueLimit int
 	// SnapshotBytes bounds the memory for snapshots of a hybrid model's
@@ -249,6 +254,7 @@ func (m *Manager) AddModel(cfg ModelConfig) error {
 		cfg.QueueLimit = 256
 	}
 	spec := cfg.Model.KVSpec(1, cfg.BlockSize)
+	spec.Half = cfg.KVHalf
 	if cfg.KVBlocks <= 0 {
 		ctx := cfg.Model.ModelConfig().MaxPositions
 		if ctx <= 0 {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/pocketllm/pocketllm/models"
 	"github.com/pocketllm/pocketllm/models/demo"
 	"github.com/pocketllm/pocketllm/models/tokenizer"
 )
@@ -228,4 +229,57 @@ func TestTextStartsWithBOS(t *testing.T) {
 	if got, _ := m.Tokens(1, id); !slices.Equal(got, []int32{'A', 'B'}) {
 		t.Errorf("after tokens: %v, want [65 66]", got)
 	}
+}
+
+// TestHalfKVMatchesCold: with a float16 KV pool (ModelConfig.KVHalf),
+// appends, generations and a fork continue exactly as a cold run of the
+// model on a float16 pool of its own: prefill and decode read the same
+// rounded keys and values.
+func TestHalfKVMatchesCold(t *testing.T) {
+	model := loadFixture(t, "qwen3")
+	m := newManager(t, "", ModelConfig{Name: "qwen3", Model: model, KVHalf: true})
+	cold := func(toks []int32, n int) []int32 {
+		t.Helper()
+		spec := model.KVSpec(8, 16)
+		spec.Half = true
+		pool, err := model.Backend.NewKVPool(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !pool.Spec().Half {
+			t.Fatal("the CPU backend made no float16 pool")
+		}
+		seq := models.Seq{Pool: pool, Table: []int32{0, 1, 2, 3, 4, 5, 6, 7}}
+		logits, err := model.Forward(seq, toks, models.LastLogits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []int32
+		for i := range n {
+			next := Argmax(logits)
+			out = append(out, next)
+			if i == n-1 {
+				break
+			}
+			seq.Start = len(toks) + i
+			if logits, err = model.Forward(seq, []int32{next}, models.LastLogits); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return out
+	}
+	id := mustOpen(t, m, "qwen3")
+	p1, p2 := prompt(21, 1), prompt(9, 2)
+	mustAppend(t, m, id, p1)
+	g1 := mustGenerate(t, m, id, 6)
+	equalIDs(t, "first generate", g1.IDs, cold(p1, 6))
+	mustAppend(t, m, id, p2)
+	g2 := mustGenerate(t, m, id, 5)
+	all := slices.Concat(p1, g1.IDs, p2)
+	equalIDs(t, "second generate", g2.IDs, cold(all, 5))
+	f, err := m.Fork(1, id, 25)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalIDs(t, "fork", mustGenerate(t, m, f.ID, 4).IDs, cold(all[:25], 4))
 }

@@ -49,13 +49,15 @@ type benchResult struct {
 	// Sampling describes the decode's sampling when it is not greedy
 	// (the session's sampler over the whole vocabulary each step).
 	Sampling string `json:"sampling,omitempty"`
+	// KVHalf reports a float16 KV cache (--kv-dtype f16).
+	KVHalf bool `json:"kv_half,omitempty"`
 }
 
 func newBenchCmd() *cobra.Command {
 	var model, backend string
 	var promptTokens, newTokens, threads, device int
 	var asJSON, roofline bool
-	var cpuProfile string
+	var cpuProfile, kvDType string
 	var sp session.SamplingParams
 	cmd := &cobra.Command{
 		Use:   "bench --model DIR [--prompt-tokens N] [--new-tokens N] [--json]",
@@ -87,7 +89,10 @@ func newBenchCmd() *cobra.Command {
 				}
 				defer pprof.StopCPUProfile()
 			}
-			r, err := bench(m, promptTokens, newTokens, sp)
+			if kvDType != "f32" && kvDType != "f16" {
+				return fmt.Errorf("--kv-dtype: %q is not f32 or f16", kvDType)
+			}
+			r, err := bench(m, promptTokens, newTokens, sp, kvDType == "f16")
 			if err != nil {
 				return err
 			}
@@ -129,6 +134,7 @@ func newBenchCmd() *cobra.Command {
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	f.BoolVar(&roofline, "roofline", true, "measure memory read bandwidth and report the decode roofline (CPU)")
+	f.StringVar(&kvDType, "kv-dtype", "f32", "KV cache element type on the CPU backend: f32 or f16 (cache.kv_dtype)")
 	f.Float64Var(&sp.Temperature, "temperature", 0, "sample the decode at this temperature (0: greedy)")
 	f.Float64Var(&sp.TopP, "top-p", 0, "nucleus sampling (with --temperature)")
 	f.IntVar(&sp.TopK, "top-k", 0, "top-k sampling (with --temperature)")
@@ -139,7 +145,7 @@ func newBenchCmd() *cobra.Command {
 // bench runs one prefill of a random prompt and a decode, greedy unless
 // sp has a temperature (then each step's token is drawn by the session's
 // sampler, as a sampled generation does, seed 1).
-func bench(m *models.Model, promptTokens, newTokens int, sp session.SamplingParams) (*benchResult, error) {
+func bench(m *models.Model, promptTokens, newTokens int, sp session.SamplingParams, halfKV bool) (*benchResult, error) {
 	pick := session.Argmax
 	sampling := ""
 	if sp.Temperature > 0 {
@@ -153,7 +159,7 @@ func bench(m *models.Model, promptTokens, newTokens int, sp session.SamplingPara
 	for i := range prompt {
 		prompt[i] = int32(rng.IntN(m.Config.VocabSize))
 	}
-	seq, err := kvseq.Private(m, promptTokens+newTokens, 16, false)
+	seq, err := kvseq.PrivateHalf(m, promptTokens+newTokens, 16, false, halfKV)
 	if err != nil {
 		return nil, err
 	}
@@ -189,6 +195,7 @@ func bench(m *models.Model, promptTokens, newTokens int, sp session.SamplingPara
 		DecodeReadBytes:   m.DecodeReadBytes(),
 		ResidentBytes:     procstat.ResidentBytes(),
 		Sampling:          sampling,
+		KVHalf:            seq.Pool.Spec().Half,
 	}, nil
 }
 

@@ -28,6 +28,7 @@ func (p *Proxy) NewKVPool(spec kernels.KVSpec) (kernels.KVPool, error) {
 	if err := validSpec(spec); err != nil {
 		return nil, err
 	}
+	spec.Half = false // a worker's pool keeps its backend's own element type
 	rank := spec
 	if n := p.world(); spec.KVHeads%n != 0 {
 		return nil, fmt.Errorf("worker: KV pool of %d heads over %d ranks", spec.KVHeads, n)

@@ -8,8 +8,16 @@ import "github.com/pocketllm/pocketllm/models"
 // least one block) in blocks of blockSize; reverse lays its block table
 // out backwards, to exercise the block-table indexing.
 func Private(m *models.Model, n, blockSize int, reverse bool) (models.Seq, error) {
+	return PrivateHalf(m, n, blockSize, reverse, false)
+}
+
+// PrivateHalf is Private with a float16 pool where half is set and the
+// backend offers one (kernels.KVSpec.Half).
+func PrivateHalf(m *models.Model, n, blockSize int, reverse, half bool) (models.Seq, error) {
 	blocks := max((n+blockSize-1)/blockSize, 1)
-	pool, err := m.Backend.NewKVPool(m.KVSpec(blocks, blockSize))
+	spec := m.KVSpec(blocks, blockSize)
+	spec.Half = half
+	pool, err := m.Backend.NewKVPool(spec)
 	if err != nil {
 		return models.Seq{}, err
 	}

@@ -1,88 +1,9 @@
 package cpu
 
 import (
-	"fmt"
-
 	"github.com/pocketllm/pocketllm/internal/vmath"
 	"github.com/pocketllm/pocketllm/kernels"
 )
-
-// kvPool keeps, per layer, K and V slots as float32.
-type kvPool struct {
-	spec kernels.KVSpec
-	k, v [][]float32 // [layer][slot*KVHeads*HeadDim]
-}
-
-func (p *kvPool) Spec() kernels.KVSpec { return p.spec }
-
-// NewKVPool implements kernels.Backend.
-func (b *Backend) NewKVPool(s kernels.KVSpec) (kernels.KVPool, error) {
-	if s.Layers <= 0 || s.Blocks <= 0 || s.BlockSize <= 0 || s.KVHeads <= 0 || s.HeadDimK <= 0 || s.HeadDimV < 0 {
-		return nil, fmt.Errorf("cpu: bad KV spec %+v", s)
-	}
-	if total := s.BytesPerBlock() * int64(s.Blocks); total > 1<<40 {
-		return nil, fmt.Errorf("cpu: KV pool of %d bytes is too large", total)
-	}
-	p := &kvPool{spec: s, k: make([][]float32, s.Layers), v: make([][]float32, s.Layers)}
-	slots := s.Blocks * s.BlockSize
-	for l := range p.k {
-		p.k[l] = make([]float32, slots*s.KVHeads*s.HeadDimK)
-		p.v[l] = make([]float32, slots*s.KVHeads*s.HeadDimV)
-	}
-	return p, nil
-}
-
-// CopyKVBlock implements kernels.Backend.
-func (b *Backend) CopyKVBlock(kp kernels.KVPool, dst, src int) {
-	p := kp.(*kvPool)
-	s := p.spec
-	kn, vn := s.BlockSize*s.KVHeads*s.HeadDimK, s.BlockSize*s.KVHeads*s.HeadDimV
-	for l := range p.k {
-		copy(p.k[l][dst*kn:(dst+1)*kn], p.k[l][src*kn:(src+1)*kn])
-		copy(p.v[l][dst*vn:(dst+1)*vn], p.v[l][src*vn:(src+1)*vn])
-	}
-}
-
-// ReadKVBlock implements kernels.Backend.
-func (b *Backend) ReadKVBlock(kp kernels.KVPool, block int, dst []float32) {
-	p := kp.(*kvPool)
-	s := p.spec
-	kn, vn := s.BlockSize*s.KVHeads*s.HeadDimK, s.BlockSize*s.KVHeads*s.HeadDimV
-	off := 0
-	for l := range p.k {
-		off += copy(dst[off:off+kn], p.k[l][block*kn:(block+1)*kn])
-		off += copy(dst[off:off+vn], p.v[l][block*vn:(block+1)*vn])
-	}
-}
-
-// WriteKVBlock implements kernels.Backend.
-func (b *Backend) WriteKVBlock(kp kernels.KVPool, block int, src []float32) {
-	p := kp.(*kvPool)
-	s := p.spec
-	kn, vn := s.BlockSize*s.KVHeads*s.HeadDimK, s.BlockSize*s.KVHeads*s.HeadDimV
-	off := 0
-	for l := range p.k {
-		off += copy(p.k[l][block*kn:(block+1)*kn], src[off:off+kn])
-		off += copy(p.v[l][block*vn:(block+1)*vn], src[off:off+vn])
-	}
-}
-
-// StoreKV implements kernels.Backend.
-func (b *Backend) StoreKV(kp kernels.KVPool, layer int, k, v kernels.Buf, slots []int32) {
-	p := kp.(*kvPool)
-	s := p.spec
-	kw, vw := s.KVHeads*s.HeadDimK, s.KVHeads*s.HeadDimV
-	ks := f32(k)
-	for i, slot := range slots {
-		copy(p.k[layer][int(slot)*kw:(int(slot)+1)*kw], ks[i*kw:(i+1)*kw])
-	}
-	if vw > 0 {
-		vs := f32(v)
-		for i, slot := range slots {
-			copy(p.v[layer][int(slot)*vw:(int(slot)+1)*vw], vs[i*vw:(i+1)*vw])
-		}
-	}
-}
 
 // Attention implements kernels.Backend: exact softmax attention.
 //
@@ -102,11 +23,9 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 	dk, dv := s.HeadDimK, s.HeadDimV
 	group := heads / s.KVHeads
 	qs, out := f32(q), f32(dst)
-	kl, vl := p.k[layer], p.v[layer]
 	bs := s.BlockSize
 	tileRows := max(1, attnTileQueries/group)
 	tiles := (rows + tileRows - 1) / tileRows
-	kStride, vStride := s.KVHeads*dk, s.KVHeads*dv
 	// With fewer tasks than workers (a decode step: one tile), a task
 	// takes part of a group's heads, so that every worker has one.
 	parts := 1
@@ -115,8 +34,35 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 	}
 	per := (group + parts - 1) / parts // heads a part
 	parts = (group + per - 1) / per
+	// rowsOf is a KV block's rows of KV head kvh (m of them, from slot
+	// first) for layer data f (K or V) of row width d: in the pool, or
+	// widened into buf from a half pool. It returns the rows and their
+	// stride.
+	rowsOf := func(f []float32, h []uint16, first, m, kvh, d int, buf []float32) ([]float32, int) {
+		if h == nil {
+			return f[(first*s.KVHeads+kvh)*d:], s.KVHeads * d
+		}
+		for j := range m {
+			at := ((first+j)*s.KVHeads + kvh) * d
+			f16Row(h[at:at+d], buf[j*d:(j+1)*d])
+		}
+		return buf, d
+	}
+	var kl, vl []float32
+	var klh, vlh []uint16
+	if p.half() {
+		klh, vlh = p.kh[layer], p.vh[layer]
+	} else {
+		kl, vl = p.k[layer], p.v[layer]
+	}
+	// direct: the block kernels read a half pool's rows themselves.
+	direct := p.half() && halfRows(dk, dv)
 	b.parallel(tiles*s.KVHeads*parts, 1, func(lo, hi int) {
 		scores := make([]float32, min(tileRows, rows)*group*(seq.Start+rows))
+		var widened []float32 // a block's rows of one KV head, from a half pool
+		if p.half() && !direct {
+			widened = make([]float32, bs*max(dk, dv))
+		}
 		for task := lo; task < hi; task++ {
 			kvh, tile := task%s.KVHeads, task/s.KVHeads
 			g0 := (tile % parts) * per
@@ -131,7 +77,12 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 				return scores[qi*ctx : qi*ctx+seq.Start+r+1]
 			}
 			for p0 := 0; p0 < ctx; p0 += bs { // the block of positions p0..
-				kb := kl[(int(seq.Table[p0/bs])*bs*s.KVHeads+kvh)*dk:]
+				first := int(seq.Table[p0/bs]) * bs
+				var kb []float32
+				var kStride int
+				if !direct {
+					kb, kStride = rowsOf(kl, klh, first, min(bs, ctx-p0), kvh, dk, widened)
+				}
 				for r := r0; r < r1; r++ {
 					for g := g0; g < g1; g++ {
 						all := sc(r, g)
@@ -139,7 +90,12 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 							continue
 						}
 						h := kvh*group + g
-						dotRows(qs[(r*heads+h)*dk:(r*heads+h+1)*dk], kb, kStride, all[p0:min(len(all), p0+bs)], scale)
+						qv, blk := qs[(r*heads+h)*dk:(r*heads+h+1)*dk], all[p0:min(len(all), p0+bs)]
+						if direct {
+							dotRowsHalf(qv, klh[(first*s.KVHeads+kvh)*dk:], s.KVHeads*dk, blk, scale)
+						} else {
+							dotRows(qv, kb, kStride, blk, scale)
+						}
 					}
 				}
 			}
@@ -152,7 +108,12 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 				}
 			}
 			for p0 := 0; p0 < ctx; p0 += bs {
-				vb := vl[(int(seq.Table[p0/bs])*bs*s.KVHeads+kvh)*dv:]
+				first := int(seq.Table[p0/bs]) * bs
+				var vb []float32
+				var vStride int
+				if !direct {
+					vb, vStride = rowsOf(vl, vlh, first, min(bs, ctx-p0), kvh, dv, widened)
+				}
 				for r := r0; r < r1; r++ {
 					for g := g0; g < g1; g++ {
 						all := sc(r, g)
@@ -160,7 +121,12 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 							continue
 						}
 						h := kvh*group + g
-						axpyRows(out[(r*heads+h)*dv:(r*heads+h+1)*dv], vb, vStride, all[p0:min(len(all), p0+bs)])
+						o, w := out[(r*heads+h)*dv:(r*heads+h+1)*dv], all[p0:min(len(all), p0+bs)]
+						if direct {
+							axpyRowsHalf(o, vlh[(first*s.KVHeads+kvh)*dv:], s.KVHeads*dv, w)
+						} else {
+							axpyRows(o, vb, vStride, w)
+						}
 					}
 				}
 			}

@@ -10,19 +10,23 @@ import (
 
 // TestAttentionBatchInvariant: a pass of many query rows (several tiles
 // of several KV heads, on several workers, groups split where the tasks
-// would be fewer than the workers) gives each row the bits that
+// would be fewer than the workers; float32 and float16 pools) gives each row the bits that
 // a pass of that row alone gives, as a decode step would compute it, for
 // GQA groups of 1, 2 and 6 and head sizes on and off the vector loops.
 func TestAttentionBatchInvariant(t *testing.T) { forEachWidth(t, testAttentionBatchInvariant) }
 
 func testAttentionBatchInvariant(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
-	for _, c := range []struct{ kvHeads, group, dk, rows, start, workers int }{
-		{2, 1, 64, 40, 0, 3}, {2, 2, 128, 37, 21, 3}, {1, 6, 128, 13, 50, 3}, {3, 2, 96, 70, 5, 3},
-		{1, 6, 128, 3, 9, 16}, {2, 4, 64, 1, 30, 5}, // fewer tiles than workers: groups split
+	for _, c := range []struct {
+		kvHeads, group, dk, rows, start, workers int
+		half                                     bool
+	}{
+		{2, 1, 64, 40, 0, 3, false}, {2, 2, 128, 37, 21, 3, false}, {1, 6, 128, 13, 50, 3, false}, {3, 2, 96, 70, 5, 3, false},
+		{1, 6, 128, 3, 9, 16, false}, {2, 4, 64, 1, 30, 5, false}, // fewer tiles than workers: groups split
+		{2, 2, 128, 37, 21, 3, true}, {3, 2, 96, 70, 5, 3, true}, {2, 4, 64, 1, 30, 5, true}, // float16 pools
 	} {
 		b := New(c.workers)
-		spec := kernels.KVSpec{Layers: 1, Blocks: 16, BlockSize: 16, KVHeads: c.kvHeads, HeadDimK: c.dk, HeadDimV: c.dk}
+		spec := kernels.KVSpec{Layers: 1, Blocks: 16, BlockSize: 16, KVHeads: c.kvHeads, HeadDimK: c.dk, HeadDimV: c.dk, Half: c.half}
 		kp, err := b.NewKVPool(spec)
 		if err != nil {
 			t.Fatal(err)
@@ -42,6 +46,11 @@ func testAttentionBatchInvariant(t *testing.T) {
 			slots[p] = table[p/16]*16 + int32(p%16)
 		}
 		b.StoreKV(kp, 0, &Buf{D: k}, &Buf{D: v}, slots)
+		if c.half { // the reference sees what the pool holds
+			for i := range k {
+				k[i], v[i] = f16ToF32(f32ToF16(k[i])), f16ToF32(f32ToF16(v[i]))
+			}
+		}
 		heads := c.kvHeads * c.group
 		q := make([]float32, c.rows*heads*c.dk)
 		for i := range q {
@@ -266,6 +275,80 @@ func testMLAExpanded(t *testing.T, masked bool) {
 				if x, y := one[h*dv+d], all[(r*heads+h)*dv+d]; math.Float32bits(x) != math.Float32bits(y) {
 					t.Fatalf("masked %v: row %d head %d [%d]: %g in the pass, %g alone", masked, r, h, d, y, x)
 				}
+			}
+		}
+	}
+}
+
+// TestF32ToF16: every float16 survives the round trip; random floats
+// (normal, subnormal, overflowing) round to the nearest float16, ties to
+// even; NaN stays NaN.
+func TestF32ToF16(t *testing.T) {
+	for h := range 1 << 16 {
+		x := f16ToF32(uint16(h))
+		if x != x {
+			if g := f32ToF16(x); g&0x7c00 != 0x7c00 || g&0x3ff == 0 {
+				t.Fatalf("NaN %#04x came back as %#04x", h, g)
+			}
+			continue
+		}
+		if g := f32ToF16(x); g != uint16(h) && !(x == 0 && g&0x7fff == 0) {
+			t.Fatalf("%#04x (%g) came back as %#04x", h, x, g)
+		}
+	}
+	rng := rand.New(rand.NewPCG(23, 24))
+	for range 1 << 20 {
+		x := float32(rng.NormFloat64() * math.Pow(2, float64(rng.IntN(50)-30)))
+		g := f32ToF16(x)
+		got := float64(f16ToF32(g))
+		if math.IsInf(got, 0) {
+			if math.Abs(float64(x)) < 65520 { // halfway between the largest float16 and 2^16
+				t.Fatalf("%g overflowed to %#04x", x, g)
+			}
+			continue
+		}
+		for _, n := range []uint16{g - 1, g + 1} { // the neighbours are no nearer
+			if n&0x7c00 == 0x7c00 {
+				continue
+			}
+			other := float64(f16ToF32(n))
+			dg, dn := math.Abs(got-float64(x)), math.Abs(other-float64(x))
+			if dn < dg || (dn == dg && g&1 == 1) {
+				t.Fatalf("%g rounded to %#04x (%g); %#04x (%g) is nearer or even", x, g, got, n, other)
+			}
+		}
+	}
+}
+
+// TestHalfPoolBlocks: a float16 pool's blocks read out as float32 and
+// written back hold the same values, copies included.
+func TestHalfPoolBlocks(t *testing.T) {
+	b := New(1)
+	spec := kernels.KVSpec{Layers: 2, Blocks: 4, BlockSize: 4, KVHeads: 2, HeadDimK: 8, HeadDimV: 8, Half: true}
+	kp, err := b.NewKVPool(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !kp.Spec().Half {
+		t.Fatal("no float16 pool")
+	}
+	if mla, _ := b.NewKVPool(kernels.KVSpec{Layers: 1, Blocks: 1, BlockSize: 4, KVHeads: 1, HeadDimK: 8, Half: true}); mla.Spec().Half {
+		t.Error("a latent pool (no V rows) was made float16")
+	}
+	rng := rand.New(rand.NewPCG(25, 26))
+	n := int(spec.BytesPerBlock() / 4)
+	src := make([]float32, n)
+	for i := range src {
+		src[i] = f16ToF32(f32ToF16(float32(rng.NormFloat64())))
+	}
+	b.WriteKVBlock(kp, 1, src)
+	b.CopyKVBlock(kp, 3, 1)
+	for _, blk := range []int{1, 3} {
+		got := make([]float32, n)
+		b.ReadKVBlock(kp, blk, got)
+		for i := range got {
+			if got[i] != src[i] {
+				t.Fatalf("block %d [%d]: %g, wrote %g", blk, i, got[i], src[i])
 			}
 		}
 	}

@@ -542,3 +542,212 @@ TEXT ·dot2x2SumF32x512(SB), NOSPLIT, $0-16
 	DOT2X2_OUT(Z28, Z29, Z30, Z31, 12)
 	VZEROUPPER
 	RET
+
+// DOT512H_ACC4 is DOT512_ACC4 over 64 float16 keys at k, widened exactly
+// (Z27..Z30 scratch: Z26 holds dotRows' scale), so the products and sums
+// are those of the widened row.
+#define DOT512H_ACC4(k, a0, a1, a2, a3) \
+	VCVTPH2PS (k), Z27 \
+	VCVTPH2PS 32(k), Z28 \
+	VCVTPH2PS 64(k), Z29 \
+	VCVTPH2PS 96(k), Z30 \
+	VFMADD231PS Z27, Z0, a0 \
+	VFMADD231PS Z28, Z1, a1 \
+	VFMADD231PS Z29, Z2, a2 \
+	VFMADD231PS Z30, Z3, a3
+
+// DOT512H_FMA4 is DOT512_FMA4 over 64 float16 values at DI.
+#define DOT512H_FMA4 DOT512H_ACC4(DI, Z4, Z5, Z6, Z7)
+
+// func dotRowsF16x512(q *float32, k *uint16, dk, stride, rows int, out *float32, scale float32)
+// dotRowsF32x512 over float16 rows (a half KV pool), each widened
+// exactly where it is loaded: the bits of dotRowsF32x512 over the
+// widened rows. stride is in elements.
+TEXT ·dotRowsF16x512(SB), NOSPLIT, $0-52
+	VBROADCASTSS scale+48(FP), X26
+	MOVQ q+0(FP), R8
+	MOVQ k+8(FP), R9
+	MOVQ dk+16(FP), R10
+	MOVQ stride+24(FP), R11
+	SHLQ $1, R11
+	MOVQ rows+32(FP), R12
+	MOVQ out+40(FP), R13
+	MOVL $0x1111, AX
+	KMOVW AX, K2 // lanes 0, 4, 8 and 12: a row's sum each
+	CMPQ R12, $4
+	JLT hrowsleft
+hquadloop:
+	MOVQ R8, SI
+	MOVQ R9, DI
+	LEAQ (R9)(R11*1), AX
+	LEAQ (AX)(R11*1), BX
+	LEAQ (BX)(R11*1), DX
+	MOVQ R10, CX
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+hqloop:
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	DOT512H_ACC4(DI, Z4, Z5, Z6, Z7)
+	DOT512H_ACC4(AX, Z8, Z9, Z10, Z11)
+	DOT512H_ACC4(BX, Z12, Z13, Z14, Z15)
+	DOT512H_ACC4(DX, Z16, Z17, Z18, Z19)
+	ADDQ $256, SI
+	ADDQ $128, DI
+	ADDQ $128, AX
+	ADDQ $128, BX
+	ADDQ $128, DX
+	SUBQ $64, CX
+	JNZ hqloop
+	// Each row's accumulators as DOT512_SUM adds them: (a0+a1)+(a2+a3).
+	VADDPS Z5, Z4, Z4
+	VADDPS Z7, Z6, Z6
+	VADDPS Z6, Z4, Z4
+	VADDPS Z9, Z8, Z8
+	VADDPS Z11, Z10, Z10
+	VADDPS Z10, Z8, Z8
+	VADDPS Z13, Z12, Z12
+	VADDPS Z15, Z14, Z14
+	VADDPS Z14, Z12, Z12
+	VADDPS Z17, Z16, Z16
+	VADDPS Z19, Z18, Z18
+	VADDPS Z18, Z16, Z16
+	// Low 256 bits plus high: rows 0|1 in Z20, rows 2|3 in Z22.
+	VSHUFF64X2 $0x44, Z8, Z4, Z20
+	VSHUFF64X2 $0xEE, Z8, Z4, Z21
+	VADDPS Z21, Z20, Z20
+	VSHUFF64X2 $0x44, Z16, Z12, Z22
+	VSHUFF64X2 $0xEE, Z16, Z12, Z21
+	VADDPS Z21, Z22, Z22
+	// Low 128 bits plus high: a 128-bit lane a row, in Z23.
+	VSHUFF32X4 $0x88, Z22, Z20, Z23
+	VSHUFF32X4 $0xDD, Z22, Z20, Z24
+	VADDPS Z24, Z23, Z23
+	// VHADDPS twice: (x0+x1) + (x2+x3) in each lane's first float.
+	VPERMILPS $0xB1, Z23, Z24
+	VADDPS Z24, Z23, Z23
+	VPERMILPS $0x4E, Z23, Z24
+	VADDPS Z24, Z23, Z23
+	VCOMPRESSPS Z23, K2, Z24
+	VMULPS X26, X24, X24
+	VMOVUPS X24, (R13)
+	ADDQ $16, R13
+	LEAQ (R9)(R11*4), R9
+	SUBQ $4, R12
+	CMPQ R12, $4
+	JGE hquadloop
+hrowsleft:
+	TESTQ R12, R12
+	JZ hrowsdone
+hrowloop:
+	MOVQ R8, SI
+	MOVQ R9, DI
+	MOVQ R10, CX
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+hrloop:
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	DOT512H_FMA4
+	ADDQ $256, SI
+	ADDQ $128, DI
+	SUBQ $64, CX
+	JNZ hrloop
+	DOT512_SUM(Z4, Z5, Z6, Z7, Y4, X4)
+	VMULSS X26, X4, X4
+	MOVSS X4, (R13)
+	ADDQ $4, R13
+	ADDQ R11, R9
+	DECQ R12
+	JNZ hrowloop
+hrowsdone:
+	VZEROUPPER
+	RET
+
+// func axpyRowsF16x512(o *float32, v *uint16, dv, stride, rows int, w *float32)
+// axpyRowsF32x512 over float16 rows, each widened exactly where it is
+// loaded: the bits of axpyRowsF32x512 over the widened rows.
+TEXT ·axpyRowsF16x512(SB), NOSPLIT, $0-48
+	MOVQ o+0(FP), DI
+	MOVQ v+8(FP), R9
+	MOVQ dv+16(FP), R10
+	MOVQ stride+24(FP), R11
+	SHLQ $1, R11
+	MOVQ rows+32(FP), R12
+	MOVQ w+40(FP), R13
+hcolloop:
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	VMOVUPS 256(DI), Z4
+	VMOVUPS 320(DI), Z5
+	VMOVUPS 384(DI), Z6
+	VMOVUPS 448(DI), Z7
+	MOVQ R9, SI
+	MOVQ R13, DX
+	MOVQ R12, CX
+hvloop:
+	VBROADCASTSS (DX), Z15
+	VCVTPH2PS (SI), Z8
+	VMULPS Z8, Z15, Z8
+	VADDPS Z8, Z0, Z0
+	VCVTPH2PS 32(SI), Z9
+	VMULPS Z9, Z15, Z9
+	VADDPS Z9, Z1, Z1
+	VCVTPH2PS 64(SI), Z10
+	VMULPS Z10, Z15, Z10
+	VADDPS Z10, Z2, Z2
+	VCVTPH2PS 96(SI), Z11
+	VMULPS Z11, Z15, Z11
+	VADDPS Z11, Z3, Z3
+	VCVTPH2PS 128(SI), Z8
+	VMULPS Z8, Z15, Z8
+	VADDPS Z8, Z4, Z4
+	VCVTPH2PS 160(SI), Z9
+	VMULPS Z9, Z15, Z9
+	VADDPS Z9, Z5, Z5
+	VCVTPH2PS 192(SI), Z10
+	VMULPS Z10, Z15, Z10
+	VADDPS Z10, Z6, Z6
+	VCVTPH2PS 224(SI), Z11
+	VMULPS Z11, Z15, Z11
+	VADDPS Z11, Z7, Z7
+	ADDQ $4, DX
+	ADDQ R11, SI
+	DECQ CX
+	JNZ hvloop
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	VMOVUPS Z4, 256(DI)
+	VMOVUPS Z5, 320(DI)
+	VMOVUPS Z6, 384(DI)
+	VMOVUPS Z7, 448(DI)
+	ADDQ $512, DI
+	ADDQ $256, R9
+	SUBQ $128, R10
+	JNZ hcolloop
+	VZEROUPPER
+	RET

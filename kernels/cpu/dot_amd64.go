@@ -57,6 +57,37 @@ func dotRowsF32x512(q, k *float32, dk, stride, rows int, out *float32, scale flo
 func axpyRowsF32x512(o, v *float32, dv, stride, rows int, w *float32)
 
 //go:noescape
+func dotRowsF16x512(q *float32, k *uint16, dk, stride, rows int, out *float32, scale float32)
+
+//go:noescape
+func axpyRowsF16x512(o *float32, v *uint16, dv, stride, rows int, w *float32)
+
+// halfRows reports whether the attention's block kernels read float16
+// rows of dk-wide keys and dv-wide values directly (AVX-512); elsewhere
+// a half pool's rows are widened into a scratch first.
+func halfRows(dk, dv int) bool { return haveAVX512 && dk%64 == 0 && dv%128 == 0 }
+
+// dotRowsHalf is dotRows over float16 rows, with halfRows' shapes.
+func dotRowsHalf(q []float32, k []uint16, stride int, out []float32, scale float32) {
+	n, dk := len(out), len(q)
+	if n == 0 {
+		return
+	}
+	_ = k[(n-1)*stride+dk-1]
+	dotRowsF16x512(&q[0], &k[0], dk, stride, n, &out[0], scale)
+}
+
+// axpyRowsHalf is axpyRows over float16 rows, with halfRows' shapes.
+func axpyRowsHalf(o []float32, v []uint16, stride int, w []float32) {
+	n, dv := len(w), len(o)
+	if n == 0 {
+		return
+	}
+	_ = v[(n-1)*stride+dv-1]
+	axpyRowsF16x512(&o[0], &v[0], dv, stride, n, &w[0])
+}
+
+//go:noescape
 func dotRowsF32AVX2(q, k *float32, dk, stride, rows int, out *float32, scale float32)
 
 //go:noescape

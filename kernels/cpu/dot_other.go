@@ -62,3 +62,15 @@ func fp8Row(row []byte, dst []float32, scale float32) {
 		dst[i] = fp8Table[v] * scale
 	}
 }
+
+// halfRows: no direct float16 block kernels here (the attention widens a
+// half pool's rows first).
+func halfRows(dk, dv int) bool { return false }
+
+func dotRowsHalf(q []float32, k []uint16, stride int, out []float32, scale float32) {
+	panic("cpu: dotRowsHalf without halfRows")
+}
+
+func axpyRowsHalf(o []float32, v []uint16, stride int, w []float32) {
+	panic("cpu: axpyRowsHalf without halfRows")
+}
