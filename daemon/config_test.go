@@ -39,6 +39,7 @@ block_size = 16
 host_tier_bytes = 1073741824
 snapshot_bytes = 536870912
 host_snapshots = true
+kv_dtype = "f16"
 snapshot_intervals = { dense = 128, until = 2048, sparse = 1024 }
 
 [limits]
@@ -57,7 +58,7 @@ func TestParseConfig(t *testing.T) {
 		c.Limits.Queue != 64 || c.Limits.PrefillStepMs != 200 || c.Server.LogLevel != "debug" {
 		t.Fatalf("parsed %+v", c)
 	}
-	if c.Cache.SnapshotBytes != 512<<20 || !c.Cache.HostSnapshots || c.Cache.SnapshotIntervals.Intervals() != (cache.Intervals{Dense: 128, Until: 2048, Sparse: 1024}) {
+	if c.Cache.SnapshotBytes != 512<<20 || !c.Cache.HostSnapshots || c.Cache.KVDType != "f16" || c.Cache.SnapshotIntervals.Intervals() != (cache.Intervals{Dense: 128, Until: 2048, Sparse: 1024}) {
 		t.Fatalf("parsed cache %+v, intervals %+v", c.Cache, c.Cache.SnapshotIntervals)
 	}
 }
@@ -118,6 +119,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"bad listen", "version = 1\n[server]\nlisten = \"8000\"\n", "server.listen"},
 		{"relative socket", "version = 1\n[server]\nsocket = \"pocketd.sock\"\n", "server.socket"},
 		{"negative", "version = 1\n[cache]\nkv_blocks = -1\n", "cache.kv_blocks"},
+		{"bad kv_dtype", "version = 1\n[cache]\nkv_dtype = \"bf16\"\n", "cache.kv_dtype"},
 		{"missing path", "version = 1\n[[model]]\nname = \"x\"\n", "model[0].path"},
 		{"duplicate name", "version = 1\n[[model]]\npath = \"/a/m\"\n[[model]]\npath = \"/b/m\"\n", "model[1].name"},
 		{"missing version", "[server]\nlisten = \"127.0.0.1:1\"\n", "version"},
