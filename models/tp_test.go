@@ -417,7 +417,7 @@ func TestTensorParallelHybridFP8CPU(t *testing.T) {
 
 // checkHybridFP8TP writes random FP8 weights (16×16 scale blocks) for
 // config and checks that each of world CPU ranks equals the single-device
-// model (prompt and decode logits within 1e-5, the same greedy tokens),
+// model (prompt and decode logits within 3e-5, the same greedy tokens),
 // and that the ranks' fused one-token path equals their unfused one; set
 // overrides config fields.
 func checkHybridFP8TP(t *testing.T, cfg []byte, world int, set map[string]any) {
@@ -443,7 +443,12 @@ func checkHybridFP8TP(t *testing.T, cfg []byte, world int, set map[string]any) {
 				}
 			}
 		}
-		if pe > 1e-5 || se > 1e-5 || !slices.Equal(got.greedy, one.greedy) {
+		// A rank's row-parallel products sum half of each row and the
+		// all-reduce adds the halves, an order of float32 additions TP1
+		// does not take; through the delta rule's recurrence that drift
+		// measured 0.6–11 µ (relative) across the AVX-512, AVX2 and
+		// portable loops. A wrong split costs whole percents.
+		if pe > 3e-5 || se > 3e-5 || !slices.Equal(got.greedy, one.greedy) {
 			t.Errorf("TP%d rank %d: prompt rel err %.3g, decode %.3g, greedy %v (TP1 %v)", world, r, pe, se, got.greedy, one.greedy)
 		}
 		if fused[r].calls["NormMatMul"] == 0 || fused[r].calls["AllReduceSumAdd"] == 0 {

@@ -229,6 +229,8 @@ func bf16Row(src []uint16, dst []float32) {
 	if haveAVX2 && n > 0 {
 		dst = dst[:len(src)]
 		bf16ToF32AVX2(&src[0], &dst[0], n)
+	} else {
+		n = 0
 	}
 	for i := n; i < len(src); i++ {
 		dst[i] = bf16(src[i])
@@ -245,6 +247,8 @@ func axpy(o, v []float32, w float32) {
 	if haveAVX2 && n > 0 {
 		v = v[:len(o)]
 		axpyF32AVX2(&o[0], &v[0], w, n)
+	} else {
+		n = 0
 	}
 	axpyGo(o[n:], v[n:], w)
 }
@@ -278,6 +282,8 @@ func f16Row(src []uint16, dst []float32) {
 	if haveF16C && n > 0 {
 		dst = dst[:len(src)]
 		f16ToF32AVX2(&src[0], &dst[0], n)
+	} else {
+		n = 0
 	}
 	for i := n; i < len(src); i++ {
 		dst[i] = f16ToF32(src[i])
