@@ -37,15 +37,13 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 	// rowsOf is a KV block's rows of KV head kvh (m of them, from slot
 	// first) for layer data f (K or V) of row width d: in the pool, or
 	// widened into buf from a half pool. It returns the rows and their
-	// stride.
+	// stride (d: a head's rows are contiguous, kvPool).
 	rowsOf := func(f []float32, h []uint16, first, m, kvh, d int, buf []float32) ([]float32, int) {
+		at := p.at(kvh, first, d)
 		if h == nil {
-			return f[(first*s.KVHeads+kvh)*d:], s.KVHeads * d
+			return f[at:], d
 		}
-		for j := range m {
-			at := ((first+j)*s.KVHeads + kvh) * d
-			f16Row(h[at:at+d], buf[j*d:(j+1)*d])
-		}
+		f16Row(h[at:at+m*d], buf[:m*d])
 		return buf, d
 	}
 	var kl, vl []float32
@@ -92,7 +90,7 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 						h := kvh*group + g
 						qv, blk := qs[(r*heads+h)*dk:(r*heads+h+1)*dk], all[p0:min(len(all), p0+bs)]
 						if direct {
-							dotRowsHalf(qv, klh[(first*s.KVHeads+kvh)*dk:], s.KVHeads*dk, blk, scale)
+							dotRowsHalf(qv, klh[p.at(kvh, first, dk):], dk, blk, scale)
 						} else {
 							dotRows(qv, kb, kStride, blk, scale)
 						}
@@ -123,7 +121,7 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 						h := kvh*group + g
 						o, w := out[(r*heads+h)*dv:(r*heads+h+1)*dv], all[p0:min(len(all), p0+bs)]
 						if direct {
-							axpyRowsHalf(o, vlh[(first*s.KVHeads+kvh)*dv:], s.KVHeads*dv, w)
+							axpyRowsHalf(o, vlh[p.at(kvh, first, dv):], dv, w)
 						} else {
 							axpyRows(o, vb, vStride, w)
 						}

@@ -10,15 +10,25 @@ import (
 // kvPool keeps, per layer, K and V slots as float32, or as float16 bits
 // when the spec asks for Half and K and V rows have one width (MLA's
 // latent pools stay float32).
+//
+// A layer's rows are head-major, [KV head][slot][dim]: one head's rows of
+// a block are contiguous. A decode step's attention streams each head's
+// rows through the whole context; slot-major rows ([slot][head][dim], the
+// block format of Read/WriteKVBlock) put each of them 4 KB apart, a page
+// a position, and the step waited on the TLB rather than on the bytes.
 type kvPool struct {
 	spec   kernels.KVSpec
-	k, v   [][]float32 // [layer][slot*KVHeads*HeadDim]; nil when half
+	slots  int         // Blocks·BlockSize
+	k, v   [][]float32 // [layer][head][slot][dim]; nil when half
 	kh, vh [][]uint16  // the same as float16 when half
 }
 
 func (p *kvPool) Spec() kernels.KVSpec { return p.spec }
 
 func (p *kvPool) half() bool { return p.kh != nil }
+
+// at is the offset of head h's row at slot in a layer of rows d wide.
+func (p *kvPool) at(h, slot, d int) int { return (h*p.slots + slot) * d }
 
 // NewKVPool implements kernels.Backend.
 func (b *Backend) NewKVPool(s kernels.KVSpec) (kernels.KVPool, error) {
@@ -29,9 +39,8 @@ func (b *Backend) NewKVPool(s kernels.KVSpec) (kernels.KVPool, error) {
 		return nil, fmt.Errorf("cpu: KV pool of %d bytes is too large", total)
 	}
 	s.Half = s.Half && s.HeadDimK == s.HeadDimV
-	p := &kvPool{spec: s}
-	slots := s.Blocks * s.BlockSize
-	kn, vn := slots*s.KVHeads*s.HeadDimK, slots*s.KVHeads*s.HeadDimV
+	p := &kvPool{spec: s, slots: s.Blocks * s.BlockSize}
+	kn, vn := p.slots*s.KVHeads*s.HeadDimK, p.slots*s.KVHeads*s.HeadDimV
 	for range s.Layers {
 		if s.Half {
 			p.kh, p.vh = append(p.kh, make([]uint16, kn)), append(p.vh, make([]uint16, vn))
@@ -46,76 +55,116 @@ func (b *Backend) NewKVPool(s kernels.KVSpec) (kernels.KVPool, error) {
 func (b *Backend) CopyKVBlock(kp kernels.KVPool, dst, src int) {
 	p := kp.(*kvPool)
 	s := p.spec
-	kn, vn := s.BlockSize*s.KVHeads*s.HeadDimK, s.BlockSize*s.KVHeads*s.HeadDimV
+	bs, dk, dv := s.BlockSize, s.HeadDimK, s.HeadDimV
 	for l := range s.Layers {
-		if p.half() {
-			copy(p.kh[l][dst*kn:(dst+1)*kn], p.kh[l][src*kn:(src+1)*kn])
-			copy(p.vh[l][dst*vn:(dst+1)*vn], p.vh[l][src*vn:(src+1)*vn])
-			continue
+		for h := range s.KVHeads {
+			kf, kt := p.at(h, src*bs, dk), p.at(h, dst*bs, dk)
+			vf, vt := p.at(h, src*bs, dv), p.at(h, dst*bs, dv)
+			if p.half() {
+				copy(p.kh[l][kt:kt+bs*dk], p.kh[l][kf:kf+bs*dk])
+				copy(p.vh[l][vt:vt+bs*dv], p.vh[l][vf:vf+bs*dv])
+				continue
+			}
+			copy(p.k[l][kt:kt+bs*dk], p.k[l][kf:kf+bs*dk])
+			copy(p.v[l][vt:vt+bs*dv], p.v[l][vf:vf+bs*dv])
 		}
-		copy(p.k[l][dst*kn:(dst+1)*kn], p.k[l][src*kn:(src+1)*kn])
-		copy(p.v[l][dst*vn:(dst+1)*vn], p.v[l][src*vn:(src+1)*vn])
 	}
 }
 
-// ReadKVBlock implements kernels.Backend (float32, widened from a half
-// pool).
+// blockRows calls f for every row of block in the block format's order
+// (per layer: K rows by slot, then by head; then V rows likewise), with
+// the row's layer, whether it is V, and its offset in that layer.
+func (p *kvPool) blockRows(block int, f func(l int, isV bool, at, d int)) {
+	s := p.spec
+	for l := range s.Layers {
+		for _, isV := range []bool{false, true} {
+			d := s.HeadDimK
+			if isV {
+				d = s.HeadDimV
+			}
+			if d == 0 {
+				continue
+			}
+			for j := range s.BlockSize {
+				for h := range s.KVHeads {
+					f(l, isV, p.at(h, block*s.BlockSize+j, d), d)
+				}
+			}
+		}
+	}
+}
+
+// ReadKVBlock implements kernels.Backend: the block's rows slot-major
+// ([layer][K, V][slot][head][dim]), float32 (widened from a half pool).
 func (b *Backend) ReadKVBlock(kp kernels.KVPool, block int, dst []float32) {
 	p := kp.(*kvPool)
-	s := p.spec
-	kn, vn := s.BlockSize*s.KVHeads*s.HeadDimK, s.BlockSize*s.KVHeads*s.HeadDimV
 	off := 0
-	for l := range s.Layers {
-		if p.half() {
-			f16Row(p.kh[l][block*kn:(block+1)*kn], dst[off:off+kn])
-			f16Row(p.vh[l][block*vn:(block+1)*vn], dst[off+kn:off+kn+vn])
-			off += kn + vn
-			continue
+	p.blockRows(block, func(l int, isV bool, at, d int) {
+		out := dst[off : off+d]
+		off += d
+		switch {
+		case p.half() && isV:
+			f16Row(p.vh[l][at:at+d], out)
+		case p.half():
+			f16Row(p.kh[l][at:at+d], out)
+		case isV:
+			copy(out, p.v[l][at:at+d])
+		default:
+			copy(out, p.k[l][at:at+d])
 		}
-		off += copy(dst[off:off+kn], p.k[l][block*kn:(block+1)*kn])
-		off += copy(dst[off:off+vn], p.v[l][block*vn:(block+1)*vn])
-	}
+	})
 }
 
-// WriteKVBlock implements kernels.Backend (float32, rounded to float16 in
-// a half pool: exactly what a read of it gave).
+// WriteKVBlock implements kernels.Backend (ReadKVBlock's format; rounded
+// to float16 in a half pool: exactly what a read of it gave).
 func (b *Backend) WriteKVBlock(kp kernels.KVPool, block int, src []float32) {
 	p := kp.(*kvPool)
-	s := p.spec
-	kn, vn := s.BlockSize*s.KVHeads*s.HeadDimK, s.BlockSize*s.KVHeads*s.HeadDimV
 	off := 0
-	for l := range s.Layers {
-		if p.half() {
-			f32ToF16Row(src[off:off+kn], p.kh[l][block*kn:(block+1)*kn])
-			f32ToF16Row(src[off+kn:off+kn+vn], p.vh[l][block*vn:(block+1)*vn])
-			off += kn + vn
-			continue
+	p.blockRows(block, func(l int, isV bool, at, d int) {
+		in := src[off : off+d]
+		off += d
+		switch {
+		case p.half() && isV:
+			f32ToF16Row(in, p.vh[l][at:at+d])
+		case p.half():
+			f32ToF16Row(in, p.kh[l][at:at+d])
+		case isV:
+			copy(p.v[l][at:at+d], in)
+		default:
+			copy(p.k[l][at:at+d], in)
 		}
-		off += copy(p.k[l][block*kn:(block+1)*kn], src[off:off+kn])
-		off += copy(p.v[l][block*vn:(block+1)*vn], src[off:off+vn])
-	}
+	})
 }
 
 // StoreKV implements kernels.Backend.
 func (b *Backend) StoreKV(kp kernels.KVPool, layer int, k, v kernels.Buf, slots []int32) {
 	p := kp.(*kvPool)
 	s := p.spec
-	kw, vw := s.KVHeads*s.HeadDimK, s.KVHeads*s.HeadDimV
+	dk, dv := s.HeadDimK, s.HeadDimV
 	ks := f32(k)
 	var vs []float32
-	if vw > 0 {
+	if dv > 0 {
 		vs = f32(v)
 	}
 	for i, slot := range slots {
-		sl := int(slot)
-		if p.half() {
-			f32ToF16Row(ks[i*kw:(i+1)*kw], p.kh[layer][sl*kw:(sl+1)*kw])
-			f32ToF16Row(vs[i*vw:(i+1)*vw], p.vh[layer][sl*vw:(sl+1)*vw])
-			continue
-		}
-		copy(p.k[layer][sl*kw:(sl+1)*kw], ks[i*kw:(i+1)*kw])
-		if vw > 0 {
-			copy(p.v[layer][sl*vw:(sl+1)*vw], vs[i*vw:(i+1)*vw])
+		for h := range s.KVHeads {
+			kr := ks[(i*s.KVHeads+h)*dk : (i*s.KVHeads+h+1)*dk]
+			ka := p.at(h, int(slot), dk)
+			if p.half() {
+				f32ToF16Row(kr, p.kh[layer][ka:ka+dk])
+			} else {
+				copy(p.k[layer][ka:ka+dk], kr)
+			}
+			if dv == 0 {
+				continue
+			}
+			vr := vs[(i*s.KVHeads+h)*dv : (i*s.KVHeads+h+1)*dv]
+			va := p.at(h, int(slot), dv)
+			if p.half() {
+				f32ToF16Row(vr, p.vh[layer][va:va+dv])
+			} else {
+				copy(p.v[layer][va:va+dv], vr)
+			}
 		}
 	}
 }
