@@ -4,7 +4,6 @@
 # next to the device's step. Qwen3-0.6B-shaped bf16 (152K vocabulary) by
 # default, MODEL=shape to change it.
 #   BIN=.gpud bash scripts/gpu-daemon-sampled.sh
-# (Written when no device time was left: not yet run.)
 set -u
 D=${BIN:-$(cd "$(dirname "$0")" && pwd)}
 for f in "$D"/*.tar.xz; do [ -e "$f" ] && tar -xJf "$f" -C "$D" && rm -f "$f"; done
@@ -23,11 +22,17 @@ name=$(basename $m)
 id=$(api /v0/sessions "{\"model\":\"$name\"}" | python3 -c "import json,sys; print(json.load(sys.stdin)['id'])")
 api /v0/sessions/$id/append "{\"tokens\":[$prompt]}" > /dev/null
 api /v0/sessions/$id/generate '{"max_tokens":16,"temperature":0}' > /dev/null # warm-up
-gen() { # label body
+gen() { # label body: tokens generated (not assumed: a sampled EOS ends early) over the call's time
   t0=$(date +%s.%N)
-  api /v0/sessions/$id/generate "$2" > /dev/null
+  api /v0/sessions/$id/generate "$2" > /tmp/gen-sampled.json
   t1=$(date +%s.%N)
-  echo "$1: $(python3 -c "print(f'{128/($t1-$t0):.1f} tok/s')")"
+  python3 - "$1" "$t0" "$t1" <<'PY'
+import json, sys
+label, t0, t1 = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+r = json.load(open("/tmp/gen-sampled.json"))
+n = len(r.get("ids") or [])
+print(f"{label}: {n} tokens, {n/(t1-t0):.1f} tok/s, finish {r.get('finish_reason')}, first ids {(r.get('ids') or [])[:6]}")
+PY
 }
 for r in 1 2; do
   gen greedy '{"max_tokens":128,"temperature":0}'
