@@ -54,6 +54,7 @@ type sampler struct {
 	counts map[int32]int     // generated tokens (presence, frequency)
 	y      []float32         // scratch: adjusted logits, then probabilities
 	idx    []int32           // scratch: candidate ids
+	edge   []int32           // scratch: top-p's boundary bucket
 	hist   *[1 << 12]float64 // scratch: top-p's histogram
 }
 
@@ -272,26 +273,44 @@ func (s *sampler) kept(logits []float32) ([]float32, keptSet) {
 		slices.Sort(k.ids)
 		return y, k
 	}
-	for i, v := range y {
-		if k.has(int32(i), v) {
-			k.mass += float64(v)
+	k.mass = keptMass(y, &k)
+	return y, k
+}
+
+// keptMass is the total of k's probabilities in y, in four interleaved
+// sums (one running sum chained every add on the one before it).
+func keptMass(y []float32, k *keptSet) float64 {
+	var m [4]float64
+	i := 0
+	for ; i+4 <= len(y); i += 4 {
+		for j := range 4 {
+			if v := y[i+j]; k.has(int32(i+j), v) {
+				m[j] += float64(v)
+			}
 		}
 	}
-	return y, k
+	for ; i < len(y); i++ {
+		if k.has(int32(i), y[i]) {
+			m[0] += float64(y[i])
+		}
+	}
+	return (m[0] + m[1]) + (m[2] + m[3])
 }
 
 // nucleusEnd is the last token of top-p's nucleus over the unnormalised
 // probabilities y (summing to total, the largest 1), or -1 when it is
-// every token. A pass sums the probabilities (of the tokens within 1/64
-// of the top where those hold p of the mass, else of all) into a
-// histogram by their top 12 bits
-// (which order positive floats); the buckets, taken from the top, find
-// the one where the ranked sum reaches p, and only that bucket's tokens
-// are sorted. So a flat distribution, whose nucleus is most of the
-// vocabulary, costs two passes, not a sort of it. among is the tokens
+// every token. It is a radix select on the probabilities' bits, which
+// order positive floats: a pass sums the probabilities (of the tokens
+// within 1/64 of the top where those hold p of the mass, else of all)
+// into a histogram by their top 12 bits; the buckets, taken from the top,
+// find the one where the ranked sum reaches p. That bucket's tokens are
+// bucketed again by the next 12 bits, then by the last 8, which leaves
+// tokens of one value, ranked by id. So a flat distribution, whose
+// nucleus is most of the vocabulary, costs a few passes and no sort (a
+// random-weight model's, where most of the vocabulary shares a few
+// exponents, had sorted ~10% of it: 4 ms a token). among is the tokens
 // within 1/64 of the top where the nucleus is among them (else nil).
 func (s *sampler) nucleusEnd(y []float32, total float64) (last int32, among []int32) {
-	const shift = 20
 	want := s.p.TopP * total
 	if s.hist == nil {
 		s.hist = new([1 << 12]float64)
@@ -299,36 +318,37 @@ func (s *sampler) nucleusEnd(y []float32, total float64) (last int32, among []in
 	sums := s.hist[:]
 	clear(sums)
 	// A peaked distribution's nucleus is among the few tokens within 1/64
-	// of the top: then only they are bucketed.
+	// of the top: then only they are bucketed (and listed for the draw).
 	cand := s.idx[:0]
 	var m float64
 	for i, v := range y {
 		if v >= 1.0/64 {
+			if len(cand) == cap(cand) && len(cand) >= len(y)/16 {
+				break // not peaked
+			}
 			cand = append(cand, int32(i))
 			m += float64(v)
 		}
 	}
 	s.idx = cand
-	if m >= want {
+	if m < want || len(cand) >= len(y)/16 {
+		cand = nil // not peaked: every token, and no list
+	}
+	const shift = nucleusShift
+	if cand != nil {
 		for _, t := range cand {
 			sums[math.Float32bits(y[t])>>shift] += float64(y[t])
 		}
 	} else {
-		cand = nil
-		for _, v := range y {
-			sums[math.Float32bits(v)>>shift] += float64(v)
-		}
+		firstLevel(sums, y)
 	}
 	var acc float64
-	b := len(sums) - 1
-	for ; b > 0; b-- {
-		if acc+sums[b] >= want {
-			break
-		}
-		acc += sums[b]
+	b, ok := boundaryBucket(sums, &acc, want)
+	if !ok {
+		return -1, nil // rounding: the whole distribution
 	}
-	// The boundary bucket's tokens, ranked (ids ascending already).
-	var edge []int32
+	// The boundary bucket's tokens (ids ascending).
+	edge := s.edge[:0]
 	if cand != nil {
 		for _, t := range cand {
 			if int(math.Float32bits(y[t])>>shift) == b {
@@ -336,30 +356,90 @@ func (s *sampler) nucleusEnd(y []float32, total float64) (last int32, among []in
 			}
 		}
 	} else {
-		edge = s.idx[:0]
 		for i, v := range y {
 			if int(math.Float32bits(v)>>shift) == b {
 				edge = append(edge, int32(i))
 			}
 		}
-		s.idx = edge
 	}
-	slices.SortStableFunc(edge, func(a, c int32) int {
-		switch {
-		case y[a] > y[c]:
-			return -1
-		case y[a] < y[c]:
-			return 1
+	s.edge = edge
+	// The next 12 bits, then the last 8: each level keeps the boundary
+	// bucket's tokens, in id order.
+	for _, lv := range [...]struct{ shift, bits uint }{{8, 12}, {0, 8}} {
+		if len(edge) <= 1 {
+			break
 		}
-		return 0
-	})
+		mask := uint32(1)<<lv.bits - 1
+		sub := sums[:1<<lv.bits]
+		clear(sub)
+		for _, t := range edge {
+			sub[math.Float32bits(y[t])>>lv.shift&mask] += float64(y[t])
+		}
+		// Where the bucket's own sum, in this order, falls a rounding
+		// short, the nucleus ends with the bucket: its lowest sub-bucket.
+		sb, ok := boundaryBucket(sub, &acc, want)
+		if !ok {
+			for sb = 0; sub[sb] == 0 && sb < len(sub)-1; sb++ {
+			}
+		}
+		kept := edge[:0]
+		for _, t := range edge {
+			if int(math.Float32bits(y[t])>>lv.shift&mask) == sb {
+				kept = append(kept, t)
+			}
+		}
+		edge = kept
+	}
+	// Tokens of one value, ranked by id.
 	for _, t := range edge {
 		acc += float64(y[t])
 		if acc >= want {
 			return t, cand
 		}
 	}
-	return -1, nil // rounding: the whole distribution
+	return edge[len(edge)-1], cand
+}
+
+// firstLevel adds each probability of y into sums by its bits above
+// shift. A flat distribution's probabilities share a few buckets, so one
+// histogram would chain every add on the one before it (a load, an add
+// and a store a token); four, each over a quarter of the tokens in
+// turn, keep four chains in flight. They cover the bits of probabilities
+// in [0, 1] only (the largest is 1).
+func firstLevel(sums []float64, y []float32) {
+	const shift = nucleusShift
+	const n = 0x3F800000>>shift + 1 // through 1.0's bucket
+	var part [4][n]float64
+	i := 0
+	for ; i+4 <= len(y); i += 4 {
+		part[0][min(math.Float32bits(y[i])>>shift, n-1)] += float64(y[i])
+		part[1][min(math.Float32bits(y[i+1])>>shift, n-1)] += float64(y[i+1])
+		part[2][min(math.Float32bits(y[i+2])>>shift, n-1)] += float64(y[i+2])
+		part[3][min(math.Float32bits(y[i+3])>>shift, n-1)] += float64(y[i+3])
+	}
+	for ; i < len(y); i++ {
+		part[0][min(math.Float32bits(y[i])>>shift, n-1)] += float64(y[i])
+	}
+	for b := range n {
+		sums[b] = part[0][b] + part[1][b] + part[2][b] + part[3][b]
+	}
+}
+
+// nucleusShift leaves top-p's first level the probabilities' top 12 bits:
+// sign, exponent and 3 of the mantissa.
+const nucleusShift = 20
+
+// boundaryBucket walks sums from the top, adding each bucket to *acc,
+// and returns the bucket at which *acc would reach want (not added), or
+// false (with every bucket added) where none does.
+func boundaryBucket(sums []float64, acc *float64, want float64) (int, bool) {
+	for b := len(sums) - 1; b >= 0; b-- {
+		if *acc+sums[b] >= want {
+			return b, true
+		}
+		*acc += sums[b]
+	}
+	return 0, false
 }
 
 // prefixMass is the shortest prefix of ids (most likely first) whose

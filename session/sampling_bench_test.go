@@ -20,6 +20,12 @@ func BenchmarkSample(b *testing.B) {
 	for i := range 20 {
 		peaked[r.IntN(len(peaked))] = 12 + float32(i)*0.3
 	}
+	// A random-weight model's: nearly uniform, so top-p's nucleus is
+	// most of the vocabulary and most of it shares a few exponents.
+	uniform := make([]float32, len(logits))
+	for i := range uniform {
+		uniform[i] = float32(r.NormFloat64() * 0.3)
+	}
 	seed := uint64(1)
 	for _, c := range []struct {
 		name string
@@ -33,7 +39,7 @@ func BenchmarkSample(b *testing.B) {
 		for _, in := range []struct {
 			name   string
 			logits []float32
-		}{{"flat", logits}, {"peaked", peaked}} {
+		}{{"flat", logits}, {"peaked", peaked}, {"uniform", uniform}} {
 			b.Run(c.name+"/"+in.name, func(b *testing.B) {
 				c.p.Seed = &seed
 				s := newSampler(c.p, nil)

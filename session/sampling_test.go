@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -256,6 +257,60 @@ func TestSamplerLargeVocab(t *testing.T) {
 		g := s.sample(logits)
 		if u < cum[g]-1e-6 || u >= cum[g+1]+1e-6 {
 			t.Fatalf("drew %d (cumulative %v..%v) for u %v", g, cum[g], cum[g+1], u)
+		}
+	}
+}
+
+// TestNucleusFlat: top-p over near-uniform probabilities (a random-weight
+// model's), whose nucleus is most of a 152K vocabulary and whose
+// boundary is found by three levels of histograms, and over logits of few
+// distinct values (ties ranked by id): the nucleus ends where the ranked
+// sum of the sampler's own float32 probabilities first reaches p of their
+// total.
+func TestNucleusFlat(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	uniform := make([]float32, 151936)
+	ties := make([]float32, len(uniform))
+	for i := range uniform {
+		uniform[i] = float32(r.NormFloat64() * 0.3)
+		ties[i] = float32(r.IntN(9)) * 0.25
+	}
+	for _, c := range []struct {
+		name   string
+		logits []float32
+		p      SamplingParams
+	}{
+		{"uniform", uniform, SamplingParams{Temperature: 0.7, TopP: 0.9}},
+		{"uniform p0.3", uniform, SamplingParams{Temperature: 1, TopP: 0.3}},
+		{"ties", ties, SamplingParams{Temperature: 1, TopP: 0.6}},
+		{"ties p0.999", ties, SamplingParams{Temperature: 0.5, TopP: 0.999}},
+	} {
+		s := newSampler(c.p, nil)
+		y, total := s.probabilities(c.logits)
+		y = slices.Clone(y)
+		last, among := s.nucleusEnd(y, total)
+		order := make([]int32, len(y))
+		for i := range order {
+			order[i] = int32(i)
+		}
+		slices.SortStableFunc(order, func(a, b int32) int { return cmp.Compare(y[b], y[a]) })
+		var acc float64
+		want := int32(-1)
+		for _, id := range order {
+			if acc += float64(y[id]); acc >= c.p.TopP*total {
+				want = id
+				break
+			}
+		}
+		// The histogram's sums take another order than the ranked one, so
+		// a rounding at the boundary could move the end by a rank; these
+		// inputs have none (the same bits on every vector path).
+		if last != want {
+			rank := func(id int32) int { return slices.Index(order, id) }
+			t.Fatalf("%s: the nucleus ends at token %d (rank %d), want %d (rank %d)", c.name, last, rank(last), want, rank(want))
+		}
+		if among != nil {
+			t.Errorf("%s: a flat distribution's tokens listed (%d)", c.name, len(among))
 		}
 	}
 }
