@@ -445,6 +445,25 @@ func (e *engine) greedyRunner(p GenerateParams) GreedyRunner {
 	return g
 }
 
+// sampledRunner is the runner's drawing path (SamplingRunner) for a
+// sampled generation with p, drawing with smp, where it may take it: the
+// conditions of greedyRunner but a temperature above zero (and, checked
+// by the caller, no bias or constraint). Nil: steps return the logits.
+func (e *engine) sampledRunner(p GenerateParams, smp *sampler) GreedyRunner {
+	r, ok := e.model.(SamplingRunner)
+	s := p.Sampling
+	switch {
+	case !ok, e.recurrent, p.Logprobs, p.TopLogprobs > 0, s.greedy(),
+		s.RepetitionPenalty != 0 && s.RepetitionPenalty != 1,
+		s.PresencePenalty != 0, s.FrequencyPenalty != 0:
+		return nil
+	}
+	if peek := smp.peekDraw(); peek.Check() != nil {
+		return nil // out-of-range filters: the session's own sampler copes
+	}
+	return sampledSteps{r, smp}
+}
+
 // ensure advances sq's KV toward covering all of toks, and returns the
 // logits at the last token once it does: first from the prefix index
 // (whole blocks, never the last token, whose logits are needed; for

@@ -376,8 +376,14 @@ func (m *Manager) generate(ctx context.Context, e *engine, sq *seqState, toks []
 	res.FinishReason = "length"
 	first := true
 	greedy := e.greedyRunner(p)
+	drawn := false // greedy is the runner's drawing path (sampledSteps)
+	if greedy == nil {
+		greedy = e.sampledRunner(p, smp)
+		drawn = greedy != nil
+	}
 	if p.Sampling.biased() || js != nil {
 		greedy = nil // the runner's argmax would not see the bias or the constraint
+		drawn = false
 	}
 	var err error
 	for len(res.IDs) < maxNew {
@@ -406,6 +412,9 @@ func (m *Manager) generate(ctx context.Context, e *engine, sq *seqState, toks []
 			js.advance(id)
 		} else {
 			id = pr.next(smp)
+			if pr.argmax && drawn {
+				smp.drawTaken() // the runner drew id with it
+			}
 		}
 		smp.observe(id)
 		toks = append(toks, id)

@@ -49,6 +49,7 @@ func (p SamplingParams) biased() bool { return len(p.LogitBias) > 0 }
 // stream and the token counts the penalties read.
 type sampler struct {
 	p      SamplingParams
+	src    *rand.PCG // rng's source, copied to peek at the coming draws
 	rng    *rand.Rand
 	seen   map[int32]bool    // prompt and generated tokens (repetition penalty)
 	counts map[int32]int     // generated tokens (presence, frequency)
@@ -63,8 +64,8 @@ func newSampler(p SamplingParams, prompt []int32) *sampler {
 	if p.Seed != nil {
 		seed = *p.Seed
 	}
-	s := &sampler{p: p, rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)),
-		seen: map[int32]bool{}, counts: map[int32]int{}}
+	src := rand.NewPCG(seed, 0x9e3779b97f4a7c15)
+	s := &sampler{p: p, src: src, rng: rand.New(src), seen: map[int32]bool{}, counts: map[int32]int{}}
 	if p.RepetitionPenalty != 0 && p.RepetitionPenalty != 1 {
 		for _, t := range prompt {
 			s.seen[t] = true
@@ -112,8 +113,13 @@ func (s *sampler) sample(logits []float32) int32 {
 	if s.p.greedy() {
 		return s.argmax(logits)
 	}
+	return s.draw(logits, s.rng.Float64())
+}
+
+// draw is sample's draw with the uniform variate u in [0, 1).
+func (s *sampler) draw(logits []float32, u float64) int32 {
 	y, k := s.kept(logits)
-	u := s.rng.Float64() * k.mass
+	u *= k.mass
 	var acc float64
 	if k.ids != nil {
 		for _, t := range k.ids {

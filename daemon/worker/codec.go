@@ -13,7 +13,7 @@ import (
 )
 
 // Version is the protocol version both sides must speak.
-const Version = 6
+const Version = 7
 
 // msgType is a frame's message type.
 type msgType uint8
@@ -46,13 +46,15 @@ const (
 	msgHoldState
 	msgCopyState
 	msgMarkState
+	msgForwardSample
 )
 
 func (t msgType) String() string {
 	names := [...]string{"?", "hello", "ready", "new-kv-pool", "forward", "copy-block", "read-block",
 		"write-block", "ping", "ok", "logits", "block", "error", "forward-argmax", "token",
 		"write-block-shared", "block-shared", "logits-shared", "new-state", "free-states", "snapshot-state",
-		"restore-state", "restore-state-shared", "clone-state", "reset-state", "hold-state", "copy-state", "mark-state"}
+		"restore-state", "restore-state-shared", "clone-state", "reset-state", "hold-state", "copy-state", "mark-state",
+		"forward-sample"}
 	if int(t) < len(names) {
 		return names[t]
 	}
@@ -130,8 +132,9 @@ func (e *enc) u32(v uint32) { e.b = binary.LittleEndian.AppendUint32(e.b, v) }
 func (e *enc) i32(v int) {
 	e.b = binary.LittleEndian.AppendUint32(e.b, uint32(int32(v)))
 }
-func (e *enc) u64(v uint64) { e.b = binary.LittleEndian.AppendUint64(e.b, v) }
-func (e *enc) str(s string) { e.u32(uint32(len(s))); e.b = append(e.b, s...) }
+func (e *enc) u64(v uint64)  { e.b = binary.LittleEndian.AppendUint64(e.b, v) }
+func (e *enc) f64(v float64) { e.u64(math.Float64bits(v)) }
+func (e *enc) str(s string)  { e.u32(uint32(len(s))); e.b = append(e.b, s...) }
 func (e *enc) i32s(v []int32) {
 	e.u32(uint32(len(v)))
 	for _, x := range v {
@@ -204,6 +207,8 @@ func (d *dec) u64(what string) uint64 {
 }
 
 // count reads an array length and checks that size-byte elements fit.
+func (d *dec) f64(what string) float64 { return math.Float64frombits(d.u64(what)) }
+
 func (d *dec) count(size int, what string) int {
 	n := d.u32(what)
 	if d.err == nil && uint64(n)*uint64(size) > uint64(len(d.b)) {

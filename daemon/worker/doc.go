@@ -26,6 +26,9 @@
 //	        tokens, table}
 //	ForwardArgmax{same, want=Last}       Token{int32}: the argmax of the last
 //	                                           token's logits (session.Argmax)
+//	ForwardSample{same, want=Last,       Token{int32}: the token drawn from the
+//	        temperature, top-k, top-p,         last token's logits with u
+//	        min-p, u, next}                    (session.Drawer)
 //	CopyKVBlock{dst, src}                OK
 //	ReadKVBlock{block}                   Block{float32[]}
 //	WriteKVBlock{block, float32[]}       OK
@@ -48,6 +51,11 @@
 // answered token at the next position) before it reads the next request,
 // and answers that request from it; any other request drops the guess
 // (rank_ahead.go; RankOptions.NoLookahead, POCKET_LOOKAHEAD=0 off).
+// Sampled generations without penalties, bias, a constraint or logprobs
+// step alike with ForwardSample (session.SamplingRunner): the request
+// carries the sampler's rule and its uniform variates for this step and
+// the next, so the rank draws the token itself and runs the next step
+// ahead with the second.
 //
 // Single-token steps (ForwardArgmax, and Forward of the last logits) are
 // replayed as recorded graphs when the backend can record them

@@ -170,6 +170,12 @@ func FuzzRankRequests(f *testing.F) {
 	f.Add(rawFrame(msgNewState, 4, encodeStateID(1)))
 	fw = forwardReq{state: 3, start: 0, want: models.LastLogits, tokens: []int32{1}, table: []int32{0}}
 	f.Add(rawFrame(msgForward, 5, fw.encode()))
+	// Sampled steps, a good draw and one no session makes.
+	fw = forwardReq{start: 0, want: models.LastLogits, tokens: []int32{1}, table: []int32{0},
+		draw: &session.Draw{Temperature: 0.7, TopK: 5, TopP: 0.9, U: 0.25, Next: 0.5}}
+	f.Add(append(rawFrame(msgNewKVPool, 1, e.b), rawFrame(msgForwardSample, 6, fw.encode())...))
+	fw.draw = &session.Draw{Temperature: -1, TopP: 2, U: 7}
+	f.Add(rawFrame(msgForwardSample, 7, fw.encode()))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		h := Hello{Version: Version, Backend: "cpu", Threads: 1, Path: fixture("qwen3"),
 			Pool: kernels.KVSpec{Layers: 0}}

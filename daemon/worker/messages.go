@@ -7,6 +7,7 @@ import (
 
 	"github.com/pocketllm/pocketllm/kernels"
 	"github.com/pocketllm/pocketllm/models"
+	"github.com/pocketllm/pocketllm/session"
 )
 
 // Hello opens a rank: which model to load on which backend and device,
@@ -138,6 +139,8 @@ type forwardReq struct {
 	tokens []int32
 	table  []int32
 	state  uint64 // the sequence's recurrent state (see state.go); 0: none
+	// draw is a ForwardSample's rule and variates (nil for the others).
+	draw *session.Draw
 }
 
 func (f *forwardReq) encode() []byte {
@@ -147,16 +150,46 @@ func (f *forwardReq) encode() []byte {
 	e.u8(uint8(f.want))
 	e.i32s(f.tokens)
 	e.i32s(f.table)
+	if d := f.draw; d != nil {
+		e.f64(d.Temperature)
+		e.i32(d.TopK)
+		e.f64(d.TopP)
+		e.f64(d.MinP)
+		e.f64(d.U)
+		e.f64(d.Next)
+	}
 	return e.b
 }
 
 func decodeForward(p []byte) (forwardReq, error) {
 	d := dec{b: p}
+	f := decodeForwardFields(&d)
+	return f, d.done("forward")
+}
+
+func decodeForwardFields(d *dec) forwardReq {
 	f := forwardReq{state: d.u64("state")}
 	f.start, f.want = d.i32("start"), models.Logits(d.u8("want"))
 	f.tokens = d.i32s("tokens")
 	f.table = d.i32s("table")
-	return f, d.done("forward")
+	return f
+}
+
+// decodeForwardSample decodes a ForwardSample: a Forward's fields, then
+// its Draw, checked.
+func decodeForwardSample(p []byte) (forwardReq, error) {
+	d := dec{b: p}
+	f := decodeForwardFields(&d)
+	dr := session.Draw{Temperature: d.f64("temperature"), TopK: d.i32("top-k"), TopP: d.f64("top-p"),
+		MinP: d.f64("min-p"), U: d.f64("u"), Next: d.f64("next")}
+	if err := d.done("forward-sample"); err != nil {
+		return f, err
+	}
+	if err := dr.Check(); err != nil {
+		return f, fmt.Errorf("%w: %w", errBadRequest, err)
+	}
+	f.draw = &dr
+	return f, nil
 }
 
 // Error codes of Error frames.

@@ -85,7 +85,8 @@ type Proxy struct {
 
 	states stateBook // recurrent states (state.go)
 
-	argmaxSteps atomic.Int64
+	argmaxSteps  atomic.Int64
+	sampledSteps atomic.Int64
 	// shared counts the transfers that went through shared memory.
 	shared struct{ logits, reads, writes atomic.Int64 }
 
@@ -102,8 +103,9 @@ type Proxy struct {
 }
 
 var (
-	_ session.GreedyRunner = (*Proxy)(nil)
-	_ kernels.KVOps        = (*Proxy)(nil)
+	_ session.GreedyRunner   = (*Proxy)(nil)
+	_ session.SamplingRunner = (*Proxy)(nil)
+	_ kernels.KVOps          = (*Proxy)(nil)
 )
 
 // Start launches the worker, waits for its handshake and starts

@@ -105,7 +105,7 @@ func (p *Proxy) Forward(seq models.Seq, tokens []int32, want models.Logits) ([]f
 	// rank 0 returns the logits (in its shared memory when they fit), the
 	// others an empty list.
 	var logits []float32
-	err := p.step(seq, tokens, want, msgForward, int(outBytes)+64, func(pr *proc, f frame) error {
+	err := p.step(seq, tokens, want, nil, msgForward, int(outBytes)+64, func(pr *proc, f frame) error {
 		d := dec{b: f.payload}
 		var l []float32
 		var err error
@@ -145,7 +145,7 @@ func (p *Proxy) Forward(seq models.Seq, tokens []int32, want models.Logits) ([]f
 func (p *Proxy) ForwardArgmax(seq models.Seq, tokens []int32) (int32, error) {
 	vocab := p.cfg.VocabSize
 	var id int32
-	err := p.step(seq, tokens, models.LastLogits, msgForwardArgmax, 64, func(pr *proc, f frame) error {
+	err := p.step(seq, tokens, models.LastLogits, nil, msgForwardArgmax, 64, func(pr *proc, f frame) error {
 		r := pr.rank
 		d := dec{b: f.payload}
 		v := d.i32("token")
@@ -167,13 +167,49 @@ func (p *Proxy) ForwardArgmax(seq models.Seq, tokens []int32) (int32, error) {
 	return id, nil
 }
 
+// ForwardSample implements session.SamplingRunner: the worker runs the
+// step and draws the token from the last token's logits with d (rank 0's
+// answer is taken; every rank draws alike), so a sampled decode step,
+// like a greedy one, moves 4 bytes back instead of the vocabulary and may
+// be run ahead.
+func (p *Proxy) ForwardSample(seq models.Seq, tokens []int32, d session.Draw) (int32, error) {
+	if err := d.Check(); err != nil {
+		return 0, err
+	}
+	vocab := p.cfg.VocabSize
+	var id int32
+	err := p.step(seq, tokens, models.LastLogits, &d, msgForwardSample, 64, func(pr *proc, f frame) error {
+		dd := dec{b: f.payload}
+		v := dd.i32("token")
+		if err := dd.done("token"); err != nil {
+			return err
+		}
+		if v < 0 || v >= vocab {
+			return fmt.Errorf("%w: rank %d: token %d outside the vocabulary (%d)", ErrBadFrame, pr.rank, v, vocab)
+		}
+		if pr.rank == 0 {
+			id = int32(v)
+		}
+		return nil
+	}, msgToken)
+	if err != nil {
+		return 0, err
+	}
+	p.sampledSteps.Add(1)
+	return id, nil
+}
+
+// SampledSteps counts the steps answered by ForwardSample.
+func (p *Proxy) SampledSteps() int64 { return p.sampledSteps.Load() }
+
 // ArgmaxSteps counts the steps answered by ForwardArgmax.
 func (p *Proxy) ArgmaxSteps() int64 { return p.argmaxSteps.Load() }
 
-// step sends a forward request of type typ to every rank and hands each
-// rank's reply (of a type in reply, at most limit bytes) to decode, in
-// rank order (p.req held). A reply that does not decode loses the group.
-func (p *Proxy) step(seq models.Seq, tokens []int32, want models.Logits, typ msgType, limit int, decode func(pr *proc, f frame) error, reply ...msgType) error {
+// step sends a forward request of type typ (with draw for a
+// ForwardSample) to every rank and hands each rank's reply (of a type in
+// reply, at most limit bytes) to decode, in rank order (p.req held). A
+// reply that does not decode loses the group.
+func (p *Proxy) step(seq models.Seq, tokens []int32, want models.Logits, draw *session.Draw, typ msgType, limit int, decode func(pr *proc, f frame) error, reply ...msgType) error {
 	st, err := p.ownState(seq.State)
 	if err != nil {
 		return err
@@ -188,7 +224,7 @@ func (p *Proxy) step(seq models.Seq, tokens []int32, want models.Logits, typ msg
 	// Only the blocks that cover the positions travel.
 	end := seq.Start + len(tokens)
 	nb := min(len(seq.Table), (end+kp.spec.BlockSize-1)/kp.spec.BlockSize)
-	req := forwardReq{start: seq.Start, want: want, tokens: tokens, table: seq.Table[:nb]}
+	req := forwardReq{start: seq.Start, want: want, tokens: tokens, table: seq.Table[:nb], draw: draw}
 
 	p.req.Lock()
 	defer p.req.Unlock()

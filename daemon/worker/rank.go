@@ -129,6 +129,10 @@ type rank struct {
 	// rank_ahead.go.
 	next, ahead *lookahead
 	aheadHits   int64
+	// drawer draws ForwardSample's tokens, from drawBuf where a replay's
+	// logits are read to the host.
+	drawer  session.Drawer
+	drawBuf []float32
 }
 
 // ServeRank serves one daemon over conn: the handshake, then requests
@@ -378,8 +382,8 @@ func (rk *rank) handle(f frame) (typ msgType, payload, extra []byte, err error) 
 		return nil
 	}
 	rk.next = nil
-	if f.typ != msgForwardArgmax {
-		rk.dropAhead() // only the next greedy step can use it
+	if f.typ != msgForwardArgmax && f.typ != msgForwardSample {
+		rk.dropAhead() // only the next greedy or sampled step can use it
 	}
 	if typ, payload, extra, ok, err := rk.handleState(f); ok {
 		return typ, payload, extra, err
@@ -414,6 +418,25 @@ func (rk *rank) handle(f frame) (typ msgType, payload, extra []byte, err error) 
 			return 0, nil, nil, fmt.Errorf("%w: forward-argmax of logits mode %d", errBadRequest, req.want)
 		}
 		id, err := rk.forwardArgmax(req)
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		rk.guess(req, id)
+		var e enc
+		e.i32(int(id))
+		return msgToken, e.b, nil, nil
+	case msgForwardSample:
+		if err := needPool(); err != nil {
+			return 0, nil, nil, err
+		}
+		req, err := decodeForwardSample(f.payload)
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		if req.want != models.LastLogits {
+			return 0, nil, nil, fmt.Errorf("%w: forward-sample of logits mode %d", errBadRequest, req.want)
+		}
+		id, err := rk.forwardSample(req)
 		if err != nil {
 			return 0, nil, nil, err
 		}
@@ -502,6 +525,27 @@ func (rk *rank) forwardArgmax(req forwardReq) (int32, error) {
 		return rk.graphToken(g)
 	}
 	return rk.runArgmax(req)
+}
+
+// forwardSample is forwardArgmax for a sampled step: the token drawn
+// from the logits with req.draw (session.Drawer).
+func (rk *rank) forwardSample(req forwardReq) (int32, error) {
+	if id, ok, err := rk.takeAhead(req); ok {
+		return id, err
+	}
+	if g, ok := rk.replay(req); ok {
+		return rk.graphDraw(g, *req.draw)
+	}
+	return rk.runSample(req)
+}
+
+// runSample runs req eagerly and answers the token drawn from its logits.
+func (rk *rank) runSample(req forwardReq) (int32, error) {
+	logits, err := rk.run(req)
+	if err != nil {
+		return 0, err
+	}
+	return rk.drawer.Token(logits, *req.draw), nil
 }
 
 // runArgmax runs req eagerly and answers its logits' argmax.

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/pocketllm/pocketllm/models"
+	"github.com/pocketllm/pocketllm/session"
 )
 
 // Lookahead: a greedy generation over a worker is a chain of one-token
@@ -55,7 +56,15 @@ func (rk *rank) guess(req forwardReq, id int32) {
 	}
 	// req's table is its own (decodeForward allocates it), and nothing
 	// writes it.
-	rk.next = &lookahead{req: forwardReq{start: pos, want: models.LastLogits, tokens: []int32{id}, table: req.table}}
+	next := forwardReq{start: pos, want: models.LastLogits, tokens: []int32{id}, table: req.table}
+	if req.draw != nil {
+		// A sampled step's successor draws with the variate the request
+		// named for it (its own Next is not known yet).
+		d := *req.draw
+		d.U, d.Next = d.Next, 0
+		next.draw = &d
+	}
+	rk.next = &lookahead{req: next}
 }
 
 // runAhead starts the guessed step (after the reply to the one before
@@ -74,6 +83,11 @@ func (rk *rank) runAhead() error {
 	if g, ok := rk.replay(la.req); ok {
 		la.g = g
 		rk.ahead = la
+	} else if la.req.draw != nil {
+		if id, err := rk.runSample(la.req); err == nil {
+			la.id = id
+			rk.ahead = la
+		}
 	} else if id, err := rk.runArgmax(la.req); err == nil {
 		la.id = id
 		rk.ahead = la
@@ -90,17 +104,31 @@ func (rk *rank) runAhead() error {
 func (rk *rank) takeAhead(req forwardReq) (int32, bool, error) {
 	la := rk.ahead
 	if la == nil || req.start != la.req.start || req.want != la.req.want || req.state != la.req.state ||
-		!slices.Equal(req.tokens, la.req.tokens) || !slices.Equal(req.table, la.req.table) {
+		!slices.Equal(req.tokens, la.req.tokens) || !slices.Equal(req.table, la.req.table) ||
+		!sameDraw(req.draw, la.req.draw) {
 		rk.dropAhead()
 		return 0, false, nil
 	}
 	rk.ahead = nil
 	rk.aheadHits++
-	if la.g != nil {
+	switch {
+	case la.g != nil && la.req.draw != nil:
+		id, err := rk.graphDraw(la.g, *req.draw)
+		return id, true, err
+	case la.g != nil:
 		id, err := rk.graphToken(la.g)
 		return id, true, err
 	}
 	return la.id, true, nil
+}
+
+// sameDraw reports whether a request's draw (nil: an argmax) is the one
+// a step was run ahead with: the same rule and this step's variate.
+func sameDraw(req, ahead *session.Draw) bool {
+	if req == nil || ahead == nil {
+		return req == ahead
+	}
+	return req.SameRule(*ahead) && req.U == ahead.U
 }
 
 // dropAhead forgets the step run ahead. A replay still in flight is

@@ -171,6 +171,20 @@ func (rk *rank) graphToken(g StepGraph) (int32, error) {
 	return session.Argmax(logits), nil
 }
 
+// graphDraw waits for a replayed step and draws its token from the
+// logits with d.
+func (rk *rank) graphDraw(g StepGraph, d session.Draw) (int32, error) {
+	n := rk.model.Config.VocabSize
+	if cap(rk.drawBuf) < n {
+		rk.drawBuf = make([]float32, n)
+	}
+	logits := rk.drawBuf[:n]
+	if err := g.Logits(logits); err != nil {
+		return 0, err
+	}
+	return rk.drawer.Token(logits, d), nil
+}
+
 // graphLogits answers a replayed msgForward step: rank 0 sends the
 // logits (read straight into shared memory when it fits), the others
 // wait for the replay and send none.

@@ -1,0 +1,193 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/pocketllm/pocketllm/internal/kvseq"
+	"github.com/pocketllm/pocketllm/models"
+	"github.com/pocketllm/pocketllm/session"
+)
+
+// TestSampledOverWorker: sampled generations without penalties, bias or
+// logprobs step with ForwardSample (counted), and draw exactly the
+// in-process session's tokens for the same seed, in a worker and in a
+// group; those with penalties or logprobs still get the logits.
+func TestSampledOverWorker(t *testing.T) {
+	for _, world := range worlds() {
+		t.Run(fmt.Sprintf("tp%d", world), func(t *testing.T) {
+			p := newPair(t, "qwen3", world, 0)
+			px := p.workerPx
+			p.open("a")
+			p.append("a", prompt(30, 5))
+			seed := uint64(11)
+			var total int64
+			for _, sp := range []session.SamplingParams{
+				{Temperature: 0.7},
+				{Temperature: 0.7, TopP: 0.9},
+				{Temperature: 0.6, TopK: 20, TopP: 0.95},
+				{Temperature: 1.2, MinP: 0.05},
+				{Temperature: 3, TopP: 0.5},
+			} {
+				sp.Seed = &seed
+				before, argmax := px.SampledSteps(), px.ArgmaxSteps()
+				ids := p.generate("a", session.GenerateParams{MaxTokens: 9, Sampling: sp})
+				// Every token but one whose logits an append kept (the first)
+				// is drawn by the worker (a sampled EOS may end early).
+				if n := px.SampledSteps() - before; n < int64(len(ids)-1) || px.ArgmaxSteps() != argmax {
+					t.Fatalf("%+v: %d sampled steps for %d tokens, %d argmax-only", sp, n, len(ids), px.ArgmaxSteps()-argmax)
+				}
+				total += px.SampledSteps() - before
+			}
+			if total < 20 {
+				t.Fatalf("%d sampled steps in all", total)
+			}
+			before := px.SampledSteps()
+			for _, gp := range []session.GenerateParams{
+				{MaxTokens: 3, Logprobs: true, Sampling: session.SamplingParams{Temperature: 0.8, Seed: &seed}},
+				{MaxTokens: 3, Sampling: session.SamplingParams{Temperature: 0.8, RepetitionPenalty: 1.3, Seed: &seed}},
+				{MaxTokens: 3, Sampling: session.SamplingParams{Temperature: 0.8, FrequencyPenalty: 0.5, Seed: &seed}},
+				{MaxTokens: 3, Sampling: session.SamplingParams{Temperature: 0.8, LogitBias: map[int32]float32{3: 2}, Seed: &seed}},
+			} {
+				p.generate("a", gp)
+			}
+			if n := px.SampledSteps() - before; n != 0 {
+				t.Fatalf("%d sampled steps for generations that need the logits", n)
+			}
+		})
+	}
+}
+
+// TestSampledLookaheadReplay drives a rank as serve does (each reply, then
+// the step run ahead) with ForwardSample requests over the fake recorder:
+// the chain is answered from the steps replayed ahead and draws exactly
+// the tokens of the in-process model's logits with the same variates; a
+// request whose variate is not the one guessed is answered by its own
+// step.
+func TestSampledLookaheadReplay(t *testing.T) {
+	const bs, blocks, n = 4, 64, 20
+	toks := prompt(30, 9)
+	m := inProcess(t, "qwen3")
+	table := make([]int32, blocks)
+	for i := range table {
+		table[i] = int32(blocks - 1 - i)
+	}
+	rule := session.Draw{Temperature: 0.9, TopP: 0.95}
+	us := make([]float64, n+2)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range us {
+		us[i] = r.Float64()
+	}
+	drawAt := func(i int) session.Draw {
+		d := rule
+		d.U, d.Next = us[i], us[i+1]
+		return d
+	}
+	// The reference: the model alone on a private pool, a step a token as
+	// kvseq.Greedy, drawn with the same variates; last is the logits after
+	// the n-th token.
+	var ref []int32
+	var lastLogits []float32
+	{
+		var dr session.Drawer
+		seq, err := kvseq.Private(m, len(toks)+n+1, 16, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := m.Forward(seq, toks, models.LastLogits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			id := dr.Token(l, drawAt(i))
+			ref = append(ref, id)
+			seq.Start = len(toks) + i
+			if l, err = m.Forward(seq, []int32{id}, models.LastLogits); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lastLogits = l
+	}
+	rk, f := newGraphRank(t, blocks, bs)
+	if _, _, err := step(rk, msgForward, table, 0, toks[:len(toks)-1], models.NoLogits); err != nil {
+		t.Fatal(err)
+	}
+	var got []int32
+	last := toks[len(toks)-1:]
+	for i := range n {
+		id, err := sampleStep(rk, table, len(toks)-1+i, last, drawAt(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rk.runAhead(); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, id)
+		last = []int32{id}
+	}
+	if !slices.Equal(got, ref) {
+		t.Fatalf("sampled with lookahead %v,\nin process %v", got, ref)
+	}
+	if rk.aheadHits == 0 || f.launched == 0 {
+		t.Fatalf("%d requests answered ahead, %d replays", rk.aheadHits, f.launched)
+	}
+	// The pending guess drew with us[n]; ask with another variate.
+	hits := rk.aheadHits
+	d := drawAt(n)
+	d.U = math.Nextafter(d.U, 0) / 2
+	id, err := sampleStep(rk, table, len(toks)-1+n, last, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dr session.Drawer
+	if want := dr.Token(lastLogits, d); id != want || rk.aheadHits != hits {
+		t.Fatalf("another variate at the guessed step: %d, want %d (answered ahead: %v)", id, want, rk.aheadHits != hits)
+	}
+}
+
+// TestForwardSampleRejectsBadDraws: a ForwardSample whose draw no session
+// would make is a bad request, not a token.
+func TestForwardSampleRejectsBadDraws(t *testing.T) {
+	rk, _ := newGraphRank(t, 8, 4)
+	table := []int32{0, 1, 2, 3}
+	for _, d := range []session.Draw{
+		{Temperature: 0, U: 0.5},
+		{Temperature: math.NaN(), U: 0.5},
+		{Temperature: 1, TopK: -1, U: 0.5},
+		{Temperature: 1, TopP: 1.5, U: 0.5},
+		{Temperature: 1, MinP: math.Inf(1), U: 0.5},
+		{Temperature: 1, U: 1},
+		{Temperature: 1, U: 0.5, Next: -0.1},
+	} {
+		if _, err := sampleStep(rk, table, 0, []int32{1}, d); !errors.Is(err, errBadRequest) {
+			t.Errorf("%+v: %v, want a bad request", d, err)
+		}
+	}
+	// Truncated: the forward fields without the draw.
+	req := forwardReq{start: 0, want: models.LastLogits, tokens: []int32{1}, table: table[:1]}
+	if _, _, _, err := rk.handle(frame{typ: msgForwardSample, payload: req.encode()}); err == nil {
+		t.Error("a ForwardSample without its draw was answered")
+	}
+}
+
+// sampleStep sends one ForwardSample request (table cut as the Proxy
+// cuts it) and returns the token.
+func sampleStep(rk *rank, table []int32, start int, tokens []int32, d session.Draw) (int32, error) {
+	bs := rk.spec.BlockSize
+	nb := min(len(table), (start+len(tokens)+bs-1)/bs)
+	req := forwardReq{start: start, want: models.LastLogits, tokens: tokens, table: table[:nb], draw: &d}
+	typ, payload, _, err := rk.handle(frame{typ: msgForwardSample, payload: req.encode()})
+	if err != nil {
+		return 0, err
+	}
+	if typ != msgToken {
+		return 0, fmt.Errorf("reply %s", typ)
+	}
+	dd := dec{b: payload}
+	v := dd.i32("token")
+	return int32(v), dd.done("token")
+}

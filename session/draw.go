@@ -1,0 +1,102 @@
+package session
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/pocketllm/pocketllm/models"
+)
+
+// Draw is one sampled step as a runner can take it itself
+// (SamplingRunner): the generation's temperature and filters, and the
+// uniform variates its sampler draws for this step (U) and the next
+// (Next, so that a runner may run the next step ahead and draw its token
+// too). Only generations without penalties, logit bias, a JSON
+// constraint or logprobs step this way: what is left is a function of
+// the logits and U, which Drawer computes exactly as the session would.
+type Draw struct {
+	Temperature float64
+	TopK        int
+	TopP, MinP  float64
+	U, Next     float64
+}
+
+// Check reports a Draw no session would make (a runner's request
+// decoder calls it on what arrives from the wire).
+func (d Draw) Check() error {
+	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+	switch {
+	case !finite(d.Temperature) || d.Temperature <= 0:
+		return fmt.Errorf("draw: temperature %v", d.Temperature)
+	case d.TopK < 0:
+		return fmt.Errorf("draw: top-k %d", d.TopK)
+	case !finite(d.TopP) || d.TopP < 0 || d.TopP > 1:
+		return fmt.Errorf("draw: top-p %v", d.TopP)
+	case !finite(d.MinP) || d.MinP < 0 || d.MinP > 1:
+		return fmt.Errorf("draw: min-p %v", d.MinP)
+	case !(d.U >= 0 && d.U < 1) || !(d.Next >= 0 && d.Next < 1):
+		return fmt.Errorf("draw: uniform variates %v, %v outside [0, 1)", d.U, d.Next)
+	}
+	return nil
+}
+
+// SameRule reports whether d and e draw alike given the same variate:
+// the same temperature and filters.
+func (d Draw) SameRule(e Draw) bool {
+	d.U, d.Next, e.U, e.Next = 0, 0, 0, 0
+	return d == e
+}
+
+func (d Draw) params() SamplingParams {
+	return SamplingParams{Temperature: d.Temperature, TopK: d.TopK, TopP: d.TopP, MinP: d.MinP}
+}
+
+// Drawer picks Draws' tokens from logits, with the sampler's rule and
+// scratch (a runner keeps one; not safe for concurrent use).
+type Drawer struct{ s sampler }
+
+// Token is d's token from logits: the sampler's draw with U.
+func (dr *Drawer) Token(logits []float32, d Draw) int32 {
+	dr.s.p = d.params()
+	if dr.s.p.greedy() { // top-k 1
+		return dr.s.argmax(logits)
+	}
+	return dr.s.draw(logits, d.U)
+}
+
+// SamplingRunner is a Runner that can draw the last token's successor
+// itself, so that a worker process ships a token per step instead of the
+// vocabulary's logits (and may run the next step ahead, as for
+// GreedyRunner).
+type SamplingRunner interface {
+	Runner
+	// ForwardSample is Forward(seq, tokens, models.LastLogits) followed
+	// by a Drawer's Token of the logits.
+	ForwardSample(seq models.Seq, tokens []int32, d Draw) (int32, error)
+}
+
+// peekDraw is the Draw of s's next sampled token, without drawing it
+// (the step may fail and be asked again).
+func (s *sampler) peekDraw() Draw {
+	src := *s.src
+	r := rand.New(&src)
+	u := r.Float64()
+	return Draw{Temperature: s.p.Temperature, TopK: s.p.TopK, TopP: s.p.TopP, MinP: s.p.MinP, U: u, Next: r.Float64()}
+}
+
+// sampledSteps is a SamplingRunner seen as a GreedyRunner, so that the
+// engine's argmax path (ensure, forwardArgmax) carries sampled steps:
+// its "argmax" is the token drawn with smp's next draw, which the
+// generation then consumes (drawTaken).
+type sampledSteps struct {
+	SamplingRunner
+	smp *sampler
+}
+
+func (a sampledSteps) ForwardArgmax(seq models.Seq, tokens []int32) (int32, error) {
+	return a.ForwardSample(seq, tokens, a.smp.peekDraw())
+}
+
+// drawTaken advances s past the draw a runner took for it (peekDraw's U).
+func (s *sampler) drawTaken() { s.rng.Float64() }
