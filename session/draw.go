@@ -65,6 +65,14 @@ func (dr *Drawer) Token(logits []float32, d Draw) int32 {
 	return dr.s.draw(logits, d.U)
 }
 
+// Kept is the tokens d's filters keep from logits, ascending, and their
+// probabilities (for checking another implementation of the rule, such
+// as the CUDA backend's).
+func (dr *Drawer) Kept(logits []float32, d Draw) ([]int32, []float64) {
+	dr.s.p = d.params()
+	return dr.s.distribution(logits)
+}
+
 // SamplingRunner is a Runner that can draw the last token's successor
 // itself, so that a worker process ships a token per step instead of the
 // vocabulary's logits (and may run the next step ahead, as for

@@ -26,6 +26,7 @@ func runConformance(args []string) error {
 	fs := flag.NewFlagSet("conformance", flag.ContinueOnError)
 	dev := deviceFlag(fs)
 	seed := fs.Uint64("seed", 7, "random seed")
+	only := fs.String("only", "", `"draw": only the sampled-step draw's cases`)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -35,7 +36,12 @@ func runConformance(args []string) error {
 	}
 	fmt.Printf("prefill GEMM: %s\n", g.GEMMLibrary())
 	c := &conf{g: g, c: cpu.New(0), seed: *seed}
-	c.run()
+	if *only == "draw" { // the sampled-step draw alone (a quick check of sample.cu)
+		c.section("draw")
+		c.draw()
+	} else {
+		c.run()
+	}
 	fmt.Printf("conformance on %s: %d cases, %d failed\n", g.DeviceName(), c.n, c.failed)
 	if c.failed > 0 {
 		return fmt.Errorf("%d conformance cases failed", c.failed)
@@ -406,7 +412,7 @@ func (c *conf) run() {
 		name string
 		run  func()
 	}{{"fused", c.fused}, {"quant", c.quant}, {"hybrid", c.hybrid}, {"moe", c.moe}, {"tpnorm", c.tpNorm},
-		{"fp8prefill", c.fp8Prefill}} {
+		{"fp8prefill", c.fp8Prefill}, {"draw", c.draw}} {
 		c.section(s.name)
 		s.run()
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/pocketllm/pocketllm/daemon/worker"
 	"github.com/pocketllm/pocketllm/kernels"
 	"github.com/pocketllm/pocketllm/kernels/cuda"
+	"github.com/pocketllm/pocketllm/session"
 )
 
 // noGraphs turns decode-step replay off in serve-rank (POCKET_GRAPHS=0):
@@ -70,6 +71,15 @@ func (c cudaGraph) Launch(s worker.Step) error {
 func (c cudaGraph) Argmax() (int32, error) {
 	b := c.b
 	id := b.Argmax(c.g.Out, c.g.OutLen)
+	return id, b.Err()
+}
+
+// Draw implements worker.StepDrawer: the token drawn on the device
+// (cuda.Backend.Draw), one int32 read back.
+func (c cudaGraph) Draw(d session.Draw) (int32, error) {
+	b := c.b
+	id := b.Draw(c.g.Out, c.g.OutLen, cuda.DrawArgs{InvT: float32(1 / d.Temperature), TopK: d.TopK, TopP: d.TopP,
+		MinP: float32(d.MinP), U: d.U})
 	return id, b.Err()
 }
 

@@ -76,8 +76,13 @@ func runServeRank(args []string) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("rank", *rank, "device", *device, "pid", os.Getpid())
 	shm := os.NewFile(uintptr(*shmFD), "pocketd-shm")
 	return worker.ServeRank(conn, worker.RankOptions{Backend: *backend, Device: *device, NewBackend: rb.new, Join: rb.join,
-		Graphs: rb.graphs, Shared: shm, Logger: log, NoLookahead: noLookahead})
+		Graphs: rb.graphs, Shared: shm, Logger: log, NoLookahead: noLookahead, HostDraw: hostDraw})
 }
+
+// hostDraw draws sampled steps' tokens on the host (POCKET_DEVICE_DRAW=0;
+// see daemon/worker/rank_graph.go's graphDraw): an A/B switch read once
+// here.
+var hostDraw = os.Getenv("POCKET_DEVICE_DRAW") == "0"
 
 // noLookahead turns the rank's lookahead off (POCKET_LOOKAHEAD=0; see
 // daemon/worker/rank_ahead.go): an A/B switch for measuring, read once

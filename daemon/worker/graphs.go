@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math/bits"
 	"slices"
+
+	"github.com/pocketllm/pocketllm/session"
 )
 
 // Graph replay of decode steps.
@@ -75,6 +77,15 @@ type StepGraph interface {
 	Logits(dst []float32) error
 	// Close frees the recording.
 	Close()
+}
+
+// StepDrawer is a StepGraph that can also draw a sampled step's token on
+// the device (optional): the rule of session.Drawer, reading back one
+// token instead of the logits.
+type StepDrawer interface {
+	// Draw waits for the replay and returns the token drawn from its
+	// logits with d.
+	Draw(d session.Draw) (int32, error)
 }
 
 const (

@@ -40,7 +40,10 @@ type RankOptions struct {
 	// NoLookahead keeps the rank from running a greedy step ahead of its
 	// request (rank_ahead.go).
 	NoLookahead bool
-	Logger      *slog.Logger
+	// HostDraw draws sampled steps' tokens on the host even where the
+	// graph could on the device (StepDrawer): an A/B switch.
+	HostDraw bool
+	Logger   *slog.Logger
 }
 
 // Group is a rank's place in its tensor-parallel group, from the Hello.

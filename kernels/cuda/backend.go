@@ -127,6 +127,7 @@ type Backend struct {
 	hy      *hybridMod // Gated DeltaNet kernels (hybrid.go), loaded on first use
 	mla     *mlaMod    // latent attention kernels (mla.go), loaded on first use
 	tpnorm  *tpnormMod // split RMSNorm of TP groups (tpnorm.go), loaded on first use
+	sample  *sampleMod // sampling on the device (sample.go), loaded on first use
 	f8g     *f8gemmMod // E4M3 prefill GEMM (fp8gemm.go), loaded on first use
 	attn128 int        // prefill attention kernel for head dim 128
 

@@ -1,0 +1,119 @@
+//go:build cuda
+
+package main
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/pocketllm/pocketllm/kernels/cuda"
+	"github.com/pocketllm/pocketllm/session"
+)
+
+// draw checks the device's sampled-step draw (cuda.Backend.Draw) against
+// the session's own (session.Drawer) on the same logits and variates:
+// vocabularies of Qwen3's size and small ones; peaked, flat, near-uniform
+// and tied logits; temperature alone and with each filter. The two
+// compute the probabilities with their own exponentials and sum them in
+// their own orders, so a draw may pick another token than the host's
+// where u is within a rounding of a boundary between them; a device token
+// the host does not keep, or whose share of the host's cumulative
+// distribution lies further than 2e-5 from u, fails.
+func (c *conf) draw() {
+	type dist struct {
+		name string
+		gen  func(r *rand.Rand, i int) float32
+	}
+	dists := []dist{
+		{"normal σ3", func(r *rand.Rand, _ int) float32 { return float32(r.NormFloat64() * 3) }},
+		{"near-uniform σ0.3", func(r *rand.Rand, _ int) float32 { return float32(r.NormFloat64() * 0.3) }},
+		{"nine values", func(r *rand.Rand, _ int) float32 { return float32(r.IntN(9)) * 0.25 }},
+		{"peaked", func(r *rand.Rand, i int) float32 {
+			if i%9973 == 17 {
+				return 12 + float32(r.NormFloat64())
+			}
+			return float32(r.NormFloat64() * 2)
+		}},
+	}
+	rules := []session.Draw{
+		{Temperature: 1}, {Temperature: 0.7, TopP: 0.9}, {Temperature: 0.6, TopK: 20, TopP: 0.95},
+		{Temperature: 1, TopK: 50}, {Temperature: 0.7, MinP: 0.05}, {Temperature: 1, TopP: 0.9, MinP: 0.1},
+		{Temperature: 1.5, TopP: 0.3},
+	}
+	var dr session.Drawer
+	for _, n := range []int{151936, 1000, 7} {
+		for _, ds := range dists {
+			logits := make([]float32, n)
+			for i := range logits {
+				logits[i] = ds.gen(c.rng, i)
+			}
+			xg, _ := c.pair(logits)
+			for _, rule := range rules {
+				c.n++
+				const draws = 200
+				differ, far := 0, ""
+				kept, probs := dr.Kept(logits, rule)
+				cum := make([]float64, len(probs)+1) // cum[i]: the host's mass before kept[i]
+				for i, q := range probs {
+					cum[i+1] = cum[i] + q
+				}
+				var spent time.Duration // the device's draws, each read back
+				for range draws {
+					d := rule
+					d.U = c.rng.Float64()
+					want := dr.Token(logits, d)
+					t0 := time.Now()
+					got := c.g.Draw(xg, n, cuda.DrawArgs{InvT: float32(1 / d.Temperature), TopK: d.TopK, TopP: d.TopP,
+						MinP: float32(d.MinP), U: d.U})
+					spent += time.Since(t0)
+					if got == want {
+						continue
+					}
+					differ++
+					// The host's mass of an unfiltered draw is ExpShifted's float32
+					// sum: its own cumulative ends off 1 by that rounding. And a
+					// top-p boundary among tied values may keep one token more or
+					// less than the host's (each ~6e-6 of the mass here).
+					tol := 2e-5 + math.Abs(1-cum[len(probs)])
+					j := slices.Index(kept, got)
+					if (j < 0 || d.U < cum[j]-tol || d.U > cum[j+1]+tol) && far == "" {
+						lo, hi := -1.0, -1.0
+						if j >= 0 {
+							lo, hi = cum[j], cum[j+1]
+						}
+						far = fmt.Sprintf("u %.6f: device %d (host's cumulative %.6f..%.6f), host %d of %d kept", d.U, got, lo, hi, want, len(kept))
+					}
+				}
+				status := "ok"
+				switch {
+				case c.g.Err() != nil:
+					status = "FAIL (" + c.g.Err().Error() + ")"
+				case far != "":
+					status = "FAIL (" + far + ")"
+				}
+				if status != "ok" {
+					c.failed++
+				}
+				fmt.Printf("%-12s %-40s %3d/%d differ, %5.1f µs a draw  %s\n", "Draw", fmt.Sprintf("n=%d %s %+v", n, ds.name, ruleName(rule)),
+					differ, draws, float64(spent.Microseconds())/draws, status)
+			}
+		}
+	}
+}
+
+func ruleName(d session.Draw) string {
+	s := fmt.Sprintf("T%g", d.Temperature)
+	if d.TopK > 0 {
+		s += fmt.Sprintf(" k%d", d.TopK)
+	}
+	if d.TopP > 0 {
+		s += fmt.Sprintf(" p%g", d.TopP)
+	}
+	if d.MinP > 0 {
+		s += fmt.Sprintf(" minp%g", d.MinP)
+	}
+	return s
+}

@@ -1,0 +1,350 @@
+// Sampling on the device (sample.go): a sampled decode step's token drawn
+// from the logits where they are, so that neither the vocabulary's floats
+// nor the host's passes over them (0.3 ms a token for a temperature alone,
+// ~2 ms for top-p over a flat distribution on an H200 host's CPU) sit
+// between two steps.
+//
+// The rule is the session's (session/sampling.go, session.Drawer):
+//   p_i  = exp(x_i·invT − max_j x_j·invT)       unnormalised, the top one 1
+//   kept = a prefix of the tokens ranked by p (ties by id): top-k's first
+//          k; top-p's shortest prefix holding p of the mass (of top-k's
+//          tokens when both are asked); then min-p's p_i ≥ minP where that
+//          keeps fewer;
+//   the token is the first, in id order, at which the running sum of the
+//   kept p passes u × their total.
+// A kept set is everything ranked at or before one token, so it is a pair
+// (lo, tie): p > lo, or p == lo and id ≤ tie. The boundaries are found by
+// radix selects on the bits of p (which order non-negative floats), 8 bits
+// a level, by count for top-k and by mass for top-p; the draw by a scan
+// of each thread's contiguous share of the ids. The host walks the same
+// rule in float64 in another order, so a draw whose u falls within a
+// rounding of a boundary may pick the neighbouring token; nothing else
+// differs.
+//
+// One block of 1024 threads; scratch holds the n probabilities between
+// the passes (L2-resident: 600 KB for a 152K vocabulary). Warp w owns the
+// w-th of 32 contiguous segments of the ids and its lanes read them 32
+// consecutive floats at a time: id-order scans go by warp, then by step
+// within the warp, and every load is coalesced (a thread a contiguous
+// share, 149 floats apart across a warp, had made a draw take 290 µs).
+
+#define SAMPLE_THREADS 1024
+#define SAMPLE_WARPS (SAMPLE_THREADS / 32)
+
+// Seg is a warp's segment of the ids [lo, hi); its lane visits lo+lane,
+// lo+lane+32, ...
+struct Seg {
+    int lo, hi;
+};
+
+__device__ __forceinline__ Seg warpSeg(int n) {
+    const int len = (n + SAMPLE_WARPS - 1) / SAMPLE_WARPS, w = threadIdx.x >> 5;
+    return Seg{min(n, w * len), min(n, (w + 1) * len)};
+}
+
+__device__ __forceinline__ bool keptBy(float v, int i, float lo, int tie) { return v > lo || (v == lo && i <= tie); }
+
+__device__ __forceinline__ double warpSumD(double v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// blockMax is the block's largest v (NaN ignored); every thread gets it.
+__device__ float blockMax(float v, float* sh) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    v = sh[lane];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    __syncthreads();
+    return v;
+}
+
+// warpTotals leaves each warp's total of v (one value a thread) in
+// tot[w] and the total of the warps before w in before[w]; every thread
+// calls it. It returns the block's total.
+__device__ double warpTotals(double v, double* tot, double* before) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    v = warpSumD(v);
+    if (lane == 0) tot[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        const double t = tot[lane];
+        double x = t;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const double y = __shfl_up_sync(0xffffffffu, x, o);
+            if (lane >= o) x += y;
+        }
+        before[lane] = x - t;
+        if (lane == 31) before[32] = x;
+    }
+    __syncthreads();
+    const double all = before[32];
+    __syncthreads();
+    return all;
+}
+
+// nthOfValue is the id of the j-th (1-based) token, in id order, whose p
+// has bits vb and which is in the set (lo, tie); -1 if there are fewer.
+__device__ int nthOfValue(const float* p, int n, unsigned vb, long j, float lo, int tie, double* tot, double* before,
+                          int* res) {
+    const Seg sg = warpSeg(n);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int cnt = 0;
+    for (int i = sg.lo + lane; i < sg.hi; i += 32) cnt += __float_as_uint(p[i]) == vb && keptBy(p[i], i, lo, tie);
+    warpTotals((double)cnt, tot, before);
+    if (threadIdx.x == 0) *res = -1;
+    __syncthreads();
+    const long b0 = (long)before[warp], c = (long)tot[warp];
+    if (b0 < j && b0 + c >= j) {  // one warp: walk its segment a step at a time
+        long acc = b0;
+        for (int base = sg.lo; base < sg.hi; base += 32) {
+            const int i = base + lane;
+            const bool m = i < sg.hi && __float_as_uint(p[i]) == vb && keptBy(p[i], i, lo, tie);
+            const unsigned bal = __ballot_sync(0xffffffffu, m);
+            const int k = __popc(bal);
+            if (acc + k >= j) {
+                const int r = (int)(j - acc);  // the r-th set bit of bal
+                if (m && __popc(bal & ((1u << lane) - 1)) == r - 1) *res = i;
+                break;
+            }
+            acc += k;
+        }
+    }
+    __syncthreads();
+    const int r = *res;
+    __syncthreads();
+    return r;
+}
+
+// lastOfValue is the largest id whose p has bits vb, in the set (lo,
+// tie); -1 if none.
+__device__ int lastOfValue(const float* p, int n, unsigned vb, float lo, int tie, int* res) {
+    const Seg sg = warpSeg(n);
+    int last = -1;
+    for (int i = sg.lo + (threadIdx.x & 31); i < sg.hi; i += 32)
+        if (__float_as_uint(p[i]) == vb && keptBy(p[i], i, lo, tie)) last = i;
+    if (threadIdx.x == 0) *res = -1;
+    __syncthreads();
+    for (int o = 16; o > 0; o >>= 1) last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
+    if ((threadIdx.x & 31) == 0) atomicMax(res, last);
+    __syncthreads();
+    const int r = *res;
+    __syncthreads();
+    return r;
+}
+
+// selectRanked finds, among the tokens of the set (lo, tie), the value
+// at which the running total of their weights (MASS: p, else 1 each),
+// taken in ranked order (p descending), first reaches want: its bits in
+// *vb, and in *before the weight of the tokens ranked before every token
+// of that value. False where even the whole set falls short (a rounding).
+// A radix select from the top bits, 4 a pass: each thread keeps in
+// registers the weight of its tokens at or above each of the 16 digits
+// (no atomics: a flat distribution's tokens share a few digits, which
+// serialised a shared-memory histogram's adds), and the block adds them.
+template <bool MASS>
+__device__ bool selectRanked(const float* p, int n, float lo, int tie, double want, unsigned* vb, double* before,
+                             double (*sel)[17], int* res) {
+    const Seg sg = warpSeg(n);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    unsigned prefix = 0;
+    double acc = 0;
+    for (int shift = 28; shift >= 0; shift -= 4) {
+        const unsigned mask = shift == 28 ? 0u : ~0u << (shift + 4);
+        // Each digit's own weight (one add a token: a switch, not sixteen
+        // predicated adds, which made a pass FP64-bound), then the
+        // block's weight at or above each digit.
+        double bin[16];
+#pragma unroll
+        for (int k = 0; k < 16; k++) bin[k] = 0;
+        for (int i = sg.lo + lane; i < sg.hi; i += 32) {
+            const float v = p[i];
+            const unsigned bits = __float_as_uint(v);
+            if ((bits & mask) != prefix || !keptBy(v, i, lo, tie)) continue;
+            const double w = MASS ? (double)v : 1.0;
+            switch ((bits >> shift) & 15) {
+#define SAMPLE_BIN(k) \
+    case k:           \
+        bin[k] += w;  \
+        break;
+                SAMPLE_BIN(0) SAMPLE_BIN(1) SAMPLE_BIN(2) SAMPLE_BIN(3) SAMPLE_BIN(4) SAMPLE_BIN(5) SAMPLE_BIN(6)
+                SAMPLE_BIN(7) SAMPLE_BIN(8) SAMPLE_BIN(9) SAMPLE_BIN(10) SAMPLE_BIN(11) SAMPLE_BIN(12)
+                SAMPLE_BIN(13) SAMPLE_BIN(14) SAMPLE_BIN(15)
+#undef SAMPLE_BIN
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < 16; k++) {
+            const double x = warpSumD(bin[k]);
+            if (lane == 0) sel[warp][k] = x;
+        }
+        __syncthreads();
+        if (threadIdx.x < 16) {
+            double t = 0;
+            for (int w = 0; w < SAMPLE_WARPS; w++) t += sel[w][threadIdx.x];
+            sel[1][threadIdx.x] = t;  // each thread reads and writes only its digit's column
+        }
+        __syncthreads();
+        if (threadIdx.x == 0)
+            for (int k = 14; k >= 0; k--) sel[1][k] += sel[1][k + 1];  // at or above digit k
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            // Digits from the top: the first at which the running weight
+            // reaches want; where none does, the lowest present digit (the
+            // set ends within the prefix) unless nothing is fixed yet.
+            int digit = -1, low = -1;
+            for (int k = 15; k >= 0; k--) {
+                const double above = k < 15 ? sel[1][k + 1] : 0.0;
+                if (sel[1][k] - above <= 0) continue;
+                low = k;
+                if (acc + sel[1][k] >= want) {
+                    digit = k;
+                    break;
+                }
+            }
+            if (digit < 0 && shift < 28) digit = low;
+            *res = digit;
+            if (digit >= 0) sel[0][16] = acc + (digit < 15 ? sel[1][digit + 1] : 0.0);
+        }
+        __syncthreads();
+        const int digit = *res;
+        if (digit < 0) {
+            __syncthreads();
+            return false;
+        }
+        prefix |= (unsigned)digit << shift;
+        acc = sel[0][16];
+        __syncthreads();
+    }
+    *vb = prefix;
+    *before = acc;
+    return true;
+}
+
+// sample_draw writes to out[0] the token drawn from the n logits x (see
+// above). topK ≤ 0, topP outside (0, 1) and minP ≤ 0 are off.
+extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
+    sample_draw(int* out, float* p, const float* x, int n, float invT, int topK, double topP, float minP, double u) {
+    __shared__ float shf[SAMPLE_WARPS];
+    __shared__ double tot[SAMPLE_WARPS], before[SAMPLE_WARPS + 1];
+    __shared__ double sel[SAMPLE_WARPS][17];
+    __shared__ int res;
+    const Seg sg = warpSeg(n);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+
+    // The probabilities, unnormalised, and their total. x·invT rounded on
+    // its own (__fmul_rn: no fused multiply-add), as the host scales the
+    // logits, so that the largest is exactly m and its p exactly 1.
+    float m = -INFINITY;
+    for (int i = sg.lo + lane; i < sg.hi; i += 32) m = fmaxf(m, __fmul_rn(x[i], invT));
+    m = blockMax(m, shf);
+    double own = 0;
+    for (int i = sg.lo + lane; i < sg.hi; i += 32) {
+        float v = expf(__fmul_rn(x[i], invT) - m);
+        v = v >= 0.f ? fminf(v, 1.f) : 0.f;  // NaN logits take no part
+        p[i] = v;
+        own += v;
+    }
+    const double total = warpTotals(own, tot, before);
+
+    float lo = 0.f;  // kept: p > lo, or p == lo and id ≤ tie
+    int tie = -1;
+    bool bounded = false;  // top-k or top-p set the boundary
+    if (topK > 0 && topK < n) {
+        // The topK-th ranked token: a select by count.
+        unsigned vb;
+        double pre;
+        if (selectRanked<false>(p, n, -1.f, 0x7fffffff, (double)topK, &vb, &pre, sel, &res)) {
+            const int id = nthOfValue(p, n, vb, (long)((double)topK - pre), -1.f, 0x7fffffff, tot, before, &res);
+            if (id >= 0) {
+                lo = __uint_as_float(vb);
+                tie = id;
+                bounded = true;
+            }
+        }
+    }
+    if (topP > 0 && topP < 1) {
+        // The shortest ranked prefix (of top-k's tokens, if set) holding
+        // topP of their mass: a select by mass.
+        double mass = total;
+        if (bounded) {
+            double s = 0;
+            for (int i = sg.lo + lane; i < sg.hi; i += 32)
+                if (keptBy(p[i], i, lo, tie)) s += p[i];
+            mass = warpTotals(s, tot, before);
+        }
+        const double want = topP * mass;
+        const float plo = bounded ? lo : -1.f;  // the set the prefix is taken from
+        const int ptie = bounded ? tie : 0x7fffffff;
+        unsigned vb;
+        double pre;
+        if (selectRanked<true>(p, n, plo, ptie, want, &vb, &pre, sel, &res)) {
+            // Tokens of value v, ranked by id: the first j of them bring
+            // the running mass to want.
+            const float v = __uint_as_float(vb);
+            long j = v > 0.f ? (long)ceil((want - pre) / (double)v) : 1;
+            int id = nthOfValue(p, n, vb, max(1L, j), plo, ptie, tot, before, &res);
+            if (id < 0) id = lastOfValue(p, n, vb, plo, ptie, &res);  // rounding: the value's last
+            if (id >= 0) {
+                lo = v;
+                tie = id;
+                bounded = true;
+            }
+        }
+    }
+    if (minP > 0.f && (minP > lo || (minP == lo && !bounded))) {
+        lo = minP;
+        tie = 0x7fffffff;
+    }
+
+    // The draw: the kept mass by warp, then the one warp whose segment
+    // holds u × the total walks it a step of 32 at a time.
+    double mine = 0;
+    for (int i = sg.lo + lane; i < sg.hi; i += 32)
+        if (keptBy(p[i], i, lo, tie)) mine += p[i];
+    const double kept = warpTotals(mine, tot, before);
+    const double target = u * kept;
+    if (threadIdx.x == 0) res = 0x7fffffff;
+    __syncthreads();
+    // The sums are rounded in their own orders, so neighbouring warps'
+    // ranges may overlap by a rounding: the first id found wins.
+    if (tot[warp] > 0 && before[warp] <= target && target < before[warp] + tot[warp]) {
+        double acc = before[warp];
+        for (int base = sg.lo; base < sg.hi; base += 32) {
+            const int i = base + lane;
+            const double v = i < sg.hi && keptBy(p[i], i, lo, tie) ? (double)p[i] : 0.0;
+            double incl = v;
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                const double y = __shfl_up_sync(0xffffffffu, incl, o);
+                if (lane >= o) incl += y;
+            }
+            const unsigned hit = __ballot_sync(0xffffffffu, v > 0 && target < acc + incl);
+            if (hit) {
+                if (lane == __ffs(hit) - 1) atomicMin(&res, i);
+                break;
+            }
+            acc += __shfl_sync(0xffffffffu, incl, 31);
+        }
+    }
+    __syncthreads();
+    if (res == 0x7fffffff) {
+        // Rounding past the end: the last kept token (or 0 for none).
+        int last = -1;
+        for (int i = sg.lo + lane; i < sg.hi; i += 32)
+            if (keptBy(p[i], i, lo, tie) && p[i] > 0.f) last = i;
+        for (int o = 16; o > 0; o >>= 1) last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
+        __syncthreads();
+        if (threadIdx.x == 0) res = -1;
+        __syncthreads();
+        if (lane == 0) atomicMax(&res, last);
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[0] = max(res, 0);
+}
