@@ -191,3 +191,57 @@ func sampleStep(rk *rank, table []int32, start int, tokens []int32, d session.Dr
 	v := dd.i32("token")
 	return int32(v), dd.done("token")
 }
+
+// drawingGraph is a StepGraph that draws on its "device": it answers id
+// (counting the calls), as a backend's StepDrawer would.
+type drawingGraph struct {
+	StepGraph
+	id    int32
+	calls int
+}
+
+func (g *drawingGraph) Draw(session.Draw) (int32, error) { g.calls++; return g.id, nil }
+
+// TestGraphDrawOnDevice: a replay that can draw on the device
+// (StepDrawer) answers a sampled step without the host's draw, unless
+// top-k is asked or HostDraw is set; a device answer outside the
+// vocabulary falls back to the host's draw from the logits.
+func TestGraphDrawOnDevice(t *testing.T) {
+	rk, _ := newGraphRank(t, 8, 4)
+	vocab := rk.model.Config.VocabSize
+	logits := make([]float32, vocab)
+	for i := range logits {
+		logits[i] = float32(i % 13)
+	}
+	host := &hostLogits{l: logits}
+	d := session.Draw{Temperature: 0.8, TopP: 0.9, U: 0.37}
+	var dr session.Drawer
+	want := dr.Token(logits, d)
+
+	g := &drawingGraph{StepGraph: host, id: 5}
+	if id, err := rk.graphDraw(g, d); err != nil || id != 5 || g.calls != 1 {
+		t.Fatalf("device draw: %d %v (%d calls), want 5", id, err, g.calls)
+	}
+	k := d
+	k.TopK = 20
+	if id, err := rk.graphDraw(g, k); err != nil || id != dr.Token(logits, k) || g.calls != 1 {
+		t.Fatalf("top-k: %d %v (%d device calls), want the host's %d", id, err, g.calls, dr.Token(logits, k))
+	}
+	rk.opts.HostDraw = true
+	if id, err := rk.graphDraw(g, d); err != nil || id != want || g.calls != 1 {
+		t.Fatalf("HostDraw: %d %v (%d device calls), want the host's %d", id, err, g.calls, want)
+	}
+	rk.opts.HostDraw = false
+	bad := &drawingGraph{StepGraph: host, id: int32(vocab)}
+	if id, err := rk.graphDraw(bad, d); err != nil || id != want || bad.calls != 1 {
+		t.Fatalf("a device answer past the vocabulary: %d %v, want the host's %d", id, err, want)
+	}
+}
+
+// hostLogits is a finished replay whose logits are l.
+type hostLogits struct{ l []float32 }
+
+func (h *hostLogits) Launch(Step) error          { return nil }
+func (h *hostLogits) Argmax() (int32, error)     { return session.Argmax(h.l), nil }
+func (h *hostLogits) Logits(dst []float32) error { copy(dst, h.l); return nil }
+func (h *hostLogits) Close()                     {}
