@@ -143,28 +143,11 @@ func (p *Proxy) Forward(seq models.Seq, tokens []int32, want models.Logits) ([]f
 // rank of a group computes it from its full logits; rank 0's is taken),
 // so a greedy decode step moves 4 bytes back instead of the vocabulary.
 func (p *Proxy) ForwardArgmax(seq models.Seq, tokens []int32) (int32, error) {
-	vocab := p.cfg.VocabSize
-	var id int32
-	err := p.step(seq, tokens, models.LastLogits, nil, msgForwardArgmax, 64, func(pr *proc, f frame) error {
-		r := pr.rank
-		d := dec{b: f.payload}
-		v := d.i32("token")
-		if err := d.done("token"); err != nil {
-			return err
-		}
-		if v < 0 || v >= vocab {
-			return fmt.Errorf("%w: rank %d: token %d outside the vocabulary (%d)", ErrBadFrame, r, v, vocab)
-		}
-		if r == 0 {
-			id = int32(v)
-		}
-		return nil
-	}, msgToken)
-	if err != nil {
-		return 0, err
+	id, err := p.tokenStep(seq, tokens, nil)
+	if err == nil {
+		p.argmaxSteps.Add(1)
 	}
-	p.argmaxSteps.Add(1)
-	return id, nil
+	return id, err
 }
 
 // ForwardSample implements session.SamplingRunner: the worker runs the
@@ -176,12 +159,26 @@ func (p *Proxy) ForwardSample(seq models.Seq, tokens []int32, d session.Draw) (i
 	if err := d.Check(); err != nil {
 		return 0, err
 	}
+	id, err := p.tokenStep(seq, tokens, &d)
+	if err == nil {
+		p.sampledSteps.Add(1)
+	}
+	return id, err
+}
+
+// tokenStep is a step answered by a token: ForwardArgmax's (draw nil) or
+// ForwardSample's.
+func (p *Proxy) tokenStep(seq models.Seq, tokens []int32, draw *session.Draw) (int32, error) {
+	typ := msgForwardArgmax
+	if draw != nil {
+		typ = msgForwardSample
+	}
 	vocab := p.cfg.VocabSize
 	var id int32
-	err := p.step(seq, tokens, models.LastLogits, &d, msgForwardSample, 64, func(pr *proc, f frame) error {
-		dd := dec{b: f.payload}
-		v := dd.i32("token")
-		if err := dd.done("token"); err != nil {
+	err := p.step(seq, tokens, models.LastLogits, draw, typ, 64, func(pr *proc, f frame) error {
+		d := dec{b: f.payload}
+		v := d.i32("token")
+		if err := d.done("token"); err != nil {
 			return err
 		}
 		if v < 0 || v >= vocab {
@@ -192,11 +189,7 @@ func (p *Proxy) ForwardSample(seq models.Seq, tokens []int32, d session.Draw) (i
 		}
 		return nil
 	}, msgToken)
-	if err != nil {
-		return 0, err
-	}
-	p.sampledSteps.Add(1)
-	return id, nil
+	return id, err
 }
 
 // SampledSteps counts the steps answered by ForwardSample.

@@ -409,37 +409,24 @@ func (rk *rank) handle(f frame) (typ msgType, payload, extra []byte, err error) 
 			return 0, nil, nil, err
 		}
 		return rk.forward(req)
-	case msgForwardArgmax:
+	case msgForwardArgmax, msgForwardSample:
+		// A token's step: its logits' argmax, or the token drawn from
+		// them with the request's draw.
 		if err := needPool(); err != nil {
 			return 0, nil, nil, err
 		}
-		req, err := decodeForward(f.payload)
+		decode, step := decodeForward, rk.forwardArgmax
+		if f.typ == msgForwardSample {
+			decode, step = decodeForwardSample, rk.forwardSample
+		}
+		req, err := decode(f.payload)
 		if err != nil {
 			return 0, nil, nil, err
 		}
 		if req.want != models.LastLogits {
-			return 0, nil, nil, fmt.Errorf("%w: forward-argmax of logits mode %d", errBadRequest, req.want)
+			return 0, nil, nil, fmt.Errorf("%w: %s of logits mode %d", errBadRequest, f.typ, req.want)
 		}
-		id, err := rk.forwardArgmax(req)
-		if err != nil {
-			return 0, nil, nil, err
-		}
-		rk.guess(req, id)
-		var e enc
-		e.i32(int(id))
-		return msgToken, e.b, nil, nil
-	case msgForwardSample:
-		if err := needPool(); err != nil {
-			return 0, nil, nil, err
-		}
-		req, err := decodeForwardSample(f.payload)
-		if err != nil {
-			return 0, nil, nil, err
-		}
-		if req.want != models.LastLogits {
-			return 0, nil, nil, fmt.Errorf("%w: forward-sample of logits mode %d", errBadRequest, req.want)
-		}
-		id, err := rk.forwardSample(req)
+		id, err := step(req)
 		if err != nil {
 			return 0, nil, nil, err
 		}
