@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Sampled decoding through the daemon against greedy, one GPU: the host's
-# share of a sampled step (the session's sampler over the full logits)
-# next to the device's step. Qwen3-0.6B-shaped bf16 (152K vocabulary) by
+# Sampled decoding through the daemon against greedy, on one GPU or a
+# tensor-parallel group (DEVICES=0,1): what a sampled step costs beyond a
+# greedy one (the rank's draw: on the device, or the host's with
+# POCKET_DEVICE_DRAW=0). Qwen3-0.6B-shaped bf16 (152K vocabulary) by
 # default, MODEL=shape to change it.
 #   BIN=.gpud bash scripts/gpu-daemon-sampled.sh
 set -u
+export NCCL_NVLS_ENABLE=0 NCCL_CUMEM_ENABLE=0
 D=${BIN:-$(cd "$(dirname "$0")" && pwd)}
 for f in "$D"/*.tar.xz; do [ -e "$f" ] && tar -xJf "$f" -C "$D" && rm -f "$f"; done
 shape=${MODEL:-qwen3-0.6b}
@@ -15,7 +17,7 @@ prompt=$(python3 -c "import random; random.seed(5); print(','.join(str(random.ra
 sock=/tmp/pd-sampled.sock
 api() { curl -s --max-time 120 --unix-socket $sock "http://pocketd$1" ${2:+-d "$2"}; }
 rm -rf /tmp/st-sampled
-$D/pocketd serve --model $m --socket $sock --listen off --state-dir /tmp/st-sampled --backend cuda --devices 0 > /tmp/log-sampled 2>&1 &
+$D/pocketd serve --model $m --socket $sock --listen off --state-dir /tmp/st-sampled --backend cuda --devices ${DEVICES:-0} > /tmp/log-sampled 2>&1 &
 pid=$!
 for i in $(seq 1 120); do api /v0/health 2>/dev/null | grep -q '"ok"' && break; sleep 1; done
 name=$(basename $m)
