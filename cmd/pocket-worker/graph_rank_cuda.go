@@ -25,6 +25,13 @@ func cudaGraphs(be kernels.Backend) worker.StepGrapher {
 	if !ok || noGraphs {
 		return nil
 	}
+	if !hostDraw {
+		// The replays draw sampled steps on the device: compile the
+		// draw's module with the rest of the start-up, not in the first
+		// sampled request (~0.5 s). A failure marks the backend failed,
+		// as any op's does.
+		_ = b.PrepareDraw()
+	}
 	return cudaGrapher{b}
 }
 

@@ -47,16 +47,10 @@ func (b *Backend) Draw(x kernels.Buf, n int, a DrawArgs) int32 {
 		return -1
 	}
 	defer b.exit()
-	if b.sample == nil {
-		m := &sampleMod{}
-		if _, err := loadModule(samplePTX, "sample", map[string]*cFunc{"sample_draw": &m.draw}); err != nil {
-			b.fail(err)
-			return -1
-		}
-		m.outWord = b.alloc(4)
-		b.sample = m
+	m := b.sampleModule()
+	if m == nil {
+		return -1
 	}
-	m := b.sample
 	probs := b.scratch(&m.probs, &m.probsCap, int64(4*n))
 	b.launchFn(m.draw, 1, 1, 1024, ptr(m.outWord), ptr(probs), ptr(dptr(x)), i32(n),
 		f32(a.InvT), i32(a.TopK), math.Float64bits(a.TopP), f32(a.MinP), math.Float64bits(a.U))
@@ -67,4 +61,29 @@ func (b *Backend) Draw(x kernels.Buf, n int, a DrawArgs) int32 {
 		return -1
 	}
 	return out
+}
+
+// PrepareDraw loads the draw's module now (the driver compiles its PTX,
+// ~0.5 s), so that a process's first sampled step does not wait for it.
+func (b *Backend) PrepareDraw() error {
+	if b.enter() {
+		b.sampleModule()
+	}
+	defer b.exit()
+	return b.err
+}
+
+// sampleModule is the loaded module, or nil after a failure (context
+// current).
+func (b *Backend) sampleModule() *sampleMod {
+	if b.sample == nil {
+		m := &sampleMod{}
+		if _, err := loadModule(samplePTX, "sample", map[string]*cFunc{"sample_draw": &m.draw}); err != nil {
+			b.fail(err)
+			return nil
+		}
+		m.outWord = b.alloc(4)
+		b.sample = m
+	}
+	return b.sample
 }
