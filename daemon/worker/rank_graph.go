@@ -172,16 +172,11 @@ func (rk *rank) graphToken(g StepGraph) (int32, error) {
 }
 
 // graphDraw waits for a replayed step and draws its token from the
-// logits with d: on the device where the graph can (StepDrawer) and no
-// top-k is asked, else on the host. The device's radix selects cost
-// ~0.4 ms where the host's top-k heap and a top-p over its k tokens are
-// cheaper (Qwen3-0.6B-shaped through pocketd on an H200, top-k 20 and
-// top-p 0.95: 558–584 tok/s on the device, 591–689 on the host); a
-// temperature alone or a top-p over the vocabulary gain (886–966 against
-// 705–743, and 633–674 against 243–263 over a flat distribution).
+// logits with d: on the device where the graph can (StepDrawer), else on
+// the host.
 func (rk *rank) graphDraw(g StepGraph, d session.Draw) (int32, error) {
 	n := rk.model.Config.VocabSize
-	if gd, ok := g.(StepDrawer); ok && !rk.opts.HostDraw && d.TopK <= 0 {
+	if gd, ok := g.(StepDrawer); ok && !rk.opts.HostDraw {
 		id, err := gd.Draw(d)
 		if err != nil {
 			return 0, err

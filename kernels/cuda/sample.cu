@@ -227,6 +227,144 @@ __device__ bool selectRanked(const float* p, int n, float lo, int tie, double wa
     return true;
 }
 
+// countSelect is selectRanked by count over every token, 8 bits a pass:
+// a warp's lanes that share a digit add their count with one shared
+// atomic (__match_any_sync), so a flat distribution's shared digits cost
+// no serialised adds. The value's bits in *vb, the tokens ranked before
+// it in *before.
+__device__ bool countSelect(const float* p, int n, long want, unsigned* vb, long* before, int* hcnt, long* shl,
+                            int* res) {
+    const Seg sg = warpSeg(n);
+    const int lane = threadIdx.x & 31;
+    unsigned prefix = 0;
+    long acc = 0;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        const unsigned mask = shift == 24 ? 0u : ~0u << (shift + 8);
+        for (int k = threadIdx.x; k < 256; k += SAMPLE_THREADS) hcnt[k] = 0;
+        __syncthreads();
+        // Four steps' loads issued before their counts: one load in flight
+        // a warp made a pass latency-bound.
+        for (int base = sg.lo; base < sg.hi; base += 128) {
+            unsigned bits[4];
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const int i = base + 32 * q + lane;
+                bits[q] = i < sg.hi ? __float_as_uint(p[i]) : 0u;
+            }
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const int i = base + 32 * q + lane;
+                const int dg = i < sg.hi && (bits[q] & mask) == prefix ? (int)((bits[q] >> shift) & 255) : 256;
+                const unsigned same = __match_any_sync(0xffffffffu, dg);
+                if (dg < 256 && lane == __ffs(same) - 1) atomicAdd(&hcnt[dg], __popc(same));
+            }
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            long t = acc;
+            int digit = -1;
+            for (int k = 255; k >= 0; k--) {
+                if (hcnt[k] == 0) continue;
+                if (t + hcnt[k] >= want) {
+                    digit = k;
+                    break;
+                }
+                t += hcnt[k];
+            }
+            *res = digit;
+            *shl = t;
+        }
+        __syncthreads();
+        const int digit = *res;
+        if (digit < 0) {
+            __syncthreads();
+            return false;
+        }
+        prefix |= (unsigned)digit << shift;
+        acc = *shl;
+        __syncthreads();
+    }
+    *vb = prefix;
+    *before = acc;
+    return true;
+}
+
+#define SAMPLE_SMALLK 1024
+
+// smallDraw finishes a draw whose kept set is at most SAMPLE_SMALLK
+// tokens known to be within the set (lo, tie) of top-k: gathered into
+// shared memory, the top-p boundary is found by ranking them (p
+// descending, id ascending) and summing in that order, as the host's
+// prefixMass does, then min-p, then the draw walks them in id order.
+// False where they do not fit (the caller takes the general path).
+__device__ bool smallDraw(int* out, const float* p, int n, float lo, int tie, double topP, float minP, double u,
+                          int* cid, float* cp, int* ord, int* cnt) {
+    const Seg sg = warpSeg(n);
+    if (threadIdx.x == 0) *cnt = 0;
+    __syncthreads();
+    for (int i = sg.lo + (threadIdx.x & 31); i < sg.hi; i += 32) {
+        if (keptBy(p[i], i, lo, tie)) {
+            const int s = atomicAdd(cnt, 1);
+            if (s < SAMPLE_SMALLK) cid[s] = i, cp[s] = p[i];
+        }
+    }
+    __syncthreads();
+    const int k = *cnt;
+    __syncthreads();
+    if (k > SAMPLE_SMALLK) return false;
+    const int t = threadIdx.x;
+    if (topP > 0 && topP < 1) {
+        if (t < k) {
+            int r = 0;
+            for (int j = 0; j < k; j++) r += cp[j] > cp[t] || (cp[j] == cp[t] && cid[j] < cid[t]);
+            ord[r] = t;
+        }
+        __syncthreads();
+        if (t == 0) {
+            double mass = 0;
+            for (int r = 0; r < k; r++) mass += cp[ord[r]];
+            double acc = 0;
+            for (int r = 0; r < k; r++) {
+                acc += (double)cp[ord[r]] / mass;
+                if (acc >= topP) {
+                    lo = cp[ord[r]], tie = cid[ord[r]];
+                    break;
+                }
+            }
+            cp[SAMPLE_SMALLK] = lo;  // (the spare slots carry the boundary to the block)
+            cid[SAMPLE_SMALLK] = tie;
+        }
+        __syncthreads();
+        lo = cp[SAMPLE_SMALLK], tie = cid[SAMPLE_SMALLK];
+        __syncthreads();
+    }
+    if (minP > 0.f && minP > lo) lo = minP, tie = 0x7fffffff;
+    if (t < k) {
+        int r = 0;
+        for (int j = 0; j < k; j++) r += cid[j] < cid[t];
+        ord[r] = t;
+    }
+    __syncthreads();
+    if (t == 0) {
+        double mass = 0;
+        int last = -1;
+        for (int r = 0; r < k; r++)
+            if (keptBy(cp[ord[r]], cid[ord[r]], lo, tie) && cp[ord[r]] > 0.f) mass += cp[ord[r]], last = cid[ord[r]];
+        const double target = u * mass;
+        double acc = 0;
+        int id = last;
+        for (int r = 0; r < k; r++) {
+            const int c = ord[r];
+            if (keptBy(cp[c], cid[c], lo, tie) && cp[c] > 0.f && target < (acc += cp[c])) {
+                id = cid[c];
+                break;
+            }
+        }
+        out[0] = max(id, 0);
+    }
+    return true;
+}
+
 // sample_draw writes to out[0] the token drawn from the n logits x (see
 // above). topK ≤ 0, topP outside (0, 1) and minP ≤ 0 are off.
 extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
@@ -235,6 +373,9 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
     __shared__ double tot[SAMPLE_WARPS], before[SAMPLE_WARPS + 1];
     __shared__ double sel[SAMPLE_WARPS][17];
     __shared__ int res;
+    __shared__ int cid[SAMPLE_SMALLK + 1], ord[SAMPLE_SMALLK], hcnt[256];
+    __shared__ float cp[SAMPLE_SMALLK + 1];
+    __shared__ long shl;
     const Seg sg = warpSeg(n);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 
@@ -256,6 +397,16 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
     float lo = 0.f;  // kept: p > lo, or p == lo and id ≤ tie
     int tie = -1;
     bool bounded = false;  // top-k or top-p set the boundary
+    if (topK > 0 && topK < n && topK <= SAMPLE_SMALLK) {
+        // A few tokens: the topK-th by count, then the rest among them in
+        // shared memory.
+        unsigned vb;
+        long pre;
+        if (countSelect(p, n, topK, &vb, &pre, hcnt, &shl, &res)) {
+            const int id = nthOfValue(p, n, vb, topK - pre, -1.f, 0x7fffffff, tot, before, &res);
+            if (id >= 0 && smallDraw(out, p, n, __uint_as_float(vb), id, topP, minP, u, cid, cp, ord, &res)) return;
+        }
+    }
     if (topK > 0 && topK < n) {
         // The topK-th ranked token: a select by count.
         unsigned vb;
