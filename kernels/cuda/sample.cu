@@ -163,20 +163,27 @@ __device__ bool selectRanked(const float* p, int n, float lo, int tie, double wa
         double bin[16];
 #pragma unroll
         for (int k = 0; k < 16; k++) bin[k] = 0;
-        for (int i = sg.lo + lane; i < sg.hi; i += 32) {
-            const float v = p[i];
-            const unsigned bits = __float_as_uint(v);
-            if ((bits & mask) != prefix || !keptBy(v, i, lo, tie)) continue;
-            const double w = MASS ? (double)v : 1.0;
-            switch ((bits >> shift) & 15) {
+        for (int base = sg.lo + lane; base < sg.hi; base += 128) {
+            float vs[4];  // four steps' loads in flight, then their sums
+#pragma unroll
+            for (int q = 0; q < 4; q++) vs[q] = base + 32 * q < sg.hi ? p[base + 32 * q] : -1.f;
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const int i = base + 32 * q;
+                const float v = vs[q];
+                const unsigned bits = __float_as_uint(v);
+                if (i >= sg.hi || (bits & mask) != prefix || !keptBy(v, i, lo, tie)) continue;
+                const double w = MASS ? (double)v : 1.0;
+                switch ((bits >> shift) & 15) {
 #define SAMPLE_BIN(k) \
     case k:           \
         bin[k] += w;  \
         break;
-                SAMPLE_BIN(0) SAMPLE_BIN(1) SAMPLE_BIN(2) SAMPLE_BIN(3) SAMPLE_BIN(4) SAMPLE_BIN(5) SAMPLE_BIN(6)
-                SAMPLE_BIN(7) SAMPLE_BIN(8) SAMPLE_BIN(9) SAMPLE_BIN(10) SAMPLE_BIN(11) SAMPLE_BIN(12)
-                SAMPLE_BIN(13) SAMPLE_BIN(14) SAMPLE_BIN(15)
+                    SAMPLE_BIN(0) SAMPLE_BIN(1) SAMPLE_BIN(2) SAMPLE_BIN(3) SAMPLE_BIN(4) SAMPLE_BIN(5) SAMPLE_BIN(6)
+                    SAMPLE_BIN(7) SAMPLE_BIN(8) SAMPLE_BIN(9) SAMPLE_BIN(10) SAMPLE_BIN(11) SAMPLE_BIN(12)
+                    SAMPLE_BIN(13) SAMPLE_BIN(14) SAMPLE_BIN(15)
 #undef SAMPLE_BIN
+                }
             }
         }
 #pragma unroll
