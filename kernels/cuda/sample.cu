@@ -463,10 +463,17 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
 
     // The draw: the kept mass by warp, then the one warp whose segment
     // holds u × the total walks it a step of 32 at a time.
-    double mine = 0;
-    for (int i = sg.lo + lane; i < sg.hi; i += 32)
-        if (keptBy(p[i], i, lo, tie)) mine += p[i];
-    const double kept = warpTotals(mine, tot, before);
+    // Unfiltered (every p > 0 kept, and no select has used tot and
+    // before since), the warps' sums of the probabilities are still
+    // there: no pass.
+    double kept = total;
+    const bool selected = (topK > 0 && topK < n) || (topP > 0 && topP < 1);
+    if (selected || lo != 0.f || tie != -1) {
+        double mine = 0;
+        for (int i = sg.lo + lane; i < sg.hi; i += 32)
+            if (keptBy(p[i], i, lo, tie)) mine += p[i];
+        kept = warpTotals(mine, tot, before);
+    }
     const double target = u * kept;
     if (threadIdx.x == 0) res = 0x7fffffff;
     __syncthreads();
