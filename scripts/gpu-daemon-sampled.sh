@@ -3,15 +3,15 @@
 # tensor-parallel group (DEVICES=0,1): what a sampled step costs beyond a
 # greedy one (the rank's draw: on the device, or the host's with
 # POCKET_DEVICE_DRAW=0). Qwen3-0.6B-shaped bf16 (152K vocabulary) by
-# default, MODEL=shape to change it.
+# default, MODEL=shape to change it (or MODEL_DIR=checkpoint).
 #   BIN=.gpud bash scripts/gpu-daemon-sampled.sh
 set -u
 export NCCL_NVLS_ENABLE=0 NCCL_CUMEM_ENABLE=0
 D=${BIN:-$(cd "$(dirname "$0")" && pwd)}
 for f in "$D"/*.tar.xz; do [ -e "$f" ] && tar -xJf "$f" -C "$D" && rm -f "$f"; done
 shape=${MODEL:-qwen3-0.6b}
-m=/tmp/m-$shape
-[ -e $m/.done ] || { $D/pocket-worker synth --shape $shape --out $m >/dev/null 2>&1 && touch $m/.done; } || { echo synth failed; exit 1; }
+m=${MODEL_DIR:-/tmp/m-$shape} # MODEL_DIR: a checkpoint as it is (e.g. a fixture)
+[ -n "${MODEL_DIR:-}" ] || [ -e $m/.done ] || { $D/pocket-worker synth --shape $shape --out $m >/dev/null 2>&1 && touch $m/.done; } || { echo synth failed; exit 1; }
 vocab=$(python3 -c "import json; print(json.load(open('$m/config.json'))['vocab_size'])")
 prompt=$(python3 -c "import random; random.seed(5); print(','.join(str(random.randrange($vocab)) for _ in range(256)))")
 sock=/tmp/pd-sampled.sock

@@ -428,15 +428,15 @@ func (pr progress) next(s *sampler) int32 {
 }
 
 // greedyRunner is the runner's argmax-only path when a generation with
-// p may take it: the runner has one, the model is attention-only, and
-// every step picks the plain argmax (greedy, as the sampler decides it,
-// with no penalties) and wants no logprobs. Stop strings read only the
-// ids. Nil: steps return the logits.
+// p may take it: the runner has one, and every step picks the plain
+// argmax (greedy, as the sampler decides it, with no penalties) and wants
+// no logprobs. Stop strings read only the ids. Nil: steps return the
+// logits.
 func (e *engine) greedyRunner(p GenerateParams) GreedyRunner {
 	g, ok := e.model.(GreedyRunner)
 	s := p.Sampling
 	switch {
-	case !ok, e.recurrent, p.Logprobs, p.TopLogprobs > 0,
+	case !ok, p.Logprobs, p.TopLogprobs > 0,
 		!(s.Temperature <= 0 || s.TopK == 1),
 		s.RepetitionPenalty != 0 && s.RepetitionPenalty != 1,
 		s.PresencePenalty != 0, s.FrequencyPenalty != 0:
@@ -453,7 +453,7 @@ func (e *engine) sampledRunner(p GenerateParams, smp *sampler) GreedyRunner {
 	r, ok := e.model.(SamplingRunner)
 	s := p.Sampling
 	switch {
-	case !ok, e.recurrent, p.Logprobs, p.TopLogprobs > 0, s.greedy(),
+	case !ok, p.Logprobs, p.TopLogprobs > 0, s.greedy(),
 		s.RepetitionPenalty != 0 && s.RepetitionPenalty != 1,
 		s.PresencePenalty != 0, s.FrequencyPenalty != 0:
 		return nil
@@ -531,7 +531,12 @@ func (e *engine) ensureOnce(sq *seqState, toks []int32, budget int, g GreedyRunn
 		if end == n || e.snapEvery.At(end) {
 			want = models.LastLogits // a snapshot keeps them
 		}
-		if end == n && g != nil && !e.recurrent {
+		// The runner's token path. For a recurrent model only a decode
+		// step (one token) that ends where no snapshot wants the logits:
+		// a prefill's last pass keeps them, since forks and `n` choices
+		// at a prompt's end read them and a state cannot step back a
+		// token to recompute them.
+		if end == n && g != nil && (!e.recurrent || end-start == 1 && len(mk.pos) == 0 && !e.snapEvery.At(end)) {
 			id, err := e.forwardArgmax(sq, toks, end, g)
 			if err != nil {
 				return pr, err
@@ -684,9 +689,9 @@ func (e *engine) forward(sq *seqState, toks []int32, end int, want models.Logits
 	return logits, nil
 }
 
-// forwardArgmax is forward with the runner's greedy path: the argmax of
-// the last token's logits instead of the logits (attention-only models:
-// no snapshot wants the logits).
+// forwardArgmax is forward with the runner's token path: the argmax of
+// the last token's logits (or a token drawn from them) instead of the
+// logits; ensureOnce takes it only where no snapshot wants the logits.
 func (e *engine) forwardArgmax(sq *seqState, toks []int32, end int, g GreedyRunner) (int32, error) {
 	var id int32
 	err := e.advance(sq, toks, end, passMarks{}, func(seq models.Seq, t []int32, _ int) (_ []float32, err error) {

@@ -27,7 +27,8 @@ func needFixture(t *testing.T, arch string) {
 	}
 }
 
-// TestHybridSessionsOverWorker: append, greedy and sampled generation,
+// TestHybridSessionsOverWorker: append, greedy and sampled generation
+// (decode steps by the token paths where no snapshot wants the logits),
 // forks inside and at the end of the KV, truncation and prefix reuse of
 // hybrid models over a worker process, and over a tensor-parallel group
 // of CPU rank processes (each holding its heads' share of every
@@ -94,9 +95,19 @@ func hybridParity(t *testing.T, arch string, world int, hostSnaps bool) {
 	if want := greedy(t, p.inproc, hist, 4); !slices.Equal(g2, want) {
 		t.Fatalf("after an append: worker %v, cold %v", g2, want)
 	}
+	// Decode steps that end off the snapshot positions take the token
+	// paths (argmax, draw) as attention models' do.
+	if p.workerPx.ArgmaxSteps() == 0 {
+		t.Error("no argmax-only step in a hybrid's greedy decode")
+	}
 	seed := uint64(7)
 	p.generate("a", session.GenerateParams{MaxTokens: 8, Sampling: session.SamplingParams{Temperature: 0.9, TopP: 0.95, Seed: &seed},
 		Logprobs: true, TopLogprobs: 3})
+	drawn := p.workerPx.SampledSteps()
+	p.generate("a", session.GenerateParams{MaxTokens: 8, Sampling: session.SamplingParams{Temperature: 0.9, TopP: 0.95, Seed: &seed}})
+	if p.workerPx.SampledSteps() == drawn {
+		t.Error("no drawn step in a hybrid's sampled decode")
+	}
 	// Forks: before any snapshot (recompute), at snapshot boundaries
 	// (restore), inside a block and at the end of the KV (clone).
 	for _, at := range []int{1, 16, 23, 32, 40, 64} {
