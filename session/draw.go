@@ -27,7 +27,8 @@ type Draw struct {
 func (d Draw) Check() error {
 	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 	switch {
-	case !finite(d.Temperature) || d.Temperature <= 0:
+	case !finite(d.Temperature) || d.Temperature <= 0 || !finite(float64(float32(1/d.Temperature))):
+		// (1/T must be a float32: the logits are scaled by it.)
 		return fmt.Errorf("draw: temperature %v", d.Temperature)
 	case d.TopK < 0:
 		return fmt.Errorf("draw: top-k %d", d.TopK)

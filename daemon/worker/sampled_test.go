@@ -16,7 +16,8 @@ import (
 // TestSampledOverWorker: sampled generations without penalties, bias or
 // logprobs step with ForwardSample (counted), and draw exactly the
 // in-process session's tokens for the same seed, in a worker and in a
-// group; those with penalties or logprobs still get the logits.
+// group; those with penalties, bias or logprobs (or a temperature whose
+// inverse no float32 holds) still get the logits.
 func TestSampledOverWorker(t *testing.T) {
 	for _, world := range worlds() {
 		t.Run(fmt.Sprintf("tp%d", world), func(t *testing.T) {
@@ -52,6 +53,7 @@ func TestSampledOverWorker(t *testing.T) {
 				{MaxTokens: 3, Sampling: session.SamplingParams{Temperature: 0.8, RepetitionPenalty: 1.3, Seed: &seed}},
 				{MaxTokens: 3, Sampling: session.SamplingParams{Temperature: 0.8, FrequencyPenalty: 0.5, Seed: &seed}},
 				{MaxTokens: 3, Sampling: session.SamplingParams{Temperature: 0.8, LogitBias: map[int32]float32{3: 2}, Seed: &seed}},
+				{MaxTokens: 3, Sampling: session.SamplingParams{Temperature: 1e-40, Seed: &seed}}, // 1/T past a float32
 			} {
 				p.generate("a", gp)
 			}
@@ -157,6 +159,7 @@ func TestForwardSampleRejectsBadDraws(t *testing.T) {
 	for _, d := range []session.Draw{
 		{Temperature: 0, U: 0.5},
 		{Temperature: math.NaN(), U: 0.5},
+		{Temperature: 1e-40, U: 0.5}, // 1/T overflows a float32
 		{Temperature: 1, TopK: -1, U: 0.5},
 		{Temperature: 1, TopP: 1.5, U: 0.5},
 		{Temperature: 1, MinP: math.Inf(1), U: 0.5},
