@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"sync/atomic"
@@ -85,5 +86,69 @@ func TestGreedyRunnerPath(t *testing.T) {
 	}
 	if n := am.steps.Load() - before; n != 0 {
 		t.Fatalf("%d argmax steps for generations that need logits", n)
+	}
+}
+
+// drawModel is a Runner with both token paths; its first draw can fail
+// as a lost worker's does (ErrKVLost), and it records every draw's
+// variate.
+type drawModel struct {
+	argmaxModel
+	dr       Drawer
+	loseNext bool
+	us       []float64
+}
+
+func (d *drawModel) ForwardSample(seq models.Seq, tokens []int32, dw Draw) (int32, error) {
+	d.us = append(d.us, dw.U)
+	if d.loseNext {
+		d.loseNext = false
+		return 0, fmt.Errorf("worker gone: %w", ErrKVLost)
+	}
+	l, err := d.Forward(seq, tokens, models.LastLogits)
+	if err != nil {
+		return 0, err
+	}
+	return d.dr.Token(l[len(l)-d.Config.VocabSize:], dw), nil
+}
+
+// TestSamplingRunnerPath: sampled generations over a SamplingRunner take
+// its draw path and give the tokens of the session's own sampling for
+// the same seed; a draw lost with the KV is asked again with the same
+// variate (the variate is consumed only with the token), and the tokens
+// stay the same.
+func TestSamplingRunnerPath(t *testing.T) {
+	m, tok := loadDemo(t)
+	dm := &drawModel{argmaxModel: argmaxModel{Model: m}}
+	plain := newManager(t, t.TempDir(), ModelConfig{Name: "demo", Model: m, Tokenizer: tok})
+	fast := newManager(t, t.TempDir(), ModelConfig{Name: "demo", Model: dm, Tokenizer: tok})
+	ctx := context.Background()
+	pr := prompt(23, 4)
+	for i := range pr {
+		pr[i] %= int32(m.Config.VocabSize)
+	}
+	seed := uint64(21)
+	for _, sp := range []SamplingParams{
+		{Temperature: 0.8}, {Temperature: 1.1, TopP: 0.9}, {Temperature: 0.6, TopK: 20, TopP: 0.95}, {Temperature: 1, MinP: 0.1},
+	} {
+		sp.Seed = &seed
+		gp := GenerateParams{MaxTokens: 10, Sampling: sp}
+		a, err := plain.Complete(ctx, 1, "demo", pr, gp, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dm.us, dm.loseNext = nil, true
+		b, err := fast.Complete(ctx, 1, "demo", pr, gp, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(a.IDs, b.IDs) || a.Usage.CompletionTokens != b.Usage.CompletionTokens {
+			t.Fatalf("%+v: session's sampling %v, runner's draws %v", sp, a.IDs, b.IDs)
+		}
+		// Every token is drawn (the prompt's last pass too: an attention
+		// model's), the lost first one twice with the same variate.
+		if len(dm.us) != len(b.IDs)+1 || len(b.IDs) < 2 || dm.us[0] != dm.us[1] {
+			t.Fatalf("%+v: variates %v for %d tokens", sp, dm.us, len(b.IDs))
+		}
 	}
 }
