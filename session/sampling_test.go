@@ -314,3 +314,26 @@ func TestNucleusFlat(t *testing.T) {
 		}
 	}
 }
+
+// TestProbabilitiesTotal: the probabilities' total over a Qwen3-sized
+// vocabulary is their float64 sum to within 1e-7 (relative): the
+// draw scales its variate by it and top-p's bound is a share of it
+// (ExpShifted's float32 lanes alone had been off by 8.9e-6 here).
+func TestProbabilitiesTotal(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 9))
+	for _, sigma := range []float64{0.3, 3} {
+		logits := make([]float32, 151936)
+		for i := range logits {
+			logits[i] = float32(r.NormFloat64() * sigma)
+		}
+		s := newSampler(SamplingParams{Temperature: 0.7}, nil)
+		y, total := s.probabilities(logits)
+		var want float64
+		for _, v := range y {
+			want += float64(v)
+		}
+		if e := math.Abs(total-want) / want; e > 1e-7 {
+			t.Errorf("σ %v: total %v, float64 sum %v (relative %.2g)", sigma, total, want, e)
+		}
+	}
+}
