@@ -73,10 +73,10 @@ func (c *conf) draw() {
 						continue
 					}
 					differ++
-					// The host's mass of an unfiltered draw is ExpShifted's float32
-					// sum: its own cumulative ends off 1 by that rounding. And a
-					// top-p boundary among tied values may keep one token more or
-					// less than the host's (each ~6e-6 of the mass here).
+					// The host's cumulative may end off 1 by its own rounding (it
+					// did by ~1e-5 while its mass was ExpShifted's float32 sum).
+					// And a top-p boundary among tied values may keep one token
+					// more or less than the host's (each ~6e-6 of the mass here).
 					tol := 2e-5 + math.Abs(1-cum[len(probs)])
 					j := slices.Index(kept, got)
 					if (j < 0 || d.U < cum[j]-tol || d.U > cum[j+1]+tol) && far == "" {
