@@ -74,29 +74,39 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 				qi := (r-r0)*group + g
 				return scores[qi*ctx : qi*ctx+seq.Start+r+1]
 			}
-			for p0 := 0; p0 < ctx; p0 += bs { // the block of positions p0..
-				first := int(seq.Table[p0/bs]) * bs
-				var kb []float32
-				var kStride int
-				if !direct {
-					kb, kStride = rowsOf(kl, klh, first, min(bs, ctx-p0), kvh, dk, widened)
-				}
-				for r := r0; r < r1; r++ {
-					for g := g0; g < g1; g++ {
-						all := sc(r, g)
-						if p0 >= len(all) {
-							continue
-						}
-						h := kvh*group + g
-						qv, blk := qs[(r*heads+h)*dk:(r*heads+h+1)*dk], all[p0:min(len(all), p0+bs)]
-						if direct {
-							dotRowsHalf(qv, klh[p.at(kvh, first, dk):], dk, blk, scale)
-						} else {
-							dotRows(qv, kb, kStride, blk, scale)
+			// blocks walks the context a block of positions at a time
+			// for K or V (f, h: float32 or half layer data, rows d wide) and
+			// hands each query of the tile its part of the block with the
+			// block's rows of KV head kvh: in the pool (hrows, direct) or as
+			// float32 rows and their stride.
+			blocks := func(f []float32, h []uint16, d int, visit func(r, g int, part, rows []float32, stride int, hrows []uint16)) {
+				for p0 := 0; p0 < ctx; p0 += bs {
+					first := int(seq.Table[p0/bs]) * bs
+					var rows, hrows = []float32(nil), []uint16(nil)
+					var stride int
+					if direct {
+						hrows = h[p.at(kvh, first, d):]
+					} else {
+						rows, stride = rowsOf(f, h, first, min(bs, ctx-p0), kvh, d, widened)
+					}
+					for r := r0; r < r1; r++ {
+						for g := g0; g < g1; g++ {
+							if all := sc(r, g); p0 < len(all) {
+								visit(r, g, all[p0:min(len(all), p0+bs)], rows, stride, hrows)
+							}
 						}
 					}
 				}
 			}
+			blocks(kl, klh, dk, func(r, g int, blk, kb []float32, kStride int, kh []uint16) {
+				h := kvh*group + g
+				qv := qs[(r*heads+h)*dk : (r*heads+h+1)*dk]
+				if direct {
+					dotRowsHalf(qv, kh, dk, blk, scale)
+				} else {
+					dotRows(qv, kb, kStride, blk, scale)
+				}
+			})
 			for r := r0; r < r1; r++ {
 				for g := g0; g < g1; g++ {
 					all := sc(r, g)
@@ -105,29 +115,15 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 					clear(out[(r*heads+h)*dv : (r*heads+h+1)*dv])
 				}
 			}
-			for p0 := 0; p0 < ctx; p0 += bs {
-				first := int(seq.Table[p0/bs]) * bs
-				var vb []float32
-				var vStride int
-				if !direct {
-					vb, vStride = rowsOf(vl, vlh, first, min(bs, ctx-p0), kvh, dv, widened)
+			blocks(vl, vlh, dv, func(r, g int, w, vb []float32, vStride int, vh []uint16) {
+				h := kvh*group + g
+				o := out[(r*heads+h)*dv : (r*heads+h+1)*dv]
+				if direct {
+					axpyRowsHalf(o, vh, dv, w)
+				} else {
+					axpyRows(o, vb, vStride, w)
 				}
-				for r := r0; r < r1; r++ {
-					for g := g0; g < g1; g++ {
-						all := sc(r, g)
-						if p0 >= len(all) {
-							continue
-						}
-						h := kvh*group + g
-						o, w := out[(r*heads+h)*dv:(r*heads+h+1)*dv], all[p0:min(len(all), p0+bs)]
-						if direct {
-							axpyRowsHalf(o, vlh[p.at(kvh, first, dv):], dv, w)
-						} else {
-							axpyRows(o, vb, vStride, w)
-						}
-					}
-				}
-			}
+			})
 		}
 	})
 }

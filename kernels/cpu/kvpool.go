@@ -71,23 +71,42 @@ func (b *Backend) CopyKVBlock(kp kernels.KVPool, dst, src int) {
 	}
 }
 
-// blockRows calls f for every row of block in the block format's order
-// (per layer: K rows by slot, then by head; then V rows likewise), with
-// the row's layer, whether it is V, and its offset in that layer.
-func (p *kvPool) blockRows(block int, f func(l int, isV bool, at, d int)) {
+// row is KV head h's row at slot of layer l's K (or V): float32, or, in
+// a half pool, float16 bits (the other nil).
+func (p *kvPool) row(l int, isV bool, h, slot int) ([]float32, []uint16) {
+	d, f, hf := p.spec.HeadDimK, p.k, p.kh
+	if isV {
+		d, f, hf = p.spec.HeadDimV, p.v, p.vh
+	}
+	at := p.at(h, slot, d)
+	if p.half() {
+		return nil, hf[l][at : at+d]
+	}
+	return f[l][at : at+d], nil
+}
+
+// put stores src in a row (row's result), rounding to float16 in a half
+// pool.
+func put(f []float32, h []uint16, src []float32) {
+	if h != nil {
+		f32ToF16Row(src, h)
+	} else {
+		copy(f, src)
+	}
+}
+
+// blockRows calls fn for every row of block in the block format's order
+// (per layer: K rows by slot, then by head; then V rows likewise).
+func (p *kvPool) blockRows(block int, fn func(f []float32, h []uint16)) {
 	s := p.spec
 	for l := range s.Layers {
 		for _, isV := range []bool{false, true} {
-			d := s.HeadDimK
-			if isV {
-				d = s.HeadDimV
-			}
-			if d == 0 {
+			if isV && s.HeadDimV == 0 {
 				continue
 			}
 			for j := range s.BlockSize {
 				for h := range s.KVHeads {
-					f(l, isV, p.at(h, block*s.BlockSize+j, d), d)
+					fn(p.row(l, isV, h, block*s.BlockSize+j))
 				}
 			}
 		}
@@ -97,20 +116,13 @@ func (p *kvPool) blockRows(block int, f func(l int, isV bool, at, d int)) {
 // ReadKVBlock implements kernels.Backend: the block's rows slot-major
 // ([layer][K, V][slot][head][dim]), float32 (widened from a half pool).
 func (b *Backend) ReadKVBlock(kp kernels.KVPool, block int, dst []float32) {
-	p := kp.(*kvPool)
 	off := 0
-	p.blockRows(block, func(l int, isV bool, at, d int) {
-		out := dst[off : off+d]
-		off += d
-		switch {
-		case p.half() && isV:
-			f16Row(p.vh[l][at:at+d], out)
-		case p.half():
-			f16Row(p.kh[l][at:at+d], out)
-		case isV:
-			copy(out, p.v[l][at:at+d])
-		default:
-			copy(out, p.k[l][at:at+d])
+	kp.(*kvPool).blockRows(block, func(f []float32, h []uint16) {
+		if h != nil {
+			f16Row(h, dst[off:off+len(h)])
+			off += len(h)
+		} else {
+			off += copy(dst[off:off+len(f)], f)
 		}
 	})
 }
@@ -118,21 +130,11 @@ func (b *Backend) ReadKVBlock(kp kernels.KVPool, block int, dst []float32) {
 // WriteKVBlock implements kernels.Backend (ReadKVBlock's format; rounded
 // to float16 in a half pool: exactly what a read of it gave).
 func (b *Backend) WriteKVBlock(kp kernels.KVPool, block int, src []float32) {
-	p := kp.(*kvPool)
 	off := 0
-	p.blockRows(block, func(l int, isV bool, at, d int) {
-		in := src[off : off+d]
-		off += d
-		switch {
-		case p.half() && isV:
-			f32ToF16Row(in, p.vh[l][at:at+d])
-		case p.half():
-			f32ToF16Row(in, p.kh[l][at:at+d])
-		case isV:
-			copy(p.v[l][at:at+d], in)
-		default:
-			copy(p.k[l][at:at+d], in)
-		}
+	kp.(*kvPool).blockRows(block, func(f []float32, h []uint16) {
+		n := len(f) + len(h)
+		put(f, h, src[off:off+n])
+		off += n
 	})
 }
 
@@ -148,22 +150,12 @@ func (b *Backend) StoreKV(kp kernels.KVPool, layer int, k, v kernels.Buf, slots 
 	}
 	for i, slot := range slots {
 		for h := range s.KVHeads {
-			kr := ks[(i*s.KVHeads+h)*dk : (i*s.KVHeads+h+1)*dk]
-			ka := p.at(h, int(slot), dk)
-			if p.half() {
-				f32ToF16Row(kr, p.kh[layer][ka:ka+dk])
-			} else {
-				copy(p.k[layer][ka:ka+dk], kr)
-			}
-			if dv == 0 {
-				continue
-			}
-			vr := vs[(i*s.KVHeads+h)*dv : (i*s.KVHeads+h+1)*dv]
-			va := p.at(h, int(slot), dv)
-			if p.half() {
-				f32ToF16Row(vr, p.vh[layer][va:va+dv])
-			} else {
-				copy(p.v[layer][va:va+dv], vr)
+			j := i*s.KVHeads + h
+			f, hf := p.row(layer, false, h, int(slot))
+			put(f, hf, ks[j*dk:(j+1)*dk])
+			if dv > 0 {
+				f, hf = p.row(layer, true, h, int(slot))
+				put(f, hf, vs[j*dv:(j+1)*dv])
 			}
 		}
 	}
