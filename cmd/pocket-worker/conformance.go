@@ -36,11 +36,14 @@ func runConformance(args []string) error {
 	}
 	fmt.Printf("prefill GEMM: %s\n", g.GEMMLibrary())
 	c := &conf{g: g, c: cpu.New(0), seed: *seed}
-	if *only == "draw" { // the sampled-step draw alone (a quick check of sample.cu)
+	switch *only {
+	case "draw": // the sampled-step draw alone (a quick check of sample.cu)
 		c.section("draw")
 		c.draw()
-	} else {
+	case "":
 		c.run()
+	default:
+		return fmt.Errorf("conformance: -only %q: only \"draw\" is a section of its own", *only)
 	}
 	fmt.Printf("conformance on %s: %d cases, %d failed\n", g.DeviceName(), c.n, c.failed)
 	if c.failed > 0 {
