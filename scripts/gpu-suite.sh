@@ -210,6 +210,16 @@ for stage in "$@"; do
     for a in ${ABLATE:-qx qx_norm attn qmv_o qmv_down}; do step "ablate-$a" 200 env $E POCKET_ABLATE=$a $W bench $M --json; done
     step base-again 200 env $E $W bench $M --json
     python3 scripts/bench-summary.py "$O/$stage.txt" >"$O/$stage-summary.txt" ;;
+  probe) # in-graph timeline of AB_MODEL's decode step (kernels/cuda/probe.cuh): the worker of
+    # scripts/probe-build.sh in $PROBE_BIN (default $BIN/probe) against this build's;
+    # PROBE_ARGS for probe-summary.py (e.g. "--blocks attn_decode_8")
+    bench_model ${AB_MODEL:-q4km}
+    P=${PROBE_BIN:-$D/probe}
+    for f in "$P"/*.xz; do [ -e "$f" ] && unxz -f "$f"; done
+    chmod +x "$P/pocket-worker"
+    step base 200 $W bench $M --json
+    step probe 200 "$P/pocket-worker" bench $M --json --probe-out "/tmp/probe-${AB_MODEL:-q4km}"
+    python3 scripts/probe-summary.py "/tmp/probe-${AB_MODEL:-q4km}" --timeline ${PROBE_ARGS:-} >>"$O/$stage.txt" 2>&1 ;;
   conf-ab) # conformance and the FP8/hybrid fixtures' parity under each CONF_AB entry (default-off paths)
     ab "${CONF_AB:-}" conformance 300 $W conformance
     ab "${CONF_AB:-}" parity-fp8-hybrid 200 $W parity -skip-unsupported models/testdata/models/qwen3-fp8/ \

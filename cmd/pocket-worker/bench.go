@@ -65,6 +65,7 @@ func runBench(args []string) error {
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	marksEvery := fs.Int("marks-every", 0, "also time the prefill with a hybrid's snapshots every N tokens inside it")
 	maxChunk := fs.Int("max-chunk", 0, "rows a prefill pass runs at once (default: the whole prompt)")
+	probeOut := fs.String("probe-out", "", "write the in-graph probe records to PATH.log and PATH.bin (PTX built by scripts/probe-build.sh)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -184,6 +185,14 @@ func runBench(args []string) error {
 		r.GraphAgreement = fmt.Sprintf("%d/%d", same, N)
 		if same == N && r.GraphDecodePerS > r.DecodeTokensPerS {
 			r.DecodeTokensPerS, r.DecodeMode = r.GraphDecodePerS, "cuda-graph"
+		}
+	}
+	if *probeOut != "" {
+		if err := g.Sync(); err != nil {
+			return err
+		}
+		if err := g.ProbeDump(*probeOut); err != nil {
+			return err
 		}
 	}
 	r.ResidentBytes = g.Resident

@@ -347,13 +347,16 @@ func loadModule(ptx, what string, fns map[string]*cFunc) (cu.Module, error) {
 	if err != nil {
 		return mod, fmt.Errorf("cuda: load %s PTX: %w", what, err)
 	}
+	names := make(map[string]cFunc, len(fns))
 	for name, f := range fns {
 		fn, err := mod.Function(name)
 		if err != nil {
 			return mod, fmt.Errorf("cuda: kernel %s: %w", name, err)
 		}
 		*f = cfunc(fn)
+		names[name] = *f
 	}
+	probeModule(mod, what, names)
 	return mod, nil
 }
 

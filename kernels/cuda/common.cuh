@@ -3,6 +3,8 @@
 #pragma once
 #include <stdint.h>
 
+#include "probe.cuh"
+
 __device__ __forceinline__ float bf16f(uint16_t v) { return __uint_as_float(((uint32_t)v) << 16); }
 
 // fp8e4m3 (fn: no infinities) to float.

@@ -21,7 +21,10 @@
 // format's code unreachable in each instantiation: expected.
 #pragma nv_diag_suppress 128
 
-__device__ __forceinline__ void pdlWait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void pdlWait() {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    PROBE_WAITED();
+}
 __device__ __forceinline__ void pdlLaunchDependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
 // A warp computes R weight rows at once (R = 4) against the same chunks of
@@ -289,8 +292,8 @@ __device__ __forceinline__ void normMulti(const float* __restrict__ x, const flo
     else                                                                                                            \
         normMulti<WF>(x, nw, eps, in, wpr, Wt{w3, s3, b0, b1, nsc}, y3, out3, b - n2)
 
-extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi(NORM_MULTI_ARGS) { NORM_MULTI_CALL(0); }
-extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi8(NORM_MULTI_ARGS) { NORM_MULTI_CALL(1); }
+extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi(NORM_MULTI_ARGS) { PROBE_KERNEL(); NORM_MULTI_CALL(0); }
+extern "C" __global__ void __launch_bounds__(256) gemv_norm_multi8(NORM_MULTI_ARGS) { PROBE_KERNEL(); NORM_MULTI_CALL(1); }
 
 // gemvR is y = W · x (ADD: y += W · x, a projection and the residual add;
 // y must not alias x). HEADS: gemv_heads' per-head form (below): block
@@ -337,7 +340,7 @@ __device__ __forceinline__ void gemvR(float* y, const float* __restrict__ x, Wt 
 // The bf16 kernels take the compiler's register choice; the FP8 ones are
 // held to three blocks per SM (their measured configurations).
 #define GEMV_KERNEL(NAME, WF, ADD, BOUNDS)                                                 \
-    extern "C" __global__ void BOUNDS NAME(GEMV_ARGS) {                                    \
+    extern "C" __global__ void BOUNDS NAME(GEMV_ARGS) { PROBE_KERNEL();                                    \
         gemvR<WF, ADD>(y, x, Wt{w, sc, b0, b1, nsc}, out, in, wpr);                        \
     }
 GEMV_KERNEL(gemv_add, 0, true, __launch_bounds__(256))
@@ -351,10 +354,10 @@ GEMV_KERNEL(gemv_r48, 1, false, __launch_bounds__(256, 3))
 #define GEMV_HEADS_ARGS                                                                                        \
     float *y, const float *__restrict__ x, const uint8_t *w, const float *sc, int out, int in, int wpr, int b0, \
         int b1, int nsc, int heads, long xRow, long xHead, long yRow, long yHead
-extern "C" __global__ void __launch_bounds__(256) gemv_heads(GEMV_HEADS_ARGS) {
+extern "C" __global__ void __launch_bounds__(256) gemv_heads(GEMV_HEADS_ARGS) { PROBE_KERNEL();
     gemvR<0, false, true>(y, x, Wt{w, sc, b0, b1, nsc}, out, in, wpr, heads, xRow, xHead, yRow, yHead);
 }
-extern "C" __global__ void __launch_bounds__(256) gemv_heads8(GEMV_HEADS_ARGS) {
+extern "C" __global__ void __launch_bounds__(256) gemv_heads8(GEMV_HEADS_ARGS) { PROBE_KERNEL();
     gemvR<1, false, true>(y, x, Wt{w, sc, b0, b1, nsc}, out, in, wpr, heads, xRow, xHead, yRow, yHead);
 }
 
@@ -398,10 +401,10 @@ __device__ __forceinline__ void normSwiGLU(float* act, const float* __restrict__
 // decode 248.4 against 240.3-240.9 tok/s at 512 tokens, 197.8 against 192
 // at 8000, TP2 349.5 against 321.6: the gate/up GEMV is a third of the
 // step, and a fourth block per SM keeps more of its loads in flight.
-extern "C" __global__ void __launch_bounds__(256, 4) gemv_norm_swiglu(SWIGLU_ARGS) {
+extern "C" __global__ void __launch_bounds__(256, 4) gemv_norm_swiglu(SWIGLU_ARGS) { PROBE_KERNEL();
     normSwiGLU<0>(act, x, nw, eps, Wt{wg, sg, b0, b1, nsc}, Wt{wu, su, b0, b1, nsc}, out, in, wpr);
 }
-extern "C" __global__ void __launch_bounds__(256, 3) gemv_norm_swiglu8(SWIGLU_ARGS) {
+extern "C" __global__ void __launch_bounds__(256, 3) gemv_norm_swiglu8(SWIGLU_ARGS) { PROBE_KERNEL();
     normSwiGLU<1>(act, x, nw, eps, Wt{wg, sg, b0, b1, nsc}, Wt{wu, su, b0, b1, nsc}, out, in, wpr);
 }
 
@@ -434,7 +437,7 @@ extern "C" __global__ void __launch_bounds__(128) rope_store(float* q, float* k,
                                                              const float* nk, float eps, float* K, float* V,
                                                              const int* pos, const int* slots, const float* invf,
                                                              int heads, int kvh, int hd, int half, int neox,
-                                                             float scale) {
+                                                             float scale) { PROBE_KERNEL();
     __shared__ float sv[256];
     __shared__ float red[4];
     pdlWait();

@@ -338,7 +338,7 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
         const int *table, const int *startp, int kvh, int half, int neox, float rscale, int bs, int minchunk,     \
         float scale
 #define ATTN_DECODE_KERNEL(NAME, E, DEFER, WIDE)                                                                    \
-    extern "C" __global__ void __launch_bounds__(32 * AD_MAXG) NAME(ATTN_DECODE_ARGS) {                            \
+    extern "C" __global__ void __launch_bounds__(32 * AD_MAXG) NAME(ATTN_DECODE_ARGS) { PROBE_KERNEL();                            \
         attnDecode<E, DEFER, WIDE>(dst, part, counters, q, k, v, nq, nk, eps, K, V, pos, slots, invf, table, startp, \
                                    kvh, half, neox, rscale, bs, minchunk, scale);                                   \
     }
@@ -380,7 +380,7 @@ __device__ __forceinline__ void attnMergeTo(float* dst, const float* part, const
 }
 #define ATTN_MERGE_KERNEL(NAME, E)                                                                                 \
     extern "C" __global__ void __launch_bounds__(128) NAME(float* dst, const float* part, const int* startp,     \
-                                                           int heads, int splits, int minchunk) {               \
+                                                           int heads, int splits, int minchunk) { PROBE_KERNEL();               \
         attnMergeTo<E>(dst, part, startp, heads, splits, minchunk);                                             \
     }
 ATTN_MERGE_KERNEL(attn_merge_2, 2)

@@ -105,6 +105,7 @@ func cstream(s cu.Stream) C.CUstream   { return *(*C.CUstream)(unsafe.Pointer(&s
 // launch starts f on the stream with n one-word arguments from args (which
 // must not be Go stack memory: the caller passes a field of the Backend).
 func launch(f C.CUfunction, gx, gy, bx int, s C.CUstream, args *[32]uint64, n int) error {
+	probeNote(f, gx, gy, bx)
 	return cuErr("launch", C.pl_launch(f, C.uint(gx), C.uint(gy), C.uint(bx), 0, s,
 		(*C.ulonglong)(unsafe.Pointer(&args[0])), C.int(n)))
 }
@@ -112,6 +113,7 @@ func launch(f C.CUfunction, gx, gy, bx int, s C.CUstream, args *[32]uint64, n in
 // launchShm is launch with shm bytes of dynamic shared memory (more than
 // 48 KiB only after setMaxShm).
 func launchShm(f C.CUfunction, gx, gy, bx, shm int, s C.CUstream, args *[32]uint64, n int) error {
+	probeNote(f, gx, gy, bx)
 	return cuErr("launch", C.pl_launch(f, C.uint(gx), C.uint(gy), C.uint(bx), C.uint(shm), s,
 		(*C.ulonglong)(unsafe.Pointer(&args[0])), C.int(n)))
 }
@@ -124,19 +126,25 @@ func setMaxShm(f C.CUfunction, bytes int) error {
 // launchPDL is launch with programmatic dependent launch (the kernel must
 // call griddepcontrol.wait before it touches its predecessor's results).
 func launchPDL(f C.CUfunction, gx, gy, bx int, s C.CUstream, args *[32]uint64, n int) error {
+	probeNote(f, gx, gy, bx)
 	return cuErr("launch", C.pl_launch_pdl(f, C.uint(gx), C.uint(gy), C.uint(bx), 0, s,
 		(*C.ulonglong)(unsafe.Pointer(&args[0])), C.int(n)))
 }
 
 // launchPDLShm is launchPDL with shm bytes of dynamic shared memory.
 func launchPDLShm(f C.CUfunction, gx, gy, bx, shm int, s C.CUstream, args *[32]uint64, n int) error {
+	probeNote(f, gx, gy, bx)
 	return cuErr("launch", C.pl_launch_pdl(f, C.uint(gx), C.uint(gy), C.uint(bx), C.uint(shm), s,
 		(*C.ulonglong)(unsafe.Pointer(&args[0])), C.int(n)))
 }
 
-func beginCapture(s C.CUstream) error { return cuErr("begin capture", C.pl_begin_capture(s)) }
+func beginCapture(s C.CUstream) error {
+	probeMark("capture")
+	return cuErr("begin capture", C.pl_begin_capture(s))
+}
 
 func endCapture(s C.CUstream) (C.CUgraphExec, error) {
+	probeMark("end capture")
 	var e C.CUgraphExec
 	err := cuErr("end capture", C.pl_end_capture(s, &e))
 	return e, err

@@ -37,7 +37,10 @@
 #include "common.cuh"
 #include "f16mma.cuh"
 
-__device__ __forceinline__ void pdlWait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void pdlWait() {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    PROBE_WAITED();
+}
 __device__ __forceinline__ void pdlLaunchDependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
 // Shared-memory capacities (halves) of the activation: the small kernels
@@ -331,7 +334,7 @@ __device__ __forceinline__ void gemv(float* y, const float* __restrict__ x, cons
 #define GEMV_ARGS \
     float *y, const float *__restrict__ x, const uint8_t *w, const float *sc, int out, int in, int wpr, int b0, int nsc
 #define GEMV_KERNEL(NAME, XS, MODE)                                                                   \
-    extern "C" __global__ void __launch_bounds__(256, 3) NAME(GEMV_ARGS) {                            \
+    extern "C" __global__ void __launch_bounds__(256, 3) NAME(GEMV_ARGS) { PROBE_KERNEL();                            \
         gemv<XS, MODE>(y, x, nullptr, 0.f, w, sc, out, in, wpr, b0, nsc, blockIdx.x);                 \
     }
 GEMV_KERNEL(f8mma_r_s, XS_S, 0)
@@ -348,7 +351,7 @@ GEMV_KERNEL(f8mma_add_l, XS_L, 1)
         const float *s1, int out1, int n1, float *y2, const uint8_t *w2, const float *s2, int out2, int n2,     \
         float *y3, const uint8_t *w3, const float *s3, int out3
 #define NORM_KERNEL(NAME, XS)                                                                      \
-    extern "C" __global__ void __launch_bounds__(256, 3) NAME(NORM_ARGS) {                         \
+    extern "C" __global__ void __launch_bounds__(256, 3) NAME(NORM_ARGS) { PROBE_KERNEL();                         \
         int b = blockIdx.x;                                                                        \
         if (b < n0)                                                                                \
             gemv<XS, 2>(y0, x, nw, eps, w0, s0, out0, in, wpr, b0, nsc, b);                        \
@@ -402,10 +405,10 @@ __device__ __forceinline__ void normSwiGLU(float* act, const float* __restrict__
 #define SWIGLU_ARGS                                                                                      \
     float *act, const float *__restrict__ x, const float *__restrict__ nw, float eps, const uint8_t *wg, \
         const float *sg, const uint8_t *wu, const float *su, int out, int in, int wpr, int b0, int nsc
-extern "C" __global__ void __launch_bounds__(256, 3) f8mma_swiglu_s(SWIGLU_ARGS) {
+extern "C" __global__ void __launch_bounds__(256, 3) f8mma_swiglu_s(SWIGLU_ARGS) { PROBE_KERNEL();
     normSwiGLU<XS_S>(act, x, nw, eps, wg, sg, wu, su, out, in, wpr, b0, nsc);
 }
-extern "C" __global__ void __launch_bounds__(256, 3) f8mma_swiglu_l(SWIGLU_ARGS) {
+extern "C" __global__ void __launch_bounds__(256, 3) f8mma_swiglu_l(SWIGLU_ARGS) { PROBE_KERNEL();
     normSwiGLU<XS_L>(act, x, nw, eps, wg, sg, wu, su, out, in, wpr, b0, nsc);
 }
 

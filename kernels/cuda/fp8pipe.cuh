@@ -231,13 +231,13 @@ __device__ __forceinline__ void pipeGemv(float* y, const float* __restrict__ x, 
 }
 
 #define PIPE_GEMV(NAME, S, MODE)                                                              \
-    extern "C" __global__ void __launch_bounds__(768, 1) NAME(GEMV_ARGS) {                    \
+    extern "C" __global__ void __launch_bounds__(768, 1) NAME(GEMV_ARGS) { PROBE_KERNEL();                    \
         pipeGemv<S, MODE>(y, x, nullptr, 0.f, w, sc, out, in, wpr, b0, nsc, blockIdx.x);      \
     }
 // The block's matrix by selection, then one inlined call (not four, as
 // the if-chain of fp8mma's NORM_KERNEL: less code, fewer registers).
 #define PIPE_NORM(NAME, S)                                                                     \
-    extern "C" __global__ void __launch_bounds__(768, 1) NAME(NORM_ARGS) {                     \
+    extern "C" __global__ void __launch_bounds__(768, 1) NAME(NORM_ARGS) { PROBE_KERNEL();                     \
         int b = blockIdx.x, m = (b >= n0) + (b >= n1) + (b >= n2);                             \
         float* y = m == 0 ? y0 : m == 1 ? y1 : m == 2 ? y2 : y3;                              \
         const uint8_t* w = m == 0 ? w0 : m == 1 ? w1 : m == 2 ? w2 : w3;                      \
@@ -271,7 +271,7 @@ __device__ __forceinline__ void pipeSwiGLU(float* act, const float* __restrict__
 }
 
 #define PIPE_SWIGLU(NAME, S)                                                                   \
-    extern "C" __global__ void __launch_bounds__(768, 1) NAME(SWIGLU_ARGS) {                   \
+    extern "C" __global__ void __launch_bounds__(768, 1) NAME(SWIGLU_ARGS) { PROBE_KERNEL();                   \
         pipeSwiGLU<S>(act, x, nw, eps, wg, sg, wu, su, out, in, wpr, b0, nsc);                 \
     }
 

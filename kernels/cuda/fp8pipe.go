@@ -66,6 +66,7 @@ func (b *Backend) loadPipe(mod cu.Module) {
 				return
 			}
 			f := cfunc(fn)
+			probeName(f, fmt.Sprintf("f8pipe_%s_%d", name, s))
 			if setMaxShm(f, budget) != nil {
 				return
 			}

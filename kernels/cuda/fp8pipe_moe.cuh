@@ -207,10 +207,10 @@ __device__ __forceinline__ void pipeMoeDown(float* y, const float* __restrict__ 
     float *y, const float *__restrict__ h, const float *sel, const uint64_t *__restrict__ dp,              \
         const uint64_t *__restrict__ ds, int hidden, int inter, int K, int E, int wpr, int b0, int nsc, int add
 #define PIPE_MOE(S)                                                                                        \
-    extern "C" __global__ void __launch_bounds__(768, 1) f8pipe_moe_swiglu_##S(MOE_SWIGLU_ARGS) {          \
+    extern "C" __global__ void __launch_bounds__(768, 1) f8pipe_moe_swiglu_##S(MOE_SWIGLU_ARGS) { PROBE_KERNEL();          \
         pipeMoeSwiGLU<S>(h, x, nw, eps, sel, gp, up, gs, us, inter, hidden, K, E, wpr, b0, nsc);           \
     }                                                                                                      \
-    extern "C" __global__ void __launch_bounds__(768, 1) f8pipe_moe_down_##S(MOE_DOWN_ARGS) {              \
+    extern "C" __global__ void __launch_bounds__(768, 1) f8pipe_moe_down_##S(MOE_DOWN_ARGS) { PROBE_KERNEL();              \
         pipeMoeDown<S>(y, h, sel, dp, ds, hidden, inter, K, E, wpr, b0, nsc, add);                         \
     }
 PIPE_MOE(3)

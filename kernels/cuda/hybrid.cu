@@ -75,7 +75,7 @@ __device__ void conv1d(float* dst, const float* x, float* state, const void* w, 
 
 #define CONV(K)                                                                                                 \
     extern "C" __global__ void causal_conv1d_##K(float* dst, const float* x, float* state, const void* w, int wdt, \
-                                                int rows, int ch, int chunk, int lean) {                        \
+                                                int rows, int ch, int chunk, int lean) { PROBE_KERNEL();                        \
         conv1d<K>(dst, x, state, w, wdt, rows, ch, chunk, lean);                                                \
     }
 CONV(1)
@@ -254,12 +254,12 @@ __device__ __forceinline__ void gatedDeltaRule(float* out, const float* qkv, con
 
 extern "C" __global__ void __launch_bounds__(GW * 32)
     gated_delta_rule(float* out, const float* qkv, const float* a, const float* b, float* state, const float* aLog,
-                     const float* dtBias, int rows, int kheads, int vheads, int dk, int dv) {
+                     const float* dtBias, int rows, int kheads, int vheads, int dk, int dv) { PROBE_KERNEL();
     gatedDeltaRule<false>(out, qkv, a, b, state, aLog, dtBias, rows, kheads, vheads, dk, dv);
 }
 extern "C" __global__ void __launch_bounds__(GW * 32)
     gated_delta_rule_l(float* out, const float* qkv, const float* a, const float* b, float* state, const float* aLog,
-                       const float* dtBias, int rows, int kheads, int vheads, int dk, int dv) {
+                       const float* dtBias, int rows, int kheads, int vheads, int dk, int dv) { PROBE_KERNEL();
     gatedDeltaRule<true>(out, qkv, a, b, state, aLog, dtBias, rows, kheads, vheads, dk, dv);
 }
 
@@ -268,7 +268,7 @@ extern "C" __global__ void __launch_bounds__(GW * 32)
 // One block per row: dst = x/rms(x) * w * silu(z). Every thread reads and
 // writes only its own elements, after the sum barrier, so dst may be x.
 extern "C" __global__ void rms_norm_gated(float* dst, const float* x, const float* z, const float* w, int dim,
-                                          float eps) {
+                                          float eps) { PROBE_KERNEL();
     __shared__ double part[32];
     long r = blockIdx.x;
     const float* xr = x + r * dim;
@@ -295,7 +295,7 @@ extern "C" __global__ void rms_norm_gated(float* dst, const float* x, const floa
 // by __expf. The CPU's float64 sums differ from these by float rounding,
 // far inside the CUDA backend's tolerance.
 extern "C" __global__ void rms_norm_gated_l(float* dst, const float* x, const float* z, const float* w, int dim,
-                                            float eps) {
+                                            float eps) { PROBE_KERNEL();
     __shared__ float part[32];
     long r = blockIdx.x;
     const float* xr = x + r * dim;
@@ -334,7 +334,7 @@ extern "C" __global__ void rms_norm_gated_l(float* dst, const float* x, const fl
 // x *= sigmoid(gate): the gated attention of Qwen3-Next/Qwen3.5 between the
 // decode attention and the output projection, on PDL like the kernels
 // above (launched without it the wait returns at once); lean as conv1d.
-extern "C" __global__ void sigmoid_mul(float* x, const float* gate, long n, int lean) {
+extern "C" __global__ void sigmoid_mul(float* x, const float* gate, long n, int lean) { PROBE_KERNEL();
     pdlLaunchDependents();
     pdlWait();
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;

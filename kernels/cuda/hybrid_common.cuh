@@ -30,5 +30,8 @@ __device__ __forceinline__ double warpSumD(double v) {
 // the one-token DeltaNet kernels are launched so that they may start while
 // their predecessor drains; each reads nothing its predecessor writes
 // before pdlWait. Launched without the attribute the wait returns at once.
-__device__ __forceinline__ void pdlWait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void pdlWait() {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    PROBE_WAITED();
+}
 __device__ __forceinline__ void pdlLaunchDependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }

@@ -6,7 +6,7 @@
 
 // grid (rows, element blocks): one thread per element of k and v.
 extern "C" __global__ void store_kv(float* K, float* V, const float* k, const float* v, const int* slots, int kw,
-                                    int vw) {
+                                    int vw) { PROBE_KERNEL();
     long r = blockIdx.x;
     long s = slots[r];
     int i = blockIdx.y * blockDim.x + threadIdx.x;
@@ -51,7 +51,7 @@ __device__ void combineSplits(float* dst, const float* part, long rh, int splits
 extern "C" __global__ void __launch_bounds__(128) attn_partial(float* dst, float* part, int* counters,
                                                                const float* q, const float* K, const float* V,
                                                                const int* table, const int* startp, int heads, int kvh,
-                                                               int dk, int dv, int bs, int chunk, float scale) {
+                                                               int dk, int dv, int bs, int chunk, float scale) { PROBE_KERNEL();
     __shared__ float sm[4], sl[4], sacc[4][MAXD * 32];
     int rh = blockIdx.x, row = rh / heads, h = rh % heads, kh = h / (heads / kvh);
     int splits = gridDim.y;
@@ -176,7 +176,7 @@ __device__ __forceinline__ float warpMax(float v) {
 extern "C" __global__ void __launch_bounds__(128, 4)
     attn_gqa(float* dst, float* part, int* counters, const float* __restrict__ q, const float* __restrict__ K,
              const float* __restrict__ V, const int* __restrict__ table, const int* startp, int heads, int kvh, int dk,
-             int dv, int bs, int minchunk, int HG, float scale) {
+             int dv, int bs, int minchunk, int HG, float scale) { PROBE_KERNEL();
     __shared__ __align__(16) float Ks[GQ_KS];
     __shared__ __align__(16) float Qs[GQ_HG * 256];
     __shared__ float sp[128 * GQ_HG];  // partial scores [j][g][t], t < T: 128/T·8·T

@@ -37,7 +37,7 @@ __device__ __forceinline__ void argmaxWarp(float& bv, int& bi) {
 // order than the reference's, which moves it by an ulp of a double at most.
 extern "C" __global__ void __launch_bounds__(256) moe_route(float* sel, const float* logits, const float* bias, int E,
                                                             int K, int sigmoid, int normTopK, int groups, int topkGroup,
-                                                            float scale) {
+                                                            float scale) { PROBE_KERNEL();
     __shared__ float score[MOE_MAX_EXPERTS];
     __shared__ float key[MOE_MAX_EXPERTS];
     __shared__ unsigned char ok[MOE_MAX_EXPERTS];
@@ -312,7 +312,7 @@ __device__ __forceinline__ void routeWarp(float* sel, const float* logits, const
 #define ROUTE_W(J)                                                                                                  \
     extern "C" __global__ void __launch_bounds__(32) moe_route_w##J(float* sel, const float* logits, const float* bias, \
                                                                     int E, int K, int sigmoid, int normTopK,         \
-                                                                    int groups, int topkGroup, float scale) {        \
+                                                                    int groups, int topkGroup, float scale) { PROBE_KERNEL();        \
         routeWarp<J>(sel, logits, bias, E, K, sigmoid, normTopK, groups, topkGroup, scale);                          \
     }
 ROUTE_W(2)

@@ -123,7 +123,7 @@ __device__ __forceinline__ void qRound(uint32_t* xq, float2* xs, float4 v, int i
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256) qx_quant(uint32_t* xq, float2* xs, const float* x, int n) {
+extern "C" __global__ void __launch_bounds__(256) qx_quant(uint32_t* xq, float2* xs, const float* x, int n) { PROBE_KERNEL();
     const int i = blockIdx.x * blockDim.x + threadIdx.x; // 4 elements each; 8 threads per group
     const bool ok = i < (n >> 2);
     qRound(xq, xs, ok ? __ldg((const float4*)x + i) : make_float4(0.f, 0.f, 0.f, 0.f), i, ok);
@@ -215,7 +215,7 @@ __device__ __forceinline__ float cmq4k(const LdQ4K& L, int j) { return q4kDot(L.
 
 extern "C" __global__ void __launch_bounds__(128) qgemv8_q4_k(float* y, const uint8_t* __restrict__ xq,
                                                              const float2* __restrict__ xs,
-                                                             const uint8_t* __restrict__ w, int out, int in, long rb) {
+                                                             const uint8_t* __restrict__ w, int out, int in, long rb) { PROBE_KERNEL();
     const int lane = threadIdx.x & 31, row = blockIdx.x * 4 + (threadIdx.x >> 5);
     if (row >= out) return;
     const uint8_t* wr = w + (long)row * rb;
@@ -296,7 +296,7 @@ __device__ __forceinline__ float cmq6k(const LdQ6K& L, int t) {
 
 extern "C" __global__ void __launch_bounds__(128) qgemv8_q6_k(float* y, const uint8_t* __restrict__ xq,
                                                              const float2* __restrict__ xs,
-                                                             const uint8_t* __restrict__ w, int out, int in, long rb) {
+                                                             const uint8_t* __restrict__ w, int out, int in, long rb) { PROBE_KERNEL();
     const int lane = threadIdx.x & 31, row = blockIdx.x * 4 + (threadIdx.x >> 5);
     if (row >= out) return;
     const uint8_t* wr = w + (long)row * rb;
@@ -338,7 +338,7 @@ __device__ __forceinline__ float cmq80(const LdQ80& L) {
 
 extern "C" __global__ void __launch_bounds__(128) qgemv8_q8_0(float* y, const uint8_t* __restrict__ xq,
                                                              const float2* __restrict__ xs,
-                                                             const uint8_t* __restrict__ w, int out, int in, long rb) {
+                                                             const uint8_t* __restrict__ w, int out, int in, long rb) { PROBE_KERNEL();
     const int lane = threadIdx.x & 31, row = blockIdx.x * 4 + (threadIdx.x >> 5);
     if (row >= out) return;
     const uint8_t* wr = w + (long)row * rb;
@@ -416,26 +416,26 @@ __device__ __forceinline__ void qdeq_bf16(uint16_t* dst, const uint8_t* w, int r
 
 #define QFMT(F, name)                                                                                             \
     extern "C" __global__ void __launch_bounds__(256)                                                             \
-        qgemv_##name##_1(float* y, const float* x, const uint8_t* w, int out, int in, long rb, int wpg) {         \
+        qgemv_##name##_1(float* y, const float* x, const uint8_t* w, int out, int in, long rb, int wpg) { PROBE_KERNEL();         \
         qgemv<F, 1>(y, x, w, out, in, rb, wpg);                                                                   \
     }                                                                                                             \
     extern "C" __global__ void __launch_bounds__(256)                                                             \
-        qgemv_##name##_2(float* y, const float* x, const uint8_t* w, int out, int in, long rb, int wpg) {         \
+        qgemv_##name##_2(float* y, const float* x, const uint8_t* w, int out, int in, long rb, int wpg) { PROBE_KERNEL();         \
         qgemv<F, 2>(y, x, w, out, in, rb, wpg);                                                                   \
     }                                                                                                             \
     extern "C" __global__ void __launch_bounds__(256)                                                             \
-        qgemv_##name##_4(float* y, const float* x, const uint8_t* w, int out, int in, long rb, int wpg) {         \
+        qgemv_##name##_4(float* y, const float* x, const uint8_t* w, int out, int in, long rb, int wpg) { PROBE_KERNEL();         \
         qgemv<F, 4>(y, x, w, out, in, rb, wpg);                                                                   \
     }                                                                                                             \
     extern "C" __global__ void __launch_bounds__(256)                                                             \
-        qgemv_##name##_8(float* y, const float* x, const uint8_t* w, int out, int in, long rb, int wpg) {         \
+        qgemv_##name##_8(float* y, const float* x, const uint8_t* w, int out, int in, long rb, int wpg) { PROBE_KERNEL();         \
         qgemv<F, 8>(y, x, w, out, in, rb, wpg);                                                                   \
     }                                                                                                             \
-    extern "C" __global__ void qembed_##name(float* dst, const uint8_t* w, const int* ids, int cols, long rb) {   \
+    extern "C" __global__ void qembed_##name(float* dst, const uint8_t* w, const int* ids, int cols, long rb) { PROBE_KERNEL();   \
         qembed<F>(dst, w, ids, cols, rb);                                                                         \
     }                                                                                                             \
     extern "C" __global__ void __launch_bounds__(256)                                                             \
-        qdeq_##name(uint16_t* dst, const uint8_t* w, int rows, int cols, long rb) {                              \
+        qdeq_##name(uint16_t* dst, const uint8_t* w, int rows, int cols, long rb) { PROBE_KERNEL();                              \
         qdeq_bf16<F>(dst, w, rows, cols, rb);                                                                     \
     }
 

@@ -128,11 +128,13 @@ func (b *Backend) quantModule() (*quantMod, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda: load quant PTX: %w", err)
 	}
+	names := map[string]cFunc{}
 	get := func(name string) (cFunc, error) {
 		f, err := mod.Function(name)
 		if err != nil {
 			return nil, fmt.Errorf("cuda: kernel %s: %w", name, err)
 		}
+		names[name] = cfunc(f)
 		return cfunc(f), nil
 	}
 	q := &quantMod{fns: map[kernels.DType]*quantFns{}}
@@ -182,6 +184,7 @@ func (b *Backend) quantModule() (*quantMod, error) {
 		}
 		q.fns[dt] = fs
 	}
+	probeModule(mod, "quant", names)
 	b.q = q
 	return q, nil
 }

@@ -32,7 +32,10 @@
 #define QMV_ADD 1
 #define QMV_NORM 2
 
-__device__ __forceinline__ void qPdlWait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void qPdlWait() {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    PROBE_WAITED();
+}
 __device__ __forceinline__ void qPdlLaunch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
 // ldnc loads 16 bytes of weights, read once per pass: not kept in L1.
@@ -48,7 +51,7 @@ __device__ __forceinline__ uint4 ldnc(const void* p) {
 // as qx_quant does, and with nw also leaves block i's sum of the squares of
 // the raw x in ssp[i] (n/1024 rounded up blocks of 256 threads; n % 4 == 0).
 extern "C" __global__ void __launch_bounds__(256) qx_norm(uint32_t* xq, float2* xs, float* ssp, const float* x,
-                                                         const float* nw, int n) {
+                                                         const float* nw, int n) { PROBE_KERNEL();
     __shared__ float red[8];
     // The next GEMV may launch once this grid has passed its wait: its
     // blocks then take the SM slots the predecessor frees and stream their
@@ -89,7 +92,7 @@ extern "C" __global__ void __launch_bounds__(256) qx_norm(uint32_t* xq, float2* 
 // head's elements 4l..4l+3: qx's float4 i = 32h + l) and rounds them as
 // qx does, for a block-format o projection: the merge costs no launch.
 extern "C" __global__ void __launch_bounds__(256) qx_merge(uint32_t* xq, float2* xs, const float* part,
-                                                          const int* startp, int heads, int splits, int minchunk) {
+                                                          const int* startp, int heads, int splits, int minchunk) { PROBE_KERNEL();
     // The context is in place before the step's first kernel (as for the
     // attention): its split count before the wait, a round trip saved.
     const int nsplit = attnSplits(startp, splits, minchunk, 16);
@@ -475,20 +478,20 @@ __device__ __forceinline__ void qmvSwiGLUEntry(float* act, const uint8_t* __rest
     extern "C" __global__ void __launch_bounds__(256, B)                                                             \
         qmv_##R##_##B(const uint8_t* __restrict__ xq, const float2* __restrict__ xs, const float* ssp, float eps,   \
                       int in, int wpr, int mode, QMV_MAT(0), int n0, QMV_MAT(1), int n1, QMV_MAT(2), int n2,        \
-                      QMV_MAT(3)) {                                                                                 \
+                      QMV_MAT(3)) { PROBE_KERNEL();                                                                                 \
         qmvEntry<R>(xq, xs, ssp, eps, in, wpr, mode, y0, w0, rb0, out0, f0, n0, y1, w1, rb1, out1, f1, n1, y2, w2,  \
                     rb2, out2, f2, n2, y3, w3, rb3, out3, f3);                                                      \
     }                                                                                                                \
     extern "C" __global__ void __launch_bounds__(256, B)                                                             \
         qmv_swiglu_##R##_##B(float* act, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,             \
                              const float* ssp, float eps, int in, int wpr, int f, const uint8_t* wg,                 \
-                             const uint8_t* wu, long rb, int out) {                                                  \
+                             const uint8_t* wu, long rb, int out) { PROBE_KERNEL();                                                  \
         qmvSwiGLUEntry<R, false>(act, xq, xs, ssp, eps, in, wpr, f, wg, wu, rb, out, nullptr, nullptr);             \
     }                                                                                                                \
     extern "C" __global__ void __launch_bounds__(256, B)                                                             \
         qmv_swiglu_q_##R##_##B(float* act, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,           \
                                const float* ssp, float eps, int in, int wpr, int f, const uint8_t* wg,               \
-                               const uint8_t* wu, long rb, int out, uint32_t* xq2, float2* xs2) {                    \
+                               const uint8_t* wu, long rb, int out, uint32_t* xq2, float2* xs2) { PROBE_KERNEL();                    \
         qmvSwiGLUEntry<R, true>(act, xq, xs, ssp, eps, in, wpr, f, wg, wu, rb, out, xq2, xs2);                       \
     }
 QMV_ENTRIES(4, 3)

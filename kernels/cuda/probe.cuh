@@ -1,0 +1,87 @@
+// In-graph timeline probes (included by common.cuh). Off unless the PTX is
+// built with -DPOCKET_PROBE (scripts/probe-build.sh): then every kernel
+// that opens with PROBE_KERNEL() leaves, per block, when its thread 0
+// started, passed griddepcontrol.wait and ended, by %globaltimer, with the
+// launch's %gridid and the SM. The backend finds the module's probe table
+// and writes it out after a run (probe.go, POCKET_PROBE_OUT), and
+// scripts/probe-summary.py lays one decode step out launch by launch.
+//
+// Why: ncu prices kernels one at a time, with nothing overlapping them, and
+// nsys cannot run on the GPU machines; what a decode step loses is where
+// launches meet inside the captured graph (docs/decode-step.md).
+//
+// It adds to thread 0's work a timer read and a store at entry and at the
+// wait, and to each warp's lane 0 a timer read and an atomic at exit.
+// Without POCKET_PROBE the macros are empty and the PTX is unchanged.
+#pragma once
+
+#ifdef POCKET_PROBE
+#define PROBE_LAUNCHES 4096 // launches kept, by gridid modulo this
+#define PROBE_BLOCKS 512    // blocks recorded per launch (the lowest ids)
+
+// pocket_probe[gridid % PROBE_LAUNCHES][block]: {gridid, block << 32 |
+// smid << 20 | blocks (20 bits), start, wait, end, 0, 0, 0} in ns of
+// %globaltimer (wait: the first, as a kernel may wait once a pass; all
+// ones where none was taken). Thread 0 stores each field
+// when it happens, so nothing is held in registers or shared memory across
+// the kernel (the FP8 rings size their stages by what shared memory is
+// left, and several kernels sit at their register bound).
+__device__ unsigned long long pocket_probe[PROBE_LAUNCHES * PROBE_BLOCKS * 8];
+
+__device__ __forceinline__ unsigned long long probeNow() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+// probeSlot is thread 0's record, or null past PROBE_BLOCKS.
+__device__ __forceinline__ unsigned long long* probeSlot() {
+    unsigned long long grid;
+    asm volatile("mov.u64 %0, %%gridid;" : "=l"(grid));
+    const unsigned int blk = blockIdx.y * gridDim.x + blockIdx.x;
+    if (blk >= PROBE_BLOCKS) return nullptr;
+    return pocket_probe + ((grid % PROBE_LAUNCHES) * PROBE_BLOCKS + blk) * 8;
+}
+
+struct ProbeScope {
+    __device__ __forceinline__ ProbeScope() {
+        if (threadIdx.x != 0) return;
+        if (unsigned long long* r = probeSlot()) {
+            r[2] = probeNow();
+            r[3] = ~0ull;
+        }
+    }
+    // Every warp's lane 0 raises the end to its own (warps of a block may
+    // finish apart: a block is several row groups in some GEMVs). No reset
+    // is needed: an older launch's end in the slot is earlier.
+    __device__ __forceinline__ ~ProbeScope() {
+        if ((threadIdx.x & 31) != 0) return;
+        const unsigned long long end = probeNow();
+        unsigned long long* r = probeSlot();
+        if (r == nullptr) return;
+        atomicMax(r + 4, end);
+        if (threadIdx.x != 0) return;
+        unsigned long long grid;
+        unsigned int sm;
+        asm volatile("mov.u64 %0, %%gridid;" : "=l"(grid));
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+        const unsigned int blk = blockIdx.y * gridDim.x + blockIdx.x, n = gridDim.x * gridDim.y;
+        r[0] = grid;
+        r[1] = (unsigned long long)blk << 32 | (unsigned long long)(sm & 0xfffu) << 20 | (n & 0xfffffu);
+    }
+};
+#define PROBE_KERNEL() ProbeScope probeScope_
+#define PROBE_WAITED()                                       \
+    do {                                                     \
+        if (threadIdx.x == 0) {                              \
+            if (unsigned long long* r_ = probeSlot()) atomicMin(r_ + 3, probeNow()); \
+        }                                                    \
+    } while (0)
+#else
+#define PROBE_KERNEL() \
+    do {               \
+    } while (0)
+#define PROBE_WAITED() \
+    do {               \
+    } while (0)
+#endif

@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Lays out the decode step from in-graph probe records (kernels/cuda/probe.cuh).
+
+    python3 scripts/probe-summary.py PATH [--steps N] [--timeline]
+
+PATH.log is the backend's launch log (one "name gx gy bx" line per launch, "# capture" /
+"# end capture" around graph captures); PATH.bin holds a record per probed block: gridid,
+block << 32 | smid << 20 | blocks, start, wait (0: none) and end in ns.
+
+The last captured graph is the decode step. Probed launches are matched to its nodes by
+gridid (consecutive within a replay) and checked by block count; launches of unprobed
+modules leave gaps. For every node the summary gives, averaged over the last N whole steps:
+  start  when its first block started, from the step's first probed start (µs)
+  wait   when its first block passed griddepcontrol.wait
+  end50  when half its blocks had ended
+  end    when its last block ended
+  crit   end minus the previous probed node's end: its share of the critical path
+  span   end minus start; blocks; SMs its blocks ran on
+and a table of crit summed by kernel name.
+"""
+import argparse
+import collections
+import struct
+import sys
+
+
+def load(path):
+    with open(path + ".log") as f:
+        log = [l.rstrip("\n") for l in f]
+    recs = collections.defaultdict(list)
+    with open(path + ".bin", "rb") as f:
+        data = f.read()
+    for off in range(0, len(data) - 39, 40):
+        grid, b, start, wait, end = struct.unpack_from("<QQQQQ", data, off)
+        blk, sm, n = b >> 32, (b >> 20) & 0xFFF, b & 0xFFFFF
+        recs[grid].append((blk, sm, n, start, wait if 0 < wait < 2**64 - 1 else None, end))
+    # A launch whose slots a later one of fewer blocks took over keeps only
+    # some of its records: incomplete, left out.
+    for g in [g for g, rs in recs.items() if len(rs) < min(rs[0][2], 512) or any(r[5] < r[3] for r in rs)]:
+        del recs[g]
+    return log, recs
+
+
+def step_nodes(log):
+    """The nodes of the last complete capture: [(name, blocks)]."""
+    begin = end = None
+    for i, l in enumerate(log):
+        if l == "# capture":
+            begin = i
+        elif l == "# end capture" and begin is not None:
+            end = i
+    if begin is None or end is None:
+        sys.exit("no graph capture in the log")
+    nodes = []
+    for l in log[begin + 1:end]:
+        if l.startswith("#"):
+            continue
+        name, gx, gy, _ = l.split()
+        nodes.append((name, int(gx) * int(gy)))
+    return nodes
+
+
+def align(nodes, grids):
+    """The gridid offset o such that node (g - o) % N is launch g, best by block counts."""
+    N = len(nodes)
+    best = None
+    for o in range(N):
+        ok = sum(1 for g, n in grids.items() if nodes[(g - o) % N][1] == n)
+        if best is None or ok > best[1]:
+            best = (o, ok)
+    return best
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("path")
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--timeline", action="store_true", help="print every node of the steps, not only the totals")
+    ap.add_argument("--blocks", default="", help="print the blocks of the step's middle launch of this kernel (the last step used)")
+    a = ap.parse_args()
+    log, recs = load(a.path)
+    ts = sorted({r[3] for rs in recs.values() for r in rs})
+    steps_ns = [b - a for a, b in zip(ts, ts[1:]) if b > a]
+    print(f"timer: smallest step between distinct start times {min(steps_ns) if steps_ns else 0} ns")
+    nodes = step_nodes(log)
+    N = len(nodes)
+    grids = {g: rs[0][2] for g, rs in recs.items()}
+    o, ok = align(nodes, grids)
+    print(f"{len(recs)} probed launches; the step has {N} launches; aligned at offset {o}: {ok}/{len(grids)} block counts match")
+    # Steps: gridids o + kN .. o + kN + N - 1; keep the last whole ones (every probed node present).
+    # Launches that are not the graph's (their block count is not their
+    # node's) are left out; the probed nodes are those most steps have.
+    steps = collections.defaultdict(dict)
+    for g in recs:
+        if nodes[(g - o) % N][1] == grids[g]:
+            steps[(g - o) // N][(g - o) % N] = g
+    # Each module's table keeps its own last launches, so older steps hold
+    # only some modules' records: look at the last few steps only.
+    recent = sorted(steps)[-(a.steps + 4):]
+    seen = collections.Counter(i for k in recent for i in steps[k])
+    probed = sorted(i for i, c in seen.items() if 2 * c >= len(recent))
+    whole = [k for k in recent if all(i in steps[k] for i in probed)]
+    use = whole[-a.steps:]
+    if not use:
+        sys.exit("no whole step in the records")
+    print(f"steps used: {len(use)} (of {len(whole)} whole); unprobed nodes: "
+          + ", ".join(sorted({nodes[i][0] for i in range(N) if i not in probed})))
+    acc = collections.defaultdict(lambda: [0.0] * 7)
+    step_ns = []
+    for k in use:
+        t0 = min(min(r[3] for r in recs[g]) for g in steps[k].values())
+        prev_end = None
+        last = 0
+        for i in probed:
+            rs = recs[steps[k][i]]
+            start = min(r[3] for r in rs) - t0
+            waits = [r[4] for r in rs if r[4] is not None]
+            wait = (min(waits) - t0) if waits else float("nan")
+            ends = sorted(r[5] for r in rs)
+            end = ends[-1] - t0
+            e50 = ends[len(ends) // 2] - t0
+            crit = end - (prev_end if prev_end is not None else start)
+            prev_end = end
+            last = max(last, end)
+            v = acc[i]
+            v[0] += start
+            v[1] += wait
+            v[2] += end
+            v[3] += crit
+            v[4] += end - start
+            v[5] += len({r[1] for r in rs})
+            v[6] += e50
+        step_ns.append(last)
+    S = len(use)
+    print(f"step span (first probed start to last probed end): {sum(step_ns) / S / 1e3:.1f} µs")
+    by = collections.defaultdict(lambda: [0.0, 0])
+    if a.timeline:
+        print(f"{'#':>4} {'kernel':28} {'blocks':>6} {'SMs':>4} {'start':>8} {'wait':>8} {'end50':>8} {'end':>8} {'crit':>7} {'span':>7}")
+    for i in probed:
+        v = [x / S for x in acc[i]]
+        name, blocks = nodes[i]
+        by[name][0] += v[3]
+        by[name][1] += 1
+        if a.timeline:
+            print(f"{i:4d} {name[:28]:28} {blocks:6d} {v[5]:4.0f} {v[0]/1e3:8.2f} {v[1]/1e3:8.2f} {v[6]/1e3:8.2f} {v[2]/1e3:8.2f} {v[3]/1e3:7.2f} {v[4]/1e3:7.2f}")
+    if a.blocks:
+        k = use[-1]
+        hits = [i for i in probed if nodes[i][0] == a.blocks]
+        for i in hits[len(hits) // 2:len(hits) // 2 + 1]:  # the middle launch of the step
+            rs = sorted(recs[steps[k][i]], key=lambda r: r[5])
+            t0 = min(r[3] for r in rs)
+            print(f"node {i} {a.blocks}: blocks by end (µs from the first start): block sm start wait end")
+            for r in rs:
+                w = f"{(r[4] - t0) / 1e3:7.2f}" if r[4] is not None else "      -"
+                print(f"  {r[0]:5d} {r[1]:4d} {(r[3] - t0) / 1e3:7.2f} {w} {(r[5] - t0) / 1e3:7.2f}")
+    print(f"{'kernel':32} {'launches':>8} {'crit µs':>9} {'µs each':>8}")
+    tot = sum(x[0] for x in by.values())
+    for name, (c, n) in sorted(by.items(), key=lambda kv: -kv[1][0]):
+        print(f"{name[:32]:32} {n:8d} {c/1e3:9.1f} {c/n/1e3:8.2f}   {100*c/tot:5.1f}%")
+
+
+if __name__ == "__main__":
+    main()
