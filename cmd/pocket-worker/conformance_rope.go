@@ -118,10 +118,7 @@ func (c *conf) ropeStore() {
 // (wide: 48/8 heads of 128, rotary 64) and other wide shapes.
 func (c *conf) ropeAttention() {
 	defer c.g.SetAttnDefer(c.g.SetAttnDefer(true))
-	type ex struct {
-		heads, kvh, hd, rd, bs, start int
-		neox, norm, wide              bool
-	}
+	type ex = ropeAttnShape
 	wide := []ex{{48, 8, 128, 64, 16, 700, true, true, true}, {48, 8, 128, 64, 16, 2500, true, true, true},
 		{48, 8, 128, 64, 16, 0, true, true, true}, {16, 4, 64, 64, 8, 33, false, true, true},
 		{24, 4, 256, 64, 16, 900, true, true, true}}
@@ -134,28 +131,56 @@ func (c *conf) ropeAttention() {
 		// Long contexts: many batches per split.
 		{32, 8, 128, 128, 16, 8000, true, true, false}, {24, 4, 256, 64, 64, 5000, true, false, false}, {16, 8, 64, 64, 16, 3001, false, true, false}},
 		wide...) {
-		ctx := s.start + 1
-		kv, table, slots := c.filledKV(s.kvh, s.hd, s.bs, ctx, s.start)
-		pos := []int32{int32(s.start)}
-		in := c.newRopeInputs(kv, 1, s.heads, s.hd, s.rd, s.neox, s.norm, s.wide, pos, slots[s.start:])
-		seq := kernels.AttnSeq{Table: table, Start: s.start}
-		scale := float32(1 / math.Sqrt(float64(s.hd)))
-		qn := s.heads * s.hd
-		yg, yh := c.outPair(qn)
-		c.c.Attention(yh, in.qh, kv.h, 1, seq, 1, s.heads, scale)
-		shape := fmt.Sprintf("heads=%d/%d hd=%d rot=%d bs=%d start=%d neox=%v norm=%v wide=%v", s.heads, s.kvh, s.hd, s.rd,
-			s.bs, s.start, s.neox, s.norm, s.wide)
 		// Deferred merges (done by attn_merge_E before the check's Read)
 		// and the attention's own, alternately.
-		c.g.SetAttnDefer(i%2 == 0)
-		if !c.g.RoPEAttention(yg, in.qg, in.kg, in.vg, in.nqg, in.nkg, 1e-6, kv.g, 1, pos, slots[s.start:], seq, s.heads,
-			s.kvh, s.hd, in.r, scale) {
-			c.declined("RoPEAttention", shape)
-			continue
-		}
-		c.check("RoPEAttention", shape, yg, yh, qn, 1e-9)
-		c.compareCache("RoPEAttention", shape, kv)
+		c.ropeAttentionCase(s, i%2 == 0, false)
 	}
+	// Qwen3.5's and Qwen3-Next's output gate right after the attention:
+	// SigmoidMul takes a deferred merge over (sigmoid_mul_merge_E).
+	for _, s := range []ex{{24, 4, 256, 64, 16, 900, true, true, false}, {24, 4, 256, 64, 64, 5000, true, false, false},
+		{16, 2, 256, 64, 16, 0, true, true, false}, {32, 8, 128, 128, 16, 600, true, false, false},
+		{16, 4, 64, 64, 8, 33, false, true, false}} {
+		c.ropeAttentionCase(s, true, true)
+	}
+}
+
+// ropeAttnShape is a shape of ropeAttention: heads, kv heads, head dim,
+// rotary dims, KV block size, the new row's position, NeoX pairs, q/k
+// norms, norms over the whole rows.
+type ropeAttnShape struct {
+	heads, kvh, hd, rd, bs, start int
+	neox, norm, wide              bool
+}
+
+// ropeAttentionCase is one case of ropeAttention: the attention with its
+// merge deferred or not, then (gated) SigmoidMul on its output.
+func (c *conf) ropeAttentionCase(s ropeAttnShape, deferred, gated bool) {
+	ctx := s.start + 1
+	kv, table, slots := c.filledKV(s.kvh, s.hd, s.bs, ctx, s.start)
+	pos := []int32{int32(s.start)}
+	in := c.newRopeInputs(kv, 1, s.heads, s.hd, s.rd, s.neox, s.norm, s.wide, pos, slots[s.start:])
+	seq := kernels.AttnSeq{Table: table, Start: s.start}
+	scale := float32(1 / math.Sqrt(float64(s.hd)))
+	qn := s.heads * s.hd
+	yg, yh := c.outPair(qn)
+	c.c.Attention(yh, in.qh, kv.h, 1, seq, 1, s.heads, scale)
+	shape := fmt.Sprintf("heads=%d/%d hd=%d rot=%d bs=%d start=%d neox=%v norm=%v wide=%v", s.heads, s.kvh, s.hd, s.rd,
+		s.bs, s.start, s.neox, s.norm, s.wide)
+	c.g.SetAttnDefer(deferred)
+	if !c.g.RoPEAttention(yg, in.qg, in.kg, in.vg, in.nqg, in.nkg, 1e-6, kv.g, 1, pos, slots[s.start:], seq, s.heads,
+		s.kvh, s.hd, in.r, scale) {
+		c.declined("RoPEAttention", shape)
+		return
+	}
+	if gated {
+		gg, gh := c.pair(c.randn(qn))
+		c.g.SigmoidMul(yg, gg, qn)
+		c.c.SigmoidMul(yh, gh, qn)
+		c.check("RoPEAttention+SigmoidMul", shape, yg, yh, qn, 1e-9)
+		return
+	}
+	c.check("RoPEAttention", shape, yg, yh, qn, 1e-9)
+	c.compareCache("RoPEAttention", shape, kv)
 }
 
 // filledKV makes pools of layer-1 K/V rows for positions [0, filled) of a

@@ -54,32 +54,35 @@ __device__ __forceinline__ void attnPartialStore(float* part, const float (&acc)
     }
 }
 
-// attnMerge leaves in o a lane's E elements of head h's output from its
-// nsplit partials: one warp per head, sixteen splits at a time. Lane j <
-// 16 loads split j's max and sum, every lane its accumulators of all
-// sixteen, all in flight together (one round trip for up to sixteen
-// splits); the weights are then broadcast by shuffles. More splits are
-// folded in online.
+// attnMergePart folds splits [from, to) of head h into a lane's E
+// unnormalised accumulators o, with their max M and sum L (M = -inf, L =
+// 0 for an empty range): one warp, sixteen splits at a time. Lane j < 16
+// loads split j's max and sum, every lane its accumulators of all sixteen,
+// all in flight together (one round trip for up to sixteen splits); the
+// weights are then broadcast by shuffles. More splits are folded in
+// online.
 template <int E>
-__device__ __forceinline__ void attnMerge(float (&o)[E], const float* part, int h, int heads, int splits, int nsplit) {
+__device__ __forceinline__ void attnMergePart(float (&o)[E], float& M, float& L, const float* part, int h, int heads,
+                                              int splits, int from, int to) {
     constexpr int HD = 32 * E;
     const int lane = threadIdx.x & 31;
     const float* pa = part + (long)h * splits * HD + lane * E;
     const float* pm = part + (long)heads * splits * HD + (long)h * splits * 2;
-    float M = -INFINITY, L = 0.f;
+    M = -INFINITY;
+    L = 0.f;
 #pragma unroll
     for (int e = 0; e < E; e++) o[e] = 0.f;
-    for (int s0 = 0; s0 < nsplit; s0 += 16) {
+    for (int s0 = from; s0 < to; s0 += 16) {
         const int sj = s0 + (lane & 15);
-        const bool mine = lane < 16 && sj < nsplit;
-        // Every lane loads a split's max and sum (splits past nsplit the
-        // last one again, weight 0): no branch, so that these and the
+        const bool mine = lane < 16 && sj < to;
+        // Every lane loads a split's max and sum (splits past the range
+        // the last one again, weight 0): no branch, so that these and the
         // sixteen accumulator loads are in flight together.
         float ml[2];
-        ldv<2>(ml, pm + 2 * min(sj, nsplit - 1));
+        ldv<2>(ml, pm + 2 * min(sj, to - 1));
         float a[16][E];
 #pragma unroll
-        for (int j = 0; j < 16; j++) ldv<E>(a[j], pa + (long)min(s0 + j, nsplit - 1) * HD);
+        for (int j = 0; j < 16; j++) ldv<E>(a[j], pa + (long)min(s0 + j, to - 1) * HD);
         // ptxas sinks loads next to their uses (volatile asm only fixes
         // nvcc's order); a warp barrier keeps them all issued here.
         __syncwarp();
@@ -104,6 +107,14 @@ __device__ __forceinline__ void attnMerge(float (&o)[E], const float* part, int 
         }
         M = nM;
     }
+}
+
+// attnMerge leaves in o a lane's E elements of head h's output from its
+// nsplit partials (attnMergePart over all of them, normalised).
+template <int E>
+__device__ __forceinline__ void attnMerge(float (&o)[E], const float* part, int h, int heads, int splits, int nsplit) {
+    float M, L;
+    attnMergePart<E>(o, M, L, part, h, heads, splits, 0, nsplit);
     const float inv = 1.f / L;
 #pragma unroll
     for (int e = 0; e < E; e++) o[e] *= inv;

@@ -25,9 +25,8 @@
 //   - Online softmax per batch, the next batch's table entries loaded
 //     while one computes.
 // Splits past the context are empty; the last non-empty split to finish
-// merges the partials (attn_partial's layout: acc[hd], max, sum per head
-// and split): each lane reads one split's max and sum, then the
-// accumulators are read sixteen splits at a time. The deferred entries
+// merges the partials (attn_merge.cuh's layout and merge, as the deferred
+// entries' successors do). The deferred entries
 // (attn_decode_d_E) leave the merge to the op after them instead
 // (attn_merge.cuh, attn_merge.go): a block-format o projection does it in
 // its int8 rounding, saving the merge's dependent round trips.
@@ -271,21 +270,18 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
         for (int e = 0; e < E; e++) out[e] = acc[e] * inv;
         return;
     }
-    if (DEFER) {
-        // attn_merge.cuh's layout (vector loads for the merge), merged by
-        // attn_merge_E or qx_merge.
-        attnPartialStore<E>(part, acc, m, l, h, gridDim.x * G, splits, blockIdx.y);
-        return;
-    }
-    float* pp = part + ((long)h * splits + blockIdx.y) * (HD + 2);
-#pragma unroll
-    for (int e = 0; e < E; e++) pp[lane * E + e] = acc[e];
-    if (lane == 0) {
-        pp[HD] = m;
-        pp[HD + 1] = l;
-    }
-    // The last split of the kv head to finish merges (the threadfence
-    // reduction of attn_partial); it leaves the counter at zero.
+    // attn_merge.cuh's layout (vector loads for the merge): merged by
+    // attn_merge_E, qx_merge or sigmoid_mul_merge_E (DEFER), or here by
+    // the last split of the kv head to finish.
+    attnPartialStore<E>(part, acc, m, l, h, gridDim.x * G, splits, blockIdx.y);
+    if (DEFER) return;
+    // The threadfence reduction of attn_partial; the last split leaves
+    // the counter at zero. Its merge loads each split's accumulators as
+    // one or two vectors a lane (attnMerge): with the old layout's rows of
+    // HD+2 floats, a lane's E were E scalar loads of a sector each, and
+    // the in-graph probes (probe.cuh) found this merge the longest part of
+    // the attention (a tail of 4 µs on Llama-3-8B, 10-13 µs at head dim
+    // 256 on Qwen3.5-27B).
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -295,41 +291,10 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     __syncthreads();
     if (!last) return;
     __threadfence();
-    const float* ph = part + (long)h * splits * (HD + 2);
-    // Max over the splits, one split per lane (a loop for more than 32).
-    float M = -INFINITY;
-    for (int s = lane; s < nsplit; s += 32) M = fmaxf(M, __ldcg(ph + s * (HD + 2) + HD));
+    float o[E];
+    attnMerge<E>(o, part, h, gridDim.x * G, splits, nsplit);
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-    float L = 0.f, o[E];
-#pragma unroll
-    for (int e = 0; e < E; e++) o[e] = 0.f;
-    for (int s0 = 0; s0 < nsplit; s0 += 16) {
-        // Sixteen splits' factors (one per lane, broadcast) and their
-        // accumulators, all loads in flight together.
-        int sl = s0 + (lane & 15);
-        float f = 0.f, ls = 0.f;
-        if (sl < nsplit) {
-            f = expf(__ldcg(ph + sl * (HD + 2) + HD) - M);
-            ls = __ldcg(ph + sl * (HD + 2) + HD + 1);
-        }
-        float a[16][E];
-#pragma unroll
-        for (int j = 0; j < 16; j++)
-#pragma unroll
-            for (int e = 0; e < E; e++) a[j][e] = s0 + j < nsplit ? __ldcg(ph + (s0 + j) * (HD + 2) + lane * E + e) : 0.f;
-        if (lane < 16) L = fmaf(f, ls, L);
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-            float fj = __shfl_sync(0xffffffffu, f, j);
-#pragma unroll
-            for (int e = 0; e < E; e++) o[e] = fmaf(fj, a[j][e], o[e]);
-        }
-    }
-    L = warpSum(L);
-    float inv = 1.f / L;
-#pragma unroll
-    for (int e = 0; e < E; e++) out[e] = o[e] * inv;
+    for (int e = 0; e < E; e++) out[e] = o[e];
 }
 
 #define ATTN_DECODE_ARGS                                                                                           \

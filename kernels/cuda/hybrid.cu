@@ -8,6 +8,7 @@
 // Compiled to compute_90 PTX by `go generate` (hybrid.go); the PTX is
 // committed and embedded.
 #include "hybrid_common.cuh"
+#include "attn_merge.cuh"
 
 // ---------------------------------------------------------------- CausalConv1D
 
@@ -330,6 +331,74 @@ extern "C" __global__ void rms_norm_gated_l(float* dst, const float* x, const fl
         if (i < dim) dst[r * dim + i] = __fmul_rn(__fmul_rn(__fmul_rn(xv[k], inv), wv[k]), g / (1.f + __expf(-g)));
     }
 }
+
+// sigmoid_mul_merge_E is sigmoid_mul over the decode attention's deferred
+// split partials (attn_decode_d_E, attn_merge.cuh): x = merge · sigmoid(gate).
+// The attention's own last-split merge (a threadfence, the counter's
+// atomic, then the partials' loads, each a round trip) runs in one block
+// per kv head after every other split has ended: the in-graph probes
+// (probe.cuh) put that tail at 10-13 µs of a Qwen3.5-27B full-attention
+// layer's ~23 (head dim 256, 24 splits of 6 heads), where the rest of the
+// attention's blocks end ~7 µs after their wait.
+//
+// Here a block is a head and its blockDim/32 warps split the splits, so
+// that each warp's loads are one round trip (up to sixteen splits each);
+// the warps' sums meet in shared memory. The gate (the q projection's, two
+// launches back) and the context are read before the wait: both are
+// complete once the attention has passed its own.
+#define SM_MAXW 8
+template <int E>
+__device__ __forceinline__ void sigmoidMerge(float* x, const float* gate, const float* part, const int* startp,
+                                             int heads, int splits, int minchunk, int lean) {
+    constexpr int HD = 32 * E;
+    __shared__ float sM[SM_MAXW], sL[SM_MAXW];
+    __shared__ __align__(16) float so[SM_MAXW][HD];
+    const int h = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, W = blockDim.x >> 5;
+    float g[E];
+#pragma unroll
+    for (int e = 0; e < E; e++) g[e] = __ldcg(gate + (long)h * HD + lane * E + e);
+    const int nsplit = attnSplits(startp, splits, minchunk, 64 / E);
+    // The wait depends on nsplit (always ≥ 1) so that the split count's
+    // division stays ahead of it, as in attn_merge_E.
+    if (nsplit > 0) pdlWait();
+    pdlLaunchDependents();
+    const int chunk = max(16, (nsplit + W - 1) / W), from = min(warp * chunk, nsplit), to = min(from + chunk, nsplit);
+    float o[E], M, L;
+    attnMergePart<E>(o, M, L, part, h, heads, splits, from, to);
+    if (lane == 0) {
+        sM[warp] = M;
+        sL[warp] = L;
+    }
+#pragma unroll
+    for (int e = 0; e < E; e++) so[warp][lane * E + e] = o[e];
+    __syncthreads();
+    if (warp != 0) return;
+    float mx = -INFINITY;
+    for (int w = 0; w < W; w++) mx = fmaxf(mx, sM[w]);
+    float tot = 0.f, acc[E];
+#pragma unroll
+    for (int e = 0; e < E; e++) acc[e] = 0.f;
+    for (int w = 0; w < W; w++) {
+        const float c = sL[w] > 0.f ? expf(sM[w] - mx) : 0.f; // an empty warp: M = -inf, L = 0
+        tot = fmaf(sL[w], c, tot);
+#pragma unroll
+        for (int e = 0; e < E; e++) acc[e] = fmaf(c, so[w][lane * E + e], acc[e]);
+    }
+    const float inv = 1.f / tot;
+#pragma unroll
+    for (int e = 0; e < E; e++)
+        x[(long)h * HD + lane * E + e] = acc[e] * inv * (lean ? 1.f / (1.f + __expf(-g[e])) : sigmoidD(g[e]));
+}
+#define SIGMOID_MERGE(E)                                                                                          \
+    extern "C" __global__ void __launch_bounds__(32 * SM_MAXW)                                                    \
+        sigmoid_mul_merge_##E(float* x, const float* gate, const float* part, const int* startp, int heads,       \
+                              int splits, int minchunk, int lean) {                                               \
+        PROBE_KERNEL();                                                                                           \
+        sigmoidMerge<E>(x, gate, part, startp, heads, splits, minchunk, lean);                                    \
+    }
+SIGMOID_MERGE(2)
+SIGMOID_MERGE(4)
+SIGMOID_MERGE(8)
 
 // x *= sigmoid(gate): the gated attention of Qwen3-Next/Qwen3.5 between the
 // decode attention and the output projection, on PDL like the kernels

@@ -60,6 +60,9 @@ type hybridMod struct {
 	// normGatedLean is rms_norm_gated_l (POCKET_HYBRID_LEAN, the default).
 	normGatedLean cFunc
 	sigmoid       cFunc
+	// sigmoidMerge is sigmoid_mul_merge_E by head dim (64, 128, 256): the
+	// gate applied where a deferred decode attention's splits are merged.
+	sigmoidMerge [3]cFunc
 
 	// The chunked kernels' module (hybrid_chunk.cu), loaded on the first
 	// chunked pass only (decode-only workers never need it).
@@ -95,6 +98,9 @@ func (b *Backend) hybridModule() (*hybridMod, error) {
 		"rms_norm_gated": &m.normGated, "rms_norm_gated_l": &m.normGatedLean, "sigmoid_mul": &m.sigmoid}
 	for k := 1; k <= maxConvKernel; k++ {
 		names[fmt.Sprintf("causal_conv1d_%d", k)] = &m.conv[k-1]
+	}
+	for i := range m.sigmoidMerge {
+		names[fmt.Sprintf("sigmoid_mul_merge_%d", 2<<i)] = &m.sigmoidMerge[i]
 	}
 	if _, err := loadModule(hybridPTX, "hybrid", names); err != nil {
 		return nil, err
@@ -334,12 +340,31 @@ func (b *Backend) runHybrid(f cFunc, gx, gy, bx int, args ...uint64) {
 	b.launchFnPDL(f, gx, gy, bx, 0, args...)
 }
 
-// SigmoidMul implements kernels.HybridOps.
+// SigmoidMul implements kernels.HybridOps. After a decode attention whose
+// merge was left to the op after it (attn_merge.go) and whose output is x,
+// the merge happens here, in the same launch (sigmoid_mul_merge_E), and
+// the attention keeps deferring.
 func (b *Backend) SigmoidMul(x, gate kernels.Buf, n int) {
-	m, ok := b.hybridEnter()
+	t, ok := b.enterTaking(dptr(x))
 	defer b.exit()
 	if !ok {
 		return
 	}
-	b.runHybrid(m.sigmoid, cdiv(n, 256), 1, 256, ptr(dptr(x)), ptr(dptr(gate)), uint64(n), flag(switches.hybridLean))
+	m, err := b.hybridModule()
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	lean := flag(switches.hybridLean)
+	if d := t.attn; d.dst != 0 {
+		if (d.hd == 64 || d.hd == 128 || d.hd == 256) && d.heads*d.hd == n {
+			// A block a head, a warp per sixteen splits (at most 8).
+			warps := min(max(cdiv(d.splits, 16), 1), 8)
+			b.runHybrid(m.sigmoidMerge[d.hd/128], d.heads, 1, 32*warps, ptr(dptr(x)), ptr(dptr(gate)), ptr(d.part),
+				ptr(d.start), i32(d.heads), i32(d.splits), i32(d.minChunk), lean)
+			return
+		}
+		b.mergeAttn(d)
+	}
+	b.runHybrid(m.sigmoid, cdiv(n, 256), 1, 256, ptr(dptr(x)), ptr(dptr(gate)), uint64(n), lean)
 }
