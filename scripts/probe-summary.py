@@ -9,7 +9,8 @@ block << 32 | smid << 20 | blocks, start, wait (0: none) and end in ns.
 
 The last captured graph is the decode step. Probed launches are matched to its nodes by
 gridid (consecutive within a replay) and checked by block count; launches of unprobed
-modules leave gaps. For every node the summary gives, averaged over the last N whole steps:
+modules leave gaps. For every node the summary gives, averaged over the last N whole steps (default 2; each module keeps
+its last 1024 launches, 2-4 steps of the models measured):
   start  when its first block started, from the step's first probed start (µs)
   wait   when its first block passed griddepcontrol.wait
   end50  when half its blocks had ended
@@ -36,7 +37,7 @@ def load(path):
         recs[grid].append((blk, sm, n, start, wait if 0 < wait < 2**64 - 1 else None, end))
     # A launch whose slots a later one of fewer blocks took over keeps only
     # some of its records: incomplete, left out.
-    for g in [g for g, rs in recs.items() if len(rs) < min(rs[0][2], 512) or any(r[5] < r[3] for r in rs)]:
+    for g in [g for g, rs in recs.items() if len(rs) < min(rs[0][2], 4096) or any(r[5] < r[3] for r in rs)]:
         del recs[g]
     return log, recs
 
@@ -74,7 +75,7 @@ def align(nodes, grids):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("path")
-    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--timeline", action="store_true", help="print every node of the steps, not only the totals")
     ap.add_argument("--blocks", default="", help="print the blocks of the step's middle launch of this kernel (the last step used)")
     a = ap.parse_args()
@@ -96,7 +97,7 @@ def main():
             steps[(g - o) // N][(g - o) % N] = g
     # Each module's table keeps its own last launches, so older steps hold
     # only some modules' records: look at the last few steps only.
-    recent = sorted(steps)[-(a.steps + 4):]
+    recent = sorted(steps)[-(a.steps + 2):]
     seen = collections.Counter(i for k in recent for i in steps[k])
     probed = sorted(i for i, c in seen.items() if 2 * c >= len(recent))
     whole = [k for k in recent if all(i in steps[k] for i in probed)]

@@ -16,8 +16,8 @@
 #pragma once
 
 #ifdef POCKET_PROBE
-#define PROBE_LAUNCHES 4096 // launches kept, by gridid modulo this
-#define PROBE_BLOCKS 512    // blocks recorded per launch (the lowest ids)
+#define PROBE_LAUNCHES 1024 // launches kept, by gridid modulo this (2+ decode steps of every module)
+#define PROBE_BLOCKS 4096   // blocks recorded per launch (the lowest ids): a GEMV's end is its last block's
 
 // pocket_probe[gridid % PROBE_LAUNCHES][block]: {gridid, block << 32 |
 // smid << 20 | blocks (20 bits), start, wait, end, 0, 0, 0} in ns of
