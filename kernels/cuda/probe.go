@@ -71,13 +71,21 @@ func probeNote(f cFunc, gx, gy, bx int) {
 		return
 	}
 	probe.mu.Lock()
+	defer probe.mu.Unlock()
+	if len(probe.log) >= probeLogMax {
+		return
+	}
 	name := probe.names[f]
 	if name == "" {
 		name = "?"
 	}
 	probe.log = append(probe.log, fmt.Sprintf("%s %d %d %d", name, gx, gy, bx))
-	probe.mu.Unlock()
 }
+
+// probeLogMax bounds the launch log (a probed worker serving requests
+// would otherwise grow it for ever); a capture starts it afresh, since
+// the summary reads the last captured graph and what follows it.
+const probeLogMax = 1 << 20
 
 // probeMark logs a marker line ("# capture", "# end capture").
 func probeMark(what string) {
@@ -85,8 +93,11 @@ func probeMark(what string) {
 		return
 	}
 	probe.mu.Lock()
+	defer probe.mu.Unlock()
+	if what == "capture" {
+		probe.log = probe.log[:0]
+	}
 	probe.log = append(probe.log, "# "+what)
-	probe.mu.Unlock()
 }
 
 // ProbeDump writes the launch log to path+".log" and the probe tables'
@@ -94,11 +105,11 @@ func probeMark(what string) {
 // path+".bin", when the loaded PTX carries probes; otherwise it reports
 // that there is nothing to write. The device must be idle.
 func (b *Backend) ProbeDump(path string) error {
-	if !b.lock() {
-		b.exit()
+	ok := b.lock()
+	defer b.exit()
+	if !ok {
 		return b.err
 	}
-	defer b.exit()
 	probe.mu.Lock()
 	defer probe.mu.Unlock()
 	if len(probe.tables) == 0 {
