@@ -17,6 +17,8 @@ its last 1024 launches, 2-4 steps of the models measured):
   end    when its last block ended
   crit   end minus the previous probed node's end: its share of the critical path
   span   end minus start; blocks; SMs its blocks ran on
+  rel    wait minus the previous probed node's end: how long after its predecessor ended
+         the wait returned (an unprobed node between them adds its own time)
 and a table of crit summed by kernel name.
 """
 import argparse
@@ -106,7 +108,7 @@ def main():
         sys.exit("no whole step in the records")
     print(f"steps used: {len(use)} (of {len(whole)} whole); unprobed nodes: "
           + ", ".join(sorted({nodes[i][0] for i in range(N) if i not in probed})))
-    acc = collections.defaultdict(lambda: [0.0] * 7)
+    acc = collections.defaultdict(lambda: [0.0] * 8)
     step_ns = []
     for k in use:
         t0 = min(min(r[3] for r in recs[g]) for g in steps[k].values())
@@ -121,6 +123,7 @@ def main():
             end = ends[-1] - t0
             e50 = ends[len(ends) // 2] - t0
             crit = end - (prev_end if prev_end is not None else start)
+            rel = wait - prev_end if prev_end is not None else float("nan")
             prev_end = end
             last = max(last, end)
             v = acc[i]
@@ -131,19 +134,20 @@ def main():
             v[4] += end - start
             v[5] += len({r[1] for r in rs})
             v[6] += e50
+            v[7] += rel
         step_ns.append(last)
     S = len(use)
     print(f"step span (first probed start to last probed end): {sum(step_ns) / S / 1e3:.1f} µs")
     by = collections.defaultdict(lambda: [0.0, 0])
     if a.timeline:
-        print(f"{'#':>4} {'kernel':28} {'blocks':>6} {'SMs':>4} {'start':>8} {'wait':>8} {'end50':>8} {'end':>8} {'crit':>7} {'span':>7}")
+        print(f"{'#':>4} {'kernel':28} {'blocks':>6} {'SMs':>4} {'start':>8} {'wait':>8} {'end50':>8} {'end':>8} {'crit':>7} {'span':>7} {'rel':>6}")
     for i in probed:
         v = [x / S for x in acc[i]]
         name, blocks = nodes[i]
         by[name][0] += v[3]
         by[name][1] += 1
         if a.timeline:
-            print(f"{i:4d} {name[:28]:28} {blocks:6d} {v[5]:4.0f} {v[0]/1e3:8.2f} {v[1]/1e3:8.2f} {v[6]/1e3:8.2f} {v[2]/1e3:8.2f} {v[3]/1e3:7.2f} {v[4]/1e3:7.2f}")
+            print(f"{i:4d} {name[:28]:28} {blocks:6d} {v[5]:4.0f} {v[0]/1e3:8.2f} {v[1]/1e3:8.2f} {v[6]/1e3:8.2f} {v[2]/1e3:8.2f} {v[3]/1e3:7.2f} {v[4]/1e3:7.2f} {v[7]/1e3:6.2f}")
     if a.blocks:
         k = use[-1]
         hits = [i for i in probed if nodes[i][0] == a.blocks]
