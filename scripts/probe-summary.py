@@ -19,7 +19,8 @@ its last 1024 launches, 2-4 steps of the models measured):
   span   end minus start; blocks; SMs its blocks ran on
   rel    wait minus the previous probed node's end: how long after its predecessor ended
          the wait returned (an unprobed node between them adds its own time)
-and a table of crit summed by kernel name.
+and a table by kernel name: crit summed, and the mean rel and time from the wait to the
+last block's end.
 """
 import argparse
 import collections
@@ -138,7 +139,7 @@ def main():
         step_ns.append(last)
     S = len(use)
     print(f"step span (first probed start to last probed end): {sum(step_ns) / S / 1e3:.1f} µs")
-    by = collections.defaultdict(lambda: [0.0, 0])
+    by = collections.defaultdict(lambda: [0.0, 0, 0.0, 0.0, 0])
     if a.timeline:
         print(f"{'#':>4} {'kernel':28} {'blocks':>6} {'SMs':>4} {'start':>8} {'wait':>8} {'end50':>8} {'end':>8} {'crit':>7} {'span':>7} {'rel':>6}")
     for i in probed:
@@ -146,6 +147,10 @@ def main():
         name, blocks = nodes[i]
         by[name][0] += v[3]
         by[name][1] += 1
+        if v[7] == v[7] and v[1] == v[1]:  # not NaN: a wait and a predecessor
+            by[name][2] += v[7]
+            by[name][3] += v[2] - v[1]
+            by[name][4] += 1
         if a.timeline:
             print(f"{i:4d} {name[:28]:28} {blocks:6d} {v[5]:4.0f} {v[0]/1e3:8.2f} {v[1]/1e3:8.2f} {v[6]/1e3:8.2f} {v[2]/1e3:8.2f} {v[3]/1e3:7.2f} {v[4]/1e3:7.2f} {v[7]/1e3:6.2f}")
     if a.blocks:
@@ -158,10 +163,11 @@ def main():
             for r in rs:
                 w = f"{(r[4] - t0) / 1e3:7.2f}" if r[4] is not None else "      -"
                 print(f"  {r[0]:5d} {r[1]:4d} {(r[3] - t0) / 1e3:7.2f} {w} {(r[5] - t0) / 1e3:7.2f}")
-    print(f"{'kernel':32} {'launches':>8} {'crit µs':>9} {'µs each':>8}")
+    print(f"{'kernel':32} {'launches':>8} {'crit µs':>9} {'µs each':>8} {'share':>6} {'rel':>6} {'after wait':>10}")
     tot = sum(x[0] for x in by.values())
-    for name, (c, n) in sorted(by.items(), key=lambda kv: -kv[1][0]):
-        print(f"{name[:32]:32} {n:8d} {c/1e3:9.1f} {c/n/1e3:8.2f}   {100*c/tot:5.1f}%")
+    for name, (c, n, rel, post, m) in sorted(by.items(), key=lambda kv: -kv[1][0]):
+        tail = f" {rel/m/1e3:6.2f} {post/m/1e3:10.2f}" if m else ""
+        print(f"{name[:32]:32} {n:8d} {c/1e3:9.1f} {c/n/1e3:8.2f} {100*c/tot:5.1f}%{tail}")
 
 
 if __name__ == "__main__":
