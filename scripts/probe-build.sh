@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds pocket-worker with the in-graph timeline probes (kernels/cuda/probe.cuh) into
-# ${1:-.gpud/probe}/pocket-worker: the decode step's modules (decode, quant, fp8mma, hybrid)
+# ${1:-.gpud/probe}/pocket-worker: the decode step's modules (kernels, decode, quant, fp8mma, hybrid)
 # get their PTX regenerated with -DPOCKET_PROBE in a copy of the working tree; everything
 # else is as the tree has it, and the tree itself is not touched. Then, on the GPU machine:
 #
@@ -14,7 +14,7 @@ trap 'rm -rf "$tmp"' EXIT
 (cd "$root" && git ls-files -co --exclude-standard -z | xargs -0 tar -cf -) | tar -xf - -C "$tmp"
 cd "$tmp/kernels/cuda"
 pids=()
-for m in decode quant fp8mma hybrid; do
+for m in kernels decode quant fp8mma hybrid; do
   nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -DPOCKET_PROBE -o "$m.ptx" "$m.cu" &
   pids+=($!)
 done

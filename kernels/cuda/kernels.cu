@@ -37,7 +37,7 @@ __device__ __forceinline__ float wload(const W& w, long r, long c, long cols) {
 }
 
 // ---------------------------------------------------------------- Embed
-extern "C" __global__ void embed(float* dst, WPARAMS, const int* ids, int cols) {
+extern "C" __global__ void embed(float* dst, WPARAMS, const int* ids, int cols) { PROBE_KERNEL();
     WMAKE;
     int row = blockIdx.x;
     long id = ids[row];
@@ -156,12 +156,12 @@ __device__ __forceinline__ void gemv_fp8(float* __restrict__ y, const float* __r
 
 #define GEMV(N)                                                                                           \
     extern "C" __global__ void __launch_bounds__(256) gemv_bf16_##N(float* y, const float* x,             \
-                                                                    const uint16_t* w, int out, int in, int wpr) { \
+                                                                    const uint16_t* w, int out, int in, int wpr) { PROBE_KERNEL(); \
         gemv_bf16<N>(y, x, w, out, in, wpr, blockIdx.x);                                                                   \
     }                                                                                                     \
     extern "C" __global__ void __launch_bounds__(256) gemv_fp8_##N(float* y, const float* x, const uint8_t* w, \
                                                                    const float* scale, int out, int in,    \
-                                                                   int b0, int b1, int nsc, int wpr) {     \
+                                                                   int b0, int b1, int nsc, int wpr) { PROBE_KERNEL();     \
         gemv_fp8<N>(y, x, w, scale, out, in, b0, b1, nsc, wpr);                                                 \
     }
 GEMV(1)
@@ -178,7 +178,7 @@ GEMV(8)
 // second, and so on.
 extern "C" __global__ void __launch_bounds__(256) gemv_bf16_multi(const float* x, int in, int wpr,
     float* y0, const uint16_t* w0, int out0, int n0, float* y1, const uint16_t* w1, int out1, int n1,
-    float* y2, const uint16_t* w2, int out2, int n2, float* y3, const uint16_t* w3, int out3) {
+    float* y2, const uint16_t* w2, int out2, int n2, float* y3, const uint16_t* w3, int out3) { PROBE_KERNEL();
     int b = blockIdx.x;
     if (b < n0) gemv_bf16<1>(y0, x, w0, out0, in, wpr, b);
     else if (b < n1) gemv_bf16<1>(y1, x, w1, out1, in, wpr, b - n0);
@@ -187,7 +187,7 @@ extern "C" __global__ void __launch_bounds__(256) gemv_bf16_multi(const float* x
 }
 
 // Any dtype and shape: one warp per output row, looping over the rows.
-extern "C" __global__ void matmul_generic(float* y, const float* x, WPARAMS, int rows, int out, int in) {
+extern "C" __global__ void matmul_generic(float* y, const float* x, WPARAMS, int rows, int out, int in) { PROBE_KERNEL();
     WMAKE;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int o = blockIdx.x * 8 + warp;
@@ -335,15 +335,15 @@ __device__ __forceinline__ void gemm_tf32(float* __restrict__ y, const float* __
         }
 }
 
-extern "C" __global__ void __launch_bounds__(128) gemm_generic(float* y, const float* x, WPARAMS, int M, int N, int K) {
+extern "C" __global__ void __launch_bounds__(128) gemm_generic(float* y, const float* x, WPARAMS, int M, int N, int K) { PROBE_KERNEL();
     WMAKE;
     gemm_tf32<0>(y, x, w, M, N, K);
 }
-extern "C" __global__ void __launch_bounds__(128) gemm_bf16(float* y, const float* x, WPARAMS, int M, int N, int K) {
+extern "C" __global__ void __launch_bounds__(128) gemm_bf16(float* y, const float* x, WPARAMS, int M, int N, int K) { PROBE_KERNEL();
     WMAKE;
     gemm_tf32<1>(y, x, w, M, N, K);
 }
-extern "C" __global__ void __launch_bounds__(128) gemm_fp8(float* y, const float* x, WPARAMS, int M, int N, int K) {
+extern "C" __global__ void __launch_bounds__(128) gemm_fp8(float* y, const float* x, WPARAMS, int M, int N, int K) { PROBE_KERNEL();
     WMAKE;
     gemm_tf32<2>(y, x, w, M, N, K);
 }
@@ -353,7 +353,7 @@ extern "C" __global__ void __launch_bounds__(128) gemm_fp8(float* y, const float
 // thread covers a 4096-wide row with 1024 threads).
 // bf, when set (prefill rows whose output feeds a GEMM, dim % 8 == 0),
 // also receives the output as bf16: the GEMM's input, no to_bf16 pass.
-extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, int dim, float eps, uint2* bf) {
+extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, int dim, float eps, uint2* bf) { PROBE_KERNEL();
     __shared__ float red[32];
     long base = (long)blockIdx.x * dim;
     bool vec = (dim & 3) == 0;
@@ -402,7 +402,7 @@ extern "C" __global__ void rmsnorm(float* dst, const float* x, const float* w, i
 // per thread: the prefill GEMM's operand, a bounded scratch of row chunks
 // (fp8prefill.go), never a resident copy.
 extern "C" __global__ void __launch_bounds__(256) deq_fp8_bf16(uint4* dst, const uint8_t* w, const float* scale, int n,
-                                                              int K, int b0, int b1, int nsc) {
+                                                              int K, int b0, int b1, int nsc) { PROBE_KERNEL();
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x; // 16-byte chunk
     int per = K / 16;
     if (i >= (long)n * per) return;
@@ -424,7 +424,7 @@ extern "C" __global__ void __launch_bounds__(256) deq_fp8_bf16(uint4* dst, const
 // copy_cols_f32: y[r, c0+c] = t[r, c] for c < n (a chunked prefill GEMM's
 // output columns into the full-width result, ld columns per row of y, tld
 // per row of t).
-extern "C" __global__ void copy_cols_f32(float* y, const float* t, int rows, int n, int ld, int c0, int tld) {
+extern "C" __global__ void copy_cols_f32(float* y, const float* t, int rows, int n, int ld, int c0, int tld) { PROBE_KERNEL();
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (long)rows * n) return;
     int r = i / n, c = i % n;
@@ -438,7 +438,7 @@ __device__ __forceinline__ bool aligned16(const void* a, const void* b, const vo
     return (((unsigned long)a | (unsigned long)b | (unsigned long)c) & 15) == 0;
 }
 
-extern "C" __global__ void add(float* dst, const float* a, const float* b, long n) {
+extern "C" __global__ void add(float* dst, const float* a, const float* b, long n) { PROBE_KERNEL();
     long i = 4 * ((long)blockIdx.x * blockDim.x + threadIdx.x);
     if (i + 3 < n && aligned16(dst, a, b)) {
         float4 x = *(const float4*)(a + i), y = *(const float4*)(b + i);
@@ -448,7 +448,7 @@ extern "C" __global__ void add(float* dst, const float* a, const float* b, long 
     for (long e = i; e < min(i + 4, n); e++) dst[e] = a[e] + b[e];
 }
 
-extern "C" __global__ void add_bias(float* x, const float* bias, long n, int dim) {
+extern "C" __global__ void add_bias(float* x, const float* bias, long n, int dim) { PROBE_KERNEL();
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] += bias[i % dim];
 }
@@ -456,7 +456,7 @@ extern "C" __global__ void add_bias(float* x, const float* bias, long n, int dim
 __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.f + expf(-g)) * u; }
 
 // bf as in rmsnorm (the down projection's input; n % 8 == 0 when set).
-extern "C" __global__ void swiglu(float* dst, const float* g, const float* u, long n, uint2* bf) {
+extern "C" __global__ void swiglu(float* dst, const float* g, const float* u, long n, uint2* bf) { PROBE_KERNEL();
     long i = 4 * ((long)blockIdx.x * blockDim.x + threadIdx.x);
     if (i + 3 < n && aligned16(dst, g, u)) {
         float4 a = *(const float4*)(g + i), b = *(const float4*)(u + i);
@@ -473,7 +473,7 @@ extern "C" __global__ void swiglu(float* dst, const float* g, const float* u, lo
 
 // One thread per (row, head, pair).
 extern "C" __global__ void rope(float* x, const int* pos, const float* invf, int rows, int heads, int hd, int half,
-                                int neox, float scale) {
+                                int neox, float scale) { PROBE_KERNEL();
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     long total = (long)rows * heads * half;
     if (i >= total) return;
@@ -489,13 +489,13 @@ extern "C" __global__ void rope(float* x, const int* pos, const float* invf, int
     v[i1] = b * c + a * s;
 }
 
-extern "C" __global__ void gather(float* dst, const float* src, const int* idx, int dim) {
+extern "C" __global__ void gather(float* dst, const float* src, const int* idx, int dim) { PROBE_KERNEL();
     long r = blockIdx.x;
     long s = idx[r];
     for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[r * dim + i] = src[s * dim + i];
 }
 
-extern "C" __global__ void scatter_add(float* dst, const float* src, const int* idx, const float* w, int dim) {
+extern "C" __global__ void scatter_add(float* dst, const float* src, const int* idx, const float* w, int dim) { PROBE_KERNEL();
     long r = blockIdx.x;
     long d = idx[r];
     float wt = w[r];
@@ -504,7 +504,7 @@ extern "C" __global__ void scatter_add(float* dst, const float* src, const int* 
 
 // Greedy sampling on the device: out[0] = argmax(x[0:n]) (lowest index on
 // ties, as the host argmax does). One block of 1024 threads.
-extern "C" __global__ void argmax(int* out, const float* x, int n) {
+extern "C" __global__ void argmax(int* out, const float* x, int n) { PROBE_KERNEL();
     __shared__ float bv[32];
     __shared__ int bi[32];
     float best = -INFINITY;
@@ -536,7 +536,7 @@ extern "C" __global__ void argmax(int* out, const float* x, int n) {
 }
 
 // fp32 → bf16 for the cuBLASLt GEMM's activation operand; n % 8 == 0.
-extern "C" __global__ void to_bf16(uint4* dst, const float4* src, long n) {
+extern "C" __global__ void to_bf16(uint4* dst, const float4* src, long n) { PROBE_KERNEL();
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n / 8) return;
     float4 a = src[2 * i], b = src[2 * i + 1];
