@@ -254,6 +254,70 @@ loop2:
 // bits, then two pairwise adds) is kept lane for lane, with the four
 // rows' vectors shuffled side by side, so each result has dotF32x512's
 // bits; a reduction a row was as much work as its 128-element dot.
+// DOTROWS512(acc4, fma4, step) is the body of dotRowsF32x512 and
+// dotRowsF16x512 after their arguments are loaded (q in R8, k in R9, dk in
+// R10, the stride in bytes in R11, rows in R12, out in R13, the scale in
+// X26): the two differ only in the row elements' size. acc4 and fma4 load
+// and multiply 64 of a row's elements (DOT512_ACC4 and DOT512_FMA4, or
+// their float16 forms) and step is those 64 elements' bytes. K2 holds
+// lanes 0, 4, 8 and 12: a row's sum each. Labels are local to a TEXT
+// block, so both bodies use the same ones. (The arguments stay outside
+// the macro: vet's asmdecl checks them where they are written.)
+#define DOTROWS512(acc4, fma4, step) \
+	MOVL $0x1111, AX \
+	KMOVW AX, K2 \
+	CMPQ R12, $4 \
+	JLT rowsleft \
+quadloop: \
+	DOTROWS_QUAD_BEGIN \
+qloop: \
+	VMOVUPS (SI), Z0 \
+	VMOVUPS 64(SI), Z1 \
+	VMOVUPS 128(SI), Z2 \
+	VMOVUPS 192(SI), Z3 \
+	acc4(DI, Z4, Z5, Z6, Z7) \
+	acc4(AX, Z8, Z9, Z10, Z11) \
+	acc4(BX, Z12, Z13, Z14, Z15) \
+	acc4(DX, Z16, Z17, Z18, Z19) \
+	ADDQ $256, SI \
+	ADDQ step, DI \
+	ADDQ step, AX \
+	ADDQ step, BX \
+	ADDQ step, DX \
+	SUBQ $64, CX \
+	JNZ qloop \
+	DOTROWS_QUAD_END \
+	ADDQ $16, R13 \
+	LEAQ (R9)(R11*4), R9 \
+	SUBQ $4, R12 \
+	CMPQ R12, $4 \
+	JGE quadloop \
+rowsleft: \
+	TESTQ R12, R12 \
+	JZ rowsdone \
+rowloop: \
+	DOTROWS_ROW_BEGIN \
+rloop: \
+	VMOVUPS (SI), Z0 \
+	VMOVUPS 64(SI), Z1 \
+	VMOVUPS 128(SI), Z2 \
+	VMOVUPS 192(SI), Z3 \
+	fma4 \
+	ADDQ $256, SI \
+	ADDQ step, DI \
+	SUBQ $64, CX \
+	JNZ rloop \
+	DOT512_SUM(Z4, Z5, Z6, Z7, Y4, X4) \
+	VMULSS X26, X4, X4 \
+	MOVSS X4, (R13) \
+	ADDQ $4, R13 \
+	ADDQ R11, R9 \
+	DECQ R12 \
+	JNZ rowloop \
+rowsdone: \
+	VZEROUPPER \
+	RET
+
 TEXT ·dotRowsF32x512(SB), NOSPLIT, $0-52
 	VBROADCASTSS scale+48(FP), X26
 	MOVQ q+0(FP), R8
@@ -263,59 +327,7 @@ TEXT ·dotRowsF32x512(SB), NOSPLIT, $0-52
 	SHLQ $2, R11
 	MOVQ rows+32(FP), R12
 	MOVQ out+40(FP), R13
-	MOVL $0x1111, AX
-	KMOVW AX, K2 // lanes 0, 4, 8 and 12: a row's sum each
-	CMPQ R12, $4
-	JLT rowsleft
-quadloop:
-	DOTROWS_QUAD_BEGIN
-qloop:
-	VMOVUPS (SI), Z0
-	VMOVUPS 64(SI), Z1
-	VMOVUPS 128(SI), Z2
-	VMOVUPS 192(SI), Z3
-	DOT512_ACC4(DI, Z4, Z5, Z6, Z7)
-	DOT512_ACC4(AX, Z8, Z9, Z10, Z11)
-	DOT512_ACC4(BX, Z12, Z13, Z14, Z15)
-	DOT512_ACC4(DX, Z16, Z17, Z18, Z19)
-	ADDQ $256, SI
-	ADDQ $256, DI
-	ADDQ $256, AX
-	ADDQ $256, BX
-	ADDQ $256, DX
-	SUBQ $64, CX
-	JNZ qloop
-	DOTROWS_QUAD_END
-	ADDQ $16, R13
-	LEAQ (R9)(R11*4), R9
-	SUBQ $4, R12
-	CMPQ R12, $4
-	JGE quadloop
-rowsleft:
-	TESTQ R12, R12
-	JZ rowsdone
-rowloop:
-	DOTROWS_ROW_BEGIN
-rloop:
-	VMOVUPS (SI), Z0
-	VMOVUPS 64(SI), Z1
-	VMOVUPS 128(SI), Z2
-	VMOVUPS 192(SI), Z3
-	DOT512_FMA4
-	ADDQ $256, SI
-	ADDQ $256, DI
-	SUBQ $64, CX
-	JNZ rloop
-	DOT512_SUM(Z4, Z5, Z6, Z7, Y4, X4)
-	VMULSS X26, X4, X4
-	MOVSS X4, (R13)
-	ADDQ $4, R13
-	ADDQ R11, R9
-	DECQ R12
-	JNZ rowloop
-rowsdone:
-	VZEROUPPER
-	RET
+	DOTROWS512(DOT512_ACC4, DOT512_FMA4, $256)
 
 // func axpyRowsF32x512(o, v *float32, dv, stride, rows int, w *float32)
 // o += w[j]·v[j·stride : j·stride+dv] for j = 0..rows-1 in order, each
@@ -559,59 +571,7 @@ TEXT ·dotRowsF16x512(SB), NOSPLIT, $0-52
 	SHLQ $1, R11
 	MOVQ rows+32(FP), R12
 	MOVQ out+40(FP), R13
-	MOVL $0x1111, AX
-	KMOVW AX, K2 // lanes 0, 4, 8 and 12: a row's sum each
-	CMPQ R12, $4
-	JLT hrowsleft
-hquadloop:
-	DOTROWS_QUAD_BEGIN
-hqloop:
-	VMOVUPS (SI), Z0
-	VMOVUPS 64(SI), Z1
-	VMOVUPS 128(SI), Z2
-	VMOVUPS 192(SI), Z3
-	DOT512H_ACC4(DI, Z4, Z5, Z6, Z7)
-	DOT512H_ACC4(AX, Z8, Z9, Z10, Z11)
-	DOT512H_ACC4(BX, Z12, Z13, Z14, Z15)
-	DOT512H_ACC4(DX, Z16, Z17, Z18, Z19)
-	ADDQ $256, SI
-	ADDQ $128, DI
-	ADDQ $128, AX
-	ADDQ $128, BX
-	ADDQ $128, DX
-	SUBQ $64, CX
-	JNZ hqloop
-	DOTROWS_QUAD_END
-	ADDQ $16, R13
-	LEAQ (R9)(R11*4), R9
-	SUBQ $4, R12
-	CMPQ R12, $4
-	JGE hquadloop
-hrowsleft:
-	TESTQ R12, R12
-	JZ hrowsdone
-hrowloop:
-	DOTROWS_ROW_BEGIN
-hrloop:
-	VMOVUPS (SI), Z0
-	VMOVUPS 64(SI), Z1
-	VMOVUPS 128(SI), Z2
-	VMOVUPS 192(SI), Z3
-	DOT512H_FMA4
-	ADDQ $256, SI
-	ADDQ $128, DI
-	SUBQ $64, CX
-	JNZ hrloop
-	DOT512_SUM(Z4, Z5, Z6, Z7, Y4, X4)
-	VMULSS X26, X4, X4
-	MOVSS X4, (R13)
-	ADDQ $4, R13
-	ADDQ R11, R9
-	DECQ R12
-	JNZ hrowloop
-hrowsdone:
-	VZEROUPPER
-	RET
+	DOTROWS512(DOT512H_ACC4, DOT512H_FMA4, $128)
 
 // func axpyRowsF16x512(o *float32, v *uint16, dv, stride, rows int, w *float32)
 // axpyRowsF32x512 over float16 rows, each widened exactly where it is

@@ -18,16 +18,35 @@
 
 // DOT_END_AT is DOT_END for a result at ret+off(FP).
 #define DOT_END_AT(off) \
+	DOT_SUM \
+	VZEROUPPER \
+	MOVSS X4, ret+off(FP) \
+	RET
+
+// DOT_SUM leaves in X4 the sum of the accumulators Y4..Y7, in DOT_END's
+// order.
+#define DOT_SUM \
 	VADDPS Y5, Y4, Y4 \
 	VADDPS Y7, Y6, Y6 \
 	VADDPS Y6, Y4, Y4 \
 	VEXTRACTF128 $1, Y4, X1 \
 	VADDPS X1, X4, X4 \
 	VHADDPS X4, X4, X4 \
-	VHADDPS X4, X4, X4 \
-	VZEROUPPER \
-	MOVSS X4, ret+off(FP) \
-	RET
+	VHADDPS X4, X4, X4
+
+// DOT_F32_LOOP: the float32 row at DI dotted with SI over CX elements (a
+// multiple of 32), into Y4..Y7.
+#define DOT_F32_LOOP \
+floop: \
+	VMOVUPS (SI), Y0 \
+	VMOVUPS 32(SI), Y1 \
+	VMOVUPS 64(SI), Y2 \
+	VMOVUPS 96(SI), Y3 \
+	DOT_FMA4 \
+	ADDQ $128, SI \
+	ADDQ $128, DI \
+	SUBQ $32, CX \
+	JNZ floop
 
 // DOT_FMA4: the four 8-lane products of Y0..Y3 with the 32 floats at DI.
 #define DOT_FMA4 \
@@ -60,17 +79,40 @@ loop:
 // n must be a multiple of 32.
 TEXT ·dotF32AVX2(SB), NOSPLIT, $0-28
 	DOT_BEGIN(a, b)
-floop:
-	VMOVUPS (SI), Y0
-	VMOVUPS 32(SI), Y1
-	VMOVUPS 64(SI), Y2
-	VMOVUPS 96(SI), Y3
-	DOT_FMA4
-	ADDQ $128, SI
-	ADDQ $128, DI
-	SUBQ $32, CX
-	JNZ floop
+	DOT_F32_LOOP
 	DOT_END
+
+// DOT2_LOOP(a, b): two rows' dots sharing each load of SI (CX elements,
+// a multiple of 32): row a into Y4..Y7 and row b into Y8..Y11, four
+// 8-lane accumulators each, as DOT_FMA4 does for one row (dot2F32AVX2
+// and dotRowsF32AVX2).
+#define DOT2_LOOP(a, b) \
+	VXORPS Y4, Y4, Y4 \
+	VXORPS Y5, Y5, Y5 \
+	VXORPS Y6, Y6, Y6 \
+	VXORPS Y7, Y7, Y7 \
+	VXORPS Y8, Y8, Y8 \
+	VXORPS Y9, Y9, Y9 \
+	VXORPS Y10, Y10, Y10 \
+	VXORPS Y11, Y11, Y11 \
+dot2loop: \
+	VMOVUPS (SI), Y0 \
+	VMOVUPS 32(SI), Y1 \
+	VMOVUPS 64(SI), Y2 \
+	VMOVUPS 96(SI), Y3 \
+	VFMADD231PS (a), Y0, Y4 \
+	VFMADD231PS 32(a), Y1, Y5 \
+	VFMADD231PS 64(a), Y2, Y6 \
+	VFMADD231PS 96(a), Y3, Y7 \
+	VFMADD231PS (b), Y0, Y8 \
+	VFMADD231PS 32(b), Y1, Y9 \
+	VFMADD231PS 64(b), Y2, Y10 \
+	VFMADD231PS 96(b), Y3, Y11 \
+	ADDQ $128, SI \
+	ADDQ $128, a \
+	ADDQ $128, b \
+	SUBQ $32, CX \
+	JNZ dot2loop
 
 // func dot2F32AVX2(w, x0, x1 *float32, n int, out *[2]float32)
 // Two dot products sharing each load of the weight row. Each row is
@@ -84,32 +126,7 @@ TEXT ·dot2F32AVX2(SB), NOSPLIT, $0-40
 	MOVQ x1+16(FP), R9
 	MOVQ n+24(FP), CX
 	MOVQ out+32(FP), DI
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	VXORPS Y8, Y8, Y8
-	VXORPS Y9, Y9, Y9
-	VXORPS Y10, Y10, Y10
-	VXORPS Y11, Y11, Y11
-loop2:
-	VMOVUPS (SI), Y0
-	VMOVUPS 32(SI), Y1
-	VMOVUPS 64(SI), Y2
-	VMOVUPS 96(SI), Y3
-	VFMADD231PS (R8), Y0, Y4
-	VFMADD231PS 32(R8), Y1, Y5
-	VFMADD231PS 64(R8), Y2, Y6
-	VFMADD231PS 96(R8), Y3, Y7
-	VFMADD231PS (R9), Y0, Y8
-	VFMADD231PS 32(R9), Y1, Y9
-	VFMADD231PS 64(R9), Y2, Y10
-	VFMADD231PS 96(R9), Y3, Y11
-	ADDQ $128, SI
-	ADDQ $128, R8
-	ADDQ $128, R9
-	SUBQ $32, CX
-	JNZ loop2
+	DOT2_LOOP(R8, R9)
 	VADDPS Y5, Y4, Y4
 	VADDPS Y7, Y6, Y6
 	VADDPS Y6, Y4, Y4
@@ -268,32 +285,7 @@ pairloop:
 	MOVQ R9, DI
 	LEAQ (R9)(R11*1), AX
 	MOVQ R10, CX
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	VXORPS Y8, Y8, Y8
-	VXORPS Y9, Y9, Y9
-	VXORPS Y10, Y10, Y10
-	VXORPS Y11, Y11, Y11
-ploop:
-	VMOVUPS (SI), Y0
-	VMOVUPS 32(SI), Y1
-	VMOVUPS 64(SI), Y2
-	VMOVUPS 96(SI), Y3
-	VFMADD231PS (DI), Y0, Y4
-	VFMADD231PS 32(DI), Y1, Y5
-	VFMADD231PS 64(DI), Y2, Y6
-	VFMADD231PS 96(DI), Y3, Y7
-	VFMADD231PS (AX), Y0, Y8
-	VFMADD231PS 32(AX), Y1, Y9
-	VFMADD231PS 64(AX), Y2, Y10
-	VFMADD231PS 96(AX), Y3, Y11
-	ADDQ $128, SI
-	ADDQ $128, DI
-	ADDQ $128, AX
-	SUBQ $32, CX
-	JNZ ploop
+	DOT2_LOOP(DI, AX)
 	// Each row's accumulators as DOT_END adds them, then its halves
 	// (low + high 128 bits) for both rows in one add.
 	VADDPS Y5, Y4, Y4
@@ -327,23 +319,8 @@ rows2left:
 	VXORPS Y5, Y5, Y5
 	VXORPS Y6, Y6, Y6
 	VXORPS Y7, Y7, Y7
-sloop:
-	VMOVUPS (SI), Y0
-	VMOVUPS 32(SI), Y1
-	VMOVUPS 64(SI), Y2
-	VMOVUPS 96(SI), Y3
-	DOT_FMA4
-	ADDQ $128, SI
-	ADDQ $128, DI
-	SUBQ $32, CX
-	JNZ sloop
-	VADDPS Y5, Y4, Y4
-	VADDPS Y7, Y6, Y6
-	VADDPS Y6, Y4, Y4
-	VEXTRACTF128 $1, Y4, X1
-	VADDPS X1, X4, X4
-	VHADDPS X4, X4, X4
-	VHADDPS X4, X4, X4
+	DOT_F32_LOOP
+	DOT_SUM
 	VMULSS X15, X4, X4
 	MOVSS X4, (R13)
 rows2done:
