@@ -215,6 +215,79 @@ func (c *conf) quantFused() {
 		}
 		c.checkInt8("MatMulAdd", shape, ag, a8, ah, s.hid)
 	}
+	// NormSwiGLU or NormMatMul straight after a MatMulAdd into their x: a
+	// decode layer's o projection then gate/up, its down projection then
+	// the next layer's q/k/v. The add launches when the norm op comes, as
+	// qmv_add_q, which rounds the new residual times the norm weight for
+	// it (no qx_norm launch); then the residual itself is checked.
+	for _, s := range []struct {
+		add     kernels.DType
+		hid, in int
+		next    kernels.DType
+		outs    []int // NormMatMul's matrices, or with swiglu gate/up's width
+		swiglu  bool
+	}{
+		{kernels.Q4_K, 4096, 4096, kernels.Q4_K, []int{12288}, true},
+		{kernels.Q6_K, 4096, 12288, kernels.Q4_K, []int{4096, 1024, 1024}, false},
+		{kernels.Q8_0, 512, 768, kernels.Q6_K, []int{101}, true},
+		{kernels.Q4_K, 256, 256, kernels.Q8_0, []int{37, 5}, false},
+		{kernels.Q4_K, 1280, 5120, kernels.Q4_K, []int{3}, true},
+	} {
+		acc := c.randn(s.hid)
+		ag, ah := c.pair(acc)
+		a8 := c.c.NewBuf(s.hid)
+		c.c.Write(a8, 0, acc)
+		xg, xh := c.pair(c.randn(s.in))
+		wg, wh := qw(s.add, s.hid, s.in)
+		y := c.c.NewBuf(s.hid)
+		c.c.MatMul(y, xh, wh, 1)
+		c.c.Add(ah, ah, y, s.hid)
+		c.c.MatMul(y, c.int8Buf(xh, s.in), wh, 1)
+		c.c.Add(a8, a8, y, s.hid)
+		av := make([]float32, s.hid)
+		c.c.Read(a8, 0, av)
+		gam, ng, nh := c.normVec(s.hid)
+		normed := c.c.NewBuf(s.hid)
+		c.c.RMSNorm(normed, ah, nh, 1, s.hid, 1e-6)
+		normed8 := c.normInt8(av, gam, 1e-6)
+		shape := fmt.Sprintf("after MatMulAdd %s %dx%d, %s %v", s.add, s.hid, s.in, s.next, s.outs)
+		var outg, outh, out8 []kernels.Buf
+		var ok bool
+		if s.swiglu {
+			n := s.outs[0]
+			gg, gh := qw(s.next, n, s.hid)
+			ug, uh := qw(s.next, n, s.hid)
+			actg, acth := c.outPair(n)
+			act8, u := c.c.NewBuf(n), c.c.NewBuf(n)
+			c.c.MatMul(acth, normed, gh, 1)
+			c.c.MatMul(u, normed, uh, 1)
+			c.c.SwiGLU(acth, acth, u, n)
+			c.c.MatMul(act8, normed8, gh, 1)
+			c.c.MatMul(u, normed8, uh, 1)
+			c.c.SwiGLU(act8, act8, u, n)
+			ok = c.g.MatMulAdd(ag, xg, wg, 1) && c.g.NormSwiGLU(actg, ag, ng, 1e-6, gg, ug, 1)
+			outg, outh, out8 = []kernels.Buf{actg}, []kernels.Buf{acth}, []kernels.Buf{act8}
+		} else {
+			var wgs []kernels.Tensor
+			for _, n := range s.outs {
+				g, h := qw(s.next, n, s.hid)
+				dg, dh := c.outPair(n)
+				d8 := c.c.NewBuf(n)
+				c.c.MatMul(dh, normed, h, 1)
+				c.c.MatMul(d8, normed8, h, 1)
+				wgs, outg, outh, out8 = append(wgs, g), append(outg, dg), append(outh, dh), append(out8, d8)
+			}
+			ok = c.g.MatMulAdd(ag, xg, wg, 1) && c.g.NormMatMul(outg, ag, ng, 1e-6, wgs, 1)
+		}
+		if !ok {
+			declined("MatMulAdd+norm op", shape)
+			continue
+		}
+		for i := range outg {
+			c.checkInt8("MatMulAdd+norm op", fmt.Sprintf("%s #%d", shape, i), outg[i], out8[i], outh[i], outg[i].Len())
+		}
+		c.checkInt8("MatMulAdd", shape, ag, a8, ah, s.hid)
+	}
 	// MatMulAdd straight after RoPEAttention, the o projection of a decode
 	// layer: the attention leaves its merge to the projection's int8
 	// rounding (qx_merge; re-armed for the case, as the ops before may have

@@ -93,9 +93,14 @@ type Backend struct {
 	// attention merges itself (attn_merge.go).
 	attnMergeSelf bool
 	// rounded is an activation whose int8 rounding the op that wrote it
-	// left in the quant module's second scratch (qmv_swiglu_q): only the
-	// op right after may take it (enterTaking, quant_mmv.go).
+	// left in a quant scratch (qmv_swiglu_q): only the op right after may
+	// take it (enterTaking, quant_mmv.go).
 	rounded roundedAct
+	// qadd is a block-format MatMulAdd not yet launched: a NormMatMul or
+	// NormSwiGLU right after it on its output launches it as qmv_add_q,
+	// which rounds the sum for that op's norm; any other op launches it
+	// as it is (quant_mmv.go).
+	qadd pendingAdd
 	// swiq: block-format SwiGLU GEMVs round their output themselves
 	// (POCKET_QMV_SWIQ, SetSwiGLURound).
 	swiq  bool
@@ -225,15 +230,27 @@ func (b *Backend) enter() bool {
 type taken struct {
 	attn    attnDeferred
 	rounded roundedAct
+	add     pendingAdd // enterNorm only
 }
 
 // enterTaking is enter for an op whose input is x: what the op before
 // left for x is handed to it (taken) instead of launched or dropped.
-func (b *Backend) enterTaking(x cu.DevicePtr) (taken, bool) {
-	if !b.lock() {
+func (b *Backend) enterTaking(x cu.DevicePtr) (taken, bool) { return b.enterWith(x, false) }
+
+// enterNorm is enterTaking for a block-format op that norms x itself
+// (quantNormMatMul, quantNormSwiGLU): a deferred MatMulAdd into x is
+// handed over too.
+func (b *Backend) enterNorm(x cu.DevicePtr) (taken, bool) { return b.enterWith(x, true) }
+
+func (b *Backend) enterWith(x cu.DevicePtr, add bool) (taken, bool) {
+	if !b.lockOnly() {
 		return taken{}, false
 	}
 	var t taken
+	if add && x != 0 && b.qadd.acc == x {
+		t.add, b.qadd = b.qadd, pendingAdd{}
+	}
+	b.launchAdd()
 	if x != 0 && b.attnDef.dst == x {
 		t.attn, b.attnDef = b.attnDef, attnDeferred{}
 	}
@@ -257,8 +274,18 @@ func (b *Backend) enterKeep() bool {
 	return true
 }
 
-// lock takes the lock and makes the context current on this OS thread.
+// lock takes the lock and makes the context current on this OS thread,
+// and launches a deferred MatMulAdd (every op may read its output).
 func (b *Backend) lock() bool {
+	if !b.lockOnly() {
+		return false
+	}
+	b.launchAdd()
+	return true
+}
+
+// lockOnly is lock without the deferred MatMulAdd.
+func (b *Backend) lockOnly() bool {
 	b.mu.Lock()
 	runtime.LockOSThread()
 	if b.err != nil {

@@ -98,10 +98,11 @@ type quantFns struct {
 	deq   cFunc
 }
 
-// qmvKernels are one geometry's qmv, qmv_swiglu and qmv_swiglu_q.
+// qmvKernels are one geometry's qmv, qmv_swiglu, qmv_swiglu_q and
+// qmv_add_q.
 type qmvKernels struct {
-	g             qmvGeom
-	mv, swi, swiq cFunc
+	g                   qmvGeom
+	mv, swi, swiq, addq cFunc
 }
 
 type quantMod struct {
@@ -114,7 +115,7 @@ type quantMod struct {
 	plan  qmvPlan      // the geometry of each kind of qmv launch (POCKET_QMV_GEOM)
 	xq    cu.DevicePtr // int8 activations: xs (float2 per 32) then xq
 	xqN   int64
-	xq2   cu.DevicePtr // a SwiGLU output's rounding (qmv_swiglu_q): xs then xq
+	xq2   cu.DevicePtr // the other scratch: a rounding GEMV writes the one it does not read (qxOther)
 	xq2N  int64
 	int8  bool
 }
@@ -157,6 +158,9 @@ func (b *Backend) quantModule() (*quantMod, error) {
 			return nil, err
 		}
 		if k.swiq, err = get(e.g.swiqEntry()); err != nil {
+			return nil, err
+		}
+		if k.addq, err = get(e.g.addqEntry()); err != nil {
 			return nil, err
 		}
 		q.kern = append(q.kern, k)

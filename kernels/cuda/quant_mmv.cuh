@@ -329,12 +329,13 @@ __device__ __forceinline__ void qsums(float (*red)[QR], const float (&acc)[QR]) 
     __syncthreads();
 }
 
-// qinvRms is the RMSNorm factor from qx_norm's partial sums of squares.
-__device__ __forceinline__ float qinvRms(const float* ssp, int in, float eps) {
+// qinvRms is the RMSNorm factor from nss partial sums of squares (qx_norm
+// leaves one a block of 1024 elements, qmv_add_q one a 32-element group:
+// 128 for a 4096-wide x), summed by one whole warp.
+__device__ __forceinline__ float qinvRms(const float* ssp, int nss, int in, float eps) {
     float t = 0.f;
-    const int n = (in / 4 + 255) / 256;
-    for (int i = 0; i < n; i++) t += ssp[i];
-    return rsqrtf(t / in + eps);
+    for (int i = threadIdx.x & 31; i < nss; i += 32) t += ssp[i];
+    return rsqrtf(warpSum(t) / in + eps);
 }
 
 // qmvBlock is block blk of y = W·xq (mode: plain, add into y, or times the
@@ -343,7 +344,7 @@ __device__ __forceinline__ float qinvRms(const float* ssp, int in, float eps) {
 template <int F, int QR>
 __device__ __forceinline__ void qmvBlock(float* y, const uint8_t* w, long rb, int out, int blk,
                                          const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
-                                         const float* ssp, float eps, int in, int wpr, int mode) {
+                                         const float* ssp, int nss, float eps, int in, int wpr, int mode) {
     __shared__ float red[8][QR];
     const int warp = threadIdx.x >> 5, G = (blockDim.x >> 5) / wpr;
     const int base = (blk * G + warp / wpr) * QR;
@@ -355,12 +356,13 @@ __device__ __forceinline__ void qmvBlock(float* y, const uint8_t* w, long rb, in
     QDotF<F>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
     qsums<QR>(red, acc);
     const int t = threadIdx.x;
+    const float inv = mode == QMV_NORM && warp == 0 ? qinvRms(ssp, nss, in, eps) : 1.f;
     if (t < G * QR) {
         const int g = t / QR, r = t % QR, o = (blk * G + g) * QR + r;
         if (o < out) {
             float v = 0.f;
             for (int i = 0; i < wpr; i++) v += red[g * wpr + i][r];
-            if (mode == QMV_NORM) v *= qinvRms(ssp, in, eps);
+            if (mode == QMV_NORM) v *= inv;
             y[o] = mode == QMV_ADD ? y[o] + v : v;
         }
     }
@@ -368,14 +370,14 @@ __device__ __forceinline__ void qmvBlock(float* y, const uint8_t* w, long rb, in
 
 template <int QR>
 __device__ __forceinline__ void qmvMat(int f, float* y, const uint8_t* w, long rb, int out, int blk,
-                                       const uint8_t* xq, const float2* xs, const float* ssp, float eps, int in,
-                                       int wpr, int mode) {
+                                       const uint8_t* xq, const float2* xs, const float* ssp, int nss, float eps,
+                                       int in, int wpr, int mode) {
     if (f == Q4_K)
-        qmvBlock<Q4_K, QR>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+        qmvBlock<Q4_K, QR>(y, w, rb, out, blk, xq, xs, ssp, nss, eps, in, wpr, mode);
     else if (f == Q6_K)
-        qmvBlock<Q6_K, QR>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+        qmvBlock<Q6_K, QR>(y, w, rb, out, blk, xq, xs, ssp, nss, eps, in, wpr, mode);
     else
-        qmvBlock<Q8_0, QR>(y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+        qmvBlock<Q8_0, QR>(y, w, rb, out, blk, xq, xs, ssp, nss, eps, in, wpr, mode);
 }
 
 // qmv: y_i = W_i · x for up to four matrices sharing the quantized x (in %
@@ -384,7 +386,8 @@ __device__ __forceinline__ void qmvMat(int f, float* y, const uint8_t* w, long r
 #define QMV_MAT(i) float *y##i, const uint8_t *w##i, long rb##i, int out##i, int f##i
 template <int QR>
 __device__ __forceinline__ void qmvEntry(const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
-                                         const float* ssp, float eps, int in, int wpr, int mode, QMV_MAT(0), int n0,
+                                         const float* ssp, int nss, float eps, int in, int wpr, int mode, QMV_MAT(0),
+                                         int n0,
                                          QMV_MAT(1), int n1, QMV_MAT(2), int n2, QMV_MAT(3)) {
     // The block's matrix by selection (one inlined copy of the GEMV; an
     // indexed array of the parameters would live in local memory).
@@ -400,7 +403,7 @@ __device__ __forceinline__ void qmvEntry(const uint8_t* __restrict__ xq, const f
     } else if (b < n2) {
         y = y2, w = w2, rb = rb2, out = out2, f = f2, blk = b - n1;
     }
-    qmvMat<QR>(f, y, w, rb, out, blk, xq, xs, ssp, eps, in, wpr, mode);
+    qmvMat<QR>(f, y, w, rb, out, blk, xq, xs, ssp, nss, eps, in, wpr, mode);
 }
 // qmvSwiGLU: act = silu(Wg · rmsnorm(x)) * (Wu · rmsnorm(x)) from the
 // normed, quantized x; a group is gate rows o, o+1 and up rows o, o+1.
@@ -412,12 +415,13 @@ __device__ __forceinline__ void qmvEntry(const uint8_t* __restrict__ xq, const f
 // written too, for any other reader.
 template <int F, int QR, bool ROUND>
 __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
-                                          const float* ssp, float eps, int in, int wpr, const uint8_t* wg,
+                                          const float* ssp, int nss, float eps, int in, int wpr, const uint8_t* wg,
                                           const uint8_t* wu, long rb, int out, uint32_t* xq2, float2* xs2) {
     __shared__ float red[8][QR];
     __shared__ __align__(16) float sact[ROUND ? 32 : 1];
     const int warp = threadIdx.x >> 5, G = 8 / wpr, per = G * (QR / 2);
     const int passes = ROUND ? 32 / per : 1;
+    float inv = 1.f; // warp 0's, from the first pass on (ssp is the predecessor's output)
     for (int p = 0; p < passes; p++) {
         const int blk = blockIdx.x * passes + p;
         const int base = (blk * G + warp / wpr) * (QR / 2);
@@ -432,6 +436,7 @@ __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict_
         QDotF<F>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
         qsums<QR>(red, acc);
         const int t = threadIdx.x;
+        if (p == 0 && warp == 0) inv = qinvRms(ssp, nss, in, eps);
         if (t < G * (QR / 2)) {
             const int g = t / (QR / 2), r = t % (QR / 2), o = (blk * G + g) * (QR / 2) + r;
             if (o < out) {
@@ -440,7 +445,6 @@ __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict_
                     gv += red[g * wpr + i][r];
                     uv += red[g * wpr + i][QR / 2 + r];
                 }
-                const float inv = qinvRms(ssp, in, eps);
                 gv *= inv;
                 uv *= inv;
                 const float a = gv / (1.f + expf(-gv)) * uv;
@@ -461,38 +465,105 @@ __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict_
 
 template <int QR, bool ROUND>
 __device__ __forceinline__ void qmvSwiGLUEntry(float* act, const uint8_t* __restrict__ xq,
-                                               const float2* __restrict__ xs, const float* ssp, float eps, int in,
-                                               int wpr, int f, const uint8_t* wg, const uint8_t* wu, long rb, int out,
-                                               uint32_t* xq2, float2* xs2) {
+                                               const float2* __restrict__ xs, const float* ssp, int nss, float eps,
+                                               int in, int wpr, int f, const uint8_t* wg, const uint8_t* wu, long rb,
+                                               int out, uint32_t* xq2, float2* xs2) {
     if (f == Q4_K)
-        qmvSwiGLU<Q4_K, QR, ROUND>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out, xq2, xs2);
+        qmvSwiGLU<Q4_K, QR, ROUND>(act, xq, xs, ssp, nss, eps, in, wpr, wg, wu, rb, out, xq2, xs2);
     else if (f == Q6_K)
-        qmvSwiGLU<Q6_K, QR, ROUND>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out, xq2, xs2);
+        qmvSwiGLU<Q6_K, QR, ROUND>(act, xq, xs, ssp, nss, eps, in, wpr, wg, wu, rb, out, xq2, xs2);
     else
-        qmvSwiGLU<Q8_0, QR, ROUND>(act, xq, xs, ssp, eps, in, wpr, wg, wu, rb, out, xq2, xs2);
+        qmvSwiGLU<Q8_0, QR, ROUND>(act, xq, xs, ssp, nss, eps, in, wpr, wg, wu, rb, out, xq2, xs2);
+}
+
+// qmvAddRound: y += W·x over blocks of 32 rows (G = 32/QR groups of wpr
+// warps: blockDim 32·G·wpr), and the block then rounds its 32 new
+// residual values times nw (the next op's RMSNorm weight) to int8 as
+// qx_norm does, into xq2/xs2, with their sum of squares in ssp2[block]:
+// the q/k/v or gate/up GEMV right after reads them (nss = out/32
+// partials) without a qx_norm launch of its own (quant_mmv.go). Blocks of
+// 32 rows take as many warps as the launched kernel's blocks of 8 did
+// (16 for the 4096-column o projection of Qwen3-8B, 24 for its
+// 12288-column down projection), in a quarter as many blocks.
+template <int F, int QR>
+__device__ __forceinline__ void qmvAddRound(float* y, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
+                                            int in, int wpr, const uint8_t* w, long rb, int out,
+                                            const float* __restrict__ nw, uint32_t* xq2, float2* xs2, float* ssp2) {
+    __shared__ float red[32][QR];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int base = blockIdx.x * 32 + warp / wpr * QR;
+    QRowsO<QR> wr;
+    wr.p = w + (long)min(base, out - 1) * rb;
+#pragma unroll
+    for (int r = 0; r < QR; r++) wr.o[r] = (uint32_t)((min(base + r, out - 1) - min(base, out - 1)) * rb);
+    float acc[QR];
+    QDotF<F>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
+    qsums<QR>(red, acc);
+    if (warp != 0) return;
+    const int o = blockIdx.x * 32 + lane, g = lane / QR, r = lane % QR;
+    float v = 0.f;
+    if (o < out) {
+        for (int i = 0; i < wpr; i++) v += red[g * wpr + i][r];
+        v += y[o];
+        y[o] = v;
+    }
+    const float ss = warpSum(v * v);
+    if (lane == 0) ssp2[blockIdx.x] = ss;
+    const float n = o < out ? v * __ldg(nw + o) : 0.f;
+    // Lane l < 8 rounds elements 4l..4l+3 (qRound's float4 i of the row).
+    const int s = 4 * (lane & 7);
+    const float4 q = make_float4(__shfl_sync(0xffffffffu, n, s), __shfl_sync(0xffffffffu, n, s + 1),
+                                 __shfl_sync(0xffffffffu, n, s + 2), __shfl_sync(0xffffffffu, n, s + 3));
+    const int i = blockIdx.x * 8 + lane;
+    qRound(xq2, xs2, q, i, lane < 8 && 4 * i < out);
+}
+
+template <int QR>
+__device__ __forceinline__ void qmvAddRoundEntry(float* y, const uint8_t* __restrict__ xq,
+                                                 const float2* __restrict__ xs, int in, int wpr, int f,
+                                                 const uint8_t* w, long rb, int out, const float* nw, uint32_t* xq2,
+                                                 float2* xs2, float* ssp2) {
+    if (f == Q4_K)
+        qmvAddRound<Q4_K, QR>(y, xq, xs, in, wpr, w, rb, out, nw, xq2, xs2, ssp2);
+    else if (f == Q6_K)
+        qmvAddRound<Q6_K, QR>(y, xq, xs, in, wpr, w, rb, out, nw, xq2, xs2, ssp2);
+    else
+        qmvAddRound<Q8_0, QR>(y, xq, xs, in, wpr, w, rb, out, nw, xq2, xs2, ssp2);
 }
 
 // The entry points by geometry: qmv_R_B and qmv_swiglu_R_B compute R rows
 // a warp with __launch_bounds__(256, B) (quant_mmv_plan.go's qmvGeoms).
+// qmv_add_q_R_B's blocks hold as many threads as B blocks of 256 (the
+// same registers a thread).
 #define QMV_ENTRIES(R, B)                                                                                            \
     extern "C" __global__ void __launch_bounds__(256, B)                                                             \
-        qmv_##R##_##B(const uint8_t* __restrict__ xq, const float2* __restrict__ xs, const float* ssp, float eps,   \
-                      int in, int wpr, int mode, QMV_MAT(0), int n0, QMV_MAT(1), int n1, QMV_MAT(2), int n2,        \
-                      QMV_MAT(3)) { PROBE_KERNEL();                                                                                 \
-        qmvEntry<R>(xq, xs, ssp, eps, in, wpr, mode, y0, w0, rb0, out0, f0, n0, y1, w1, rb1, out1, f1, n1, y2, w2,  \
-                    rb2, out2, f2, n2, y3, w3, rb3, out3, f3);                                                      \
+        qmv_##R##_##B(const uint8_t* __restrict__ xq, const float2* __restrict__ xs, const float* ssp, int nss,     \
+                      float eps, int in, int wpr, int mode, QMV_MAT(0), int n0, QMV_MAT(1), int n1, QMV_MAT(2),     \
+                      int n2, QMV_MAT(3)) {                                                                          \
+        PROBE_KERNEL();                                                                                              \
+        qmvEntry<R>(xq, xs, ssp, nss, eps, in, wpr, mode, y0, w0, rb0, out0, f0, n0, y1, w1, rb1, out1, f1, n1, y2, \
+                    w2, rb2, out2, f2, n2, y3, w3, rb3, out3, f3);                                                  \
     }                                                                                                                \
     extern "C" __global__ void __launch_bounds__(256, B)                                                             \
         qmv_swiglu_##R##_##B(float* act, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,             \
-                             const float* ssp, float eps, int in, int wpr, int f, const uint8_t* wg,                 \
-                             const uint8_t* wu, long rb, int out) { PROBE_KERNEL();                                                  \
-        qmvSwiGLUEntry<R, false>(act, xq, xs, ssp, eps, in, wpr, f, wg, wu, rb, out, nullptr, nullptr);             \
+                             const float* ssp, int nss, float eps, int in, int wpr, int f, const uint8_t* wg,        \
+                             const uint8_t* wu, long rb, int out) {                                                  \
+        PROBE_KERNEL();                                                                                              \
+        qmvSwiGLUEntry<R, false>(act, xq, xs, ssp, nss, eps, in, wpr, f, wg, wu, rb, out, nullptr, nullptr);        \
     }                                                                                                                \
     extern "C" __global__ void __launch_bounds__(256, B)                                                             \
         qmv_swiglu_q_##R##_##B(float* act, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,           \
-                               const float* ssp, float eps, int in, int wpr, int f, const uint8_t* wg,               \
-                               const uint8_t* wu, long rb, int out, uint32_t* xq2, float2* xs2) { PROBE_KERNEL();                    \
-        qmvSwiGLUEntry<R, true>(act, xq, xs, ssp, eps, in, wpr, f, wg, wu, rb, out, xq2, xs2);                       \
+                               const float* ssp, int nss, float eps, int in, int wpr, int f, const uint8_t* wg,      \
+                               const uint8_t* wu, long rb, int out, uint32_t* xq2, float2* xs2) {                    \
+        PROBE_KERNEL();                                                                                              \
+        qmvSwiGLUEntry<R, true>(act, xq, xs, ssp, nss, eps, in, wpr, f, wg, wu, rb, out, xq2, xs2);                  \
+    }                                                                                                                \
+    extern "C" __global__ void __launch_bounds__(256 * B)                                                            \
+        qmv_add_q_##R##_##B(float* y, const uint8_t* __restrict__ xq, const float2* __restrict__ xs, int in, int wpr,\
+                            int f, const uint8_t* w, long rb, int out, const float* nw, uint32_t* xq2, float2* xs2,  \
+                            float* ssp2) {                                                                           \
+        PROBE_KERNEL();                                                                                              \
+        qmvAddRoundEntry<R>(y, xq, xs, in, wpr, f, w, rb, out, nw, xq2, xs2, ssp2);                                 \
     }
 QMV_ENTRIES(4, 3)
 QMV_ENTRIES(2, 4)

@@ -23,7 +23,13 @@ import (
 // output besides (qmv_swiglu_q, 32 outputs a block), so the down
 // projection right after it is one launch: Qwen3-8B Q4_K_M decode on an
 // H200, interleaved, 481.6-483.9 against 476.6-480.2 tok/s with a qx
-// launch before it (POCKET_QMV_SWIQ=0). POCKET_QGEMV=v1 keeps the first
+// launch before it (POCKET_QMV_SWIQ=0). Likewise a MatMulAdd waits for the
+// op after it (Backend.qadd): where that is a NormMatMul or NormSwiGLU of
+// its output, the add launches as qmv_add_q, which rounds the new
+// residual times that op's norm weight and leaves its sums of squares, so
+// that op needs no qx_norm (POCKET_QMV_ADDQ=0 keeps the qx_norm). A
+// dense layer is then six launches: q/k/v, the attention, the merge and
+// rounding, o (+ rounding), gate/up (+ rounding), down (+ rounding). POCKET_QGEMV=v1 keeps the first
 // int8 kernels (qx_quant + qgemv8_*, one launch pair per GEMV, no fused
 // ops); POCKET_QGEMV=exact the fp32 GEMV (no fused ops either).
 
@@ -47,14 +53,14 @@ func qmvWeight(w kernels.Tensor, in int) (*tensor, bool) {
 }
 
 // qxLayout lays out an int8 activation scratch for in elements in *buf
-// (of *size bytes): xs (in/32 float2), xq (in bytes) and ssp (qx_norm's
-// partial sums of squares), each 256-byte aligned. A scratch only grows;
-// an old one is not freed (queued work or a captured graph may still use
-// it).
+// (of *size bytes): xs (in/32 float2), xq (in bytes) and ssp (partial
+// sums of squares: qx_norm's, one per 1024 elements, or qmv_add_q's, one
+// per 32), each 256-byte aligned. A scratch only grows; an old one is not
+// freed (queued work or a captured graph may still use it).
 func (b *Backend) qxLayout(buf *cu.DevicePtr, size *int64, in int) (xs, xq, ssp cu.DevicePtr) {
 	xsB := int64(in/32*8+255) &^ 255
 	xqB := int64(in+255) &^ 255
-	need := xsB + xqB + int64(cdiv(in/4, 256))*4
+	need := xsB + xqB + int64(max(in/32, cdiv(in/4, 256)))*4
 	if need > *size {
 		n := max(need, 1<<20)
 		*buf, *size = b.alloc(n), n
@@ -66,17 +72,71 @@ func (b *Backend) qxLayout(buf *cu.DevicePtr, size *int64, in int) (xs, xq, ssp 
 // qxBuf is the int8 activation scratch for in elements (qxLayout).
 func (b *Backend) qxBuf(in int) (xs, xq, ssp cu.DevicePtr) { return b.qxLayout(&b.q.xq, &b.q.xqN, in) }
 
-// roundedAct names an activation of n elements (see Backend.rounded).
+// roundedAct names an activation of n elements and where its rounding
+// is (see Backend.rounded).
 type roundedAct struct {
-	act cu.DevicePtr
-	n   int
+	act    cu.DevicePtr
+	n      int
+	xs, xq cu.DevicePtr
 }
 
-// qxBuf2 is the second scratch, where a SwiGLU GEMV rounds its output
-// while the first still holds its input's.
-func (b *Backend) qxBuf2(in int) (xs, xq cu.DevicePtr) {
-	xs, xq, _ = b.qxLayout(&b.q.xq2, &b.q.xq2N, in)
-	return xs, xq
+// qxOther is the layout for in elements in the scratch that does not
+// start at used (the xs of a rounding GEMV's own input): a GEMV that
+// rounds its output writes one scratch while it reads the other.
+func (b *Backend) qxOther(used cu.DevicePtr, in int) (xs, xq, ssp cu.DevicePtr) {
+	if xs, xq, ssp = b.qxBuf(in); xs != used {
+		return xs, xq, ssp
+	}
+	return b.qxLayout(&b.q.xq2, &b.q.xq2N, in)
+}
+
+// pendingAdd is a block-format MatMulAdd acc += t·x not yet launched, x
+// rounded at xs/xq (Backend.qadd).
+type pendingAdd struct {
+	acc, xs, xq cu.DevicePtr
+	in          int
+	t           *tensor
+}
+
+// launchAdd launches the deferred MatMulAdd, if any, as it is.
+func (b *Backend) launchAdd() {
+	a := b.qadd
+	if a.t == nil {
+		return
+	}
+	b.qadd = pendingAdd{}
+	b.qmvLaunch(qmvAdd, a.xs, a.xq, a.xs, 0, 0, a.in, []cu.DevicePtr{a.acc}, []*tensor{a.t})
+}
+
+// addRoundWarps is qmv_add_q's warps a row group for t over in columns,
+// or 0 where it does not take t (the switch, rows not whole blocks of 32).
+func (b *Backend) addRoundWarps(t *tensor, in int) int {
+	if !switches.qmvAddQ || t.w.Rows()%32 != 0 {
+		return 0
+	}
+	return addqWarps(b.q.kern[b.q.plan[qmvKind(qmvAdd, in, t.w.Rows())]].g, in)
+}
+
+// launchAddRound launches a, taken from the deferred MatMulAdd by the
+// norm GEMV right after it, as qmv_add_q: the sum rounded times the norm
+// weight nv into the scratch a does not read, for that GEMV (xs, xq, ssp
+// with nss partial sums). ok false: a launched as it is.
+func (b *Backend) launchAddRound(a pendingAdd, nv cu.DevicePtr) (xs, xq, ssp cu.DevicePtr, nss int, ok bool) {
+	out := a.t.w.Rows()
+	kind := qmvKind(qmvAdd, a.in, out)
+	k := b.q.kern[b.q.plan[kind]]
+	wpr := b.addRoundWarps(a.t, a.in)
+	if wpr == 0 {
+		b.qadd = a
+		b.launchAdd()
+		return 0, 0, 0, 0, false
+	}
+	xs, xq, ssp = b.qxOther(a.xs, out)
+	if !ablatedAs("qmv_", kind) {
+		b.runQ(k.addq, out/32, 32*(32/k.g.rows)*wpr, ptr(a.acc), ptr(a.xq), ptr(a.xs), i32(a.in), i32(wpr),
+			i32(int(a.t.w.DType)), ptr(a.t.data), uint64(a.t.rowBytes()), i32(out), ptr(nv), ptr(xq), ptr(xs), ptr(ssp))
+	}
+	return xs, xq, ssp, out / 32, true
 }
 
 // SetSwiGLURound turns the rounding SwiGLU GEMV on or off (default on;
@@ -94,14 +154,30 @@ func (b *Backend) runQ(f cFunc, gx, bx int, args ...uint64) {
 	b.launchFnPDL(f, gx, 1, bx, 0, args...)
 }
 
-// qx quantizes x (times the norm vector nw unless 0) into the scratch.
-func (b *Backend) qx(x, nw cu.DevicePtr, in int) (xs, xq, ssp cu.DevicePtr) {
+// qx quantizes x (times the norm vector nw unless 0) into the scratch,
+// with nss partial sums of squares at ssp.
+func (b *Backend) qx(x, nw cu.DevicePtr, in int) (xs, xq, ssp cu.DevicePtr, nss int) {
 	xs, xq, ssp = b.qxBuf(in)
+	nss = cdiv(in/4, 256)
 	if ablated("qx") && nw == 0 || ablated("qx_norm") && nw != 0 {
-		return xs, xq, ssp
+		return xs, xq, ssp, nss
 	}
-	b.runQ(b.q.qxn, cdiv(in/4, 256), 256, ptr(xq), ptr(xs), ptr(ssp), ptr(x), ptr(nw), i32(in))
-	return xs, xq, ssp
+	b.runQ(b.q.qxn, nss, 256, ptr(xq), ptr(xs), ptr(ssp), ptr(x), ptr(nw), i32(in))
+	return xs, xq, ssp, nss
+}
+
+// qxNorm is x·nw rounded for a norm GEMV: by the deferred MatMulAdd that
+// writes x where the GEMV took one (launchAddRound), else by qx_norm.
+func (b *Backend) qxNorm(a pendingAdd, x, nw cu.DevicePtr, in int) (xs, xq, ssp cu.DevicePtr, nss int) {
+	if a.t != nil && a.t.w.Rows() == in {
+		if xs, xq, ssp, nss, ok := b.launchAddRound(a, nw); ok {
+			return xs, xq, ssp, nss
+		}
+	} else if a.t != nil {
+		b.qadd = a
+		b.launchAdd()
+	}
+	return b.qx(x, nw, in)
 }
 
 // qmvBlock is the warps a row group (wpr) and a block of a qmv launch
@@ -118,7 +194,8 @@ func (b *Backend) qmvBlock(g qmvGeom, groups, in int, w6 bool) (wpr, warps int) 
 
 // qmvLaunch computes ys[i] = ts[i]·x (mode plain, add or norm) for up to
 // four weights with in columns from the quantized x, in one launch.
-func (b *Backend) qmvLaunch(mode int, xs, xq, ssp cu.DevicePtr, eps float32, in int, ys []cu.DevicePtr, ts []*tensor) {
+func (b *Backend) qmvLaunch(mode int, xs, xq, ssp cu.DevicePtr, nss int, eps float32, in int, ys []cu.DevicePtr,
+	ts []*tensor) {
 	kind := qmvKind(mode, in, ts[0].w.Rows())
 	k := b.q.kern[b.q.plan[kind]]
 	rows := k.g.rows
@@ -128,7 +205,7 @@ func (b *Backend) qmvLaunch(mode int, xs, xq, ssp cu.DevicePtr, eps float32, in 
 	}
 	wpr, warps := b.qmvBlock(k.g, groups, in, true)
 	per := rows * (warps / wpr) // rows per block
-	args := []uint64{ptr(xq), ptr(xs), ptr(ssp), f32(eps), i32(in), i32(wpr), i32(mode)}
+	args := []uint64{ptr(xq), ptr(xs), ptr(ssp), i32(nss), f32(eps), i32(in), i32(wpr), i32(mode)}
 	blocks := 0
 	for i := range 4 {
 		j := min(i, len(ts)-1)
@@ -159,8 +236,8 @@ func (b *Backend) quantGEMV1(y, x cu.DevicePtr, t *tensor) bool {
 	if _, ok := qmvWeight(t, in); !ok {
 		return false
 	}
-	xs, xq, ssp := b.qx(x, 0, in)
-	b.qmvLaunch(qmvPlain, xs, xq, ssp, 0, in, []cu.DevicePtr{y}, []*tensor{t})
+	xs, xq, ssp, nss := b.qx(x, 0, in)
+	b.qmvLaunch(qmvPlain, xs, xq, ssp, nss, 0, in, []cu.DevicePtr{y}, []*tensor{t})
 	return true
 }
 
@@ -177,16 +254,19 @@ func (b *Backend) quantNormMatMul(dst []kernels.Buf, x kernels.Buf, nv cu.Device
 		}
 		ts[i], ys[i] = t, dptr(dst[i])
 	}
-	if !b.enter() {
+	tk, ok := b.enterNorm(dptr(x))
+	if !ok {
 		b.exit()
 		return true
 	}
 	defer b.exit()
 	if !b.qmvOn() {
+		b.qadd = tk.add
+		b.launchAdd()
 		return false
 	}
-	xs, xq, ssp := b.qx(dptr(x), nv, in)
-	b.qmvLaunch(qmvNorm, xs, xq, ssp, eps, in, ys, ts)
+	xs, xq, ssp, nss := b.qxNorm(tk.add, dptr(x), nv, in)
+	b.qmvLaunch(qmvNorm, xs, xq, ssp, nss, eps, in, ys, ts)
 	return true
 }
 
@@ -203,15 +283,18 @@ func (b *Backend) quantNormSwiGLU(act, x kernels.Buf, nv cu.DevicePtr, eps float
 	if u.w.Rows() != out || act.Len() < out {
 		return false
 	}
-	if !b.enter() {
+	tk, ok := b.enterNorm(dptr(x))
+	if !ok {
 		b.exit()
 		return true
 	}
 	defer b.exit()
 	if !b.qmvOn() {
+		b.qadd = tk.add
+		b.launchAdd()
 		return false
 	}
-	xs, xq, ssp := b.qx(dptr(x), nv, in)
+	xs, xq, ssp, nss := b.qxNorm(tk.add, dptr(x), nv, in)
 	// A group is rows/2 gate and as many up rows: rows/2 outputs.
 	k := b.q.kern[b.q.plan["swiglu"]]
 	half := k.g.rows / 2
@@ -219,13 +302,13 @@ func (b *Backend) quantNormSwiGLU(act, x kernels.Buf, nv cu.DevicePtr, eps float
 	if ablated("qmv_swiglu") {
 		return true
 	}
-	args := []uint64{ptr(dptr(act)), ptr(xq), ptr(xs), ptr(ssp), f32(eps), i32(in), i32(wpr), i32(int(g.w.DType)),
-		ptr(g.data), ptr(u.data), uint64(g.rowBytes()), i32(out)}
+	args := []uint64{ptr(dptr(act)), ptr(xq), ptr(xs), ptr(ssp), i32(nss), f32(eps), i32(in), i32(wpr),
+		i32(int(g.w.DType)), ptr(g.data), ptr(u.data), uint64(g.rowBytes()), i32(out)}
 	if p := swiqPasses(k.g.rows, wpr); b.swiq && p > 0 && out%32 == 0 {
 		// 32 outputs a block, rounded for the op after (quantMatMulAdd).
-		xs2, xq2 := b.qxBuf2(out)
+		xs2, xq2, _ := b.qxOther(xs, out)
 		b.runQ(k.swiq, out/32, 256, append(args, ptr(xq2), ptr(xs2))...)
-		b.rounded = roundedAct{dptr(act), out}
+		b.rounded = roundedAct{dptr(act), out, xs2, xq2}
 		return true
 	}
 	b.runQ(k.swi, cdiv(out, half*8/wpr), 256, args...)
@@ -251,21 +334,23 @@ func (b *Backend) quantMatMulAdd(acc, x kernels.Buf, w kernels.Tensor) bool {
 		b.mergeAttn(d)
 		return false
 	}
-	var xs, xq, ssp cu.DevicePtr
+	var xs, xq cu.DevicePtr
 	if r := tk.rounded; r.n == in && d.dst == 0 {
-		// The SwiGLU GEMV before rounded x itself (ssp: unused in add mode).
-		xs, xq = b.qxBuf2(in)
-		ssp = xs
+		// The SwiGLU GEMV before rounded x itself.
+		xs, xq = r.xs, r.xq
 	} else if d.dst != 0 && d.hd == 128 && d.heads*128 == in {
 		// The deferred attention's merge and the rounding in one launch.
-		xs, xq, ssp = b.qxBuf(in)
+		xs, xq, _ = b.qxBuf(in)
 		b.runQ(b.q.qxm, cdiv(d.heads, 8), 256, ptr(xq), ptr(xs), ptr(d.part), ptr(d.start), i32(d.heads),
 			i32(d.splits), i32(d.minChunk))
 	} else {
 		b.mergeAttn(d)
-		xs, xq, ssp = b.qx(dptr(x), 0, in)
+		xs, xq, _, _ = b.qx(dptr(x), 0, in)
 	}
-	b.qmvLaunch(qmvAdd, xs, xq, ssp, 0, in, []cu.DevicePtr{dptr(acc)}, []*tensor{t})
+	// Launched by the next op: as qmv_add_q where that norms acc
+	// (launchAddRound), as it is otherwise (launchAdd). ssp is unused in
+	// add mode.
+	b.qadd = pendingAdd{acc: dptr(acc), xs: xs, xq: xq, in: in, t: t}
 	return true
 }
 

@@ -31,6 +31,27 @@ func (g qmvGeom) entries() (mv, swi string) {
 // (POCKET_QMV_SWIQ).
 func (g qmvGeom) swiqEntry() string { return fmt.Sprintf("qmv_swiglu_q_%d_%d", g.rows, g.occ) }
 
+// addqEntry is the geometry's qmv_add_q: an add-mode GEMV over blocks of
+// 32 rows that rounds its output for the next op's norm (quant_mmv.go).
+func (g qmvGeom) addqEntry() string { return fmt.Sprintf("qmv_add_q_%d_%d", g.rows, g.occ) }
+
+// addqWarps is qmv_add_q's warps a row group (wpr) over in columns: a
+// block is 32/rows groups of wpr warps and holds at most as many threads
+// as occ blocks of 256, so wpr ≤ occ·rows/4. Of the counts that give a
+// warp the fewest 1024-column steps, the fewest warps; 0 where no count
+// fits.
+func addqWarps(g qmvGeom, in int) int {
+	steps := cdiv(in/256, 4)
+	most := g.occ * g.rows / 4
+	best := 0
+	for w := 1; w <= most && (w == 1 || steps >= w); w++ {
+		if best == 0 || cdiv(steps, w) < cdiv(steps, best) {
+			best = w
+		}
+	}
+	return best
+}
+
 // swiqPasses is how many passes a qmv_swiglu_q block makes to cover the
 // 32 outputs it rounds, with wpr warps a group of rows/2 outputs; 0 where
 // a pass's outputs do not divide 32.

@@ -94,6 +94,9 @@ func TestParseQmvPlan(t *testing.T) {
 	if e := qmvGeomByName("4x3").swiqEntry(); e != "qmv_swiglu_q_4_3" {
 		t.Errorf("4x3's rounding SwiGLU: %s", e)
 	}
+	if e := qmvGeomByName("2x4").addqEntry(); e != "qmv_add_q_2_4" {
+		t.Errorf("2x4's rounding add: %s", e)
+	}
 	for _, c := range []struct{ rows, wpr, want int }{{4, 1, 2}, {4, 2, 4}, {2, 1, 4}, {4, 8, 16}, {2, 8, 32}, {4, 16, 0}} {
 		if got := swiqPasses(c.rows, c.wpr); got != c.want {
 			t.Errorf("swiqPasses(%d, %d) = %d, want %d", c.rows, c.wpr, got, c.want)
@@ -112,4 +115,24 @@ func TestParseQmvPlan(t *testing.T) {
 func qmvGeomByName(name string) qmvGeom {
 	i, _ := qmvGeomIndex(name)
 	return qmvGeoms[i].g
+}
+
+// qmv_add_q's warps a row group: Qwen3-8B's o projection (4096 columns,
+// 4 steps) two, its down projection (12288, 12 steps) three; the 64-register
+// geometry's blocks of 16 groups take at most two.
+func TestAddqWarps(t *testing.T) {
+	for _, c := range []struct {
+		g        qmvGeom
+		in, want int
+	}{
+		{qmvGeom{4, 3}, 4096, 2}, {qmvGeom{4, 3}, 12288, 3}, {qmvGeom{4, 3}, 1024, 1}, {qmvGeom{4, 3}, 2048, 2},
+		{qmvGeom{2, 4}, 4096, 2}, {qmvGeom{2, 4}, 12288, 2}, {qmvGeom{4, 3}, 5120, 3},
+	} {
+		if got := addqWarps(c.g, c.in); got != c.want {
+			t.Errorf("%v in=%d: %d warps, want %d", c.g, c.in, got, c.want)
+		}
+		if w := addqWarps(c.g, c.in); 32/c.g.rows*w*32 > 256*c.g.occ {
+			t.Errorf("%v in=%d: a block of %d threads", c.g, c.in, 32/c.g.rows*w*32)
+		}
+	}
 }

@@ -87,6 +87,8 @@ import (
 //	                     name): wrong results, for timing only — what a step costs without them (bench)
 //	POCKET_QMV_SWIQ=0    a block-format SwiGLU GEMV leaves its output's int8 rounding to a qx launch before
 //	                     the down projection, instead of rounding it itself (qmv_swiglu_q, 32 outputs a block)
+//	POCKET_QMV_ADDQ=0    a block-format MatMulAdd followed by a NormMatMul/NormSwiGLU of its output leaves
+//	                     that op's int8 rounding to a qx_norm launch, instead of rounding it itself (qmv_add_q)
 //	POCKET_QMV_W6=0      block-format GEMVs always run in blocks of 8 warps, not 6 (3 a row group) where
 //	                     those cost less (qmvBlockFor: Qwen3-8B's down projection)
 //	POCKET_MOE_QUANT=0   GGUF (block-format) MoE experts stay on host routing, not the device's indexed
@@ -134,6 +136,7 @@ var switches = struct {
 	hybridPDL       bool
 	fp8PipeKB       int
 	qmvSwiQ         bool
+	qmvAddQ         bool
 	noQmvW6         bool
 	ablate          map[string]bool
 }{
@@ -179,6 +182,7 @@ var switches = struct {
 	hybridPDL:       os.Getenv("POCKET_HYBRID_PDL") != "0",
 	fp8PipeKB:       intSwitch("POCKET_FP8_PIPE_KB", 0, 16, 227),
 	qmvSwiQ:         os.Getenv("POCKET_QMV_SWIQ") != "0",
+	qmvAddQ:         os.Getenv("POCKET_QMV_ADDQ") != "0",
 	noQmvW6:         os.Getenv("POCKET_QMV_W6") == "0",
 	ablate:          listSwitch(os.Getenv("POCKET_ABLATE")),
 }
