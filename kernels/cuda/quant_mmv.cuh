@@ -354,9 +354,11 @@ __device__ __forceinline__ void qmvBlock(float* y, const uint8_t* w, long rb, in
     for (int r = 0; r < QR; r++) wr.o[r] = (uint32_t)((min(base + r, out - 1) - min(base, out - 1)) * rb);
     float acc[QR];
     QDotF<F>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
+    // Warp 0's norm factor before the block's sums: its loads overlap the
+    // wait for the other warps.
+    const float inv = mode == QMV_NORM && warp == 0 ? qinvRms(ssp, nss, in, eps) : 1.f;
     qsums<QR>(red, acc);
     const int t = threadIdx.x;
-    const float inv = mode == QMV_NORM && warp == 0 ? qinvRms(ssp, nss, in, eps) : 1.f;
     if (t < G * QR) {
         const int g = t / QR, r = t % QR, o = (blk * G + g) * QR + r;
         if (o < out) {
@@ -434,9 +436,9 @@ __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict_
         }
         float acc[QR];
         QDotF<F>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
+        if (p == 0 && warp == 0) inv = qinvRms(ssp, nss, in, eps); // as qmvBlock
         qsums<QR>(red, acc);
         const int t = threadIdx.x;
-        if (p == 0 && warp == 0) inv = qinvRms(ssp, nss, in, eps);
         if (t < G * (QR / 2)) {
             const int g = t / (QR / 2), r = t % (QR / 2), o = (blk * G + g) * (QR / 2) + r;
             if (o < out) {
@@ -498,18 +500,22 @@ __device__ __forceinline__ void qmvAddRound(float* y, const uint8_t* __restrict_
     for (int r = 0; r < QR; r++) wr.o[r] = (uint32_t)((min(base + r, out - 1) - min(base, out - 1)) * rb);
     float acc[QR];
     QDotF<F>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
+    // Warp 0 loads its residual and norm weight before the block's sums:
+    // the loads overlap the wait for the other warps.
+    const int o = blockIdx.x * 32 + lane, g = lane / QR, r = lane % QR;
+    float v = 0.f, gam = 0.f;
+    if (warp == 0 && o < out) v = y[o], gam = __ldg(nw + o);
     qsums<QR>(red, acc);
     if (warp != 0) return;
-    const int o = blockIdx.x * 32 + lane, g = lane / QR, r = lane % QR;
-    float v = 0.f;
     if (o < out) {
-        for (int i = 0; i < wpr; i++) v += red[g * wpr + i][r];
-        v += y[o];
+        float d = 0.f;
+        for (int i = 0; i < wpr; i++) d += red[g * wpr + i][r];
+        v = d + v;
         y[o] = v;
     }
     const float ss = warpSum(v * v);
     if (lane == 0) ssp2[blockIdx.x] = ss;
-    const float n = o < out ? v * __ldg(nw + o) : 0.f;
+    const float n = v * gam;
     // Lane l < 8 rounds elements 4l..4l+3 (qRound's float4 i of the row).
     const int s = 4 * (lane & 7);
     const float4 q = make_float4(__shfl_sync(0xffffffffu, n, s), __shfl_sync(0xffffffffu, n, s + 1),
