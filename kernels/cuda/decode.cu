@@ -324,14 +324,15 @@ __device__ __forceinline__ void gemvR(float* y, const float* __restrict__ x, Wt 
     pdlWait();
     float acc[R], ss = 0.f;
     d.finish(x, nullptr, acc, ss);
+    // ADD's storing threads load y before the block's barrier: the load
+    // overlaps the wait for the other warps (as quant_mmv.cuh's qmv).
+    const int t = threadIdx.x, g = t / R, r = t % R, o = (b * G + g) * R + r;
+    const bool st = t < G * R && o < out;
+    const float y0 = ADD && st ? y[o] : 0.f;
     groupSums(red, acc, ss);
-    int t = threadIdx.x;
-    if (t < G * R) {
-        int g = t / R, r = t % R, o = (b * G + g) * R + r;
-        if (o < out) {
-            float v = groupTotal(red, g, wpr, r);
-            y[o] = ADD ? y[o] + v : v;
-        }
+    if (st) {
+        float v = groupTotal(red, g, wpr, r);
+        y[o] = ADD ? y0 + v : v;
     }
 }
 

@@ -295,17 +295,18 @@ __device__ __forceinline__ float gemvPrologue(__half* xs, const float* __restric
 
 // gemvStore sums the warps' rows of the block's G tiles (block b of its
 // matrix) and stores them times k: y = (MODE 1: y +) W·x.
+// MODE 1's storing threads load y before the block's barrier, so that the
+// load overlaps the wait for the other warps (as quant_mmv.cuh's qmv).
 template <int MODE>
 __device__ __forceinline__ void gemvStore(float* y, Red red, float accA, float accB, float k, int b, int G,
                                           int wpr, int out) {
+    const int i = threadIdx.x, o = (b * G + i / 16) * 16 + i % 16;
+    const bool st = i < G * 16 && o < out;
+    const float y0 = MODE == 1 && st ? y[o] : 0.f;
     tileSums(red, accA, accB);
-    int i = threadIdx.x;
-    if (i < G * 16) {
-        int o = (b * G + i / 16) * 16 + i % 16;
-        if (o < out) {
-            float v = tileTotal(red, i / 16, wpr, i % 16) * k;
-            y[o] = MODE == 1 ? y[o] + v : v;
-        }
+    if (st) {
+        float v = tileTotal(red, i / 16, wpr, i % 16) * k;
+        y[o] = MODE == 1 ? y0 + v : v;
     }
 }
 
