@@ -77,9 +77,7 @@ func (c *conf) quantFused() {
 			c.declined(op, shape)
 		}
 	}
-	qw := func(dt kernels.DType, out, in int) (g, h kernels.Tensor) {
-		return c.load(&kernels.Weight{Name: "w", DType: dt, Shape: []int{out, in}, Data: randomBlocks(c.rng, dt, out, in, 1e-3)})
-	}
+	qw := c.quantWeight
 	// NormMatMul: Qwen3-8B's q, k, v (v in Q6_K as Q4_K_M files have it in
 	// half the layers), ragged ones, one matrix.
 	for _, s := range []struct {
@@ -151,23 +149,13 @@ func (c *conf) quantFused() {
 		out, in int
 	}{{kernels.Q4_K, 4096, 4096}, {kernels.Q4_K, 4096, 12288}, {kernels.Q6_K, 4096, 12288}, {kernels.Q6_K, 130, 512},
 		{kernels.Q8_0, 33, 256}, {kernels.Q4_K, 6, 2304}} {
-		acc := c.randn(s.out)
-		ag, ah := c.pair(acc)
-		a8 := c.c.NewBuf(s.out)
-		c.c.Write(a8, 0, acc)
-		xg, xh := c.pair(c.randn(s.in))
-		wg, wh := qw(s.dt, s.out, s.in)
-		y := c.c.NewBuf(s.out)
-		c.c.MatMul(y, xh, wh, 1)
-		c.c.Add(ah, ah, y, s.out)
-		c.c.MatMul(y, c.int8Buf(xh, s.in), wh, 1)
-		c.c.Add(a8, a8, y, s.out)
+		a := c.quantAdd(s.dt, s.out, s.in)
 		shape := fmt.Sprintf("%s out=%d in=%d", s.dt, s.out, s.in)
-		if !c.g.MatMulAdd(ag, xg, wg, 1) {
+		if !c.g.MatMulAdd(a.ag, a.xg, a.wg, 1) {
 			declined("MatMulAdd", shape)
 			continue
 		}
-		c.checkInt8("MatMulAdd", shape, ag, a8, ah, s.out)
+		c.checkInt8("MatMulAdd", shape, a.ag, a.a8, a.ah, s.out)
 	}
 	// MatMulAdd straight after NormSwiGLU, a decode layer's down projection:
 	// with the rounding SwiGLU (SetSwiGLURound) it reads the int8 rounding
@@ -233,22 +221,12 @@ func (c *conf) quantFused() {
 		{kernels.Q4_K, 256, 256, kernels.Q8_0, []int{37, 5}, false},
 		{kernels.Q4_K, 1280, 5120, kernels.Q4_K, []int{3}, true},
 	} {
-		acc := c.randn(s.hid)
-		ag, ah := c.pair(acc)
-		a8 := c.c.NewBuf(s.hid)
-		c.c.Write(a8, 0, acc)
-		xg, xh := c.pair(c.randn(s.in))
-		wg, wh := qw(s.add, s.hid, s.in)
-		y := c.c.NewBuf(s.hid)
-		c.c.MatMul(y, xh, wh, 1)
-		c.c.Add(ah, ah, y, s.hid)
-		c.c.MatMul(y, c.int8Buf(xh, s.in), wh, 1)
-		c.c.Add(a8, a8, y, s.hid)
+		a := c.quantAdd(s.add, s.hid, s.in)
 		av := make([]float32, s.hid)
-		c.c.Read(a8, 0, av)
+		c.c.Read(a.a8, 0, av)
 		gam, ng, nh := c.normVec(s.hid)
 		normed := c.c.NewBuf(s.hid)
-		c.c.RMSNorm(normed, ah, nh, 1, s.hid, 1e-6)
+		c.c.RMSNorm(normed, a.ah, nh, 1, s.hid, 1e-6)
 		normed8 := c.normInt8(av, gam, 1e-6)
 		shape := fmt.Sprintf("after MatMulAdd %s %dx%d, %s %v", s.add, s.hid, s.in, s.next, s.outs)
 		var outg, outh, out8 []kernels.Buf
@@ -265,7 +243,7 @@ func (c *conf) quantFused() {
 			c.c.MatMul(act8, normed8, gh, 1)
 			c.c.MatMul(u, normed8, uh, 1)
 			c.c.SwiGLU(act8, act8, u, n)
-			ok = c.g.MatMulAdd(ag, xg, wg, 1) && c.g.NormSwiGLU(actg, ag, ng, 1e-6, gg, ug, 1)
+			ok = c.g.MatMulAdd(a.ag, a.xg, a.wg, 1) && c.g.NormSwiGLU(actg, a.ag, ng, 1e-6, gg, ug, 1)
 			outg, outh, out8 = []kernels.Buf{actg}, []kernels.Buf{acth}, []kernels.Buf{act8}
 		} else {
 			var wgs []kernels.Tensor
@@ -277,7 +255,7 @@ func (c *conf) quantFused() {
 				c.c.MatMul(d8, normed8, h, 1)
 				wgs, outg, outh, out8 = append(wgs, g), append(outg, dg), append(outh, dh), append(out8, d8)
 			}
-			ok = c.g.MatMulAdd(ag, xg, wg, 1) && c.g.NormMatMul(outg, ag, ng, 1e-6, wgs, 1)
+			ok = c.g.MatMulAdd(a.ag, a.xg, a.wg, 1) && c.g.NormMatMul(outg, a.ag, ng, 1e-6, wgs, 1)
 		}
 		if !ok {
 			declined("MatMulAdd+norm op", shape)
@@ -286,7 +264,7 @@ func (c *conf) quantFused() {
 		for i := range outg {
 			c.checkInt8("MatMulAdd+norm op", fmt.Sprintf("%s #%d", shape, i), outg[i], out8[i], outh[i], outg[i].Len())
 		}
-		c.checkInt8("MatMulAdd", shape, ag, a8, ah, s.hid)
+		c.checkInt8("MatMulAdd", shape, a.ag, a.a8, a.ah, s.hid)
 	}
 	// MatMulAdd straight after RoPEAttention, the o projection of a decode
 	// layer: the attention leaves its merge to the projection's int8
@@ -385,6 +363,36 @@ const tolInt8 = 1e-6
 
 // normVec is conformance's random norm vector (c.weight's F32 values, the
 // same draws), also on the host.
+// quantWeight is a random out × in weight of block format dt on both
+// backends.
+func (c *conf) quantWeight(dt kernels.DType, out, in int) (g, h kernels.Tensor) {
+	return c.load(&kernels.Weight{Name: "w", DType: dt, Shape: []int{out, in}, Data: randomBlocks(c.rng, dt, out, in, 1e-3)})
+}
+
+// addCase is a MatMulAdd acc += W·x of a block-format W: its GPU inputs
+// (ag holds acc) and the CPU's results, exact (ah) and with x rounded to
+// int8 as the kernels round it (a8).
+type addCase struct {
+	ag, ah, a8, xg kernels.Buf
+	wg             kernels.Tensor
+}
+
+// quantAdd makes an addCase of random acc, x and W (dt, out × in).
+func (c *conf) quantAdd(dt kernels.DType, out, in int) addCase {
+	acc := c.randn(out)
+	ag, ah := c.pair(acc)
+	a8 := c.c.NewBuf(out)
+	c.c.Write(a8, 0, acc)
+	xg, xh := c.pair(c.randn(in))
+	wg, wh := c.quantWeight(dt, out, in)
+	y := c.c.NewBuf(out)
+	c.c.MatMul(y, xh, wh, 1)
+	c.c.Add(ah, ah, y, out)
+	c.c.MatMul(y, c.int8Buf(xh, in), wh, 1)
+	c.c.Add(a8, a8, y, out)
+	return addCase{ag: ag, ah: ah, a8: a8, xg: xg, wg: wg}
+}
+
 func (c *conf) normVec(n int) (v []float32, g, h kernels.Tensor) {
 	v = make([]float32, n)
 	data := make([]byte, 4*n)

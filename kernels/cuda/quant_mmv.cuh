@@ -202,6 +202,17 @@ struct QRowsO {
     __device__ __forceinline__ const uint8_t* operator[](int r) const { return p + o[r]; }
 };
 
+// qRowsAt are rows base.. base+QR-1 of w (rb bytes a row), clamped to the
+// last row (the extra sums are not stored).
+template <int QR>
+__device__ __forceinline__ QRowsO<QR> qRowsAt(const uint8_t* w, long rb, int base, int out) {
+    QRowsO<QR> wr;
+    wr.p = w + (long)min(base, out - 1) * rb;
+#pragma unroll
+    for (int r = 0; r < QR; r++) wr.o[r] = (uint32_t)((min(base + r, out - 1) - min(base, out - 1)) * rb);
+    return wr;
+}
+
 template <int F, int QR, class Rows>
 __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__ xq,
                                      const float2* __restrict__ xs, int nb, int s, int ss, bool active,
@@ -348,10 +359,7 @@ __device__ __forceinline__ void qmvBlock(float* y, const uint8_t* w, long rb, in
     __shared__ float red[8][QR];
     const int warp = threadIdx.x >> 5, G = (blockDim.x >> 5) / wpr;
     const int base = (blk * G + warp / wpr) * QR;
-    QRowsO<QR> wr;
-    wr.p = w + (long)min(base, out - 1) * rb;
-#pragma unroll
-    for (int r = 0; r < QR; r++) wr.o[r] = (uint32_t)((min(base + r, out - 1) - min(base, out - 1)) * rb);
+    const QRowsO<QR> wr = qRowsAt<QR>(w, rb, base, out);
     float acc[QR];
     QDotF<F>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
     // Warp 0's norm factor before the block's sums: its loads overlap the
@@ -494,10 +502,7 @@ __device__ __forceinline__ void qmvAddRound(float* y, const uint8_t* __restrict_
     __shared__ float red[32][QR];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int base = blockIdx.x * 32 + warp / wpr * QR;
-    QRowsO<QR> wr;
-    wr.p = w + (long)min(base, out - 1) * rb;
-#pragma unroll
-    for (int r = 0; r < QR; r++) wr.o[r] = (uint32_t)((min(base + r, out - 1) - min(base, out - 1)) * rb);
+    const QRowsO<QR> wr = qRowsAt<QR>(w, rb, base, out);
     float acc[QR];
     QDotF<F>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
     // Warp 0 loads its residual and norm weight before the block's sums:
