@@ -396,9 +396,8 @@ __device__ __forceinline__ void qmvMat(int f, float* y, const uint8_t* w, long r
 #define QMV_MAT(i) float *y##i, const uint8_t *w##i, long rb##i, int out##i, int f##i
 template <int QR>
 __device__ __forceinline__ void qmvEntry(const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
-                                         const float* ssp, int nss, float eps, int in, int wpr, int mode, QMV_MAT(0),
-                                         int n0,
-                                         QMV_MAT(1), int n1, QMV_MAT(2), int n2, QMV_MAT(3)) {
+                                         const float* ssp, int nss, float eps, int in, int wpr, int mode,
+                                         QMV_MAT(0), int n0, QMV_MAT(1), int n1, QMV_MAT(2), int n2, QMV_MAT(3)) {
     // The block's matrix by selection (one inlined copy of the GEMV; an
     // indexed array of the parameters would live in local memory).
     const int b = blockIdx.x;

@@ -29,9 +29,11 @@ import (
 // residual times that op's norm weight and leaves its sums of squares, so
 // that op needs no qx_norm (POCKET_QMV_ADDQ=0 keeps the qx_norm). A
 // dense layer is then six launches: q/k/v, the attention, the merge and
-// rounding, o (+ rounding), gate/up (+ rounding), down (+ rounding). POCKET_QGEMV=v1 keeps the first
-// int8 kernels (qx_quant + qgemv8_*, one launch pair per GEMV, no fused
-// ops); POCKET_QGEMV=exact the fp32 GEMV (no fused ops either).
+// rounding, o (+ rounding), gate/up (+ rounding), down (+ rounding).
+//
+// POCKET_QGEMV=v1 keeps the first int8 kernels (qx_quant + qgemv8_*, one
+// launch pair per GEMV, no fused ops); POCKET_QGEMV=exact the fp32 GEMV
+// (no fused ops either).
 
 // qmvOn reports whether the second-version int8 GEMVs are in use.
 func (b *Backend) qmvOn() bool {
