@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/pocketllm/pocketllm/models"
+	"github.com/pocketllm/pocketllm/models/tokenizer"
 )
 
 // argmaxModel is a Runner with the greedy path, counting its steps.
@@ -47,13 +48,8 @@ func TestArgmaxMatchesSampler(t *testing.T) {
 func TestGreedyRunnerPath(t *testing.T) {
 	m, tok := loadDemo(t)
 	am := &argmaxModel{Model: m}
-	plain := newManager(t, t.TempDir(), ModelConfig{Name: "demo", Model: m, Tokenizer: tok})
-	fast := newManager(t, t.TempDir(), ModelConfig{Name: "demo", Model: am, Tokenizer: tok})
+	plain, fast, pr := runnerPair(t, m, am, tok)
 	ctx := context.Background()
-	pr := prompt(23, 4)
-	for i := range pr {
-		pr[i] %= int32(m.Config.VocabSize)
-	}
 	for _, gp := range []GenerateParams{
 		{MaxTokens: 12},
 		{MaxTokens: 12, Stop: []string{"e", " t"}},
@@ -120,13 +116,8 @@ func (d *drawModel) ForwardSample(seq models.Seq, tokens []int32, dw Draw) (int3
 func TestSamplingRunnerPath(t *testing.T) {
 	m, tok := loadDemo(t)
 	dm := &drawModel{argmaxModel: argmaxModel{Model: m}}
-	plain := newManager(t, t.TempDir(), ModelConfig{Name: "demo", Model: m, Tokenizer: tok})
-	fast := newManager(t, t.TempDir(), ModelConfig{Name: "demo", Model: dm, Tokenizer: tok})
+	plain, fast, pr := runnerPair(t, m, dm, tok)
 	ctx := context.Background()
-	pr := prompt(23, 4)
-	for i := range pr {
-		pr[i] %= int32(m.Config.VocabSize)
-	}
 	seed := uint64(21)
 	for _, sp := range []SamplingParams{
 		{Temperature: 0.8}, {Temperature: 1.1, TopP: 0.9}, {Temperature: 0.6, TopK: 20, TopP: 0.95}, {Temperature: 1, MinP: 0.1},
@@ -151,4 +142,16 @@ func TestSamplingRunnerPath(t *testing.T) {
 			t.Fatalf("%+v: variates %v for %d tokens", sp, dm.us, len(b.IDs))
 		}
 	}
+}
+
+// runnerPair is the demo model served plainly and as fast (a Runner with
+// a shortcut path over it), and a prompt within its vocabulary.
+func runnerPair(t *testing.T, m *models.Model, fast Runner, tok *tokenizer.Tokenizer) (plainM, fastM *Manager, pr []int32) {
+	plainM = newManager(t, t.TempDir(), ModelConfig{Name: "demo", Model: m, Tokenizer: tok})
+	fastM = newManager(t, t.TempDir(), ModelConfig{Name: "demo", Model: fast, Tokenizer: tok})
+	pr = prompt(23, 4)
+	for i := range pr {
+		pr[i] %= int32(m.Config.VocabSize)
+	}
+	return plainM, fastM, pr
 }
