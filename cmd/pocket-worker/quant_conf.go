@@ -267,9 +267,9 @@ func (c *conf) quantFused() {
 		c.checkInt8("MatMulAdd", shape, a.ag, a.a8, a.ah, s.hid)
 	}
 	// MatMulAdd straight after RoPEAttention, the o projection of a decode
-	// layer: the attention leaves its merge to the projection's int8
-	// rounding (qx_merge; re-armed for the case, as the ops before may have
-	// turned it off). Contexts of one split, a few and many.
+	// layer: the attention's output rounded to int8 by its own last split
+	// (attn_decode_q_4) or by qx_merge. Contexts of one split, a few and
+	// many.
 	for _, s := range []struct{ heads, kvh, start int }{{32, 8, 600}, {32, 8, 5}, {16, 4, 8000}, {8, 8, 0}} {
 		const hd, bs, out = 128, 16, 512
 		ctx := s.start + 1
@@ -282,7 +282,8 @@ func (c *conf) quantFused() {
 		yg, yh := c.outPair(qn)
 		c.c.Attention(yh, in.qh, kv.h, 1, seq, 1, s.heads, scale)
 		acc := c.randn(out)
-		ag, ah := c.pair(acc)
+		ah := c.c.NewBuf(out)
+		c.c.Write(ah, 0, acc)
 		a8 := c.c.NewBuf(out)
 		c.c.Write(a8, 0, acc)
 		wg, wh := qw(kernels.Q4_K, out, qn)
@@ -291,22 +292,39 @@ func (c *conf) quantFused() {
 		c.c.Add(ah, ah, y, out)
 		c.c.MatMul(y, c.int8Buf(yh, qn), wh, 1)
 		c.c.Add(a8, a8, y, out)
-		shape := fmt.Sprintf("after RoPEAttention heads=%d/%d start=%d", s.heads, s.kvh, s.start)
-		was := c.g.SetAttnDefer(true)
-		if !c.g.RoPEAttention(yg, in.qg, in.kg, in.vg, in.nqg, in.nkg, 1e-6, kv.g, 1, pos, slots[s.start:], seq, s.heads,
-			s.kvh, hd, in.r, scale) {
-			c.declined("RoPEAttention", shape)
-			c.g.SetAttnDefer(was)
-			continue
+		for _, round := range []bool{true, false} {
+			shape := fmt.Sprintf("after RoPEAttention heads=%d/%d start=%d round=%v", s.heads, s.kvh, s.start, round)
+			ag := c.g.NewBuf(out)
+			c.g.Write(ag, 0, acc)
+			if !c.attnThenMatMulAdd(ag, yg, wg, in, kv, pos, slots[s.start:], seq, s.heads, s.kvh, hd, scale, round, shape) {
+				continue
+			}
+			c.checkInt8("MatMulAdd", shape, ag, a8, ah, out)
 		}
-		ok := c.g.MatMulAdd(ag, yg, wg, 1)
-		c.g.SetAttnDefer(was)
-		if !ok {
-			declined("MatMulAdd", shape)
-			continue
-		}
-		c.checkInt8("MatMulAdd", shape, ag, a8, ah, out)
 	}
+}
+
+// attnThenMatMulAdd runs RoPEAttention into y, then the block-format
+// MatMulAdd of y into acc, with the attention's merge left to that
+// projection (re-armed for the case, as the ops before may have turned it
+// off): rounded by the attention's last split (round) or by qx_merge. It
+// reports whether both ran (a decline is recorded).
+func (c *conf) attnThenMatMulAdd(acc, y kernels.Buf, w kernels.Tensor, in ropeInputs, kv kvPools, pos, slots []int32,
+	seq kernels.AttnSeq, heads, kvh, hd int, scale float32, round bool, shape string) bool {
+	defer c.g.SetAttnDefer(c.g.SetAttnDefer(true))
+	defer c.g.SetAttnRound(c.g.SetAttnRound(round))
+	if !c.g.RoPEAttention(y, in.qg, in.kg, in.vg, in.nqg, in.nkg, 1e-6, kv.g, 1, pos, slots, seq, heads, kvh, hd, in.r,
+		scale) {
+		c.declined("RoPEAttention", shape)
+		return false
+	}
+	if !c.g.MatMulAdd(acc, y, w, 1) {
+		if cuda.QuantFused() {
+			c.declined("MatMulAdd", shape)
+		}
+		return false
+	}
+	return true
 }
 
 func (c *conf) load(w *kernels.Weight) (g, h kernels.Tensor) {

@@ -16,6 +16,13 @@ import "gorgonia.org/cu"
 // backend defers only until a deferred merge needs its own launch, and
 // from then on the attention merges itself (attnMergeSelf), unless
 // SetAttnDefer re-arms it. POCKET_ATTN_DEFER=0 never defers.
+//
+// At a head dim of 128 the attention's launch itself waits for the next op
+// (attnLaunch; POCKET_ATTN_ROUND=0 does not): a block-format o projection
+// of its output launches it as attn_decode_q_4, whose last split merges
+// and rounds to int8 for the GEMV, so there is no qx_merge launch; any
+// other op launches it merging itself (no merge launch either), or, for
+// an op that merges (sigmoid_mul_merge_E), as the deferred entry.
 
 // attnDeferred is a decode attention whose merge is pending: its output
 // dst, the partials, the device-side start position the kernels derive
@@ -23,6 +30,29 @@ import "gorgonia.org/cu"
 type attnDeferred struct {
 	dst, part, start            cu.DevicePtr
 	heads, splits, hd, minChunk int
+	pending                     *attnLaunch // not launched yet
+}
+
+// attnLaunch is a postponed decode attention: its kernel arguments
+// (ATTN_DECODE_ARGS) and grid.
+type attnLaunch struct {
+	args       []uint64
+	gx, gy, bx int
+}
+
+// launchPartials launches d's attention, if postponed, as the deferred
+// entry: its partials for the caller's merge.
+func (b *Backend) launchPartials(d attnDeferred) {
+	if p := d.pending; p != nil {
+		b.runDec(dAttnDecodeD+d.hd/128, p.gx, p.gy, p.bx, p.args...)
+	}
+}
+
+// launchRounded launches d's postponed attention as attn_decode_q_4, its
+// output rounded into xq and xs.
+func (b *Backend) launchRounded(d attnDeferred, xq, xs cu.DevicePtr) {
+	p := d.pending
+	b.runDec(dAttnDecodeQ, p.gx, p.gy, p.bx, append(p.args[:len(p.args):len(p.args)], ptr(xq), ptr(xs))...)
 }
 
 // settleAttn launches the pending merge, if any (b.mu held, context
@@ -48,9 +78,25 @@ func (b *Backend) SetAttnDefer(on bool) (was bool) {
 	return was
 }
 
+// SetAttnRound turns the postponed, rounding attention off (or back on,
+// where POCKET_ATTN_ROUND allows it), so that conformance checks qx_merge
+// too; it returns the previous setting.
+func (b *Backend) SetAttnRound(on bool) (was bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	was = !b.attnRoundOff
+	b.attnRoundOff = !on
+	return was
+}
+
 // mergeAttn launches attn_merge_E for d, nothing for the zero value; the
-// attention merges itself from then on.
+// attention merges itself from then on. A postponed attention launches
+// merging itself instead.
 func (b *Backend) mergeAttn(d attnDeferred) {
+	if p := d.pending; p != nil {
+		b.runDec(dAttnDecode+d.hd/128, p.gx, p.gy, p.bx, p.args...)
+		return
+	}
 	if d.dst == 0 {
 		return
 	}

@@ -92,6 +92,9 @@ type Backend struct {
 	// attnMergeSelf: a deferred merge needed its own launch, so the
 	// attention merges itself (attn_merge.go).
 	attnMergeSelf bool
+	// attnRoundOff: no attention waits for its successor to pick the
+	// rounding entry (SetAttnRound; attn_merge.go).
+	attnRoundOff bool
 	// rounded is an activation whose int8 rounding the op that wrote it
 	// left in a quant scratch (qmv_swiglu_q): only the op right after may
 	// take it (enterTaking, quant_mmv.go).

@@ -39,14 +39,16 @@ const (
 	dAttnMerge     = dAttnDecodeD + 3  // attn_merge_2, _4, _8
 	dAttnDecodeW   = dAttnMerge + 3    // attn_decode_w_2, _4, _8: q/k norms over all heads (MiniMax-M2)
 	dAttnDecodeDW  = dAttnDecodeW + 3  // attn_decode_dw_2, _4, _8: the same, the merge deferred
-	dF8MMA         = dAttnDecodeDW + 3 // the tensor-core FP8 GEMVs of fp8mma.cu (fp8mma.go) from here
+	dAttnDecodeQ   = dAttnDecodeDW + 3 // attn_decode_q_4: merged and rounded to int8 (attn_merge.go)
+	dF8MMA         = dAttnDecodeQ + 1  // the tensor-core FP8 GEMVs of fp8mma.cu (fp8mma.go) from here
 	numDecodeFuncs = dF8MMA + numF8MMA
 )
 
 var decodeNames = [dF8MMA]string{"gemv_norm_multi", "gemv_norm_multi8", "gemv_add", "gemv_add8",
 	"gemv_norm_swiglu", "gemv_norm_swiglu8", "gemv_r4", "gemv_r48", "gemv_heads", "gemv_heads8", "rope_store", "attn_decode_2", "attn_decode_4",
 	"attn_decode_8", "attn_decode_d_2", "attn_decode_d_4", "attn_decode_d_8", "attn_merge_2", "attn_merge_4", "attn_merge_8",
-	"attn_decode_w_2", "attn_decode_w_4", "attn_decode_w_8", "attn_decode_dw_2", "attn_decode_dw_4", "attn_decode_dw_8"}
+	"attn_decode_w_2", "attn_decode_w_4", "attn_decode_w_8", "attn_decode_dw_2", "attn_decode_dw_4", "attn_decode_dw_8",
+	"attn_decode_q_4"}
 
 var _ kernels.FusedOps = (*Backend)(nil)
 
@@ -434,6 +436,12 @@ func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.T
 	// splits it was sized for.
 	const minChunk = 16
 	f := attnDecKernel(b.deferAttn(), wide, headDim)
+	// Postponed (attn_merge.go): the op after the attention picks the
+	// entry; the splits are sized for the rounding one.
+	postpone := switches.attnRound && !b.attnRoundOff && b.deferAttn() && headDim == 128 && !wide
+	if postpone {
+		f = dAttnDecodeQ
+	}
 	perSM := b.attnDecPerSM(f, heads/kvHeads)
 	splits := min(max(cdiv(perSM*b.sms, kvHeads), 1), max(cdiv(ctx, minChunk), 1), 256)
 	b.attnScratch(heads*splits*(headDim+2), kvHeads)
@@ -445,11 +453,17 @@ func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.T
 		ptr(nk), f32(eps), ptr(p.kLayer(layer)), ptr(p.vLayer(layer)), ptr(pp), ptr(sp), ptr(b.ropeFreq(r)), ptr(tp), ptr(st),
 		i32(kvHeads)}, ropeArgs(r)...)
 	args = append(args, i32(p.spec.BlockSize), i32(minChunk), f32(scale))
+	def := attnDeferred{dst: dptr(dst), part: b.part, start: st, heads: heads, splits: splits, hd: headDim,
+		minChunk: minChunk}
+	if postpone {
+		def.pending = &attnLaunch{args: args, gx: kvHeads, gy: splits, bx: 32 * (heads / kvHeads)}
+		b.attnDef = def
+		return true
+	}
 	if b.deferAttn() {
 		// The merge is left to the next op, which reads dst (attn_merge.go).
 		b.runDec(f, kvHeads, splits, 32*(heads/kvHeads), args...)
-		b.attnDef = attnDeferred{dst: dptr(dst), part: b.part, start: st, heads: heads, splits: splits, hd: headDim,
-			minChunk: minChunk}
+		b.attnDef = def
 		return true
 	}
 	b.runDec(f, kvHeads, splits, 32*(heads/kvHeads), args...)

@@ -29,9 +29,12 @@
 // entries' successors do). The deferred entries
 // (attn_decode_d_E) leave the merge to the op after them instead
 // (attn_merge.cuh, attn_merge.go): a block-format o projection does it in
-// its int8 rounding, saving the merge's dependent round trips.
+// its int8 rounding, saving the merge's dependent round trips. At a head
+// dim of 128, attn_decode_q_4 merges itself and rounds for that
+// projection instead, saving the rounding's launch.
 #define AD_MAXG 8
 #include "attn_merge.cuh"
+#include "qround.cuh"
 
 // ropeCS leaves in c[m], sn[m] the rotary factors (times rscale) of the
 // pairs j = lane + 32m < half that this lane rotates, as ropePairs
@@ -155,12 +158,22 @@ __device__ __forceinline__ void ldBatch(float (&kr)[P][E], float (&vr)[P][E], co
     }
 }
 
-template <int E, bool DEFER, bool WIDE>
+// attnRound rounds a lane's four elements of head h's output (E = 4: qx's
+// float4 32h + lane) to int8 as qx_norm does, for a block-format o
+// projection (the ROUND entry).
+template <int E>
+__device__ __forceinline__ void attnRound(uint32_t* xq, float2* xs, const float (&o)[E], float mul, int h) {
+    static_assert(E == 4, "attnRound: head dim 128");
+    qRound(xq, xs, make_float4(o[0] * mul, o[1] * mul, o[2] * mul, o[3] * mul), h * 32 + (threadIdx.x & 31), true);
+}
+
+template <int E, bool DEFER, bool WIDE, bool ROUND>
 __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counters, const float* q, const float* k,
                                            const float* v, const float* nq, const float* nk, float eps, float* K,
                                            float* V, const int* pos, const int* slots, const float* invf,
                                            const int* table, const int* startp, int kvh, int half, int neox,
-                                           float rscale, int bs, int minchunk, float scale) {
+                                           float rscale, int bs, int minchunk, float scale, uint32_t* oq,
+                                           float2* os) {
     constexpr int HD = 32 * E, P = 64 / E;
     __shared__ __align__(16) float sv[AD_MAXG][HD];
     __shared__ int last;
@@ -266,6 +279,10 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     float* out = dst + (long)h * HD + lane * E;
     if (!DEFER && nsplit == 1) {
         float inv = 1.f / l;
+        if constexpr (ROUND) {
+            attnRound<E>(oq, os, acc, inv, h);
+            return;
+        }
 #pragma unroll
         for (int e = 0; e < E; e++) out[e] = acc[e] * inv;
         return;
@@ -293,6 +310,10 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     __threadfence();
     float o[E];
     attnMerge<E>(o, part, h, gridDim.x * G, splits, nsplit);
+    if constexpr (ROUND) {
+        attnRound<E>(oq, os, o, 1.f, h);
+        return;
+    }
 #pragma unroll
     for (int e = 0; e < E; e++) out[e] = o[e];
 }
@@ -304,8 +325,8 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
         float scale
 #define ATTN_DECODE_KERNEL(NAME, E, DEFER, WIDE)                                                                    \
     extern "C" __global__ void __launch_bounds__(32 * AD_MAXG) NAME(ATTN_DECODE_ARGS) { PROBE_KERNEL();                            \
-        attnDecode<E, DEFER, WIDE>(dst, part, counters, q, k, v, nq, nk, eps, K, V, pos, slots, invf, table, startp, \
-                                   kvh, half, neox, rscale, bs, minchunk, scale);                                   \
+        attnDecode<E, DEFER, WIDE, false>(dst, part, counters, q, k, v, nq, nk, eps, K, V, pos, slots, invf, table, \
+                                          startp, kvh, half, neox, rscale, bs, minchunk, scale, nullptr, nullptr);   \
     }
 ATTN_DECODE_KERNEL(attn_decode_2, 2, false, false)
 ATTN_DECODE_KERNEL(attn_decode_4, 4, false, false)
@@ -322,6 +343,17 @@ ATTN_DECODE_KERNEL(attn_decode_w_8, 8, false, true)
 ATTN_DECODE_KERNEL(attn_decode_dw_2, 2, true, true)
 ATTN_DECODE_KERNEL(attn_decode_dw_4, 4, true, true)
 ATTN_DECODE_KERNEL(attn_decode_dw_8, 8, true, true)
+
+// attn_decode_q_4 merges itself (its last split) and rounds the heads'
+// outputs to int8 into xq and xs instead of writing dst: the attention of
+// a head dim of 128 whose output only a block-format o projection reads
+// (attn_merge.go launches it when that projection comes), where the
+// deferred entry left that to a qx_merge launch.
+extern "C" __global__ void __launch_bounds__(32 * AD_MAXG) attn_decode_q_4(ATTN_DECODE_ARGS, uint32_t* xq, float2* xs) {
+    PROBE_KERNEL();
+    attnDecode<4, false, false, true>(dst, part, counters, q, k, v, nq, nk, eps, K, V, pos, slots, invf, table, startp,
+                                      kvh, half, neox, rscale, bs, minchunk, scale, xq, xs);
+}
 
 // attn_merge_E writes heads' outputs from the deferred partials: a warp
 // per head, on PDL (the partials are its predecessor's output).

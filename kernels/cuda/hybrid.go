@@ -360,6 +360,7 @@ func (b *Backend) SigmoidMul(x, gate kernels.Buf, n int) {
 		if (d.hd == 64 || d.hd == 128 || d.hd == 256) && d.heads*d.hd == n {
 			// A block a head, a warp per sixteen splits (at most 8).
 			warps := min(max(cdiv(d.splits, 16), 1), 8)
+			b.launchPartials(d)
 			b.runHybrid(m.sigmoidMerge[d.hd/128], d.heads, 1, 32*warps, ptr(dptr(x)), ptr(dptr(gate)), ptr(d.part),
 				ptr(d.start), i32(d.heads), i32(d.splits), i32(d.minChunk), lean)
 			return

@@ -59,6 +59,9 @@ import (
 //	POCKET_ATTN_DEC_OCC=0 ... without checking how many fit (its splits for 6-warp blocks then ran in two waves)
 //	POCKET_ATTN_DEFER=0  the fused decode attention always merges its splits itself, never leaving the merge to
 //	                     a block-format o projection's int8 rounding (attn_merge.go)
+//	POCKET_ATTN_ROUND=0  a decode attention of head dim 128 whose output a block-format o projection reads
+//	                     leaves its merge and rounding to a qx_merge launch, instead of doing both in its
+//	                     last split (attn_decode_q_4; attn_merge.go)
 //	POCKET_ATTN_DEC_FROM=N   contexts from N positions decode on rope_store + attn_gqa instead (default: none)
 //	POCKET_ATTN_BLOCKS=N, POCKET_ATTN_CHUNK=N decode attn_partial aims at N blocks per SM (16) with
 //	                     at least N positions per split (8)
@@ -111,6 +114,7 @@ var switches = struct {
 	attnChunk       int
 	attnDecBlocks   int
 	attnDefer       bool
+	attnRound       bool
 	deltaLean       bool
 	hybridLean      bool
 	attnDecFrom     int
@@ -157,6 +161,7 @@ var switches = struct {
 	attnChunk:       intSwitch("POCKET_ATTN_CHUNK", 8, 1, 4096),
 	attnDecBlocks:   intSwitch("POCKET_ATTN_DEC_BLOCKS", 2, 1, 64),
 	attnDefer:       os.Getenv("POCKET_ATTN_DEFER") != "0",
+	attnRound:       os.Getenv("POCKET_ATTN_ROUND") != "0",
 	deltaLean:       os.Getenv("POCKET_DELTA_LEAN") != "0",
 	hybridLean:      os.Getenv("POCKET_HYBRID_LEAN") != "0",
 	attnDecFrom:     intSwitch("POCKET_ATTN_DEC_FROM", math.MaxInt, 1, math.MaxInt),
