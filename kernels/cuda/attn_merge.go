@@ -70,22 +70,19 @@ func (b *Backend) deferAttn() bool { return switches.attnDefer && !b.attnMergeSe
 // SetAttnDefer re-arms (or stops) the deferred merge for this backend, so
 // that conformance checks both paths whatever the ops before did; it
 // returns the previous setting.
-func (b *Backend) SetAttnDefer(on bool) (was bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	was = !b.attnMergeSelf
-	b.attnMergeSelf = !on
-	return was
-}
+func (b *Backend) SetAttnDefer(on bool) (was bool) { return b.setOff(&b.attnMergeSelf, on) }
 
 // SetAttnRound turns the postponed, rounding attention off (or back on,
 // where POCKET_ATTN_ROUND allows it), so that conformance checks qx_merge
 // too; it returns the previous setting.
-func (b *Backend) SetAttnRound(on bool) (was bool) {
+func (b *Backend) SetAttnRound(on bool) (was bool) { return b.setOff(&b.attnRoundOff, on) }
+
+// setOff sets *off to !on under the backend's lock and returns !*off as it
+// was.
+func (b *Backend) setOff(off *bool, on bool) (was bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	was = !b.attnRoundOff
-	b.attnRoundOff = !on
+	was, *off = !*off, !on
 	return was
 }
 
