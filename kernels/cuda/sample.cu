@@ -139,6 +139,21 @@ __device__ int lastOfValue(const float* p, int n, unsigned vb, float lo, int tie
     return r;
 }
 
+// takeDigit is the end of a select pass for every thread: after a barrier,
+// the digit thread 0 left in *res goes into prefix at shift; false where
+// there is none (after a second barrier, so that no thread still reads
+// *res when the caller goes on).
+__device__ __forceinline__ bool takeDigit(const int* res, unsigned& prefix, int shift) {
+    __syncthreads();
+    const int digit = *res;
+    if (digit < 0) {
+        __syncthreads();
+        return false;
+    }
+    prefix |= (unsigned)digit << shift;
+    return true;
+}
+
 // selectRanked finds, among the tokens of the set (lo, tie), the value
 // at which the running total of their weights (MASS: p, else 1 each),
 // taken in ranked order (p descending), first reaches want: its bits in
@@ -219,13 +234,7 @@ __device__ bool selectRanked(const float* p, int n, float lo, int tie, double wa
             *res = digit;
             if (digit >= 0) sel[0][16] = acc + (digit < 15 ? sel[1][digit + 1] : 0.0);
         }
-        __syncthreads();
-        const int digit = *res;
-        if (digit < 0) {
-            __syncthreads();
-            return false;
-        }
-        prefix |= (unsigned)digit << shift;
+        if (!takeDigit(res, prefix, shift)) return false;
         acc = sel[0][16];
         __syncthreads();
     }
@@ -281,13 +290,7 @@ __device__ bool countSelect(const float* p, int n, long want, unsigned* vb, long
             *res = digit;
             *shl = t;
         }
-        __syncthreads();
-        const int digit = *res;
-        if (digit < 0) {
-            __syncthreads();
-            return false;
-        }
-        prefix |= (unsigned)digit << shift;
+        if (!takeDigit(res, prefix, shift)) return false;
         acc = *shl;
         __syncthreads();
     }
