@@ -55,6 +55,50 @@ type ExpertSet interface {
 // RouteLen is the size of a routing buffer: ids then weights per row.
 func RouteLen(rows, topK int) int { return rows * 2 * topK }
 
+// ExpertRows groups a routing result (route, RouteLen(rows, topK) floats)
+// by expert: the rows each of experts takes, in row order, their combine
+// weights, and the most rows any expert takes. Ids out of range (NaN
+// after a failed step too) are skipped. For backends that run the
+// experts as host routing does (RunExperts).
+func ExpertRows(route []float32, rows, topK, experts int) (perRow [][]int32, perW [][]float32, most int) {
+	perRow = make([][]int32, experts)
+	perW = make([][]float32, experts)
+	for r := 0; r < rows; r++ {
+		for j := 0; j < topK; j++ {
+			v := route[r*2*topK+j]
+			if !(v >= 0 && v < float32(experts)) { // also rejects NaN
+				continue
+			}
+			id := int(v)
+			perRow[id] = append(perRow[id], int32(r))
+			perW[id] = append(perW[id], route[r*2*topK+topK+j])
+			most = max(most, len(perRow[id]))
+		}
+	}
+	return perRow, perW, most
+}
+
+// RunExperts adds each expert's SwiGLU MLP over its rows of x (hidden
+// wide), times their weights, into dst: the grouping of ExpertRows, the
+// weights gate, up [inter, hidden] and down [hidden, inter] of each
+// expert, and scratch of the most rows: xin, xout (hidden wide), g, u
+// (inter wide).
+func RunExperts(be Backend, dst, x Buf, perRow [][]int32, perW [][]float32, gate, up, down []Tensor, hidden, inter int,
+	xin, g, u, xout Buf) {
+	for id, rs := range perRow {
+		n := len(rs)
+		if n == 0 {
+			continue
+		}
+		be.Gather(xin, x, rs, hidden)
+		be.MatMul(g, xin, gate[id], n)
+		be.MatMul(u, xin, up[id], n)
+		be.SwiGLU(g, g, u, n*inter)
+		be.MatMul(xout, g, down[id], n)
+		be.ScatterAdd(dst, xout, rs, perW[id], hidden)
+	}
+}
+
 // Router is the expert-selection rule of a mixture-of-experts layer. It
 // covers the variants of the families we serve: softmax (Qwen3-MoE,
 // MiniMax) or sigmoid (DeepSeek-V3, GLM-4.5) scores, an optional

@@ -49,39 +49,12 @@ func (b *Backend) MoERoute(set kernels.ExpertSet, sel, logits kernels.Buf, rows 
 // MoEExperts implements kernels.MoEOps.
 func (b *Backend) MoEExperts(set kernels.ExpertSet, dst, x, sel kernels.Buf, rows int) {
 	s := set.(*expertSet)
-	k, hid, inter := s.r.TopK, s.hidden, s.inter
-	sv := f32(sel)
-	perRow := make([][]int32, s.r.Experts)
-	perW := make([][]float32, s.r.Experts)
-	most := 0
-	for r := 0; r < rows; r++ {
-		for j := 0; j < k; j++ {
-			v := sv[r*2*k+j]
-			if !(v >= 0 && v < float32(s.r.Experts)) { // also rejects NaN
-				continue
-			}
-			id := int(v)
-			perRow[id] = append(perRow[id], int32(r))
-			perW[id] = append(perW[id], sv[r*2*k+k+j])
-			most = max(most, len(perRow[id]))
-		}
-	}
-	d := f32(dst)[:rows*hid]
-	clear(d)
+	hid, inter := s.hidden, s.inter
+	perRow, perW, most := kernels.ExpertRows(f32(sel), rows, s.r.TopK, s.r.Experts)
+	clear(f32(dst)[:rows*hid])
 	xin, xout := &Buf{D: make([]float32, most*hid)}, &Buf{D: make([]float32, most*hid)}
 	g, u := &Buf{D: make([]float32, most*inter)}, &Buf{D: make([]float32, most*inter)}
-	for id, rs := range perRow {
-		n := len(rs)
-		if n == 0 {
-			continue
-		}
-		b.Gather(xin, x, rs, hid)
-		b.MatMul(g, xin, s.gate[id], n)
-		b.MatMul(u, xin, s.up[id], n)
-		b.SwiGLU(g, g, u, n*inter)
-		b.MatMul(xout, g, s.down[id], n)
-		b.ScatterAdd(dst, xout, rs, perW[id], hid)
-	}
+	kernels.RunExperts(b, dst, x, perRow, perW, s.gate, s.up, s.down, hid, inter, xin, g, u, xout)
 }
 
 // MoEAddGated implements kernels.MoEOps.

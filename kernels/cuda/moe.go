@@ -332,21 +332,7 @@ func (b *Backend) moeGrouped(set kernels.ExpertSet, dst, x, sel kernels.Buf, row
 	b.exit()
 	route := make([]float32, kernels.RouteLen(rows, k))
 	b.Read(sel, 0, route)
-	perRow := make([][]int32, e)
-	perW := make([][]float32, e)
-	most := 0
-	for r := 0; r < rows; r++ {
-		for j := 0; j < k; j++ {
-			v := route[r*2*k+j]
-			if !(v >= 0 && v < float32(e)) { // also NaN after a failure
-				continue
-			}
-			id := int(v)
-			perRow[id] = append(perRow[id], int32(r))
-			perW[id] = append(perW[id], route[r*2*k+k+j])
-			most = max(most, len(perRow[id]))
-		}
-	}
+	perRow, perW, most := kernels.ExpertRows(route, rows, k, e)
 	buf := func(i, n int) kernels.Buf {
 		if m.grouped[i] == nil || m.grouped[i].Len() < n {
 			m.grouped[i] = b.NewBuf(n)
@@ -354,18 +340,7 @@ func (b *Backend) moeGrouped(set kernels.ExpertSet, dst, x, sel kernels.Buf, row
 		return m.grouped[i]
 	}
 	xin, g, u, xout := buf(0, most*hid), buf(1, most*inter), buf(2, most*inter), buf(3, most*hid)
-	for id, rs := range perRow {
-		n := len(rs)
-		if n == 0 {
-			continue
-		}
-		b.Gather(xin, x, rs, hid)
-		b.MatMul(g, xin, s.gate[id], n)
-		b.MatMul(u, xin, s.up[id], n)
-		b.SwiGLU(g, g, u, n*inter)
-		b.MatMul(xout, g, s.down[id], n)
-		b.ScatterAdd(dst, xout, rs, perW[id], hid)
-	}
+	kernels.RunExperts(b, dst, x, perRow, perW, s.gate, s.up, s.down, hid, inter, xin, g, u, xout)
 }
 
 // MoEAddGated implements kernels.MoEOps.
