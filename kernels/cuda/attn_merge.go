@@ -30,11 +30,11 @@ import "gorgonia.org/cu"
 type attnDeferred struct {
 	dst, part, start            cu.DevicePtr
 	heads, splits, hd, minChunk int
-	pending                     *attnLaunch // not launched yet
+	pending                     attnLaunch // not launched yet (its args set)
 }
 
 // attnLaunch is a postponed decode attention: its kernel arguments
-// (ATTN_DECODE_ARGS) and grid.
+// (ATTN_DECODE_ARGS) and grid; the zero value is none.
 type attnLaunch struct {
 	args       []uint64
 	gx, gy, bx int
@@ -43,7 +43,7 @@ type attnLaunch struct {
 // launchPartials launches d's attention, if postponed, as the deferred
 // entry: its partials for the caller's merge.
 func (b *Backend) launchPartials(d attnDeferred) {
-	if p := d.pending; p != nil {
+	if p := d.pending; p.args != nil {
 		b.runDec(dAttnDecodeD+d.hd/128, p.gx, p.gy, p.bx, p.args...)
 	}
 }
@@ -90,7 +90,7 @@ func (b *Backend) setOff(off *bool, on bool) (was bool) {
 // attention merges itself from then on. A postponed attention launches
 // merging itself instead.
 func (b *Backend) mergeAttn(d attnDeferred) {
-	if p := d.pending; p != nil {
+	if p := d.pending; p.args != nil {
 		b.runDec(dAttnDecode+d.hd/128, p.gx, p.gy, p.bx, p.args...)
 		return
 	}

@@ -456,7 +456,7 @@ func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.T
 	def := attnDeferred{dst: dptr(dst), part: b.part, start: st, heads: heads, splits: splits, hd: headDim,
 		minChunk: minChunk}
 	if postpone {
-		def.pending = &attnLaunch{args: args, gx: kvHeads, gy: splits, bx: 32 * (heads / kvHeads)}
+		def.pending = attnLaunch{args: args, gx: kvHeads, gy: splits, bx: 32 * (heads / kvHeads)}
 		b.attnDef = def
 		return true
 	}

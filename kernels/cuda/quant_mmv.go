@@ -340,13 +340,12 @@ func (b *Backend) quantMatMulAdd(acc, x kernels.Buf, w kernels.Tensor) bool {
 	if r := tk.rounded; r.n == in && d.dst == 0 {
 		// The SwiGLU GEMV before rounded x itself.
 		xs, xq = r.xs, r.xq
-	} else if d.pending != nil && d.hd == 128 && d.heads*128 == in {
+	} else if d.pending.args != nil && d.hd == 128 && d.heads*128 == in {
 		// The attention merges and rounds its output itself.
 		xs, xq, _ = b.qxBuf(in)
 		b.launchRounded(d, xq, xs)
 	} else if d.dst != 0 && d.hd == 128 && d.heads*128 == in {
 		// The deferred attention's merge and the rounding in one launch.
-		b.launchPartials(d)
 		xs, xq, _ = b.qxBuf(in)
 		b.runQ(b.q.qxm, cdiv(d.heads, 8), 256, ptr(xq), ptr(xs), ptr(d.part), ptr(d.start), i32(d.heads),
 			i32(d.splits), i32(d.minChunk))
