@@ -118,6 +118,8 @@ func (c *conf) moeQuant() {
 		// IQ1_M experts of qwen3moe-mixed-iq1_m.
 		{"qwen3moe-q4_k", kernels.Q4_K, kernels.Q4_K, 8, 2, 256, 256, []int{1, 7, 20}},
 		{"qwen3moe-mixed-iq1_m", kernels.IQ1_M, kernels.IQ1_M, 8, 2, 256, 256, []int{1, 7, 20}},
+		// Q6_K experts of whole 1024-column groups, held as Q6_KG.
+		{"q6_k-grouped", kernels.Q6_K, kernels.Q6_K, 8, 2, 1024, 2048, []int{1, 5, 40}},
 	}
 	// Every format the backend executes as gate/up, each with another as
 	// down: hidden/32 = 40 sub-blocks wrap a warp's lanes, and 3 slots ×

@@ -57,12 +57,24 @@ func (c *conf) quant() {
 		c.c.Embed(yh, th, ids)
 		c.check("QEmbed", fmt.Sprintf("%s ids=13 dim=512", dt), yg, yh, 13*512, tolExact)
 	}
+	// Embed of a Q6_K table of whole 1024-column groups, which the backend
+	// holds as Q6_KG.
+	{
+		w := &kernels.Weight{Name: "embd", DType: kernels.Q6_K, Shape: []int{300, 2048}, Data: randomBlocks(c.rng, kernels.Q6_K, 300, 2048, 1e-3)}
+		tg, th := c.load(w)
+		ids := []int32{0, 299, 7, 7, 150}
+		yg, yh := c.outPair(len(ids) * 2048)
+		c.g.Embed(yg, tg, ids)
+		c.c.Embed(yh, th, ids)
+		c.check("QEmbed", "Q6_K (Q6_KG) ids=5 dim=2048", yg, yh, len(ids)*2048, tolExact)
+	}
 	// The chunked prefill path (scratch smaller than the matrix): chunks of
 	// 64 rows, the last one ragged.
 	old := cuda.QuantScratchBytes
 	cuda.QuantScratchBytes = 64 * 512 * 2
 	c.quantMatMul(kernels.Q4_K, 40, 200, 512)
 	c.quantMatMul(kernels.Q6_K, 40, 200, 512)
+	c.quantMatMul(kernels.Q6_K, 40, 200, 1024) // Q6_KG (rows of whole 1024-column groups)
 	c.quantMatMul(kernels.IQ2_XXS, 40, 200, 512)
 	c.quantMatMul(kernels.IQ1_M, 40, 200, 512)
 	cuda.QuantScratchBytes = old
@@ -120,7 +132,10 @@ func (c *conf) quantFused() {
 	for _, s := range []struct {
 		dt      kernels.DType
 		out, in int
-	}{{kernels.Q4_K, 12288, 4096}, {kernels.Q6_K, 101, 512}, {kernels.Q8_0, 37, 768}, {kernels.Q4_K, 3, 1280}} {
+	}{{kernels.Q4_K, 12288, 4096}, {kernels.Q6_K, 101, 512}, {kernels.Q8_0, 37, 768}, {kernels.Q4_K, 3, 1280},
+		// Q6_KG: the rounding kernel of its own (qmv_swiglu_qg), then the
+		// plain one (an output off the rounding's 32).
+		{kernels.Q6_K, 1024, 2048}, {kernels.Q6_K, 101, 1024}} {
 		xv := c.randn(s.in)
 		xg, xh := c.pair(xv)
 		gam, ng, nh := c.normVec(s.in)

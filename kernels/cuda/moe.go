@@ -188,7 +188,7 @@ func (b *Backend) NewExperts(r *kernels.Router, gate, up, down []kernels.Tensor)
 		if err != nil {
 			return nil, err
 		}
-		s.q = moeQuantFns{gateup: fns[w0.DType].gateup, down: fns[wd.DType].down}
+		s.q = moeQuantFns{gateup: fns[gate[0].(*tensor).layout()].gateup, down: fns[down[0].(*tensor).layout()].down}
 		s.rbGU, s.rbDown = gate[0].(*tensor).rowBytes(), down[0].(*tensor).rowBytes()
 	}
 	s.r.Bias = slices.Clone(r.Bias)

@@ -43,9 +43,9 @@ func (b *Backend) moeQuantModule(m *moeMod) (map[kernels.DType]*moeQuantFns, err
 	if m.quant != nil {
 		return m.quant, nil
 	}
-	fns := make(map[kernels.DType]*moeQuantFns, len(quantNames))
+	fns := make(map[kernels.DType]*moeQuantFns, len(quantNames)+1)
 	names := map[string]*cFunc{}
-	for dt, n := range quantNames {
+	for dt, n := range layoutNames() {
 		f := &moeQuantFns{}
 		fns[dt] = f
 		names["moe_gateup_"+n], names["moe_down_"+n] = &f.gateup, &f.down

@@ -20,7 +20,9 @@ type tensor struct {
 	data  cu.DevicePtr
 	scale cu.DevicePtr // FP8 block scales
 	nsc   int          // scales per row of scale blocks
-	vec   cu.DevicePtr // float32 copy of a 1-D weight (norm scales, biases)
+	// grouped: a Q6_K matrix held as Q6_KG (q6kg.go; layout()).
+	grouped bool
+	vec     cu.DevicePtr // float32 copy of a 1-D weight (norm scales, biases)
 }
 
 func (t *tensor) Weight() *kernels.Weight { return t.w }

@@ -7,6 +7,7 @@ package cuda
 import (
 	_ "embed"
 	"fmt"
+	"maps"
 	"strings"
 	"unsafe"
 
@@ -71,6 +72,14 @@ func loadable(d kernels.DType) bool {
 
 func isQuant(d kernels.DType) bool { _, ok := quantNames[d]; return ok }
 
+// layoutNames maps every layout the block kernels are built for to its
+// kernel suffix: the file formats, and Q6_KG (q6kg.go).
+func layoutNames() map[kernels.DType]string {
+	m := maps.Clone(quantNames)
+	m[dtQ6KG] = "q6_kg"
+	return m
+}
+
 // quantPad is extra device memory after each block tensor: the kernels read
 // aligned words and may touch up to 8 bytes past the last block.
 const quantPad = 64
@@ -98,11 +107,11 @@ type quantFns struct {
 	deq   cFunc
 }
 
-// qmvKernels are one geometry's qmv, qmv_swiglu, qmv_swiglu_q and
-// qmv_add_q.
+// qmvKernels are one geometry's qmv, qmv_swiglu, qmv_swiglu_q (and its
+// Q6_KG twin) and qmv_add_q.
 type qmvKernels struct {
-	g                   qmvGeom
-	mv, swi, swiq, addq cFunc
+	g                          qmvGeom
+	mv, swi, swiq, swiqG, addq cFunc
 }
 
 type quantMod struct {
@@ -160,6 +169,9 @@ func (b *Backend) quantModule() (*quantMod, error) {
 		if k.swiq, err = get(e.g.swiqEntry()); err != nil {
 			return nil, err
 		}
+		if k.swiqG, err = get(e.g.swiqGEntry()); err != nil {
+			return nil, err
+		}
 		if k.addq, err = get(e.g.addqEntry()); err != nil {
 			return nil, err
 		}
@@ -168,7 +180,7 @@ func (b *Backend) quantModule() (*quantMod, error) {
 	q.plan = parseQmvPlan(switches.qmvGeom)
 	q.int8 = !switches.exactQGEMV
 	q.iqErr = uploadLattices(mod)
-	for dt, n := range quantNames {
+	for dt, n := range layoutNames() {
 		fs := &quantFns{}
 		for i, nr := range []int{1, 2, 4, 8} {
 			if fs.gemv[i], err = get(fmt.Sprintf("qgemv_%s_%d", n, nr)); err != nil {
@@ -243,17 +255,41 @@ func (b *Backend) loadQuant(w *kernels.Weight) (*tensor, error) {
 		// keep working.
 		return nil, fmt.Errorf("load %s: %w", w.Name, q.iqErr)
 	}
-	t := &tensor{w: w}
+	t := &tensor{w: w, grouped: switches.q6kGroup && q6kgTakes(w)}
 	n := int64(len(w.Data))
 	t.data = b.alloc(n + quantPad)
 	if t.data != 0 {
 		b.fail(cu.MemsetD8(t.data, 0, n+quantPad))
-		b.fail(cu.MemcpyHtoD(t.data, unsafe.Pointer(&w.Data[0]), n))
+		if t.grouped {
+			b.uploadQ6KG(t.data, w.Data)
+		} else {
+			b.fail(cu.MemcpyHtoD(t.data, unsafe.Pointer(&w.Data[0]), n))
+		}
 	}
 	if b.err != nil {
 		return nil, fmt.Errorf("load %s: %w", w.Name, b.err)
 	}
 	return t, nil
+}
+
+// uploadQ6KG regroups Q6_K rows into Q6_KG (q6kg.go) on the way to dst, a
+// few MB at a time: the host never holds a second copy of the matrix.
+func (b *Backend) uploadQ6KG(dst cu.DevicePtr, src []byte) {
+	buf := make([]byte, min(len(src), q6kgBytes*16384))
+	for o := 0; o < len(src) && b.err == nil; o += len(buf) {
+		part := buf[:min(len(buf), len(src)-o)]
+		q6kgRegroup(part, src[o:o+len(part)])
+		b.fail(cu.MemcpyHtoD(dst+cu.DevicePtr(o), unsafe.Pointer(&part[0]), int64(len(part))))
+	}
+}
+
+// layout is the format t's device bytes are in: its weight's, or Q6_KG
+// where loadQuant regrouped a Q6_K matrix. Kernels are chosen by it.
+func (t *tensor) layout() kernels.DType {
+	if t.grouped {
+		return dtQ6KG
+	}
+	return t.w.DType
 }
 
 func (t *tensor) rowBytes() int {
@@ -263,7 +299,7 @@ func (t *tensor) rowBytes() int {
 
 // quantEmbed decodes the rows ids of a block-format table.
 func (b *Backend) quantEmbed(dst kernels.Buf, t *tensor, ids []int32) {
-	fs := b.q.fns[t.w.DType]
+	fs := b.q.fns[t.layout()]
 	ip := b.put(kIDs, words(ids))
 	cols := t.w.Cols()
 	b.launchFn(fs.embed, len(ids), 1, min(256, 32*cdiv(cols/32, 32)), ptr(dptr(dst)), ptr(t.data), ptr(ip), i32(cols), uint64(t.rowBytes()))
@@ -272,7 +308,7 @@ func (b *Backend) quantEmbed(dst kernels.Buf, t *tensor, ids []int32) {
 // quantMatMul is MatMul for a block-format weight (deferred GEMVs already
 // flushed).
 func (b *Backend) quantMatMul(dst, x kernels.Buf, t *tensor, rows int) {
-	fs := b.q.fns[t.w.DType]
+	fs := b.q.fns[t.layout()]
 	out, in := t.w.Rows(), t.w.Cols()
 	y, xp := dptr(dst), dptr(x)
 	if rows == 1 && b.quantGEMV1(y, xp, t) {

@@ -44,6 +44,9 @@
 #define IQ4_NL 21
 #define IQ4_XS 22
 #define MXFP4 23
+// Q6_KG is no file format: Q6_K regrouped by the CUDA backend, four blocks
+// to an aligned 840-byte group (q6kg.go has the layout and why).
+#define Q6_KG 64
 
 __device__ __forceinline__ float h2f(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)h)); }
 
@@ -93,6 +96,7 @@ template <> struct Fmt<Q3_K> { enum { BE = 256, BB = 110, HASB = 0, LUT = 0 }; }
 template <> struct Fmt<Q4_K> { enum { BE = 256, BB = 144, HASB = 1, LUT = 0 }; };
 template <> struct Fmt<Q5_K> { enum { BE = 256, BB = 176, HASB = 1, LUT = 0 }; };
 template <> struct Fmt<Q6_K> { enum { BE = 256, BB = 210, HASB = 0, LUT = 0 }; };
+template <> struct Fmt<Q6_KG> { enum { BE = 1024, BB = 840, HASB = 0, LUT = 0 }; };
 template <> struct Fmt<IQ1_S> { enum { BE = 256, BB = 50, HASB = 0, LUT = 0 }; };
 template <> struct Fmt<IQ1_M> { enum { BE = 256, BB = 56, HASB = 0, LUT = 0 }; };
 template <> struct Fmt<IQ2_XXS> { enum { BE = 256, BB = 66, HASB = 0, LUT = 0 }; };
@@ -199,14 +203,25 @@ __device__ __forceinline__ void sub32(const uint8_t* blk, int s, float (&q)[32],
             if (F == Q5_K) v |= ((byteAt(qh, l) >> s) & 1) << 4;
             q[l] = u2f(v);
         }
-    } else if (F == Q6_K) {
-        const int n = s >> 2, k = s & 3;
-        uint32_t ql[8], qh[8], sc[4];
-        ldu<8>(blk + 64 * n + 32 * (k & 1), ql);
-        ldu<8>(blk + 128 + 32 * n, qh);
-        ldu<4>(blk + 192, sc); // 16 scales; d at 208 follows
-        uint32_t dd[1];
-        ldu<1>(blk + 208, dd);
+    } else if (F == Q6_K || F == Q6_KG) {
+        const int n = (s >> 2) & 1, k = s & 3;
+        uint32_t ql[8], qh[8], sc[4], dd[1];
+        if (F == Q6_K) {
+            ldu<8>(blk + 64 * n + 32 * (k & 1), ql);
+            ldu<8>(blk + 128 + 32 * n, qh);
+            ldu<4>(blk + 192, sc); // 16 scales; d at 208 follows
+            ldu<1>(blk + 208, dd);
+        } else {
+            // Sub-block s of a group: block s/8 of it, sub-block s%8 of that
+            // block; its ql runs are the 8-byte halves of four lanes.
+            const int g = s >> 3;
+            const uint8_t* q = blk + 192 * g;
+#pragma unroll
+            for (int c = 0; c < 4; c++) ldu<2>(q + 64 * n + 16 * c + 8 * (k & 1), *(uint32_t(*)[2])(ql + 2 * c));
+            ldu<8>(q + 128 + 32 * n, qh);
+            ldu<4>(blk + 768 + 16 * g, sc);
+            ldu<1>(blk + 832 + 2 * g, dd);
+        }
         float d = h2f(dd[0] & 0xffff);
         a[0] = d * s2f((int)(int8_t)byteAt(sc, 8 * n + 2 * k));
         a[1] = d * s2f((int)(int8_t)byteAt(sc, 8 * n + 2 * k + 1));

@@ -25,7 +25,7 @@
 //
 // Lane mapping per 256-element block (j = lane % 8) as the v1 kernels:
 // Q4_K lane j reads qs bytes 16j..16j+15 (sub-blocks 2c, 2c+1 with c = j/2,
-// half h = j%2) and the 16-byte header (qdotQ4K); Q6_K lane j covers
+// half h = j%2) and the 16-byte header (qdotQ4K); Q6_K (and Q6_KG) lane j covers
 // elements 128n + 32k + 8*(j%4) + (0..7), n = j/4, k = 0..3; Q8_0 lane j
 // the whole 34-byte block 8*b + j.
 #define QMV_PLAIN 0
@@ -144,6 +144,29 @@ template <> struct QT<Q6_K> {
     }
     static __device__ __forceinline__ float dot(const W& w, const X& x, int t) {
         return q6kDot(w.a, w.b, w.h, w.sc, w.d, x.x, x.z, x.s01, x.s23, t);
+    }
+};
+
+// ldnc8 loads 8 bytes of weights, read once per pass: not kept in L1.
+__device__ __forceinline__ uint2 ldnc8(const void* p) {
+    uint2 r;
+    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+    return r;
+}
+
+// Q6_KG (q6kg.go): Q6_K's activations and dot, the weights regrouped so
+// that a lane's share of a block is five aligned loads that skip L1 (the
+// activations live there), not Q6_K's 13 words and 8 funnel shifts.
+template <> struct QT<Q6_KG> : QT<Q6_K> {
+    static __device__ __forceinline__ void ldW(W& w, const uint8_t* wr, int b, int t) {
+        const uint8_t* g = wr + (long)(b >> 2) * 840;
+        const int k = b & 3;
+        const uint8_t* q = g + 192 * k;
+        const uint2 a = ldnc8(q + 16 * t), bb = ldnc8(q + 16 * t + 8), h = ldnc8(q + 128 + 8 * t),
+                    sc = ldnc8(g + 768 + 16 * k + 8 * (t >> 2));
+        w.a[0] = a.x, w.a[1] = a.y, w.b[0] = bb.x, w.b[1] = bb.y;
+        w.h[0] = h.x, w.h[1] = h.y, w.sc[0] = sc.x, w.sc[1] = sc.y;
+        w.d = __ldg((const unsigned short*)(g + 832 + 2 * k));
     }
 };
 
@@ -386,6 +409,8 @@ __device__ __forceinline__ void qmvMat(int f, float* y, const uint8_t* w, long r
         qmvBlock<Q4_K, QR>(y, w, rb, out, blk, xq, xs, ssp, nss, eps, in, wpr, mode);
     else if (f == Q6_K)
         qmvBlock<Q6_K, QR>(y, w, rb, out, blk, xq, xs, ssp, nss, eps, in, wpr, mode);
+    else if (f == Q6_KG)
+        qmvBlock<Q6_KG, QR>(y, w, rb, out, blk, xq, xs, ssp, nss, eps, in, wpr, mode);
     else
         qmvBlock<Q8_0, QR>(y, w, rb, out, blk, xq, xs, ssp, nss, eps, in, wpr, mode);
 }
@@ -481,6 +506,8 @@ __device__ __forceinline__ void qmvSwiGLUEntry(float* act, const uint8_t* __rest
         qmvSwiGLU<Q4_K, QR, ROUND>(act, xq, xs, ssp, nss, eps, in, wpr, wg, wu, rb, out, xq2, xs2);
     else if (f == Q6_K)
         qmvSwiGLU<Q6_K, QR, ROUND>(act, xq, xs, ssp, nss, eps, in, wpr, wg, wu, rb, out, xq2, xs2);
+    else if (!ROUND && f == Q6_KG) // the rounding kernel's Q6_KG is qmv_swiglu_qg_R_B
+        qmvSwiGLU<Q6_KG, QR, ROUND>(act, xq, xs, ssp, nss, eps, in, wpr, wg, wu, rb, out, xq2, xs2);
     else
         qmvSwiGLU<Q8_0, QR, ROUND>(act, xq, xs, ssp, nss, eps, in, wpr, wg, wu, rb, out, xq2, xs2);
 }
@@ -537,12 +564,16 @@ __device__ __forceinline__ void qmvAddRoundEntry(float* y, const uint8_t* __rest
         qmvAddRound<Q4_K, QR>(y, xq, xs, in, wpr, w, rb, out, nw, xq2, xs2, ssp2);
     else if (f == Q6_K)
         qmvAddRound<Q6_K, QR>(y, xq, xs, in, wpr, w, rb, out, nw, xq2, xs2, ssp2);
+    else if (f == Q6_KG)
+        qmvAddRound<Q6_KG, QR>(y, xq, xs, in, wpr, w, rb, out, nw, xq2, xs2, ssp2);
     else
         qmvAddRound<Q8_0, QR>(y, xq, xs, in, wpr, w, rb, out, nw, xq2, xs2, ssp2);
 }
 
 // The entry points by geometry: qmv_R_B and qmv_swiglu_R_B compute R rows
 // a warp with __launch_bounds__(256, B) (quant_mmv_plan.go's qmvGeoms).
+// qmv_swiglu_qg_R_B is qmv_swiglu_q_R_B for Q6_KG alone: as a fourth
+// format of that kernel it made ptxas spill, in the Q4_K loop too.
 // qmv_add_q_R_B's blocks hold as many threads as B blocks of 256 (the
 // same registers a thread).
 #define QMV_ENTRIES(R, B)                                                                                            \
@@ -567,6 +598,13 @@ __device__ __forceinline__ void qmvAddRoundEntry(float* y, const uint8_t* __rest
                                const uint8_t* wu, long rb, int out, uint32_t* xq2, float2* xs2) {                    \
         PROBE_KERNEL();                                                                                              \
         qmvSwiGLUEntry<R, true>(act, xq, xs, ssp, nss, eps, in, wpr, f, wg, wu, rb, out, xq2, xs2);                  \
+    }                                                                                                                \
+    extern "C" __global__ void __launch_bounds__(256, B)                                                             \
+        qmv_swiglu_qg_##R##_##B(float* act, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,          \
+                                const float* ssp, int nss, float eps, int in, int wpr, int f, const uint8_t* wg,     \
+                                const uint8_t* wu, long rb, int out, uint32_t* xq2, float2* xs2) {                   \
+        PROBE_KERNEL();                                                                                              \
+        qmvSwiGLU<Q6_KG, R, true>(act, xq, xs, ssp, nss, eps, in, wpr, wg, wu, rb, out, xq2, xs2);                   \
     }                                                                                                                \
     extern "C" __global__ void __launch_bounds__(256 * B)                                                            \
         qmv_add_q_##R##_##B(float* y, const uint8_t* __restrict__ xq, const float2* __restrict__ xs, int in, int wpr,\

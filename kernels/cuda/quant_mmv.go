@@ -136,7 +136,7 @@ func (b *Backend) launchAddRound(a pendingAdd, nv cu.DevicePtr) (xs, xq, ssp cu.
 	xs, xq, ssp = b.qxOther(a.xs, out)
 	if !ablatedAs("qmv_", kind) {
 		b.runQ(k.addq, out/32, 32*(32/k.g.rows)*wpr, ptr(a.acc), ptr(a.xq), ptr(a.xs), i32(a.in), i32(wpr),
-			i32(int(a.t.w.DType)), ptr(a.t.data), uint64(a.t.rowBytes()), i32(out), ptr(nv), ptr(xq), ptr(xs), ptr(ssp))
+			i32(int(a.t.layout())), ptr(a.t.data), uint64(a.t.rowBytes()), i32(out), ptr(nv), ptr(xq), ptr(xs), ptr(ssp))
 	}
 	return xs, xq, ssp, out / 32, true
 }
@@ -217,7 +217,7 @@ func (b *Backend) qmvLaunch(mode int, xs, xq, ssp cu.DevicePtr, nss int, eps flo
 			out = 0
 		}
 		blocks += cdiv(out, per)
-		args = append(args, ptr(ys[j]), ptr(t.data), uint64(t.rowBytes()), i32(out), i32(int(t.w.DType)))
+		args = append(args, ptr(ys[j]), ptr(t.data), uint64(t.rowBytes()), i32(out), i32(int(t.layout())))
 		if i < 3 {
 			args = append(args, i32(blocks))
 		}
@@ -278,7 +278,7 @@ func (b *Backend) quantNormSwiGLU(act, x kernels.Buf, nv cu.DevicePtr, eps float
 	in := gate.Weight().Cols()
 	g, ok1 := qmvWeight(gate, in)
 	u, ok2 := qmvWeight(up, in)
-	if !ok1 || !ok2 || g.w.DType != u.w.DType || g.rowBytes() != u.rowBytes() {
+	if !ok1 || !ok2 || g.layout() != u.layout() || g.rowBytes() != u.rowBytes() {
 		return false
 	}
 	out := g.w.Rows()
@@ -305,11 +305,15 @@ func (b *Backend) quantNormSwiGLU(act, x kernels.Buf, nv cu.DevicePtr, eps float
 		return true
 	}
 	args := []uint64{ptr(dptr(act)), ptr(xq), ptr(xs), ptr(ssp), i32(nss), f32(eps), i32(in), i32(wpr),
-		i32(int(g.w.DType)), ptr(g.data), ptr(u.data), uint64(g.rowBytes()), i32(out)}
+		i32(int(g.layout())), ptr(g.data), ptr(u.data), uint64(g.rowBytes()), i32(out)}
 	if p := swiqPasses(k.g.rows, wpr); b.swiq && p > 0 && out%32 == 0 {
 		// 32 outputs a block, rounded for the op after (quantMatMulAdd).
 		xs2, xq2, _ := b.qxOther(xs, out)
-		b.runQ(k.swiq, out/32, 256, append(args, ptr(xq2), ptr(xs2))...)
+		f := k.swiq
+		if g.grouped {
+			f = k.swiqG
+		}
+		b.runQ(f, out/32, 256, append(args, ptr(xq2), ptr(xs2))...)
 		b.rounded = roundedAct{dptr(act), out, xs2, xq2}
 		return true
 	}

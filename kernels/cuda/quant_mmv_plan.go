@@ -31,6 +31,9 @@ func (g qmvGeom) entries() (mv, swi string) {
 // (POCKET_QMV_SWIQ).
 func (g qmvGeom) swiqEntry() string { return fmt.Sprintf("qmv_swiglu_q_%d_%d", g.rows, g.occ) }
 
+// swiqGEntry is swiqEntry for Q6_KG weights (q6kg.go), a kernel of its own.
+func (g qmvGeom) swiqGEntry() string { return fmt.Sprintf("qmv_swiglu_qg_%d_%d", g.rows, g.occ) }
+
 // addqEntry is the geometry's qmv_add_q: an add-mode GEMV over blocks of
 // 32 rows that rounds its output for the next op's norm (quant_mmv.go).
 func (g qmvGeom) addqEntry() string { return fmt.Sprintf("qmv_add_q_%d_%d", g.rows, g.occ) }

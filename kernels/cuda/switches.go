@@ -94,6 +94,8 @@ import (
 //	                     that op's int8 rounding to a qx_norm launch, instead of rounding it itself (qmv_add_q)
 //	POCKET_QMV_W6=0      block-format GEMVs always run in blocks of 8 warps, not 6 (3 a row group) where
 //	                     those cost less (qmvBlockFor: Qwen3-8B's down projection)
+//	POCKET_Q6K_GROUP=0   Q6_K matrices of whole 1024-column groups are held as stored, not regrouped into
+//	                     Q6_KG's aligned groups (q6kg.go) at load
 //	POCKET_MOE_QUANT=0   GGUF (block-format) MoE experts stay on host routing, not the device's indexed
 //	                     expert GEMVs (moe_quant.cu)
 var switches = struct {
@@ -142,6 +144,7 @@ var switches = struct {
 	qmvSwiQ         bool
 	qmvAddQ         bool
 	noQmvW6         bool
+	q6kGroup        bool
 	ablate          map[string]bool
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
@@ -189,6 +192,7 @@ var switches = struct {
 	qmvSwiQ:         os.Getenv("POCKET_QMV_SWIQ") != "0",
 	qmvAddQ:         os.Getenv("POCKET_QMV_ADDQ") != "0",
 	noQmvW6:         os.Getenv("POCKET_QMV_W6") == "0",
+	q6kGroup:        os.Getenv("POCKET_Q6K_GROUP") != "0",
 	ablate:          listSwitch(os.Getenv("POCKET_ABLATE")),
 }
 
