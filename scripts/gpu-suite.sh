@@ -46,10 +46,12 @@ gguf_fixtures() {
     mkdir -p /tmp/gg/$n && gunzip -c "$d/model.gguf.gz" >/tmp/gg/$n/model.gguf && cp "$d"/reference.safetensors /tmp/gg/$n/ 2>/dev/null
   done
 }
-bench_model() { # sets M: bench flags of model $1 (q4km|q35|l8b), generated if missing
+bench_model() { # sets M: bench flags of model $1 (q4km|q8|q35|l8b), generated if missing
   case $1 in
   q4km) [ -e /tmp/q4/.done ] || { $W synth --shape qwen3-8b --format q4_k_m --out /tmp/q4 >/dev/null 2>&1 && touch /tmp/q4/.done; }
     M="--model /tmp/q4/model.gguf --prompt-tokens 128 --new-tokens 64" ;;
+  q8) [ -e /tmp/q8/.done ] || { $W synth --shape qwen3-8b --format q8_0 --out /tmp/q8 >/dev/null 2>&1 && touch /tmp/q8/.done; }
+    M="--model /tmp/q8/model.gguf --prompt-tokens 128 --new-tokens 64" ;;
   q35) model qwen3.5-27b-fp8 /tmp/m-qwen3.5-27b-fp8; M="--model /tmp/m-qwen3.5-27b-fp8 --prompt-tokens 512 --new-tokens 64" ;;
   l8b) model llama3-8b /tmp/l8b; M="--model /tmp/l8b --prompt-tokens 512 --new-tokens 128" ;;
   mm2|ds3|glm) P=${1/mm2/minimax-m2-slice}; P=${P/ds3/deepseek-v3-slice}; P=${P/glm/glm-4.5-air-slice}; model $P /tmp/m-$P
@@ -193,7 +195,7 @@ for stage in "$@"; do
       step new-$i 200 $W bench $M --json
     done
     python3 scripts/bench-summary.py "$O/$stage.txt" >"$O/$stage-summary.txt" ;;
-  abenv) # interleaved A/B of settings on one build: AB_MODEL q4km|q35|l8b|mm2|ds3|glm (the slices at AB_PROMPT, 2048), AB_ENVS entries (VAR=value,
+  abenv) # interleaved A/B of settings on one build: AB_MODEL q4km|q8|q35|l8b|mm2|ds3|glm (the slices at AB_PROMPT, 2048), AB_ENVS entries (VAR=value,
     # several joined by +) each run against no setting in every one of AB_ROUNDS rounds (default 3)
     bench_model ${AB_MODEL:-q4km}
     for i in $(seq 1 "${AB_ROUNDS:-3}"); do

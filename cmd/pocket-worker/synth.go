@@ -20,7 +20,7 @@ func runSynth(args []string) error {
 	layers := fs.Int("layers", 0, "keep only the first N decoder layers (default: the shape's)")
 	out := fs.String("out", "", "output directory")
 	seed := fs.Uint64("seed", 1, "random seed")
-	format := fs.String("format", "", "bf16, fp8 (safetensors), q4_k_m or iq2_xxs (one model.gguf; dense shapes); default: the shape's own")
+	format := fs.String("format", "", "bf16, fp8 (safetensors), q4_k_m, q8_0 or iq2_xxs (one model.gguf; dense shapes); default: the shape's own")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -30,7 +30,7 @@ func runSynth(args []string) error {
 	start := time.Now()
 	var n int64
 	var err error
-	if *format == "q4_k_m" || *format == "iq2_xxs" {
+	if *format == "q4_k_m" || *format == "q8_0" || *format == "iq2_xxs" {
 		s, ok := synth.Shapes[*shape]
 		if !ok || *config != "" {
 			return fmt.Errorf("%s: only the dense shapes %v", *format, synth.Names())
@@ -38,7 +38,7 @@ func runSynth(args []string) error {
 		if *layers > 0 {
 			s.Layers = *layers
 		}
-		n, err = writeSynthGGUF(*out, s, *seed, *format == "iq2_xxs")
+		n, err = writeSynthGGUF(*out, s, *seed, *format)
 	} else {
 		var cfg []byte
 		if *config != "" {

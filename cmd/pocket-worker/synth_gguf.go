@@ -25,10 +25,13 @@ import (
 // values have roughly zero mean and the 1/sqrt(fan_in) spread of synth's
 // bf16 weights. Every matrix must have a multiple of 256 columns.
 //
-// With iq2 set, the layers' matrices are IQ2_XXS instead (token_embd and
-// output stay Q6_K, as in llama.cpp's IQ2 mixes' head): a speed model for
-// the lattice kernels, its blocks random grid indices, signs and scales.
-func writeSynthGGUF(dir string, s synth.Shape, seed uint64, iq2 bool) (int64, error) {
+// Format iq2_xxs makes the layers' matrices IQ2_XXS instead (token_embd
+// and output stay Q6_K, as in llama.cpp's IQ2 mixes' head): a speed model
+// for the lattice kernels, its blocks random grid indices, signs and
+// scales. Format q8_0 makes every matrix Q8_0, as llama.cpp's Q8_0 files
+// have them.
+func writeSynthGGUF(dir string, s synth.Shape, seed uint64, format string) (int64, error) {
+	iq2, q8 := format == "iq2_xxs", format == "q8_0"
 	arch := "qwen3"
 	if s.Arch == "LlamaForCausalLM" {
 		arch = "llama"
@@ -42,6 +45,9 @@ func writeSynthGGUF(dir string, s synth.Shape, seed uint64, iq2 bool) (int64, er
 	mat := func(name string, dt kernels.DType, rows, cols int) {
 		if iq2 && strings.HasPrefix(name, "blk.") {
 			dt = kernels.IQ2_XXS
+		}
+		if q8 {
+			dt = kernels.Q8_0
 		}
 		ts = append(ts, tensor{name, []int{rows, cols}, dt})
 	}
@@ -72,10 +78,12 @@ func writeSynthGGUF(dir string, s synth.Shape, seed uint64, iq2 bool) (int64, er
 	if !s.Tied {
 		mat("output.weight", kernels.Q6_K, s.Vocab, s.Hidden)
 	}
-	ggmlType := map[kernels.DType]uint32{kernels.F32: 0, kernels.Q4_K: 12, kernels.Q6_K: 14, kernels.IQ2_XXS: 16}
+	ggmlType := map[kernels.DType]uint32{kernels.F32: 0, kernels.Q8_0: 8, kernels.Q4_K: 12, kernels.Q6_K: 14, kernels.IQ2_XXS: 16}
 	fileType := uint32(15) // LLAMA_FTYPE_MOSTLY_Q4_K_M
 	if iq2 {
 		fileType = 19 // LLAMA_FTYPE_MOSTLY_IQ2_XXS
+	} else if q8 {
+		fileType = 7 // LLAMA_FTYPE_MOSTLY_Q8_0
 	}
 
 	var h bytes.Buffer
@@ -205,6 +213,13 @@ func fillSynthBlocks(b []byte, dt kernels.DType, seed, first uint64, std float64
 						blk[j] = 0x99
 					}
 					for j := 16; j < 144; j += 8 {
+						binary.LittleEndian.PutUint64(blk[j:], next())
+					}
+				case kernels.Q8_0:
+					// d, 32 random int8 (spread ~73.9): value = d·q.
+					d := std / 73.9 * (0.75 + 0.5*unit())
+					binary.LittleEndian.PutUint16(blk[0:], f32ToF16bits(float32(d)))
+					for j := 2; j < 34; j += 8 {
 						binary.LittleEndian.PutUint64(blk[j:], next())
 					}
 				case kernels.IQ2_XXS:

@@ -17,16 +17,16 @@ import (
 // IQ2_XXS-style one), opens it the way pocketd does and runs a forward pass
 // on the CPU backend.
 func TestSynthGGUF(t *testing.T) {
-	for _, iq2 := range []bool{false, true} {
-		t.Run(map[bool]string{false: "q4_k_m", true: "iq2_xxs"}[iq2], func(t *testing.T) { synthGGUF(t, iq2) })
+	for _, f := range []string{"q4_k_m", "iq2_xxs", "q8_0"} {
+		t.Run(f, func(t *testing.T) { synthGGUF(t, f) })
 	}
 }
 
-func synthGGUF(t *testing.T, iq2 bool) {
+func synthGGUF(t *testing.T, format string) {
 	s := synth.Shape{Arch: "Qwen3ForCausalLM", Vocab: 512, Hidden: 256, Intermediate: 512, Layers: 8, Heads: 4,
 		KVHeads: 2, HeadDim: 64, RopeTheta: 1e6, MaxPositions: 4096}
 	dir := t.TempDir()
-	if _, err := writeSynthGGUF(dir, s, 3, iq2); err != nil {
+	if _, err := writeSynthGGUF(dir, s, 3, format); err != nil {
 		t.Fatal(err)
 	}
 	ck, err := checkpoint.Open(dir)
@@ -39,10 +39,16 @@ func synthGGUF(t *testing.T, iq2 bool) {
 		counts[ti.Type]++
 	}
 	// token_embd, output and 4 of 8 ffn_down in Q6_K; for IQ2_XXS every
-	// layer matrix.
-	if !iq2 && (counts[kernels.Q6_K] != 6 || counts[kernels.Q4_K] != 8*6+4) ||
-		iq2 && (counts[kernels.Q6_K] != 2 || counts[kernels.IQ2_XXS] != 8*7) {
-		t.Fatalf("tensor types %v", counts)
+	// layer matrix; for Q8_0 every matrix.
+	want := map[string]map[kernels.DType]int{
+		"q4_k_m":  {kernels.Q6_K: 6, kernels.Q4_K: 8*6 + 4},
+		"iq2_xxs": {kernels.Q6_K: 2, kernels.IQ2_XXS: 8 * 7},
+		"q8_0":    {kernels.Q8_0: 2 + 8*7},
+	}[format]
+	for dt, n := range want {
+		if counts[dt] != n {
+			t.Fatalf("tensor types %v", counts)
+		}
 	}
 	m, err := ck.Model(cpu.New(0))
 	if err != nil {
@@ -70,7 +76,7 @@ func synthGGUF(t *testing.T, iq2 bool) {
 	// The weights have about the intended spread.
 	w, _ := ck.Source.Weight("model.layers.0.mlp.gate_proj.weight")
 	row := make([]float32, 256)
-	bb := w.DType.BlockBytes()
+	bb, _ := w.DType.RowBytes(256)
 	if err := quant.DequantizeRow(w.DType, w.Data[:bb], row); err != nil {
 		t.Fatal(err)
 	}

@@ -20,8 +20,9 @@ type tensor struct {
 	data  cu.DevicePtr
 	scale cu.DevicePtr // FP8 block scales
 	nsc   int          // scales per row of scale blocks
-	// grouped: a Q6_K matrix held as Q6_KG (q6kg.go; layout()).
-	grouped bool
+	// regroup: the layout a Q6_K or Q8_0 matrix is held in (regroup.go;
+	// layout()), or nil: as stored.
+	regroup *regroup
 	vec     cu.DevicePtr // float32 copy of a 1-D weight (norm scales, biases)
 }
 

@@ -73,10 +73,10 @@ func loadable(d kernels.DType) bool {
 func isQuant(d kernels.DType) bool { _, ok := quantNames[d]; return ok }
 
 // layoutNames maps every layout the block kernels are built for to its
-// kernel suffix: the file formats, and Q6_KG (q6kg.go).
+// kernel suffix: the file formats, and the regrouped ones (regroup.go).
 func layoutNames() map[kernels.DType]string {
 	m := maps.Clone(quantNames)
-	m[dtQ6KG] = "q6_kg"
+	m[dtQ6KG], m[dtQ80G] = "q6_kg", "q8_0g"
 	return m
 }
 
@@ -255,13 +255,16 @@ func (b *Backend) loadQuant(w *kernels.Weight) (*tensor, error) {
 		// keep working.
 		return nil, fmt.Errorf("load %s: %w", w.Name, q.iqErr)
 	}
-	t := &tensor{w: w, grouped: switches.q6kGroup && q6kgTakes(w)}
+	t := &tensor{w: w}
+	if r, ok := regroupFor(w); ok && !switches.noRegroup[r.file] {
+		t.regroup = &r
+	}
 	n := int64(len(w.Data))
 	t.data = b.alloc(n + quantPad)
 	if t.data != 0 {
 		b.fail(cu.MemsetD8(t.data, 0, n+quantPad))
-		if t.grouped {
-			b.uploadQ6KG(t.data, w.Data)
+		if t.regroup != nil {
+			b.uploadRegrouped(t.data, w.Data, *t.regroup)
 		} else {
 			b.fail(cu.MemcpyHtoD(t.data, unsafe.Pointer(&w.Data[0]), n))
 		}
@@ -272,22 +275,23 @@ func (b *Backend) loadQuant(w *kernels.Weight) (*tensor, error) {
 	return t, nil
 }
 
-// uploadQ6KG regroups Q6_K rows into Q6_KG (q6kg.go) on the way to dst, a
-// few MB at a time: the host never holds a second copy of the matrix.
-func (b *Backend) uploadQ6KG(dst cu.DevicePtr, src []byte) {
-	buf := make([]byte, min(len(src), q6kgBytes*16384))
+// uploadRegrouped regroups rows into r's layout (regroup.go) on the way
+// to dst, a few MB at a time: the host never holds a second copy of the
+// matrix.
+func (b *Backend) uploadRegrouped(dst cu.DevicePtr, src []byte, r regroup) {
+	buf := make([]byte, min(len(src), r.bytes*16384))
 	for o := 0; o < len(src) && b.err == nil; o += len(buf) {
 		part := buf[:min(len(buf), len(src)-o)]
-		q6kgRegroup(part, src[o:o+len(part)])
+		r.regroupRows(part, src[o:o+len(part)])
 		b.fail(cu.MemcpyHtoD(dst+cu.DevicePtr(o), unsafe.Pointer(&part[0]), int64(len(part))))
 	}
 }
 
-// layout is the format t's device bytes are in: its weight's, or Q6_KG
-// where loadQuant regrouped a Q6_K matrix. Kernels are chosen by it.
+// layout is the format t's device bytes are in: its weight's, or the
+// regrouped one loadQuant chose. Kernels are chosen by it.
 func (t *tensor) layout() kernels.DType {
-	if t.grouped {
-		return dtQ6KG
+	if t.regroup != nil {
+		return t.regroup.dev
 	}
 	return t.w.DType
 }

@@ -44,9 +44,11 @@
 #define IQ4_NL 21
 #define IQ4_XS 22
 #define MXFP4 23
-// Q6_KG is no file format: Q6_K regrouped by the CUDA backend, four blocks
-// to an aligned 840-byte group (q6kg.go has the layout and why).
+// Q6_KG and Q8_0G are no file formats: Q6_K and Q8_0 regrouped by the CUDA
+// backend, four blocks to an 840-byte group and eight to a 272-byte one
+// (regroup.go has the layouts and why).
 #define Q6_KG 64
+#define Q8_0G 65
 
 __device__ __forceinline__ float h2f(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)h)); }
 
@@ -97,6 +99,7 @@ template <> struct Fmt<Q4_K> { enum { BE = 256, BB = 144, HASB = 1, LUT = 0 }; }
 template <> struct Fmt<Q5_K> { enum { BE = 256, BB = 176, HASB = 1, LUT = 0 }; };
 template <> struct Fmt<Q6_K> { enum { BE = 256, BB = 210, HASB = 0, LUT = 0 }; };
 template <> struct Fmt<Q6_KG> { enum { BE = 1024, BB = 840, HASB = 0, LUT = 0 }; };
+template <> struct Fmt<Q8_0G> { enum { BE = 256, BB = 272, HASB = 0, LUT = 0 }; };
 template <> struct Fmt<IQ1_S> { enum { BE = 256, BB = 50, HASB = 0, LUT = 0 }; };
 template <> struct Fmt<IQ1_M> { enum { BE = 256, BB = 56, HASB = 0, LUT = 0 }; };
 template <> struct Fmt<IQ2_XXS> { enum { BE = 256, BB = 66, HASB = 0, LUT = 0 }; };
@@ -134,6 +137,14 @@ __device__ __forceinline__ void sub32(const uint8_t* blk, int s, float (&q)[32],
         a[0] = a[1] = d;
 #pragma unroll
         for (int i = 0; i < 32; i++) q[i] = s2f((int)(int8_t)byteAt(w, i + 2));
+    } else if (F == Q8_0G) {
+        // Block s of the group: its quants at 32s, its d at 256 + 2s.
+        uint32_t w[8], dd[1];
+        ldu<8>(blk + 32 * s, w);
+        ldu<1>(blk + 256 + 2 * s, dd);
+        a[0] = a[1] = h2f(dd[0] & 0xffff);
+#pragma unroll
+        for (int i = 0; i < 32; i++) q[i] = s2f((int)(int8_t)byteAt(w, i));
     } else if (F == Q4_0 || F == IQ4_NL || F == Q5_0 || F == MXFP4) {
         // [scale][qh: Q5_0][16 bytes of nibbles]
         const int off = F == Q5_0 ? 6 : (F == MXFP4 ? 1 : 2);

@@ -204,6 +204,19 @@ template <> struct QT<Q8_0> {
     }
 };
 
+// Q8_0G (regroup.go): Q8_0's activations and dot, lane j's block 8b + j
+// regrouped so that its quants are two aligned 16-byte loads that skip L1,
+// not Q8_0's nine words and eight funnel shifts.
+template <> struct QT<Q8_0G> : QT<Q8_0> {
+    static __device__ __forceinline__ void ldW(W& w, const uint8_t* wr, int b, int j) {
+        const uint8_t* g = wr + (long)b * 272;
+        const uint4 lo = ldnc(g + 32 * j), hi = ldnc(g + 32 * j + 16);
+        w.q[0] = lo.x, w.q[1] = lo.y, w.q[2] = lo.z, w.q[3] = lo.w;
+        w.q[4] = hi.x, w.q[5] = hi.y, w.q[6] = hi.z, w.q[7] = hi.w;
+        w.d = __ldg((const unsigned short*)(g + 256 + 2 * j));
+    }
+};
+
 // qdot leaves in acc this warp's share of the QR rows wr[] times the
 // quantized activation: steps s, s+ss, ... of 4 blocks (nb blocks of 256
 // elements in all). It waits for the predecessor kernel (PDL) after
@@ -411,6 +424,8 @@ __device__ __forceinline__ void qmvMat(int f, float* y, const uint8_t* w, long r
         qmvBlock<Q6_K, QR>(y, w, rb, out, blk, xq, xs, ssp, nss, eps, in, wpr, mode);
     else if (f == Q6_KG)
         qmvBlock<Q6_KG, QR>(y, w, rb, out, blk, xq, xs, ssp, nss, eps, in, wpr, mode);
+    else if (f == Q8_0G)
+        qmvBlock<Q8_0G, QR>(y, w, rb, out, blk, xq, xs, ssp, nss, eps, in, wpr, mode);
     else
         qmvBlock<Q8_0, QR>(y, w, rb, out, blk, xq, xs, ssp, nss, eps, in, wpr, mode);
 }
@@ -506,8 +521,10 @@ __device__ __forceinline__ void qmvSwiGLUEntry(float* act, const uint8_t* __rest
         qmvSwiGLU<Q4_K, QR, ROUND>(act, xq, xs, ssp, nss, eps, in, wpr, wg, wu, rb, out, xq2, xs2);
     else if (f == Q6_K)
         qmvSwiGLU<Q6_K, QR, ROUND>(act, xq, xs, ssp, nss, eps, in, wpr, wg, wu, rb, out, xq2, xs2);
-    else if (!ROUND && f == Q6_KG) // the rounding kernel's Q6_KG is qmv_swiglu_qg_R_B
+    else if (!ROUND && f == Q6_KG) // the rounding kernel's regrouped layouts are qmv_swiglu_qg_R_B's
         qmvSwiGLU<Q6_KG, QR, ROUND>(act, xq, xs, ssp, nss, eps, in, wpr, wg, wu, rb, out, xq2, xs2);
+    else if (!ROUND && f == Q8_0G)
+        qmvSwiGLU<Q8_0G, QR, ROUND>(act, xq, xs, ssp, nss, eps, in, wpr, wg, wu, rb, out, xq2, xs2);
     else
         qmvSwiGLU<Q8_0, QR, ROUND>(act, xq, xs, ssp, nss, eps, in, wpr, wg, wu, rb, out, xq2, xs2);
 }
@@ -566,14 +583,16 @@ __device__ __forceinline__ void qmvAddRoundEntry(float* y, const uint8_t* __rest
         qmvAddRound<Q6_K, QR>(y, xq, xs, in, wpr, w, rb, out, nw, xq2, xs2, ssp2);
     else if (f == Q6_KG)
         qmvAddRound<Q6_KG, QR>(y, xq, xs, in, wpr, w, rb, out, nw, xq2, xs2, ssp2);
+    else if (f == Q8_0G)
+        qmvAddRound<Q8_0G, QR>(y, xq, xs, in, wpr, w, rb, out, nw, xq2, xs2, ssp2);
     else
         qmvAddRound<Q8_0, QR>(y, xq, xs, in, wpr, w, rb, out, nw, xq2, xs2, ssp2);
 }
 
 // The entry points by geometry: qmv_R_B and qmv_swiglu_R_B compute R rows
 // a warp with __launch_bounds__(256, B) (quant_mmv_plan.go's qmvGeoms).
-// qmv_swiglu_qg_R_B is qmv_swiglu_q_R_B for Q6_KG alone: as a fourth
-// format of that kernel it made ptxas spill, in the Q4_K loop too.
+// qmv_swiglu_qg_R_B is qmv_swiglu_q_R_B for the regrouped layouts: Q6_KG
+// as a fourth format of that kernel made ptxas spill, in the Q4_K loop too.
 // qmv_add_q_R_B's blocks hold as many threads as B blocks of 256 (the
 // same registers a thread).
 #define QMV_ENTRIES(R, B)                                                                                            \
@@ -604,7 +623,10 @@ __device__ __forceinline__ void qmvAddRoundEntry(float* y, const uint8_t* __rest
                                 const float* ssp, int nss, float eps, int in, int wpr, int f, const uint8_t* wg,     \
                                 const uint8_t* wu, long rb, int out, uint32_t* xq2, float2* xs2) {                   \
         PROBE_KERNEL();                                                                                              \
-        qmvSwiGLU<Q6_KG, R, true>(act, xq, xs, ssp, nss, eps, in, wpr, wg, wu, rb, out, xq2, xs2);                   \
+        if (f == Q6_KG)                                                                                              \
+            qmvSwiGLU<Q6_KG, R, true>(act, xq, xs, ssp, nss, eps, in, wpr, wg, wu, rb, out, xq2, xs2);               \
+        else                                                                                                         \
+            qmvSwiGLU<Q8_0G, R, true>(act, xq, xs, ssp, nss, eps, in, wpr, wg, wu, rb, out, xq2, xs2);               \
     }                                                                                                                \
     extern "C" __global__ void __launch_bounds__(256 * B)                                                            \
         qmv_add_q_##R##_##B(float* y, const uint8_t* __restrict__ xq, const float2* __restrict__ xs, int in, int wpr,\

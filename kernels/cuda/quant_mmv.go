@@ -310,7 +310,7 @@ func (b *Backend) quantNormSwiGLU(act, x kernels.Buf, nv cu.DevicePtr, eps float
 		// 32 outputs a block, rounded for the op after (quantMatMulAdd).
 		xs2, xq2, _ := b.qxOther(xs, out)
 		f := k.swiq
-		if g.grouped {
+		if g.regroup != nil {
 			f = k.swiqG
 		}
 		b.runQ(f, out/32, 256, append(args, ptr(xq2), ptr(xs2))...)

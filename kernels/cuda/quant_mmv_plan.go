@@ -31,7 +31,8 @@ func (g qmvGeom) entries() (mv, swi string) {
 // (POCKET_QMV_SWIQ).
 func (g qmvGeom) swiqEntry() string { return fmt.Sprintf("qmv_swiglu_q_%d_%d", g.rows, g.occ) }
 
-// swiqGEntry is swiqEntry for Q6_KG weights (q6kg.go), a kernel of its own.
+// swiqGEntry is swiqEntry for the regrouped layouts (regroup.go), a
+// kernel of its own.
 func (g qmvGeom) swiqGEntry() string { return fmt.Sprintf("qmv_swiglu_qg_%d_%d", g.rows, g.occ) }
 
 // addqEntry is the geometry's qmv_add_q: an add-mode GEMV over blocks of

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/pocketllm/pocketllm/kernels"
 )
 
 // switches are the backend's A/B measurement knobs. They are read from the
@@ -94,8 +96,8 @@ import (
 //	                     that op's int8 rounding to a qx_norm launch, instead of rounding it itself (qmv_add_q)
 //	POCKET_QMV_W6=0      block-format GEMVs always run in blocks of 8 warps, not 6 (3 a row group) where
 //	                     those cost less (qmvBlockFor: Qwen3-8B's down projection)
-//	POCKET_Q6K_GROUP=0   Q6_K matrices of whole 1024-column groups are held as stored, not regrouped into
-//	                     Q6_KG's aligned groups (q6kg.go) at load
+//	POCKET_REGROUP=0     Q6_K and Q8_0 matrices are held as stored, not regrouped at load into aligned groups
+//	                     (Q6_KG, Q8_0G: regroup.go); =q6_k or =q8_0 regroups that format alone
 //	POCKET_MOE_QUANT=0   GGUF (block-format) MoE experts stay on host routing, not the device's indexed
 //	                     expert GEMVs (moe_quant.cu)
 var switches = struct {
@@ -144,7 +146,7 @@ var switches = struct {
 	qmvSwiQ         bool
 	qmvAddQ         bool
 	noQmvW6         bool
-	q6kGroup        bool
+	noRegroup       map[kernels.DType]bool
 	ablate          map[string]bool
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
@@ -192,8 +194,22 @@ var switches = struct {
 	qmvSwiQ:         os.Getenv("POCKET_QMV_SWIQ") != "0",
 	qmvAddQ:         os.Getenv("POCKET_QMV_ADDQ") != "0",
 	noQmvW6:         os.Getenv("POCKET_QMV_W6") == "0",
-	q6kGroup:        os.Getenv("POCKET_Q6K_GROUP") != "0",
+	noRegroup:       regroupSwitch(os.Getenv("POCKET_REGROUP")),
 	ablate:          listSwitch(os.Getenv("POCKET_ABLATE")),
+}
+
+// regroupSwitch reads POCKET_REGROUP into the file formats to hold as
+// stored.
+func regroupSwitch(v string) map[kernels.DType]bool {
+	switch v {
+	case "0":
+		return map[kernels.DType]bool{kernels.Q6_K: true, kernels.Q8_0: true}
+	case "q6_k":
+		return map[kernels.DType]bool{kernels.Q8_0: true}
+	case "q8_0":
+		return map[kernels.DType]bool{kernels.Q6_K: true}
+	}
+	return nil
 }
 
 // ablated reports whether POCKET_ABLATE leaves out the launches tagged

@@ -1,0 +1,103 @@
+package cuda
+
+import (
+	"github.com/pocketllm/pocketllm/kernels"
+)
+
+// Regrouped layouts: two GGUF formats whose blocks are only 2-byte aligned
+// are held on the device with a group of consecutive blocks re-laid into
+// one aligned run of the same bytes, so that every load of the batch-1
+// GEMVs (qmv) is aligned and can skip L1. Read through L1 as aligned words
+// and funnel shifts, Q6_K's weights took 13 loads a lane a block and
+// evicted the activations that qmv keeps there (Qwen3-8B Q4_K_M on an
+// H200: 537.5-543.1 tok/s regrouped against 515.6-520.8). A regrouped
+// format never leaves the backend: tensor.Weight() is still the file's
+// weight, the CPU decodes the file's bytes, and the group has exactly the
+// bytes of its blocks, so row sizes do not change.
+//
+// quant_blocks.cuh's Fmt and sub32 (every generic kernel: prefill
+// dequantization, Embed, the fp32 GEMVs, the MoE experts) and
+// quant_mmv.cuh's QT (qmv) read both layouts.
+//
+// Q6_KG, 1024 elements (four Q6_K blocks, 840 bytes, 8-byte aligned),
+// for blocks k = 0..3:
+//
+//	[192k, 192k+128)     block k's ql, in 16-byte lanes: lane t (n = t/4,
+//	                     l = t%4) holds ql[64n+8l : +8] then ql[64n+32+8l : +8],
+//	                     the two 8-byte runs qmv's lane t of the block reads
+//	[192k+128, 192k+192) block k's qh as stored
+//	[768+16k, 784+16k)   block k's 16 scales
+//	[832+2k, 834+2k)     block k's d
+//
+// Q8_0G, 256 elements (eight Q8_0 blocks, 272 bytes, 16-byte aligned), for
+// blocks k = 0..7:
+//
+//	[32k, 32k+32)      block k's 32 quants
+//	[256+2k, 258+2k)   block k's d
+const (
+	dtQ6KG kernels.DType = 64 // Q6_KG in quant_blocks.cuh; past every file format
+	dtQ80G kernels.DType = 65 // Q8_0G
+)
+
+// regroup is one regrouped layout.
+type regroup struct {
+	file, dev    kernels.DType
+	elems, bytes int // of a group
+	group        func(dst, src []byte)
+}
+
+var regroups = []regroup{
+	{kernels.Q6_K, dtQ6KG, 1024, 4 * q6kBlock, q6kgGroup},
+	{kernels.Q8_0, dtQ80G, 256, 8 * q80Block, q80gGroup},
+}
+
+const (
+	q6kBlock = 210 // bytes of a Q6_K block (256 elements)
+	q80Block = 34  // of a Q8_0 block (32 elements)
+)
+
+// regroupFor is the layout the device holds w in, if any: w's format has
+// one and its rows are whole groups.
+func regroupFor(w *kernels.Weight) (regroup, bool) {
+	for _, r := range regroups {
+		if w.DType == r.file && len(w.Shape) >= 2 && w.Cols()%r.elems == 0 {
+			return r, true
+		}
+	}
+	return regroup{}, false
+}
+
+// regroupRows regroups src, whole rows of whole groups, into dst (the
+// same length).
+func (r regroup) regroupRows(dst, src []byte) {
+	for o := 0; o+r.bytes <= len(src); o += r.bytes {
+		r.group(dst[o:o+r.bytes], src[o:o+r.bytes])
+	}
+}
+
+// q6kgGroup regroups four Q6_K blocks src (840 bytes) into dst.
+func q6kgGroup(dst, src []byte) {
+	_, _ = dst[4*q6kBlock-1], src[4*q6kBlock-1]
+	for k := range 4 {
+		blk := src[k*q6kBlock : (k+1)*q6kBlock]
+		q := dst[192*k : 192*k+192]
+		for t := range 8 {
+			n, l := t/4, t%4
+			copy(q[16*t:16*t+8], blk[64*n+8*l:64*n+8*l+8])
+			copy(q[16*t+8:16*t+16], blk[64*n+32+8*l:64*n+32+8*l+8])
+		}
+		copy(q[128:192], blk[128:192])
+		copy(dst[768+16*k:768+16*k+16], blk[192:208])
+		copy(dst[832+2*k:832+2*k+2], blk[208:210])
+	}
+}
+
+// q80gGroup regroups eight Q8_0 blocks src (272 bytes) into dst.
+func q80gGroup(dst, src []byte) {
+	_, _ = dst[8*q80Block-1], src[8*q80Block-1]
+	for k := range 8 {
+		blk := src[k*q80Block : (k+1)*q80Block]
+		copy(dst[32*k:32*k+32], blk[2:34])
+		copy(dst[256+2*k:256+2*k+2], blk[0:2])
+	}
+}

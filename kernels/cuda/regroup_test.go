@@ -1,0 +1,141 @@
+package cuda
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/pocketllm/pocketllm/kernels"
+	"github.com/pocketllm/pocketllm/kernels/quant"
+)
+
+// q6kgElem decodes element e of a Q6_KG group as quant_blocks.cuh's
+// sub32<Q6_KG> addresses it (sub-block e/32 of the group).
+func q6kgElem(grp []byte, e int) float32 {
+	s, l := e/32, e%32
+	g, n, k := s>>3, (s>>2)&1, s&3
+	ql := grp[192*g+64*n+16*(l/8)+8*(k&1)+l%8]
+	qh := grp[192*g+128+32*n+l]
+	q := int((ql>>(4*(k>>1)))&15|((qh>>(2*k))&3)<<4) - 32
+	sc := int8(grp[768+16*g+8*n+2*k+l/16])
+	d := kernels.F16ToF32(binary.LittleEndian.Uint16(grp[832+2*g:]))
+	return d * float32(sc) * float32(q)
+}
+
+// q80gElem decodes element e of a Q8_0G group as sub32<Q8_0G> does.
+func q80gElem(grp []byte, e int) float32 {
+	d := kernels.F16ToF32(binary.LittleEndian.Uint16(grp[256+2*(e/32):]))
+	return d * float32(int8(grp[e]))
+}
+
+// randomRows are rows of dt's blocks with random bytes and finite fp16
+// scales at the offsets named.
+func randomRows(rng *rand.Rand, dt kernels.DType, rows, cols int, f16At []int) []byte {
+	rb, _ := dt.RowBytes(cols)
+	src := make([]byte, rows*rb)
+	for i := range src {
+		src[i] = byte(rng.Uint32())
+	}
+	for o := 0; o < len(src); o += dt.BlockBytes() {
+		for _, at := range f16At {
+			binary.LittleEndian.PutUint16(src[o+at:], 0x1400+uint16(rng.IntN(0x800)))
+		}
+	}
+	return src
+}
+
+// TestRegroupDecodesAsStored checks each regrouped layout against the
+// file's: every element as the generic kernels decode it equals the CPU's
+// dequantization of the stored bytes.
+func TestRegroupDecodesAsStored(t *testing.T) {
+	rng := rand.New(rand.NewPCG(6, 1024))
+	for _, c := range []struct {
+		dt    kernels.DType
+		f16At []int
+		elem  func([]byte, int) float32
+	}{{kernels.Q6_K, []int{208}, q6kgElem}, {kernels.Q8_0, []int{0}, q80gElem}} {
+		const rows, cols = 3, 2048
+		src := randomRows(rng, c.dt, rows, cols, c.f16At)
+		r, ok := regroupFor(&kernels.Weight{DType: c.dt, Shape: []int{rows, cols}})
+		if !ok {
+			t.Fatalf("%s: no regrouped layout", c.dt)
+		}
+		dst := make([]byte, len(src))
+		r.regroupRows(dst, src)
+		rb := len(src) / rows
+		want := make([]float32, cols)
+		for row := range rows {
+			if err := quant.DequantizeRow(c.dt, src[row*rb:(row+1)*rb], want); err != nil {
+				t.Fatal(err)
+			}
+			for e := range cols {
+				grp := dst[row*rb+e/r.elems*r.bytes:]
+				if got := c.elem(grp, e%r.elems); got != want[e] {
+					t.Fatalf("%s row %d element %d: regrouped %v, stored %v", c.dt, row, e, got, want[e])
+				}
+			}
+		}
+	}
+}
+
+// TestQ6KGLanes: every lane's run of bytes as qmv's QT<Q6_KG> loads it is
+// the run QT<Q6_K> loads from the stored block.
+func TestQ6KGLanes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 1024))
+	const cols = 4096
+	src := randomRows(rng, kernels.Q6_K, 1, cols, []int{208})
+	dst := make([]byte, len(src))
+	regroups[0].regroupRows(dst, src)
+	for b := range cols / 256 {
+		blk := src[b*q6kBlock:]
+		grp, k := dst[b/4*4*q6kBlock:], b%4
+		q := grp[192*k:]
+		for lane := range 8 {
+			n, l8 := lane>>2, lane&3
+			runs := [][2][]byte{
+				{blk[64*n+8*l8:][:8], q[16*lane:][:8]},
+				{blk[64*n+32+8*l8:][:8], q[16*lane+8:][:8]},
+				{blk[128+32*n+8*l8:][:8], q[128+8*lane:][:8]},
+				{blk[192+8*n:][:8], grp[768+16*k+8*n:][:8]},
+				{blk[208:][:2], grp[832+2*k:][:2]},
+			}
+			for i, run := range runs {
+				if !bytes.Equal(run[0], run[1]) {
+					t.Fatalf("block %d lane %d run %d: % x against % x", b, lane, i, run[1], run[0])
+				}
+			}
+		}
+	}
+}
+
+// TestRegroupFor: only matrices of whole groups are regrouped, and the
+// layouts' numbers are no file format's.
+func TestRegroupFor(t *testing.T) {
+	for _, r := range regroups {
+		if r.dev.Valid() {
+			t.Fatalf("%s's regrouped number %d is a file format's", r.file, r.dev)
+		}
+		if rb, _ := r.file.RowBytes(r.elems); rb != r.bytes {
+			t.Fatalf("%s: a group of %d elements is %d bytes, not %d", r.file, r.elems, rb, r.bytes)
+		}
+	}
+	for _, c := range []struct {
+		dt    kernels.DType
+		shape []int
+		want  kernels.DType
+	}{
+		{kernels.Q6_K, []int{4, 4096}, dtQ6KG},
+		{kernels.Q6_K, []int{8, 4, 1024}, dtQ6KG},
+		{kernels.Q6_K, []int{4, 3584}, 0},
+		{kernels.Q6_K, []int{4096}, 0},
+		{kernels.Q8_0, []int{4, 3584}, dtQ80G},
+		{kernels.Q8_0, []int{4, 96}, 0},
+		{kernels.Q4_K, []int{4, 4096}, 0},
+	} {
+		r, ok := regroupFor(&kernels.Weight{DType: c.dt, Shape: c.shape})
+		if got := r.dev; ok != (c.want != 0) || got != c.want {
+			t.Errorf("%s %v: %v %v, want %v", c.dt, c.shape, got, ok, c.want)
+		}
+	}
+}
