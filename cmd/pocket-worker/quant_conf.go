@@ -57,16 +57,16 @@ func (c *conf) quant() {
 		c.c.Embed(yh, th, ids)
 		c.check("QEmbed", fmt.Sprintf("%s ids=13 dim=512", dt), yg, yh, 13*512, tolExact)
 	}
-	// Embed of a Q6_K table of whole 1024-column groups, which the backend
-	// holds as Q6_KG.
-	{
-		w := &kernels.Weight{Name: "embd", DType: kernels.Q6_K, Shape: []int{300, 2048}, Data: randomBlocks(c.rng, kernels.Q6_K, 300, 2048, 1e-3)}
+	// Embed of tables of whole groups, which the backend holds regrouped
+	// (Q4_KG, Q6_KG, Q8_0G).
+	for _, dt := range []kernels.DType{kernels.Q4_K, kernels.Q6_K, kernels.Q8_0} {
+		w := &kernels.Weight{Name: "embd", DType: dt, Shape: []int{300, 2048}, Data: randomBlocks(c.rng, dt, 300, 2048, 1e-3)}
 		tg, th := c.load(w)
 		ids := []int32{0, 299, 7, 7, 150}
 		yg, yh := c.outPair(len(ids) * 2048)
 		c.g.Embed(yg, tg, ids)
 		c.c.Embed(yh, th, ids)
-		c.check("QEmbed", "Q6_K (Q6_KG) ids=5 dim=2048", yg, yh, len(ids)*2048, tolExact)
+		c.check("QEmbed", fmt.Sprintf("%s (regrouped) ids=5 dim=2048", dt), yg, yh, len(ids)*2048, tolExact)
 	}
 	// The chunked prefill path (scratch smaller than the matrix): chunks of
 	// 64 rows, the last one ragged.
@@ -75,6 +75,7 @@ func (c *conf) quant() {
 	c.quantMatMul(kernels.Q4_K, 40, 200, 512)
 	c.quantMatMul(kernels.Q6_K, 40, 200, 512)
 	c.quantMatMul(kernels.Q6_K, 40, 200, 1024) // Q6_KG (rows of whole 1024-column groups)
+	c.quantMatMul(kernels.Q4_K, 40, 200, 2048) // Q4_KG
 	c.quantMatMul(kernels.IQ2_XXS, 40, 200, 512)
 	c.quantMatMul(kernels.IQ1_M, 40, 200, 512)
 	cuda.QuantScratchBytes = old

@@ -76,7 +76,7 @@ func isQuant(d kernels.DType) bool { _, ok := quantNames[d]; return ok }
 // kernel suffix: the file formats, and the regrouped ones (regroup.go).
 func layoutNames() map[kernels.DType]string {
 	m := maps.Clone(quantNames)
-	m[dtQ6KG], m[dtQ80G] = "q6_kg", "q8_0g"
+	m[dtQ6KG], m[dtQ80G], m[dtQ4KG] = "q6_kg", "q8_0g", "q4_kg"
 	return m
 }
 

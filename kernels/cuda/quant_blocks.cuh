@@ -44,11 +44,13 @@
 #define IQ4_NL 21
 #define IQ4_XS 22
 #define MXFP4 23
-// Q6_KG and Q8_0G are no file formats: Q6_K and Q8_0 regrouped by the CUDA
-// backend, four blocks to an 840-byte group and eight to a 272-byte one
-// (regroup.go has the layouts and why).
+// Q6_KG, Q8_0G and Q4_KG are no file formats: Q6_K, Q8_0 and Q4_K
+// regrouped by the CUDA backend, four blocks to an 840-byte group, eight to
+// a 272-byte one and eight to a 1152-byte one (regroup.go has the layouts
+// and why).
 #define Q6_KG 64
 #define Q8_0G 65
+#define Q4_KG 66
 
 __device__ __forceinline__ float h2f(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)h)); }
 
@@ -100,6 +102,7 @@ template <> struct Fmt<Q5_K> { enum { BE = 256, BB = 176, HASB = 1, LUT = 0 }; }
 template <> struct Fmt<Q6_K> { enum { BE = 256, BB = 210, HASB = 0, LUT = 0 }; };
 template <> struct Fmt<Q6_KG> { enum { BE = 1024, BB = 840, HASB = 0, LUT = 0 }; };
 template <> struct Fmt<Q8_0G> { enum { BE = 256, BB = 272, HASB = 0, LUT = 0 }; };
+template <> struct Fmt<Q4_KG> { enum { BE = 2048, BB = 1152, HASB = 1, LUT = 0 }; };
 template <> struct Fmt<IQ1_S> { enum { BE = 256, BB = 50, HASB = 0, LUT = 0 }; };
 template <> struct Fmt<IQ1_M> { enum { BE = 256, BB = 56, HASB = 0, LUT = 0 }; };
 template <> struct Fmt<IQ2_XXS> { enum { BE = 256, BB = 66, HASB = 0, LUT = 0 }; };
@@ -195,11 +198,20 @@ __device__ __forceinline__ void sub32(const uint8_t* blk, int s, float (&q)[32],
             q[j] = u2f(lo);
             q[j + 16] = u2f(hi);
         }
-    } else if (F == Q4_K || F == Q5_K) {
+    } else if (F == Q4_K || F == Q5_K || F == Q4_KG) {
         uint32_t hd[4], w[8];
-        ldu<4>(blk, hd); // d, dmin, scales[12]
-        const int qoff = F == Q5_K ? 48 : 16;
-        ldu<8>(blk + qoff + 32 * (s >> 1), w);
+        if (F == Q4_KG) {
+            // Block s/8 of the group: its header at 16(s/8), its quants at
+            // 128 + 128(s/8); then sub-block s%8 of it.
+            const int k = s >> 3;
+            s &= 7;
+            ldu<4>(blk + 16 * k, hd);
+            ldu<8>(blk + 128 + 128 * k + 32 * (s >> 1), w);
+        } else {
+            ldu<4>(blk, hd); // d, dmin, scales[12]
+            const int qoff = F == Q5_K ? 48 : 16;
+            ldu<8>(blk + qoff + 32 * (s >> 1), w);
+        }
         uint32_t sc, mn;
         scaleMinK4(s, hd + 1, sc, mn);
         float d = h2f(hd[0] & 0xffff), dmin = h2f(hd[0] >> 16);

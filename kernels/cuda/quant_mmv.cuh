@@ -294,7 +294,12 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
 // sector between two load instructions (measured slower: 410 against 426
 // tok/s on the Qwen3-8B Q4_K_M step), and so did loading the rows in an
 // order that depends on h (414).
-template <int QR, class Rows>
+//
+// G: the rows are Q4_KG (regroup.go): block blk's header at 16(blk%8) of
+// its group of eight and its quants at 128 + 128(blk%8), so that a load
+// instruction's four blocks are whole 128-byte lines (64 header bytes of a
+// row in one line), where Q4_K's 144-byte blocks straddle two lines each.
+template <int QR, bool G, class Rows>
 __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restrict__ xq,
                                         const float2* __restrict__ xs, int nb, int s, int ss, bool active,
                                         float (&acc)[QR]) {
@@ -309,10 +314,12 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
     uint4 qv[QR], hd[H];
     int b = 4 * s + (lane >> 3);
     auto load = [&](int blk) {
+        const long qo = G ? (long)(blk >> 3) * 1152 + 128 + 128 * (blk & 7) + 16 * j : (long)blk * 144 + 16 + 16 * j;
+        const long ho = G ? (long)(blk >> 3) * 1152 + 16 * (blk & 7) : (long)blk * 144;
 #pragma unroll
-        for (int r = 0; r < QR; r++) qv[r] = ldnc(wr[r] + (long)blk * 144 + 16 + 16 * j);
+        for (int r = 0; r < QR; r++) qv[r] = ldnc(wr[r] + qo);
 #pragma unroll
-        for (int k = 0; k < H; k++) hd[k] = ldnc(hp[k] + (long)blk * 144);
+        for (int k = 0; k < H; k++) hd[k] = ldnc(hp[k] + ho);
     };
     if (active && b < nb) load(b);
     qPdlLaunch();
@@ -359,7 +366,16 @@ struct QDotF<Q4_K> {
     static __device__ __forceinline__ void run(const Rows& wr, const uint8_t* __restrict__ xq,
                                                const float2* __restrict__ xs, int nb, int s, int ss, bool active,
                                                float (&acc)[QR]) {
-        qdotQ4K<QR>(wr, xq, xs, nb, s, ss, active, acc);
+        qdotQ4K<QR, false>(wr, xq, xs, nb, s, ss, active, acc);
+    }
+};
+template <>
+struct QDotF<Q4_KG> {
+    template <int QR, class Rows>
+    static __device__ __forceinline__ void run(const Rows& wr, const uint8_t* __restrict__ xq,
+                                               const float2* __restrict__ xs, int nb, int s, int ss, bool active,
+                                               float (&acc)[QR]) {
+        qdotQ4K<QR, true>(wr, xq, xs, nb, s, ss, active, acc);
     }
 };
 
@@ -426,6 +442,8 @@ __device__ __forceinline__ void qmvMat(int f, float* y, const uint8_t* w, long r
         qmvBlock<Q6_KG, QR>(y, w, rb, out, blk, xq, xs, ssp, nss, eps, in, wpr, mode);
     else if (f == Q8_0G)
         qmvBlock<Q8_0G, QR>(y, w, rb, out, blk, xq, xs, ssp, nss, eps, in, wpr, mode);
+    else if (f == Q4_KG)
+        qmvBlock<Q4_KG, QR>(y, w, rb, out, blk, xq, xs, ssp, nss, eps, in, wpr, mode);
     else
         qmvBlock<Q8_0, QR>(y, w, rb, out, blk, xq, xs, ssp, nss, eps, in, wpr, mode);
 }
@@ -525,6 +543,8 @@ __device__ __forceinline__ void qmvSwiGLUEntry(float* act, const uint8_t* __rest
         qmvSwiGLU<Q6_KG, QR, ROUND>(act, xq, xs, ssp, nss, eps, in, wpr, wg, wu, rb, out, xq2, xs2);
     else if (!ROUND && f == Q8_0G)
         qmvSwiGLU<Q8_0G, QR, ROUND>(act, xq, xs, ssp, nss, eps, in, wpr, wg, wu, rb, out, xq2, xs2);
+    else if (!ROUND && f == Q4_KG)
+        qmvSwiGLU<Q4_KG, QR, ROUND>(act, xq, xs, ssp, nss, eps, in, wpr, wg, wu, rb, out, xq2, xs2);
     else
         qmvSwiGLU<Q8_0, QR, ROUND>(act, xq, xs, ssp, nss, eps, in, wpr, wg, wu, rb, out, xq2, xs2);
 }
@@ -585,6 +605,8 @@ __device__ __forceinline__ void qmvAddRoundEntry(float* y, const uint8_t* __rest
         qmvAddRound<Q6_KG, QR>(y, xq, xs, in, wpr, w, rb, out, nw, xq2, xs2, ssp2);
     else if (f == Q8_0G)
         qmvAddRound<Q8_0G, QR>(y, xq, xs, in, wpr, w, rb, out, nw, xq2, xs2, ssp2);
+    else if (f == Q4_KG)
+        qmvAddRound<Q4_KG, QR>(y, xq, xs, in, wpr, w, rb, out, nw, xq2, xs2, ssp2);
     else
         qmvAddRound<Q8_0, QR>(y, xq, xs, in, wpr, w, rb, out, nw, xq2, xs2, ssp2);
 }
@@ -623,7 +645,9 @@ __device__ __forceinline__ void qmvAddRoundEntry(float* y, const uint8_t* __rest
                                 const float* ssp, int nss, float eps, int in, int wpr, int f, const uint8_t* wg,     \
                                 const uint8_t* wu, long rb, int out, uint32_t* xq2, float2* xs2) {                   \
         PROBE_KERNEL();                                                                                              \
-        if (f == Q6_KG)                                                                                              \
+        if (f == Q4_KG)                                                                                              \
+            qmvSwiGLU<Q4_KG, R, true>(act, xq, xs, ssp, nss, eps, in, wpr, wg, wu, rb, out, xq2, xs2);               \
+        else if (f == Q6_KG)                                                                                         \
             qmvSwiGLU<Q6_KG, R, true>(act, xq, xs, ssp, nss, eps, in, wpr, wg, wu, rb, out, xq2, xs2);               \
         else                                                                                                         \
             qmvSwiGLU<Q8_0G, R, true>(act, xq, xs, ssp, nss, eps, in, wpr, wg, wu, rb, out, xq2, xs2);               \

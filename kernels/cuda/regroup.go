@@ -1,13 +1,15 @@
 package cuda
 
 import (
+	"strings"
+
 	"github.com/pocketllm/pocketllm/kernels"
 )
 
-// Regrouped layouts: two GGUF formats whose blocks are only 2-byte aligned
-// are held on the device with a group of consecutive blocks re-laid into
-// one aligned run of the same bytes, so that every load of the batch-1
-// GEMVs (qmv) is aligned and can skip L1. Read through L1 as aligned words
+// Regrouped layouts: the GGUF formats of the batch-1 int8 GEMVs (qmv) are
+// held on the device with a group of consecutive blocks re-laid into one
+// aligned run of the same bytes, so that every load of qmv is aligned,
+// whole lines where it can, and can skip L1. Read through L1 as aligned words
 // and funnel shifts, Q6_K's weights took 13 loads a lane a block and
 // evicted the activations that qmv keeps there (Qwen3-8B Q4_K_M on an
 // H200: 537.5-543.1 tok/s regrouped against 515.6-520.8). A regrouped
@@ -34,9 +36,21 @@ import (
 //
 //	[32k, 32k+32)      block k's 32 quants
 //	[256+2k, 258+2k)   block k's d
+//
+// Q4_KG, 2048 elements (eight Q4_K blocks, 1152 bytes, 128-byte aligned),
+// for blocks k = 0..7:
+//
+//	[16k, 16k+16)          block k's header (d, dmin, 12 scale bytes)
+//	[128+128k, 256+128k)   block k's 128 quant bytes
+//
+// Q4_K's blocks are 16-byte aligned, but 144 bytes long, so each 128-byte
+// run of quants that one qmv load instruction reads for a block straddles
+// two 128-byte lines, and the four blocks' headers of a row lie in four
+// lines; regrouped, a load instruction touches half the lines.
 const (
 	dtQ6KG kernels.DType = 64 // Q6_KG in quant_blocks.cuh; past every file format
 	dtQ80G kernels.DType = 65 // Q8_0G
+	dtQ4KG kernels.DType = 66 // Q4_KG
 )
 
 // regroup is one regrouped layout.
@@ -49,11 +63,13 @@ type regroup struct {
 var regroups = []regroup{
 	{kernels.Q6_K, dtQ6KG, 1024, 4 * q6kBlock, q6kgGroup},
 	{kernels.Q8_0, dtQ80G, 256, 8 * q80Block, q80gGroup},
+	{kernels.Q4_K, dtQ4KG, 2048, 8 * q4kBlock, q4kgGroup},
 }
 
 const (
 	q6kBlock = 210 // bytes of a Q6_K block (256 elements)
 	q80Block = 34  // of a Q8_0 block (32 elements)
+	q4kBlock = 144 // of a Q4_K block (256 elements)
 )
 
 // regroupFor is the layout the device holds w in, if any: w's format has
@@ -100,4 +116,34 @@ func q80gGroup(dst, src []byte) {
 		copy(dst[32*k:32*k+32], blk[2:34])
 		copy(dst[256+2*k:256+2*k+2], blk[0:2])
 	}
+}
+
+// q4kgGroup regroups eight Q4_K blocks src (1152 bytes) into dst.
+func q4kgGroup(dst, src []byte) {
+	_, _ = dst[8*q4kBlock-1], src[8*q4kBlock-1]
+	for k := range 8 {
+		blk := src[k*q4kBlock : (k+1)*q4kBlock]
+		copy(dst[16*k:16*k+16], blk[0:16])
+		copy(dst[128+128*k:256+128*k], blk[16:144])
+	}
+}
+
+// regroupSwitch reads POCKET_REGROUP into the file formats to hold as
+// stored: "" none, "0" all, else those not in the list.
+func regroupSwitch(v string) map[kernels.DType]bool {
+	if v == "" {
+		return nil
+	}
+	keep := map[kernels.DType]bool{}
+	for _, r := range regroups {
+		keep[r.file] = true
+	}
+	for _, f := range strings.Split(v, ",") {
+		for _, r := range regroups {
+			if strings.EqualFold(strings.TrimSpace(f), r.file.String()) {
+				delete(keep, r.file)
+			}
+		}
+	}
+	return keep
 }

@@ -29,6 +29,25 @@ func q80gElem(grp []byte, e int) float32 {
 	return d * float32(int8(grp[e]))
 }
 
+// q4kgElem decodes element e of a Q4_KG group as sub32<Q4_KG> does, in
+// the CPU dequantizer's order of products.
+func q4kgElem(grp []byte, e int) float32 {
+	s, l := e/32, e%32
+	k, ss := s>>3, s&7
+	hd := grp[16*k:]
+	d := kernels.F16ToF32(binary.LittleEndian.Uint16(hd))
+	dmin := kernels.F16ToF32(binary.LittleEndian.Uint16(hd[2:]))
+	sb := hd[4:16]
+	var sc, m byte
+	if ss < 4 {
+		sc, m = sb[ss]&63, sb[ss+4]&63
+	} else {
+		sc, m = sb[ss+4]&0xF|(sb[ss-4]>>6)<<4, sb[ss+4]>>4|(sb[ss]>>6)<<4
+	}
+	q := (grp[128+128*k+32*(ss>>1)+l] >> (4 * (ss & 1))) & 15
+	return d*float32(sc)*float32(q) - dmin*float32(m)
+}
+
 // randomRows are rows of dt's blocks with random bytes and finite fp16
 // scales at the offsets named.
 func randomRows(rng *rand.Rand, dt kernels.DType, rows, cols int, f16At []int) []byte {
@@ -54,7 +73,7 @@ func TestRegroupDecodesAsStored(t *testing.T) {
 		dt    kernels.DType
 		f16At []int
 		elem  func([]byte, int) float32
-	}{{kernels.Q6_K, []int{208}, q6kgElem}, {kernels.Q8_0, []int{0}, q80gElem}} {
+	}{{kernels.Q6_K, []int{208}, q6kgElem}, {kernels.Q8_0, []int{0}, q80gElem}, {kernels.Q4_K, []int{0, 2}, q4kgElem}} {
 		const rows, cols = 3, 2048
 		src := randomRows(rng, c.dt, rows, cols, c.f16At)
 		r, ok := regroupFor(&kernels.Weight{DType: c.dt, Shape: []int{rows, cols}})
@@ -131,11 +150,35 @@ func TestRegroupFor(t *testing.T) {
 		{kernels.Q6_K, []int{4096}, 0},
 		{kernels.Q8_0, []int{4, 3584}, dtQ80G},
 		{kernels.Q8_0, []int{4, 96}, 0},
-		{kernels.Q4_K, []int{4, 4096}, 0},
+		{kernels.Q4_K, []int{4, 4096}, dtQ4KG},
+		{kernels.Q4_K, []int{4, 5120}, 0},
+		{kernels.Q5_K, []int{4, 4096}, 0},
 	} {
 		r, ok := regroupFor(&kernels.Weight{DType: c.dt, Shape: c.shape})
 		if got := r.dev; ok != (c.want != 0) || got != c.want {
 			t.Errorf("%s %v: %v %v, want %v", c.dt, c.shape, got, ok, c.want)
+		}
+	}
+}
+
+func TestRegroupSwitch(t *testing.T) {
+	for _, c := range []struct {
+		v    string
+		kept []kernels.DType
+	}{
+		{"", nil},
+		{"0", []kernels.DType{kernels.Q4_K, kernels.Q6_K, kernels.Q8_0}},
+		{"q4_k", []kernels.DType{kernels.Q6_K, kernels.Q8_0}},
+		{"Q6_K, q8_0", []kernels.DType{kernels.Q4_K}},
+	} {
+		got := regroupSwitch(c.v)
+		if len(got) != len(c.kept) {
+			t.Errorf("%q: %v, want %v", c.v, got, c.kept)
+		}
+		for _, d := range c.kept {
+			if !got[d] {
+				t.Errorf("%q: %v, want %v", c.v, got, c.kept)
+			}
 		}
 	}
 }

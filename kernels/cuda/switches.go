@@ -96,8 +96,8 @@ import (
 //	                     that op's int8 rounding to a qx_norm launch, instead of rounding it itself (qmv_add_q)
 //	POCKET_QMV_W6=0      block-format GEMVs always run in blocks of 8 warps, not 6 (3 a row group) where
 //	                     those cost less (qmvBlockFor: Qwen3-8B's down projection)
-//	POCKET_REGROUP=0     Q6_K and Q8_0 matrices are held as stored, not regrouped at load into aligned groups
-//	                     (Q6_KG, Q8_0G: regroup.go); =q6_k or =q8_0 regroups that format alone
+//	POCKET_REGROUP=0     Q4_K, Q6_K and Q8_0 matrices are held as stored, not regrouped at load into aligned
+//	                     groups (Q4_KG, Q6_KG, Q8_0G: regroup.go); =q4_k,q6_k (a list) regroups those formats alone
 //	POCKET_MOE_QUANT=0   GGUF (block-format) MoE experts stay on host routing, not the device's indexed
 //	                     expert GEMVs (moe_quant.cu)
 var switches = struct {
@@ -196,20 +196,6 @@ var switches = struct {
 	noQmvW6:         os.Getenv("POCKET_QMV_W6") == "0",
 	noRegroup:       regroupSwitch(os.Getenv("POCKET_REGROUP")),
 	ablate:          listSwitch(os.Getenv("POCKET_ABLATE")),
-}
-
-// regroupSwitch reads POCKET_REGROUP into the file formats to hold as
-// stored.
-func regroupSwitch(v string) map[kernels.DType]bool {
-	switch v {
-	case "0":
-		return map[kernels.DType]bool{kernels.Q6_K: true, kernels.Q8_0: true}
-	case "q6_k":
-		return map[kernels.DType]bool{kernels.Q8_0: true}
-	case "q8_0":
-		return map[kernels.DType]bool{kernels.Q6_K: true}
-	}
-	return nil
 }
 
 // ablated reports whether POCKET_ABLATE leaves out the launches tagged
