@@ -12,6 +12,9 @@ package cuda
 static CUresult pl_host_register(void *p, size_t n) {
 	return cuMemHostRegister(p, n, CU_MEMHOSTREGISTER_PORTABLE);
 }
+static CUresult pl_host_alloc_staging(void **h, size_t n) {
+	return cuMemHostAlloc(h, n, CU_MEMHOSTALLOC_PORTABLE);
+}
 */
 import "C"
 
@@ -37,4 +40,25 @@ func (b *Backend) PinHost(p []byte) error {
 	// A failure here (no memory to lock, a kernel that refuses) leaves
 	// the context healthy: it is the caller's to report, not b.err.
 	return cuErr("pin host memory", C.pl_host_register(unsafe.Pointer(&p[0]), C.size_t(n)))
+}
+
+// stagingBufs are two page-locked host buffers of n bytes for uploads
+// that pass through the host (uploadRegrouped), allocated on the first
+// call and kept for the process: a fresh Go buffer a tensor cost its page
+// faults and zeroing every time, and a pageable source makes the driver
+// stage the copy itself. Where page-locking fails they are Go memory.
+// Context current.
+func (b *Backend) stagingBufs(n int) [2][]byte {
+	if len(b.staging[0]) >= n {
+		return b.staging
+	}
+	for i := range b.staging {
+		var h unsafe.Pointer
+		if C.pl_host_alloc_staging(&h, C.size_t(n)) == C.CUDA_SUCCESS {
+			b.staging[i] = unsafe.Slice((*byte)(h), n)
+		} else {
+			b.staging[i] = make([]byte, n)
+		}
+	}
+	return b.staging
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -276,14 +277,27 @@ func (b *Backend) loadQuant(w *kernels.Weight) (*tensor, error) {
 }
 
 // uploadRegrouped regroups rows into r's layout (regroup.go) on the way
-// to dst, a few MB at a time: the host never holds a second copy of the
-// matrix.
+// to dst, in chunks of ~32 MB through the two page-locked staging
+// buffers: every core regroups the next chunk while this thread copies
+// the last, so the host never holds a second copy of the matrix.
 func (b *Backend) uploadRegrouped(dst cu.DevicePtr, src []byte, r regroup) {
-	buf := make([]byte, min(len(src), r.bytes*16384))
-	for o := 0; o < len(src) && b.err == nil; o += len(buf) {
-		part := buf[:min(len(buf), len(src)-o)]
-		r.regroupRows(part, src[o:o+len(part)])
-		b.fail(cu.MemcpyHtoD(dst+cu.DevicePtr(o), unsafe.Pointer(&part[0]), int64(len(part))))
+	chunk := max(1, (32<<20)/r.bytes) * r.bytes
+	bufs := b.stagingBufs(32 << 20)
+	n0 := min(chunk, len(src))
+	r.regroupParallel(bufs[0][:n0], src[:n0])
+	for o, k := 0, 0; o < len(src) && b.err == nil; o, k = o+chunk, k+1 {
+		var wg sync.WaitGroup
+		if next := o + chunk; next < len(src) {
+			nn := min(chunk, len(src)-next)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r.regroupParallel(bufs[(k+1)%2][:nn], src[next:next+nn])
+			}()
+		}
+		n := min(chunk, len(src)-o)
+		b.fail(cu.MemcpyHtoD(dst+cu.DevicePtr(o), unsafe.Pointer(&bufs[k%2][0]), int64(n)))
+		wg.Wait()
 	}
 }
 

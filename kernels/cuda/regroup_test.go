@@ -182,3 +182,22 @@ func TestRegroupSwitch(t *testing.T) {
 		}
 	}
 }
+
+// TestRegroupParallel: the parallel regrouping is the serial one.
+func TestRegroupParallel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	for _, r := range regroups {
+		for _, groups := range []int{1, 255, 1000, 4099} {
+			src := make([]byte, groups*r.bytes)
+			for i := range src {
+				src[i] = byte(rng.Uint32())
+			}
+			want, got := make([]byte, len(src)), make([]byte, len(src))
+			r.regroupRows(want, src)
+			r.regroupParallel(got, src)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%s, %d groups: the parallel regrouping differs", r.file, groups)
+			}
+		}
+	}
+}
