@@ -60,7 +60,9 @@ func (b *Backend) LoadWeight(w *kernels.Weight) (kernels.Tensor, error) {
 		return t, err
 	}
 	t := &tensor{w: w}
-	t.data = b.upload(unsafe.Pointer(&w.Data[0]), int64(len(w.Data)))
+	if t.data = b.alloc(int64(len(w.Data))); t.data != 0 {
+		b.uploadWeight(t.data, w.Data)
+	}
 	if w.DType == kernels.F8E4M3 {
 		t.nsc = cdiv(w.Cols(), w.ScaleBlock[1])
 		t.scale = b.upload(unsafe.Pointer(&w.Scale[0]), int64(len(w.Scale))*4)

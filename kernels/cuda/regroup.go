@@ -94,6 +94,22 @@ func (r regroup) regroupRows(dst, src []byte) {
 	}
 }
 
+// parallelCopy copies src into dst (the same length) on every core.
+func parallelCopy(dst, src []byte) {
+	parts := min(runtime.GOMAXPROCS(0), max(1, len(src)>>20))
+	per := (len(src) + parts - 1) / parts
+	var wg sync.WaitGroup
+	for lo := 0; lo < len(src); lo += per {
+		hi := min(lo+per, len(src))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			copy(dst[lo:hi], src[lo:hi])
+		}()
+	}
+	wg.Wait()
+}
+
 // regroupParallel is regroupRows on every core: one core regroups 6-10
 // GB/s, and a model's weights are gigabytes (a Qwen3-8B Q4_K_M took 1.9 s
 // longer to load on one).

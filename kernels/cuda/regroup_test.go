@@ -201,3 +201,17 @@ func TestRegroupParallel(t *testing.T) {
 		}
 	}
 }
+
+func TestParallelCopy(t *testing.T) {
+	for _, n := range []int{0, 1, 1 << 20, 5<<20 + 3} {
+		src := make([]byte, n)
+		for i := range src {
+			src[i] = byte(i * 7)
+		}
+		dst := make([]byte, n)
+		parallelCopy(dst, src)
+		if !bytes.Equal(dst, src) {
+			t.Fatalf("%d bytes: the copy differs", n)
+		}
+	}
+}
