@@ -1,6 +1,10 @@
 package cuda
 
-import "testing"
+import (
+	"bytes"
+	"os"
+	"testing"
+)
 
 // qmv's grid on an H200 (132 SMs) in the default geometry (4 rows a warp, 3
 // blocks an SM: 396 slots) for the Qwen3-8B decode GEMVs: a row group is 4
@@ -96,6 +100,20 @@ func TestParseQmvPlan(t *testing.T) {
 	}
 	if e := qmvGeomByName("2x4").addqEntry(); e != "qmv_add_q_2_4" {
 		t.Errorf("2x4's rounding add: %s", e)
+	}
+	// Every geometry's entries are in the committed PTX (quantModule
+	// loads them all).
+	ptx, err := os.ReadFile("quant.ptx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range qmvGeoms {
+		mv, swi := e.g.entries()
+		for _, name := range []string{mv, swi, e.g.swiqEntry(), e.g.swiqGEntry(), e.g.addqEntry()} {
+			if !bytes.Contains(ptx, []byte(".entry "+name+"(")) {
+				t.Errorf("%s: no entry %s in quant.ptx", e.name, name)
+			}
+		}
 	}
 	for _, c := range []struct{ rows, wpr, want int }{{4, 1, 2}, {4, 2, 4}, {2, 1, 4}, {4, 8, 16}, {2, 8, 32}, {4, 16, 0}} {
 		if got := swiqPasses(c.rows, c.wpr); got != c.want {
