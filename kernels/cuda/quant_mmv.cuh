@@ -350,7 +350,7 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
     for (int r = 0; r < QR; r++) acc[r] = r / H == h ? mine[r % H] : 0.f;
 }
 
-// QDotF runs qdot, or qdotQ4K for Q4_K.
+// QDotF runs qdot, or qdotQ4K for Q4_K and Q4_KG.
 template <int F>
 struct QDotF {
     template <int QR, class Rows>
@@ -360,24 +360,19 @@ struct QDotF {
         qdot<F, QR>(wr, xq, xs, nb, s, ss, active, acc);
     }
 };
-template <>
-struct QDotF<Q4_K> {
+template <bool G>
+struct QDotQ4K {
     template <int QR, class Rows>
     static __device__ __forceinline__ void run(const Rows& wr, const uint8_t* __restrict__ xq,
                                                const float2* __restrict__ xs, int nb, int s, int ss, bool active,
                                                float (&acc)[QR]) {
-        qdotQ4K<QR, false>(wr, xq, xs, nb, s, ss, active, acc);
+        qdotQ4K<QR, G>(wr, xq, xs, nb, s, ss, active, acc);
     }
 };
 template <>
-struct QDotF<Q4_KG> {
-    template <int QR, class Rows>
-    static __device__ __forceinline__ void run(const Rows& wr, const uint8_t* __restrict__ xq,
-                                               const float2* __restrict__ xs, int nb, int s, int ss, bool active,
-                                               float (&acc)[QR]) {
-        qdotQ4K<QR, true>(wr, xq, xs, nb, s, ss, active, acc);
-    }
-};
+struct QDotF<Q4_K> : QDotQ4K<false> {};
+template <>
+struct QDotF<Q4_KG> : QDotQ4K<true> {};
 
 // qsums leaves each warp's QR sums in red[warp] (all threads may read them
 // after the call).

@@ -148,23 +148,23 @@ func q6kgGroup(dst, src []byte) {
 	}
 }
 
-// q80gGroup regroups eight Q8_0 blocks src (272 bytes) into dst.
-func q80gGroup(dst, src []byte) {
-	_, _ = dst[8*q80Block-1], src[8*q80Block-1]
-	for k := range 8 {
-		blk := src[k*q80Block : (k+1)*q80Block]
-		copy(dst[32*k:32*k+32], blk[2:34])
-		copy(dst[256+2*k:256+2*k+2], blk[0:2])
-	}
-}
+// q80gGroup regroups eight Q8_0 blocks src (272 bytes) into dst: their
+// quants at 32k, their d at 256 + 2k.
+func q80gGroup(dst, src []byte) { splitGroup(dst, src, 8, q80Block, 2, 256, 0) }
 
-// q4kgGroup regroups eight Q4_K blocks src (1152 bytes) into dst.
-func q4kgGroup(dst, src []byte) {
-	_, _ = dst[8*q4kBlock-1], src[8*q4kBlock-1]
-	for k := range 8 {
-		blk := src[k*q4kBlock : (k+1)*q4kBlock]
-		copy(dst[16*k:16*k+16], blk[0:16])
-		copy(dst[128+128*k:256+128*k], blk[16:144])
+// q4kgGroup regroups eight Q4_K blocks src (1152 bytes) into dst: their
+// headers at 16k, their quants at 128 + 128k.
+func q4kgGroup(dst, src []byte) { splitGroup(dst, src, 8, q4kBlock, 16, 0, 128) }
+
+// splitGroup regroups n blocks of bb bytes, each a head of hb bytes and
+// then a body, into the heads at headAt + hb·k and the bodies at
+// bodyAt + (bb-hb)·k.
+func splitGroup(dst, src []byte, n, bb, hb, headAt, bodyAt int) {
+	_, _ = dst[n*bb-1], src[n*bb-1]
+	for k := range n {
+		blk := src[k*bb : (k+1)*bb]
+		copy(dst[headAt+hb*k:headAt+hb*(k+1)], blk[:hb])
+		copy(dst[bodyAt+(bb-hb)*k:bodyAt+(bb-hb)*(k+1)], blk[hb:])
 	}
 }
 
