@@ -98,30 +98,49 @@ func TestRegroupDecodesAsStored(t *testing.T) {
 	}
 }
 
-// TestQ6KGLanes: every lane's run of bytes as qmv's QT<Q6_KG> loads it is
-// the run QT<Q6_K> loads from the stored block.
-func TestQ6KGLanes(t *testing.T) {
+// TestQmvLanes: every run of bytes that qmv's lanes load from a regrouped
+// row (QT<Q6_KG>::ldW, QT<Q8_0G>::ldW, qdotQ4K<G = true>'s load) is the
+// run the stored format's loads read (QT<Q6_K>, QT<Q8_0>, qdotQ4K<false>).
+func TestQmvLanes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 1024))
 	const cols = 4096
-	src := randomRows(rng, kernels.Q6_K, 1, cols, []int{208})
-	dst := make([]byte, len(src))
-	regroups[0].regroupRows(dst, src)
-	for b := range cols / 256 {
-		blk := src[b*q6kBlock:]
-		grp, k := dst[b/4*4*q6kBlock:], b%4
-		q := grp[192*k:]
-		for lane := range 8 {
-			n, l8 := lane>>2, lane&3
-			runs := [][2][]byte{
-				{blk[64*n+8*l8:][:8], q[16*lane:][:8]},
-				{blk[64*n+32+8*l8:][:8], q[16*lane+8:][:8]},
-				{blk[128+32*n+8*l8:][:8], q[128+8*lane:][:8]},
-				{blk[192+8*n:][:8], grp[768+16*k+8*n:][:8]},
-				{blk[208:][:2], grp[832+2*k:][:2]},
+	for _, c := range []struct {
+		dt    kernels.DType
+		f16At []int
+		// runs lists, for 256-element block b and lane j (0..7) of it,
+		// pairs of (offset, length) into the stored row and the regrouped one.
+		runs func(b, j int) [][3]int
+	}{
+		{kernels.Q6_K, []int{208}, func(b, j int) [][3]int {
+			st, g, k := b*q6kBlock, b/4*4*q6kBlock, b%4
+			n, l8 := j>>2, j&3
+			return [][3]int{
+				{st + 64*n + 8*l8, g + 192*k + 16*j, 8},
+				{st + 64*n + 32 + 8*l8, g + 192*k + 16*j + 8, 8},
+				{st + 128 + 32*n + 8*l8, g + 192*k + 128 + 8*j, 8},
+				{st + 192 + 8*n, g + 768 + 16*k + 8*n, 8},
+				{st + 208, g + 832 + 2*k, 2},
 			}
-			for i, run := range runs {
-				if !bytes.Equal(run[0], run[1]) {
-					t.Fatalf("block %d lane %d run %d: % x against % x", b, lane, i, run[1], run[0])
+		}},
+		{kernels.Q8_0, []int{0}, func(b, j int) [][3]int {
+			st, g := (8*b+j)*q80Block, b*8*q80Block
+			return [][3]int{{st + 2, g + 32*j, 32}, {st, g + 256 + 2*j, 2}}
+		}},
+		{kernels.Q4_K, []int{0, 2}, func(b, j int) [][3]int {
+			st, g, k := b*q4kBlock, b/8*8*q4kBlock, b%8
+			return [][3]int{{st + 16 + 16*j, g + 128 + 128*k + 16*j, 16}, {st, g + 16*k, 16}}
+		}},
+	} {
+		src := randomRows(rng, c.dt, 1, cols, c.f16At)
+		r, _ := regroupFor(&kernels.Weight{DType: c.dt, Shape: []int{1, cols}})
+		dst := make([]byte, len(src))
+		r.regroupRows(dst, src)
+		for b := range cols / 256 {
+			for j := range 8 {
+				for i, run := range c.runs(b, j) {
+					if !bytes.Equal(src[run[0]:run[0]+run[2]], dst[run[1]:run[1]+run[2]]) {
+						t.Fatalf("%s block %d lane %d run %d differs", c.dt, b, j, i)
+					}
 				}
 			}
 		}
