@@ -76,16 +76,16 @@ var funcNames = func() []string {
 // Backend implements kernels.Backend on one GPU. See the package comment
 // for how calls reach the GPU's thread.
 type Backend struct {
-	mu sync.Mutex
+	mu     sync.Mutex
+	dev    cu.Device
+	ctx    cu.CUContext
+	stream cu.Stream
+	s      cStream
+	fn     [numFuncs]cFunc
+	dec    [numDecodeFuncs]cFunc // decode.cu
 	// staging: page-locked chunks for uploads that pass through the host
 	// (stagingBufs, hostreg.go)
 	staging [2][]byte
-	dev     cu.Device
-	ctx     cu.CUContext
-	stream  cu.Stream
-	s       cStream
-	fn      [numFuncs]cFunc
-	dec     [numDecodeFuncs]cFunc // decode.cu
 	// attnDecOcc[i][g-1] is how many blocks of g warps of attn_decode
 	// kernel dAttnDecode+i fit on an SM (0: unknown).
 	attnDecOcc [dF8MMA - dAttnDecode][attnDecMaxG]int

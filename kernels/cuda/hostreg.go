@@ -43,7 +43,7 @@ func (b *Backend) PinHost(p []byte) error {
 }
 
 // stagingBufs are two page-locked host buffers of n bytes for uploads
-// that pass through the host (uploadRegrouped), allocated on the first
+// that pass through the host (uploadStaged), allocated on the first
 // call and kept for the process: a fresh Go buffer a tensor cost its page
 // faults and zeroing every time, and a pageable source makes the driver
 // stage the copy itself. Where page-locking fails they are Go memory.

@@ -43,9 +43,10 @@ func (b *Backend) moeQuantModule(m *moeMod) (map[kernels.DType]*moeQuantFns, err
 	if m.quant != nil {
 		return m.quant, nil
 	}
-	fns := make(map[kernels.DType]*moeQuantFns, len(quantNames)+1)
+	layouts := layoutNames()
+	fns := make(map[kernels.DType]*moeQuantFns, len(layouts))
 	names := map[string]*cFunc{}
-	for dt, n := range layoutNames() {
+	for dt, n := range layouts {
 		f := &moeQuantFns{}
 		fns[dt] = f
 		names["moe_gateup_"+n], names["moe_down_"+n] = &f.gateup, &f.down

@@ -20,8 +20,8 @@ type tensor struct {
 	data  cu.DevicePtr
 	scale cu.DevicePtr // FP8 block scales
 	nsc   int          // scales per row of scale blocks
-	// regroup: the layout a Q6_K or Q8_0 matrix is held in (regroup.go;
-	// layout()), or nil: as stored.
+	// regroup: the layout a Q4_K, Q6_K or Q8_0 matrix is held in
+	// (regroup.go; layout()), or nil: as stored.
 	regroup *regroup
 	vec     cu.DevicePtr // float32 copy of a 1-D weight (norm scales, biases)
 }

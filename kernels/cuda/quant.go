@@ -109,7 +109,7 @@ type quantFns struct {
 }
 
 // qmvKernels are one geometry's qmv, qmv_swiglu, qmv_swiglu_q (and its
-// Q6_KG twin) and qmv_add_q.
+// twin for the regrouped layouts, qmv_swiglu_qg) and qmv_add_q.
 type qmvKernels struct {
 	g                          qmvGeom
 	mv, swi, swiq, swiqG, addq cFunc

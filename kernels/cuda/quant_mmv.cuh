@@ -25,9 +25,10 @@
 //
 // Lane mapping per 256-element block (j = lane % 8) as the v1 kernels:
 // Q4_K lane j reads qs bytes 16j..16j+15 (sub-blocks 2c, 2c+1 with c = j/2,
-// half h = j%2) and the 16-byte header (qdotQ4K); Q6_K (and Q6_KG) lane j covers
+// half h = j%2) and the 16-byte header (qdotQ4K); Q6_K lane j covers
 // elements 128n + 32k + 8*(j%4) + (0..7), n = j/4, k = 0..3; Q8_0 lane j
-// the whole 34-byte block 8*b + j.
+// the whole 34-byte block 8*b + j. The regrouped layouts (Q4_KG, Q6_KG,
+// Q8_0G: regroup.go) map lanes to elements the same way.
 #define QMV_PLAIN 0
 #define QMV_ADD 1
 #define QMV_NORM 2
@@ -154,7 +155,7 @@ __device__ __forceinline__ uint2 ldnc8(const void* p) {
     return r;
 }
 
-// Q6_KG (q6kg.go): Q6_K's activations and dot, the weights regrouped so
+// Q6_KG (regroup.go): Q6_K's activations and dot, the weights regrouped so
 // that a lane's share of a block is five aligned loads that skip L1 (the
 // activations live there), not Q6_K's 13 words and 8 funnel shifts.
 template <> struct QT<Q6_KG> : QT<Q6_K> {

@@ -22,7 +22,9 @@ import (
 //
 // quant_blocks.cuh's Fmt and sub32 (every generic kernel: prefill
 // dequantization, Embed, the fp32 GEMVs, the MoE experts) and
-// quant_mmv.cuh's QT (qmv) read both layouts.
+// quant_mmv.cuh's QT and qdotQ4K (qmv) read the regrouped layouts beside
+// the stored ones (which the formats' other matrices, and POCKET_REGROUP,
+// keep).
 //
 // Q6_KG, 1024 elements (four Q6_K blocks, 840 bytes, 8-byte aligned),
 // for blocks k = 0..3:
