@@ -42,10 +42,17 @@ type attnLaunch struct {
 
 // launchPartials launches d's attention, if postponed, as the deferred
 // entry: its partials for the caller's merge.
-func (b *Backend) launchPartials(d attnDeferred) {
-	if p := d.pending; p.args != nil {
-		b.runDec(dAttnDecodeD+d.hd/128, p.gx, p.gy, p.bx, p.args...)
+func (b *Backend) launchPartials(d attnDeferred) { b.launchPending(d, dAttnDecodeD+d.hd/128) }
+
+// launchPending launches d's attention, if postponed, as decode kernel f,
+// and reports whether it was.
+func (b *Backend) launchPending(d attnDeferred, f int) bool {
+	p := d.pending
+	if p.args == nil {
+		return false
 	}
+	b.runDec(f, p.gx, p.gy, p.bx, p.args...)
+	return true
 }
 
 // launchRounded launches d's postponed attention as attn_decode_q_4, its
@@ -90,8 +97,7 @@ func (b *Backend) setOff(off *bool, on bool) (was bool) {
 // attention merges itself from then on. A postponed attention launches
 // merging itself instead.
 func (b *Backend) mergeAttn(d attnDeferred) {
-	if p := d.pending; p.args != nil {
-		b.runDec(dAttnDecode+d.hd/128, p.gx, p.gy, p.bx, p.args...)
+	if b.launchPending(d, dAttnDecode+d.hd/128) {
 		return
 	}
 	if d.dst == 0 {

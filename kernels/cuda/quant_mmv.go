@@ -103,34 +103,33 @@ type pendingAdd struct {
 // launchAdd launches the deferred MatMulAdd, if any, as it is.
 func (b *Backend) launchAdd() {
 	a := b.qadd
-	if a.t == nil {
-		return
-	}
 	b.qadd = pendingAdd{}
-	b.qmvLaunch(qmvAdd, a.xs, a.xq, a.xs, 0, 0, a.in, []cu.DevicePtr{a.acc}, []*tensor{a.t})
+	b.launchAddAsIs(a)
 }
 
-// addRoundWarps is qmv_add_q's warps a row group for t over in columns,
-// or 0 where it does not take t (the switch, rows not whole blocks of 32).
-func (b *Backend) addRoundWarps(t *tensor, in int) int {
-	if !switches.qmvAddQ || t.w.Rows()%32 != 0 {
-		return 0
+// launchAddAsIs launches a (taken from the deferred MatMulAdd), if any, as
+// it is: a plain add-mode qmv.
+func (b *Backend) launchAddAsIs(a pendingAdd) {
+	if a.t != nil {
+		b.qmvLaunch(qmvAdd, a.xs, a.xq, a.xs, 0, 0, a.in, []cu.DevicePtr{a.acc}, []*tensor{a.t})
 	}
-	return addqWarps(b.q.kern[b.q.plan[qmvKind(qmvAdd, in, t.w.Rows())]].g, in)
 }
 
 // launchAddRound launches a, taken from the deferred MatMulAdd by the
 // norm GEMV right after it, as qmv_add_q: the sum rounded times the norm
 // weight nv into the scratch a does not read, for that GEMV (xs, xq, ssp
-// with nss partial sums). ok false: a launched as it is.
+// with nss partial sums). ok false: a launched as it is (the switch, rows
+// not whole blocks of 32, no warp count that fits).
 func (b *Backend) launchAddRound(a pendingAdd, nv cu.DevicePtr) (xs, xq, ssp cu.DevicePtr, nss int, ok bool) {
 	out := a.t.w.Rows()
 	kind := qmvKind(qmvAdd, a.in, out)
 	k := b.q.kern[b.q.plan[kind]]
-	wpr := b.addRoundWarps(a.t, a.in)
+	wpr := 0
+	if switches.qmvAddQ && out%32 == 0 {
+		wpr = addqWarps(k.g, a.in)
+	}
 	if wpr == 0 {
-		b.qadd = a
-		b.launchAdd()
+		b.launchAddAsIs(a)
 		return 0, 0, 0, 0, false
 	}
 	xs, xq, ssp = b.qxOther(a.xs, out)
@@ -175,9 +174,8 @@ func (b *Backend) qxNorm(a pendingAdd, x, nw cu.DevicePtr, in int) (xs, xq, ssp 
 		if xs, xq, ssp, nss, ok := b.launchAddRound(a, nw); ok {
 			return xs, xq, ssp, nss
 		}
-	} else if a.t != nil {
-		b.qadd = a
-		b.launchAdd()
+	} else {
+		b.launchAddAsIs(a)
 	}
 	return b.qx(x, nw, in)
 }
@@ -263,8 +261,7 @@ func (b *Backend) quantNormMatMul(dst []kernels.Buf, x kernels.Buf, nv cu.Device
 	}
 	defer b.exit()
 	if !b.qmvOn() {
-		b.qadd = tk.add
-		b.launchAdd()
+		b.launchAddAsIs(tk.add)
 		return false
 	}
 	xs, xq, ssp, nss := b.qxNorm(tk.add, dptr(x), nv, in)
@@ -292,8 +289,7 @@ func (b *Backend) quantNormSwiGLU(act, x kernels.Buf, nv cu.DevicePtr, eps float
 	}
 	defer b.exit()
 	if !b.qmvOn() {
-		b.qadd = tk.add
-		b.launchAdd()
+		b.launchAddAsIs(tk.add)
 		return false
 	}
 	xs, xq, ssp, nss := b.qxNorm(tk.add, dptr(x), nv, in)
