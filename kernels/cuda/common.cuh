@@ -46,6 +46,29 @@ __device__ __forceinline__ float warpSum(float v) {
     return v;
 }
 
+// lastArrival reports to every thread of the block whether it is the last
+// of n blocks to arrive at *counter after writing their partial results,
+// and leaves the counter at zero for the next pass (the last one merges
+// the partials). One release-acquire atomic in thread 0: the block barrier
+// before it orders every thread's stores ahead of its release, the barrier
+// after it the acquire ahead of every thread's loads (the pattern of a grid
+// barrier's master thread; the acquire invalidates the SM's L1). It
+// replaces a sequentially consistent fence in every thread before the
+// atomic and another after it. Qwen3-8B Q4_K_M decode on an H200,
+// interleaved builds: 552.8-555.5 tok/s against 544.4-553.8.
+__device__ __forceinline__ bool lastArrival(int* counter, int n) {
+    __shared__ int last;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int old;
+        asm volatile("atom.add.acq_rel.gpu.s32 %0, [%1], 1;" : "=r"(old) : "l"(counter) : "memory");
+        last = old == n - 1;
+        if (last) *counter = 0;
+    }
+    __syncthreads();
+    return last;
+}
+
 // ldstream loads 16 bytes of a weight that is read once per pass: not
 // kept in L1.
 __device__ __forceinline__ uint4 ldstream(const uint4* p) {

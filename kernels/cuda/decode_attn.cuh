@@ -176,7 +176,6 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
                                            float2* os) {
     constexpr int HD = 32 * E, P = 64 / E;
     __shared__ __align__(16) float sv[AD_MAXG][HD];
-    __shared__ int last;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = blockDim.x >> 5;
     const int kh = blockIdx.x, h = kh * G + warp, splits = gridDim.y;
     // The context, block table and earlier cache rows are in place before
@@ -292,22 +291,13 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     // the last split of the kv head to finish.
     attnPartialStore<E>(part, acc, m, l, h, gridDim.x * G, splits, blockIdx.y);
     if (DEFER) return;
-    // The threadfence reduction of attn_partial; the last split leaves
-    // the counter at zero. Its merge loads each split's accumulators as
-    // one or two vectors a lane (attnMerge): with the old layout's rows of
-    // HD+2 floats, a lane's E were E scalar loads of a sector each, and
-    // the in-graph probes (probe.cuh) found this merge the longest part of
-    // the attention (a tail of 4 µs on Llama-3-8B, 10-13 µs at head dim
-    // 256 on Qwen3.5-27B).
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        last = atomicAdd(counters + kh, 1) == nsplit - 1;
-        if (last) counters[kh] = 0;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
+    // The last split to arrive merges (lastArrival). Its merge loads each
+    // split's accumulators as one or two vectors a lane (attnMerge): with
+    // the old layout's rows of HD+2 floats, a lane's E were E scalar loads
+    // of a sector each, and the in-graph probes (probe.cuh) found this
+    // merge the longest part of the attention (a tail of 4 µs on
+    // Llama-3-8B, 10-13 µs at head dim 256 on Qwen3.5-27B).
+    if (!lastArrival(counters + kh, nsplit)) return;
     float o[E];
     attnMerge<E>(o, part, h, gridDim.x * G, splits, nsplit);
     if constexpr (ROUND) {

@@ -111,21 +111,9 @@ extern "C" __global__ void __launch_bounds__(128) attn_partial(float* dst, float
     for (int d = threadIdx.x; d < dv; d += blockDim.x)
         out[d] = sacc[0][d] * f[0] + sacc[1][d] * f[1] + sacc[2][d] * f[2] + sacc[3][d] * f[3];
     if (threadIdx.x == 0) { out[dv] = M; out[dv + 1] = L; }
-    // The last split of this (row, head) to finish merges them all (the
-    // threadfence-reduction pattern), which saves a second launch per
-    // layer; it leaves the counter at zero for the next pass.
-    __shared__ int last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        last = atomicAdd(counters + rh, 1) == splits - 1;
-        if (last) counters[rh] = 0;
-    }
-    __syncthreads();
-    if (last) {
-        __threadfence();
-        combineSplits(dst, part, rh, splits, dv);
-    }
+    // The last split of this (row, head) to finish merges them all
+    // (lastArrival), which saves a second launch per layer.
+    if (lastArrival(counters + rh, splits)) combineSplits(dst, part, rh, splits, dv);
 }
 
 // ---------------------------------------------------------------- GQA decode attention
@@ -183,7 +171,6 @@ extern "C" __global__ void __launch_bounds__(128, 4)
     __shared__ float P[GQ_HG * GQ_T];  // probabilities [g][t]
     __shared__ float corrS[GQ_HG], mS[GQ_HG], lS[GQ_HG], invS[GQ_HG];
     __shared__ int sslot[2][GQ_T];     // slots of this tile and the next
-    __shared__ int last;
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int G = heads / kvh, nsub = (G + HG - 1) / HG;
@@ -355,15 +342,7 @@ extern "C" __global__ void __launch_bounds__(128, 4)
     if (single) return;
     // The last split of this block row to finish merges them all (as in
     // attn_partial); empty splits count too, and leave no partial.
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) {
-        last = atomicAdd(counters + bx, 1) == splits - 1;
-        if (last) counters[bx] = 0;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
+    if (!lastArrival(counters + bx, splits)) return;
     const int ns = (ctx + chunk - 1) / chunk; // splits with positions (≤ splits)
     float* fac = Ks;                          // [g][256]
 #pragma unroll
