@@ -6,6 +6,9 @@
 #
 #   .gpud/probe/pocket-worker bench --model M ... --probe-out /tmp/p
 #   python3 scripts/probe-summary.py /tmp/p
+#
+# DEFINES adds preprocessor flags (diagnostic builds, e.g. -DQMV_LOADONLY in quant_mmv.cuh);
+# PROBE=0 leaves the probes out (a plain build of the variant, for gpu-suite.sh abbin).
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 out=$(cd "$root" && mkdir -p "${1:-.gpud/probe}" && cd "${1:-.gpud/probe}" && pwd)
@@ -13,12 +16,15 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 (cd "$root" && git ls-files -co --exclude-standard -z | xargs -0 tar -cf -) | tar -xf - -C "$tmp"
 cd "$tmp/kernels/cuda"
+flags="${DEFINES:-}"
+[ "${PROBE:-1}" = 0 ] || flags="-DPOCKET_PROBE $flags"
 pids=()
 for m in kernels decode quant fp8mma hybrid; do
-  nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -DPOCKET_PROBE -o "$m.ptx" "$m.cu" &
+  # shellcheck disable=SC2086
+  nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 $flags -o "$m.ptx" "$m.cu" &
   pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p"; done
 cd "$tmp"
 CGO_ENABLED=1 go build -trimpath -ldflags='-s -w' -tags cuda -o "$out/pocket-worker" ./cmd/pocket-worker
-echo "probe build: $out/pocket-worker"
+echo "build (${flags:-plain}): $out/pocket-worker"

@@ -159,7 +159,20 @@ struct PipeDot {
             rd = rd == S - 1 ? 0 : rd + 1;
             float sa = __ldg(psa + u), sb = __ldg(psb + u);
             const uint4* xp = (const uint4*)(xs + u * UNIT + 16 * t);
+#ifdef FP8_LOADONLY
+            // Diagnostic build (as quant_mmv.cuh's QMV_LOADONLY): every
+            // fragment and activation word folded in, no mma.
+            {
+                const uint4 q0 = xp[0], q1 = xp[1], q8 = xp[8], q9 = xp[9];
+                uint32_t f = a0.x ^ a0.y ^ a0.z ^ a0.w ^ b0.x ^ b0.y ^ b0.z ^ b0.w ^ a1.x ^ a1.y ^ a1.z ^ a1.w ^ b1.x ^
+                             b1.y ^ b1.z ^ b1.w ^ q0.x ^ q0.y ^ q0.z ^ q0.w ^ q1.x ^ q1.y ^ q1.z ^ q1.w ^ q8.x ^ q8.y ^
+                             q8.z ^ q8.w ^ q9.x ^ q9.y ^ q9.z ^ q9.w;
+                accA += sa * __uint_as_float(f & 0x007fffffu);
+                accB += sb * __uint_as_float((f >> 3) & 0x007fffffu);
+            }
+#else
             unitDot(accA, accB, sa, sb, a0, b0, a1, b1, xp[0], xp[1], xp[8], xp[9]);
+#endif
         }
         cpWait<0>(); // nothing of the ring outlives the warp
     }

@@ -250,6 +250,31 @@ __device__ __forceinline__ QRowsO<QR> qRowsAt(const uint8_t* w, long rb, int bas
     return wr;
 }
 
+// Diagnostic builds (scripts/variant-build.sh; never the shipped PTX):
+// QMV_LOADONLY folds every loaded word into the sums instead of the dot,
+// QMV_NOX dots against made-up activations instead of loading them, so a
+// probe of the step prices the arithmetic and the activation loads
+// (docs/decode-step.md, the session of 2026-12-01 from 15:34).
+#if defined(QMV_LOADONLY) || defined(QMV_NOX)
+template <class T>
+__device__ __forceinline__ uint32_t qFold(const T& v) {
+    uint32_t a[sizeof(T) / 4];
+    memcpy(a, &v, sizeof(a));
+    uint32_t f = 0;
+#pragma unroll
+    for (int i = 0; i < (int)(sizeof(T) / 4); i++) f ^= a[i];
+    return f;
+}
+// qFill fills v with words that depend on the lane and step (not zeros:
+// ptxas would fold the dot and drop the weight loads it no longer needs).
+template <class T>
+__device__ __forceinline__ void qFill(T& v, int b) {
+    uint32_t a[sizeof(T) / 4];
+#pragma unroll
+    for (int i = 0; i < (int)(sizeof(T) / 4); i++) a[i] = 0x01010101u * ((threadIdx.x + b + i) & 7);
+    memcpy(&v, a, sizeof(a));
+}
+#endif
 template <int F, int QR, class Rows>
 __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__ xq,
                                      const float2* __restrict__ xs, int nb, int s, int ss, bool active,
@@ -269,9 +294,19 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
     for (; 4 * s < nb; s += ss) {
         if (b < nb) {
             typename QT<F>::X x;
+#ifdef QMV_NOX
+            qFill(x, b);
+#else
             QT<F>::ldX(x, xq, xs, b, j);
+#endif
+#ifdef QMV_LOADONLY
+            const uint32_t fx = qFold(x);
+#pragma unroll
+            for (int r = 0; r < QR; r++) acc[r] += __uint_as_float((qFold(cur[r]) ^ fx) & 0x007fffffu);
+#else
 #pragma unroll
             for (int r = 0; r < QR; r++) acc[r] += QT<F>::dot(cur[r], x, j);
+#endif
         }
         b += 4 * ss;
         if (b < nb) {
@@ -332,8 +367,25 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
         const unsigned m = __ballot_sync(0xffffffffu, b < nb); // a pair is in or out together
         if (b < nb) {
             const uint8_t* xb = xq + ((long)b << 8) + 64 * c + 16 * h;
+#ifdef QMV_NOX
+            const int4 x0 = make_int4(lane, lane + 1, lane + 2, lane + 3), x1 = make_int4(b, b + 1, b + 2, b + 3);
+            const float4 sx = make_float4(1.f, 2.f, 3.f, (float)c);
+            (void)xb;
+#else
             const int4 x0 = __ldg((const int4*)xb), x1 = __ldg((const int4*)(xb + 32));
             const float4 sx = __ldg((const float4*)(xs + 8 * (long)b + 2 * c));
+#endif
+#ifdef QMV_LOADONLY
+            {
+                uint32_t f = qFold(x0) ^ qFold(x1) ^ qFold(sx);
+#pragma unroll
+                for (int r = 0; r < QR; r++) f ^= qFold(qv[r]);
+#pragma unroll
+                for (int k = 0; k < H; k++) f ^= qFold(hd[k]);
+                mine[0] += __uint_as_float(f & 0x007fffffu);
+            }
+            (void)m;
+#else
             int sl[QR], sh[QR];
 #pragma unroll
             for (int r = 0; r < QR; r++) q4kSums(qv[r], x0, x1, sl[r], sh[r]);
@@ -343,6 +395,7 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
                 const int ph = __shfl_xor_sync(m, h ? sh[k] : sh[H + k], 1);
                 mine[k] += q4kFinish(hd[k], c, (h ? sl[H + k] : sl[k]) + pl, (h ? sh[H + k] : sh[k]) + ph, sx, true);
             }
+#endif
         }
         b += 4 * ss;
         if (b < nb) load(b);
