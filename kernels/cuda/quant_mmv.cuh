@@ -250,7 +250,7 @@ __device__ __forceinline__ QRowsO<QR> qRowsAt(const uint8_t* w, long rb, int bas
     return wr;
 }
 
-// Diagnostic builds (scripts/variant-build.sh; never the shipped PTX):
+// Diagnostic builds (DEFINES=... scripts/probe-build.sh; never the shipped PTX):
 // QMV_LOADONLY folds every loaded word into the sums instead of the dot,
 // QMV_NOX dots against made-up activations instead of loading them, so a
 // probe of the step prices the arithmetic and the activation loads
