@@ -71,10 +71,11 @@ var regroups = []regroup{
 	{kernels.Q4_K, dtQ4KG, 2048, 8 * q4kBlock, q4kgGroup},
 }
 
-const (
-	q6kBlock = 210 // bytes of a Q6_K block (256 elements)
-	q80Block = 34  // of a Q8_0 block (32 elements)
-	q4kBlock = 144 // of a Q4_K block (256 elements)
+// The stored formats' block bytes (210, 34, 144), from the format table.
+var (
+	q6kBlock = kernels.Q6_K.BlockBytes()
+	q80Block = kernels.Q8_0.BlockBytes()
+	q4kBlock = kernels.Q4_K.BlockBytes()
 )
 
 // regroupFor is the layout the device holds w in, if any: w's format has
@@ -96,39 +97,37 @@ func (r regroup) regroupRows(dst, src []byte) {
 	}
 }
 
-// parallelCopy copies src into dst (the same length) on every core.
-func parallelCopy(dst, src []byte) {
-	parts := min(runtime.GOMAXPROCS(0), max(1, len(src)>>20))
-	per := (len(src) + parts - 1) / parts
+// onCores runs f over the units [0, n) cut into one contiguous range per
+// core, each at least minPer units (less work runs on one core).
+func onCores(n, minPer int, f func(lo, hi int)) {
+	parts := min(runtime.GOMAXPROCS(0), max(1, n/minPer))
+	per := (n + parts - 1) / parts
 	var wg sync.WaitGroup
-	for lo := 0; lo < len(src); lo += per {
-		hi := min(lo+per, len(src))
+	for lo := 0; lo < n; lo += per {
+		hi := min(lo+per, n)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			copy(dst[lo:hi], src[lo:hi])
+			f(lo, hi)
 		}()
 	}
 	wg.Wait()
+}
+
+// parallelCopy copies src into dst (the same length) on every core, in
+// ranges of at least 1 MB.
+func parallelCopy(dst, src []byte) {
+	onCores(len(src), 1<<20, func(lo, hi int) { copy(dst[lo:hi], src[lo:hi]) })
 }
 
 // regroupParallel is regroupRows on every core: one core regroups 6-10
 // GB/s, and a model's weights are gigabytes (a Qwen3-8B Q4_K_M took 1.9 s
 // longer to load on one).
 func (r regroup) regroupParallel(dst, src []byte) {
-	groups := len(src) / r.bytes
-	workers := min(runtime.GOMAXPROCS(0), max(1, groups/256))
-	per := (groups + workers - 1) / workers
-	var wg sync.WaitGroup
-	for lo := 0; lo < groups; lo += per {
-		a, b := lo*r.bytes, min(lo+per, groups)*r.bytes
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r.regroupRows(dst[a:b], src[a:b])
-		}()
-	}
-	wg.Wait()
+	onCores(len(src)/r.bytes, 256, func(lo, hi int) {
+		a, b := lo*r.bytes, hi*r.bytes
+		r.regroupRows(dst[a:b], src[a:b])
+	})
 }
 
 var le = binary.LittleEndian
