@@ -10,7 +10,7 @@ block << 32 | smid << 20 | blocks, start, wait (0: none) and end in ns.
 The last captured graph is the decode step. Probed launches are matched to its nodes by
 gridid (consecutive within a replay) and checked by block count; launches of unprobed
 modules leave gaps. For every node the summary gives, averaged over the last N whole steps (default 2; each module keeps
-its last 1024 launches, 2-4 steps of the models measured):
+its last 2048 launches, 4-8 steps of the models measured):
   start  when its first block started, from the step's first probed start (µs)
   wait   when its first block passed griddepcontrol.wait
   end50  when half its blocks had ended
@@ -40,7 +40,7 @@ def load(path):
         recs[grid].append((blk, sm, n, start, wait if 0 < wait < 2**64 - 1 else None, end))
     # A launch whose slots a later one of fewer blocks took over keeps only
     # some of its records: incomplete, left out.
-    for g in [g for g, rs in recs.items() if len(rs) < min(rs[0][2], 4096) or any(r[5] < r[3] for r in rs)]:
+    for g in [g for g, rs in recs.items() if len(rs) < min(rs[0][2], 2048) or any(r[5] < r[3] for r in rs)]:
         del recs[g]
     return log, recs
 

@@ -16,8 +16,13 @@
 #pragma once
 
 #ifdef POCKET_PROBE
-#define PROBE_LAUNCHES 1024 // launches kept, by gridid modulo this (2+ decode steps of every module)
-#define PROBE_BLOCKS 4096   // blocks recorded per launch (the lowest ids): a GEMV's end is its last block's
+// Launches kept, by gridid modulo this: 4+ decode steps of every model measured (Qwen3.5-27B
+// FP8's step is 435 launches; at 1024 a probe kept under 2.4 of them, too few for a whole step
+// once a variant added launches). Blocks recorded per launch, the lowest ids: every decode
+// kernel but an LM head's GEMV has fewer (a GEMV's end is its last block's). The table is
+// 256 MiB a module either way.
+#define PROBE_LAUNCHES 2048
+#define PROBE_BLOCKS 2048
 
 // pocket_probe[gridid % PROBE_LAUNCHES][block]: {gridid, block << 32 |
 // smid << 20 | blocks (20 bits), start, wait, end, 0, 0, 0} in ns of
