@@ -54,13 +54,60 @@ __device__ __forceinline__ void attnPartialStore(float* part, const float (&acc)
     }
 }
 
+// attnMergeBatch folds splits [s0, s0+B) ∩ [s0, to) of a head into a
+// lane's E unnormalised accumulators o with their max M and sum L (pa:
+// the lane's accumulators of split 0, pm: split 0's max and sum). Lane
+// j < B loads split j's max and sum, every lane its accumulators of all B
+// splits, all in flight together (one round trip); the weights are then
+// broadcast by shuffles.
+template <int E, int B>
+__device__ __forceinline__ void attnMergeBatch(float (&o)[E], float& M, float& L, const float* pa, const float* pm,
+                                               int s0, int to) {
+    constexpr int HD = 32 * E;
+    const int lane = threadIdx.x & 31;
+    const int sj = s0 + (lane & (B - 1));
+    const bool mine = lane < B && sj < to;
+    // Every lane loads a split's max and sum (splits past the range
+    // the last one again, weight 0): no branch, so that these and the
+    // B accumulator loads are in flight together.
+    float ml[2];
+    ldv<2>(ml, pm + 2 * min(sj, to - 1));
+    float a[B][E];
+#pragma unroll
+    for (int j = 0; j < B; j++) ldv<E>(a[j], pa + (long)min(s0 + j, to - 1) * HD);
+    // ptxas sinks loads next to their uses (volatile asm only fixes
+    // nvcc's order); a warp barrier keeps them all issued here.
+    __syncwarp();
+    const float m = mine ? ml[0] : -INFINITY, l = mine ? ml[1] : 0.f;
+    float nM = m;
+#pragma unroll
+    for (int k = 16; k > 0; k >>= 1) nM = fmaxf(nM, __shfl_xor_sync(0xffffffffu, nM, k));
+    nM = fmaxf(nM, M);
+    const float c = expf(M - nM); // 0 on the first batch (M = -inf)
+    const float w = mine ? expf(m - nM) : 0.f;
+    float lb = w * l;
+#pragma unroll
+    for (int k = 16; k > 0; k >>= 1) lb += __shfl_xor_sync(0xffffffffu, lb, k);
+    L = fmaf(L, c, lb);
+#pragma unroll
+    for (int e = 0; e < E; e++) o[e] *= c;
+#pragma unroll
+    for (int j = 0; j < B; j++) {
+        const float wj = __shfl_sync(0xffffffffu, w, j);
+#pragma unroll
+        for (int e = 0; e < E; e++) o[e] = fmaf(wj, a[j][e], o[e]);
+    }
+    M = nM;
+}
+
 // attnMergePart folds splits [from, to) of head h into a lane's E
 // unnormalised accumulators o, with their max M and sum L (M = -inf, L =
-// 0 for an empty range): one warp, sixteen splits at a time. Lane j < 16
-// loads split j's max and sum, every lane its accumulators of all sixteen,
-// all in flight together (one round trip for up to sixteen splits); the
-// weights are then broadcast by shuffles. More splits are folded in
-// online.
+// 0 for an empty range): one warp, a round trip for each batch of up to
+// sixteen splits, or thirty-two where a head's accumulators are at most
+// four a lane (128 registers of loads in flight; the attention's own K/V
+// batch registers are dead by then). More splits are folded in online.
+// Llama-3-8B at 576 positions has 18 splits (a TP2 rank 36): a round trip
+// fewer at the end of every attention layer.
 template <int E>
 __device__ __forceinline__ void attnMergePart(float (&o)[E], float& M, float& L, const float* part, int h, int heads,
                                               int splits, int from, int to) {
@@ -72,40 +119,14 @@ __device__ __forceinline__ void attnMergePart(float (&o)[E], float& M, float& L,
     L = 0.f;
 #pragma unroll
     for (int e = 0; e < E; e++) o[e] = 0.f;
-    for (int s0 = from; s0 < to; s0 += 16) {
-        const int sj = s0 + (lane & 15);
-        const bool mine = lane < 16 && sj < to;
-        // Every lane loads a split's max and sum (splits past the range
-        // the last one again, weight 0): no branch, so that these and the
-        // sixteen accumulator loads are in flight together.
-        float ml[2];
-        ldv<2>(ml, pm + 2 * min(sj, to - 1));
-        float a[16][E];
-#pragma unroll
-        for (int j = 0; j < 16; j++) ldv<E>(a[j], pa + (long)min(s0 + j, to - 1) * HD);
-        // ptxas sinks loads next to their uses (volatile asm only fixes
-        // nvcc's order); a warp barrier keeps them all issued here.
-        __syncwarp();
-        const float m = mine ? ml[0] : -INFINITY, l = mine ? ml[1] : 0.f;
-        float nM = m;
-#pragma unroll
-        for (int k = 16; k > 0; k >>= 1) nM = fmaxf(nM, __shfl_xor_sync(0xffffffffu, nM, k));
-        nM = fmaxf(nM, M);
-        const float c = expf(M - nM); // 0 on the first batch (M = -inf)
-        const float w = mine ? expf(m - nM) : 0.f;
-        float lb = w * l;
-#pragma unroll
-        for (int k = 16; k > 0; k >>= 1) lb += __shfl_xor_sync(0xffffffffu, lb, k);
-        L = fmaf(L, c, lb);
-#pragma unroll
-        for (int e = 0; e < E; e++) o[e] *= c;
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const float wj = __shfl_sync(0xffffffffu, w, j);
-#pragma unroll
-            for (int e = 0; e < E; e++) o[e] = fmaf(wj, a[j][e], o[e]);
+    for (int s0 = from; s0 < to;) {
+        if (E <= 4 && to - s0 > 16) {
+            attnMergeBatch<E, (E <= 4 ? 32 : 16)>(o, M, L, pa, pm, s0, to);
+            s0 += E <= 4 ? 32 : 16;
+        } else {
+            attnMergeBatch<E, 16>(o, M, L, pa, pm, s0, to);
+            s0 += 16;
         }
-        M = nM;
     }
 }
 
