@@ -119,10 +119,11 @@ __device__ __forceinline__ void attnMergePart(float (&o)[E], float& M, float& L,
     L = 0.f;
 #pragma unroll
     for (int e = 0; e < E; e++) o[e] = 0.f;
+    constexpr int WIDE = E <= 4 ? 32 : 16; // splits a round trip where more than 16 remain
     for (int s0 = from; s0 < to;) {
-        if (E <= 4 && to - s0 > 16) {
-            attnMergeBatch<E, (E <= 4 ? 32 : 16)>(o, M, L, pa, pm, s0, to);
-            s0 += E <= 4 ? 32 : 16;
+        if (WIDE > 16 && to - s0 > 16) {
+            attnMergeBatch<E, WIDE>(o, M, L, pa, pm, s0, to);
+            s0 += WIDE;
         } else {
             attnMergeBatch<E, 16>(o, M, L, pa, pm, s0, to);
             s0 += 16;
