@@ -56,6 +56,7 @@ func (b *Backend) loadF8MMA() {
 		return
 	}
 	b.loadPipe(mod)
+	b.loadFFN(mod)
 	for i, name := range f8mmaNames {
 		occ := 1
 		if fn, err := mod.Function(name); err == nil {
