@@ -44,15 +44,3 @@ type FusedAttention interface {
 	RoPEAttention(dst, q, k, v Buf, qNorm, kNorm Tensor, eps float32, p KVPool, layer int, pos, slots []int32,
 		seq AttnSeq, heads, kvHeads, headDim int, r *RoPE, scale float32) bool
 }
-
-// FusedMLP is an optional extension of FusedOps: a one-row SwiGLU MLP and
-// its residual add as one op, for backends that run it as one kernel (on
-// a GPU, one persistent launch whose blocks stream the down projection's
-// weights while the gate/up products finish).
-type FusedMLP interface {
-	// NormMLPAdd computes x += down · (silu(gate·n) * (up·n)) for the one
-	// row n = rmsnorm(x) (norm, eps); act (at least gate's Rows) is
-	// scratch that receives the activation. It reports false, having done
-	// nothing, for formats or shapes it has no kernel for.
-	NormMLPAdd(x, act Buf, norm Tensor, eps float32, gate, up, down Tensor) bool
-}

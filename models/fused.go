@@ -99,16 +99,11 @@ func (a *Attention) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Bu
 	return true, nil
 }
 
-// forwardFused implements fusedBlock: the whole MLP and the residual add
-// as one op where the backend has it (kernels.FusedMLP), or gate, up and
-// the activation as one kernel that norms its input and the down
-// projection adding into the residual.
+// forwardFused implements fusedBlock: gate, up and the activation are one
+// kernel that norms its input; the down projection adds into the residual.
 func (m *MLP) forwardFused(p *Pass, fu kernels.FusedOps, x, out kernels.Buf, norm kernels.Tensor, eps float32, add bool) (bool, error) {
 	be, s := m.be, p.Scratch
 	act := s.Buf("mlp.gate", m.inter)
-	if fm, ok := fu.(kernels.FusedMLP); ok && add && p.Rows == 1 && fm.NormMLPAdd(x, act, norm, eps, m.Gate, m.Up, m.Down) {
-		return true, nil
-	}
 	m.normActivation(s, fu, act, x, norm, eps, func() kernels.Buf {
 		normed := s.Buf("normed", m.hidden)
 		be.RMSNorm(normed, x, norm, 1, m.hidden, eps)

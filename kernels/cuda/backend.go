@@ -111,7 +111,6 @@ type Backend struct {
 	// (POCKET_QMV_SWIQ, SetSwiGLURound).
 	swiq  bool
 	pipe  pipeFuncs // fp8pipe.cuh's kernels (fp8pipe.go)
-	ffn   ffnFunc   // fp8ffn.cuh's persistent MLP (fp8ffn.go)
 	sms   int
 	args  [32]uint64
 	nargs int

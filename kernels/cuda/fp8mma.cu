@@ -156,16 +156,12 @@ struct MmaDot {
 // XB is the float4s of x a thread loads at once in xPrologue.
 #define XB 4
 
-// xLoad loads x4[i0 + j·blockDim.x] for j < XB (zero past nv). FRESH
-// loads through L2 only (ld.global.cg): x was written by other blocks of
-// this same grid (fp8ffn.cuh's second phase), which the read-only path
-// (__ldg) and L1 do not see.
-template <bool FRESH = false>
+// xLoad loads x4[i0 + j·blockDim.x] for j < XB (zero past nv).
 __device__ __forceinline__ void xLoad(float4* v, const float4* __restrict__ x4, int i0, int nv) {
 #pragma unroll
     for (int j = 0; j < XB; j++) {
         int i = i0 + j * blockDim.x;
-        v[j] = i < nv ? (FRESH ? __ldcg(x4 + i) : __ldg(x4 + i)) : make_float4(0.f, 0.f, 0.f, 0.f);
+        v[j] = i < nv ? __ldg(x4 + i) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
 }
 
@@ -182,7 +178,7 @@ __device__ __forceinline__ float4 xNormed(float4 v, const float4* __restrict__ n
 // (xPrologue) or an expert's routing weight (fp8pipe_moe.cuh); it is
 // called with zeros past the end. Every thread of the block calls it; xs
 // is complete on return.
-template <bool FRESH = false, class Mul>
+template <class Mul>
 __device__ __forceinline__ float xPrologueBy(__half* xs, const float* __restrict__ x, int in, float& ss, Mul mul) {
     __shared__ float red[32][2]; // blocks of up to 32 warps (fp8pipe.cuh)
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -195,7 +191,7 @@ __device__ __forceinline__ float xPrologueBy(__half* xs, const float* __restrict
     // sums stay in the order of i (out-of-range loads add zero).
     for (int i0 = tid; i0 < nv; i0 += XB * blockDim.x) {
         float4 v[XB];
-        xLoad<FRESH>(v, x4, i0, nv);
+        xLoad(v, x4, i0, nv);
 #pragma unroll
         for (int j = 0; j < XB; j++) {
             s += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
@@ -225,7 +221,7 @@ __device__ __forceinline__ float xPrologueBy(__half* xs, const float* __restrict
     __half2* x2 = (__half2*)xs;
     for (int i0 = tid; i0 < nv; i0 += XB * blockDim.x) {
         float4 v[XB];
-        xLoad<FRESH>(v, x4, i0, nv);
+        xLoad(v, x4, i0, nv);
 #pragma unroll
         for (int j = 0; j < XB; j++) {
             int i = i0 + j * blockDim.x;
@@ -242,13 +238,11 @@ __device__ __forceinline__ float xPrologueBy(__half* xs, const float* __restrict
 }
 
 // xPrologue is xPrologueBy times the norm weight nw (null: 1).
-template <bool FRESH = false>
 __device__ __forceinline__ float xPrologue(__half* xs, const float* __restrict__ x, const float* __restrict__ nw,
                                            int in, float& ss) {
     const float4* n4 = (const float4*)nw;
     const int nv = in / 4;
-    return xPrologueBy<FRESH>(xs, x, in, ss,
-                              [=](float4 v, int i) { return nw != nullptr ? xNormed(v, n4, i, nv) : v; });
+    return xPrologueBy(xs, x, in, ss, [=](float4 v, int i) { return nw != nullptr ? xNormed(v, n4, i, nv) : v; });
 }
 
 // Red is where a block's warps leave their 16 partial row sums: row w at
@@ -290,11 +284,11 @@ __device__ __forceinline__ Rows gemvRows(const uint8_t* w, const float* sc, int 
 
 // gemvPrologue stages x in xs (xPrologue) and returns the factor that
 // undoes its scaling, times 1/rms(x) for MODE 2 (y = W·rmsnorm(x)).
-template <int MODE, bool FRESH = false>
+template <int MODE>
 __device__ __forceinline__ float gemvPrologue(__half* xs, const float* __restrict__ x, const float* __restrict__ nw,
                                               float eps, int in) {
     float ss;
-    float k = xPrologue<FRESH>(xs, x, MODE == 2 ? nw : nullptr, in, ss);
+    float k = xPrologue(xs, x, MODE == 2 ? nw : nullptr, in, ss);
     if (MODE == 2) k *= rsqrtf(ss / in + eps);
     return k;
 }
@@ -421,4 +415,3 @@ extern "C" __global__ void __launch_bounds__(256, 3) f8mma_swiglu_l(SWIGLU_ARGS)
 
 #include "fp8pipe.cuh"
 #include "fp8pipe_moe.cuh"
-#include "fp8ffn.cuh"

@@ -56,7 +56,6 @@ func (b *Backend) loadF8MMA() {
 		return
 	}
 	b.loadPipe(mod)
-	b.loadFFN(mod)
 	for i, name := range f8mmaNames {
 		occ := 1
 		if fn, err := mod.Function(name); err == nil {

@@ -104,31 +104,3 @@ func planPipeMoE(sms, budget, k, hidden, inter int, deepFirst bool) (gu, dn pipe
 // cdiv is a/b rounded up (for positive b); here rather than in backend.go
 // so that the plans build and test without the cuda tag.
 func cdiv(a, b int) int { return (a + b - 1) / b }
-
-// The persistent MLP kernel's fixed geometry (fp8ffn.cuh): 24 warps a
-// block, one warp a gate/up tile of 8 outputs, ffnWPR warps a down tile of
-// 16 rows, a ring of ffnStages, and the static shared memory of its two
-// activation prologues (256 bytes each).
-const (
-	ffnWarps  = pipeMaxWarps
-	ffnWPR    = 8 // FFN_WPR
-	ffnStages = 4
-	ffnStatic = 512
-)
-
-// planFFN is the dynamic shared memory of fp8ffn.cuh's kernel for a MLP of
-// hidden × inter on a grid of sms blocks (one an SM) with budget bytes a
-// block, or false where it does not fit: more gate/up tiles than warps,
-// more down tiles than warp groups (the kernel has no second round of
-// either), fewer of the down projection's units than a tile's warps, or a
-// ring and activation larger than the budget.
-func planFFN(sms, budget, hidden, inter int) (int, bool) {
-	if sms <= 0 || hidden <= 0 || inter <= 0 {
-		return 0, false
-	}
-	if cdiv(inter, 8) > sms*ffnWarps || cdiv(hidden, 16) > sms*(ffnWarps/ffnWPR) || cdiv(inter, 128) < ffnWPR {
-		return 0, false
-	}
-	shm := max(cdiv(hidden, 128), cdiv(inter, 128))*128*2 + ffnWarps*ffnStages*pipeStageBytes
-	return shm, shm <= budget
-}

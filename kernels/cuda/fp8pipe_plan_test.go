@@ -212,29 +212,3 @@ func TestPipeLineLayout(t *testing.T) {
 		}
 	}
 }
-
-// The persistent MLP kernel on an H200: Qwen3.5-27B's MLP fits (34 KiB of
-// activation and 24 rings of 4 stages in 227 KiB less its static 512
-// bytes), and the shapes it has no round for, or no room for, do not.
-func TestPlanFFN(t *testing.T) {
-	const sms, budget = 132, 227*1024 - 512
-	cases := []struct {
-		name          string
-		hidden, inter int
-		shm           int
-		ok            bool
-	}{
-		{"qwen3.5-27b", 5120, 17408, 34816 + 24*4*2048, true},
-		{"qwen3-8b", 4096, 12288, 24576 + 24*4*2048, true},
-		{"llama-70b hidden", 8192, 28672, 0, false}, // 512 down tiles for 396 warp groups
-		{"inter too wide", 5120, 26000, 0, false},   // 3250 gate/up tiles for 3168 warps
-		{"inter too narrow", 1024, 768, 0, false},   // 6 down units for 8 warps
-		{"activation too wide", 4096, 24576, 0, false},
-	}
-	for _, c := range cases {
-		shm, ok := planFFN(sms, budget, c.hidden, c.inter)
-		if ok != c.ok || ok && shm != c.shm {
-			t.Errorf("%s: planFFN = %d, %v; want %d, %v", c.name, shm, ok, c.shm, c.ok)
-		}
-	}
-}

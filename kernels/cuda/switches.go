@@ -78,8 +78,6 @@ import (
 //	                     recurrence the others
 //	POCKET_FP8_PIPE=0    one-row FP8 GEMVs on fp8mma's kernels (two units in flight in registers), not the
 //	                     ones that stream whole lines through a per-warp cp.async ring (fp8pipe.cuh)
-//	POCKET_FP8_FFN=0     a one-row FP8 MLP runs as two ring launches (gate/up + SwiGLU, down + residual), not
-//	                     as one persistent grid that streams the down projection across a grid barrier (fp8ffn.cuh)
 //	POCKET_MOE_ROUTE=block MoE routing on the block-per-row kernel, not a warp per row (moe_route_w*)
 //	POCKET_MOE_PIPE=0    one-row FP8 expert products on moe.cu's kernels, not the ring kernels (fp8pipe_moe.cuh)
 //	POCKET_FP8_PIPE_KB=N caps a block's shared memory for the ring kernels at N KiB
@@ -140,7 +138,6 @@ var switches = struct {
 	deltaChunkFrom  int
 	noMoEQuant      bool
 	noFP8Pipe       bool
-	noFP8FFN        bool
 	noMoEPipe       bool
 	moeRouteBlock   bool
 	fp8PipeDeep     bool
@@ -189,7 +186,6 @@ var switches = struct {
 	deltaChunkFrom:  intSwitch("POCKET_DELTA_CHUNK_FROM", deltaChunkFrom, 1, math.MaxInt),
 	noMoEQuant:      os.Getenv("POCKET_MOE_QUANT") == "0",
 	noFP8Pipe:       os.Getenv("POCKET_FP8_PIPE") == "0",
-	noFP8FFN:        os.Getenv("POCKET_FP8_FFN") == "0",
 	noMoEPipe:       os.Getenv("POCKET_MOE_PIPE") == "0",
 	moeRouteBlock:   os.Getenv("POCKET_MOE_ROUTE") == "block",
 	fp8PipeDeep:     os.Getenv("POCKET_FP8_PIPE_PLAN") == "depth",
