@@ -171,6 +171,32 @@ __device__ __forceinline__ float4 xNormed(float4 v, const float4* __restrict__ n
     return make_float4(v.x * n.x, v.y * n.y, v.z * n.z, v.w * n.w);
 }
 
+// xAccum adds the float4s v (those of x at i0 + j·blockDim.x) to the sum
+// of squares s and replaces them by mul(v, i), whose largest magnitude goes
+// into m.
+template <class Mul>
+__device__ __forceinline__ void xAccum(float4* v, int i0, float& s, float& m, Mul mul) {
+#pragma unroll
+    for (int j = 0; j < XB; j++) {
+        s += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
+        v[j] = mul(v[j], i0 + j * blockDim.x);
+        m = fmaxf(m, fmaxf(fmaxf(fabsf(v[j].x), fabsf(v[j].y)), fmaxf(fabsf(v[j].z), fabsf(v[j].w))));
+    }
+}
+
+// xStore writes the scaled f16 of the float4s v (mul already applied) at
+// i0 + j·blockDim.x below nv into xs.
+__device__ __forceinline__ void xStore(__half* xs, const float4* v, int i0, int nv, float sc) {
+    __half2* x2 = (__half2*)xs;
+#pragma unroll
+    for (int j = 0; j < XB; j++) {
+        int i = i0 + j * blockDim.x;
+        if (i >= nv) break;
+        x2[2 * i] = __floats2half2_rn(v[j].x * sc, v[j].y * sc);
+        x2[2 * i + 1] = __floats2half2_rn(v[j].z * sc, v[j].w * sc);
+    }
+}
+
 // xPrologueBy writes f16(mul(x4[i], i)·2^sh) for the float4s i of x into
 // xs[0, in) and zeros to the next whole unit, with sh chosen so that the
 // largest magnitude lies in [2^13, 2^14), and returns 2^-sh; ss is the sum
@@ -178,25 +204,39 @@ __device__ __forceinline__ float4 xNormed(float4 v, const float4* __restrict__ n
 // (xPrologue) or an expert's routing weight (fp8pipe_moe.cuh); it is
 // called with zeros past the end. Every thread of the block calls it; xs
 // is complete on return.
-template <class Mul>
+//
+// With ONCE (the ring kernels of fp8pipe*.cuh), where x is at most two
+// loads of XB float4s a thread (24 KiB of floats at 768 threads: every
+// Qwen3.5-27B ring GEMV), the thread keeps them in registers between the
+// sums and the stores. Otherwise x is loaded twice, the second time after
+// the block's sums: one more L2 round trip on each GEMV's critical path
+// (the ring holds only the S-1 units issued before the wait). Either way
+// the same values in the same order. (fp8mma's kernels keep two loads:
+// at 256 threads and 3 blocks an SM, the registers made their norm
+// kernels spill 144 bytes.)
+template <bool ONCE = false, class Mul>
 __device__ __forceinline__ float xPrologueBy(__half* xs, const float* __restrict__ x, int in, float& ss, Mul mul) {
     __shared__ float red[32][2]; // blocks of up to 32 warps (fp8pipe.cuh)
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const float4* x4 = (const float4*)x;
-    const int nv = in / 4;
+    const int nv = in / 4, step = XB * blockDim.x;
+    const bool once = ONCE && nv <= 2 * step;
     float m = 0.f, s = 0.f;
-    // Each pass loads XB float4s per thread before using any, so a pass
-    // over a wide x (the down projection's 17408 columns: 11 float4s per
-    // thread) waits for a few L2 round trips, not one per float4. The
-    // sums stay in the order of i (out-of-range loads add zero).
-    for (int i0 = tid; i0 < nv; i0 += XB * blockDim.x) {
-        float4 v[XB];
-        xLoad(v, x4, i0, nv);
-#pragma unroll
-        for (int j = 0; j < XB; j++) {
-            s += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
-            v[j] = mul(v[j], i0 + j * blockDim.x);
-            m = fmaxf(m, fmaxf(fmaxf(fabsf(v[j].x), fabsf(v[j].y)), fmaxf(fabsf(v[j].z), fabsf(v[j].w))));
+    float4 v0[XB], v1[XB];
+    if (once) {
+        xLoad(v0, x4, tid, nv);
+        xLoad(v1, x4, tid + step, nv);
+        xAccum(v0, tid, s, m, mul);
+        if (tid + step < nv) xAccum(v1, tid + step, s, m, mul); // the loop below would not add its zeros
+    } else {
+        // Each pass loads XB float4s per thread before using any, so a
+        // pass over a wide x waits for a few L2 round trips, not one per
+        // float4. The sums stay in the order of i (out-of-range loads add
+        // zero).
+        for (int i0 = tid; i0 < nv; i0 += step) {
+            float4 v[XB];
+            xLoad(v, x4, i0, nv);
+            xAccum(v, i0, s, m, mul);
         }
     }
     s = warpSum(s);
@@ -218,17 +258,16 @@ __device__ __forceinline__ float xPrologueBy(__half* xs, const float* __restrict
     int e = (int)((__float_as_uint(m) >> 23) & 0xffu) - 126;
     int sh = min(max(14 - e, -100), 100);
     float sc = __uint_as_float((uint32_t)(127 + sh) << 23);
-    __half2* x2 = (__half2*)xs;
-    for (int i0 = tid; i0 < nv; i0 += XB * blockDim.x) {
-        float4 v[XB];
-        xLoad(v, x4, i0, nv);
+    if (once) {
+        xStore(xs, v0, tid, nv, sc);
+        xStore(xs, v1, tid + step, nv, sc);
+    } else {
+        for (int i0 = tid; i0 < nv; i0 += step) {
+            float4 v[XB];
+            xLoad(v, x4, i0, nv);
 #pragma unroll
-        for (int j = 0; j < XB; j++) {
-            int i = i0 + j * blockDim.x;
-            if (i >= nv) break;
-            v[j] = mul(v[j], i);
-            x2[2 * i] = __floats2half2_rn(v[j].x * sc, v[j].y * sc);
-            x2[2 * i + 1] = __floats2half2_rn(v[j].z * sc, v[j].w * sc);
+            for (int j = 0; j < XB; j++) v[j] = mul(v[j], i0 + j * blockDim.x);
+            xStore(xs, v, i0, nv, sc);
         }
     }
     int pad = (in + UNIT - 1) / UNIT * UNIT;
@@ -238,11 +277,13 @@ __device__ __forceinline__ float xPrologueBy(__half* xs, const float* __restrict
 }
 
 // xPrologue is xPrologueBy times the norm weight nw (null: 1).
+template <bool ONCE = false>
 __device__ __forceinline__ float xPrologue(__half* xs, const float* __restrict__ x, const float* __restrict__ nw,
                                            int in, float& ss) {
     const float4* n4 = (const float4*)nw;
     const int nv = in / 4;
-    return xPrologueBy(xs, x, in, ss, [=](float4 v, int i) { return nw != nullptr ? xNormed(v, n4, i, nv) : v; });
+    return xPrologueBy<ONCE>(xs, x, in, ss,
+                             [=](float4 v, int i) { return nw != nullptr ? xNormed(v, n4, i, nv) : v; });
 }
 
 // Red is where a block's warps leave their 16 partial row sums: row w at
@@ -284,11 +325,11 @@ __device__ __forceinline__ Rows gemvRows(const uint8_t* w, const float* sc, int 
 
 // gemvPrologue stages x in xs (xPrologue) and returns the factor that
 // undoes its scaling, times 1/rms(x) for MODE 2 (y = W·rmsnorm(x)).
-template <int MODE>
+template <int MODE, bool ONCE = false>
 __device__ __forceinline__ float gemvPrologue(__half* xs, const float* __restrict__ x, const float* __restrict__ nw,
                                               float eps, int in) {
     float ss;
-    float k = xPrologue(xs, x, MODE == 2 ? nw : nullptr, in, ss);
+    float k = xPrologue<ONCE>(xs, x, MODE == 2 ? nw : nullptr, in, ss);
     if (MODE == 2) k *= rsqrtf(ss / in + eps);
     return k;
 }

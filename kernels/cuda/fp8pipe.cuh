@@ -236,7 +236,7 @@ __device__ __forceinline__ void pipeGemv(float* y, const float* __restrict__ x, 
     d.prefetch(gemvRows(w, sc, base, out, in, b0, nsc), in, warp % wpr, wpr, base < out, pipeRing<S>(pad));
     pdlLaunchDependents();
     pdlWait();
-    float k = gemvPrologue<MODE>(xs, x, nw, eps, in);
+    float k = gemvPrologue<MODE, true>(xs, x, nw, eps, in);
     float accA, accB;
     d.finish(xs, accA, accB);
     __syncwarp(); // every lane's last fragment reads are done: pipeRed may reuse the ring
@@ -276,7 +276,7 @@ __device__ __forceinline__ void pipeSwiGLU(float* act, const float* __restrict__
     d.prefetch(Rows{wg, wu, sg, su, off, off, soff, soff}, in, warp % wpr, wpr, base < out, pipeRing<S>(pad));
     pdlLaunchDependents();
     pdlWait();
-    float k = gemvPrologue<2>(xs, x, nw, eps, in);
+    float k = gemvPrologue<2, true>(xs, x, nw, eps, in);
     float accA, accB;
     d.finish(xs, accA, accB);
     __syncwarp(); // as pipeGemv

@@ -72,7 +72,8 @@ __device__ __forceinline__ void pipeMoeSwiGLU(float* h, const float* __restrict_
     PipeDot<S> d;
     pipeSources(d, wg, wu, base, base, inter, hidden);
     d.prefetch(Rows{wg, wu, sg, su, off, off, soff, soff}, hidden, warp % wpr, wpr, e >= 0, pipeRing<S>(pad));
-    float sc = nw != nullptr ? gemvPrologue<2>(xs, x, nw, eps, hidden) : gemvPrologue<0>(xs, x, nullptr, 0.f, hidden);
+    float sc = nw != nullptr ? gemvPrologue<2, true>(xs, x, nw, eps, hidden)
+                                  : gemvPrologue<0, true>(xs, x, nullptr, 0.f, hidden);
     float accA, accB;
     d.finish(xs, accA, accB);
     __syncwarp(); // as pipeGemv
@@ -185,7 +186,7 @@ __device__ __forceinline__ void pipeMoeDown(float* y, const float* __restrict__ 
     pdlWait(); // h
     float ss;
     const int q = inter / 4; // float4s per slot
-    float sc = xPrologueBy(xs, h, in, ss, [=](float4 v, int i) {
+    float sc = xPrologueBy<true>(xs, h, in, ss, [=](float4 v, int i) {
         float w = i < K * q ? tb->wt[i / q] : 0.f;
         return make_float4(v.x * w, v.y * w, v.z * w, v.w * w);
     });
