@@ -234,8 +234,15 @@ __device__ __forceinline__ void pipeGemv(float* y, const float* __restrict__ x, 
     PipeDot<S> d;
     pipeSources(d, w, w, base, base + 8, out, in);
     d.prefetch(gemvRows(w, sc, base, out, in, b0, nsc), in, warp % wpr, wpr, base < out, pipeRing<S>(pad));
-    pdlLaunchDependents();
+    // The next launch only after the wait: triggered before it, the next
+    // grid is launched while this one's predecessor still runs, and its
+    // wait returned ~3.8 µs after this grid's last block ended, not the
+    // ~1.2 of a grid launched after its predecessor's wait (probes of
+    // Qwen3.5-27B FP8: the gate/up GEMV after the out/o projection).
+    // After the wait: 130.8-130.9 against 130.0-130.4 tok/s (interleaved
+    // builds, one H200); the gate/up GEMV's wait then returns 2.3 µs after.
     pdlWait();
+    pdlLaunchDependents();
     float k = gemvPrologue<MODE, true>(xs, x, nw, eps, in);
     float accA, accB;
     d.finish(xs, accA, accB);
@@ -274,8 +281,9 @@ __device__ __forceinline__ void pipeSwiGLU(float* act, const float* __restrict__
     PipeDot<S> d;
     pipeSources(d, wg, wu, base, base, out, in);
     d.prefetch(Rows{wg, wu, sg, su, off, off, soff, soff}, in, warp % wpr, wpr, base < out, pipeRing<S>(pad));
-    pdlLaunchDependents();
+    // The next launch only after the wait (see pipeGemv).
     pdlWait();
+    pdlLaunchDependents();
     float k = gemvPrologue<2, true>(xs, x, nw, eps, in);
     float accA, accB;
     d.finish(xs, accA, accB);
