@@ -227,7 +227,7 @@ __device__ __forceinline__ float xPrologueBy(__half* xs, const float* __restrict
         xLoad(v0, x4, tid, nv);
         xLoad(v1, x4, tid + step, nv);
         xAccum(v0, tid, s, m, mul);
-        if (tid + step < nv) xAccum(v1, tid + step, s, m, mul); // the loop below would not add its zeros
+        if (tid + step < nv) xAccum(v1, tid + step, s, m, mul); // (zeros past nv would add nothing)
     } else {
         // Each pass loads XB float4s per thread before using any, so a
         // pass over a wide x waits for a few L2 round trips, not one per
