@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Lays out the decode step from in-graph probe records (kernels/cuda/probe.cuh).
 
-    python3 scripts/probe-summary.py PATH [--steps N] [--timeline]
+    python3 scripts/probe-summary.py PATH [--steps N] [--timeline] [--pairs] [--blocks KERNEL]
 
 PATH.log is the backend's launch log (one "name gx gy bx" line per launch, "# capture" /
 "# end capture" around graph captures); PATH.bin holds a record per probed block: gridid,
@@ -81,6 +81,9 @@ def main():
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--timeline", action="store_true", help="print every node of the steps, not only the totals")
     ap.add_argument("--blocks", default="", help="print the blocks of the step's middle launch of this kernel (the last step used)")
+    ap.add_argument("--pairs", action="store_true",
+                    help="print, for each (predecessor, kernel) pair of consecutive probed nodes, how long after the "
+                         "predecessor's last block the kernel's wait returned and how many of its blocks were resident by then")
     a = ap.parse_args()
     log, recs = load(a.path)
     ts = sorted({r[3] for rs in recs.values() for r in rs})
@@ -110,13 +113,23 @@ def main():
     print(f"steps used: {len(use)} (of {len(whole)} whole); unprobed nodes: "
           + ", ".join(sorted({nodes[i][0] for i in range(N) if i not in probed})))
     acc = collections.defaultdict(lambda: [0.0] * 8)
+    # (predecessor, kernel): [pairs, rel sum, blocks started before the predecessor's end, blocks]
+    pairs = collections.defaultdict(lambda: [0, 0.0, 0, 0])
     step_ns = []
     for k in use:
         t0 = min(min(r[3] for r in recs[g]) for g in steps[k].values())
         prev_end = None
+        prev_name = None
         last = 0
         for i in probed:
             rs = recs[steps[k][i]]
+            if prev_end is not None and any(r[4] is not None for r in rs):
+                p = pairs[(prev_name, nodes[i][0])]
+                p[0] += 1
+                p[1] += min(r[4] for r in rs if r[4] is not None) - t0 - prev_end
+                p[2] += sum(1 for r in rs if r[3] - t0 < prev_end)
+                p[3] += len(rs)
+            prev_name = nodes[i][0]
             start = min(r[3] for r in rs) - t0
             waits = [r[4] for r in rs if r[4] is not None]
             wait = (min(waits) - t0) if waits else float("nan")
@@ -163,6 +176,13 @@ def main():
             for r in rs:
                 w = f"{(r[4] - t0) / 1e3:7.2f}" if r[4] is not None else "      -"
                 print(f"  {r[0]:5d} {r[1]:4d} {(r[3] - t0) / 1e3:7.2f} {w} {(r[5] - t0) / 1e3:7.2f}")
+    if a.pairs:
+        # A kernel's wait returns when its predecessor's grid has completed; rel is how long after
+        # the predecessor's last probed block that was, resident is the share of its blocks that
+        # had started by then (a wait cannot return in a block that is not yet resident).
+        print(f"{'predecessor':28} {'kernel':28} {'pairs':>5} {'rel µs':>7} {'resident':>8}")
+        for (pn, n), (c, rel, early, blocks) in sorted(pairs.items(), key=lambda kv: -kv[1][1]):
+            print(f"{pn[:28]:28} {n[:28]:28} {c:5d} {rel / c / 1e3:7.2f} {100 * early / blocks:7.0f}%")
     print(f"{'kernel':32} {'launches':>8} {'crit µs':>9} {'µs each':>8} {'share':>6} {'rel':>6} {'after wait':>10}")
     tot = sum(x[0] for x in by.values())
     for name, (c, n, rel, post, m) in sorted(by.items(), key=lambda kv: -kv[1][0]):
