@@ -123,13 +123,6 @@ def main():
         last = 0
         for i in probed:
             rs = recs[steps[k][i]]
-            if prev_end is not None and any(r[4] is not None for r in rs):
-                p = pairs[(prev_name, nodes[i][0])]
-                p[0] += 1
-                p[1] += min(r[4] for r in rs if r[4] is not None) - t0 - prev_end
-                p[2] += sum(1 for r in rs if r[3] - t0 < prev_end)
-                p[3] += len(rs)
-            prev_name = nodes[i][0]
             start = min(r[3] for r in rs) - t0
             waits = [r[4] for r in rs if r[4] is not None]
             wait = (min(waits) - t0) if waits else float("nan")
@@ -138,6 +131,13 @@ def main():
             e50 = ends[len(ends) // 2] - t0
             crit = end - (prev_end if prev_end is not None else start)
             rel = wait - prev_end if prev_end is not None else float("nan")
+            if rel == rel:  # not NaN: a wait and a predecessor
+                p = pairs[(prev_name, nodes[i][0])]
+                p[0] += 1
+                p[1] += rel
+                p[2] += sum(1 for r in rs if r[3] - t0 < prev_end)
+                p[3] += len(rs)
+            prev_name = nodes[i][0]
             prev_end = end
             last = max(last, end)
             v = acc[i]
