@@ -5,7 +5,7 @@
 
 PATH.log is the backend's launch log (one "name gx gy bx" line per launch, "# capture" /
 "# end capture" around graph captures); PATH.bin holds a record per probed block: gridid,
-block << 32 | smid << 20 | blocks, start, wait (0: none) and end in ns.
+block << 32 | smid << 20 | blocks, start, wait (0: none), end and the first warp's end in ns.
 
 The last captured graph is the decode step. Probed launches are matched to its nodes by
 gridid (consecutive within a replay) and checked by block count; launches of unprobed
@@ -19,6 +19,9 @@ its last 2048 launches, 4-8 steps of the models measured):
   span   end minus start; blocks; SMs its blocks ran on
   rel    wait minus the previous probed node's end: how long after its predecessor ended
          the wait returned (an unprobed node between them adds its own time)
+  wsp    a block's last warp's end minus its first's, averaged over the blocks: against
+         end - end50, whether a GEMV's tail is its warps' own (warps of a block end apart)
+         or its SMs' (a block's warps end together, blocks apart)
 and a table by kernel name: crit summed, and the mean rel and time from the wait to the
 last block's end.
 """
@@ -34,10 +37,12 @@ def load(path):
     recs = collections.defaultdict(list)
     with open(path + ".bin", "rb") as f:
         data = f.read()
-    for off in range(0, len(data) - 39, 40):
-        grid, b, start, wait, end = struct.unpack_from("<QQQQQ", data, off)
+    # probe.go's records: six fields of 8 bytes (probeRecord).
+    for off in range(0, len(data) - 47, 48):
+        grid, b, start, wait, end, first = struct.unpack_from("<QQQQQQ", data, off)
         blk, sm, n = b >> 32, (b >> 20) & 0xFFF, b & 0xFFFFF
-        recs[grid].append((blk, sm, n, start, wait if 0 < wait < 2**64 - 1 else None, end))
+        recs[grid].append((blk, sm, n, start, wait if 0 < wait < 2**64 - 1 else None, end,
+                           first if 0 < first <= end else None))
     # A launch whose slots a later one of fewer blocks took over keeps only
     # some of its records: incomplete, left out.
     for g in [g for g, rs in recs.items() if len(rs) < min(rs[0][2], 2048) or any(r[5] < r[3] for r in rs)]:
@@ -112,7 +117,7 @@ def main():
         sys.exit("no whole step in the records")
     print(f"steps used: {len(use)} (of {len(whole)} whole); unprobed nodes: "
           + ", ".join(sorted({nodes[i][0] for i in range(N) if i not in probed})))
-    acc = collections.defaultdict(lambda: [0.0] * 8)
+    acc = collections.defaultdict(lambda: [0.0] * 9)
     # (predecessor, kernel): [pairs, rel sum, blocks started before the predecessor's end, blocks]
     pairs = collections.defaultdict(lambda: [0, 0.0, 0, 0])
     step_ns = []
@@ -149,12 +154,14 @@ def main():
             v[5] += len({r[1] for r in rs})
             v[6] += e50
             v[7] += rel
+            fw = [r[5] - r[6] for r in rs if r[6] is not None]
+            v[8] += sum(fw) / len(fw) if fw else float("nan")
         step_ns.append(last)
     S = len(use)
     print(f"step span (first probed start to last probed end): {sum(step_ns) / S / 1e3:.1f} µs")
     by = collections.defaultdict(lambda: [0.0, 0, 0.0, 0.0, 0])
     if a.timeline:
-        print(f"{'#':>4} {'kernel':28} {'blocks':>6} {'SMs':>4} {'start':>8} {'wait':>8} {'end50':>8} {'end':>8} {'crit':>7} {'span':>7} {'rel':>6}")
+        print(f"{'#':>4} {'kernel':28} {'blocks':>6} {'SMs':>4} {'start':>8} {'wait':>8} {'end50':>8} {'end':>8} {'crit':>7} {'span':>7} {'rel':>6} {'wsp':>6}")
     for i in probed:
         v = [x / S for x in acc[i]]
         name, blocks = nodes[i]
@@ -165,17 +172,18 @@ def main():
             by[name][3] += v[2] - v[1]
             by[name][4] += 1
         if a.timeline:
-            print(f"{i:4d} {name[:28]:28} {blocks:6d} {v[5]:4.0f} {v[0]/1e3:8.2f} {v[1]/1e3:8.2f} {v[6]/1e3:8.2f} {v[2]/1e3:8.2f} {v[3]/1e3:7.2f} {v[4]/1e3:7.2f} {v[7]/1e3:6.2f}")
+            print(f"{i:4d} {name[:28]:28} {blocks:6d} {v[5]:4.0f} {v[0]/1e3:8.2f} {v[1]/1e3:8.2f} {v[6]/1e3:8.2f} {v[2]/1e3:8.2f} {v[3]/1e3:7.2f} {v[4]/1e3:7.2f} {v[7]/1e3:6.2f} {v[8]/1e3:6.2f}")
     if a.blocks:
         k = use[-1]
         hits = [i for i in probed if nodes[i][0] == a.blocks]
         for i in hits[len(hits) // 2:len(hits) // 2 + 1]:  # the middle launch of the step
             rs = sorted(recs[steps[k][i]], key=lambda r: r[5])
             t0 = min(r[3] for r in rs)
-            print(f"node {i} {a.blocks}: blocks by end (µs from the first start): block sm start wait end")
+            print(f"node {i} {a.blocks}: blocks by end (µs from the first start): block sm start wait end first-warp-end")
             for r in rs:
                 w = f"{(r[4] - t0) / 1e3:7.2f}" if r[4] is not None else "      -"
-                print(f"  {r[0]:5d} {r[1]:4d} {(r[3] - t0) / 1e3:7.2f} {w} {(r[5] - t0) / 1e3:7.2f}")
+                fw = f"{(r[6] - t0) / 1e3:7.2f}" if r[6] is not None else "      -"
+                print(f"  {r[0]:5d} {r[1]:4d} {(r[3] - t0) / 1e3:7.2f} {w} {(r[5] - t0) / 1e3:7.2f} {fw}")
     if a.pairs:
         # A kernel's wait returns when its predecessor's grid has completed; rel is how long after
         # the predecessor's last probed block that was, resident is the share of its blocks that

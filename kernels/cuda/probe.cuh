@@ -25,9 +25,11 @@
 #define PROBE_BLOCKS 2048
 
 // pocket_probe[gridid % PROBE_LAUNCHES][block]: {gridid, block << 32 |
-// smid << 20 | blocks (20 bits), start, wait, end, 0, 0, 0} in ns of
-// %globaltimer (wait: the first, as a kernel may wait once a pass; all
-// ones where none was taken). Thread 0 stores each field
+// smid << 20 | blocks (20 bits), start, wait, end, first warp's end, 0, 0}
+// in ns of %globaltimer (wait: the first, as a kernel may wait once a
+// pass; all ones where none was taken). end and the first warp's end
+// apart say whether a block's warps end apart (each warp's own stream
+// late) or together (the SM's). Thread 0 stores each field
 // when it happens, so nothing is held in registers or shared memory across
 // the kernel (the FP8 rings size their stages by what shared memory is
 // left, and several kernels sit at their register bound).
@@ -54,17 +56,20 @@ struct ProbeScope {
         if (unsigned long long* r = probeSlot()) {
             r[2] = probeNow();
             r[3] = ~0ull;
+            r[5] = ~0ull;  // microseconds before any warp of the block ends
         }
     }
     // Every warp's lane 0 raises the end to its own (warps of a block may
-    // finish apart: a block is several row groups in some GEMVs). No reset
-    // is needed: an older launch's end in the slot is earlier.
+    // finish apart: a block is several row groups in some GEMVs) and lowers
+    // the first warp's end to it. The end needs no reset: an older launch's
+    // end in the slot is earlier.
     __device__ __forceinline__ ~ProbeScope() {
         if ((threadIdx.x & 31) != 0) return;
         const unsigned long long end = probeNow();
         unsigned long long* r = probeSlot();
         if (r == nullptr) return;
         atomicMax(r + 4, end);
+        atomicMin(r + 5, end);
         if (threadIdx.x != 0) return;
         unsigned long long grid;
         unsigned int sm;

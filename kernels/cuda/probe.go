@@ -87,6 +87,11 @@ func probeNote(f cFunc, gx, gy, bx int) {
 // the summary reads the last captured graph and what follows it.
 const probeLogMax = 1 << 20
 
+// probeRecord is the bytes of one block's record in the .bin file: the
+// first six fields of probe.cuh's slot (grid, block/SM/blocks, start,
+// wait, end, first warp's end), little-endian.
+const probeRecord = 48
+
 // probeMark logs a marker line ("# capture", "# end capture").
 func probeMark(what string) {
 	if !probe.on.Load() {
@@ -145,8 +150,8 @@ func (b *Backend) ProbeDump(path string) error {
 			if host[i] == 0 {
 				continue
 			}
-			var rec [40]byte
-			for k := range 5 {
+			var rec [probeRecord]byte
+			for k := range probeRecord / 8 {
 				binary.LittleEndian.PutUint64(rec[8*k:], host[i+k])
 			}
 			if _, err := bw.Write(rec[:]); err != nil {
