@@ -99,6 +99,9 @@ struct PipeDot {
     uint32_t ring, oa, ob;
     int lim;
     const uint8_t *pa, *pb;
+#ifdef FP8_TILED
+    uint32_t ustep;
+#endif
 
     // issue copies unit uu into stage slot. A tail past in (the second half
     // of a 64-column last unit) is zero-filled (source size 0, from a valid
@@ -106,8 +109,13 @@ struct PipeDot {
     __device__ __forceinline__ void issue(int slot, int uu) {
         int lane = threadIdx.x & 31;
         uint32_t c = uu * UNIT, s = ring + slot * PIPE_STAGE + pipeSwz(lane >> 3, lane & 7);
+#ifdef FP8_TILED
+        uint32_t off = uu * ustep, n = 16;
+        (void)c;
+#else
         bool ok = (int)c < lim;
         uint32_t off = ok ? c : c - (uint32_t)(in - lim), n = ok ? 16 : 0;
+#endif
         // pipeSwz(4k + i, col) = 512k + pipeSwz(i, col): 4k is even.
         cpAsync16(s, pa + off, n);
         cpAsync16(s + 512, pa + (oa + off), n);
@@ -195,6 +203,18 @@ __device__ __forceinline__ void pipeSources(PipeDot<S>& d, const uint8_t* wa, co
     d.oa = (uint32_t)(a1 - a0) * in;
     d.ob = (uint32_t)(b1 - b0) * in;
     d.lim = in - col; // may be negative (in = 64)
+#ifdef FP8_TILED
+    // Diagnostic build (wrong sums): the same bytes of each tile read as if
+    // the matrix were stored tile by tile, a unit's rows contiguous (what
+    // repacking the weights at load would give; in % 128 == 0 only).
+    {
+        bool t16 = wa == wb && baseB == baseA + 8;
+        d.pa = wa + (uint32_t)baseA * in + i * 128 + col;
+        d.pb = t16 ? d.pa + 1024 : wb + (uint32_t)baseB * in + i * 128 + col;
+        d.oa = d.ob = 512;
+        d.ustep = t16 ? 2048 : 1024;
+    }
+#endif
     // Opaque to ptxas, which otherwise rematerialises them from the row
     // indices in every unit (see PipeDot).
     asm volatile("" : "+l"(d.pa), "+l"(d.pb), "+r"(d.oa), "+r"(d.ob), "+r"(d.lim));
