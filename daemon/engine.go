@@ -187,8 +187,10 @@ func loadCPU(_ context.Context, m ModelConfig) (*Loaded, error) {
 		}
 	}
 	ck.Name = m.ModelName()
-	model, err := ck.Model(cpu.New(m.Threads))
+	be := cpu.New(m.Threads)
+	model, err := ck.Model(be)
 	if err != nil {
+		be.Close()
 		ck.Close()
 		return nil, err
 	}
@@ -203,7 +205,10 @@ func loadCPU(_ context.Context, m ModelConfig) (*Loaded, error) {
 	info := apitype.Model{Name: ck.Name, Architecture: ck.Config.Arch(), Backend: "cpu", Path: ck.Path,
 		VocabSize: ck.Config.VocabSize, ContextLength: ck.Config.MaxPositions,
 		Tokenizer: tok != nil, ChatTemplate: tok != nil && tok.HasChatTemplate()}
-	return &Loaded{Model: model, Tokenizer: tok, EOS: eos, Info: info, Close: ck.Close}, nil
+	return &Loaded{Model: model, Tokenizer: tok, EOS: eos, Info: info, Close: func() error {
+		be.Close() // the backend's worker goroutines; nothing runs on it by now
+		return ck.Close()
+	}}, nil
 }
 
 // loadTokenizer loads the checkpoint's tokenizer (tokenizer.json or a GGUF

@@ -34,6 +34,17 @@ func New(threads int) *Backend {
 	return b
 }
 
+// Close ends the backend's worker goroutines; ops after it run on the
+// calling goroutine alone. The daemon closes a model's backend when it
+// unloads the model, so that a process that loads and drops models (tests,
+// a program embedding the daemon) does not keep every old pool's
+// goroutines parked.
+func (b *Backend) Close() {
+	if b.pool != nil {
+		b.pool.close()
+	}
+}
+
 // Name implements kernels.Backend.
 func (b *Backend) Name() string { return "cpu" }
 

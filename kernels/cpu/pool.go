@@ -21,6 +21,7 @@ type pool struct {
 
 	gen     atomic.Uint64 // bumped to publish a job
 	pending atomic.Int32  // helpers still working on the current job
+	stop    atomic.Bool   // set (with a gen bump) by close: helpers return
 	parts   int
 	n       int
 	chunk   int
@@ -39,8 +40,8 @@ func newPool(threads int) *pool {
 	return p
 }
 
-// helper is resident for the life of the process: backends are made once
-// per loaded model.
+// helper is resident until close: a backend is made once per loaded model
+// and closed when the model is.
 func (p *pool) helper(part int) {
 	var seen uint64
 	for {
@@ -59,6 +60,9 @@ func (p *pool) helper(part int) {
 			}
 		}
 		seen = p.gen.Load()
+		if p.stop.Load() {
+			return
+		}
 		if part < p.parts {
 			lo := part * p.chunk
 			if lo < p.n {
@@ -69,10 +73,26 @@ func (p *pool) helper(part int) {
 	}
 }
 
+// close ends the helpers once the job in flight, if any, is done. Jobs
+// after it run on the caller alone.
+func (p *pool) close() {
+	p.run.Lock()
+	defer p.run.Unlock()
+	p.mu.Lock()
+	p.stop.Store(true)
+	p.gen.Add(1)
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
 // do runs fn over [0,n) in parts contiguous chunks (parts ≤ helpers+1).
 func (p *pool) do(n, parts int, fn func(lo, hi int)) {
 	p.run.Lock()
 	defer p.run.Unlock()
+	if p.stop.Load() {
+		fn(0, n)
+		return
+	}
 	p.n, p.parts, p.fn = n, parts, fn
 	p.chunk = (n + parts - 1) / parts
 	p.pending.Store(int32(p.helpers))
