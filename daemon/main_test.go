@@ -73,6 +73,20 @@ type testServer struct {
 	http   string
 	cancel context.CancelFunc
 	done   chan error
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// stop shuts the server down and returns what Run returned. The test's
+// cleanup calls it too, so a test may stop its server early (to check
+// what is left once it is gone).
+func (ts *testServer) stop() error {
+	ts.stopOnce.Do(func() {
+		ts.cancel()
+		ts.stopErr = <-ts.done
+	})
+	return ts.stopErr
 }
 
 func startServer(t *testing.T, models ...ModelConfig) *testServer {
@@ -105,8 +119,7 @@ func startServerConfig(t *testing.T, cfg Config) *testServer {
 	_, h := srv.Addrs()
 	ts.http = h.String()
 	t.Cleanup(func() {
-		cancel()
-		if err := <-ts.done; err != nil {
+		if err := ts.stop(); err != nil {
 			t.Errorf("server: %v", err)
 		}
 	})
