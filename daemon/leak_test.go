@@ -134,6 +134,11 @@ func TestWorkerModelNoLeaks(t *testing.T) {
 		t.Fatalf("%d open descriptors after %d rounds and %d worker restarts, %d before", fd, rounds, rounds/2, baseFD)
 	}
 	st := ts.srv.Sessions().Stats()
+	// Every session of the churn was deleted and every gateway request's
+	// sequence released: no KV block is still referenced.
+	if st.Sessions != 0 || st.KVBlocksUsed != 0 {
+		t.Fatalf("after the churn: %d sessions open, %d KV blocks referenced", st.Sessions, st.KVBlocksUsed)
+	}
 	if st.InFlight != 0 {
 		t.Fatalf("%d requests in flight after the churn", st.InFlight)
 	}

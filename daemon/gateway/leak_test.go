@@ -78,6 +78,11 @@ func TestNoLeaksUnderChurn(t *testing.T) {
 	// Every request has ended, and the abandoned streams (three a round,
 	// each allowed 4000 tokens) stopped soon after their clients left.
 	st := d.srv.Sessions().Stats()
+	// Every session of the churn was deleted and every gateway request's
+	// sequence released: no KV block is still referenced.
+	if st.Sessions != 0 || st.KVBlocksUsed != 0 {
+		t.Fatalf("after the churn: %d sessions open, %d KV blocks referenced", st.Sessions, st.KVBlocksUsed)
+	}
 	if st.InFlight != 0 {
 		t.Fatalf("%d requests still in flight after the churn", st.InFlight)
 	}
