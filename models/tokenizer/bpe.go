@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"container/heap"
+	"strings"
 	"sync"
 )
 
@@ -110,7 +111,11 @@ func (m *bpe) encodeWord(word string, dst []int32) []int32 {
 		if len(m.cache) >= cacheMaxEntries {
 			clear(m.cache)
 		}
-		m.cache[word] = ids
+		// The key is a copy: word is usually a slice of the caller's text
+		// (the pre-tokenizers cut substrings), and as a key it would keep
+		// that whole text (a request body of megabytes) alive for as long
+		// as the entry lives.
+		m.cache[strings.Clone(word)] = ids
 		m.mu.Unlock()
 	}
 	return dst
