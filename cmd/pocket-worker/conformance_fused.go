@@ -99,46 +99,8 @@ func (c *conf) fused() {
 		}
 		c.check("MatMulAdd", fmt.Sprintf("%s out=%d in=%d", s.dt, s.out, s.in), ag, ah, s.out, tolGEMV(s.dt))
 	}
-	c.fp8Claim()
 	c.ropeStore()
 	c.ropeAttention()
-}
-
-// fp8Claim holds the ring GEMVs' claiming launches (POCKET_FP8_CLAIM: a
-// block on every SM, the work to the blocks first resident) to the placed
-// launches' results bit for bit, three launches in a row each (the shared
-// arrival count must come back to zero after every one), at Qwen3.5-27B's
-// output-projection shapes and ragged ones, all wide enough for the rings.
-func (c *conf) fp8Claim() {
-	was := c.g.SetFP8Claim(false)
-	defer c.g.SetFP8Claim(was)
-	for _, s := range []struct {
-		out, in int
-		add     bool
-	}{{5120, 17408, true}, {5120, 6144, true}, {5120, 6144, false}, {2117, 2112, true}, {1000, 640, false},
-		{24, 24064, true}} { // the last: two blocks of work for a block on every SM
-		xg, _ := c.pair(c.randn(s.in))
-		wg, _ := c.weight(kernels.F8E4M3, []int{s.out, s.in}, fusedBlock(kernels.F8E4M3, s.in))
-		acc := c.randn(s.out)
-		run := func(claim bool) []float32 {
-			c.g.SetFP8Claim(claim)
-			var y kernels.Buf
-			if s.add {
-				y, _ = c.pair(acc)
-				c.g.MatMulAdd(y, xg, wg, 1)
-			} else {
-				y, _ = c.outPair(s.out)
-				c.g.MatMul(y, xg, wg, 1)
-			}
-			out := make([]float32, s.out)
-			c.g.Read(y, 0, out)
-			return out
-		}
-		placed := run(false)
-		for i := range 3 {
-			c.compare("FP8Claim", fmt.Sprintf("out=%d in=%d add=%v #%d", s.out, s.in, s.add, i), run(true), placed, 0)
-		}
-	}
 }
 
 // fusedBlock is the FP8 scale block of a fused-op case: DeepSeek/Qwen's

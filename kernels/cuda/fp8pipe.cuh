@@ -306,44 +306,6 @@ __device__ __forceinline__ void pipeGemv(float* y, const float* __restrict__ x, 
     extern "C" __global__ void __launch_bounds__(768, 1) NAME(GEMV_ARGS) { PROBE_KERNEL();                    \
         pipeGemv<S, MODE>(y, x, nullptr, 0.f, w, sc, out, in, wpr, b0, nsc, blockIdx.x);      \
     }
-// pipeClaim is the share of a claiming launch's work this block takes: the
-// launch has a block on every SM (gridDim.x of them) for nb shares, and
-// the blocks take tickets in the order they become resident, the first nb
-// a share each and the rest none (-1: they exit at once). The shares go
-// to the SMs that were free first. A launch placed by blockIdx instead
-// gives its last shares to the SMs whose predecessor blocks ended last,
-// and those blocks start behind, their rings not filled before the wait
-// (probes of Qwen3.5-27B: the GEMV after another lands ~7% of its blocks
-// after its wait returns). Which block computes a share does not change
-// its sums: the results are bit for bit those of the placed launch.
-//
-// The ticket is the launch's count of arrivals in *claim; its last
-// arrival sets it back to 0 for the next claiming launch, which cannot
-// start before every block of this one has taken its ticket (a block
-// triggers its dependents only after it). The word goes through the
-// activation's staging area, which nothing writes before the PDL wait.
-__device__ __forceinline__ int pipeClaim(unsigned* claim, int nb) {
-    volatile int* slot = (volatile int*)pipeShm;
-    if (threadIdx.x == 0) {
-        const unsigned t = atomicAdd(claim, 1u);
-        if (t == gridDim.x - 1) atomicExch(claim, 0u);
-        *slot = (int)t;
-    }
-    __syncthreads();
-    const int j = *slot;
-    __syncthreads(); // every thread has read it before the prologue may write there
-    return j < nb ? j : -1;
-}
-
-// PIPE_GEMV_CLAIM is PIPE_GEMV on a claiming launch (pipeClaim; the
-// POCKET_FP8_CLAIM switch, fp8pipe.go).
-#define PIPE_GEMV_CLAIM(NAME, S, MODE)                                                                          \
-    extern "C" __global__ void __launch_bounds__(768, 1) NAME(GEMV_ARGS, unsigned* claim, int nb) { PROBE_KERNEL(); \
-        const int b = pipeClaim(claim, nb);                                                                     \
-        if (b < 0) return;                                                                                      \
-        pipeGemv<S, MODE>(y, x, nullptr, 0.f, w, sc, out, in, wpr, b0, nsc, b);                                 \
-    }
-
 // The block's matrix by selection, then one inlined call (not four, as
 // the if-chain of fp8mma's NORM_KERNEL: less code, fewer registers).
 #define PIPE_NORM(NAME, S)                                                                     \
@@ -395,14 +357,6 @@ PIPE_GEMV(f8pipe_add_3, 3, 1)
 PIPE_GEMV(f8pipe_add_4, 4, 1)
 PIPE_GEMV(f8pipe_add_6, 6, 1)
 PIPE_GEMV(f8pipe_add_8, 8, 1)
-PIPE_GEMV_CLAIM(f8pipe_rc_3, 3, 0)
-PIPE_GEMV_CLAIM(f8pipe_rc_4, 4, 0)
-PIPE_GEMV_CLAIM(f8pipe_rc_6, 6, 0)
-PIPE_GEMV_CLAIM(f8pipe_rc_8, 8, 0)
-PIPE_GEMV_CLAIM(f8pipe_addc_3, 3, 1)
-PIPE_GEMV_CLAIM(f8pipe_addc_4, 4, 1)
-PIPE_GEMV_CLAIM(f8pipe_addc_6, 6, 1)
-PIPE_GEMV_CLAIM(f8pipe_addc_8, 8, 1)
 PIPE_NORM(f8pipe_norm_3, 3)
 PIPE_NORM(f8pipe_norm_4, 4)
 PIPE_NORM(f8pipe_norm_6, 6)

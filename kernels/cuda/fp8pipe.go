@@ -38,13 +38,6 @@ var p8OpNames = [numP8Ops]string{"r", "add", "norm", "swiglu", "moe_swiglu", "mo
 type pipeFuncs struct {
 	fn     [numP8Funcs]cFunc
 	budget int
-	// claim are the claiming forms of the r and add kernels
-	// (f8pipe_rc_S, f8pipe_addc_S: pipeClaim), by op and ring depth, and
-	// ticket their launches' shared arrival count; unset where the module
-	// lacks them.
-	claim   [2 * len(pipeStages)]cFunc
-	ticket  cu.DevicePtr
-	claimOn bool // POCKET_FP8_CLAIM, or SetFP8Claim
 }
 
 // pipeStatic is the kernels' static shared memory (ptxas: 256 bytes, the
@@ -81,58 +74,6 @@ func (b *Backend) loadPipe(mod cu.Module) {
 		}
 	}
 	b.pipe = pipeFuncs{fn: fns, budget: budget}
-	b.loadPipeClaim(mod, budget)
-}
-
-// loadPipeClaim resolves the claiming kernels (pipeClaim) and their
-// arrival count, which starts at zero and which every claiming launch
-// leaves at zero. Missing kernels leave the plain launches in place.
-func (b *Backend) loadPipeClaim(mod cu.Module, budget int) {
-	var fns [2 * len(pipeStages)]cFunc
-	for op, name := range [2]string{"rc", "addc"} {
-		for i, s := range pipeStages {
-			fn, err := mod.Function(fmt.Sprintf("f8pipe_%s_%d", name, s))
-			if err != nil {
-				return
-			}
-			f := cfunc(fn)
-			probeName(f, fmt.Sprintf("f8pipe_%s_%d", name, s))
-			if setMaxShm(f, budget) != nil {
-				return
-			}
-			fns[op*len(pipeStages)+i] = f
-		}
-	}
-	ticket := b.alloc(4)
-	if ticket == 0 || cu.MemsetD32(ticket, 0, 1) != nil {
-		return
-	}
-	b.pipe.claim, b.pipe.ticket, b.pipe.claimOn = fns, ticket, switches.fp8Claim
-}
-
-// SetFP8Claim switches the claiming launches of the ring GEMVs
-// (POCKET_FP8_CLAIM) on or off for this backend, so that conformance can
-// hold them to the placed launches' results; it returns the previous
-// setting.
-func (b *Backend) SetFP8Claim(on bool) (was bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	was, b.pipe.claimOn = b.pipe.claimOn, on
-	return was
-}
-
-// pipeClaimFn is the claiming form of op (p8R or p8Add) for a ring of
-// stages, or nil.
-func (b *Backend) pipeClaimFn(op, stages int) cFunc {
-	if b.pipe.ticket == 0 || op != p8R && op != p8Add {
-		return nil
-	}
-	for i, s := range pipeStages {
-		if s == stages {
-			return b.pipe.claim[op*len(pipeStages)+i]
-		}
-	}
-	return nil
 }
 
 // pipeFn is op's kernel for a ring of stages.
@@ -182,14 +123,8 @@ func (b *Backend) pipeGemv(k int, y, x uint64, t *tensor, f gform) bool {
 	if !ok {
 		return false
 	}
-	blocks := g.blocks([]int{tiles})
-	args := []uint64{y, x, ptr(t.data), ptr(t.scale), i32(out), i32(f.in), i32(g.wpr), i32(f.b0), i32(f.nsc)}
-	if cf := b.pipeClaimFn(op, g.stages); b.pipe.claimOn && cf != nil && blocks < b.sms {
-		// A block on every SM; the first blocks resident take the work.
-		b.runPipe(op, cf, g, b.sms, append(args, ptr(b.pipe.ticket), i32(blocks))...)
-		return true
-	}
-	b.runPipe(op, fn, g, blocks, args...)
+	b.runPipe(op, fn, g, g.blocks([]int{tiles}), y, x, ptr(t.data), ptr(t.scale), i32(out), i32(f.in), i32(g.wpr),
+		i32(f.b0), i32(f.nsc))
 	return true
 }
 

@@ -82,9 +82,6 @@ import (
 //	POCKET_MOE_PIPE=0    one-row FP8 expert products on moe.cu's kernels, not the ring kernels (fp8pipe_moe.cuh)
 //	POCKET_FP8_PIPE_KB=N caps a block's shared memory for the ring kernels at N KiB
 //	POCKET_FP8_PIPE_PLAN=depth the ring kernels' geometry maximises units in flight, not warps (planPipe)
-//	POCKET_FP8_CLAIM=1   the ring kernels' plain and add GEMVs that leave SMs without a block launch a block
-//	                     on every SM and give the work to the blocks in the order they become resident
-//	                     (pipeClaim, fp8pipe.cuh; the same sums), not by block index
 //	POCKET_HYBRID_PDL=0  the Gated DeltaNet kernels (conv1d, token-by-token delta rule, gated norm) and the
 //	                     attention gate (sigmoid_mul) launch without programmatic dependent launch (with it,
 //	                     the default, they read their state before the wait: Qwen3.5-27B FP8 decode 122.8
@@ -144,7 +141,6 @@ var switches = struct {
 	noMoEPipe       bool
 	moeRouteBlock   bool
 	fp8PipeDeep     bool
-	fp8Claim        bool
 	hybridPDL       bool
 	fp8PipeKB       int
 	qmvSwiQ         bool
@@ -193,7 +189,6 @@ var switches = struct {
 	noMoEPipe:       os.Getenv("POCKET_MOE_PIPE") == "0",
 	moeRouteBlock:   os.Getenv("POCKET_MOE_ROUTE") == "block",
 	fp8PipeDeep:     os.Getenv("POCKET_FP8_PIPE_PLAN") == "depth",
-	fp8Claim:        os.Getenv("POCKET_FP8_CLAIM") == "1",
 	hybridPDL:       os.Getenv("POCKET_HYBRID_PDL") != "0",
 	fp8PipeKB:       intSwitch("POCKET_FP8_PIPE_KB", 0, 16, 227),
 	qmvSwiQ:         os.Getenv("POCKET_QMV_SWIQ") != "0",
