@@ -73,7 +73,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -87,17 +86,6 @@ import (
 
 //go:embed p2p.ptx
 var p2pPTX string
-
-// p2pOff is POCKET_P2P=0.
-var p2pOff = os.Getenv("POCKET_P2P") == "0"
-
-// p2pNoLL is POCKET_P2P_LL=0: the small all-reduces on the flag kernel
-// instead of the low-latency one (an A/B hook).
-var p2pNoLL = os.Getenv("POCKET_P2P_LL") == "0"
-
-// p2pEarly is POCKET_P2P_EARLY=1: the low-latency kernel lets the next
-// GEMV launch before its own wait (p2p_allreduce_ll_e), an A/B hook.
-var p2pEarly = os.Getenv("POCKET_P2P_EARLY") == "1"
 
 // ErrP2P marks a failed peer-memory all-reduce (a peer that stopped
 // answering within the timeout): the group must be rebuilt.
@@ -143,7 +131,7 @@ func (b *Backend) NewP2P(c *Comm, dir string, join, spin time.Duration) (*P2P, e
 		timeoutNs: uint64(max(spin, time.Millisecond).Nanoseconds())}
 	rec := p2pRecord{Rank: p.rank, Slot: p.slot}
 	switch {
-	case p2pOff:
+	case switches.p2pOff:
 		rec.Why = "disabled by POCKET_P2P=0"
 	case p.world > p2pMaxWorld:
 		rec.Why = fmt.Sprintf("group of %d ranks (at most %d)", p.world, p2pMaxWorld)
@@ -207,9 +195,9 @@ func (p *P2P) export(rec *p2pRecord) error {
 		return fmt.Errorf("kernel p2p_allreduce: %w", err)
 	}
 	p.fn = cfunc(f)
-	if !p2pNoLL {
+	if !switches.p2pNoLL {
 		name := "p2p_allreduce_ll"
-		if p2pEarly {
+		if switches.p2pEarly {
 			name = "p2p_allreduce_ll_e"
 		}
 		if f, err := mod.Function(name); err == nil {

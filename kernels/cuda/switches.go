@@ -30,6 +30,10 @@ import (
 //	                     POCKET_FUSED=qkv,mlp,add,rope,attn enables only the named ones
 //	                     (NormMatMul, NormSwiGLU, MatMulAdd, RoPEStoreKV, RoPEAttention)
 //	POCKET_PDL=0         fused decode kernels and the P2P all-reduce launch without programmatic dependent launch
+//	POCKET_P2P=0         tensor-parallel all-reduces through NCCL, not the peer-memory kernels (p2p.go)
+//	POCKET_P2P_LL=0      the small all-reduces on the flag kernel, not the low-latency one (p2p_allreduce_ll)
+//	POCKET_P2P_EARLY=1   the low-latency all-reduce lets the next GEMV launch before its own wait
+//	                     (p2p_allreduce_ll_e)
 //	POCKET_ATTN=partial  decode attention always on attn_partial (per query head), never attn_gqa
 //	POCKET_GEMV_BLOCKS=N grouped GEMVs aim at N blocks per SM (default 2) when choosing warps per group
 //	POCKET_PREFILL_SPLITS=0 prefill attention never splits the context (see Attention)
@@ -141,6 +145,9 @@ var switches = struct {
 	noMoEPipe       bool
 	moeRouteBlock   bool
 	fp8PipeDeep     bool
+	p2pOff          bool
+	p2pNoLL         bool
+	p2pEarly        bool
 	hybridPDL       bool
 	fp8PipeKB       int
 	qmvSwiQ         bool
@@ -189,6 +196,9 @@ var switches = struct {
 	noMoEPipe:       os.Getenv("POCKET_MOE_PIPE") == "0",
 	moeRouteBlock:   os.Getenv("POCKET_MOE_ROUTE") == "block",
 	fp8PipeDeep:     os.Getenv("POCKET_FP8_PIPE_PLAN") == "depth",
+	p2pOff:          os.Getenv("POCKET_P2P") == "0",
+	p2pNoLL:         os.Getenv("POCKET_P2P_LL") == "0",
+	p2pEarly:        os.Getenv("POCKET_P2P_EARLY") == "1",
 	hybridPDL:       os.Getenv("POCKET_HYBRID_PDL") != "0",
 	fp8PipeKB:       intSwitch("POCKET_FP8_PIPE_KB", 0, 16, 227),
 	qmvSwiQ:         os.Getenv("POCKET_QMV_SWIQ") != "0",
