@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -17,22 +18,30 @@ import (
 
 	"github.com/pocketllm/pocketllm/client"
 	"github.com/pocketllm/pocketllm/client/apitype"
+	"github.com/pocketllm/pocketllm/daemon/worker"
 )
 
 // TestWorkerModelNoLeaks is the gateway package's churn test for a model
-// served by a pocket-worker process (backend cpu-worker, the path every
-// CUDA model takes): rounds of session requests over the socket, streams
-// the client abandons among them, and a kill -9 of the worker every other
-// round.
-// The daemon's goroutines and descriptors (the worker's pipes included)
-// must come back to where they stood, no request may stay in flight, and
-// once the daemon stops nothing of it may be left (goleak names what is).
+// served by pocket-worker processes (backend cpu-worker, the path every
+// CUDA model takes), one rank or a tensor-parallel group of two: rounds of
+// session requests over the socket, streams the client abandons among
+// them, and a kill -9 of a rank every other round (the group is rebuilt).
+// The daemon's goroutines and descriptors (the ranks' pipes and sockets
+// included) must come back to where they stood, no request may stay in
+// flight, and once the daemon stops nothing of it may be left (goleak
+// names what is).
 func TestWorkerModelNoLeaks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("churn")
 	}
+	for _, tp := range []int{1, 2} {
+		t.Run(fmt.Sprintf("tp%d", tp), func(t *testing.T) { workerChurn(t, tp) })
+	}
+}
+
+func workerChurn(t *testing.T, tp int) {
 	m := fixtureModel("qwen3")
-	m.Name, m.Backend, m.Worker = "qwen3w", "cpu-worker", slowWorker(t)
+	m.Name, m.Backend, m.Worker, m.TensorParallel, m.Threads = "qwen3w", "cpu-worker", slowWorker(t), tp, 1
 	ignore := goleak.IgnoreCurrent()
 	fdsBefore := openFDs(t)
 	ts := startServer(t, m)
@@ -109,14 +118,16 @@ func TestWorkerModelNoLeaks(t *testing.T) {
 	const rounds = 8
 	for i := 1; i <= rounds; i++ {
 		if i%2 == 0 {
-			// The worker dies: the daemon restarts it, and the old
-			// process's pipes and readers must go with it (four restarts:
-			// one descriptor left a restart would show past the slack).
-			pid := health(t, c).Workers[0].PID
-			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			// A rank dies: the daemon rebuilds the group, and the old
+			// processes' pipes, sockets and readers must go with it (four
+			// rebuilds: one descriptor left a rebuild would show past the
+			// slack).
+			h := health(t, c)
+			pids := ts.srv.workers[0].w.(*worker.Proxy).PIDs()
+			if err := syscall.Kill(pids[i/2%len(pids)], syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
-			waitRestarted(t, c, pid)
+			waitRestarted(t, c, h.Workers[0].Restarts)
 		}
 		round(i)
 	}
@@ -131,7 +142,7 @@ func TestWorkerModelNoLeaks(t *testing.T) {
 		t.Fatalf("%d goroutines after %d rounds, %d before:\n%s", g, rounds, baseG, b.String())
 	}
 	if fd := openFDs(t); fd > baseFD+2 {
-		t.Fatalf("%d open descriptors after %d rounds and %d worker restarts, %d before", fd, rounds, rounds/2, baseFD)
+		t.Fatalf("%d open descriptors after %d rounds and %d rank kills, %d before", fd, rounds, rounds/2, baseFD)
 	}
 	st := ts.srv.Sessions().Stats()
 	// Every session of the churn was deleted and every gateway request's
@@ -146,7 +157,7 @@ func TestWorkerModelNoLeaks(t *testing.T) {
 	if gen > rounds*2*400 {
 		t.Fatalf("%d tokens generated in %d rounds: abandoned streams ran on", gen, rounds)
 	}
-	t.Logf("after %d rounds and %d worker restarts: %d goroutines (warm %d), %d descriptors (warm %d), %d tokens generated",
+	t.Logf("after %d rounds and %d rank kills: %d goroutines (warm %d), %d descriptors (warm %d), %d tokens generated",
 		rounds, rounds/2, runtime.NumGoroutine(), baseG, openFDs(t), baseFD, gen)
 
 	if err := ts.stop(); err != nil {
@@ -183,16 +194,16 @@ func waitSessionFree(t *testing.T, c *client.Client, id string) {
 	}
 }
 
-// waitRestarted waits until /health shows the model's worker back with a
-// new process.
-func waitRestarted(t *testing.T, c *client.Client, old int) {
+// waitRestarted waits until /health shows the model's workers back after
+// one more restart than restarts.
+func waitRestarted(t *testing.T, c *client.Client, restarts int) {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if h := health(t, c); h.Status == "ok" && h.Workers[0].PID != old {
+		if h := health(t, c); h.Status == "ok" && h.Workers[0].Restarts > restarts {
 			return
 		}
 	}
-	t.Fatal("the worker did not come back")
+	t.Fatal("the workers did not come back")
 }
 
 // settleCount returns f once it has given the same value twice 100 ms apart.
