@@ -31,7 +31,7 @@ max512done:
 	VPERMILPS $0xB1, X0, X1
 	VMAXPS X1, X0, X0
 	VZEROUPPER
-	MOVSS X0, ret+16(FP)
+	VMOVSS X0, ret+16(FP)
 	RET
 
 // func maxF32AVX2(x *float32, n int) float32
@@ -56,7 +56,7 @@ max2done:
 	VPERMILPS $0xB1, X0, X1
 	VMAXPS X1, X0, X0
 	VZEROUPPER
-	MOVSS X0, ret+16(FP)
+	VMOVSS X0, ret+16(FP)
 	RET
 
 // func scaleF32x512(x *float32, n int, s float32)

@@ -34,7 +34,7 @@
 #define DOT512_END \
 	DOT512_SUM(Z4, Z5, Z6, Z7, Y4, X4) \
 	VZEROUPPER \
-	MOVSS X4, ret+24(FP) \
+	VMOVSS X4, ret+24(FP) \
 	RET
 
 // DOT512_FMA4: the four 16-lane products of Z0..Z3 with the 64 floats at DI.
@@ -132,9 +132,9 @@ loop2:
 	SUBQ $64, CX
 	JNZ loop2
 	DOT512_SUM(Z4, Z5, Z6, Z7, Y4, X4)
-	MOVSS X4, (DI)
+	VMOVSS X4, (DI)
 	DOT512_SUM(Z8, Z9, Z10, Z11, Y8, X8)
-	MOVSS X8, 4(DI)
+	VMOVSS X8, 4(DI)
 	VZEROUPPER
 	RET
 
@@ -309,7 +309,7 @@ rloop: \
 	JNZ rloop \
 	DOT512_SUM(Z4, Z5, Z6, Z7, Y4, X4) \
 	VMULSS X26, X4, X4 \
-	MOVSS X4, (R13) \
+	VMOVSS X4, (R13) \
 	ADDQ $4, R13 \
 	ADDQ R11, R9 \
 	DECQ R12 \
@@ -383,7 +383,7 @@ vloop:
 	VMOVAPS c, Z6 \
 	VMOVAPS d, Z7 \
 	DOT512_SUM(Z4, Z5, Z6, Z7, Y4, X4) \
-	MOVSS X4, off(DI)
+	VMOVSS X4, off(DI)
 
 // DOT2X2_ACC_LOOP: the 2×2 tile's loop over n (CX) floats, w0 at SI, w1
 // at R10, x0 at R8, x1 at R9, the accumulators in Z16..Z31 (label lbl).

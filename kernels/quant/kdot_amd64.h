@@ -22,7 +22,7 @@
 	VHADDPS X0, X0, X0 \
 	VHADDPS X0, X0, X0 \
 	VZEROUPPER \
-	MOVSS X0, ret+24(FP) \
+	VMOVSS X0, ret+24(FP) \
 	RET
 
 // K4_SCALES puts the block at SI's d·s_k at 0(SP) and dmin·m_k at 32(SP)
@@ -46,7 +46,7 @@
 	ORL DX, BX \
 	SHLQ $32, BX \
 	ORQ BX, AX \
-	MOVQ AX, X4 \
+	VMOVQ AX, X4 \
 	MOVL R9, AX \
 	ANDL $0x3f3f3f3f, AX \
 	MOVL R9, BX \
@@ -59,9 +59,9 @@
 	ORL DX, BX \
 	SHLQ $32, BX \
 	ORQ BX, AX \
-	MOVQ AX, X5 \
+	VMOVQ AX, X5 \
 	MOVL (SI), AX \
-	MOVQ AX, X6 \
+	VMOVQ AX, X6 \
 	VCVTPH2PS X6, X6 \
 	VPSHUFD $0x55, X6, X7 \
 	VBROADCASTSS X6, Y6 \
@@ -79,7 +79,7 @@
 // its sixteen dmin·min at 64(SP) (Y14: the low-nibble mask).
 #define Q2K_SCALES \
 	MOVL 80(SI), AX \
-	MOVQ AX, X6 \
+	VMOVQ AX, X6 \
 	VCVTPH2PS X6, X6 \
 	VPSHUFD $0x55, X6, X7 \
 	VBROADCASTSS X6, Y6 \

@@ -28,23 +28,23 @@ GLOBL kdotQuarter<>(SB), RODATA|NOPTR, $4
 // IQ_D: X6 = the block's f16 d (F16C: exact).
 #define IQ_D \
 	MOVWLZX (SI), AX \
-	MOVQ AX, X6 \
+	VMOVQ AX, X6 \
 	VCVTPH2PS X6, X6
 
 // IQ_DBK: Y7 = d·(0.5 + AX)·k, rounded after each operation as the
 // decoders' float32 expression (k at kconst).
 #define IQ_DBK(kconst) \
-	CVTSL2SS AX, X7 \
-	ADDSS kdotHalf<>(SB), X7 \
-	MULSS X6, X7 \
-	MULSS kconst(SB), X7 \
+	VCVTSI2SSL AX, X7, X7 \
+	VADDSS kdotHalf<>(SB), X7, X7 \
+	VMULSS X6, X7, X7 \
+	VMULSS kconst(SB), X7, X7 \
 	VBROADCASTSS X7, Y7
 
 // IQ_ODD: xreg = d·(2·AX+1), broadcast into reg.
 #define IQ_ODD(xreg, reg) \
 	LEAL 1(AX)(AX*1), AX \
-	CVTSL2SS AX, xreg \
-	MULSS X6, xreg \
+	VCVTSI2SSL AX, xreg, xreg \
+	VMULSS X6, xreg, xreg \
 	VBROADCASTSS xreg, reg
 
 // IQ_KSIGNS: Y9 = signTab[ksigns[(DX>>sh)&127]].
@@ -292,7 +292,7 @@ iq3spair:
 // IQ1_DELTA: Y10 = ±0.125, negative where BX's bit 31 is set.
 #define IQ1_DELTA \
 	ORL $0x3e000000, BX \
-	MOVQ BX, X10 \
+	VMOVQ BX, X10 \
 	VBROADCASTSS X10, Y10
 
 // IQ1_APPLY: acc += (dl·(grid row AX + Y10))·x at xo(DI).
@@ -399,7 +399,7 @@ iq1mblock:
 	MOVWLZX 54(SI), BX
 	ANDL $0xf000, BX
 	ORL BX, AX
-	MOVQ AX, X6
+	VMOVQ AX, X6
 	VCVTPH2PS X6, X6
 	MOVQ SI, R15
 	LEAQ 32(SI), R8
