@@ -25,6 +25,10 @@ var vecReg = regexp.MustCompile(`(^|[^A-Za-z0-9_])[XYZ]([0-9]|[12][0-9]|3[01])([
 // Q4_1 30266 → 575; Qwen3-0.6B Q4_K_M CPU decode 4.5-4.7 → 17.5-18.1
 // tok/s), while the Zen 5 host they were written on showed nothing.
 //
+// It also holds every function that uses YMM/ZMM registers to a
+// VZEROUPPER before each RET (dirtyReturns), since the Go code the
+// function returns to does its float math in legacy SSE.
+//
 // The check reads the Go assembler's listing (go tool asm -S), which has
 // every macro expanded, so a legacy instruction hidden in a macro is found
 // at its call.
@@ -67,6 +71,9 @@ func TestNoLegacySSEInVEXCode(t *testing.T) {
 			for _, l := range bad {
 				t.Errorf("%s: %s uses VEX instructions and the legacy SSE %s", rel, fn, l)
 			}
+		}
+		for _, r := range dirtyReturns(listing) {
+			t.Errorf("%s: %s", rel, r)
 		}
 	}
 	t.Logf("%d assembly files checked", len(files))
@@ -122,6 +129,43 @@ func legacyInVEX(listing []byte) map[string][]string {
 	return bad
 }
 
+// wideReg matches a YMM or ZMM register operand.
+var wideReg = regexp.MustCompile(`(^|[^A-Za-z0-9_])[YZ]([0-9]|[12][0-9]|3[01])([^0-9]|$)`)
+
+// dirtyReturns lists the RETs of an asm -S listing reached, in listing
+// order, after a YMM/ZMM operand without a VZEROUPPER between: the Go code
+// after the call (whose float math is legacy SSE) would then run with the
+// upper halves in use, the cost TestNoLegacySSEInVEXCode is about. Every
+// epilogue here is straight-line, so listing order is execution order.
+func dirtyReturns(listing []byte) []string {
+	var out []string
+	name, dirty := "", false
+	sc := bufio.NewScanner(bytes.NewReader(listing))
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "\t") {
+			if f := strings.Fields(line); len(f) > 1 && f[1] == "STEXT" {
+				name, dirty = f[0], false
+			}
+			continue
+		}
+		parts := strings.Split(line, "\t")
+		if len(parts) < 3 {
+			continue
+		}
+		op := parts[2]
+		switch {
+		case op == "VZEROUPPER":
+			dirty = false
+		case op == "RET" && dirty:
+			out = append(out, name+": RET without VZEROUPPER after YMM/ZMM use ("+strings.TrimSpace(parts[1])+")")
+		case len(parts) > 3 && wideReg.MatchString(parts[3]):
+			dirty = true
+		}
+	}
+	return out
+}
+
 // TestLegacyInVEXFinds: the check catches the form that was slow, in a
 // macro, and leaves SSE-only functions alone.
 func TestLegacyInVEXFinds(t *testing.T) {
@@ -135,5 +179,11 @@ func TestLegacyInVEXFinds(t *testing.T) {
 	bad := legacyInVEX(listing)
 	if len(bad) != 1 || len(bad["q.slow"]) != 1 || !strings.Contains(bad["q.slow"][0], "MOVQ AX, X6 (k.s:9)") {
 		t.Fatalf("found %v", bad)
+	}
+	rets := []byte("q.clean STEXT\n\t0x0 0 (k.s:1)\tVADDPS\tY1, Y0, Y0\n\t0x4 4 (k.s:2)\tVZEROUPPER\t\n" +
+		"\t0x7 7 (k.s:3)\tVMOVSS\tX0, ret+24(FP)\n\t0xc 12 (k.s:4)\tRET\t\n" +
+		"q.dirty STEXT\n\t0x0 0 (k.s:9)\tVADDPS\tY1, Y0, Y0\n\t0x4 4 (k.s:10)\tRET\t\n")
+	if r := dirtyReturns(rets); len(r) != 1 || !strings.HasPrefix(r[0], "q.dirty:") {
+		t.Fatalf("dirty returns %v", r)
 	}
 }
