@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -37,7 +36,11 @@ func TestNoLegacySSEInVEXCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	include := filepath.Join(runtime.GOROOT(), "pkg", "include")
+	goroot, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		t.Fatalf("go env GOROOT: %v", err)
+	}
+	include := filepath.Join(strings.TrimSpace(string(goroot)), "pkg", "include")
 	var files []string
 	err = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
