@@ -6,10 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"runtime"
-	"runtime/pprof"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +15,7 @@ import (
 	"github.com/pocketllm/pocketllm/client"
 	"github.com/pocketllm/pocketllm/client/apitype"
 	"github.com/pocketllm/pocketllm/daemon/worker"
+	"github.com/pocketllm/pocketllm/internal/leakcheck"
 )
 
 // TestWorkerModelNoLeaks is the gateway package's churn test for a model
@@ -43,7 +40,7 @@ func workerChurn(t *testing.T, tp int) {
 	m := fixtureModel("qwen3")
 	m.Name, m.Backend, m.Worker, m.TensorParallel, m.Threads = "qwen3w", "cpu-worker", slowWorker(t), tp, 1
 	ignore := goleak.IgnoreCurrent()
-	fdsBefore := openFDs(t)
+	fdsBefore := leakcheck.OpenFDs(t)
 	ts := startServer(t, m)
 	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
@@ -72,33 +69,8 @@ func workerChurn(t *testing.T, tp int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		errStop := errors.New("enough")
-		n := 0
-		if _, err := c.Generate(ctx, f.ID, apitype.Generate{MaxTokens: intp(3000), Temperature: f64(0.8)}, func(apitype.Token) error {
-			if n++; n == 2 {
-				return errStop
-			}
-			return nil
-		}); !errors.Is(err, errStop) {
-			t.Fatalf("stopped stream: %v", err)
-		}
-		cctx, cancel := context.WithCancel(ctx)
-		k := 0
-		_, err = c.Generate(cctx, s.ID, apitype.Generate{MaxTokens: intp(3000), Temperature: f64(0)}, func(apitype.Token) error {
-			if k++; k == 2 {
-				cancel()
-			}
-			return nil
-		})
-		cancel()
-		if err == nil {
-			t.Fatal("cancelled stream: no error")
-		}
+		leakcheck.Abandon(t, c, f.ID, s.ID, 3000, 5)
 		for _, id := range []string{s.ID, f.ID} {
-			waitSessionFree(t, c, id)
-			if _, err := c.Truncate(ctx, id, 5); err != nil {
-				t.Fatal(err)
-			}
 			if err := c.DeleteSession(ctx, id); err != nil {
 				t.Fatal(err)
 			}
@@ -113,7 +85,7 @@ func workerChurn(t *testing.T, tp int) {
 
 	round(0)
 	tr.CloseIdleConnections()
-	baseG, baseFD := settleCount(runtime.NumGoroutine), openFDs(t)
+	base := leakcheck.Take(t)
 	gen0 := ts.srv.Sessions().Stats().CompletionTokens
 	const rounds = 8
 	for i := 1; i <= rounds; i++ {
@@ -132,33 +104,12 @@ func workerChurn(t *testing.T, tp int) {
 		round(i)
 	}
 	tr.CloseIdleConnections()
-	deadline := time.Now().Add(15 * time.Second)
-	for (runtime.NumGoroutine() > baseG+2 || openFDs(t) > baseFD+2) && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if g := runtime.NumGoroutine(); g > baseG+2 {
-		var b strings.Builder
-		pprof.Lookup("goroutine").WriteTo(&b, 1)
-		t.Fatalf("%d goroutines after %d rounds, %d before:\n%s", g, rounds, baseG, b.String())
-	}
-	if fd := openFDs(t); fd > baseFD+2 {
-		t.Fatalf("%d open descriptors after %d rounds and %d rank kills, %d before", fd, rounds, rounds/2, baseFD)
-	}
-	st := ts.srv.Sessions().Stats()
-	// Every session of the churn was deleted and every gateway request's
-	// sequence released: no KV block is still referenced.
-	if st.Sessions != 0 || st.KVBlocksUsed != 0 {
-		t.Fatalf("after the churn: %d sessions open, %d KV blocks referenced", st.Sessions, st.KVBlocksUsed)
-	}
-	if st.InFlight != 0 {
-		t.Fatalf("%d requests in flight after the churn", st.InFlight)
-	}
-	gen := st.CompletionTokens - gen0
-	if gen > rounds*2*400 {
-		t.Fatalf("%d tokens generated in %d rounds: abandoned streams ran on", gen, rounds)
-	}
+	now := base.Check(t, fmt.Sprintf("%d rounds and %d rank kills", rounds, rounds/2), 2)
+	// Two streams a round, each allowed 3000 tokens, were abandoned by
+	// their clients after a token or two.
+	gen := leakcheck.Idle(t, ts.srv.Sessions().Stats(), gen0, rounds*2*400)
 	t.Logf("after %d rounds and %d rank kills: %d goroutines (warm %d), %d descriptors (warm %d), %d tokens generated",
-		rounds, rounds/2, runtime.NumGoroutine(), baseG, openFDs(t), baseFD, gen)
+		rounds, rounds/2, now.Goroutines, base.Goroutines, now.FDs, base.FDs, gen)
 
 	if err := ts.stop(); err != nil {
 		t.Fatalf("server: %v", err)
@@ -170,27 +121,8 @@ func workerChurn(t *testing.T, tp int) {
 		// The one goroutine that forks workers, locked to its thread for
 		// the life of the process on purpose (daemon/worker/spawn.go).
 		goleak.IgnoreAnyFunction("github.com/pocketllm/pocketllm/daemon/worker.startCmd.func1.1"))
-	if fd := openFDs(t); fd > fdsBefore {
+	if fd := leakcheck.OpenFDs(t); fd > fdsBefore {
 		t.Fatalf("%d open descriptors after the daemon stopped, %d before it started", fd, fdsBefore)
-	}
-}
-
-// waitSessionFree waits until session id takes a request again (a
-// generation the client abandoned holds it until the daemon notices).
-func waitSessionFree(t *testing.T, c *client.Client, id string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := c.AppendTokens(ctx, id, []int32{7})
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("session %s still busy: %v", id, err)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -204,28 +136,4 @@ func waitRestarted(t *testing.T, c *client.Client, restarts int) {
 		}
 	}
 	t.Fatal("the workers did not come back")
-}
-
-// settleCount returns f once it has given the same value twice 100 ms apart.
-func settleCount(f func() int) int {
-	v := f()
-	for range 50 {
-		time.Sleep(100 * time.Millisecond)
-		w := f()
-		if w == v {
-			return v
-		}
-		v = w
-	}
-	return v
-}
-
-// openFDs counts this process's open file descriptors.
-func openFDs(t *testing.T) int {
-	t.Helper()
-	es, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skipf("no /proc/self/fd: %v", err)
-	}
-	return len(es)
 }

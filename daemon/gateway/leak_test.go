@@ -8,17 +8,14 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"runtime"
-	"runtime/pprof"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/pocketllm/pocketllm/client"
 	"github.com/pocketllm/pocketllm/client/apitype"
+	"github.com/pocketllm/pocketllm/internal/leakcheck"
 )
 
 func intp(v int) *int         { return &v }
@@ -41,7 +38,7 @@ func TestNoLeaksUnderChurn(t *testing.T) {
 		t.Skip("churn")
 	}
 	ignore := goleak.IgnoreCurrent()
-	fdsBefore := openFDs(t)
+	fdsBefore := leakcheck.OpenFDs(t)
 	d := startDaemon(t, daemonOpts{})
 	stopped := false
 	defer func() {
@@ -54,44 +51,19 @@ func TestNoLeaksUnderChurn(t *testing.T) {
 	ch.round(0) // warm: lazily started workers, pools and caches
 	ch.idle()
 	gen0 := d.srv.Sessions().Stats().CompletionTokens
-	baseG, baseFD := settle(runtime.NumGoroutine), openFDs(t)
+	base := leakcheck.Take(t)
 
 	const rounds = 12
 	for i := 1; i <= rounds; i++ {
 		ch.round(i)
 	}
 	ch.idle()
-	// Abandoned streams end on their own once the daemon sees the
-	// disconnect; give them a few seconds.
-	deadline := time.Now().Add(15 * time.Second)
-	for runtime.NumGoroutine() > baseG+2 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if g := runtime.NumGoroutine(); g > baseG+2 {
-		var b strings.Builder
-		pprof.Lookup("goroutine").WriteTo(&b, 1)
-		t.Fatalf("%d goroutines after %d rounds of churn, %d before:\n%s", g, rounds, baseG, b.String())
-	}
-	if fd := openFDs(t); fd > baseFD+2 {
-		t.Fatalf("%d open descriptors after %d rounds of churn, %d before", fd, rounds, baseFD)
-	}
-	// Every request has ended, and the abandoned streams (three a round,
-	// each allowed 4000 tokens) stopped soon after their clients left.
-	st := d.srv.Sessions().Stats()
-	// Every session of the churn was deleted and every gateway request's
-	// sequence released: no KV block is still referenced.
-	if st.Sessions != 0 || st.KVBlocksUsed != 0 {
-		t.Fatalf("after the churn: %d sessions open, %d KV blocks referenced", st.Sessions, st.KVBlocksUsed)
-	}
-	if st.InFlight != 0 {
-		t.Fatalf("%d requests still in flight after the churn", st.InFlight)
-	}
-	gen := st.CompletionTokens - gen0
-	if gen > rounds*3*400 {
-		t.Fatalf("%d tokens generated in %d rounds: abandoned streams ran on", gen, rounds)
-	}
+	now := base.Check(t, fmt.Sprintf("%d rounds of churn", rounds), 2)
+	// Three streams a round, each allowed 4000 tokens, were abandoned by
+	// their clients after a token or two.
+	gen := leakcheck.Idle(t, d.srv.Sessions().Stats(), gen0, rounds*3*400)
 	t.Logf("after %d rounds: %d goroutines (warm %d), %d descriptors (warm %d), %d tokens generated",
-		rounds, runtime.NumGoroutine(), baseG, openFDs(t), baseFD, gen)
+		rounds, now.Goroutines, base.Goroutines, now.FDs, base.FDs, gen)
 
 	d.stop(t)
 	stopped = true
@@ -102,7 +74,7 @@ func TestNoLeaksUnderChurn(t *testing.T) {
 		// regexp2's process-wide clock for match timeouts stops a second
 		// after the last timeout it serves.
 		goleak.IgnoreAnyFunction("github.com/dlclark/regexp2.runClock"))
-	if fd := openFDs(t); fd > fdsBefore {
+	if fd := leakcheck.OpenFDs(t); fd > fdsBefore {
 		t.Fatalf("%d open descriptors after the daemon stopped, %d before it started", fd, fdsBefore)
 	}
 }
@@ -160,31 +132,7 @@ func (ch *churner) round(i int) {
 
 	// A stream the client stops reading (the callback's error closes it),
 	// and one whose context it cancels: both must end the generation.
-	errStop := errors.New("enough")
-	n := 0
-	if _, err := c.Generate(ctx, f.ID, apitype.Generate{MaxTokens: intp(4000), Temperature: f64p(0.7)}, func(apitype.Token) error {
-		if n++; n == 2 {
-			return errStop
-		}
-		return nil
-	}); !errors.Is(err, errStop) {
-		t.Fatalf("stopped stream: %v", err)
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	m := 0
-	_, err = c.Generate(cctx, s.ID, apitype.Generate{MaxTokens: intp(4000), Temperature: f64p(0)}, func(apitype.Token) error {
-		if m++; m == 2 {
-			cancel()
-		}
-		return nil
-	})
-	cancel()
-	if err == nil {
-		t.Fatal("cancelled stream: no error")
-	}
-	// The session is free again once the daemon has seen the disconnect.
-	waitFree(t, c, s.ID)
-	waitFree(t, c, f.ID)
+	leakcheck.Abandon(t, c, f.ID, s.ID, 4000, 3)
 
 	// Requests that fail: a missing session, a malformed body, an unknown
 	// model.
@@ -273,47 +221,4 @@ func readStream(t *testing.T, hc *http.Client, url, body string, keep int) {
 		}
 		t.Fatal("stream ended without [DONE]")
 	}
-}
-
-// waitFree waits until session id takes a request again (a generation
-// the client abandoned holds it until the daemon notices).
-func waitFree(t *testing.T, c *client.Client, id string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := c.Truncate(ctx, id, 3)
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("session %s still busy: %v", id, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// settle returns f once it has given the same value twice 100 ms apart.
-func settle(f func() int) int {
-	v := f()
-	for range 50 {
-		time.Sleep(100 * time.Millisecond)
-		w := f()
-		if w == v {
-			return v
-		}
-		v = w
-	}
-	return v
-}
-
-// openFDs counts this process's open file descriptors.
-func openFDs(t *testing.T) int {
-	t.Helper()
-	es, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skipf("no /proc/self/fd: %v", err)
-	}
-	return len(es)
 }
