@@ -291,18 +291,19 @@ func f16Row(src []uint16, dst []float32) {
 }
 
 //go:noescape
-func fp8DotAVX2(row *byte, x *float32, n int, table *float32) float32
+func fp8DotAVX2(row *byte, x *float32, n int) float32
 
 //go:noescape
-func fp8RowAVX2(row *byte, dst *float32, n int, table *float32, scale float32)
+func fp8RowAVX2(row *byte, dst *float32, n int, scale float32)
 
 // fp8Dot is Σ fp8Table[row[i]]·x[i] (FP8 E4M3 checkpoints on the CPU,
-// whose scalar loop looked a weight up at a time): gathers of 8.
+// whose scalar loop looked a weight up at a time): eight bytes decoded
+// to the table's values at a time (dot_amd64.s).
 func fp8Dot(row []byte, x []float32) float32 {
 	n := len(row) &^ 15
 	var s float32
 	if haveAVX2 && n > 0 {
-		s = fp8DotAVX2(&row[0], &x[0], n, &fp8Table[0])
+		s = fp8DotAVX2(&row[0], &x[0], n)
 	} else {
 		n = 0
 	}
@@ -317,7 +318,7 @@ func fp8Row(row []byte, dst []float32, scale float32) {
 	n := len(row) &^ 7
 	if haveAVX2 && n > 0 {
 		dst = dst[:len(row)]
-		fp8RowAVX2(&row[0], &dst[0], n, &fp8Table[0], scale)
+		fp8RowAVX2(&row[0], &dst[0], n, scale)
 	} else {
 		n = 0
 	}

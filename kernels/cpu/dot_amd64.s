@@ -219,41 +219,87 @@ f16cvt:
 	VZEROUPPER
 	RET
 
-// func fp8DotAVX2(row *byte, x *float32, n int, table *float32) float32
-// Σ table[row[i]]·x[i] for n (a multiple of 16) FP8 E4M3 bytes, each
-// widened by a gather from the 256-entry table (fp8Table: exact values),
-// into Y4 and Y5 (Y6, Y7 stay zero for DOT_END).
-TEXT ·fp8DotAVX2(SB), NOSPLIT, $0-36
+// FP8 E4M3 bytes decode arithmetically, not by a gather from the table
+// (VPGATHERDD is a loop of loads on many cores: on a Zen 3 host the
+// gather form took 3449 ns a 4096-element row, the table lookups' time).
+// The values are the table's, bit for bit (kernels.FP8E4M3Table, checked
+// for all 256 bytes by TestFP8DecodeExact): with em = b & 0x7f,
+//   em ≥ 8: the float32 with exponent field e+120 and mantissa m<<20,
+//           i.e. (em<<20) + (120<<23);
+//   em < 8: the subnormal m·2^-9 (and ±0), float32(em)·2^-9, exact;
+// the sign bit from b & 0x80; em = 0x7f is the table's NaN (0x7fc00000,
+// no sign).
+DATA fp8Low7<>+0(SB)/4, $0x7f
+GLOBL fp8Low7<>(SB), RODATA|NOPTR, $4
+DATA fp8Sign<>+0(SB)/4, $0x80
+GLOBL fp8Sign<>(SB), RODATA|NOPTR, $4
+DATA fp8Bias<>+0(SB)/4, $0x3c000000
+GLOBL fp8Bias<>(SB), RODATA|NOPTR, $4
+DATA fp8Sub<>+0(SB)/4, $0x3b000000
+GLOBL fp8Sub<>(SB), RODATA|NOPTR, $4
+DATA fp8Eight<>+0(SB)/4, $8
+GLOBL fp8Eight<>(SB), RODATA|NOPTR, $4
+DATA fp8NaN<>+0(SB)/4, $0x7fc00000
+GLOBL fp8NaN<>(SB), RODATA|NOPTR, $4
+
+// FP8_CONSTS loads the decode's constants: Y15 = 0x7f, Y14 = 120<<23,
+// Y13 = 2^-9, Y12 = 8, Y11 = 0x80, Y10 = the NaN.
+#define FP8_CONSTS \
+	VPBROADCASTD fp8Low7<>(SB), Y15 \
+	VPBROADCASTD fp8Bias<>(SB), Y14 \
+	VPBROADCASTD fp8Sub<>(SB), Y13 \
+	VPBROADCASTD fp8Eight<>(SB), Y12 \
+	VPBROADCASTD fp8Sign<>(SB), Y11 \
+	VPBROADCASTD fp8NaN<>(SB), Y10
+
+// FP8_DECODE: the eight E4M3 bytes at b(SI) as float32 in out (temps em,
+// sg, sub, mask).
+#define FP8_DECODE(b, out, em, sg, sub, mask) \
+	VPMOVZXBD b(SI), sg \
+	VPAND Y15, sg, em \
+	VPAND Y11, sg, sg \
+	VPSLLD $24, sg, sg \
+	VPSLLD $20, em, out \
+	VPADDD Y14, out, out \
+	VCVTDQ2PS em, sub \
+	VMULPS Y13, sub, sub \
+	VPCMPGTD em, Y12, mask \
+	VBLENDVPS mask, sub, out, out \
+	VPOR sg, out, out \
+	VPCMPEQD Y15, em, mask \
+	VBLENDVPS mask, Y10, out, out
+
+// func fp8DotAVX2(row *byte, x *float32, n int) float32
+// Σ w[i]·x[i] for n (a multiple of 16) FP8 E4M3 bytes (w: their table
+// values, FP8_DECODE), into Y4 and Y5; Y6 and Y7 serve as temporaries and
+// are zero again for DOT_END, as they stayed in the gather form.
+TEXT ·fp8DotAVX2(SB), NOSPLIT, $0-28
 	DOT_BEGIN(row, x)
-	MOVQ table+24(FP), R8
+	FP8_CONSTS
 fp8loop:
-	VPMOVZXBD (SI), Y0
-	VPMOVZXBD 8(SI), Y1
-	VPCMPEQD Y2, Y2, Y2
-	VPCMPEQD Y3, Y3, Y3
-	VPGATHERDD Y2, (R8)(Y0*4), Y8
-	VPGATHERDD Y3, (R8)(Y1*4), Y9
+	FP8_DECODE(0, Y8, Y0, Y2, Y6, Y1)
+	FP8_DECODE(8, Y9, Y3, Y7, Y6, Y1)
 	VFMADD231PS (DI), Y8, Y4
 	VFMADD231PS 32(DI), Y9, Y5
 	ADDQ $16, SI
 	ADDQ $64, DI
 	SUBQ $16, CX
 	JNZ fp8loop
-	DOT_END_AT(32)
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	DOT_END
 
-// func fp8RowAVX2(row *byte, dst *float32, n int, table *float32, scale float32)
-// dst[i] = table[row[i]]·scale for n (a multiple of 8) bytes: the
-// product rowTo forms.
-TEXT ·fp8RowAVX2(SB), NOSPLIT, $0-36
+// func fp8RowAVX2(row *byte, dst *float32, n int, scale float32)
+// dst[i] = w[i]·scale for n (a multiple of 8) bytes: the product rowTo
+// forms.
+TEXT ·fp8RowAVX2(SB), NOSPLIT, $0-28
 	MOVQ row+0(FP), SI
 	MOVQ dst+8(FP), DI
 	MOVQ n+16(FP), CX
-	MOVQ table+24(FP), R8
-	VBROADCASTSS scale+32(FP), Y5
+	VBROADCASTSS scale+24(FP), Y5
+	FP8_CONSTS
 fp8row:
-	VPMOVZXBD (SI), Y0
-	VPCMPEQD Y2, Y2, Y2
-	VPGATHERDD Y2, (R8)(Y0*4), Y6
+	FP8_DECODE(0, Y6, Y0, Y2, Y3, Y1)
 	VMULPS Y5, Y6, Y6
 	VMOVUPS Y6, (DI)
 	ADDQ $8, SI
