@@ -290,7 +290,14 @@ func (s *Server) Run(ctx context.Context) error {
 		s.notify.Ready(msg)
 		wdCtx, wdStop := context.WithCancel(ctx)
 		go s.notify.Watchdog(wdCtx, s.alive)
-		go s.watchWorkers(wdCtx, msg)
+		s.mu.Lock()
+		workers := len(s.workers) > 0
+		s.mu.Unlock()
+		if workers {
+			// In-process models have no worker to lose: a daemon of CPU
+			// models does not wake four times a second for nothing.
+			go s.watchWorkers(wdCtx, msg)
+		}
 		select {
 		case <-ctx.Done():
 		case err := <-serveErr:
