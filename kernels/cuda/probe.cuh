@@ -56,7 +56,7 @@ struct ProbeScope {
         if (unsigned long long* r = probeSlot()) {
             r[2] = probeNow();
             r[3] = ~0ull;
-            r[5] = ~0ull;  // microseconds before any warp of the block ends
+            r[5] = ~0ull;  // each warp lowers it to its end: the first warp's end
         }
     }
     // Every warp's lane 0 raises the end to its own (warps of a block may
