@@ -1,7 +1,10 @@
 // Package leakcheck is the shared part of the daemon's churn tests
 // (daemon and daemon/gateway): a process's goroutines and open
-// descriptors counted once they have settled, and a check that they came
-// back after a churn, with every goroutine's stack when they did not.
+// descriptors counted once they have settled, a check that they came back
+// after a churn (with every goroutine's stack when they did not), the
+// session manager's state after it (Idle), and the churn's streams that
+// the client abandons (Abandon). What is left once a daemon stops the
+// tests check with goleak.
 package leakcheck
 
 import (
