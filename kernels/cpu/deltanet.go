@@ -118,29 +118,28 @@ func (b *Backend) gatedDeltaRuleRecurrent(dst, qkv, a, bb, state kernels.Buf, aL
 				v := row[2*kd+h*dv : 2*kd+(h+1)*dv]
 				decay := float32(math.Exp(negA * softplus(float64(av[t*nv+h]+dt[h]))))
 				beta := sigmoid(bv[t*nv+h])
-				// S *= decay, then delta = beta * (v - Sᵀk).
+				// S *= decay, then delta = beta * (v - Sᵀk). Each element
+				// of a state row goes through the same roundings as in one
+				// scalar loop (si[j] *= decay; delta[j] -= si[j]·k[i]), the
+				// row a pass at a time in vector form: Scale, then axpy
+				// with -k[i] (the product rounded before the sum, as the
+				// loop does). In scalar Go these loops were most of a
+				// hybrid's decode step on the CPU (0.9-2.3 ms a layer at
+				// 32 heads of 128×128 on a Zen 3 core).
 				copy(delta, v)
 				for i := 0; i < dk; i++ {
 					si := S[i*dv : (i+1)*dv]
-					ki := k[i]
-					for j := range si {
-						si[j] *= decay
-						delta[j] -= si[j] * ki
-					}
+					vmath.Scale(si, decay)
+					axpy(delta, si, -k[i])
 				}
-				for j := range delta {
-					delta[j] *= beta
-				}
-				// S += k ⊗ delta; out = Sᵀq.
+				vmath.Scale(delta, beta)
+				// S += k ⊗ delta; out = Sᵀq, the same way.
 				o := out[t*nv*dv+h*dv : t*nv*dv+(h+1)*dv]
 				clear(o)
 				for i := 0; i < dk; i++ {
 					si := S[i*dv : (i+1)*dv]
-					ki, qi := k[i], q[i]
-					for j := range si {
-						si[j] += ki * delta[j]
-						o[j] += si[j] * qi
-					}
+					axpy(si, delta, k[i])
+					axpy(o, si, q[i])
 				}
 			}
 		}
