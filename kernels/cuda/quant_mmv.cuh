@@ -275,6 +275,27 @@ __device__ __forceinline__ void qFill(T& v, int b) {
     memcpy(&v, a, sizeof(a));
 }
 #endif
+#ifdef QMV_ROTATE
+// Diagnostic build (the same products, summed in another order; as
+// fp8pipe.cuh's FP8_ROTATE): each warp takes its steps starting at one set
+// by its index in the grid and wraps, so that a launch's warps do not all
+// read the same column range at once. K is the warp's count of steps of
+// 4 blocks (s0, s0+ss, ... below (nb+3)/4); step(i) its i-th in the
+// rotated order.
+struct QSteps {
+    int s0, ss, K, rot;
+    __device__ __forceinline__ QSteps(int nb, int s, int stride) : s0(s), ss(stride) {
+        const int T = (nb + 3) >> 2;
+        K = s < T ? (T - s + ss - 1) / ss : 0;
+        rot = K ? (int)((blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) % K) : 0;
+    }
+    __device__ __forceinline__ int step(int i) const {
+        int j = i + rot;
+        j = j >= K ? j - K : j;
+        return s0 + j * ss;
+    }
+};
+#endif
 template <int F, int QR, class Rows>
 __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__ xq,
                                      const float2* __restrict__ xs, int nb, int s, int ss, bool active,
@@ -283,7 +304,12 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
 #pragma unroll
     for (int r = 0; r < QR; r++) acc[r] = 0.f;
     typename QT<F>::W cur[QR];
+#ifdef QMV_ROTATE
+    const QSteps qs(nb, s, ss);
+    int b = 4 * qs.step(0) + (lane >> 3);
+#else
     int b = 4 * s + (lane >> 3);
+#endif
     if (active && b < nb) {
 #pragma unroll
         for (int r = 0; r < QR; r++) QT<F>::ldW(cur[r], wr[r], b, j);
@@ -297,7 +323,11 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
     qPdlWait();
     qPdlLaunch();
     if (!active) return;
+#ifdef QMV_ROTATE
+    for (int kk = 0; kk < qs.K; kk++) {
+#else
     for (; 4 * s < nb; s += ss) {
+#endif
         if (b < nb) {
             typename QT<F>::X x;
 #ifdef QMV_NOX
@@ -314,7 +344,11 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
             for (int r = 0; r < QR; r++) acc[r] += QT<F>::dot(cur[r], x, j);
 #endif
         }
+#ifdef QMV_ROTATE
+        b = kk + 1 < qs.K ? 4 * qs.step(kk + 1) + (lane >> 3) : nb;
+#else
         b += 4 * ss;
+#endif
         if (b < nb) {
 #pragma unroll
             for (int r = 0; r < QR; r++) QT<F>::ldW(cur[r], wr[r], b, j);
@@ -354,7 +388,12 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
 #pragma unroll
     for (int k = 0; k < H; k++) mine[k] = 0.f;
     uint4 qv[QR], hd[H];
+#ifdef QMV_ROTATE
+    const QSteps qs(nb, s, ss);
+    int b = 4 * qs.step(0) + (lane >> 3);
+#else
     int b = 4 * s + (lane >> 3);
+#endif
     auto load = [&](int blk) {
         const long qo = G ? (long)(blk >> 3) * 1152 + 128 + 128 * (blk & 7) + 16 * j : (long)blk * 144 + 16 + 16 * j;
         const long ho = G ? (long)(blk >> 3) * 1152 + 16 * (blk & 7) : (long)blk * 144;
@@ -369,7 +408,11 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
 #pragma unroll
     for (int r = 0; r < QR; r++) acc[r] = 0.f;
     if (!active) return;
+#ifdef QMV_ROTATE
+    for (int kk = 0; kk < qs.K; kk++) {
+#else
     for (; 4 * s < nb; s += ss) {
+#endif
         const unsigned m = __ballot_sync(0xffffffffu, b < nb); // a pair is in or out together
         if (b < nb) {
             const uint8_t* xb = xq + ((long)b << 8) + 64 * c + 16 * h;
@@ -403,7 +446,11 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
             }
 #endif
         }
+#ifdef QMV_ROTATE
+        b = kk + 1 < qs.K ? 4 * qs.step(kk + 1) + (lane >> 3) : nb;
+#else
         b += 4 * ss;
+#endif
         if (b < nb) load(b);
     }
 #pragma unroll
