@@ -118,32 +118,55 @@ func (b *Backend) gatedDeltaRuleRecurrent(dst, qkv, a, bb, state kernels.Buf, aL
 				v := row[2*kd+h*dv : 2*kd+(h+1)*dv]
 				decay := float32(math.Exp(negA * softplus(float64(av[t*nv+h]+dt[h]))))
 				beta := sigmoid(bv[t*nv+h])
-				// S *= decay, then delta = beta * (v - Sᵀk). Each element
-				// of a state row goes through the same roundings as in one
-				// scalar loop (si[j] *= decay; delta[j] -= si[j]·k[i]), the
-				// row a pass at a time in vector form: Scale, then axpy
-				// with -k[i] (the product rounded before the sum, as the
-				// loop does). In scalar Go these loops were most of a
-				// hybrid's decode step on the CPU (0.9-2.3 ms a layer at
-				// 32 heads of 128×128 on a Zen 3 core).
+				// S *= decay, then delta = beta * (v - Sᵀk); S += k ⊗ delta,
+				// out = Sᵀq.
 				copy(delta, v)
-				for i := 0; i < dk; i++ {
-					si := S[i*dv : (i+1)*dv]
-					vmath.Scale(si, decay)
-					axpy(delta, si, -k[i])
-				}
+				deltaDecay(S, k, delta, decay)
 				vmath.Scale(delta, beta)
-				// S += k ⊗ delta; out = Sᵀq, the same way.
-				o := out[t*nv*dv+h*dv : t*nv*dv+(h+1)*dv]
-				clear(o)
-				for i := 0; i < dk; i++ {
-					si := S[i*dv : (i+1)*dv]
-					axpy(si, delta, k[i])
-					axpy(o, si, q[i])
-				}
+				deltaUpdate(S, k, q, delta, out[t*nv*dv+h*dv:t*nv*dv+(h+1)*dv])
 			}
 		}
 	})
+}
+
+// deltaDecay does, for each row i of the dk×dv state s in row order:
+// s[i] *= decay, then delta -= s[i]·k[i]. Every element goes through the
+// roundings of that row loop (a product rounded, then the difference; no
+// fused multiply-add on amd64), whether the columns run in the vector
+// bands (deltarow_amd64.s: a band's delta in registers while the pass
+// walks the rows, nothing called per row) or in the loop here, so the
+// state and output are the same bits either way. In scalar Go, and then
+// as a Scale and an axpy call a row, these passes were most of a hybrid's
+// decode step on the CPU.
+func deltaDecay(s, k, delta []float32, decay float32) {
+	dv := len(delta)
+	n := deltaBandCols(dv)
+	deltaDecayBands(s, k, delta, decay, n)
+	if n == dv {
+		return
+	}
+	for i, ki := range k {
+		si := s[i*dv+n : (i+1)*dv]
+		vmath.Scale(si, decay)
+		axpy(delta[n:], si, -ki)
+	}
+}
+
+// deltaUpdate does, for each row i in row order, starting from o = 0:
+// s[i] += k[i]·delta, then o += s[i]·q[i], as deltaDecay does its pass.
+func deltaUpdate(s, k, q, delta, o []float32) {
+	dv := len(delta)
+	n := deltaBandCols(dv)
+	clear(o)
+	deltaUpdateBands(s, k, q, delta, o, n)
+	if n == dv {
+		return
+	}
+	for i, ki := range k {
+		si := s[i*dv+n : (i+1)*dv]
+		axpy(si, delta[n:], ki)
+		axpy(o[n:], si, q[i])
+	}
 }
 
 // RMSNormGated implements kernels.HybridOps.
