@@ -18,9 +18,6 @@ import (
 	"github.com/pocketllm/pocketllm/internal/leakcheck"
 )
 
-func intp(v int) *int         { return &v }
-func f64p(v float64) *float64 { return &v }
-
 // TestNoLeaksUnderChurn drives every kind of request a long-lived daemon
 // sees, the ones that go wrong included (streams the client abandons,
 // bodies cut off mid-request, connections opened and dropped, sessions
@@ -119,7 +116,7 @@ func (ch *churner) round(i int) {
 	if _, err := c.AppendText(ctx, s.ID, fmt.Sprintf("Round %d: once upon a time", i)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Generate(ctx, s.ID, apitype.Generate{MaxTokens: intp(8), Temperature: f64p(0)}, nil); err != nil {
+	if _, err := c.Generate(ctx, s.ID, apitype.Generate{MaxTokens: new(8), Temperature: new(0.0)}, nil); err != nil {
 		t.Fatal(err)
 	}
 	f, err := c.Fork(ctx, s.ID, 4)

@@ -82,51 +82,65 @@ func TestNoLegacySSEInVEXCode(t *testing.T) {
 	t.Logf("%d assembly files checked", len(files))
 }
 
-// legacyInVEX returns, by function, the legacy SSE instructions on vector
-// registers (with their source lines) of the functions of an asm -S
-// listing that also use V-prefixed instructions.
-func legacyInVEX(listing []byte) map[string][]string {
-	type fn struct {
-		vex    bool
-		legacy []string
-	}
-	fns := map[string]*fn{}
-	var cur *fn
-	var name string
+// asmFunc is one function of an asm -S listing, its instructions in
+// listing order.
+type asmFunc struct {
+	name  string
+	insts []asmInst
+}
+
+type asmInst struct {
+	op, args, pos string // pos: "file:line"
+}
+
+// parseListing splits an asm -S listing into its functions: a line
+// "pkg.name STEXT …" opens one, and each "\t0xoffset pc (file:line)\tOP\targs"
+// line is an instruction of the open one.
+func parseListing(listing []byte) []asmFunc {
+	var fns []asmFunc
 	sc := bufio.NewScanner(bytes.NewReader(listing))
 	for sc.Scan() {
 		line := sc.Text()
 		if !strings.HasPrefix(line, "\t") {
-			// "pkg.name STEXT …" opens a function.
 			if f := strings.Fields(line); len(f) > 1 && f[1] == "STEXT" {
-				name = f[0]
-				cur = &fn{}
-				fns[name] = cur
+				fns = append(fns, asmFunc{name: f[0]})
 			}
 			continue
 		}
-		// "\t0xoffset pc (file:line)\tMNEMONIC\toperands"
 		parts := strings.Split(line, "\t")
-		if cur == nil || len(parts) < 4 {
+		if len(fns) == 0 || len(parts) < 3 {
 			continue
 		}
-		op, args := parts[2], parts[3]
-		if strings.HasPrefix(op, "V") {
-			cur.vex = true
-			continue
+		in := asmInst{op: parts[2], pos: parts[1]}
+		if len(parts) > 3 {
+			in.args = parts[3]
 		}
-		if vecReg.MatchString(args) {
-			pos := parts[1]
-			if i := strings.Index(pos, "("); i >= 0 {
-				pos = strings.Trim(pos[i:], "()")
-			}
-			cur.legacy = append(cur.legacy, op+" "+args+" ("+filepath.Base(pos)+")")
+		if i := strings.Index(in.pos, "("); i >= 0 {
+			in.pos = strings.Trim(in.pos[i:], "()")
 		}
+		fns[len(fns)-1].insts = append(fns[len(fns)-1].insts, in)
 	}
+	return fns
+}
+
+// legacyInVEX returns, by function, the legacy SSE instructions on vector
+// registers (with their source lines) of the functions of an asm -S
+// listing that also use V-prefixed instructions.
+func legacyInVEX(listing []byte) map[string][]string {
 	bad := map[string][]string{}
-	for n, f := range fns {
-		if f.vex && len(f.legacy) > 0 {
-			bad[n] = f.legacy
+	for _, f := range parseListing(listing) {
+		vex := false
+		var legacy []string
+		for _, in := range f.insts {
+			switch {
+			case strings.HasPrefix(in.op, "V"):
+				vex = true
+			case vecReg.MatchString(in.args):
+				legacy = append(legacy, in.op+" "+in.args+" ("+filepath.Base(in.pos)+")")
+			}
+		}
+		if vex && len(legacy) > 0 {
+			bad[f.name] = legacy
 		}
 	}
 	return bad
@@ -142,28 +156,17 @@ var wideReg = regexp.MustCompile(`(^|[^A-Za-z0-9_])[YZ]([0-9]|[12][0-9]|3[01])([
 // epilogue here is straight-line, so listing order is execution order.
 func dirtyReturns(listing []byte) []string {
 	var out []string
-	name, dirty := "", false
-	sc := bufio.NewScanner(bytes.NewReader(listing))
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "\t") {
-			if f := strings.Fields(line); len(f) > 1 && f[1] == "STEXT" {
-				name, dirty = f[0], false
+	for _, f := range parseListing(listing) {
+		dirty := false
+		for _, in := range f.insts {
+			switch {
+			case in.op == "VZEROUPPER":
+				dirty = false
+			case in.op == "RET" && dirty:
+				out = append(out, f.name+": RET without VZEROUPPER after YMM/ZMM use ("+in.pos+")")
+			case wideReg.MatchString(in.args):
+				dirty = true
 			}
-			continue
-		}
-		parts := strings.Split(line, "\t")
-		if len(parts) < 3 {
-			continue
-		}
-		op := parts[2]
-		switch {
-		case op == "VZEROUPPER":
-			dirty = false
-		case op == "RET" && dirty:
-			out = append(out, name+": RET without VZEROUPPER after YMM/ZMM use ("+strings.TrimSpace(parts[1])+")")
-		case len(parts) > 3 && wideReg.MatchString(parts[3]):
-			dirty = true
 		}
 	}
 	return out

@@ -108,8 +108,7 @@ func Abandon(t testing.TB, c *client.Client, stop, cancel string, maxTokens, kee
 	ctx := context.Background()
 	errStop := errors.New("enough")
 	n := 0
-	temp := float64(0.8)
-	if _, err := c.Generate(ctx, stop, apitype.Generate{MaxTokens: &maxTokens, Temperature: &temp}, func(apitype.Token) error {
+	if _, err := c.Generate(ctx, stop, apitype.Generate{MaxTokens: &maxTokens, Temperature: new(0.8)}, func(apitype.Token) error {
 		if n++; n == 2 {
 			return errStop
 		}
@@ -120,8 +119,7 @@ func Abandon(t testing.TB, c *client.Client, stop, cancel string, maxTokens, kee
 	cctx, cancelReq := context.WithCancel(ctx)
 	defer cancelReq()
 	k := 0
-	greedy := float64(0)
-	if _, err := c.Generate(cctx, cancel, apitype.Generate{MaxTokens: &maxTokens, Temperature: &greedy}, func(apitype.Token) error {
+	if _, err := c.Generate(cctx, cancel, apitype.Generate{MaxTokens: &maxTokens, Temperature: new(0.0)}, func(apitype.Token) error {
 		if k++; k == 2 {
 			cancelReq()
 		}

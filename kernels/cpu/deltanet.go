@@ -157,8 +157,8 @@ func deltaDecay(s, k, delta []float32, decay float32) {
 func deltaUpdate(s, k, q, delta, o []float32) {
 	dv := len(delta)
 	n := deltaBandCols(dv)
-	clear(o)
-	deltaUpdateBands(s, k, q, delta, o, n)
+	deltaUpdateBands(s, k, q, delta, o, n) // the bands start their output at zero
+	clear(o[n:])
 	if n == dv {
 		return
 	}

@@ -9,12 +9,12 @@ func deltaDecayAVX2(s, k, delta *float32, dk, dv, cols int, decay float32)
 func deltaUpdateAVX2(s, k, q, delta, o *float32, dk, dv, cols int)
 
 // deltaBandCols is how many of a state's dv columns the vector passes
-// take: the multiples of 8, or none where AVX2 is missing.
+// take: the multiples of 32, or none where AVX2 is missing.
 func deltaBandCols(dv int) int {
 	if !haveAVX2 {
 		return 0
 	}
-	return dv &^ 7
+	return dv &^ 31
 }
 
 // deltaDecayBands and deltaUpdateBands run the passes of deltaDecay and

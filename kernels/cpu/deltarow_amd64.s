@@ -3,10 +3,11 @@
 #include "textflag.h"
 
 // The recurrent delta rule's two passes over a head's dk×dv state
-// (deltanet.go, deltaDecay and deltaUpdate), a band of columns at a time:
-// the band's delta (and output) stay in registers while the pass walks
-// the rows, so a state row is loaded and stored once a pass and nothing is
-// called per row. Each element gets the roundings of the row loops (a
+// (deltanet.go, deltaDecay and deltaUpdate), a band of 32 columns at a
+// time (the models' dv is 128; other widths leave their last columns to
+// the row loops). The band's delta (and output) stay in registers while
+// the pass walks the rows, so a state row is loaded and stored once a pass
+// and nothing is called per row. Each element gets the roundings of the row loops (a
 // product rounded, then the sum or difference; no fused multiply-adds).
 
 // DECAY_COL(off, s, t, acc): the state's 8 floats at off(SI) times decay
@@ -19,7 +20,7 @@
 
 // func deltaDecayAVX2(s, k, delta *float32, dk, dv, cols int, decay float32)
 // For rows i < dk of s (dv floats each), columns j < cols (a multiple of
-// 8): s[i][j] *= decay; delta[j] -= s[i][j]·k[i].
+// 32): s[i][j] *= decay; delta[j] -= s[i][j]·k[i].
 TEXT ·deltaDecayAVX2(SB), NOSPLIT, $0-52
 	MOVQ s+0(FP), R8
 	MOVQ delta+16(FP), DI
@@ -29,7 +30,7 @@ TEXT ·deltaDecayAVX2(SB), NOSPLIT, $0-52
 	VBROADCASTSS decay+48(FP), Y15
 decay32:
 	CMPQ BX, $32
-	JLT decay8
+	JLT decaydone
 	VMOVUPS (DI), Y0
 	VMOVUPS 32(DI), Y1
 	VMOVUPS 64(DI), Y2
@@ -55,25 +56,6 @@ decay32row:
 	ADDQ $128, DI
 	SUBQ $32, BX
 	JMP decay32
-decay8:
-	CMPQ BX, $8
-	JLT decaydone
-	VMOVUPS (DI), Y0
-	MOVQ R8, SI
-	MOVQ k+8(FP), DX
-	MOVQ dk+24(FP), CX
-decay8row:
-	VBROADCASTSS (DX), Y14
-	DECAY_COL(0, Y4, Y8, Y0)
-	ADDQ R9, SI
-	ADDQ $4, DX
-	DECQ CX
-	JNZ decay8row
-	VMOVUPS Y0, (DI)
-	ADDQ $32, R8
-	ADDQ $32, DI
-	SUBQ $8, BX
-	JMP decay8
 decaydone:
 	VZEROUPPER
 	RET
@@ -88,7 +70,7 @@ decaydone:
 	VADDPS Y9, acc, acc
 
 // func deltaUpdateAVX2(s, k, q, delta, o *float32, dk, dv, cols int)
-// For rows i < dk, columns j < cols (a multiple of 8), starting from
+// For rows i < dk, columns j < cols (a multiple of 32), starting from
 // o[j] = 0: s[i][j] += k[i]·delta[j]; o[j] += s[i][j]·q[i].
 TEXT ·deltaUpdateAVX2(SB), NOSPLIT, $0-64
 	MOVQ s+0(FP), R8
@@ -99,7 +81,7 @@ TEXT ·deltaUpdateAVX2(SB), NOSPLIT, $0-64
 	MOVQ cols+56(FP), BX
 update32:
 	CMPQ BX, $32
-	JLT update8
+	JLT updatedone
 	VMOVUPS (DI), Y0
 	VMOVUPS 32(DI), Y1
 	VMOVUPS 64(DI), Y2
@@ -133,30 +115,6 @@ update32row:
 	ADDQ $128, R10
 	SUBQ $32, BX
 	JMP update32
-update8:
-	CMPQ BX, $8
-	JLT updatedone
-	VMOVUPS (DI), Y0
-	VXORPS Y4, Y4, Y4
-	MOVQ R8, SI
-	MOVQ k+8(FP), DX
-	MOVQ q+16(FP), R11
-	MOVQ dk+40(FP), CX
-update8row:
-	VBROADCASTSS (DX), Y14
-	VBROADCASTSS (R11), Y13
-	UPDATE_COL(0, Y0, Y4)
-	ADDQ R9, SI
-	ADDQ $4, DX
-	ADDQ $4, R11
-	DECQ CX
-	JNZ update8row
-	VMOVUPS Y4, (R10)
-	ADDQ $32, R8
-	ADDQ $32, DI
-	ADDQ $32, R10
-	SUBQ $8, BX
-	JMP update8
 updatedone:
 	VZEROUPPER
 	RET
