@@ -275,13 +275,26 @@ __device__ __forceinline__ void qFill(T& v, int b) {
     memcpy(&v, a, sizeof(a));
 }
 #endif
-#ifdef QMV_ROTATE
-// Diagnostic build (the same products, summed in another order; as
-// fp8pipe.cuh's FP8_ROTATE): each warp takes its steps starting at one set
-// by its index in the grid and wraps, so that a launch's warps do not all
-// read the same column range at once. K is the warp's count of steps of
-// 4 blocks (s0, s0+ss, ... below (nb+3)/4); step(i) its i-th in the
-// rotated order.
+// The K-quants of the Q4_K_M mix take a warp's steps of 4 blocks in a
+// rotated order (QSteps: qdotQ4K always, qdot where qRotates<F>); the other
+// formats in order. Measured on an H200 as interleaved A/B of builds
+// (docs/benchmarks.md, the session of 2026-12-01 from 21:41), Qwen3-8B
+// Q4_K_M, every format rotated against none: 562.3-565.2 / 558.0-559.2,
+// 557.8-560.0 / 549.6-555.3, 556.6-561.5 / 552.2-557.5 tok/s in three
+// calls (+0.9%); Qwen3-8B Q8_0 rotated 416.7-422.6 against 426.9-430.0 and
+// 423.1-425.9 / 424.5-432.6, so Q8_0 (and the formats not measured) stay
+// in order. Q6_K alone rotated measured 551.3-559.3 against 555.1-558.8:
+// the effect is near the noise of these A/Bs, and this build (Q4_K and
+// Q6_K rotated, the rest in order) was not itself timed. The FP8 rings
+// rotated lost (Qwen3.5-27B 127.1-127.6 against 130.7-130.8).
+template <int F>
+constexpr bool qRotates = F == Q6_K || F == Q6_KG;
+
+// QSteps is a warp's steps of 4 blocks (s0, s0+ss, ... below (nb+3)/4; K
+// of them) in a rotated order: starting at one set by the warp's index in
+// the grid and wrapping, so that a launch's warps do not all read the same
+// column range at once. The order is fixed by the grid, so the sums stay
+// deterministic.
 struct QSteps {
     int s0, ss, K, rot;
     __device__ __forceinline__ QSteps(int nb, int s, int stride) : s0(s), ss(stride) {
@@ -295,7 +308,6 @@ struct QSteps {
         return s0 + j * ss;
     }
 };
-#endif
 template <int F, int QR, class Rows>
 __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__ xq,
                                      const float2* __restrict__ xs, int nb, int s, int ss, bool active,
@@ -304,12 +316,9 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
 #pragma unroll
     for (int r = 0; r < QR; r++) acc[r] = 0.f;
     typename QT<F>::W cur[QR];
-#ifdef QMV_ROTATE
+    constexpr bool rot = qRotates<F>;
     const QSteps qs(nb, s, ss);
-    int b = 4 * qs.step(0) + (lane >> 3);
-#else
-    int b = 4 * s + (lane >> 3);
-#endif
+    int b = 4 * (rot ? qs.step(0) : s) + (lane >> 3);
     if (active && b < nb) {
 #pragma unroll
         for (int r = 0; r < QR; r++) QT<F>::ldW(cur[r], wr[r], b, j);
@@ -323,11 +332,7 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
     qPdlWait();
     qPdlLaunch();
     if (!active) return;
-#ifdef QMV_ROTATE
-    for (int kk = 0; kk < qs.K; kk++) {
-#else
-    for (; 4 * s < nb; s += ss) {
-#endif
+    for (int kk = 0; rot ? kk < qs.K : 4 * s < nb; kk++, s += ss) {
         if (b < nb) {
             typename QT<F>::X x;
 #ifdef QMV_NOX
@@ -344,11 +349,10 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
             for (int r = 0; r < QR; r++) acc[r] += QT<F>::dot(cur[r], x, j);
 #endif
         }
-#ifdef QMV_ROTATE
-        b = kk + 1 < qs.K ? 4 * qs.step(kk + 1) + (lane >> 3) : nb;
-#else
-        b += 4 * ss;
-#endif
+        if (rot)
+            b = kk + 1 < qs.K ? 4 * qs.step(kk + 1) + (lane >> 3) : nb;
+        else
+            b += 4 * ss;
         if (b < nb) {
 #pragma unroll
             for (int r = 0; r < QR; r++) QT<F>::ldW(cur[r], wr[r], b, j);
@@ -388,12 +392,8 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
 #pragma unroll
     for (int k = 0; k < H; k++) mine[k] = 0.f;
     uint4 qv[QR], hd[H];
-#ifdef QMV_ROTATE
     const QSteps qs(nb, s, ss);
     int b = 4 * qs.step(0) + (lane >> 3);
-#else
-    int b = 4 * s + (lane >> 3);
-#endif
     auto load = [&](int blk) {
         const long qo = G ? (long)(blk >> 3) * 1152 + 128 + 128 * (blk & 7) + 16 * j : (long)blk * 144 + 16 + 16 * j;
         const long ho = G ? (long)(blk >> 3) * 1152 + 16 * (blk & 7) : (long)blk * 144;
@@ -408,11 +408,7 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
 #pragma unroll
     for (int r = 0; r < QR; r++) acc[r] = 0.f;
     if (!active) return;
-#ifdef QMV_ROTATE
     for (int kk = 0; kk < qs.K; kk++) {
-#else
-    for (; 4 * s < nb; s += ss) {
-#endif
         const unsigned m = __ballot_sync(0xffffffffu, b < nb); // a pair is in or out together
         if (b < nb) {
             const uint8_t* xb = xq + ((long)b << 8) + 64 * c + 16 * h;
@@ -446,11 +442,7 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
             }
 #endif
         }
-#ifdef QMV_ROTATE
         b = kk + 1 < qs.K ? 4 * qs.step(kk + 1) + (lane >> 3) : nb;
-#else
-        b += 4 * ss;
-#endif
         if (b < nb) load(b);
     }
 #pragma unroll
