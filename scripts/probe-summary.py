@@ -31,6 +31,9 @@ import struct
 import sys
 
 
+# PROBE_BLOCKS of kernels/cuda/probe.cuh: blocks past it are not recorded.
+PROBE_BLOCKS = 2048
+
 def load(path):
     with open(path + ".log") as f:
         log = [l.rstrip("\n") for l in f]
@@ -45,7 +48,7 @@ def load(path):
                            first if 0 < first <= end else None))
     # A launch whose slots a later one of fewer blocks took over keeps only
     # some of its records: incomplete, left out.
-    for g in [g for g, rs in recs.items() if len(rs) < min(rs[0][2], 2048) or any(r[5] < r[3] for r in rs)]:
+    for g in [g for g, rs in recs.items() if len(rs) < min(rs[0][2], PROBE_BLOCKS) or any(r[5] < r[3] for r in rs)]:
         del recs[g]
     return log, recs
 
@@ -172,7 +175,12 @@ def main():
             by[name][3] += v[2] - v[1]
             by[name][4] += 1
         if a.timeline:
-            print(f"{i:4d} {name[:28]:28} {blocks:6d} {v[5]:4.0f} {v[0]/1e3:8.2f} {v[1]/1e3:8.2f} {v[6]/1e3:8.2f} {v[2]/1e3:8.2f} {v[3]/1e3:7.2f} {v[4]/1e3:7.2f} {v[7]/1e3:6.2f} {v[8]/1e3:6.2f}")
+            print(f"{i:4d} {name[:28]:28} {blocks:6d} {v[5]:4.0f} {v[0]/1e3:8.2f} {v[1]/1e3:8.2f} {v[6]/1e3:8.2f} {v[2]/1e3:8.2f} {v[3]/1e3:7.2f} {v[4]/1e3:7.2f} {v[7]/1e3:6.2f} {v[8]/1e3:6.2f}"
+                  + (" *" if blocks > PROBE_BLOCKS else ""))
+    if a.timeline and any(nodes[i][1] > PROBE_BLOCKS for i in probed):
+        # Qwen3.5-27B's bf16 LM head (7760 blocks): 170 µs here, 498 µs by POCKET_ABLATE.
+        print(f"* more blocks than the probe records (PROBE_BLOCKS, the lowest {PROBE_BLOCKS} ids): end50, end and crit "
+              "are those blocks', not the launch's; price such a launch with gpu-suite.sh ablate")
     if a.blocks:
         k = use[-1]
         hits = [i for i in probed if nodes[i][0] == a.blocks]
