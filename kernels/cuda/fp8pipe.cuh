@@ -133,35 +133,12 @@ struct PipeDot {
         u = first;
         stride = strideUnits;
         ring = ringAddr;
-#ifdef FP8_ROTATE
-        // Diagnostic build (same sums in another order): each warp starts
-        // its units at a different one, by its index in the grid, and wraps,
-        // so that the warps of a launch read different column ranges at
-        // once instead of all reading unit 0, then unit 1, ...
-        nk = nu > first ? (nu - first + stride - 1) / stride : 0;
-        rot = nk ? (int)((blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) % nk) : 0;
-#pragma unroll
-        for (int s = 0; s < S - 1; s++) {
-            if (s < nk) issue(s, unitAt(s));
-            cpCommit();
-        }
-#else
 #pragma unroll
         for (int s = 0; s < S - 1; s++) {
             if (u + s * stride < nu) issue(s, u + s * stride);
             cpCommit();
         }
-#endif
     }
-#ifdef FP8_ROTATE
-    int nk, rot;
-    // unitAt is the warp's k-th unit in its rotated order.
-    __device__ __forceinline__ int unitAt(int k) const {
-        int j = k + rot;
-        j = j >= nk ? j - nk : j;
-        return u + j * stride;
-    }
-#endif
 
     // frag reads a lane's fragments of the unit in stage slot.
     __device__ __forceinline__ void frag(int slot, uint4& a0, uint4& b0, uint4& a1, uint4& b1) {
@@ -177,28 +154,19 @@ struct PipeDot {
         asm volatile("" : "+l"(psa), "+l"(psb));
         accA = accB = 0.f;
         int rd = 0;
-#ifdef FP8_ROTATE
-        for (int k = 0; k < nk; k++) {
-            __syncwarp();
-            if (k + S - 1 < nk) issue(rd == 0 ? S - 1 : rd - 1, unitAt(k + S - 1));
-            cpCommit();
-            const int uk = unitAt(k);
-#else
         for (; u < nu; u += stride) {
             // Unit u+(S-1)·stride goes into the stage read last iteration:
             // every lane must be done reading it.
             __syncwarp();
             if (u + (S - 1) * stride < nu) issue(rd == 0 ? S - 1 : rd - 1, u + (S - 1) * stride);
             cpCommit();
-            const int uk = u;
-#endif
             cpWait<S - 1>(); // every group but the newest S-1: unit u is done
             __syncwarp();    // the other lanes' copies
             uint4 a0, b0, a1, b1;
             frag(rd, a0, b0, a1, b1);
             rd = rd == S - 1 ? 0 : rd + 1;
-            float sa = __ldg(psa + uk), sb = __ldg(psb + uk);
-            const uint4* xp = (const uint4*)(xs + uk * UNIT + 16 * t);
+            float sa = __ldg(psa + u), sb = __ldg(psb + u);
+            const uint4* xp = (const uint4*)(xs + u * UNIT + 16 * t);
 #ifdef FP8_LOADONLY
             // Diagnostic build (as quant_mmv.cuh's QMV_LOADONLY): every
             // fragment and activation word folded in, no mma.
