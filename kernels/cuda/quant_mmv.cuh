@@ -283,10 +283,11 @@ __device__ __forceinline__ void qFill(T& v, int b) {
 // 557.8-560.0 / 549.6-555.3, 556.6-561.5 / 552.2-557.5 tok/s in three
 // calls (+0.9%); Qwen3-8B Q8_0 rotated 416.7-422.6 against 426.9-430.0 and
 // 423.1-425.9 / 424.5-432.6, so Q8_0 (and the formats not measured) stay
-// in order. Q6_K alone rotated measured 551.3-559.3 against 555.1-558.8:
-// the effect is near the noise of these A/Bs, and this build (Q4_K and
-// Q6_K rotated, the rest in order) was not itself timed. The FP8 rings
-// rotated lost (Qwen3.5-27B 127.1-127.6 against 130.7-130.8).
+// in order. This choice (Q4_K and Q6_K rotated), five rounds: 557.8-561.0
+// against 549.5-555.6 (every format rotated 553.4-560.5). Q6_K alone
+// rotated measured 551.3-559.3 against 555.1-558.8: the split between the
+// two formats is within the noise of these A/Bs. The FP8 rings rotated lost
+// (Qwen3.5-27B 127.1-127.6 against 130.7-130.8).
 template <int F>
 constexpr bool qRotates = F == Q6_K || F == Q6_KG;
 
