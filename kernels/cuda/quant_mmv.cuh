@@ -318,7 +318,7 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
     for (int r = 0; r < QR; r++) acc[r] = 0.f;
     typename QT<F>::W cur[QR];
     constexpr bool rot = qRotates<F>;
-    const QSteps qs(nb, s, ss);
+    const QSteps qs(nb, s, ss); // read only where rot: compiled out for the other formats
     int b = 4 * (rot ? qs.step(0) : s) + (lane >> 3);
     if (active && b < nb) {
 #pragma unroll
