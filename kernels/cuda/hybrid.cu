@@ -248,9 +248,11 @@ __device__ __forceinline__ void gatedDeltaRule(float* out, const float* qkv, con
     }
 #ifdef DELTA_NOSTORE
     // Diagnostic build (timing only: the state is never updated): no state
-    // stores, so a probe shows whether the gated norm's wait returning
-    // ~2.5 µs after this grid's last block (other pairs ~1.1) is these 3 MB
-    // of stores draining before the grid counts as complete.
+    // stores. It showed that the gated norm's wait returning ~2.5 µs after
+    // this grid's last block (other pairs ~1.1) is these 3 MB of stores
+    // draining before the grid counts as complete: 0.89 µs without them,
+    // Qwen3.5-27B FP8 decode +1.4% (docs/benchmarks.md, 2026-12-01 from
+    // 23:16). Evict-first and write-through stores lost 0.9%.
     (void)S;
 #else
 #pragma unroll
