@@ -318,17 +318,22 @@ func (c *conf) run() {
 		c.c.MatMul(yh, ah, dh, rows)
 		c.check("SwiGLUThenGEMM", fmt.Sprintf("rows=%d inter=%d", rows, inter), yg, yh, rows*64, tolBF16)
 	}
-	// Embed.
-	for _, dt := range []kernels.DType{kernels.BF16, kernels.F32, kernels.F16} {
-		tg, th := c.weight(dt, []int{1000, 96}, [2]int{})
-		ids := make([]int32, 13)
+	// Embed: rows narrower than a block, and rows over several blocks with
+	// a ragged last one.
+	for _, s := range []struct {
+		dt        kernels.DType
+		ids, cols int
+	}{{kernels.BF16, 13, 96}, {kernels.F32, 13, 96}, {kernels.F16, 13, 96}, {kernels.BF16, 1, 5120},
+		{kernels.BF16, 3, 1000}, {kernels.F32, 5, 4100}} {
+		tg, th := c.weight(s.dt, []int{500, s.cols}, [2]int{})
+		ids := make([]int32, s.ids)
 		for i := range ids {
-			ids[i] = int32(c.rng.IntN(1000))
+			ids[i] = int32(c.rng.IntN(500))
 		}
-		yg, yh := c.outPair(13 * 96)
+		yg, yh := c.outPair(s.ids * s.cols)
 		c.g.Embed(yg, tg, ids)
 		c.c.Embed(yh, th, ids)
-		c.check("Embed", fmt.Sprintf("%s ids=13 dim=96", dt), yg, yh, 13*96, tolExact)
+		c.check("Embed", fmt.Sprintf("%s ids=%d dim=%d", s.dt, s.ids, s.cols), yg, yh, s.ids*s.cols, tolExact)
 	}
 	// RMSNorm.
 	for _, s := range [][2]int{{1, 4096}, {7, 64}, {32, 16}, {3, 1000}} {
