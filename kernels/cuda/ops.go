@@ -131,9 +131,10 @@ func (b *Backend) Embed(dst kernels.Buf, table kernels.Tensor, ids []int32) {
 		return
 	}
 	ip := b.put(kIDs, words(ids))
-	// One block for every 256 columns of each row (kernels.cu: embed).
-	b.run(fEmbed, len(ids), cdiv(t.w.Cols(), 256), 256, cat([]uint64{ptr(dptr(dst))}, t.wargs(), []uint64{ptr(ip),
-		i32(t.w.Cols())})...)
+	// One block for every 256 columns of each row (kernels.cu: embed; the
+	// kernel strides past gridDim.y's limit of 65535).
+	b.run(fEmbed, len(ids), min(cdiv(t.w.Cols(), 256), 65535), 256, cat([]uint64{ptr(dptr(dst))}, t.wargs(),
+		[]uint64{ptr(ip), i32(t.w.Cols())})...)
 }
 
 // MatMul implements kernels.Backend: a GEMV that streams the weight once
