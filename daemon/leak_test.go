@@ -39,8 +39,7 @@ func TestWorkerModelNoLeaks(t *testing.T) {
 func workerChurn(t *testing.T, tp int) {
 	m := fixtureModel("qwen3")
 	m.Name, m.Backend, m.Worker, m.TensorParallel, m.Threads = "qwen3w", "cpu-worker", slowWorker(t), tp, 1
-	ignore := goleak.IgnoreCurrent()
-	fdsBefore := leakcheck.OpenFDs(t)
+	before := leakcheck.Start(t)
 	ts := startServer(t, m)
 	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
@@ -114,16 +113,9 @@ func workerChurn(t *testing.T, tp int) {
 	if err := ts.stop(); err != nil {
 		t.Fatalf("server: %v", err)
 	}
-	goleak.VerifyNone(t, ignore,
-		// fasthttp's idle-worker cleaner returns at its next wake-up after
-		// the server stops (MaxIdleWorkerDuration, 10 s).
-		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
-		// The one goroutine that forks workers, locked to its thread for
-		// the life of the process on purpose (daemon/worker/spawn.go).
-		goleak.IgnoreAnyFunction("github.com/pocketllm/pocketllm/daemon/worker.startCmd.func1.1"))
-	if fd := leakcheck.OpenFDs(t); fd > fdsBefore {
-		t.Fatalf("%d open descriptors after the daemon stopped, %d before it started", fd, fdsBefore)
-	}
+	// The one goroutine that forks workers, locked to its thread for the
+	// life of the process on purpose (daemon/worker/spawn.go).
+	before.Stopped(t, goleak.IgnoreAnyFunction("github.com/pocketllm/pocketllm/daemon/worker.startCmd.func1.1"))
 }
 
 // waitRestarted waits until /health shows the model's workers back after

@@ -34,8 +34,7 @@ func TestNoLeaksUnderChurn(t *testing.T) {
 	if testing.Short() {
 		t.Skip("churn")
 	}
-	ignore := goleak.IgnoreCurrent()
-	fdsBefore := leakcheck.OpenFDs(t)
+	before := leakcheck.Start(t)
 	d := startDaemon(t, daemonOpts{})
 	stopped := false
 	defer func() {
@@ -64,16 +63,9 @@ func TestNoLeaksUnderChurn(t *testing.T) {
 
 	d.stop(t)
 	stopped = true
-	goleak.VerifyNone(t, ignore,
-		// fasthttp's idle-worker cleaner returns at its next wake-up after
-		// the server stops (MaxIdleWorkerDuration, 10 s).
-		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
-		// regexp2's process-wide clock for match timeouts stops a second
-		// after the last timeout it serves.
-		goleak.IgnoreAnyFunction("github.com/dlclark/regexp2.runClock"))
-	if fd := leakcheck.OpenFDs(t); fd > fdsBefore {
-		t.Fatalf("%d open descriptors after the daemon stopped, %d before it started", fd, fdsBefore)
-	}
+	// regexp2's process-wide clock for match timeouts stops a second after
+	// the last timeout it serves.
+	before.Stopped(t, goleak.IgnoreAnyFunction("github.com/dlclark/regexp2.runClock"))
 }
 
 // churner issues the requests of one round, with clients whose idle

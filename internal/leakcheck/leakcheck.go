@@ -3,8 +3,8 @@
 // descriptors counted once they have settled, a check that they came back
 // after a churn (with every goroutine's stack when they did not), the
 // session manager's state after it (Idle), and the churn's streams that
-// the client abandons (Abandon). What is left once a daemon stops the
-// tests check with goleak.
+// the client abandons (Abandon), and what is left once a daemon has
+// stopped (Start, then Stopped: goleak and the descriptor count).
 package leakcheck
 
 import (
@@ -17,10 +17,41 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/pocketllm/pocketllm/client"
 	"github.com/pocketllm/pocketllm/client/apitype"
 	"github.com/pocketllm/pocketllm/session"
 )
+
+// Before is what the process held before a daemon started: its goroutines
+// (for goleak) and its open descriptors.
+type Before struct {
+	ignore goleak.Option
+	fds    int
+}
+
+// Start records what the process holds before the test starts a daemon.
+func Start(t testing.TB) Before {
+	t.Helper()
+	return Before{ignore: goleak.IgnoreCurrent(), fds: OpenFDs(t)}
+}
+
+// Stopped fails the test if anything the daemon started outlived it: a
+// goroutine (goleak names each by its stack, and retries while they wind
+// down, which a count cannot tell from a leak) beyond those of b and the
+// more it names, or a descriptor. fasthttp's idle-worker cleaner is always
+// ignored: it returns at its next wake-up after the server stops
+// (MaxIdleWorkerDuration, 10 s).
+func (b Before) Stopped(t testing.TB, more ...goleak.Option) {
+	t.Helper()
+	opts := append([]goleak.Option{b.ignore,
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2")}, more...)
+	goleak.VerifyNone(t, opts...)
+	if fd := OpenFDs(t); fd > b.fds {
+		t.Fatalf("%d open descriptors after the daemon stopped, %d before it started", fd, b.fds)
+	}
+}
 
 // Baseline is what a process holds between requests.
 type Baseline struct {
