@@ -110,3 +110,13 @@ func Segments(ends []int, rows int, f func(i, r0, r1 int)) {
 type MemoryRoom interface {
 	FreeBytes() (int64, error)
 }
+
+// DecodePreparer is an optional extension of Backend that spends spare
+// memory of its own on second copies of weights in a layout its one-row
+// kernels read faster (the CUDA backend's tiled FP8 matrices). Callers run
+// PrepareDecode once, after the model is built and its KV pool allocated,
+// and before any graph is recorded; it keeps need bytes free beyond the
+// backend's own headroom, and describes what it made.
+type DecodePreparer interface {
+	PrepareDecode(need int64) (string, error)
+}

@@ -22,6 +22,7 @@ type benchResult struct {
 	Model             string  `json:"model"`
 	Backend           string  `json:"backend"`
 	Device            string  `json:"device"`
+	DecodeWeights     string  `json:"decode_weights"` // PrepareDecode's copies (fp8tiles.go)
 	PromptTokens      int     `json:"prompt_tokens"`
 	NewTokens         int     `json:"new_tokens"`
 	PrefillTokensPerS float64 `json:"prefill_tokens_per_s"`
@@ -86,10 +87,15 @@ func runBench(args []string) error {
 	if err != nil {
 		return err
 	}
+	// As the daemon's ranks do once the model is built (rank.go).
+	tiles, err := g.PrepareDecode(0)
+	if err != nil {
+		return err
+	}
 	if err := g.Sync(); err != nil {
 		return err
 	}
-	r := &benchResult{Model: ck.Name, Backend: g.Name(), Device: g.DeviceName(), PromptTokens: *promptTokens,
+	r := &benchResult{DecodeWeights: tiles, Model: ck.Name, Backend: g.Name(), Device: g.DeviceName(), PromptTokens: *promptTokens,
 		NewTokens: *newTokens, WeightBytes: m.WeightBytes(), LoadSeconds: time.Since(t0).Seconds(), GEMM: g.GEMMLibrary()}
 	r.DecodeReadBytes = m.DecodeReadBytes()
 	r.RooflineTokS = 4.26e12 / float64(r.DecodeReadBytes)

@@ -4,6 +4,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/pocketllm/pocketllm/kernels"
 )
@@ -52,6 +53,16 @@ func (c *conf) fused() {
 		for i, out := range s.outs {
 			c.check("NormMatMul", fmt.Sprintf("%s in=%d out=%v #%d", s.dt, in, s.outs, i), dg[i], dh[i], out, tolGEMV(s.dt))
 		}
+		if c.tile(wg...) {
+			tg := make([]kernels.Buf, len(s.outs))
+			for i, out := range s.outs {
+				tg[i], _ = c.outPair(out)
+			}
+			c.g.NormMatMul(tg, xg, ng, 1e-6, wg, 1)
+			for i, out := range s.outs {
+				c.same("NormMatMul", fmt.Sprintf("tiled in=%d out=%v #%d", in, s.outs, i), tg[i], dg[i], out)
+			}
+		}
 	}
 	// NormSwiGLU: gate, up and the activation.
 	for _, s := range []struct {
@@ -60,7 +71,8 @@ func (c *conf) fused() {
 	}{{kernels.BF16, 14336, 4096}, {kernels.BF16, 768, 2048}, {kernels.BF16, 12288, 4096}, {kernels.BF16, 100, 64},
 		{kernels.BF16, 3, 8}, {kernels.BF16, 7168, 4096}, {kernels.BF16, 13, 320},
 		{kernels.F8E4M3, 17408, 5120}, {kernels.F8E4M3, 100, 64}, {kernels.F8E4M3, 3, 32},
-		{kernels.F8E4M3, 100, 192}, {kernels.F8E4M3, 3, 128}, {kernels.F8E4M3, 6144, 4096}, {kernels.F8E4M3, 77, 8256}} {
+		{kernels.F8E4M3, 100, 192}, {kernels.F8E4M3, 3, 128}, {kernels.F8E4M3, 6144, 4096}, {kernels.F8E4M3, 77, 8256},
+		{kernels.F8E4M3, 1000, 2048}} {
 		xg, xh := c.pair(c.randn(s.in))
 		ng, nh := c.weight(kernels.F32, []int{s.in}, [2]int{})
 		gg, gh := c.weight(s.dt, []int{s.out, s.in}, fusedBlock(s.dt, s.in))
@@ -76,6 +88,11 @@ func (c *conf) fused() {
 			continue
 		}
 		c.check("NormSwiGLU", fmt.Sprintf("%s out=%d in=%d", s.dt, s.out, s.in), ag, ah, s.out, tolGEMV(s.dt))
+		if c.tile(gg, ug) {
+			tg, _ := c.outPair(s.out)
+			c.g.NormSwiGLU(tg, xg, ng, 1e-5, gg, ug, 1)
+			c.same("NormSwiGLU", fmt.Sprintf("tiled out=%d in=%d", s.out, s.in), tg, ag, s.out)
+		}
 	}
 	// MatMulAdd: the output projections and the residual add.
 	for _, s := range []struct {
@@ -85,7 +102,7 @@ func (c *conf) fused() {
 		{kernels.BF16, 5, 8}, {kernels.BF16, 4096, 7168}, {kernels.BF16, 4096, 2048}, {kernels.BF16, 37, 448},
 		{kernels.F8E4M3, 5120, 17408}, {kernels.F8E4M3, 130, 64}, {kernels.F8E4M3, 5120, 6144},
 		{kernels.F8E4M3, 1000, 320}, {kernels.F8E4M3, 130, 8256}, {kernels.F8E4M3, 24, 24064},
-		{kernels.F8E4M3, 2200, 960}, {kernels.F8E4M3, 2117, 2112}} {
+		{kernels.F8E4M3, 2200, 960}, {kernels.F8E4M3, 2117, 2112}, {kernels.F8E4M3, 2117, 2048}} {
 		acc := c.randn(s.out)
 		ag, ah := c.pair(acc)
 		xg, xh := c.pair(c.randn(s.in))
@@ -98,9 +115,50 @@ func (c *conf) fused() {
 			continue
 		}
 		c.check("MatMulAdd", fmt.Sprintf("%s out=%d in=%d", s.dt, s.out, s.in), ag, ah, s.out, tolGEMV(s.dt))
+		if c.tile(wg) {
+			tg, _ := c.pair(acc)
+			c.g.MatMulAdd(tg, xg, wg, 1)
+			c.same("MatMulAdd", fmt.Sprintf("tiled out=%d in=%d", s.out, s.in), tg, ag, s.out)
+		}
 	}
 	c.ropeStore()
 	c.ropeAttention()
+}
+
+// tile gives FP8 matrices their tiled copies for the ring GEMVs
+// (kernels/cuda/fp8tiles.go), reporting whether all of them have one.
+func (c *conf) tile(ws ...kernels.Tensor) bool {
+	for _, w := range ws {
+		if w.Weight().DType != kernels.F8E4M3 || !c.g.TileFP8(w) {
+			return false
+		}
+	}
+	return true
+}
+
+// same checks that the GPU output g equals the GPU output ref bit for bit
+// (the same sums read from another layout).
+func (c *conf) same(op, shape string, g, ref kernels.Buf, n int) {
+	c.n++
+	a, b := make([]float32, n), make([]float32, n)
+	c.g.Read(g, 0, a)
+	c.g.Read(ref, 0, b)
+	diff := 0
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			diff++
+		}
+	}
+	status := "ok"
+	if err := c.g.Err(); err != nil {
+		status = "FAIL (" + err.Error() + ")"
+	} else if diff > 0 {
+		status = fmt.Sprintf("FAIL (%d of %d elements differ)", diff, n)
+	}
+	if status != "ok" {
+		c.failed++
+	}
+	fmt.Printf("%-12s %-40s %-17s %s\n", op, shape, "bitwise", status)
 }
 
 // fusedBlock is the FP8 scale block of a fused-op case: DeepSeek/Qwen's

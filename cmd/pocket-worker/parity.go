@@ -96,6 +96,9 @@ func parityOne(g *cuda.Backend, dir string, tol float64) error {
 	if err != nil {
 		return err
 	}
+	if _, err := g.PrepareDecode(0); err != nil { // as the daemon's ranks do
+		return err
+	}
 	ref, err := loadReference(dir)
 	if err != nil {
 		return err

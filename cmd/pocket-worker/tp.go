@@ -292,6 +292,9 @@ func runTPRank(o *tpOpts) (err error) {
 	if err != nil {
 		return err
 	}
+	if _, err := g.PrepareDecode(0); err != nil { // as the daemon's ranks do
+		return err
+	}
 	if err := g.Sync(); err != nil {
 		return err
 	}

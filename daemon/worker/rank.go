@@ -246,6 +246,17 @@ func (rk *rank) hello(f frame) (func(), error) {
 			return nil, err
 		}
 	}
+	// Spare device memory on faster decode layouts (the CUDA backend's
+	// tiled FP8 copies), once the weights and the pool are in and before
+	// any graph is recorded; the backend keeps its own headroom.
+	if p, ok := be.(kernels.DecodePreparer); ok {
+		what, err := p.PrepareDecode(0)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		rk.log.Info("decode weights", "layout", what)
+	}
 	if h.Shared > 0 && rk.opts.Shared != nil {
 		// Without the region the frames carry the data: not fatal.
 		if rk.shm, err = mapShared(rk.opts.Shared, h.Shared); err != nil {

@@ -109,8 +109,11 @@ type Backend struct {
 	qadd pendingAdd
 	// swiq: block-format SwiGLU GEMVs round their output themselves
 	// (POCKET_QMV_SWIQ, SetSwiGLURound).
-	swiq  bool
-	pipe  pipeFuncs // fp8pipe.cuh's kernels (fp8pipe.go)
+	swiq bool
+	pipe pipeFuncs // fp8pipe.cuh's kernels (fp8pipe.go)
+	// fp8 are the FP8 matrices loaded that may get a tiled copy, until
+	// PrepareDecode (fp8tiles.go).
+	fp8   []*tensor
 	sms   int
 	args  [32]uint64
 	nargs int

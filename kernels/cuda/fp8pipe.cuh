@@ -33,6 +33,18 @@
 //
 // Dynamic shared memory: the f16 activation (padded to whole units), then
 // the warps' rings, 2 KiB per stage per warp.
+//
+// Tiled weights (fp8_tile16; fp8tiles.go makes the copies): a matrix may
+// also be read from a copy laid out tile by tile, byte (R, C) at
+//   (R/16)·16·in + (C/128)·2048 + (R%16)·128 + C%128,
+// rows padded with zeros to a multiple of 16, so that a unit's 16 rows are
+// one run of 2048 bytes (a SwiGLU tile's 8 gate or up rows, half of one).
+// The kernels take the layout per matrix (a bit of `lay`), the arithmetic
+// is the same in the same order: the sums equal the row layout's bit for
+// bit. Read tile by tile, the Qwen3.5-27B FP8 decode step gained 1.5%
+// (docs/benchmarks.md, 2026-12-01 from 21:41); cuBLASLt's prefill GEMM
+// reads the row layout, so the tiles are a second copy, made where the
+// device has the room.
 
 #include "tc.cuh"
 
@@ -99,9 +111,7 @@ struct PipeDot {
     uint32_t ring, oa, ob;
     int lim;
     const uint8_t *pa, *pb;
-#ifdef FP8_TILED
-    uint32_t ustep;
-#endif
+    uint32_t ustep; // bytes from one unit of a row to the next: 128 (rows), 2048 (tiles)
 
     // issue copies unit uu into stage slot. A tail past in (the second half
     // of a 64-column last unit) is zero-filled (source size 0, from a valid
@@ -109,13 +119,9 @@ struct PipeDot {
     __device__ __forceinline__ void issue(int slot, int uu) {
         int lane = threadIdx.x & 31;
         uint32_t c = uu * UNIT, s = ring + slot * PIPE_STAGE + pipeSwz(lane >> 3, lane & 7);
-#ifdef FP8_TILED
-        uint32_t off = uu * ustep, n = 16;
-        (void)c;
-#else
+        // (Tiled matrices have no tails: in % 128 == 0.)
         bool ok = (int)c < lim;
-        uint32_t off = ok ? c : c - (uint32_t)(in - lim), n = ok ? 16 : 0;
-#endif
+        uint32_t off = ok ? uu * ustep : c - (uint32_t)(in - lim), n = ok ? 16 : 0;
         // pipeSwz(4k + i, col) = 512k + pipeSwz(i, col): 4k is even.
         cpAsync16(s, pa + off, n);
         cpAsync16(s + 512, pa + (oa + off), n);
@@ -191,33 +197,31 @@ struct PipeDot {
 // out-1), each lane its 16-byte column of the 128-byte line. A tail past
 // in (the second half of a 64-column last unit) is read from the lane's
 // column moved back by its offset (a valid address in the row) with
-// source size 0: zeros.
+// source size 0: zeros. tiled: wa and wb are tiled copies (fp8_tile16;
+// baseA and baseB multiples of 8): rows past out are the copy's zero
+// padding, not clamped (their sums are not stored either way).
 template <int S>
 __device__ __forceinline__ void pipeSources(PipeDot<S>& d, const uint8_t* wa, const uint8_t* wb, int baseA, int baseB,
-                                            int out, int in) {
+                                            int out, int in, bool tiled) {
     int lane = threadIdx.x & 31, i = lane >> 3, col = (lane & 7) * 16;
-    int a0 = min(baseA + i, out - 1), a1 = min(baseA + 4 + i, out - 1);
-    int b0 = min(baseB + i, out - 1), b1 = min(baseB + 4 + i, out - 1);
-    d.pa = wa + (uint32_t)a0 * in + col;
-    d.pb = wb + (uint32_t)b0 * in + col;
-    d.oa = (uint32_t)(a1 - a0) * in;
-    d.ob = (uint32_t)(b1 - b0) * in;
-    d.lim = in - col; // may be negative (in = 64)
-#ifdef FP8_TILED
-    // Diagnostic build (wrong sums): the same bytes of each tile read as if
-    // the matrix were stored tile by tile, a unit's rows contiguous (what
-    // repacking the weights at load would give; in % 128 == 0 only).
-    {
-        bool t16 = wa == wb && baseB == baseA + 8;
-        d.pa = wa + (uint32_t)baseA * in + i * 128 + col;
-        d.pb = t16 ? d.pa + 1024 : wb + (uint32_t)baseB * in + i * 128 + col;
-        d.oa = d.ob = 512;
-        d.ustep = t16 ? 2048 : 1024;
+    if (tiled) {
+        d.pa = wa + (uint32_t)(baseA >> 4) * 16 * in + (baseA & 15) * 128 + i * 128 + col;
+        d.pb = wb + (uint32_t)(baseB >> 4) * 16 * in + (baseB & 15) * 128 + i * 128 + col;
+        d.oa = d.ob = 512; // rows i+4
+        d.ustep = 2048;
+    } else {
+        int a0 = min(baseA + i, out - 1), a1 = min(baseA + 4 + i, out - 1);
+        int b0 = min(baseB + i, out - 1), b1 = min(baseB + 4 + i, out - 1);
+        d.pa = wa + (uint32_t)a0 * in + col;
+        d.pb = wb + (uint32_t)b0 * in + col;
+        d.oa = (uint32_t)(a1 - a0) * in;
+        d.ob = (uint32_t)(b1 - b0) * in;
+        d.ustep = UNIT;
     }
-#endif
+    d.lim = in - col; // may be negative (in = 64)
     // Opaque to ptxas, which otherwise rematerialises them from the row
     // indices in every unit (see PipeDot).
-    asm volatile("" : "+l"(d.pa), "+l"(d.pb), "+r"(d.oa), "+r"(d.ob), "+r"(d.lim));
+    asm volatile("" : "+l"(d.pa), "+l"(d.pb), "+r"(d.oa), "+r"(d.ob), "+r"(d.lim), "+r"(d.ustep));
 }
 
 extern __shared__ __align__(16) unsigned char pipeShm[];
@@ -246,13 +250,13 @@ __device__ __forceinline__ Red pipeRed(int pad) {
 template <int S, int MODE>
 __device__ __forceinline__ void pipeGemv(float* y, const float* __restrict__ x, const float* __restrict__ nw, float eps,
                                          const uint8_t* w, const float* sc, int out, int in, int wpr, int b0, int nsc,
-                                         int b) {
+                                         int b, bool tiled) {
     int pad = (in + UNIT - 1) / UNIT * UNIT;
     __half* xs = (__half*)pipeShm;
     int warp = threadIdx.x >> 5, G = (blockDim.x >> 5) / wpr;
     int base = (b * G + warp / wpr) * 16;
     PipeDot<S> d;
-    pipeSources(d, w, w, base, base + 8, out, in);
+    pipeSources(d, w, w, base, base + 8, out, in, tiled);
     d.prefetch(gemvRows(w, sc, base, out, in, b0, nsc), in, warp % wpr, wpr, base < out, pipeRing<S>(pad));
     // The next launch only after the wait: triggered before it, the next
     // grid is launched while this one's predecessor still runs, and its
@@ -270,28 +274,29 @@ __device__ __forceinline__ void pipeGemv(float* y, const float* __restrict__ x, 
     gemvStore<MODE>(y, pipeRed<S>(pad), accA, accB, k, b, G, wpr, out);
 }
 
+// lay: bit m set when matrix m is a tiled copy.
 #define PIPE_GEMV(NAME, S, MODE)                                                              \
-    extern "C" __global__ void __launch_bounds__(768, 1) NAME(GEMV_ARGS) { PROBE_KERNEL();                    \
-        pipeGemv<S, MODE>(y, x, nullptr, 0.f, w, sc, out, in, wpr, b0, nsc, blockIdx.x);      \
+    extern "C" __global__ void __launch_bounds__(768, 1) NAME(GEMV_ARGS, int lay) { PROBE_KERNEL();           \
+        pipeGemv<S, MODE>(y, x, nullptr, 0.f, w, sc, out, in, wpr, b0, nsc, blockIdx.x, lay & 1); \
     }
 // The block's matrix by selection, then one inlined call (not four, as
 // the if-chain of fp8mma's NORM_KERNEL: less code, fewer registers).
 #define PIPE_NORM(NAME, S)                                                                     \
-    extern "C" __global__ void __launch_bounds__(768, 1) NAME(NORM_ARGS) { PROBE_KERNEL();                     \
+    extern "C" __global__ void __launch_bounds__(768, 1) NAME(NORM_ARGS, int lay) { PROBE_KERNEL();            \
         int b = blockIdx.x, m = (b >= n0) + (b >= n1) + (b >= n2);                             \
         float* y = m == 0 ? y0 : m == 1 ? y1 : m == 2 ? y2 : y3;                              \
         const uint8_t* w = m == 0 ? w0 : m == 1 ? w1 : m == 2 ? w2 : w3;                      \
         const float* sc = m == 0 ? s0 : m == 1 ? s1 : m == 2 ? s2 : s3;                       \
         int out = m == 0 ? out0 : m == 1 ? out1 : m == 2 ? out2 : out3;                       \
         int first = m == 0 ? 0 : m == 1 ? n0 : m == 2 ? n1 : n2;                              \
-        pipeGemv<S, 2>(y, x, nw, eps, w, sc, out, in, wpr, b0, nsc, b - first);                \
+        pipeGemv<S, 2>(y, x, nw, eps, w, sc, out, in, wpr, b0, nsc, b - first, (lay >> m) & 1); \
     }
 
 // pipeSwiGLU is normSwiGLU over the ring (tiles of 8 outputs).
 template <int S>
 __device__ __forceinline__ void pipeSwiGLU(float* act, const float* __restrict__ x, const float* __restrict__ nw,
                                            float eps, const uint8_t* wg, const float* sg, const uint8_t* wu,
-                                           const float* su, int out, int in, int wpr, int b0, int nsc) {
+                                           const float* su, int out, int in, int wpr, int b0, int nsc, bool tiled) {
     int pad = (in + UNIT - 1) / UNIT * UNIT;
     __half* xs = (__half*)pipeShm;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = (blockDim.x >> 5) / wpr;
@@ -299,7 +304,7 @@ __device__ __forceinline__ void pipeSwiGLU(float* act, const float* __restrict__
     int o = min(base + (lane >> 2), out - 1), t = lane & 3;
     uint32_t off = (uint32_t)o * in + 16 * t, soff = (uint32_t)(o / b0) * nsc;
     PipeDot<S> d;
-    pipeSources(d, wg, wu, base, base, out, in);
+    pipeSources(d, wg, wu, base, base, out, in, tiled);
     d.prefetch(Rows{wg, wu, sg, su, off, off, soff, soff}, in, warp % wpr, wpr, base < out, pipeRing<S>(pad));
     // The next launch only after the wait (see pipeGemv).
     pdlWait();
@@ -312,8 +317,8 @@ __device__ __forceinline__ void pipeSwiGLU(float* act, const float* __restrict__
 }
 
 #define PIPE_SWIGLU(NAME, S)                                                                   \
-    extern "C" __global__ void __launch_bounds__(768, 1) NAME(SWIGLU_ARGS) { PROBE_KERNEL();                   \
-        pipeSwiGLU<S>(act, x, nw, eps, wg, sg, wu, su, out, in, wpr, b0, nsc);                 \
+    extern "C" __global__ void __launch_bounds__(768, 1) NAME(SWIGLU_ARGS, int lay) { PROBE_KERNEL();          \
+        pipeSwiGLU<S>(act, x, nw, eps, wg, sg, wu, su, out, in, wpr, b0, nsc, lay == 3);      \
     }
 
 // Rings of 3, 4, 6 and 8 stages (planPipe picks).
@@ -333,3 +338,20 @@ PIPE_SWIGLU(f8pipe_swiglu_3, 3)
 PIPE_SWIGLU(f8pipe_swiglu_4, 4)
 PIPE_SWIGLU(f8pipe_swiglu_6, 6)
 PIPE_SWIGLU(f8pipe_swiglu_8, 8)
+
+// fp8_tile16 writes dst, the tiled copy of the row-major [out, in] FP8
+// matrix src (in % 128 == 0; dst holds cdiv(out, 16)·16 rows, the padding
+// zeros; see the top of this file), one 16-byte piece a thread per pass.
+extern "C" __global__ void fp8_tile16(uint8_t* dst, const uint8_t* src, int out, int in, long long pieces) {
+    const int units = in / UNIT;
+    for (long long q = blockIdx.x * (long long)blockDim.x + threadIdx.x; q < pieces;
+         q += (long long)gridDim.x * blockDim.x) {
+        long long o = q * 16, tile = o >> 11;
+        int within = (int)(o & 2047);
+        long long r = tile / units * 16 + (within >> 7);
+        int c = (int)(tile % units) * UNIT + (within & 127);
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (r < out) v = *(const uint4*)(src + r * in + c);
+        *(uint4*)(dst + o) = v;
+    }
+}

@@ -38,6 +38,7 @@ var p8OpNames = [numP8Ops]string{"r", "add", "norm", "swiglu", "moe_swiglu", "mo
 type pipeFuncs struct {
 	fn     [numP8Funcs]cFunc
 	budget int
+	tile   cFunc // fp8_tile16 (fp8tiles.go)
 }
 
 // pipeStatic is the kernels' static shared memory (ptxas: 256 bytes, the
@@ -73,7 +74,11 @@ func (b *Backend) loadPipe(mod cu.Module) {
 			fns[op*len(pipeStages)+i] = f
 		}
 	}
-	b.pipe = pipeFuncs{fn: fns, budget: budget}
+	tile, err := mod.Function("fp8_tile16")
+	if err != nil {
+		return
+	}
+	b.pipe = pipeFuncs{fn: fns, budget: budget, tile: cfunc(tile)}
 }
 
 // pipeFn is op's kernel for a ring of stages.
@@ -123,8 +128,9 @@ func (b *Backend) pipeGemv(k int, y, x uint64, t *tensor, f gform) bool {
 	if !ok {
 		return false
 	}
-	b.runPipe(op, fn, g, g.blocks([]int{tiles}), y, x, ptr(t.data), ptr(t.scale), i32(out), i32(f.in), i32(g.wpr),
-		i32(f.b0), i32(f.nsc))
+	w, lay := t.pipeWeight()
+	b.runPipe(op, fn, g, g.blocks([]int{tiles}), y, x, w, ptr(t.scale), i32(out), i32(f.in), i32(g.wpr),
+		i32(f.b0), i32(f.nsc), lay)
 	return true
 }
 
@@ -140,7 +146,15 @@ func (b *Backend) pipeNormMatMul(dst []uint64, x, nv uint64, eps float32, ts []*
 		return false
 	}
 	args, blocks := normArgs([]uint64{x, nv, f32(eps), i32(f.in), i32(g.wpr), i32(f.b0), i32(f.nsc)}, dst, ts, g.tiles)
-	b.runPipe(p8Norm, fn, g, blocks, args...)
+	// Tiled copies in place of the matrices that have one: each matrix's
+	// group is (y, weight, scales, rows[, end block]) after the 7 words.
+	var lay uint64
+	for i, t := range ts {
+		if w, tiled := t.pipeWeight(); tiled == 1 {
+			args[7+5*i+1], lay = w, lay|1<<i
+		}
+	}
+	b.runPipe(p8Norm, fn, g, blocks, append(args, lay)...)
 	return true
 }
 
@@ -153,8 +167,13 @@ func (b *Backend) pipeNormSwiGLU(act, x, nv uint64, eps float32, gt, ut *tensor,
 	if !ok {
 		return false
 	}
-	b.runPipe(p8SwiGLU, fn, g, g.blocks([]int{tiles}), act, x, nv, f32(eps), ptr(gt.data), ptr(gt.scale), ptr(ut.data),
-		ptr(ut.scale), i32(out), i32(f.in), i32(g.wpr), i32(f.b0), i32(f.nsc))
+	// Tiled only when both are (the kernel reads the pair one way).
+	wg, wu, lay := ptr(gt.data), ptr(ut.data), uint64(0)
+	if gt.tiled != 0 && ut.tiled != 0 {
+		wg, wu, lay = ptr(gt.tiled), ptr(ut.tiled), 3
+	}
+	b.runPipe(p8SwiGLU, fn, g, g.blocks([]int{tiles}), act, x, nv, f32(eps), wg, ptr(gt.scale), wu,
+		ptr(ut.scale), i32(out), i32(f.in), i32(g.wpr), i32(f.b0), i32(f.nsc), lay)
 	return true
 }
 

@@ -70,7 +70,7 @@ __device__ __forceinline__ void pipeMoeSwiGLU(float* h, const float* __restrict_
     int o = base + (lane >> 2), t = lane & 3;
     uint32_t off = (uint32_t)o * hidden + 16 * t, soff = (uint32_t)(o / b0) * nsc;
     PipeDot<S> d;
-    pipeSources(d, wg, wu, base, base, inter, hidden);
+    pipeSources(d, wg, wu, base, base, inter, hidden, false);
     d.prefetch(Rows{wg, wu, sg, su, off, off, soff, soff}, hidden, warp % wpr, wpr, e >= 0, pipeRing<S>(pad));
     float sc = nw != nullptr ? gemvPrologue<2, true>(xs, x, nw, eps, hidden)
                                   : gemvPrologue<0, true>(xs, x, nullptr, 0.f, hidden);

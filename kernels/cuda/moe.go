@@ -180,6 +180,11 @@ func (b *Backend) NewExperts(r *kernels.Router, gate, up, down []kernels.Tensor)
 	if err != nil {
 		return nil, err
 	}
+	for _, ws := range [][]kernels.Tensor{gate, up, down} {
+		for _, w := range ws {
+			w.(*tensor).expert = true // fp8pipe_moe.cuh reads their rows: no tiled copies
+		}
+	}
 	w0, wd := gate[0].Weight(), down[0].Weight()
 	s := &expertSet{r: *r, gate: gate, up: up, down: down, hidden: hidden, inter: inter, dt: w0.DType,
 		guBlock: w0.ScaleBlock, dnBlock: wd.ScaleBlock}

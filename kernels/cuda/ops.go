@@ -24,6 +24,9 @@ type tensor struct {
 	// (regroup.go; layout()), or nil: as stored.
 	regroup *regroup
 	vec     cu.DevicePtr // float32 copy of a 1-D weight (norm scales, biases)
+	// tiled is an FP8 matrix's copy for the ring GEMVs (fp8tiles.go), or 0.
+	tiled  cu.DevicePtr
+	expert bool // bound into an expert set (NewExperts): never tiled
 }
 
 func (t *tensor) Weight() *kernels.Weight { return t.w }
@@ -66,6 +69,9 @@ func (b *Backend) LoadWeight(w *kernels.Weight) (kernels.Tensor, error) {
 	if w.DType == kernels.F8E4M3 {
 		t.nsc = cdiv(w.Cols(), w.ScaleBlock[1])
 		t.scale = b.upload(unsafe.Pointer(&w.Scale[0]), int64(len(w.Scale))*4)
+		if t.tiledBytes() > 0 {
+			b.fp8 = append(b.fp8, t) // PrepareDecode's candidates
+		}
 	}
 	if vec != nil {
 		t.vec = b.upload(unsafe.Pointer(&vec[0]), int64(len(vec))*4)

@@ -82,6 +82,8 @@ import (
 //	                     recurrence the others
 //	POCKET_FP8_PIPE=0    one-row FP8 GEMVs on fp8mma's kernels (two units in flight in registers), not the
 //	                     ones that stream whole lines through a per-warp cp.async ring (fp8pipe.cuh)
+//	POCKET_FP8_TILES=0   PrepareDecode makes no tiled copies of the FP8 matrices: the ring kernels read the
+//	                     stored rows (fp8tiles.go)
 //	POCKET_MOE_ROUTE=block MoE routing on the block-per-row kernel, not a warp per row (moe_route_w*)
 //	POCKET_MOE_PIPE=0    one-row FP8 expert products on moe.cu's kernels, not the ring kernels (fp8pipe_moe.cuh)
 //	POCKET_FP8_PIPE_KB=N caps a block's shared memory for the ring kernels at N KiB
@@ -142,6 +144,7 @@ var switches = struct {
 	deltaChunkFrom  int
 	noMoEQuant      bool
 	noFP8Pipe       bool
+	noFP8Tiles      bool
 	noMoEPipe       bool
 	moeRouteBlock   bool
 	fp8PipeDeep     bool
@@ -193,6 +196,7 @@ var switches = struct {
 	deltaChunkFrom:  intSwitch("POCKET_DELTA_CHUNK_FROM", deltaChunkFrom, 1, math.MaxInt),
 	noMoEQuant:      os.Getenv("POCKET_MOE_QUANT") == "0",
 	noFP8Pipe:       os.Getenv("POCKET_FP8_PIPE") == "0",
+	noFP8Tiles:      os.Getenv("POCKET_FP8_TILES") == "0",
 	noMoEPipe:       os.Getenv("POCKET_MOE_PIPE") == "0",
 	moeRouteBlock:   os.Getenv("POCKET_MOE_ROUTE") == "block",
 	fp8PipeDeep:     os.Getenv("POCKET_FP8_PIPE_PLAN") == "depth",
