@@ -113,6 +113,9 @@ func New(name string, cfg *Config, src Source, be kernels.Backend) (*Model, erro
 	if err != nil {
 		return nil, fmt.Errorf("build %s: %w", cfg.Arch(), err)
 	}
+	if err := bindMoE(net); err != nil {
+		return nil, fmt.Errorf("build %s: %w", cfg.Arch(), err)
+	}
 	return &Model{Name: name, Config: cfg, Backend: be, net: net, MaxChunk: 512}, nil
 }
 

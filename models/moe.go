@@ -30,6 +30,29 @@ type MoE struct {
 	bound bool
 }
 
+// bindMoE binds every MoE layer of net on its backend at build time, as
+// kernels.MoEOps.NewExperts asks, rather than on the first pass: a backend
+// may act on it before any pass runs (the CUDA backend keeps expert
+// weights out of the decode copies PrepareDecode makes).
+func bindMoE(net Network) error {
+	d := decoderOf(net)
+	if d == nil {
+		return nil
+	}
+	for i, l := range d.Layers {
+		ffn := l.FFN
+		if r, ok := ffn.(*allReduce); ok {
+			ffn, _ = r.inner.(FFN)
+		}
+		if m, ok := ffn.(*MoE); ok {
+			if err := m.bind(); err != nil {
+				return fmt.Errorf("layer %d: %w", i, err)
+			}
+		}
+	}
+	return nil
+}
+
 // bind asks the backend for device routing once. ErrUnsupported (no
 // MoEOps, or expert weights in a format without indexed kernels) keeps the
 // host path; any other error is the layer's.

@@ -88,6 +88,9 @@ func NewRank(name string, cfg *Config, src Source, be kernels.Backend, plan *Pla
 	if d := decoderOf(net); d != nil {
 		d.weightBytes = b.bytes
 	}
+	if err := bindMoE(net); err != nil {
+		return nil, fmt.Errorf("build %s rank %d/%d: %w", cfg.Arch(), plan.Rank, plan.World, err)
+	}
 	return &Model{Name: name, Config: cfg, Backend: be, net: net, MaxChunk: 512}, nil
 }
 
