@@ -67,3 +67,51 @@ func runLogits(t *testing.T, dir string, be kernels.Backend, ids []int32) []floa
 	}
 	return out
 }
+
+// bindCounter is the CPU backend counting the expert sets it binds.
+type bindCounter struct {
+	*cpu.Backend
+	sets int
+}
+
+func (b *bindCounter) NewExperts(r *kernels.Router, gate, up, down []kernels.Tensor) (kernels.ExpertSet, error) {
+	b.sets++
+	return b.Backend.NewExperts(r, gate, up, down)
+}
+
+// TestMoEBindsAtBuild checks that every MoE layer binds its experts when
+// the model is built, before any pass (kernels.MoEOps.NewExperts's
+// contract): the CUDA backend marks expert weights then, so that the
+// decode copies it makes after the build (PrepareDecode) leave them out.
+func TestMoEBindsAtBuild(t *testing.T) {
+	for _, arch := range []string{"qwen3_moe", "deepseek_v3", "minimax_m2", "qwen3_next"} {
+		t.Run(arch, func(t *testing.T) {
+			ck, err := checkpoint.Open(filepath.Join("testdata", "models", arch))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ck.Close()
+			be := &bindCounter{Backend: cpu.New(0)}
+			m, err := ck.Model(be)
+			if err != nil {
+				t.Fatal(err)
+			}
+			built := be.sets
+			if built == 0 {
+				t.Fatalf("no expert set bound at build")
+			}
+			// A prefill and a decode step bind nothing more.
+			seq := newSeq(t, m, 4)
+			if _, err := m.Forward(seq, []int32{1, 2, 3}, models.LastLogits); err != nil {
+				t.Fatal(err)
+			}
+			seq.Start = 3
+			if _, err := m.Forward(seq, []int32{4}, models.LastLogits); err != nil {
+				t.Fatal(err)
+			}
+			if be.sets != built {
+				t.Fatalf("%d expert sets bound at build, %d after two passes", built, be.sets)
+			}
+		})
+	}
+}
