@@ -109,9 +109,11 @@ type rank struct {
 	be    kernels.Backend
 	pool  kernels.KVPool
 	spec  kernels.KVSpec
-	group Group       // World ≤ 1: the whole model
-	comm  *stickyComm // nil without a group
-	shm   *mapping    // nil: no shared memory
+	// prepared: the backend's decode copies are made (newPool, once).
+	prepared bool
+	group    Group       // World ≤ 1: the whole model
+	comm     *stickyComm // nil without a group
+	shm      *mapping    // nil: no shared memory
 	// states are the sequences' recurrent states by id (hybrid models;
 	// nil for attention-only ones): see rank_state.go.
 	states     map[uint64]models.RecurrentState
@@ -246,17 +248,6 @@ func (rk *rank) hello(f frame) (func(), error) {
 			return nil, err
 		}
 	}
-	// Spare device memory on faster decode layouts (the CUDA backend's
-	// tiled FP8 copies), once the weights and the pool are in and before
-	// any graph is recorded; the backend keeps its own headroom.
-	if p, ok := be.(kernels.DecodePreparer); ok {
-		what, err := p.PrepareDecode(0)
-		if err != nil {
-			closeAll()
-			return nil, err
-		}
-		rk.log.Info("decode weights", "layout", what)
-	}
 	if h.Shared > 0 && rk.opts.Shared != nil {
 		// Without the region the frames carry the data: not fatal.
 		if rk.shm, err = mapShared(rk.opts.Shared, h.Shared); err != nil {
@@ -307,6 +298,19 @@ func (rk *rank) newPool(spec kernels.KVSpec) error {
 	}
 	rk.graphs.reset() // they address the old pool
 	rk.pool, rk.spec = p, spec
+	// Spare device memory on faster decode layouts (the CUDA backend's
+	// tiled FP8 copies) once the weights and the first pool are in (the
+	// daemon sends the pool after the hello; a restarted worker gets it in
+	// its hello), and before the passes are sized on what memory is left;
+	// the backend keeps its own headroom.
+	if dp, ok := rk.be.(kernels.DecodePreparer); ok && !rk.prepared {
+		rk.prepared = true
+		what, err := dp.PrepareDecode(0)
+		if err != nil {
+			return err
+		}
+		rk.log.Info("decode weights", "layout", what)
+	}
 	rk.sizeChunk()
 	return nil
 }
