@@ -17,10 +17,11 @@ import (
 // GEMM, Embed and every other kernel read them.
 //
 // Why a copy and not a repack: read tile by tile, the Qwen3.5-27B FP8
-// decode step was 1.5% faster (docs/benchmarks.md, 2026-12-01 from 21:41),
-// but cuBLASLt takes only the row layout, and without it a prefill would
-// fall back to kernels several times slower. So the copies cost the dense
-// FP8 weights' bytes once more, and are made only where the device keeps
+// decode step is 1.3% faster (130.0-130.5 against 128.4-128.5 tok/s on an
+// H200, docs/benchmarks.md, 2026-12-02 from 00:31), but cuBLASLt takes only
+// the row layout, and without it a prefill would fall back to kernels
+// several times slower. So the copies cost the dense FP8 weights' bytes
+// once more (24.35 GB there), and are made only where the device keeps
 // room for everything else after them (PrepareDecode's reserve).
 
 // tiledBytes is the size of t's tiled copy, or 0 where t cannot have one:
@@ -107,15 +108,15 @@ func (d decodeTiles) String() string {
 // (recurrent states and their snapshots, scratch, graphs). A matrix left
 // without a copy runs on its rows as before. POCKET_FP8_TILES=0 makes none.
 func (b *Backend) PrepareDecode(need int64) (string, error) {
+	if switches.noFP8Tiles {
+		return "no FP8 matrices tiled for decode (POCKET_FP8_TILES=0)", nil
+	}
 	d, err := b.prepareTiles(need)
 	return d.String(), err
 }
 
 func (b *Backend) prepareTiles(need int64) (decodeTiles, error) {
 	var d decodeTiles
-	if switches.noFP8Tiles {
-		return d, nil
-	}
 	free, err := b.FreeBytes()
 	if err != nil {
 		return d, err
