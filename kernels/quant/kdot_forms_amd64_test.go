@@ -96,3 +96,4 @@ func TestKDotPicksWide(t *testing.T) {
 		}
 	}
 }
+
