@@ -96,4 +96,3 @@ func TestKDotPicksWide(t *testing.T) {
 		}
 	}
 }
-
