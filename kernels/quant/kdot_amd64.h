@@ -1,6 +1,26 @@
 // Macros shared by kdot_amd64.s and kdot_iq_amd64.s: every row dot is
 // func(row *byte, x *float32, nb int) float32, accumulating in Y0..Y3.
 
+// KPREFETCH1..KPREFETCH4 ask for one to four lines of the row 2 KiB ahead
+// of SI into L1, once a block (as many lines as a block has, at most four).
+// The hardware prefetchers alone kept a decode's row dots far from the
+// memory's bandwidth (a thread's rows are consecutive, so the stream runs
+// on across rows): a Qwen3-0.6B-shaped Q4_K_M decoded at 13.5–14.7 tok/s
+// without them and 21.2–23.4 with them in its Q4_K and Q6_K loops, on two
+// Sapphire Rapids-class vCPUs (docs/benchmarks.md, 2026-12-02 from 00:31).
+// A prefetch past the mapping is a hint, never a fault.
+#define KPREFETCH1 \
+	PREFETCHT0 2048(SI)
+#define KPREFETCH2 \
+	KPREFETCH1 \
+	PREFETCHT0 2112(SI)
+#define KPREFETCH3 \
+	KPREFETCH2 \
+	PREFETCHT0 2176(SI)
+#define KPREFETCH4 \
+	KPREFETCH3 \
+	PREFETCHT0 2240(SI)
+
 // KDOT_BEGIN loads the arguments (row, x, nb) into SI, DI, CX and zeroes
 // the four accumulators Y0..Y3.
 #define KDOT_BEGIN \
