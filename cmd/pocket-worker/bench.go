@@ -95,8 +95,8 @@ func runBench(args []string) error {
 	if err := g.Sync(); err != nil {
 		return err
 	}
-	r := &benchResult{DecodeWeights: tiles, Model: ck.Name, Backend: g.Name(), Device: g.DeviceName(), PromptTokens: *promptTokens,
-		NewTokens: *newTokens, WeightBytes: m.WeightBytes(), LoadSeconds: time.Since(t0).Seconds(), GEMM: g.GEMMLibrary()}
+	r := &benchResult{Model: ck.Name, Backend: g.Name(), Device: g.DeviceName(), DecodeWeights: tiles,
+		PromptTokens: *promptTokens, NewTokens: *newTokens, WeightBytes: m.WeightBytes(), LoadSeconds: time.Since(t0).Seconds(), GEMM: g.GEMMLibrary()}
 	r.DecodeReadBytes = m.DecodeReadBytes()
 	r.RooflineTokS = 4.26e12 / float64(r.DecodeReadBytes)
 	P, N := *promptTokens, *newTokens

@@ -175,16 +175,18 @@ func (b *Backend) f8mmaNormMatMul(dst []kernels.Buf, x uint64, nv uint64, eps fl
 		return true
 	}
 	wpr := b.f8mmaWarps(v, cdiv(f.in, f8mmaUnit), tiles...)
-	args, blocks := normArgs([]uint64{x, nv, f32(eps), i32(f.in), i32(wpr), i32(f.b0), i32(f.nsc)}, dsts, ts, 8/wpr)
+	args, blocks := normArgs([]uint64{x, nv, f32(eps), i32(f.in), i32(wpr), i32(f.b0), i32(f.nsc)}, dsts, ts, 8/wpr,
+		func(t *tensor) uint64 { return ptr(t.data) })
 	b.runDec(v, blocks, 1, 256, args...)
 	return true
 }
 
 // normArgs appends the four (y, weight, scales, rows[, end block]) groups
 // of a NormMatMul launch over ts to args (dst their outputs; past len(ts)
-// a matrix of no rows), each matrix taking its tiles over perBlock tiles a
-// block, and returns them with the grid.
-func normArgs(args, dst []uint64, ts []*tensor, perBlock int) ([]uint64, int) {
+// a matrix of no rows; weight gives the address the kernel reads a matrix
+// at: its rows, or fp8tiles.go's tiled copy), each matrix taking its tiles
+// over perBlock tiles a block, and returns them with the grid.
+func normArgs(args, dst []uint64, ts []*tensor, perBlock int, weight func(*tensor) uint64) ([]uint64, int) {
 	blocks := 0
 	for i := range 4 {
 		j := min(i, len(ts)-1)
@@ -193,7 +195,7 @@ func normArgs(args, dst []uint64, ts []*tensor, perBlock int) ([]uint64, int) {
 			out = 0
 		}
 		blocks += cdiv(cdiv(out, 16), perBlock)
-		args = append(args, dst[j], ptr(ts[j].data), ptr(ts[j].scale), i32(out))
+		args = append(args, dst[j], weight(ts[j]), ptr(ts[j].scale), i32(out))
 		if i < 3 {
 			args = append(args, i32(blocks))
 		}

@@ -145,15 +145,15 @@ func (b *Backend) pipeNormMatMul(dst []uint64, x, nv uint64, eps float32, ts []*
 	if !ok {
 		return false
 	}
-	args, blocks := normArgs([]uint64{x, nv, f32(eps), i32(f.in), i32(g.wpr), i32(f.b0), i32(f.nsc)}, dst, ts, g.tiles)
-	// Tiled copies in place of the matrices that have one: each matrix's
-	// group is (y, weight, scales, rows[, end block]) after the 7 words.
+	// Each matrix from its tiled copy where it has one (bit i of lay).
 	var lay uint64
 	for i, t := range ts {
-		if w, tiled := t.pipeWeight(); tiled == 1 {
-			args[7+5*i+1], lay = w, lay|1<<i
+		if _, tiled := t.pipeWeight(); tiled == 1 {
+			lay |= 1 << i
 		}
 	}
+	args, blocks := normArgs([]uint64{x, nv, f32(eps), i32(f.in), i32(g.wpr), i32(f.b0), i32(f.nsc)}, dst, ts, g.tiles,
+		func(t *tensor) uint64 { w, _ := t.pipeWeight(); return w })
 	b.runPipe(p8Norm, fn, g, blocks, append(args, lay)...)
 	return true
 }
