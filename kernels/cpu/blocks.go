@@ -14,3 +14,6 @@ func blockDequant(t kernels.DType, src []byte, dst []float32) error {
 }
 
 func blockDot(t kernels.DType, row []byte, x []float32) float32 { return quant.DotRow(t, row, x) }
+
+// blockDots is blockDot over a run of consecutive rows (quant.DotRows).
+func blockDots(t kernels.DType, rows []byte, x, dst []float32) { quant.DotRows(t, rows, x, dst) }

@@ -17,11 +17,7 @@ func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Tensor, rows int) {
 	d, xs := f32(dst), f32(x)
 	if rows == 1 && t.w.DType != kernels.F8E4M3 {
 		xv := xs[:in]
-		b.parallel(out, 64, func(lo, hi int) {
-			for o := lo; o < hi; o++ {
-				d[o] = t.dot(o, xv)
-			}
-		})
+		b.parallel(out, 64, func(lo, hi int) { t.dots(lo, hi, xv, d[lo:hi]) })
 		return
 	}
 	if b.matMulChunked(d, xs, t, rows, out, in) {

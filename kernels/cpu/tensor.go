@@ -86,6 +86,19 @@ func (t *tensor) rowTo(r int, dst []float32) {
 	}
 }
 
+// dots writes dst[i] = t.dot(lo+i, x) for rows lo..hi-1: a block format's
+// run of rows in one quant.DotRows (its checks and loop chosen once).
+func (t *tensor) dots(lo, hi int, x, dst []float32) {
+	switch t.w.DType {
+	case kernels.F32, kernels.BF16, kernels.F16, kernels.F8E4M3:
+		for o := lo; o < hi; o++ {
+			dst[o-lo] = t.dot(o, x)
+		}
+	default:
+		blockDots(t.w.DType, t.w.Data[lo*t.rowB:hi*t.rowB], x, dst[:hi-lo])
+	}
+}
+
 // dot computes row r · x directly from the stored format.
 func (t *tensor) dot(r int, x []float32) float32 {
 	n := t.w.Cols()

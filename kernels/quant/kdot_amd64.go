@@ -2,7 +2,11 @@
 
 package quant
 
-import "golang.org/x/sys/cpu"
+import (
+	"golang.org/x/sys/cpu"
+
+	"github.com/pocketllm/pocketllm/kernels"
+)
 
 // The CPU decode GEMV of a GGUF model is these row dot products, and the
 // scalar Go ones decode a weight at a time: a Qwen3-0.6B-shaped Q4_K_M ran
@@ -125,50 +129,78 @@ func pick(f512, f256 func(row *byte, x *float32, nb int) float32) func(row *byte
 	return f256
 }
 
-// kdot runs f over row's blocks of size bytes, false where there is no
-// AVX2 (or no block).
-func kdot(f func(row *byte, x *float32, nb int) float32, size int, row []byte, x []float32) (float32, bool) {
-	if !haveKDot || len(row) < size {
-		return 0, false
-	}
-	return f(&row[0], &x[0], len(row)/size), true
+// rowLoop is an assembly row dot and the bytes of its format's block.
+type rowLoop struct {
+	f    func(row *byte, x *float32, nb int) float32
+	size int
 }
 
-func dotQ2KFast(row []byte, x []float32) (float32, bool) {
-	return kdot(pick(q2kDot512, q2kDotAVX2), 84, row, x)
+// rowLoops are the row dots by format as this CPU runs them (AVX-512 where
+// it has it), none without AVX2: chosen once, for DotRow and DotRows.
+var rowLoops = func() (l [64]rowLoop) {
+	if !haveKDot {
+		return l
+	}
+	for _, e := range []struct {
+		t        kernels.DType
+		f512, f2 func(row *byte, x *float32, nb int) float32
+		size     int
+	}{
+		{kernels.Q2_K, q2kDot512, q2kDotAVX2, 84}, {kernels.Q3_K, q3kDot512, q3kDotAVX2, 110},
+		{kernels.Q4_K, q4kDot512, q4kDotAVX2, 144}, {kernels.Q5_K, q5kDot512, q5kDotAVX2, 176},
+		{kernels.Q6_K, q6kDot512, q6kDotAVX2, 210}, {kernels.Q8_0, q80Dot512, q80DotAVX2, 34},
+		{kernels.IQ4_NL, iq4nlDot512, iq4nlDotAVX2, 18}, {kernels.Q4_0, q40Dot512, q40DotAVX2, 18},
+		{kernels.IQ4_XS, iq4xsDot512, iq4xsDotAVX2, 136},
+		{kernels.Q4_1, nil, q41DotAVX2, 20}, {kernels.Q5_0, nil, q50DotAVX2, 22}, {kernels.Q5_1, nil, q51DotAVX2, 24},
+		{kernels.MXFP4, nil, mxfp4DotAVX2, 17}, {kernels.IQ2_XXS, nil, iq2xxsDotAVX2, 66},
+		{kernels.IQ3_XXS, nil, iq3xxsDotAVX2, 98}, {kernels.IQ2_XS, nil, iq2xsDotAVX2, 74},
+		{kernels.IQ2_S, nil, iq2sDotAVX2, 82}, {kernels.IQ3_S, nil, iq3sDotAVX2, 110},
+		{kernels.IQ1_S, nil, iq1sDotAVX2, 50}, {kernels.IQ1_M, nil, iq1mDotAVX2, 56},
+	} {
+		f := e.f2
+		if e.f512 != nil {
+			f = pick(e.f512, e.f2)
+		}
+		l[e.t] = rowLoop{f, e.size}
+	}
+	return l
+}()
+
+// rowLoopOf is t's assembly row dot, or nil.
+func rowLoopOf(t kernels.DType) rowLoop {
+	if int(t) < len(rowLoops) {
+		return rowLoops[t]
+	}
+	return rowLoop{}
 }
-func dotQ3KFast(row []byte, x []float32) (float32, bool) {
-	return kdot(pick(q3kDot512, q3kDotAVX2), 110, row, x)
+
+// kdot runs t's row dot over row's blocks, false where there is none (no
+// AVX2) or no whole block.
+func kdot(t kernels.DType, row []byte, x []float32) (float32, bool) {
+	l := rowLoops[t]
+	if l.f == nil || len(row) < l.size {
+		return 0, false
+	}
+	return l.f(&row[0], &x[0], len(row)/l.size), true
 }
-func dotQ4KFast(row []byte, x []float32) (float32, bool) {
-	return kdot(pick(q4kDot512, q4kDotAVX2), 144, row, x)
-}
-func dotQ5KFast(row []byte, x []float32) (float32, bool) {
-	return kdot(pick(q5kDot512, q5kDotAVX2), 176, row, x)
-}
-func dotQ6KFast(row []byte, x []float32) (float32, bool) {
-	return kdot(pick(q6kDot512, q6kDotAVX2), 210, row, x)
-}
-func dotQ8_0Fast(row []byte, x []float32) (float32, bool) {
-	return kdot(pick(q80Dot512, q80DotAVX2), 34, row, x)
-}
-func dotIQ4NLFast(row []byte, x []float32) (float32, bool) {
-	return kdot(pick(iq4nlDot512, iq4nlDotAVX2), 18, row, x)
-}
-func dotQ4_0Fast(row []byte, x []float32) (float32, bool) {
-	return kdot(pick(q40Dot512, q40DotAVX2), 18, row, x)
-}
-func dotIQ4XSFast(row []byte, x []float32) (float32, bool) {
-	return kdot(pick(iq4xsDot512, iq4xsDotAVX2), 136, row, x)
-}
-func dotQ4_1Fast(row []byte, x []float32) (float32, bool)   { return kdot(q41DotAVX2, 20, row, x) }
-func dotQ5_0Fast(row []byte, x []float32) (float32, bool)   { return kdot(q50DotAVX2, 22, row, x) }
-func dotQ5_1Fast(row []byte, x []float32) (float32, bool)   { return kdot(q51DotAVX2, 24, row, x) }
-func dotMXFP4Fast(row []byte, x []float32) (float32, bool)  { return kdot(mxfp4DotAVX2, 17, row, x) }
-func dotIQ2XXSFast(row []byte, x []float32) (float32, bool) { return kdot(iq2xxsDotAVX2, 66, row, x) }
-func dotIQ3XXSFast(row []byte, x []float32) (float32, bool) { return kdot(iq3xxsDotAVX2, 98, row, x) }
-func dotIQ2XSFast(row []byte, x []float32) (float32, bool)  { return kdot(iq2xsDotAVX2, 74, row, x) }
-func dotIQ2SFast(row []byte, x []float32) (float32, bool)   { return kdot(iq2sDotAVX2, 82, row, x) }
-func dotIQ3SFast(row []byte, x []float32) (float32, bool)   { return kdot(iq3sDotAVX2, 110, row, x) }
-func dotIQ1SFast(row []byte, x []float32) (float32, bool)   { return kdot(iq1sDotAVX2, 50, row, x) }
-func dotIQ1MFast(row []byte, x []float32) (float32, bool)   { return kdot(iq1mDotAVX2, 56, row, x) }
+
+func dotQ2KFast(row []byte, x []float32) (float32, bool)    { return kdot(kernels.Q2_K, row, x) }
+func dotQ3KFast(row []byte, x []float32) (float32, bool)    { return kdot(kernels.Q3_K, row, x) }
+func dotQ4KFast(row []byte, x []float32) (float32, bool)    { return kdot(kernels.Q4_K, row, x) }
+func dotQ5KFast(row []byte, x []float32) (float32, bool)    { return kdot(kernels.Q5_K, row, x) }
+func dotQ6KFast(row []byte, x []float32) (float32, bool)    { return kdot(kernels.Q6_K, row, x) }
+func dotQ8_0Fast(row []byte, x []float32) (float32, bool)   { return kdot(kernels.Q8_0, row, x) }
+func dotIQ4NLFast(row []byte, x []float32) (float32, bool)  { return kdot(kernels.IQ4_NL, row, x) }
+func dotQ4_0Fast(row []byte, x []float32) (float32, bool)   { return kdot(kernels.Q4_0, row, x) }
+func dotIQ4XSFast(row []byte, x []float32) (float32, bool)  { return kdot(kernels.IQ4_XS, row, x) }
+func dotQ4_1Fast(row []byte, x []float32) (float32, bool)   { return kdot(kernels.Q4_1, row, x) }
+func dotQ5_0Fast(row []byte, x []float32) (float32, bool)   { return kdot(kernels.Q5_0, row, x) }
+func dotQ5_1Fast(row []byte, x []float32) (float32, bool)   { return kdot(kernels.Q5_1, row, x) }
+func dotMXFP4Fast(row []byte, x []float32) (float32, bool)  { return kdot(kernels.MXFP4, row, x) }
+func dotIQ2XXSFast(row []byte, x []float32) (float32, bool) { return kdot(kernels.IQ2_XXS, row, x) }
+func dotIQ3XXSFast(row []byte, x []float32) (float32, bool) { return kdot(kernels.IQ3_XXS, row, x) }
+func dotIQ2XSFast(row []byte, x []float32) (float32, bool)  { return kdot(kernels.IQ2_XS, row, x) }
+func dotIQ2SFast(row []byte, x []float32) (float32, bool)   { return kdot(kernels.IQ2_S, row, x) }
+func dotIQ3SFast(row []byte, x []float32) (float32, bool)   { return kdot(kernels.IQ3_S, row, x) }
+func dotIQ1SFast(row []byte, x []float32) (float32, bool)   { return kdot(kernels.IQ1_S, row, x) }
+func dotIQ1MFast(row []byte, x []float32) (float32, bool)   { return kdot(kernels.IQ1_M, row, x) }

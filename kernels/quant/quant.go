@@ -96,6 +96,32 @@ func DotRow(t kernels.DType, row []byte, x []float32) float32 {
 	return formats[t].dot(row, x)
 }
 
+// DotRows writes dst[i] = DotRow(t, rows[i·rb:(i+1)·rb], x), rb =
+// t.RowBytes(len(x)), for the len(dst) consecutive rows in rows: DotRow's
+// checks and its way to the format's assembly loop once for the run, not a
+// row at a time (they took ~8 ns of a 1024-column Q4_K row's ~66 on an
+// AVX-512 core). The same sums bit for bit. Panics as DotRow does.
+func DotRows(t kernels.DType, rows []byte, x, dst []float32) {
+	if !Supported(t) {
+		panic(fmt.Sprintf("quant.DotRows: unsupported dtype %s", t))
+	}
+	rb, err := t.RowBytes(len(x))
+	if err != nil || len(rows) != rb*len(dst) {
+		panic(fmt.Sprintf("quant.DotRows: %s rows of %d bytes for %d rows of %d elements", t, len(rows), len(dst), len(x)))
+	}
+	if l := rowLoopOf(t); l.f != nil && rb >= l.size {
+		nb := rb / l.size
+		for i := range dst {
+			dst[i] = l.f(&rows[i*rb], &x[0], nb)
+		}
+		return
+	}
+	dot := formats[t].dot
+	for i := range dst {
+		dst[i] = dot(rows[i*rb:(i+1)*rb], x)
+	}
+}
+
 // fastOr is a row dot that runs fast where it answers (an assembly loop on
 // this CPU, kdot_amd64.go) and slow, the portable one, elsewhere.
 func fastOr(fast func([]byte, []float32) (float32, bool), slow func([]byte, []float32) float32) func([]byte, []float32) float32 {

@@ -184,3 +184,31 @@ func BenchmarkDotRow(b *testing.B) {
 		b.Run(typ.String(), func(b *testing.B) { benchDot(b, typ) })
 	}
 }
+
+// TestDotRows: a run of rows through DotRows gives each row's DotRow bit
+// for bit, for every format (the assembly loops where this CPU has them).
+func TestDotRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, typ := range allTypes {
+		const n, rows = 512, 5
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		var data []byte
+		for range rows {
+			data = append(data, randomRow(r, typ, n)...)
+		}
+		rb, err := typ.RowBytes(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float32, rows)
+		DotRows(typ, data, x, got)
+		for i := range rows {
+			if want := DotRow(typ, data[i*rb:(i+1)*rb], x); math.Float32bits(got[i]) != math.Float32bits(want) {
+				t.Fatalf("%s row %d: DotRows %v, DotRow %v", typ, i, got[i], want)
+			}
+		}
+	}
+}
