@@ -31,8 +31,10 @@ var haveKDot = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
 // same weights sixteen at a time. A 4096-element row on a Zen 5 core: Q4_K
 // 254 → 155 ns, Q5_K 370 → 208, Q6_K 325 → 178, Q3_K 423 → 228, Q8_0 244 →
 // 225, Q4_0 270 → 237, IQ4_XS 246 → 163; a Qwen3-0.6B-shaped Q4_K_M decodes
-// at 52–53 tok/s on two cores against 37–38 (docs/benchmarks.md).
-var haveKDot512 = haveKDot && cpu.X86.HasAVX512F
+// at 52–53 tok/s on two cores against 37–38 (docs/benchmarks.md). The
+// Q6_K loop puts its quants together with byte-wide AVX-512BW ops, which
+// every AVX-512 core since Skylake-SP has.
+var haveKDot512 = haveKDot && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
 
 //go:noescape
 func q4kDot512(row *byte, x *float32, nb int) float32
