@@ -21,6 +21,22 @@
 	KPREFETCH3 \
 	PREFETCHT0 2240(SI)
 
+// Q6K_DSCALES puts the Q6_K block at SI's sixteen d·scale (int8 scales at
+// +192, d as f16 at +208, converted exactly by F16C) at 0(SP)..63(SP).
+#define Q6K_DSCALES \
+	MOVWLZX 208(SI), AX \
+	VMOVQ AX, X6 \
+	VCVTPH2PS X6, X6 \
+	VBROADCASTSS X6, Y6 \
+	VPMOVSXBD 192(SI), Y4 \
+	VPMOVSXBD 200(SI), Y5 \
+	VCVTDQ2PS Y4, Y4 \
+	VCVTDQ2PS Y5, Y5 \
+	VMULPS Y6, Y4, Y4 \
+	VMULPS Y6, Y5, Y5 \
+	VMOVUPS Y4, 0(SP) \
+	VMOVUPS Y5, 32(SP)
+
 // KDOT_BEGIN loads the arguments (row, x, nb) into SI, DI, CX and zeroes
 // the four accumulators Y0..Y3.
 #define KDOT_BEGIN \
