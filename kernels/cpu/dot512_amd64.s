@@ -626,3 +626,55 @@ hvloop:
 	JNZ hcolloop
 	VZEROUPPER
 	RET
+
+// FP8 E4M3 rows by the half-precision converter. An E4M3 byte's exponent
+// and mantissa, shifted left by 7 into a float16 (sign to bit 15), are the
+// same value over 2^8 (float16's exponent bias is 8 more than E4M3's, and
+// E4M3's subnormals land on float16's): VCVTPH2PS then ×256 gives the
+// table's value exactly, sixteen at a time, where FP8_DECODE forms eight
+// with compares and blends. S.1111.111 (NaN in E4M3, 480 this way) is
+// fp8NaN512 as in the table.
+DATA fp8EM512<>+0(SB)/4, $0x3f803f80
+GLOBL fp8EM512<>(SB), RODATA|NOPTR, $4
+DATA fp8S512<>+0(SB)/4, $0x80008000
+GLOBL fp8S512<>(SB), RODATA|NOPTR, $4
+DATA fp8Low7512<>+0(SB)/4, $0x007f007f
+GLOBL fp8Low7512<>(SB), RODATA|NOPTR, $4
+DATA fp8Two8<>+0(SB)/4, $0x43800000
+GLOBL fp8Two8<>(SB), RODATA|NOPTR, $4
+DATA fp8NaN512<>+0(SB)/4, $0x7fc00000
+GLOBL fp8NaN512<>(SB), RODATA|NOPTR, $4
+
+// func fp8Row512(row *byte, dst *float32, n int, scale float32)
+// dst[i] = w[i]·scale for n (a multiple of 16) bytes (w: the table's
+// values), the product fp8RowAVX2 forms.
+TEXT ·fp8Row512(SB), NOSPLIT, $0-28
+	MOVQ row+0(FP), SI
+	MOVQ dst+8(FP), DI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS scale+24(FP), Z5
+	VPBROADCASTD fp8EM512<>(SB), Y15
+	VPBROADCASTD fp8S512<>(SB), Y14
+	VPBROADCASTD fp8Low7512<>(SB), Y13
+	VBROADCASTSS fp8Two8<>(SB), Z12
+	VBROADCASTSS fp8NaN512<>(SB), Z11
+fp8row512:
+	VPMOVZXBW (SI), Y0
+	VPSLLW $7, Y0, Y1
+	VPAND Y15, Y1, Y1
+	VPSLLW $8, Y0, Y2
+	VPAND Y14, Y2, Y2
+	VPOR Y2, Y1, Y1
+	VPAND Y13, Y0, Y0
+	VPCMPEQW Y13, Y0, K1
+	VCVTPH2PS Y1, Z3
+	VMULPS Z12, Z3, Z3
+	VMOVAPS Z11, K1, Z3
+	VMULPS Z5, Z3, Z3
+	VMOVUPS Z3, (DI)
+	ADDQ $16, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JNZ fp8row512
+	VZEROUPPER
+	RET

@@ -296,6 +296,13 @@ func fp8DotAVX2(row *byte, x *float32, n int) float32
 //go:noescape
 func fp8RowAVX2(row *byte, dst *float32, n int, scale float32)
 
+//go:noescape
+func fp8Row512(row *byte, dst *float32, n int, scale float32)
+
+// haveFP8Row512: fp8Row512's word compares into a mask need AVX-512BW and
+// VL besides F.
+var haveFP8Row512 = haveAVX512 && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL
+
 // fp8Dot is Σ fp8Table[row[i]]·x[i] (FP8 E4M3 checkpoints on the CPU,
 // whose scalar loop looked a weight up at a time): eight bytes decoded
 // to the table's values at a time (dot_amd64.s).
@@ -315,6 +322,11 @@ func fp8Dot(row []byte, x []float32) float32 {
 
 // fp8Row writes dst[i] = fp8Table[row[i]]·scale.
 func fp8Row(row []byte, dst []float32, scale float32) {
+	if n := len(row) &^ 15; haveFP8Row512 && n > 0 {
+		dst = dst[:len(row)]
+		fp8Row512(&row[0], &dst[0], n, scale)
+		row, dst = row[n:], dst[n:]
+	}
 	n := len(row) &^ 7
 	if haveAVX2 && n > 0 {
 		dst = dst[:len(row)]
