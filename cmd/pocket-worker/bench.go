@@ -87,7 +87,8 @@ func runBench(args []string) error {
 	if err != nil {
 		return err
 	}
-	// As the daemon's ranks do once the model is built (rank.go).
+	// The decode copies a daemon's rank makes (rank.go makes them after its
+	// KV pool; this bench's pool is small, made after).
 	tiles, err := g.PrepareDecode(0)
 	if err != nil {
 		return err

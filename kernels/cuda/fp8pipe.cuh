@@ -41,10 +41,10 @@
 // one run of 2048 bytes (a SwiGLU tile's 8 gate or up rows, half of one).
 // The kernels take the layout per matrix (a bit of `lay`), the arithmetic
 // is the same in the same order: the sums equal the row layout's bit for
-// bit. Read tile by tile, the Qwen3.5-27B FP8 decode step gained 1.5%
-// (docs/benchmarks.md, 2026-12-01 from 21:41); cuBLASLt's prefill GEMM
-// reads the row layout, so the tiles are a second copy, made where the
-// device has the room.
+// bit. Read tile by tile, the Qwen3.5-27B FP8 decode step gains 1.0–1.3%
+// on an H200 (docs/benchmarks.md, 2026-12-02 from 00:31); cuBLASLt's
+// prefill GEMM reads the row layout, so the tiles are a second copy, made
+// where the device has the room.
 
 #include "tc.cuh"
 

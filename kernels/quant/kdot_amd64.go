@@ -175,34 +175,3 @@ func rowLoopOf(t kernels.DType) rowLoop {
 	}
 	return rowLoop{}
 }
-
-// kdot runs t's row dot over row's blocks, false where there is none (no
-// AVX2) or no whole block.
-func kdot(t kernels.DType, row []byte, x []float32) (float32, bool) {
-	l := rowLoops[t]
-	if l.f == nil || len(row) < l.size {
-		return 0, false
-	}
-	return l.f(&row[0], &x[0], len(row)/l.size), true
-}
-
-func dotQ2KFast(row []byte, x []float32) (float32, bool)    { return kdot(kernels.Q2_K, row, x) }
-func dotQ3KFast(row []byte, x []float32) (float32, bool)    { return kdot(kernels.Q3_K, row, x) }
-func dotQ4KFast(row []byte, x []float32) (float32, bool)    { return kdot(kernels.Q4_K, row, x) }
-func dotQ5KFast(row []byte, x []float32) (float32, bool)    { return kdot(kernels.Q5_K, row, x) }
-func dotQ6KFast(row []byte, x []float32) (float32, bool)    { return kdot(kernels.Q6_K, row, x) }
-func dotQ8_0Fast(row []byte, x []float32) (float32, bool)   { return kdot(kernels.Q8_0, row, x) }
-func dotIQ4NLFast(row []byte, x []float32) (float32, bool)  { return kdot(kernels.IQ4_NL, row, x) }
-func dotQ4_0Fast(row []byte, x []float32) (float32, bool)   { return kdot(kernels.Q4_0, row, x) }
-func dotIQ4XSFast(row []byte, x []float32) (float32, bool)  { return kdot(kernels.IQ4_XS, row, x) }
-func dotQ4_1Fast(row []byte, x []float32) (float32, bool)   { return kdot(kernels.Q4_1, row, x) }
-func dotQ5_0Fast(row []byte, x []float32) (float32, bool)   { return kdot(kernels.Q5_0, row, x) }
-func dotQ5_1Fast(row []byte, x []float32) (float32, bool)   { return kdot(kernels.Q5_1, row, x) }
-func dotMXFP4Fast(row []byte, x []float32) (float32, bool)  { return kdot(kernels.MXFP4, row, x) }
-func dotIQ2XXSFast(row []byte, x []float32) (float32, bool) { return kdot(kernels.IQ2_XXS, row, x) }
-func dotIQ3XXSFast(row []byte, x []float32) (float32, bool) { return kdot(kernels.IQ3_XXS, row, x) }
-func dotIQ2XSFast(row []byte, x []float32) (float32, bool)  { return kdot(kernels.IQ2_XS, row, x) }
-func dotIQ2SFast(row []byte, x []float32) (float32, bool)   { return kdot(kernels.IQ2_S, row, x) }
-func dotIQ3SFast(row []byte, x []float32) (float32, bool)   { return kdot(kernels.IQ3_S, row, x) }
-func dotIQ1SFast(row []byte, x []float32) (float32, bool)   { return kdot(kernels.IQ1_S, row, x) }
-func dotIQ1MFast(row []byte, x []float32) (float32, bool)   { return kdot(kernels.IQ1_M, row, x) }

@@ -78,11 +78,11 @@ func TestKDotPicksWide(t *testing.T) {
 		wide func(*byte, *float32, int) float32
 		size int
 	}{
-		{kernels.Q2_K, dotQ2KFast, q2kDot512, 84}, {kernels.Q3_K, dotQ3KFast, q3kDot512, 110},
-		{kernels.Q4_K, dotQ4KFast, q4kDot512, 144}, {kernels.Q5_K, dotQ5KFast, q5kDot512, 176},
-		{kernels.Q6_K, dotQ6KFast, q6kDot512, 210}, {kernels.Q8_0, dotQ8_0Fast, q80Dot512, 34},
-		{kernels.Q4_0, dotQ4_0Fast, q40Dot512, 18}, {kernels.IQ4_NL, dotIQ4NLFast, iq4nlDot512, 18},
-		{kernels.IQ4_XS, dotIQ4XSFast, iq4xsDot512, 136},
+		{kernels.Q2_K, fastDot(kernels.Q2_K), q2kDot512, 84}, {kernels.Q3_K, fastDot(kernels.Q3_K), q3kDot512, 110},
+		{kernels.Q4_K, fastDot(kernels.Q4_K), q4kDot512, 144}, {kernels.Q5_K, fastDot(kernels.Q5_K), q5kDot512, 176},
+		{kernels.Q6_K, fastDot(kernels.Q6_K), q6kDot512, 210}, {kernels.Q8_0, fastDot(kernels.Q8_0), q80Dot512, 34},
+		{kernels.Q4_0, fastDot(kernels.Q4_0), q40Dot512, 18}, {kernels.IQ4_NL, fastDot(kernels.IQ4_NL), iq4nlDot512, 18},
+		{kernels.IQ4_XS, fastDot(kernels.IQ4_XS), iq4xsDot512, 136},
 	} {
 		const n = 4096
 		row := randomRow(r, c.typ, n)

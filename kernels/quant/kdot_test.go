@@ -8,6 +8,11 @@ import (
 	"github.com/pocketllm/pocketllm/kernels"
 )
 
+// fastDot is t's assembly row dot as the formats call it (kdot).
+func fastDot(t kernels.DType) func([]byte, []float32) (float32, bool) {
+	return func(row []byte, x []float32) (float32, bool) { return kdot(t, row, x) }
+}
+
 // TestKDotFast checks the AVX2 K-quant dot products against the
 // dequantized rows (float64 sums) and the scalar loops, over several block
 // counts.
@@ -18,26 +23,26 @@ func TestKDotFast(t *testing.T) {
 		fast func([]byte, []float32) (float32, bool)
 		slow func([]byte, []float32) float32
 	}{
-		{kernels.Q2_K, dotQ2KFast, dotQ2K},
-		{kernels.Q3_K, dotQ3KFast, blockDot(decodeQ3K, 256, 110)},
-		{kernels.Q4_K, dotQ4KFast, dotQ4K},
-		{kernels.Q6_K, dotQ6KFast, dotQ6K},
-		{kernels.Q5_K, dotQ5KFast, dotQ5K},
-		{kernels.IQ4_NL, dotIQ4NLFast, dotIQ4NL},
-		{kernels.IQ4_XS, dotIQ4XSFast, dotIQ4XS},
-		{kernels.Q4_0, dotQ4_0Fast, dotQ4_0},
-		{kernels.Q8_0, dotQ8_0Fast, dotQ8_0},
-		{kernels.Q4_1, dotQ4_1Fast, blockDot(decodeQ4_1, 32, 20)},
-		{kernels.Q5_0, dotQ5_0Fast, blockDot(decodeQ5_0, 32, 22)},
-		{kernels.Q5_1, dotQ5_1Fast, blockDot(decodeQ5_1, 32, 24)},
-		{kernels.MXFP4, dotMXFP4Fast, blockDot(decodeMXFP4, 32, 17)},
-		{kernels.IQ2_XXS, dotIQ2XXSFast, dotIQ2XXS},
-		{kernels.IQ3_XXS, dotIQ3XXSFast, blockDot(decodeIQ3XXS, 256, 98)},
-		{kernels.IQ2_XS, dotIQ2XSFast, blockDot(decodeIQ2XS, 256, 74)},
-		{kernels.IQ2_S, dotIQ2SFast, blockDot(decodeIQ2S, 256, 82)},
-		{kernels.IQ3_S, dotIQ3SFast, blockDot(decodeIQ3S, 256, 110)},
-		{kernels.IQ1_S, dotIQ1SFast, blockDot(decodeIQ1S, 256, 50)},
-		{kernels.IQ1_M, dotIQ1MFast, blockDot(decodeIQ1M, 256, 56)},
+		{kernels.Q2_K, fastDot(kernels.Q2_K), dotQ2K},
+		{kernels.Q3_K, fastDot(kernels.Q3_K), blockDot(decodeQ3K, 256, 110)},
+		{kernels.Q4_K, fastDot(kernels.Q4_K), dotQ4K},
+		{kernels.Q6_K, fastDot(kernels.Q6_K), dotQ6K},
+		{kernels.Q5_K, fastDot(kernels.Q5_K), dotQ5K},
+		{kernels.IQ4_NL, fastDot(kernels.IQ4_NL), dotIQ4NL},
+		{kernels.IQ4_XS, fastDot(kernels.IQ4_XS), dotIQ4XS},
+		{kernels.Q4_0, fastDot(kernels.Q4_0), dotQ4_0},
+		{kernels.Q8_0, fastDot(kernels.Q8_0), dotQ8_0},
+		{kernels.Q4_1, fastDot(kernels.Q4_1), blockDot(decodeQ4_1, 32, 20)},
+		{kernels.Q5_0, fastDot(kernels.Q5_0), blockDot(decodeQ5_0, 32, 22)},
+		{kernels.Q5_1, fastDot(kernels.Q5_1), blockDot(decodeQ5_1, 32, 24)},
+		{kernels.MXFP4, fastDot(kernels.MXFP4), blockDot(decodeMXFP4, 32, 17)},
+		{kernels.IQ2_XXS, fastDot(kernels.IQ2_XXS), dotIQ2XXS},
+		{kernels.IQ3_XXS, fastDot(kernels.IQ3_XXS), blockDot(decodeIQ3XXS, 256, 98)},
+		{kernels.IQ2_XS, fastDot(kernels.IQ2_XS), blockDot(decodeIQ2XS, 256, 74)},
+		{kernels.IQ2_S, fastDot(kernels.IQ2_S), blockDot(decodeIQ2S, 256, 82)},
+		{kernels.IQ3_S, fastDot(kernels.IQ3_S), blockDot(decodeIQ3S, 256, 110)},
+		{kernels.IQ1_S, fastDot(kernels.IQ1_S), blockDot(decodeIQ1S, 256, 50)},
+		{kernels.IQ1_M, fastDot(kernels.IQ1_M), blockDot(decodeIQ1M, 256, 56)},
 	} {
 		for _, blocks := range []int{1, 2, 3, 16, 31, 48, 71} {
 			n := blocks * 256 // whole blocks of the 32-element formats too
@@ -83,11 +88,11 @@ func TestKDotWeightsExact(t *testing.T) {
 		typ  kernels.DType
 		fast func([]byte, []float32) (float32, bool)
 	}{
-		{kernels.Q4_0, dotQ4_0Fast}, {kernels.Q4_1, dotQ4_1Fast}, {kernels.Q5_0, dotQ5_0Fast},
-		{kernels.Q5_1, dotQ5_1Fast}, {kernels.Q8_0, dotQ8_0Fast}, {kernels.IQ4_NL, dotIQ4NLFast},
-		{kernels.MXFP4, dotMXFP4Fast}, {kernels.IQ2_XXS, dotIQ2XXSFast}, {kernels.IQ3_XXS, dotIQ3XXSFast},
-		{kernels.IQ2_XS, dotIQ2XSFast}, {kernels.IQ2_S, dotIQ2SFast}, {kernels.IQ3_S, dotIQ3SFast},
-		{kernels.IQ1_S, dotIQ1SFast}, {kernels.IQ1_M, dotIQ1MFast},
+		{kernels.Q4_0, fastDot(kernels.Q4_0)}, {kernels.Q4_1, fastDot(kernels.Q4_1)}, {kernels.Q5_0, fastDot(kernels.Q5_0)},
+		{kernels.Q5_1, fastDot(kernels.Q5_1)}, {kernels.Q8_0, fastDot(kernels.Q8_0)}, {kernels.IQ4_NL, fastDot(kernels.IQ4_NL)},
+		{kernels.MXFP4, fastDot(kernels.MXFP4)}, {kernels.IQ2_XXS, fastDot(kernels.IQ2_XXS)}, {kernels.IQ3_XXS, fastDot(kernels.IQ3_XXS)},
+		{kernels.IQ2_XS, fastDot(kernels.IQ2_XS)}, {kernels.IQ2_S, fastDot(kernels.IQ2_S)}, {kernels.IQ3_S, fastDot(kernels.IQ3_S)},
+		{kernels.IQ1_S, fastDot(kernels.IQ1_S)}, {kernels.IQ1_M, fastDot(kernels.IQ1_M)},
 	} {
 		for iter := 0; iter < 20; iter++ {
 			const n = 512

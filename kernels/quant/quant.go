@@ -33,26 +33,26 @@ func init() {
 	formats[kernels.F32] = formatImpl{deqF32, dotF32}
 	formats[kernels.F16] = formatImpl{deqF16, dotF16}
 	formats[kernels.BF16] = formatImpl{deqBF16, dotBF16}
-	formats[kernels.Q8_0] = formatImpl{rowDeq(decodeQ8_0, 32, 34), fastOr(dotQ8_0Fast, dotQ8_0)}
-	formats[kernels.Q4_0] = formatImpl{rowDeq(decodeQ4_0, 32, 18), fastOr(dotQ4_0Fast, dotQ4_0)}
-	formats[kernels.Q4_1] = formatImpl{rowDeq(decodeQ4_1, 32, 20), fastOr(dotQ4_1Fast, blockDot(decodeQ4_1, 32, 20))}
-	formats[kernels.Q5_0] = formatImpl{rowDeq(decodeQ5_0, 32, 22), fastOr(dotQ5_0Fast, blockDot(decodeQ5_0, 32, 22))}
-	formats[kernels.Q5_1] = formatImpl{rowDeq(decodeQ5_1, 32, 24), fastOr(dotQ5_1Fast, blockDot(decodeQ5_1, 32, 24))}
-	formats[kernels.IQ4_NL] = formatImpl{rowDeq(decodeIQ4NL, 32, 18), fastOr(dotIQ4NLFast, dotIQ4NL)}
-	formats[kernels.MXFP4] = formatImpl{rowDeq(decodeMXFP4, 32, 17), fastOr(dotMXFP4Fast, blockDot(decodeMXFP4, 32, 17))}
-	formats[kernels.Q2_K] = formatImpl{rowDeq(decodeQ2K, 256, 84), fastOr(dotQ2KFast, dotQ2K)}
-	formats[kernels.Q3_K] = formatImpl{rowDeq(decodeQ3K, 256, 110), fastOr(dotQ3KFast, blockDot(decodeQ3K, 256, 110))}
-	formats[kernels.Q4_K] = formatImpl{rowDeq(decodeQ4K, 256, 144), fastOr(dotQ4KFast, dotQ4K)}
-	formats[kernels.Q5_K] = formatImpl{rowDeq(decodeQ5K, 256, 176), fastOr(dotQ5KFast, dotQ5K)}
-	formats[kernels.Q6_K] = formatImpl{rowDeq(decodeQ6K, 256, 210), fastOr(dotQ6KFast, dotQ6K)}
-	formats[kernels.IQ1_S] = formatImpl{rowDeq(decodeIQ1S, 256, 50), fastOr(dotIQ1SFast, blockDot(decodeIQ1S, 256, 50))}
-	formats[kernels.IQ1_M] = formatImpl{rowDeq(decodeIQ1M, 256, 56), fastOr(dotIQ1MFast, blockDot(decodeIQ1M, 256, 56))}
-	formats[kernels.IQ2_XXS] = formatImpl{rowDeq(decodeIQ2XXS, 256, 66), fastOr(dotIQ2XXSFast, dotIQ2XXS)}
-	formats[kernels.IQ2_XS] = formatImpl{rowDeq(decodeIQ2XS, 256, 74), fastOr(dotIQ2XSFast, blockDot(decodeIQ2XS, 256, 74))}
-	formats[kernels.IQ2_S] = formatImpl{rowDeq(decodeIQ2S, 256, 82), fastOr(dotIQ2SFast, blockDot(decodeIQ2S, 256, 82))}
-	formats[kernels.IQ3_XXS] = formatImpl{rowDeq(decodeIQ3XXS, 256, 98), fastOr(dotIQ3XXSFast, blockDot(decodeIQ3XXS, 256, 98))}
-	formats[kernels.IQ3_S] = formatImpl{rowDeq(decodeIQ3S, 256, 110), fastOr(dotIQ3SFast, blockDot(decodeIQ3S, 256, 110))}
-	formats[kernels.IQ4_XS] = formatImpl{rowDeq(decodeIQ4XS, 256, 136), fastOr(dotIQ4XSFast, dotIQ4XS)}
+	formats[kernels.Q8_0] = formatImpl{rowDeq(decodeQ8_0, 32, 34), fastOr(kernels.Q8_0, dotQ8_0)}
+	formats[kernels.Q4_0] = formatImpl{rowDeq(decodeQ4_0, 32, 18), fastOr(kernels.Q4_0, dotQ4_0)}
+	formats[kernels.Q4_1] = formatImpl{rowDeq(decodeQ4_1, 32, 20), fastOr(kernels.Q4_1, blockDot(decodeQ4_1, 32, 20))}
+	formats[kernels.Q5_0] = formatImpl{rowDeq(decodeQ5_0, 32, 22), fastOr(kernels.Q5_0, blockDot(decodeQ5_0, 32, 22))}
+	formats[kernels.Q5_1] = formatImpl{rowDeq(decodeQ5_1, 32, 24), fastOr(kernels.Q5_1, blockDot(decodeQ5_1, 32, 24))}
+	formats[kernels.IQ4_NL] = formatImpl{rowDeq(decodeIQ4NL, 32, 18), fastOr(kernels.IQ4_NL, dotIQ4NL)}
+	formats[kernels.MXFP4] = formatImpl{rowDeq(decodeMXFP4, 32, 17), fastOr(kernels.MXFP4, blockDot(decodeMXFP4, 32, 17))}
+	formats[kernels.Q2_K] = formatImpl{rowDeq(decodeQ2K, 256, 84), fastOr(kernels.Q2_K, dotQ2K)}
+	formats[kernels.Q3_K] = formatImpl{rowDeq(decodeQ3K, 256, 110), fastOr(kernels.Q3_K, blockDot(decodeQ3K, 256, 110))}
+	formats[kernels.Q4_K] = formatImpl{rowDeq(decodeQ4K, 256, 144), fastOr(kernels.Q4_K, dotQ4K)}
+	formats[kernels.Q5_K] = formatImpl{rowDeq(decodeQ5K, 256, 176), fastOr(kernels.Q5_K, dotQ5K)}
+	formats[kernels.Q6_K] = formatImpl{rowDeq(decodeQ6K, 256, 210), fastOr(kernels.Q6_K, dotQ6K)}
+	formats[kernels.IQ1_S] = formatImpl{rowDeq(decodeIQ1S, 256, 50), fastOr(kernels.IQ1_S, blockDot(decodeIQ1S, 256, 50))}
+	formats[kernels.IQ1_M] = formatImpl{rowDeq(decodeIQ1M, 256, 56), fastOr(kernels.IQ1_M, blockDot(decodeIQ1M, 256, 56))}
+	formats[kernels.IQ2_XXS] = formatImpl{rowDeq(decodeIQ2XXS, 256, 66), fastOr(kernels.IQ2_XXS, dotIQ2XXS)}
+	formats[kernels.IQ2_XS] = formatImpl{rowDeq(decodeIQ2XS, 256, 74), fastOr(kernels.IQ2_XS, blockDot(decodeIQ2XS, 256, 74))}
+	formats[kernels.IQ2_S] = formatImpl{rowDeq(decodeIQ2S, 256, 82), fastOr(kernels.IQ2_S, blockDot(decodeIQ2S, 256, 82))}
+	formats[kernels.IQ3_XXS] = formatImpl{rowDeq(decodeIQ3XXS, 256, 98), fastOr(kernels.IQ3_XXS, blockDot(decodeIQ3XXS, 256, 98))}
+	formats[kernels.IQ3_S] = formatImpl{rowDeq(decodeIQ3S, 256, 110), fastOr(kernels.IQ3_S, blockDot(decodeIQ3S, 256, 110))}
+	formats[kernels.IQ4_XS] = formatImpl{rowDeq(decodeIQ4XS, 256, 136), fastOr(kernels.IQ4_XS, dotIQ4XS)}
 }
 
 // Supported reports whether t has a CPU implementation here (every GGUF
@@ -122,15 +122,25 @@ func DotRows(t kernels.DType, rows []byte, x, dst []float32) {
 	}
 }
 
-// fastOr is a row dot that runs fast where it answers (an assembly loop on
-// this CPU, kdot_amd64.go) and slow, the portable one, elsewhere.
-func fastOr(fast func([]byte, []float32) (float32, bool), slow func([]byte, []float32) float32) func([]byte, []float32) float32 {
+// fastOr is t's row dot: its assembly loop where this CPU has one
+// (rowLoopOf, kdot_amd64.go), the portable slow one elsewhere.
+func fastOr(t kernels.DType, slow func([]byte, []float32) float32) func([]byte, []float32) float32 {
 	return func(row []byte, x []float32) float32 {
-		if s, ok := fast(row, x); ok {
+		if s, ok := kdot(t, row, x); ok {
 			return s
 		}
 		return slow(row, x)
 	}
+}
+
+// kdot runs t's assembly row dot over row's blocks, false where there is
+// none (no AVX2, another architecture) or no whole block.
+func kdot(t kernels.DType, row []byte, x []float32) (float32, bool) {
+	l := rowLoopOf(t)
+	if l.f == nil || len(row) < l.size {
+		return 0, false
+	}
+	return l.f(&row[0], &x[0], len(row)/l.size), true
 }
 
 // rowDeq lifts a one-block decoder to a row decoder.
