@@ -53,8 +53,13 @@ type benchResult struct {
 	GraphCaptureMs    float64 `json:"graph_capture_ms,omitempty"`
 	GraphFirstStepMs  float64 `json:"graph_first_step_ms,omitempty"`
 	GraphError        string  `json:"graph_error,omitempty"`
-	DecodeMode        string  `json:"decode_mode"`
-	GEMM              string  `json:"prefill_gemm"`
+	// The same replays fed by their own tokens on the device, queued
+	// back to back (cuda.Backend.CaptureFeed).
+	GraphFedDecodePerS float64 `json:"decode_graph_fed_tokens_per_s,omitempty"`
+	GraphFedAgreement  string  `json:"graph_fed_eager_token_agreement,omitempty"`
+	GraphFedError      string  `json:"graph_fed_error,omitempty"`
+	DecodeMode         string  `json:"decode_mode"`
+	GEMM               string  `json:"prefill_gemm"`
 }
 
 func runBench(args []string) error {
@@ -176,7 +181,7 @@ func runBench(args []string) error {
 	if err := rewind(); err != nil {
 		return err
 	}
-	graphTok, run, gerr := graphDecode(g, m, seq, P, first, N)
+	graphTok, run, gerr := graphDecode(g, m, seq, P, first, N, false)
 	r.GraphDecodePerS = run.perS
 	r.GraphCaptureMs = float64(run.capture.Microseconds()) / 1e3
 	r.GraphFirstStepMs = float64(run.firstStep.Microseconds()) / 1e3
@@ -192,6 +197,29 @@ func runBench(args []string) error {
 		r.GraphAgreement = fmt.Sprintf("%d/%d", same, N)
 		if same == N && r.GraphDecodePerS > r.DecodeTokensPerS {
 			r.DecodeTokensPerS, r.DecodeMode = r.GraphDecodePerS, "cuda-graph"
+		}
+	}
+	// Fed graph decode: the same again, each replay embedding the token
+	// the one before it left on the device, queued back to back.
+	if gerr == nil {
+		if err := rewind(); err != nil {
+			return err
+		}
+		fedTok, fed, ferr := graphDecode(g, m, seq, P, first, N, true)
+		if ferr != nil {
+			r.GraphFedError = ferr.Error()
+		} else {
+			r.GraphFedDecodePerS = fed.perS
+			same := 0
+			for i := range eager {
+				if fedTok[i] == eager[i] {
+					same++
+				}
+			}
+			r.GraphFedAgreement = fmt.Sprintf("%d/%d", same, N)
+			if same == N && r.GraphFedDecodePerS > r.DecodeTokensPerS {
+				r.DecodeTokensPerS, r.DecodeMode = r.GraphFedDecodePerS, "cuda-graph-fed"
+			}
 		}
 	}
 	if *probeOut != "" {
@@ -212,8 +240,8 @@ func runBench(args []string) error {
 	}
 	fmt.Printf("decode reads %.2f GB of weights per token: roofline %.0f tok/s at 4.26 TB/s; decode at %.1f%% of it\n",
 		float64(r.DecodeReadBytes)/1e9, r.RooflineTokS, 100*r.DecodeTokensPerS/r.RooflineTokS)
-	fmt.Printf("%s on %s: prefill %d tokens at %.0f tok/s (ttft %.1f ms); decode %d tokens at %.1f tok/s (%s; eager %.1f, graph %.1f, agreement %s %s)\n",
+	fmt.Printf("%s on %s: prefill %d tokens at %.0f tok/s (ttft %.1f ms); decode %d tokens at %.1f tok/s (%s; eager %.1f, graph %.1f, agreement %s %s; fed %.1f, agreement %s %s)\n",
 		r.Model, r.Device, P, r.PrefillTokensPerS, r.TTFTms, N, r.DecodeTokensPerS, r.DecodeMode, r.EagerDecodePerS,
-		r.GraphDecodePerS, r.GraphAgreement, r.GraphError)
+		r.GraphDecodePerS, r.GraphAgreement, r.GraphError, r.GraphFedDecodePerS, r.GraphFedAgreement, r.GraphFedError)
 	return nil
 }

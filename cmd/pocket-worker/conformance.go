@@ -26,7 +26,7 @@ func runConformance(args []string) error {
 	fs := flag.NewFlagSet("conformance", flag.ContinueOnError)
 	dev := deviceFlag(fs)
 	seed := fs.Uint64("seed", 7, "random seed")
-	only := fs.String("only", "", `"draw" or "fused": only that section's cases`)
+	only := fs.String("only", "", `"draw" (with argmax) or "fused": only that section's cases`)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -40,6 +40,8 @@ func runConformance(args []string) error {
 	case "draw": // the sampled-step draw alone (a quick check of sample.cu)
 		c.section("draw")
 		c.draw()
+		c.section("argmax")
+		c.argmax()
 	case "fused": // the fused decode ops alone (e.g. under POCKET_FP8_BULK=0)
 		c.section("fused")
 		c.fused()
@@ -423,7 +425,7 @@ func (c *conf) run() {
 		name string
 		run  func()
 	}{{"fused", c.fused}, {"quant", c.quant}, {"hybrid", c.hybrid}, {"moe", c.moe}, {"tpnorm", c.tpNorm},
-		{"fp8prefill", c.fp8Prefill}, {"draw", c.draw}} {
+		{"fp8prefill", c.fp8Prefill}, {"draw", c.draw}, {"argmax", c.argmax}} {
 		c.section(s.name)
 		s.run()
 	}

@@ -117,3 +117,56 @@ func ruleName(d session.Draw) string {
 	}
 	return s
 }
+
+// argmax checks greedy sampling on the device (cuda.Backend.Argmax, the
+// kernel a fed step records too) against session.Argmax: one block's
+// worth and fewer, vocabulary sizes, more than the kernel's 256 blocks
+// cover in one pass, lengths not a multiple of four; ties (the lowest
+// index wins), NaN (never wins) and a maximum at either end.
+func (c *conf) argmax() {
+	type fill struct {
+		name string
+		gen  func(i, n int) float32
+	}
+	fills := []fill{
+		{"normal", func(int, int) float32 { return float32(c.rng.NormFloat64()) }},
+		{"nine values", func(int, int) float32 { return float32(c.rng.IntN(9)) }},
+		{"all equal", func(int, int) float32 { return -3 }},
+		{"NaN beside", func(i, _ int) float32 {
+			if i%7 == 3 {
+				return float32(math.NaN())
+			}
+			return float32(c.rng.NormFloat64())
+		}},
+		{"last largest", func(i, n int) float32 {
+			if i == n-1 {
+				return 100
+			}
+			return float32(c.rng.NormFloat64())
+		}},
+	}
+	for _, n := range []int{1, 3, 4095, 4097, 151936, 248322, 1 << 21} {
+		for _, f := range fills {
+			v := make([]float32, n)
+			for i := range v {
+				v[i] = f.gen(i, n)
+			}
+			if f.name == "NaN beside" && n > 3 {
+				v[3] = float32(math.Inf(1)) // NaN at 3 already; +Inf must win
+			}
+			xg, _ := c.pair(v)
+			got, want := c.g.Argmax(xg, n), session.Argmax(v)
+			c.n++
+			status := "ok"
+			if err := c.g.Err(); err != nil {
+				status = "FAIL (" + err.Error() + ")"
+			} else if got != want {
+				status = fmt.Sprintf("FAIL (got %d, want %d)", got, want)
+			}
+			if status != "ok" {
+				c.failed++
+			}
+			fmt.Printf("%-12s %-40s %s\n", "Argmax", fmt.Sprintf("n=%d %s", n, f.name), status)
+		}
+	}
+}

@@ -148,7 +148,7 @@ func parityOne(g *cuda.Backend, dir string, tol float64) error {
 	if err := rewind(); err != nil {
 		return err
 	}
-	graphTok, _, gerr := graphDecode(g, m, seq, T, first, len(ref.greedy))
+	graphTok, _, gerr := graphDecode(g, m, seq, T, first, len(ref.greedy), false)
 	agree := func(got []int32) int {
 		n := 0
 		for i := range ref.greedy {
@@ -161,6 +161,17 @@ func parityOne(g *cuda.Backend, dir string, tol float64) error {
 	gstat := fmt.Sprintf("%d/%d", agree(graphTok), len(ref.greedy))
 	if gerr != nil {
 		gstat = "n/a (" + gerr.Error() + ")"
+	}
+	// And once more, the replays feeding their own tokens.
+	var fedTok []int32
+	ferr := rewind()
+	if ferr == nil {
+		fedTok, _, ferr = graphDecode(g, m, seq, T, first, len(ref.greedy), true)
+	}
+	if ferr == nil {
+		gstat += fmt.Sprintf(", fed %d/%d", agree(fedTok), len(ref.greedy))
+	} else {
+		gstat += ", fed n/a (" + ferr.Error() + ")"
 	}
 	marks, merr := markedParity(m, ref.ids, logits, maxRef)
 	mstat := ""
@@ -192,6 +203,10 @@ func parityOne(g *cuda.Backend, dir string, tol float64) error {
 		return fmt.Errorf("graph greedy %v, want %v", graphTok, ref.greedy)
 	case gerr != nil && !errors.Is(gerr, kernels.ErrUnsupported):
 		return gerr
+	case ferr == nil && agree(fedTok) != len(ref.greedy):
+		return fmt.Errorf("fed graph greedy %v, want %v", fedTok, ref.greedy)
+	case ferr != nil && !errors.Is(ferr, kernels.ErrUnsupported):
+		return ferr
 	}
 	return nil
 }
@@ -249,16 +264,28 @@ type graphRun struct {
 
 // graphDecode captures one single-token Forward at position start and
 // replays it n times, sampling greedily on the device. seq's KV for
-// positions before start must be in place.
-func graphDecode(g *cuda.Backend, m *models.Model, seq models.Seq, start int, first int32, n int) (out []int32, run graphRun, err error) {
+// positions before start must be in place. fed: the step feeds itself
+// (cuda.Backend.CaptureFeed): after the first, the replays are queued back
+// to back and their tokens read once at the end, where otherwise the host
+// reads each token before it launches the next replay.
+func graphDecode(g *cuda.Backend, m *models.Model, seq models.Seq, start int, first int32, n int, fed bool) (out []int32, run graphRun, err error) {
+	if fed && n > 1024 {
+		return nil, run, fmt.Errorf("a fed decode reads its tokens once: at most 1024, not %d", n)
+	}
 	t0 := time.Now()
 	if err := g.BeginCapture(); err != nil {
 		return nil, run, err
 	}
 	seq.Start = start
 	_, ferr := m.Forward(seq, []int32{first}, models.LastLogits)
+	if ferr == nil && fed {
+		ferr = g.CaptureFeed()
+	}
 	gr, err := g.EndCapture()
 	if ferr != nil {
+		if err == nil {
+			gr.Close()
+		}
 		return nil, run, ferr
 	}
 	if err != nil {
@@ -269,19 +296,42 @@ func graphDecode(g *cuda.Backend, m *models.Model, seq models.Seq, start int, fi
 	bs := seq.Pool.Spec().BlockSize
 	out = make([]int32, 0, n)
 	next := first
+	fedFrom := 0
 	t0 = time.Now()
 	for i := 0; i < n; i++ {
 		if i == 1 {
 			run.firstStep = time.Since(t0)
 			t0 = time.Now()
 		}
-		out = append(out, next)
 		pos := start + i
-		st := cuda.Step{ID: next, Pos: int32(pos), Slot: seq.Table[pos/bs]*int32(bs) + int32(pos%bs), Table: seq.Table}
+		st := cuda.Step{ID: next, Pos: int32(pos), Slot: seq.Table[pos/bs]*int32(bs) + int32(pos%bs), Table: seq.Table, Fed: fed && i > 0}
 		if err := gr.Launch(st); err != nil {
 			return out, graphRun{}, err
 		}
-		next = g.Argmax(gr.Out, gr.OutLen)
+		switch {
+		case !fed:
+			out = append(out, next)
+			next = g.Argmax(gr.Out, gr.OutLen)
+		case i == 0:
+			out = append(out, next)
+			c, _, err := g.FeedTokens() // the graph's upload, untimed as above
+			if err != nil {
+				return out, graphRun{}, err
+			}
+			fedFrom = c - 1 // the first step's token
+		}
+	}
+	if fed && n > 1 {
+		c, ring, err := g.FeedTokens()
+		if err != nil {
+			return out, graphRun{}, err
+		}
+		if c-fedFrom != n {
+			return out, graphRun{}, fmt.Errorf("fed decode: %d tokens in the ring, want %d", c-fedFrom, n)
+		}
+		for k := fedFrom; k < c-1; k++ { // the last step's token is past n
+			out = append(out, ring[k%len(ring)])
+		}
 	}
 	run.perS = float64(n-1) / time.Since(t0).Seconds()
 	return out, run, g.Err()

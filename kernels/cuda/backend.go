@@ -60,7 +60,7 @@ const (
 
 var funcNames = func() []string {
 	n := []string{"embed", "matmul_generic", "gemm_generic", "gemm_bf16", "gemm_fp8", "rmsnorm", "add", "add_bias",
-		"swiglu", "rope", "gather", "scatter_add", "store_kv", "attn_partial", "argmax", "gemv_bf16_multi",
+		"swiglu", "rope", "gather", "scatter_add", "store_kv", "attn_partial", "argmax_mb", "gemv_bf16_multi",
 		"to_bf16", "attn_prefill_64", "attn_prefill_128", "attn_prefill_128_3", "attn_gqa", "attn_merge",
 		"attn_prefill_128_q3", "attn_prefill_128_q4", "deq_fp8_bf16", "copy_cols_f32", "attn_prefill_256",
 		"attn_prefill_mla_192", "attn_prefill_mla_24", "attn_prefill_mla_192m", "attn_prefill_mla_24m", "kv_read_cols"}
@@ -131,7 +131,8 @@ type Backend struct {
 	deq       deqScratch // chunked prefill GEMMs over block-format and FP8 weights (deqgemm.go)
 	// prefillSplitOff keeps prefill attention unsplit (SetPrefillSplits).
 	prefillSplitOff bool
-	amax            cu.DevicePtr
+	amax            cu.DevicePtr // argmax_mb's token, partials and arrival counter (argmaxScratch)
+	feed            cu.DevicePtr // the ring fed steps leave their tokens in (graph.go)
 	cap             *capture
 
 	pending []gemv     // single-row bf16 GEMVs on one input, not yet launched

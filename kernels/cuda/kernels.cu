@@ -507,36 +507,72 @@ extern "C" __global__ void scatter_add(float* dst, const float* src, const int* 
     for (int i = threadIdx.x; i < dim; i += blockDim.x) atomicAdd(dst + d * dim + i, wt * src[r * dim + i]);
 }
 
-// Greedy sampling on the device: out[0] = argmax(x[0:n]) (lowest index on
-// ties, as the host argmax does). One block of 1024 threads.
-extern "C" __global__ void argmax(int* out, const float* x, int n) { PROBE_KERNEL();
-    __shared__ float bv[32];
-    __shared__ int bi[32];
+// Greedy sampling on the device: out[0] = argmax(x[0:n]) over gridDim.x
+// blocks of 256 threads. Each block scans a stripe of x (four float4s a
+// thread in flight where x is 16-byte aligned, vec) and leaves its best in
+// pv/pi; the last block to arrive merges them. It replaced a one-block
+// kernel that read a vocabulary of 150-250K logits one load a thread at a
+// time: ~1 MB through one SM after every decode step. out[0] gets the token; where ring is not null
+// the token is also appended to it (ring[0] counts, ring[1 + (count &
+// mask)] holds): a recorded step that feeds its own next step leaves its
+// tokens there for the host to read when it syncs. Ties go to the lowest
+// index and NaN never wins, as in argmax. Launched after its predecessor
+// by programmatic dependent launch inside a recorded step.
+__device__ __forceinline__ void argmaxPick(float& bv, int& bi, float v, int i) {
+    if (v > bv || (v == bv && i < bi)) { bv = v; bi = i; }
+}
+extern "C" __global__ void __launch_bounds__(256) argmax_mb(int* out, int* ring, int mask, const float* x, int n, int vec,
+                                                             float* pv, int* pi, int* arrive) { PROBE_KERNEL();
+    asm volatile("griddepcontrol.wait;" ::: "memory");
     float best = -INFINITY;
     int idx = 0x7fffffff;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        float v = x[i];
-        if (v > best) { best = v; idx = i; }
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        float ov = __shfl_xor_sync(0xffffffffu, best, o);
-        int oi = __shfl_xor_sync(0xffffffffu, idx, o);
-        if (ov > best || (ov == best && oi < idx)) { best = ov; idx = oi; }
-    }
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (lane == 0) { bv[warp] = best; bi[warp] = idx; }
-    __syncthreads();
-    if (warp == 0) {
-        best = lane < (blockDim.x >> 5) ? bv[lane] : -INFINITY;
-        idx = lane < (blockDim.x >> 5) ? bi[lane] : 0x7fffffff;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            float ov = __shfl_xor_sync(0xffffffffu, best, o);
-            int oi = __shfl_xor_sync(0xffffffffu, idx, o);
-            if (ov > best || (ov == best && oi < idx)) { best = ov; idx = oi; }
+    int stride = gridDim.x * blockDim.x;
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    int done = 0;
+    if (vec) {
+        const float4* x4 = reinterpret_cast<const float4*>(x);
+        int n4 = n >> 2;
+#pragma unroll 4
+        for (int i = t; i < n4; i += stride) {
+            float4 v = x4[i];
+            argmaxPick(best, idx, v.x, 4 * i);
+            argmaxPick(best, idx, v.y, 4 * i + 1);
+            argmaxPick(best, idx, v.z, 4 * i + 2);
+            argmaxPick(best, idx, v.w, 4 * i + 3);
         }
-        if (lane == 0) out[0] = idx;
+        done = n4 << 2;
+    }
+#pragma unroll 4
+    for (int i = done + t; i < n; i += stride) argmaxPick(best, idx, x[i], i);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) argmaxPick(best, idx, __shfl_xor_sync(0xffffffffu, best, o), __shfl_xor_sync(0xffffffffu, idx, o));
+    __shared__ float sv[8];
+    __shared__ int si[8];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (lane == 0) { sv[warp] = best; si[warp] = idx; }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < 8; w++) argmaxPick(best, idx, sv[w], si[w]);
+        pv[blockIdx.x] = best;
+        pi[blockIdx.x] = idx;
+    }
+    if (!lastArrival(arrive, gridDim.x)) return;
+    best = -INFINITY;
+    idx = 0x7fffffff;
+    for (int b = threadIdx.x; b < gridDim.x; b += blockDim.x) argmaxPick(best, idx, __ldcg(pv + b), __ldcg(pi + b));
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) argmaxPick(best, idx, __shfl_xor_sync(0xffffffffu, best, o), __shfl_xor_sync(0xffffffffu, idx, o));
+    __syncthreads();
+    if (lane == 0) { sv[warp] = best; si[warp] = idx; }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < 8; w++) argmaxPick(best, idx, sv[w], si[w]);
+        out[0] = idx;
+        if (ring) {
+            int c = ring[0];
+            ring[1 + (c & mask)] = idx;
+            ring[0] = c + 1;
+        }
     }
 }
 

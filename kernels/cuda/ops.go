@@ -402,17 +402,52 @@ func (b *Backend) Argmax(x kernels.Buf, n int) int32 {
 		return -1
 	}
 	defer b.exit()
-	res := b.argmaxOut()
-	b.run(fArgmax, 1, 1, 1024, ptr(res), ptr(dptr(x)), i32(n))
+	res := b.argmaxScratch()
+	b.argmax(res, 0, dptr(x), n, false)
 	var out int32
 	b.fail(cu.MemcpyDtoHAsync(unsafe.Pointer(&out), res, 4, b.stream))
 	b.fail(b.stream.Synchronize())
 	return out
 }
 
-func (b *Backend) argmaxOut() cu.DevicePtr {
+// Argmax scratch, one buffer: the token, argmax_mb's per-block partials
+// (values, then indices) and its arrival counter, zeroed once (the last
+// block leaves the counter at zero).
+const (
+	argmaxBlocks       = 256
+	argmaxPartV        = 64 // word offsets
+	argmaxPartI        = argmaxPartV + argmaxBlocks
+	argmaxArrive       = argmaxPartI + argmaxBlocks
+	argmaxScratchWords = argmaxArrive + 64
+)
+
+func (b *Backend) argmaxScratch() cu.DevicePtr {
 	if b.amax == 0 {
-		b.amax = b.alloc(4)
+		b.amax = b.alloc(argmaxScratchWords * 4)
+		if b.err == nil {
+			b.fail(cu.MemsetD32Async(b.amax, 0, argmaxScratchWords, b.stream))
+		}
 	}
 	return b.amax
+}
+
+// argmax launches argmax_mb: out[0] = the index of x[0:n]'s largest value,
+// also appended to ring (the fed steps' tokens, graph.go) where ring is not
+// zero. A block a 4096 values (four float4s a thread, all in flight), at
+// most argmaxBlocks. pdl: launched after its predecessor by programmatic
+// dependent launch (inside a recorded step).
+func (b *Backend) argmax(out, ring, x cu.DevicePtr, n int, pdl bool) {
+	s := b.argmaxScratch()
+	grid := min(max(cdiv(n, 4096), 1), argmaxBlocks)
+	vec := 0
+	if x%16 == 0 {
+		vec = 1
+	}
+	args := []uint64{ptr(out), ptr(ring), i32(feedRing - 1), ptr(x), i32(n), i32(vec),
+		ptr(s + argmaxPartV*4), ptr(s + argmaxPartI*4), ptr(s + argmaxArrive*4)}
+	if pdl {
+		b.launchFnPDL(b.fn[fArgmax], grid, 1, 256, 0, args...)
+		return
+	}
+	b.run(fArgmax, grid, 1, 256, args...)
 }
