@@ -203,6 +203,15 @@ for stage in "$@"; do
       for e in ${AB_ENVS:?AB_ENVS lists the settings}; do step "$e-$i" 200 env ${e//+/ } $W bench $M --json; done
     done
     python3 scripts/bench-summary.py "$O/$stage.txt" >"$O/$stage-summary.txt" ;;
+  rank) # greedy decode through a rank process as pocketd drives it (pocket-worker rank-bench:
+    # the protocol, replays, lookahead and fed steps): AB_MODEL q4km|q8|l8b (attention-only),
+    # AB_ENVS settings each against none (e.g. "POCKET_FEED=0 POCKET_LOOKAHEAD=0"), AB_ROUNDS rounds
+    bench_model ${AB_MODEL:-q4km}
+    for i in $(seq 1 "${AB_ROUNDS:-3}"); do
+      step base-$i 300 $W rank-bench $M --rounds 3
+      for e in ${AB_ENVS:-}; do step "$e-$i" 300 env ${e//+/ } $W rank-bench $M --rounds 3; done
+    done
+    python3 scripts/bench-summary.py "$O/$stage.txt" >"$O/$stage-summary.txt" ;;
   ablate) # what the decode step costs without some launches (POCKET_ABLATE, kernels/cuda/switches.go;
     # wrong results, timing only): AB_MODEL q4km|q35|l8b; ABLATE: tag sets, e.g. "qx,qx_norm attn"
     # ABL_ENV: settings for every run of the stage (VAR=value, several joined by +)

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -17,6 +18,11 @@ import (
 // backend's own (kernels/cuda/switches.go). pocketd's environment reaches
 // the ranks it starts.
 var noGraphs = os.Getenv("POCKET_GRAPHS") == "0"
+
+// noFeed records decode steps without their greedy token fed on the
+// device (POCKET_FEED=0; worker.StepFeeder): the A/B switch of the fed
+// steps, read once here as POCKET_GRAPHS is.
+var noFeed = os.Getenv("POCKET_FEED") == "0"
 
 // cudaGraphs is the CUDA rank's decode-step recorder: CUDA graphs
 // (cuda.Backend.BeginCapture, cuda.Graph).
@@ -50,7 +56,19 @@ func (c cudaGrapher) Capture(fwd func() error) (worker.StepGraph, error) {
 				err = fmt.Errorf("panic while recording a decode step: %v", p)
 			}
 		}()
-		return fwd()
+		if err := fwd(); err != nil {
+			return err
+		}
+		// The greedy token too, written where the next replay reads its
+		// token id (worker.StepFeeder); a step that cannot feed itself
+		// is recorded without it.
+		if noFeed {
+			return nil
+		}
+		if err := c.b.CaptureFeed(); err != nil && !errors.Is(err, kernels.ErrUnsupported) {
+			return err
+		}
+		return nil
 	}()
 	g, err := c.b.EndCapture()
 	if ferr != nil {
@@ -61,6 +79,9 @@ func (c cudaGrapher) Capture(fwd func() error) (worker.StepGraph, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("record decode step: %w", err)
+	}
+	if g.Fed() {
+		return fedGraph{cudaGraph{g, c.b}}, nil
 	}
 	return cudaGraph{g, c.b}, nil
 }
@@ -100,3 +121,15 @@ func (c cudaGraph) Logits(dst []float32) error {
 }
 
 func (c cudaGraph) Close() { c.g.Close() }
+
+// fedGraph is a recording that feeds itself (cuda.Backend.CaptureFeed):
+// a worker.StepFeeder, whose greedy token is the one its replay computed
+// in place (no argmax launched after it, no wait for later replays).
+type fedGraph struct{ cudaGraph }
+
+func (f fedGraph) Argmax() (int32, error)         { return f.g.Pending()() }
+func (f fedGraph) Pending() func() (int32, error) { return f.g.Pending() }
+
+func (f fedGraph) LaunchFed(s worker.Step) error {
+	return f.g.Launch(cuda.Step{Pos: s.Pos, Slot: s.Slot, Table: s.Table, Fed: true})
+}

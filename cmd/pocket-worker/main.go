@@ -1,8 +1,10 @@
 // Command pocket-worker is the GPU rank process of PocketLLM: the only
-// binary that links the CUDA backend (build with -tags cuda). Today it runs
-// the backend's checks and measurements; serving a rank for pocketd over a
-// socketpair (serve-rank) is the next subcommand.
+// binary that links the CUDA backend (build with -tags cuda). pocketd runs
+// it as serve-rank, one process a rank over a socketpair; the other
+// commands are the backend's checks and measurements.
 //
+//	pocket-worker serve-rank --backend cuda --device N (started by pocketd)
+//	pocket-worker rank-bench --model DIR          greedy decode through a rank process, as pocketd drives it
 //	pocket-worker conformance [--device N]        every CUDA op against the CPU backend
 //	pocket-worker parity DIR...                   fixture parity on CUDA (logits, greedy, graph replay)
 //	pocket-worker synth --shape llama3-8b --out DIR
@@ -20,6 +22,7 @@ import (
 var commands = map[string]func(args []string) error{
 	"synth":      runSynth,
 	"serve-rank": runServeRank,
+	"rank-bench": runRankBench,
 }
 
 func main() {

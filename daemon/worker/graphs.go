@@ -88,6 +88,22 @@ type StepDrawer interface {
 	Draw(d session.Draw) (int32, error)
 }
 
+// StepFeeder is a StepGraph recorded to feed itself: each replay leaves
+// its greedy token on the device as the next replay's token id, so the
+// rank can queue a greedy generation's next step before it has read this
+// one's token (rank_ahead.go), and the device does not wait for the host
+// between them.
+type StepFeeder interface {
+	// Pending returns a function that waits for the graph's latest
+	// replay alone (not for replays queued after it) and answers its
+	// greedy token.
+	Pending() func() (int32, error)
+	// LaunchFed queues the replay of the step after the latest one, its
+	// token the one that replay chose (s.ID is not read). The latest
+	// replay of a feeding graph on the backend must be this graph's.
+	LaunchFed(s Step) error
+}
+
 const (
 	// maxGraphs bounds the recordings a rank keeps (each holds a device
 	// arena and the instantiated graph).
@@ -232,6 +248,20 @@ func (c *graphCache) graph(key graphKey, owner any, gen func() uint64, capture f
 	c.entries = append(c.entries, graphEntry{key: key, owner: owner, g: g, used: c.tick})
 	c.replays++
 	return g, nil
+}
+
+// peek is the recording for key if the cache holds one that is current,
+// else nil; nothing is recorded or reordered.
+func (c *graphCache) peek(key graphKey) StepGraph {
+	if c.off != nil || len(c.entries) == 0 {
+		return nil
+	}
+	for _, e := range c.entries {
+		if e.key == key {
+			return e.g
+		}
+	}
+	return nil
 }
 
 // sync drops the recordings when the scratch generation moved.

@@ -111,6 +111,7 @@ type fakeGrapher struct {
 	captures  int
 	open      int
 	launched  int
+	fed       int        // of them fed (LaunchFed)
 	last      *fakeGraph // the graph launched last
 }
 
@@ -196,6 +197,22 @@ func (g *fakeGraph) Launch(s Step) error {
 }
 
 func (g *fakeGraph) Argmax() (int32, error)     { return session.Argmax(g.logits), nil }
+
+// Pending and LaunchFed make the fake a StepFeeder, as CUDA's recordings
+// are: the fed step embeds the greedy token of this graph's latest replay.
+func (g *fakeGraph) Pending() func() (int32, error) {
+	id := session.Argmax(g.logits)
+	return func() (int32, error) { return id, nil }
+}
+
+func (g *fakeGraph) LaunchFed(s Step) error {
+	if g.f.last != g {
+		return errors.New("fed launch after another graph's replay")
+	}
+	g.f.fed++
+	s.ID = session.Argmax(g.logits)
+	return g.Launch(s)
+}
 func (g *fakeGraph) Logits(dst []float32) error { copy(dst, g.logits); return nil }
 func (g *fakeGraph) Close()                     { g.f.open-- }
 

@@ -42,17 +42,29 @@ type lookahead struct {
 }
 
 // guess records req's successor for greedy token id as the step to run
-// ahead once the reply to req is written (see serve), where one exists.
+// ahead once the reply to req is written (see serve), where one exists and
+// is not already running (fed: feedAhead).
 func (rk *rank) guess(req forwardReq, id int32) {
-	if rk.opts.NoLookahead || rk.states != nil || len(req.tokens) != 1 || req.want != models.LastLogits || req.state != 0 {
+	if rk.ahead != nil {
 		return
+	}
+	if next, ok := rk.successor(req, id); ok {
+		rk.next = &lookahead{req: next}
+	}
+}
+
+// successor is the step a continuing generation asks for after req, with
+// token id, where the rank may run it ahead.
+func (rk *rank) successor(req forwardReq, id int32) (forwardReq, bool) {
+	if rk.opts.NoLookahead || rk.states != nil || len(req.tokens) != 1 || req.want != models.LastLogits || req.state != 0 {
+		return forwardReq{}, false
 	}
 	pos := req.start + 1
 	if bs := rk.spec.BlockSize; bs <= 0 || pos >= len(req.table)*bs {
-		return
+		return forwardReq{}, false
 	}
 	if mp := rk.model.Config.MaxPositions; mp > 0 && pos+1 > mp {
-		return
+		return forwardReq{}, false
 	}
 	// req's table is its own (decodeForward allocates it), and nothing
 	// writes it.
@@ -64,7 +76,41 @@ func (rk *rank) guess(req forwardReq, id int32) {
 		d.U, d.Next = d.Next, 0
 		next.draw = &d
 	}
-	rk.next = &lookahead{req: next}
+	return next, true
+}
+
+// feedAhead answers the greedy token of la, a replay run ahead that the
+// request now asks for. Where la's recording feeds itself (StepFeeder) and
+// the step after it replays on the same recording, that step is queued
+// first, fed on the device by la's token, and becomes the step run ahead:
+// the device then goes from one step to the next without waiting for the
+// host to read a token and launch. Its token is filled in once known, so
+// the next request matches it as any guess.
+func (rk *rank) feedAhead(la *lookahead) (int32, error) {
+	f, ok := la.g.(StepFeeder)
+	if !ok {
+		return rk.graphToken(la.g)
+	}
+	token := f.Pending()
+	var fed *lookahead
+	if next, ok := rk.successor(la.req, 0); ok {
+		if g, ok := rk.replayStep(next, la.g); ok {
+			fed = &lookahead{req: next, g: g}
+		}
+	}
+	id, err := token()
+	if err != nil {
+		if fed != nil {
+			rk.ahead = fed
+			rk.dropAhead()
+		}
+		return 0, err
+	}
+	if fed != nil {
+		fed.req.tokens = []int32{id}
+		rk.ahead = fed
+	}
+	return id, nil
 }
 
 // runAhead starts the guessed step (after the reply to the one before
@@ -116,7 +162,7 @@ func (rk *rank) takeAhead(req forwardReq) (int32, bool, error) {
 		id, err := rk.graphDraw(la.g, *req.draw)
 		return id, true, err
 	case la.g != nil:
-		id, err := rk.graphToken(la.g)
+		id, err := rk.feedAhead(la)
 		return id, true, err
 	}
 	return la.id, true, nil

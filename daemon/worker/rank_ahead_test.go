@@ -55,6 +55,19 @@ func TestLookaheadReplay(t *testing.T) {
 	if rk.aheadHits != int64(guessed) {
 		t.Fatalf("%d requests answered ahead, want %d", rk.aheadHits, guessed)
 	}
+	// A step answered ahead queues its successor, fed on the device by
+	// its token, where the successor exists and replays on the same
+	// recording (the table's bucket unchanged: 8 blocks to position 31,
+	// then 16).
+	fed := 0
+	for p := len(toks) + 1; p < len(toks)+n-1; p++ {
+		if p%bs != 0 && (p+1)%bs != 0 && p+1 != 32 {
+			fed++
+		}
+	}
+	if f.fed != fed {
+		t.Fatalf("%d steps fed on the device, want %d", f.fed, fed)
+	}
 	// The last step's guess is pending: ask for another token there.
 	pos := len(toks) + n - 1
 	if rk.ahead == nil {

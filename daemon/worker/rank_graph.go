@@ -27,7 +27,13 @@ import (
 // initialised by ordinary ops (a buffer first allocated while recording
 // would be initialised only by the recording, so the eager path after a
 // failed recording would find it uninitialised).
-func (rk *rank) replay(req forwardReq) (StepGraph, bool) {
+func (rk *rank) replay(req forwardReq) (StepGraph, bool) { return rk.replayStep(req, nil) }
+
+// replayStep is replay; where fedBy is not nil the step is the one after
+// fedBy's latest replay, fed by its token (StepFeeder; req.tokens are
+// not read): it replays only on fedBy itself, else ok is false and
+// nothing ran.
+func (rk *rank) replayStep(req forwardReq, fedBy StepGraph) (StepGraph, bool) {
 	if !rk.graphs.usable() || !rk.warm || len(req.tokens) != 1 || req.want != models.LastLogits || rk.pool == nil {
 		return nil, false
 	}
@@ -40,6 +46,9 @@ func (rk *rank) replay(req forwardReq) (StepGraph, bool) {
 		return nil, false
 	}
 	bucket := bucketFor(blocks)
+	if fedBy != nil && rk.graphs.peek(graphKey{bucket, req.state}) != fedBy {
+		return nil, false // another recording (or none yet) serves it
+	}
 	table := rk.padTable(req.table[:blocks], bucket)
 	var owner any
 	if st != nil {
@@ -68,7 +77,15 @@ func (rk *rank) replay(req forwardReq) (StepGraph, bool) {
 	bs := rk.spec.BlockSize
 	pos := req.start
 	s := Step{ID: req.tokens[0], Pos: int32(pos), Slot: table[pos/bs]*int32(bs) + int32(pos%bs), Table: table}
-	if err := g.Launch(s); err != nil {
+	launch := g.Launch
+	if fedBy != nil {
+		f, ok := g.(StepFeeder)
+		if !ok || g != fedBy {
+			return nil, false
+		}
+		launch = f.LaunchFed
+	}
+	if err := launch(s); err != nil {
 		// Launch fails before queuing anything, or the device state is
 		// lost (which serve reports): either way the eager path answers.
 		rk.graphs.off = err

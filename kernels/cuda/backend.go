@@ -132,7 +132,7 @@ type Backend struct {
 	// prefillSplitOff keeps prefill attention unsplit (SetPrefillSplits).
 	prefillSplitOff bool
 	amax            cu.DevicePtr // argmax_mb's token, partials and arrival counter (argmaxScratch)
-	feed            cu.DevicePtr // the ring fed steps leave their tokens in (graph.go)
+	feed            feedRing     // the fed steps' tokens (graph.go)
 	cap             *capture
 
 	pending []gemv     // single-row bf16 GEMVs on one input, not yet launched
@@ -549,6 +549,7 @@ const (
 	kScatterIdx
 	kScatterW
 	kDeltaSnaps
+	kFeedSlot // a fed step's place in the token ring (graph.go)
 	numKinds
 )
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -50,9 +51,45 @@ type capture struct {
 	err     error
 }
 
-// feedRing is how many fed tokens the ring holds (a power of two): the
-// host reads them at least this often.
-const feedRing = 1024
+// The fed steps' tokens: every replay of a fed graph is a ticket, the
+// count of such replays before it; its argmax writes the token to
+// host[ticket % feedRingLen] (page-locked host memory the kernel writes
+// directly, so no copy is queued between replays) and an event recorded
+// after the replay says when it is there.
+const (
+	feedRingLen = 1024 // a power of two
+	feedEvents  = 4    // replays whose own completion can be waited for
+)
+
+type feedRing struct {
+	host    []int32
+	dev     cu.DevicePtr
+	events  [feedEvents]cu.Event
+	tickets uint64 // fed replays launched so far
+	last    *Graph // the fed graph replayed last
+	err     error  // why there is no ring (feeding unsupported)
+}
+
+// ready allocates the ring and its events on first use. Context current,
+// not capturing.
+func (f *feedRing) ready() error {
+	if f.host != nil || f.err != nil {
+		return f.err
+	}
+	host, dev, err := mappedInts(feedRingLen)
+	if err != nil {
+		f.err = fmt.Errorf("cuda: fed steps: %w: %w", err, kernels.ErrUnsupported)
+		return f.err
+	}
+	for i := range f.events {
+		if f.events[i], err = cu.MakeEvent(cu.DisableTiming); err != nil {
+			f.err = fmt.Errorf("cuda: fed steps: event: %w: %w", err, kernels.ErrUnsupported)
+			return f.err
+		}
+	}
+	f.host, f.dev = host, dev
+	return nil
+}
 
 func (c *capture) put(b *Backend, kind int, v []uint32) cu.DevicePtr {
 	if i := c.last[kind]; i >= 0 {
@@ -87,13 +124,7 @@ func (b *Backend) BeginCapture() error {
 	if b.err != nil {
 		return b.err
 	}
-	if b.feed == 0 {
-		// Before the capture: a memset then would be recorded.
-		b.feed = b.alloc((1 + feedRing) * 4)
-		if b.err == nil {
-			b.fail(cu.MemsetD32Async(b.feed, 0, 1+feedRing, b.stream))
-		}
-	}
+	b.feed.ready() // before the capture, which would record the allocations; its error is CaptureFeed's
 	b.argmaxScratch()
 	b.fail(b.stream.Synchronize())
 	if b.err != nil {
@@ -111,10 +142,11 @@ func (b *Backend) BeginCapture() error {
 }
 
 // CaptureFeed records, after the step's Forward and before EndCapture,
-// the step's greedy token written into its own token-id input and
-// appended to the feed ring (FeedTokens). It fails, recording nothing,
-// where the step did not read its logits once or does not embed exactly
-// one token id through the arena.
+// the step's greedy token written into its own token-id input (for the
+// next replay: Step.Fed) and into the token ring (Graph.Token). It fails,
+// recording nothing, where the step did not read its logits once or does
+// not embed exactly one token id through the arena, or where the host
+// ring cannot be had (kernels.ErrUnsupported).
 func (b *Backend) CaptureFeed() error {
 	if !b.enter() {
 		b.exit()
@@ -129,6 +161,8 @@ func (b *Backend) CaptureFeed() error {
 		return fmt.Errorf("cuda: a fed step must read its logits once (%d reads)", c.reads)
 	case c.fedOff >= 0:
 		return errors.New("cuda: CaptureFeed twice in one capture")
+	case b.feed.err != nil:
+		return b.feed.err
 	}
 	off := -1
 	for _, e := range c.entries {
@@ -143,28 +177,27 @@ func (b *Backend) CaptureFeed() error {
 	if off < 0 {
 		return fmt.Errorf("cuda: the step embeds no token id from the arena: %w", kernels.ErrUnsupported)
 	}
-	b.argmax(c.arena+cu.DevicePtr(off*4), b.feed, dptr(c.out), c.outN, true)
+	slot := c.put(b, kFeedSlot, []uint32{0})
+	b.argmax(c.arena+cu.DevicePtr(off*4), b.feed.dev, slot, dptr(c.out), c.outN, true)
 	c.fedOff = off
 	return b.err
 }
 
-// FeedTokens waits for the queued work and returns how many tokens fed
-// steps have appended to the ring so far (all graphs of the backend
-// together, from zero) and the ring: token k is ring[k % len(ring)] for the
-// last len(ring) of them.
+// FeedTokens waits for the queued work and returns how many fed replays
+// have run (all graphs together) and the ring: replay k's token is
+// ring[k % len(ring)], for the last len(ring) of them.
 func (b *Backend) FeedTokens() (count int, ring []int32, err error) {
 	if !b.enter() {
 		b.exit()
 		return 0, nil, b.err
 	}
 	defer b.exit()
-	if b.feed == 0 {
-		return 0, nil, nil
-	}
-	buf := make([]int32, 1+feedRing)
-	b.fail(cu.MemcpyDtoHAsync(unsafe.Pointer(&buf[0]), b.feed, int64(len(buf))*4, b.stream))
 	b.fail(b.stream.Synchronize())
-	return int(uint32(buf[0])), buf[1:], b.err
+	ring = make([]int32, len(b.feed.host))
+	for i := range ring {
+		ring[i] = atomic.LoadInt32(&b.feed.host[i])
+	}
+	return int(b.feed.tickets), ring, b.err
 }
 
 // EndCapture finishes the recording and instantiates the graph.
@@ -205,7 +238,8 @@ type Graph struct {
 	arena   cu.DevicePtr
 	host    []uint32
 	entries []entry
-	fedOff  int // see capture.fedOff
+	fedOff  int    // see capture.fedOff
+	ticket  uint64 // the fed ticket of the latest replay
 	// Out and OutLen are the buffer and length the captured step read
 	// (the logits).
 	Out    kernels.Buf
@@ -246,20 +280,63 @@ func (g *Graph) Launch(s Step) error {
 				return fmt.Errorf("cuda: graph launch with a %d-block table, captured with %d", len(s.Table), e.n)
 			}
 			copy(dst, words(s.Table))
+		case kFeedSlot:
+			dst[0] = uint32(b.feed.tickets % feedRingLen)
 		}
 	}
-	if s.Fed {
-		if g.fedOff < 0 {
-			return errors.New("cuda: a fed launch of a graph recorded without CaptureFeed")
-		}
+	switch {
+	case s.Fed && g.fedOff < 0:
+		return errors.New("cuda: a fed launch of a graph recorded without CaptureFeed")
+	case s.Fed && b.feed.last != g:
+		return errors.New("cuda: a fed launch must follow a replay of the same graph")
+	case s.Fed:
 		// Everything but the token id, which the previous replay wrote.
 		g.upload(0, g.fedOff)
 		g.upload(g.fedOff+1, len(g.host))
-	} else {
+	default:
 		g.upload(0, len(g.host))
 	}
 	b.fail(graphLaunch(g.exec, b.s))
+	if g.fedOff >= 0 && b.err == nil {
+		g.ticket = b.feed.tickets
+		b.fail(b.feed.events[g.ticket%feedEvents].Record(b.stream))
+		b.feed.tickets++
+		b.feed.last = g
+	}
 	return b.err
+}
+
+// Fed reports whether the graph feeds itself (CaptureFeed).
+func (g *Graph) Fed() bool { return g.fedOff >= 0 }
+
+// Pending returns, for a fed graph's latest replay, a function that waits
+// for that replay alone (not for what was queued after it) and answers its
+// greedy token (0 where nothing won, all NaN, as session.Argmax answers
+// then and as the replay after it embeds).
+func (g *Graph) Pending() func() (int32, error) {
+	b, t := g.b, g.ticket
+	return func() (int32, error) {
+		if !b.enter() {
+			b.exit()
+			return 0, b.err
+		}
+		defer b.exit()
+		if g.fedOff < 0 {
+			return 0, errors.New("cuda: Pending on a graph recorded without CaptureFeed")
+		}
+		if b.feed.tickets-t <= feedEvents {
+			b.fail(b.feed.events[t%feedEvents].Synchronize())
+		} else if b.feed.tickets-t <= feedRingLen {
+			b.fail(b.stream.Synchronize()) // its event was recorded again since
+		} else {
+			return 0, fmt.Errorf("cuda: fed token %d is no longer in the ring (%d since)", t, b.feed.tickets-t)
+		}
+		id := atomic.LoadInt32(&b.feed.host[t%feedRingLen])
+		if id < 0 || int(id) >= g.OutLen {
+			id = 0
+		}
+		return id, b.err
+	}
 }
 
 // upload queues the copy of the arena's words [from, to).
@@ -272,6 +349,9 @@ func (g *Graph) upload(from, to int) {
 // Close frees the graph.
 func (g *Graph) Close() {
 	if g.b.enter() {
+		if g.b.feed.last == g {
+			g.b.feed.last = nil
+		}
 		graphDestroy(g.exec)
 		g.b.poolMu.Lock()
 		g.b.free[arenaWords*4] = append(g.b.free[arenaWords*4], g.arena)

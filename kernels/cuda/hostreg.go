@@ -15,6 +15,11 @@ static CUresult pl_host_register(void *p, size_t n) {
 static CUresult pl_host_alloc_staging(void **h, size_t n) {
 	return cuMemHostAlloc(h, n, CU_MEMHOSTALLOC_PORTABLE);
 }
+static CUresult pl_host_alloc_mapped(void **h, CUdeviceptr *d, size_t n) {
+	CUresult r = cuMemHostAlloc(h, n, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+	if (r != CUDA_SUCCESS) return r;
+	return cuMemHostGetDevicePointer(d, *h, 0);
+}
 */
 import "C"
 
@@ -22,6 +27,8 @@ import (
 	"errors"
 	"os"
 	"unsafe"
+
+	"gorgonia.org/cu"
 )
 
 // PinHost page-locks b (whole pages from its start; b must not be Go heap
@@ -61,4 +68,16 @@ func (b *Backend) stagingBufs(n int) [2][]byte {
 		}
 	}
 	return b.staging
+}
+
+// mappedInts allocates n int32s of page-locked host memory that kernels
+// write directly (the fed steps' token ring, graph.go), kept for the
+// process: the host slice and its device address. Context current.
+func mappedInts(n int) ([]int32, cu.DevicePtr, error) {
+	var h unsafe.Pointer
+	var d C.CUdeviceptr
+	if err := cuErr("map host memory", C.pl_host_alloc_mapped(&h, &d, C.size_t(n*4))); err != nil {
+		return nil, 0, err
+	}
+	return unsafe.Slice((*int32)(h), n), cu.DevicePtr(d), nil
 }

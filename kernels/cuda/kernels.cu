@@ -512,17 +512,17 @@ extern "C" __global__ void scatter_add(float* dst, const float* src, const int* 
 // thread in flight where x is 16-byte aligned, vec) and leaves its best in
 // pv/pi; the last block to arrive merges them. It replaced a one-block
 // kernel that read a vocabulary of 150-250K logits one load a thread at a
-// time: ~1 MB through one SM after every decode step. out[0] gets the token; where ring is not null
-// the token is also appended to it (ring[0] counts, ring[1 + (count &
-// mask)] holds): a recorded step that feeds its own next step leaves its
-// tokens there for the host to read when it syncs. Ties go to the lowest
-// index and NaN never wins, as in argmax. Launched after its predecessor
-// by programmatic dependent launch inside a recorded step.
+// time: ~1 MB through one SM after every decode step. Ties go to the
+// lowest index and NaN never wins. Where ring is not null (a recorded step
+// that feeds the next: graph.go) the token also goes to ring[*slot & mask],
+// page-locked host memory the host reads once the step is done, and
+// out[0], the next step's token id, is kept in range. Launched after its
+// predecessor by programmatic dependent launch inside a recorded step.
 __device__ __forceinline__ void argmaxPick(float& bv, int& bi, float v, int i) {
     if (v > bv || (v == bv && i < bi)) { bv = v; bi = i; }
 }
-extern "C" __global__ void __launch_bounds__(256) argmax_mb(int* out, int* ring, int mask, const float* x, int n, int vec,
-                                                             float* pv, int* pi, int* arrive) { PROBE_KERNEL();
+extern "C" __global__ void __launch_bounds__(256) argmax_mb(int* out, int* ring, const int* slot, int mask, const float* x, int n,
+                                                             int vec, float* pv, int* pi, int* arrive) { PROBE_KERNEL();
     asm volatile("griddepcontrol.wait;" ::: "memory");
     float best = -INFINITY;
     int idx = 0x7fffffff;
@@ -567,11 +567,13 @@ extern "C" __global__ void __launch_bounds__(256) argmax_mb(int* out, int* ring,
     __syncthreads();
     if (threadIdx.x == 0) {
         for (int w = 1; w < 8; w++) argmaxPick(best, idx, sv[w], si[w]);
-        out[0] = idx;
         if (ring) {
-            int c = ring[0];
-            ring[1 + (c & mask)] = idx;
-            ring[0] = c + 1;
+            ring[*slot & mask] = idx;
+            // The next step embeds it: a token even where nothing won
+            // (all NaN), 0 as the host's argmax answers then.
+            out[0] = idx < n ? idx : 0;
+        } else {
+            out[0] = idx;
         }
     }
 }

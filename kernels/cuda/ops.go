@@ -403,7 +403,7 @@ func (b *Backend) Argmax(x kernels.Buf, n int) int32 {
 	}
 	defer b.exit()
 	res := b.argmaxScratch()
-	b.argmax(res, 0, dptr(x), n, false)
+	b.argmax(res, 0, 0, dptr(x), n, false)
 	var out int32
 	b.fail(cu.MemcpyDtoHAsync(unsafe.Pointer(&out), res, 4, b.stream))
 	b.fail(b.stream.Synchronize())
@@ -432,18 +432,18 @@ func (b *Backend) argmaxScratch() cu.DevicePtr {
 }
 
 // argmax launches argmax_mb: out[0] = the index of x[0:n]'s largest value,
-// also appended to ring (the fed steps' tokens, graph.go) where ring is not
+// also written to ring[*slot] (a fed step, graph.go) where ring is not
 // zero. A block a 4096 values (four float4s a thread, all in flight), at
 // most argmaxBlocks. pdl: launched after its predecessor by programmatic
 // dependent launch (inside a recorded step).
-func (b *Backend) argmax(out, ring, x cu.DevicePtr, n int, pdl bool) {
+func (b *Backend) argmax(out, ring, slot, x cu.DevicePtr, n int, pdl bool) {
 	s := b.argmaxScratch()
 	grid := min(max(cdiv(n, 4096), 1), argmaxBlocks)
 	vec := 0
 	if x%16 == 0 {
 		vec = 1
 	}
-	args := []uint64{ptr(out), ptr(ring), i32(feedRing - 1), ptr(x), i32(n), i32(vec),
+	args := []uint64{ptr(out), ptr(ring), ptr(slot), i32(feedRingLen - 1), ptr(x), i32(n), i32(vec),
 		ptr(s + argmaxPartV*4), ptr(s + argmaxPartI*4), ptr(s + argmaxArrive*4)}
 	if pdl {
 		b.launchFnPDL(b.fn[fArgmax], grid, 1, 256, 0, args...)

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/pocketllm/pocketllm/daemon/worker"
+	"github.com/pocketllm/pocketllm/models"
+)
+
+// rankBenchResult is what rank-bench prints: the greedy decode rate of
+// each round through a rank process, as pocketd drives it.
+type rankBenchResult struct {
+	Model        string    `json:"model"`
+	Backend      string    `json:"backend"`
+	Device       string    `json:"device"`
+	PromptTokens int       `json:"prompt_tokens"`
+	NewTokens    int       `json:"new_tokens"`
+	BlockSize    int       `json:"block_size"`
+	RoundsPerS   []float64 `json:"rounds_tokens_per_s"` // one a round
+	DecodePerS   float64   `json:"decode_tokens_per_s"` // the fastest round
+	SameTokens   bool      `json:"rounds_same_tokens"`
+}
+
+// runRankBench decodes greedily through a rank process the way pocketd
+// does: worker.Start spawns this binary's serve-rank, and each token is
+// one ForwardArgmax over the socket, its table cut to the blocks the
+// step's positions cover (the daemon allocates a block as a sequence
+// reaches it). So it measures what bench does not: the protocol, the
+// rank's replays and its lookahead (fed steps included: rank_ahead.go),
+// without pocketd's HTTP and session layers. Attention-only models (a
+// hybrid's recurrent state needs the session's state handles).
+func runRankBench(args []string) error {
+	fs := flag.NewFlagSet("rank-bench", flag.ContinueOnError)
+	model := fs.String("model", "", "checkpoint directory or .gguf file")
+	backend := fs.String("backend", "cuda", "backend: cpu or cuda")
+	device := fs.Int("device", 0, "GPU ordinal")
+	promptTokens := fs.Int("prompt-tokens", 128, "random prompt length")
+	newTokens := fs.Int("new-tokens", 64, "greedy tokens a round")
+	rounds := fs.Int("rounds", 3, "decodes of the same prompt")
+	blockSize := fs.Int("block-size", 16, "KV block size (pocketd's default)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	P, N, bs := *promptTokens, *newTokens, *blockSize
+	if *model == "" || P < 1 || N < 2 || bs < 1 || *rounds < 1 {
+		return fmt.Errorf("rank-bench: need --model, --prompt-tokens ≥ 1, --new-tokens ≥ 2, --block-size ≥ 1, --rounds ≥ 1")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	p, err := worker.Start(worker.Options{
+		Command: worker.DefaultCommand(exe, *backend, *device),
+		Hello:   worker.Hello{Backend: *backend, Device: *device, Name: filepath.Base(*model), Path: *model},
+	})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	if p.NewState() != nil {
+		return fmt.Errorf("rank-bench: %s is a hybrid model (recurrent state): not supported here", *model)
+	}
+	blocks := (P+N+bs-1)/bs + 1
+	pool, err := p.NewKVPool(p.KVSpec(blocks, bs))
+	if err != nil {
+		return err
+	}
+	table := make([]int32, blocks)
+	for i := range table {
+		table[i] = int32(i)
+	}
+	cut := func(end int) []int32 { return table[:(end+bs-1)/bs] }
+	vocab := p.ModelConfig().VocabSize
+	rng := rand.New(rand.NewPCG(1, 2))
+	prompt := make([]int32, P)
+	for i := range prompt {
+		prompt[i] = int32(rng.IntN(vocab))
+	}
+	r := rankBenchResult{Model: *model, Backend: *backend, Device: p.Device(), PromptTokens: P, NewTokens: N, BlockSize: bs, SameTokens: true}
+	var first []int32
+	for range *rounds {
+		seq := models.Seq{Pool: pool, Table: cut(P)}
+		next, err := p.ForwardArgmax(seq, prompt)
+		if err != nil {
+			return err
+		}
+		out := []int32{next}
+		var t0 time.Time
+		for i := 0; i < N-1; i++ {
+			if i == 1 {
+				t0 = time.Now() // the first step may record the graph
+			}
+			pos := P + i
+			next, err = p.ForwardArgmax(models.Seq{Pool: pool, Table: cut(pos + 1), Start: pos}, []int32{next})
+			if err != nil {
+				return err
+			}
+			out = append(out, next)
+		}
+		rate := float64(N-2) / time.Since(t0).Seconds()
+		r.RoundsPerS = append(r.RoundsPerS, rate)
+		r.DecodePerS = max(r.DecodePerS, rate)
+		if first == nil {
+			first = out
+		} else if !slices.Equal(out, first) {
+			r.SameTokens = false
+		}
+	}
+	return json.NewEncoder(os.Stdout).Encode(r)
+}
