@@ -162,6 +162,18 @@ def main():
         step_ns.append(last)
     S = len(use)
     print(f"step span (first probed start to last probed end): {sum(step_ns) / S / 1e3:.1f} µs")
+    # Between replays: the next step's first probed start after this step's last probed end
+    # (the host's sync and launch, the arena's upload; fed steps queued back to back: the upload
+    # and the graph's own launch only).
+    gaps = []
+    for k in whole:
+        if k + 1 in whole:
+            end = max(max(r[5] for r in recs[g]) for g in steps[k].values())
+            nxt = min(min(r[3] for r in recs[g]) for g in steps[k + 1].values())
+            gaps.append(nxt - end)
+    if gaps:
+        print(f"between consecutive steps ({len(gaps)}): {min(gaps) / 1e3:.1f}-{max(gaps) / 1e3:.1f} µs, "
+              f"mean {sum(gaps) / len(gaps) / 1e3:.1f}")
     by = collections.defaultdict(lambda: [0.0, 0, 0.0, 0.0, 0])
     if a.timeline:
         print(f"{'#':>4} {'kernel':28} {'blocks':>6} {'SMs':>4} {'start':>8} {'wait':>8} {'end50':>8} {'end':>8} {'crit':>7} {'span':>7} {'rel':>6} {'wsp':>6}")
