@@ -73,13 +73,16 @@ def step_nodes(log):
 
 
 def align(nodes, grids):
-    """The gridid offset o such that node (g - o) % N is launch g, best by block counts."""
+    """The stride S and gridid offset o such that node (g - o) % S is launch g, best by block
+    counts: a replay's nodes take N consecutive gridids, and launches between replays (an argmax
+    after each, or a copy the driver runs as a kernel) take the S - N after them."""
     N = len(nodes)
     best = None
-    for o in range(N):
-        ok = sum(1 for g, n in grids.items() if nodes[(g - o) % N][1] == n)
-        if best is None or ok > best[1]:
-            best = (o, ok)
+    for S in range(N, N + 4):
+        for o in range(S):
+            ok = sum(1 for g, n in grids.items() if (g - o) % S < N and nodes[(g - o) % S][1] == n)
+            if best is None or ok > best[2]:
+                best = (S, o, ok)
     return best
 
 
@@ -100,15 +103,16 @@ def main():
     nodes = step_nodes(log)
     N = len(nodes)
     grids = {g: rs[0][2] for g, rs in recs.items()}
-    o, ok = align(nodes, grids)
-    print(f"{len(recs)} probed launches; the step has {N} launches; aligned at offset {o}: {ok}/{len(grids)} block counts match")
-    # Steps: gridids o + kN .. o + kN + N - 1; keep the last whole ones (every probed node present).
+    S_, o, ok = align(nodes, grids)
+    print(f"{len(recs)} probed launches; the step has {N} launches; aligned at stride {S_}, offset {o}: "
+          f"{ok}/{len(grids)} block counts match")
+    # Steps: gridids o + kS .. o + kS + N - 1; keep the last whole ones (every probed node present).
     # Launches that are not the graph's (their block count is not their
     # node's) are left out; the probed nodes are those most steps have.
     steps = collections.defaultdict(dict)
     for g in recs:
-        if nodes[(g - o) % N][1] == grids[g]:
-            steps[(g - o) // N][(g - o) % N] = g
+        if (g - o) % S_ < N and nodes[(g - o) % S_][1] == grids[g]:
+            steps[(g - o) // S_][(g - o) % S_] = g
     # Each module's table keeps its own last launches, so older steps hold
     # only some modules' records: look at the last few steps only.
     recent = sorted(steps)[-(a.steps + 2):]
