@@ -103,7 +103,10 @@ def main():
     nodes = step_nodes(log)
     N = len(nodes)
     grids = {g: rs[0][2] for g, rs in recs.items()}
-    S_, o, ok = align(nodes, grids)
+    # Aligned on the last few steps' launches: earlier ones may be another phase's (bench replays
+    # its step host-fed, then fed), whose replays sit at another offset.
+    top = max(grids)
+    S_, o, ok = align(nodes, {g: n for g, n in grids.items() if g > top - 6 * N})
     print(f"{len(recs)} probed launches; the step has {N} launches; aligned at stride {S_}, offset {o}: "
           f"{ok}/{len(grids)} block counts match")
     # Steps: gridids o + kS .. o + kS + N - 1; keep the last whole ones (every probed node present).
