@@ -111,6 +111,16 @@ func (d *Decoder) Forward(p *Pass) error {
 	case NoLogits:
 		return nil
 	case LastLogits, LastHidden:
+		// A one-token step's final norm inside the LM head's GEMV where the
+		// backend has a fused kernel for the head's format: two launches
+		// fewer between the last layer and the head (on CUDA the block
+		// formats: the last down projection rounds the normed sum itself).
+		if fu != nil && p.Logits == LastLogits && d.head == nil {
+			s.Logits = s.Buf("logits", c.VocabSize)
+			if fu.NormMatMul([]kernels.Buf{s.Logits}, x, d.Norm, eps, []kernels.Tensor{d.LMHead}, 1) {
+				return nil
+			}
+		}
 		last := s.Buf("last", hid)
 		if rows == 1 {
 			be.RMSNorm(last, x, d.Norm, 1, hid, eps) // x is the last row (one launch less per decode step)

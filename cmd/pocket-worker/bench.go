@@ -200,8 +200,10 @@ func runBench(args []string) error {
 		}
 	}
 	// Fed graph decode: the same again, each replay embedding the token
-	// the one before it left on the device, queued back to back.
-	if gerr == nil {
+	// the one before it left on the device, queued back to back. Not
+	// under --probe-out: probe-summary.py lays out the host-fed replays
+	// (it does not align the fed ones' records yet).
+	if gerr == nil && *probeOut == "" {
 		if err := rewind(); err != nil {
 			return err
 		}

@@ -248,6 +248,9 @@ func (b *Backend) NormMatMul(dst []kernels.Buf, x kernels.Buf, norm kernels.Tens
 		}
 		total += w.Weight().Rows()
 	}
+	if total > maxNormMatMulRows {
+		return false
+	}
 	if !b.enter() {
 		b.exit()
 		return true
@@ -279,6 +282,12 @@ func (b *Backend) NormMatMul(dst []kernels.Buf, x kernels.Buf, norm kernels.Tens
 	b.runDec(f.variant(dGemvNormMulti), blocks, 1, 256, args...)
 	return true
 }
+
+// maxNormMatMulRows: a bf16 or FP8 NormMatMul of more rows is declined. A
+// vocabulary-sized LM head (models.Decoder offers it the final norm) runs
+// faster as RMSNorm then MatMul's GEMV, which is tuned for such heights;
+// the block formats' fused GEMV is the same kernel as their MatMul.
+const maxNormMatMulRows = 1 << 16
 
 // NormSwiGLU implements kernels.FusedOps.
 func (b *Backend) NormSwiGLU(act, x kernels.Buf, norm kernels.Tensor, eps float32, gate, up kernels.Tensor, rows int) bool {
