@@ -204,7 +204,7 @@ for stage in "$@"; do
     done
     python3 scripts/bench-summary.py "$O/$stage.txt" >"$O/$stage-summary.txt" ;;
   rank) # greedy decode through a rank process as pocketd drives it (pocket-worker rank-bench:
-    # the protocol, replays, lookahead and fed steps): AB_MODEL q4km|q8|l8b (attention-only),
+    # the protocol, replays, lookahead and fed steps): AB_MODEL q4km|q8|l8b|q35 (hybrids: no lookahead),
     # AB_ENVS settings each against none (e.g. "POCKET_FEED=0 POCKET_LOOKAHEAD=0"), AB_ROUNDS rounds
     bench_model ${AB_MODEL:-q4km}
     for i in $(seq 1 "${AB_ROUNDS:-3}"); do

@@ -34,8 +34,8 @@ type rankBenchResult struct {
 // step's positions cover (the daemon allocates a block as a sequence
 // reaches it). So it measures what bench does not: the protocol, the
 // rank's replays and its lookahead (fed steps included: rank_ahead.go),
-// without pocketd's HTTP and session layers. Attention-only models (a
-// hybrid's recurrent state needs the session's state handles).
+// without pocketd's HTTP and session layers. A hybrid model decodes on a
+// recurrent state of the rank's (a fresh one a round), as a session's.
 func runRankBench(args []string) error {
 	fs := flag.NewFlagSet("rank-bench", flag.ContinueOnError)
 	model := fs.String("model", "", "checkpoint directory or .gguf file")
@@ -64,9 +64,6 @@ func runRankBench(args []string) error {
 		return err
 	}
 	defer p.Close()
-	if p.NewState() != nil {
-		return fmt.Errorf("rank-bench: %s is a hybrid model (recurrent state): not supported here", *model)
-	}
 	blocks := (P+N+bs-1)/bs + 1
 	pool, err := p.NewKVPool(p.KVSpec(blocks, bs))
 	if err != nil {
@@ -87,6 +84,12 @@ func runRankBench(args []string) error {
 	var first []int32
 	for range *rounds {
 		seq := models.Seq{Pool: pool, Table: cut(P)}
+		if st := p.NewState(); st != nil { // a hybrid's recurrent state
+			if f, ok := st.(interface{ Free() }); ok {
+				defer f.Free() // as the session drops it
+			}
+			seq.State = st.(models.RecurrentState)
+		}
 		next, err := p.ForwardArgmax(seq, prompt)
 		if err != nil {
 			return err
@@ -98,7 +101,7 @@ func runRankBench(args []string) error {
 				t0 = time.Now() // the first step may record the graph
 			}
 			pos := P + i
-			next, err = p.ForwardArgmax(models.Seq{Pool: pool, Table: cut(pos + 1), Start: pos}, []int32{next})
+			next, err = p.ForwardArgmax(models.Seq{Pool: pool, Table: cut(pos + 1), Start: pos, State: seq.State}, []int32{next})
 			if err != nil {
 				return err
 			}
