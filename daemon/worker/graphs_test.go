@@ -196,7 +196,7 @@ func (g *fakeGraph) Launch(s Step) error {
 	return err
 }
 
-func (g *fakeGraph) Argmax() (int32, error)     { return session.Argmax(g.logits), nil }
+func (g *fakeGraph) Argmax() (int32, error) { return session.Argmax(g.logits), nil }
 
 // Pending and LaunchFed make the fake a StepFeeder, as CUDA's recordings
 // are: the fed step embeds the greedy token of this graph's latest replay.

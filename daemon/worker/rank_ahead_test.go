@@ -55,13 +55,13 @@ func TestLookaheadReplay(t *testing.T) {
 	if rk.aheadHits != int64(guessed) {
 		t.Fatalf("%d requests answered ahead, want %d", rk.aheadHits, guessed)
 	}
-	// A step answered ahead queues its successor, fed on the device by
-	// its token, where the successor exists and replays on the same
-	// recording (the table's bucket unchanged: 8 blocks to position 31,
-	// then 16).
+	// A step answered ahead (p % bs != 0) queues its successor, fed on
+	// the device by its token, where the successor exists (it is not past
+	// the request's last block: (p+1) % bs != 0). Within a block the
+	// table's bucket, and so the recording, stays the same.
 	fed := 0
 	for p := len(toks) + 1; p < len(toks)+n-1; p++ {
-		if p%bs != 0 && (p+1)%bs != 0 && p+1 != 32 {
+		if p%bs != 0 && (p+1)%bs != 0 {
 			fed++
 		}
 	}

@@ -26,10 +26,11 @@ import (
 //
 // A step that feeds itself (CaptureFeed) ends with its greedy token
 // written into its own token-id input, so the next replay (Step.Fed)
-// needs nothing from the host but the position: the host queues replays
-// back to back and reads their tokens from a ring when it syncs, and the
-// device never waits on the host between tokens (the sync, the token's
-// copy back, the argmax's and the next replay's launches).
+// needs nothing from the host but its position (the arena's upload,
+// queued behind the replay before it): the host queues replays back to
+// back and reads their tokens from a ring when it needs them, and the
+// device no longer waits between tokens for the host's sync, the token's
+// copy back and the next replay's launch.
 //
 // A Graph refers to the activation buffers the captured Forward used: it
 // stays valid while the model's scratch buffers do (no pass with more rows
