@@ -77,14 +77,35 @@ type DeltaState struct {
 	shape kernels.DeltaShape
 	conv  []kernels.Buf
 	rec   []kernels.Buf
-	pos   int
-	marks *deltaMarks // HoldAt's request for the next pass (deltanet_marks.go)
+	// whole, where not nil, is one buffer of wholeN floats that conv and
+	// rec are views of: CopyFrom between two such states is one copy, not
+	// two a layer (a worker copies a state before every step it runs
+	// ahead, daemon/worker/rank_ahead.go: 96 copies a Qwen3.5-27B state).
+	whole  kernels.Buf
+	wholeN int
+	pos    int
+	marks  *deltaMarks // HoldAt's request for the next pass (deltanet_marks.go)
 }
 
 var _ RecurrentState = (*DeltaState)(nil)
 
 func newDeltaState(be kernels.Backend, s kernels.DeltaShape, layers int) *DeltaState {
 	st := &DeltaState{be: be, shape: s, conv: make([]kernels.Buf, layers), rec: make([]kernels.Buf, layers)}
+	v, views := be.(kernels.BufViewer)
+	if _, copies := be.(kernels.BufCopier); views && copies {
+		// Parts 64-float (256-byte) aligned, as a BufGroup's.
+		al := func(n int) int { return (max(n, 1) + 63) &^ 63 }
+		st.wholeN = layers * (al(s.ConvStateLen()) + al(s.RecStateLen()))
+		st.whole = be.NewBuf(st.wholeN)
+		off := 0
+		for i := range layers {
+			st.conv[i] = v.ViewBuf(st.whole, off, s.ConvStateLen())
+			off += al(s.ConvStateLen())
+			st.rec[i] = v.ViewBuf(st.whole, off, s.RecStateLen())
+			off += al(s.RecStateLen())
+		}
+		return st
+	}
 	if g, ok := be.(kernels.BufGroup); ok {
 		ns := make([]int, 0, 2*layers)
 		for range layers {
@@ -195,6 +216,11 @@ func (s *DeltaState) CopyFrom(src RecurrentState) error {
 			return err
 		}
 		s.pos = o.pos // -1 too: a state after a failed pass stays unusable
+		return nil
+	}
+	if s.whole != nil && o.whole != nil && s.wholeN == o.wholeN {
+		cp.CopyBuf(s.whole, o.whole, s.wholeN) // the same layout: the padding too
+		s.pos = o.pos
 		return nil
 	}
 	for i := range s.conv {

@@ -134,6 +134,9 @@ type rank struct {
 	// rank_ahead.go.
 	next, ahead *lookahead
 	aheadHits   int64
+	// undo is where a hybrid's state is copied before a step run ahead
+	// (rank_ahead.go): one a rank, made on the first such step.
+	undo models.RecurrentState
 	// drawer draws ForwardSample's tokens, from drawBuf where a replay's
 	// logits are read to the host.
 	drawer  session.Drawer

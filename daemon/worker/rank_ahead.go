@@ -23,22 +23,82 @@ import (
 // comes); an eager one runs to the end. When the request is that step,
 // its answer is the one computed ahead; otherwise the guess is dropped.
 //
-// A dropped guess has changed nothing anyone reads: its one write is the
+// A dropped guess has changed nothing anyone reads: its KV write is the
 // key and value of position start+1 in the sequence's last block, a
 // position at or past the sequence's end, which every later pass writes
 // before it reads (and which a block copy or host-tier write simply
-// carries or replaces). Recurrent states are moved in place by a step, so
-// hybrid models do not look ahead; nor does a step whose next position
-// needs a block the request did not carry (a block boundary: the daemon
-// allocates blocks per step). Ranks of a group see the same requests, so
-// they guess, and run the collectives of a guessed step, alike.
+// carries or replaces). A hybrid's step also moves its recurrent state in
+// place, so before a step run ahead the rank copies the state into a
+// spare of its own (rk.undo, on the device where the backend copies
+// there), and a dropped guess copies it back before anything reads the
+// state. The copy moves the state's bytes twice (Qwen3.5-27B: 2 × 150 MB,
+// ~75 µs on an H200), against the host's round trip between tokens it
+// hides (~275 µs there: docs/benchmarks.md). No step is run ahead whose
+// next position needs a block the request did not carry (a block
+// boundary: the daemon allocates blocks per step), nor for a state with
+// marks pending. Ranks of a group see the same requests, so they guess,
+// and run the collectives of a guessed step, alike.
 
 // lookahead is a guessed next step: its request and, once started, its
-// replay (g) or its eager answer (id).
+// replay (g) or its eager answer (id), and for a hybrid the state as it
+// was before the step (undo; restored if the guess is dropped).
 type lookahead struct {
-	req forwardReq
-	g   StepGraph
-	id  int32
+	req  forwardReq
+	g    StepGraph
+	id   int32
+	undo models.RecurrentState
+}
+
+// stateCopier is a recurrent state that copies another of its kind into
+// its own buffers (models.DeltaState).
+type stateCopier interface {
+	CopyFrom(src models.RecurrentState) error
+}
+
+// saveUndo copies the state of la's step into the rank's spare before the
+// step runs ahead (attention-only models: nothing to do). false: the step
+// must not run ahead (no room for the spare, a state that cannot copy).
+func (rk *rank) saveUndo(la *lookahead) bool {
+	if la.req.state == 0 {
+		return true
+	}
+	st, ok := rk.states[la.req.state]
+	if !ok {
+		return false
+	}
+	if rk.undo == nil {
+		if !rk.roomFor(st.SizeBytes(), undoReserve) {
+			return false
+		}
+		rk.undo = st.Clone() // the copy too
+		la.undo = rk.undo
+		return true
+	}
+	c, ok := rk.undo.(stateCopier)
+	if !ok || c.CopyFrom(st) != nil {
+		return false
+	}
+	la.undo = rk.undo
+	return true
+}
+
+// undoReserve is the device memory the spare state must leave free.
+const undoReserve = 1 << 30
+
+// restore puts a dropped guess's state back as it was before the step.
+func (rk *rank) restore(la *lookahead) {
+	if la.undo == nil {
+		return
+	}
+	st, ok := rk.states[la.req.state]
+	if !ok {
+		return
+	}
+	if c, ok := st.(stateCopier); ok {
+		if err := c.CopyFrom(la.undo); err != nil {
+			rk.log.Error("restore a state after a dropped step", "err", err)
+		}
+	}
 }
 
 // guess records req's successor for greedy token id as the step to run
@@ -56,7 +116,10 @@ func (rk *rank) guess(req forwardReq, id int32) {
 // successor is the step a continuing generation asks for after req, with
 // token id, where the rank may run it ahead.
 func (rk *rank) successor(req forwardReq, id int32) (forwardReq, bool) {
-	if rk.opts.NoLookahead || rk.states != nil || len(req.tokens) != 1 || req.want != models.LastLogits || req.state != 0 {
+	if rk.opts.NoLookahead || len(req.tokens) != 1 || req.want != models.LastLogits || (req.state != 0) != (rk.states != nil) {
+		return forwardReq{}, false
+	}
+	if _, marked := rk.marks[req.state]; marked {
 		return forwardReq{}, false
 	}
 	pos := req.start + 1
@@ -68,7 +131,7 @@ func (rk *rank) successor(req forwardReq, id int32) (forwardReq, bool) {
 	}
 	// req's table is its own (decodeForward allocates it), and nothing
 	// writes it.
-	next := forwardReq{start: pos, want: models.LastLogits, tokens: []int32{id}, table: req.table}
+	next := forwardReq{start: pos, want: models.LastLogits, tokens: []int32{id}, table: req.table, state: req.state}
 	if req.draw != nil {
 		// A sampled step's successor draws with the variate the request
 		// named for it (its own Next is not known yet).
@@ -94,8 +157,13 @@ func (rk *rank) feedAhead(la *lookahead) (int32, error) {
 	token := f.Pending()
 	var fed *lookahead
 	if next, ok := rk.successor(la.req, 0); ok {
-		if g, ok := rk.replayStep(next, la.g); ok {
-			fed = &lookahead{req: next, g: g}
+		fed = &lookahead{req: next}
+		if !rk.saveUndo(fed) {
+			fed = nil
+		} else if g, ok := rk.replayStep(next, la.g); ok {
+			fed.g = g
+		} else {
+			fed = nil
 		}
 	}
 	id, err := token()
@@ -123,7 +191,7 @@ func (rk *rank) feedAhead(la *lookahead) (int32, error) {
 func (rk *rank) runAhead() error {
 	la := rk.next
 	rk.next = nil
-	if la == nil {
+	if la == nil || !rk.saveUndo(la) {
 		return nil
 	}
 	if g, ok := rk.replay(la.req); ok {
@@ -137,6 +205,9 @@ func (rk *rank) runAhead() error {
 	} else if id, err := rk.runArgmax(la.req); err == nil {
 		la.id = id
 		rk.ahead = la
+	}
+	if rk.ahead == nil {
+		rk.restore(la) // a failed step may have moved a hybrid's state
 	}
 	if err := rk.lost("a step run ahead"); err != nil {
 		rk.ahead = nil
@@ -181,8 +252,13 @@ func sameDraw(req, ahead *session.Draw) bool {
 // waited for first, so that what follows (a new pool drops every
 // recording) never frees a graph the device is running.
 func (rk *rank) dropAhead() {
-	if la := rk.ahead; la != nil && la.g != nil {
+	la := rk.ahead
+	if la == nil {
+		return
+	}
+	if la.g != nil {
 		la.g.Argmax() // a device failure shows in serve's check of the backend
 	}
+	rk.restore(la)
 	rk.ahead = nil
 }

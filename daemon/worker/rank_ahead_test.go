@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -99,5 +101,84 @@ func TestLookaheadReplay(t *testing.T) {
 	off.opts.NoLookahead = true
 	if got := decode(off); !slices.Equal(got, want) || off.aheadHits != 0 || off.ahead != nil {
 		t.Fatalf("without lookahead: %v (%d answered ahead)", got, off.aheadHits)
+	}
+}
+
+// TestHybridLookahead: a hybrid's greedy chain served as serve serves it
+// (each reply, then runAhead) runs its next step ahead — replayed, with
+// steps fed on the device, or eagerly where replay is off — and gives
+// exactly the cold tokens. A step run ahead moves the recurrent state, so
+// whatever drops the guess must find the state as the answered steps left
+// it: another token at the guessed position, a snapshot, a fork.
+func TestHybridLookahead(t *testing.T) {
+	for _, arch := range hybrids {
+		for _, replay := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/replay=%v", arch, replay), func(t *testing.T) {
+				h := newHybridGraphs(t, arch, 64)
+				if !replay {
+					h.rk.graphs.off = errors.New("replay off for the test")
+				}
+				vocab := int32(h.model.Config.VocabSize)
+				s := h.open(1, 0, 16)
+				h.prefill(s, prompt(18, 3))
+				serve := func(s *hseq, tok int32) int32 {
+					t.Helper()
+					id, _, err := stateStep(h.rk, msgForwardArgmax, s.id, s.table, len(s.hist), []int32{tok}, models.LastLogits)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := h.rk.runAhead(); err != nil {
+						t.Fatal(err)
+					}
+					s.hist = append(s.hist, tok)
+					s.next = id
+					return id
+				}
+				chain := func(s *hseq, n int) {
+					t.Helper()
+					from := len(s.hist)
+					for range n {
+						serve(s, s.next)
+					}
+					got := append(slices.Clone(s.hist[from+1:]), s.next)
+					if want := greedy(t, h.model, s.hist[:from+1], n); !slices.Equal(got, want) {
+						t.Fatalf("from position %d: %v, cold %v", from, got, want)
+					}
+				}
+				chain(s, 13) // the last step not at a block's end: its successor is guessed
+				if h.rk.aheadHits == 0 {
+					t.Fatal("no request was answered by a step run ahead")
+				}
+				if replay && h.f.fed == 0 {
+					t.Fatal("no step was fed on the device")
+				}
+				// Another token where the next step was guessed.
+				if h.rk.ahead == nil {
+					t.Fatal("no step run ahead after the chain")
+				}
+				other := (s.next + 1) % vocab
+				got := serve(s, other)
+				if want := greedy(t, h.model, s.hist, 1)[0]; got != want {
+					t.Fatalf("another token at the guessed position: %d, cold %d", got, want)
+				}
+				chain(s, 5)
+				// A snapshot drops the guess: the state is where the answers left it.
+				snap, snapPos := h.snapshot(s), len(s.hist)
+				if pos := h.rk.states[s.id].Pos(); pos != len(s.hist) {
+					t.Fatalf("state at %d after a dropped step, sequence at %d", pos, len(s.hist))
+				}
+				chain(s, 5)
+				// A fork after a guess, decoded beside its source.
+				f := h.fork(s, 2, 16, 16)
+				chain(f, 6)
+				chain(s, 6)
+				// And the snapshot, restored (a truncation), decodes on as
+				// the sequence did from there.
+				next := s.hist[snapPos]
+				h.truncate(s, snap, snapPos)
+				s.next = next
+				chain(s, 4)
+			})
+		}
 	}
 }
