@@ -31,9 +31,10 @@ import (
 // place, so before a step run ahead the rank copies the state into a
 // spare of its own (rk.undo, on the device where the backend copies
 // there), and a dropped guess copies it back before anything reads the
-// state. The copy moves the state's bytes twice (Qwen3.5-27B: 2 × 150 MB,
-// ~75 µs on an H200), against the host's round trip between tokens it
-// hides (~275 µs there: docs/benchmarks.md). No step is run ahead whose
+// state. The copy moves the state's bytes twice (Qwen3.5-27B: 2 × 151 MB,
+// ~70 µs on an H200), most of the round trip between tokens it hides
+// where the host does nothing else (+0.6% through rank-bench there,
+// docs/benchmarks.md); pocketd's own per-token work is hidden too. No step is run ahead whose
 // next position needs a block the request did not carry (a block
 // boundary: the daemon allocates blocks per step), nor for a state with
 // marks pending. Ranks of a group see the same requests, so they guess,
