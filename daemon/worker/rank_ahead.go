@@ -34,11 +34,16 @@ import (
 // state. The copy moves the state's bytes twice (Qwen3.5-27B: 2 × 151 MB,
 // ~70 µs on an H200), most of the round trip between tokens it hides
 // where the host does nothing else (+0.6% through rank-bench there,
-// docs/benchmarks.md); pocketd's own per-token work is hidden too. No step is run ahead whose
-// next position needs a block the request did not carry (a block
-// boundary: the daemon allocates blocks per step), nor for a state with
-// marks pending. Ranks of a group see the same requests, so they guess,
-// and run the collectives of a guessed step, alike.
+// docs/benchmarks.md); pocketd's own per-token work is hidden too.
+//
+// No step is run ahead whose next position needs a block the request did
+// not carry (a block boundary: the daemon allocates blocks per step), nor
+// for a state with marks pending. Ranks of a group see the same requests,
+// so they guess, and run the collectives of a guessed step, alike. That
+// is why a hybrid's ranks of a tensor-parallel group do not look ahead:
+// whether a rank has room for its spare is its own device's answer, and a
+// step one rank runs ahead and another does not would pair their
+// collectives wrongly.
 
 // lookahead is a guessed next step: its request and, once started, its
 // replay (g) or its eager answer (id), and for a hybrid the state as it
@@ -120,7 +125,7 @@ func (rk *rank) successor(req forwardReq, id int32) (forwardReq, bool) {
 	if rk.opts.NoLookahead || len(req.tokens) != 1 || req.want != models.LastLogits || (req.state != 0) != (rk.states != nil) {
 		return forwardReq{}, false
 	}
-	if _, marked := rk.marks[req.state]; marked {
+	if _, marked := rk.marks[req.state]; marked || (req.state != 0 && rk.group.World > 1) {
 		return forwardReq{}, false
 	}
 	pos := req.start + 1
