@@ -144,10 +144,10 @@ func (b *Backend) BeginCapture() error {
 
 // CaptureFeed records, after the step's Forward and before EndCapture,
 // the step's greedy token written into its own token-id input (for the
-// next replay: Step.Fed) and into the token ring (Graph.Token). It fails,
-// recording nothing, where the step did not read its logits once or does
-// not embed exactly one token id through the arena, or where the host
-// ring cannot be had (kernels.ErrUnsupported).
+// next replay: Step.Fed) and into the token ring (Graph.Pending). It
+// fails with kernels.ErrUnsupported, recording nothing, where the step did
+// not read its logits once or does not embed exactly one token id through
+// the arena, or where the host ring cannot be had.
 func (b *Backend) CaptureFeed() error {
 	if !b.enter() {
 		b.exit()
@@ -159,7 +159,8 @@ func (b *Backend) CaptureFeed() error {
 	case c == nil:
 		return errors.New("cuda: CaptureFeed outside a capture")
 	case c.reads != 1:
-		return fmt.Errorf("cuda: a fed step must read its logits once (%d reads)", c.reads)
+		// EndCapture reports such a step (host logic inside it).
+		return fmt.Errorf("cuda: a fed step must read its logits once (%d reads): %w", c.reads, kernels.ErrUnsupported)
 	case c.fedOff >= 0:
 		return errors.New("cuda: CaptureFeed twice in one capture")
 	case b.feed.err != nil:
