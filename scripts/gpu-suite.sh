@@ -205,11 +205,12 @@ for stage in "$@"; do
     python3 scripts/bench-summary.py "$O/$stage.txt" >"$O/$stage-summary.txt" ;;
   rank) # greedy decode through a rank process as pocketd drives it (pocket-worker rank-bench:
     # the protocol, replays, lookahead and fed steps): AB_MODEL q4km|q8|l8b|q35 (hybrids: no lookahead),
-    # AB_ENVS settings each against none (e.g. "POCKET_FEED=0 POCKET_LOOKAHEAD=0"), AB_ROUNDS rounds
+    # AB_ENVS settings each against none (e.g. "POCKET_FEED=0 POCKET_LOOKAHEAD=0"), AB_ROUNDS rounds;
+    # RANK_ARGS more flags (e.g. "--temperature 0.7": sampled steps)
     bench_model ${AB_MODEL:-q4km}
     for i in $(seq 1 "${AB_ROUNDS:-3}"); do
-      step base-$i 300 $W rank-bench $M --rounds 3
-      for e in ${AB_ENVS:-}; do step "$e-$i" 300 env ${e//+/ } $W rank-bench $M --rounds 3; done
+      step base-$i 300 $W rank-bench $M --rounds 3 ${RANK_ARGS:-}
+      for e in ${AB_ENVS:-}; do step "$e-$i" 300 env ${e//+/ } $W rank-bench $M --rounds 3 ${RANK_ARGS:-}; done
     done
     python3 scripts/bench-summary.py "$O/$stage.txt" >"$O/$stage-summary.txt" ;;
   ablate) # what the decode step costs without some launches (POCKET_ABLATE, kernels/cuda/switches.go;

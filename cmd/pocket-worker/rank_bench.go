@@ -12,10 +12,11 @@ import (
 
 	"github.com/pocketllm/pocketllm/daemon/worker"
 	"github.com/pocketllm/pocketllm/models"
+	"github.com/pocketllm/pocketllm/session"
 )
 
-// rankBenchResult is what rank-bench prints: the greedy decode rate of
-// each round through a rank process, as pocketd drives it.
+// rankBenchResult is what rank-bench prints: the decode rate of each
+// round through a rank process, as pocketd drives it.
 type rankBenchResult struct {
 	Model        string    `json:"model"`
 	Backend      string    `json:"backend"`
@@ -23,8 +24,9 @@ type rankBenchResult struct {
 	PromptTokens int       `json:"prompt_tokens"`
 	NewTokens    int       `json:"new_tokens"`
 	BlockSize    int       `json:"block_size"`
-	RoundsPerS   []float64 `json:"rounds_tokens_per_s"` // one a round
-	DecodePerS   float64   `json:"decode_tokens_per_s"` // the fastest round
+	Temperature  float64   `json:"temperature,omitempty"` // sampled (top-p 0.95); 0: greedy
+	RoundsPerS   []float64 `json:"rounds_tokens_per_s"`   // one a round
+	DecodePerS   float64   `json:"decode_tokens_per_s"`   // the fastest round
 	SameTokens   bool      `json:"rounds_same_tokens"`
 }
 
@@ -45,6 +47,7 @@ func runRankBench(args []string) error {
 	newTokens := fs.Int("new-tokens", 64, "greedy tokens a round")
 	rounds := fs.Int("rounds", 3, "decodes of the same prompt")
 	blockSize := fs.Int("block-size", 16, "KV block size (pocketd's default)")
+	temperature := fs.Float64("temperature", 0, "sample at this temperature (top-p 0.95) instead of greedy decoding")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -80,9 +83,26 @@ func runRankBench(args []string) error {
 	for i := range prompt {
 		prompt[i] = int32(rng.IntN(vocab))
 	}
-	r := rankBenchResult{Model: *model, Backend: *backend, Device: p.Device(), PromptTokens: P, NewTokens: N, BlockSize: bs, SameTokens: true}
+	r := rankBenchResult{Model: *model, Backend: *backend, Device: p.Device(), PromptTokens: P, NewTokens: N, BlockSize: bs,
+		Temperature: *temperature, SameTokens: true}
+	// step is one token's request: ForwardArgmax, or ForwardSample with
+	// the round's seeded variates (each step names the next one's, as a
+	// session does, so that the rank can run it ahead).
+	var vrng *rand.Rand
+	u := 0.0
+	step := func(seq models.Seq, toks []int32) (int32, error) {
+		if *temperature <= 0 {
+			return p.ForwardArgmax(seq, toks)
+		}
+		next := vrng.Float64()
+		d := session.Draw{Temperature: *temperature, TopP: 0.95, U: u, Next: next}
+		u = next
+		return p.ForwardSample(seq, toks, d)
+	}
 	var first []int32
 	for range *rounds {
+		vrng = rand.New(rand.NewPCG(3, 4))
+		u = vrng.Float64()
 		seq := models.Seq{Pool: pool, Table: cut(P)}
 		if st := p.NewState(); st != nil { // a hybrid's recurrent state
 			if f, ok := st.(interface{ Free() }); ok {
@@ -90,7 +110,7 @@ func runRankBench(args []string) error {
 			}
 			seq.State = st.(models.RecurrentState)
 		}
-		next, err := p.ForwardArgmax(seq, prompt)
+		next, err := step(seq, prompt)
 		if err != nil {
 			return err
 		}
@@ -101,7 +121,7 @@ func runRankBench(args []string) error {
 				t0 = time.Now() // the first step may record the graph
 			}
 			pos := P + i
-			next, err = p.ForwardArgmax(models.Seq{Pool: pool, Table: cut(pos + 1), Start: pos, State: seq.State}, []int32{next})
+			next, err = step(models.Seq{Pool: pool, Table: cut(pos + 1), Start: pos, State: seq.State}, []int32{next})
 			if err != nil {
 				return err
 			}
