@@ -681,3 +681,66 @@ fp8row512:
 	JNZ fp8row512
 	VZEROUPPER
 	RET
+
+// FP8W widens the 16 E4M3 bytes at off(SI) into dst as fp8Row512 does
+// (the same instructions in the same order: the table's value ×256 exact,
+// NaN masked in, times the block's scale in Z10), with Y8, Y9 and dst's
+// low half as scratch.
+#define FP8W(off, ydst, zdst) \
+	VPMOVZXBW off(SI), Y8 \
+	VPSLLW $7, Y8, Y9 \
+	VPAND Y15, Y9, Y9 \
+	VPSLLW $8, Y8, ydst \
+	VPAND Y14, ydst, ydst \
+	VPOR ydst, Y9, Y9 \
+	VPAND Y13, Y8, Y8 \
+	VPCMPEQW Y13, Y8, K1 \
+	VCVTPH2PS Y9, zdst \
+	VMULPS Z12, zdst, zdst \
+	VMOVAPS Z11, K1, zdst \
+	VMULPS Z10, zdst, zdst
+
+// func fp8DotRow512(row *byte, x *float32, n int, scales *float32, bi int) float32
+// dotF32x512 of the row fp8Row512 would decode (block b of bi columns
+// times scales[b]), bit for bit, without storing it: a one-row FP8 GEMV
+// wrote every weight as a float and read it back. n and bi multiples of
+// 64 (a last block may be shorter).
+TEXT ·fp8DotRow512(SB), NOSPLIT, $0-44
+	MOVQ row+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ scales+24(FP), R8
+	MOVQ bi+32(FP), R9
+	VPBROADCASTD fp8EM512<>(SB), Y15
+	VPBROADCASTD fp8S512<>(SB), Y14
+	VPBROADCASTD fp8Low7512<>(SB), Y13
+	VBROADCASTSS fp8Two8<>(SB), Z12
+	VBROADCASTSS fp8NaN512<>(SB), Z11
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+fdblock:
+	VBROADCASTSS (R8), Z10
+	MOVQ R9, DX
+	CMPQ DX, CX
+	CMOVQGT CX, DX
+fdloop:
+	PREFETCHT0 2048(SI)
+	FP8W(0, Y0, Z0)
+	FP8W(16, Y1, Z1)
+	FP8W(32, Y2, Z2)
+	FP8W(48, Y3, Z3)
+	DOT512_FMA4
+	ADDQ $64, SI
+	ADDQ $256, DI
+	SUBQ $64, CX
+	SUBQ $64, DX
+	JNZ fdloop
+	ADDQ $4, R8
+	TESTQ CX, CX
+	JNZ fdblock
+	DOT512_SUM(Z4, Z5, Z6, Z7, Y4, X4)
+	VZEROUPPER
+	VMOVSS X4, ret+40(FP)
+	RET

@@ -57,6 +57,9 @@ func fp8Dot(row []byte, x []float32) float32 {
 	return s
 }
 
+// fp8DotRow: no fused FP8 row dot here (the caller decodes the row).
+func fp8DotRow(row []byte, x []float32, scales []float32, bi int) (float32, bool) { return 0, false }
+
 func fp8Row(row []byte, dst []float32, scale float32) {
 	for i, v := range row {
 		dst[i] = fp8Table[v] * scale

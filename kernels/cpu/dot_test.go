@@ -337,3 +337,57 @@ func TestFP8DecodeExact(t *testing.T) {
 		}
 	}
 }
+
+// TestFP8MatMulBatchInvariant: an FP8 E4M3 weight's one-row GEMV (a decode
+// step: the rows dotted as they widen, fp8DotRow512, where the CPU and the
+// widths allow) gives the bits of the same row in a batch (the rows
+// decoded, then dot2x2 and dotF32): 128×128 scale blocks, a short last
+// block (192, 320), widths of the portable path (100), every byte but NaN.
+func TestFP8MatMulBatchInvariant(t *testing.T) { forEachWidth(t, testFP8MatMulBatchInvariant) }
+
+func testFP8MatMulBatchInvariant(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	b := New(2)
+	for _, shape := range [][2]int{{5, 128}, {9, 192}, {3, 1024}, {130, 320}, {4, 100}} {
+		out, in := shape[0], shape[1]
+		data := make([]byte, out*in)
+		for i := range data {
+			if data[i] = byte(rng.IntN(256)); data[i]&0x7f == 0x7f {
+				data[i] &^= 1 // not NaN
+			}
+		}
+		nb := (in + 127) / 128
+		scale := make([]float32, ((out+127)/128)*nb)
+		for i := range scale {
+			scale[i] = rng.Float32()*0.01 + 1e-4
+		}
+		w, err := b.LoadWeight(&kernels.Weight{Name: "w", DType: kernels.F8E4M3, Shape: []int{out, in}, Data: data,
+			Scale: scale, ScaleBlock: [2]int{128, 128}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rows := range []int{2, 3} {
+			xs := make([]float32, rows*in)
+			for i := range xs {
+				xs[i] = rng.Float32() - 0.5
+			}
+			x, dst := b.NewBuf(rows*in), b.NewBuf(rows*out)
+			b.Write(x, 0, xs)
+			b.MatMul(dst, x, w, rows)
+			got := make([]float32, rows*out)
+			b.Read(dst, 0, got)
+			for r := range rows {
+				x1, d1 := b.NewBuf(in), b.NewBuf(out)
+				b.Write(x1, 0, xs[r*in:(r+1)*in])
+				b.MatMul(d1, x1, w, 1)
+				want := make([]float32, out)
+				b.Read(d1, 0, want)
+				for o := range out {
+					if math.Float32bits(got[r*out+o]) != math.Float32bits(want[o]) {
+						t.Fatalf("%d×%d, rows %d: row %d output %d is %v in the batch, %v alone", out, in, rows, r, o, got[r*out+o], want[o])
+					}
+				}
+			}
+		}
+	}
+}

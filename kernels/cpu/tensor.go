@@ -86,6 +86,18 @@ func (t *tensor) rowTo(r int, dst []float32) {
 	}
 }
 
+// fp8RowDot is dotF32(x, row r decoded by rowTo) of an FP8 tensor, bit for
+// bit, without decoding the row where the CPU and widths allow
+// (fp8DotRow); ok false otherwise.
+func (t *tensor) fp8RowDot(r int, x []float32) (float32, bool) {
+	n := t.w.Cols()
+	if t.w.DType != kernels.F8E4M3 || r < 0 || r >= t.w.Rows() {
+		return 0, false
+	}
+	bo, bi := t.w.ScaleBlock[0], t.w.ScaleBlock[1]
+	return fp8DotRow(t.w.Data[r*n:(r+1)*n], x, t.w.Scale[(r/bo)*((n+bi-1)/bi):], bi)
+}
+
 // dots writes dst[i] = t.dot(lo+i, x) for rows lo..hi-1: a block format's
 // run of rows in one quant.DotRows (its checks and loop chosen once).
 func (t *tensor) dots(lo, hi int, x, dst []float32) {
