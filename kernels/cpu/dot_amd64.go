@@ -304,18 +304,27 @@ func fp8DotRow512(row *byte, x *float32, n int, scales *float32, bi int) float32
 
 // fp8DotRow is dotF32 of the row that rowTo decodes from the E4M3 bytes
 // row (block b of bi columns times scales[b]), bit for bit, without the
-// decoded row (fp8DotRow512); ok false where this CPU or the widths do not
-// allow it, and the caller decodes.
+// decoded row (fp8DotRow512, fp8DotRowAVX2); ok false where this CPU or
+// the widths do not allow it, and the caller decodes.
 func fp8DotRow(row []byte, x []float32, scales []float32, bi int) (float32, bool) {
 	n := len(row)
-	// haveAVX512 too: the bits are dotF32's only where it runs dotF32x512
-	// (the tests turn that off alone).
-	if !haveAVX512 || !haveFP8Row512 || n == 0 || n%64 != 0 || bi%64 != 0 || bi <= 0 || len(x) < n || len(scales) < (n+bi-1)/bi {
+	if n == 0 || bi <= 0 || len(x) < n || len(scales) < (n+bi-1)/bi {
 		return 0, false
 	}
-	// + dotF32Go's empty tail, as dotF32 adds it (a -0 sum becomes +0).
-	return fp8DotRow512(&row[0], &x[0], n, &scales[0], bi) + dotF32Go(nil, nil), true
+	switch {
+	// The bits are dotF32's: each form where dotF32 runs the loop of the
+	// same width (haveAVX512 decides; the tests turn it off alone).
+	case haveAVX512 && haveFP8Row512 && n%64 == 0 && bi%64 == 0:
+		// + dotF32Go's empty tail, as dotF32 adds it (a -0 sum becomes +0).
+		return fp8DotRow512(&row[0], &x[0], n, &scales[0], bi) + dotF32Go(nil, nil), true
+	case !haveAVX512 && haveAVX2 && n%32 == 0 && bi%32 == 0:
+		return fp8DotRowAVX2(&row[0], &x[0], n, &scales[0], bi), true
+	}
+	return 0, false
 }
+
+//go:noescape
+func fp8DotRowAVX2(row *byte, x *float32, n int, scales *float32, bi int) float32
 
 // haveFP8Row512: fp8Row512's word compares into a mask need AVX-512BW and
 // VL besides F.

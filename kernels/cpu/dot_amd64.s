@@ -437,3 +437,50 @@ row2:
 	JNZ chunk2
 	VZEROUPPER
 	RET
+
+// func fp8DotRowAVX2(row *byte, x *float32, n int, scales *float32, bi int) float32
+// dotF32AVX2 of the row fp8RowAVX2 would decode (block b of bi columns
+// times scales[b]), bit for bit, without storing it (fp8DotRow512's AVX2
+// form): each accumulator takes its eight lanes of a 32-element step in
+// dotF32AVX2's order, so the four decodes can go one after another
+// through the same registers. n and bi multiples of 32 (a last block may
+// be shorter).
+TEXT ·fp8DotRowAVX2(SB), NOSPLIT, $0-44
+	MOVQ row+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ scales+24(FP), R8
+	MOVQ bi+32(FP), R9
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	FP8_CONSTS
+fdablock:
+	VBROADCASTSS (R8), Y9
+	MOVQ R9, DX
+	CMPQ DX, CX
+	CMOVQGT CX, DX
+fdaloop:
+	PREFETCHT0 2048(SI)
+	FP8_DECODE(0, Y0, Y1, Y2, Y3, Y8)
+	VMULPS Y9, Y0, Y0
+	VFMADD231PS (DI), Y0, Y4
+	FP8_DECODE(8, Y0, Y1, Y2, Y3, Y8)
+	VMULPS Y9, Y0, Y0
+	VFMADD231PS 32(DI), Y0, Y5
+	FP8_DECODE(16, Y0, Y1, Y2, Y3, Y8)
+	VMULPS Y9, Y0, Y0
+	VFMADD231PS 64(DI), Y0, Y6
+	FP8_DECODE(24, Y0, Y1, Y2, Y3, Y8)
+	VMULPS Y9, Y0, Y0
+	VFMADD231PS 96(DI), Y0, Y7
+	ADDQ $32, SI
+	ADDQ $128, DI
+	SUBQ $32, CX
+	SUBQ $32, DX
+	JNZ fdaloop
+	ADDQ $4, R8
+	TESTQ CX, CX
+	JNZ fdablock
+	DOT_END_AT(40)
