@@ -648,6 +648,15 @@ GLOBL fp8Two8<>(SB), RODATA|NOPTR, $4
 DATA fp8NaN512<>+0(SB)/4, $0x7fc00000
 GLOBL fp8NaN512<>(SB), RODATA|NOPTR, $4
 
+// FP8_512_CONSTS loads the widening's constants: Y15, Y14 and Y13 the
+// exponent-mantissa, sign and low-seven masks, Z12 = 2^8, Z11 = the NaN.
+#define FP8_512_CONSTS \
+	VPBROADCASTD fp8EM512<>(SB), Y15 \
+	VPBROADCASTD fp8S512<>(SB), Y14 \
+	VPBROADCASTD fp8Low7512<>(SB), Y13 \
+	VBROADCASTSS fp8Two8<>(SB), Z12 \
+	VBROADCASTSS fp8NaN512<>(SB), Z11
+
 // func fp8Row512(row *byte, dst *float32, n int, scale float32)
 // dst[i] = w[i]·scale for n (a multiple of 16) bytes (w: the table's
 // values), the product fp8RowAVX2 forms.
@@ -656,11 +665,7 @@ TEXT ·fp8Row512(SB), NOSPLIT, $0-28
 	MOVQ dst+8(FP), DI
 	MOVQ n+16(FP), CX
 	VBROADCASTSS scale+24(FP), Z5
-	VPBROADCASTD fp8EM512<>(SB), Y15
-	VPBROADCASTD fp8S512<>(SB), Y14
-	VPBROADCASTD fp8Low7512<>(SB), Y13
-	VBROADCASTSS fp8Two8<>(SB), Z12
-	VBROADCASTSS fp8NaN512<>(SB), Z11
+	FP8_512_CONSTS
 fp8row512:
 	PREFETCHT0 2048(SI)
 	VPMOVZXBW (SI), Y0
@@ -712,11 +717,7 @@ TEXT ·fp8DotRow512(SB), NOSPLIT, $0-44
 	MOVQ n+16(FP), CX
 	MOVQ scales+24(FP), R8
 	MOVQ bi+32(FP), R9
-	VPBROADCASTD fp8EM512<>(SB), Y15
-	VPBROADCASTD fp8S512<>(SB), Y14
-	VPBROADCASTD fp8Low7512<>(SB), Y13
-	VBROADCASTSS fp8Two8<>(SB), Z12
-	VBROADCASTSS fp8NaN512<>(SB), Z11
+	FP8_512_CONSTS
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6

@@ -168,26 +168,35 @@ func testMatMulBatchInvariant(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, rows := range []int{2, 3, 7} {
-			xs := make([]float32, rows*in)
-			for i := range xs {
-				xs[i] = rng.Float32() - 0.5
-			}
-			x, dst := b.NewBuf(rows*in), b.NewBuf(rows*out)
-			b.Write(x, 0, xs)
-			b.MatMul(dst, x, w, rows)
-			got := make([]float32, rows*out)
-			b.Read(dst, 0, got)
-			for r := range rows {
-				x1, d1 := b.NewBuf(in), b.NewBuf(out)
-				b.Write(x1, 0, xs[r*in:(r+1)*in])
-				b.MatMul(d1, x1, w, 1)
-				want := make([]float32, out)
-				b.Read(d1, 0, want)
-				for o := range out {
-					if got[r*out+o] != want[o] {
-						t.Fatalf("out %d, rows %d: row %d output %d is %v in the batch, %v alone", out, rows, r, o, got[r*out+o], want[o])
-					}
-				}
+			checkBatchRows(t, rng, b, w, rows)
+		}
+	}
+}
+
+// checkBatchRows checks that every row of a rows-row MatMul by w on random
+// input gives the bits of that row's one-row MatMul.
+func checkBatchRows(t *testing.T, rng *rand.Rand, b *Backend, w kernels.Tensor, rows int) {
+	t.Helper()
+	out, in := w.Weight().Rows(), w.Weight().Cols()
+	xs := make([]float32, rows*in)
+	for i := range xs {
+		xs[i] = rng.Float32() - 0.5
+	}
+	x, dst := b.NewBuf(rows*in), b.NewBuf(rows*out)
+	b.Write(x, 0, xs)
+	b.MatMul(dst, x, w, rows)
+	got := make([]float32, rows*out)
+	b.Read(dst, 0, got)
+	for r := range rows {
+		x1, d1 := b.NewBuf(in), b.NewBuf(out)
+		b.Write(x1, 0, xs[r*in:(r+1)*in])
+		b.MatMul(d1, x1, w, 1)
+		want := make([]float32, out)
+		b.Read(d1, 0, want)
+		for o := range out {
+			if math.Float32bits(got[r*out+o]) != math.Float32bits(want[o]) {
+				t.Fatalf("%s %d×%d, rows %d: row %d output %d is %v in the batch, %v alone",
+					w.Weight().DType, out, in, rows, r, o, got[r*out+o], want[o])
 			}
 		}
 	}
@@ -367,27 +376,7 @@ func testFP8MatMulBatchInvariant(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, rows := range []int{2, 3} {
-			xs := make([]float32, rows*in)
-			for i := range xs {
-				xs[i] = rng.Float32() - 0.5
-			}
-			x, dst := b.NewBuf(rows*in), b.NewBuf(rows*out)
-			b.Write(x, 0, xs)
-			b.MatMul(dst, x, w, rows)
-			got := make([]float32, rows*out)
-			b.Read(dst, 0, got)
-			for r := range rows {
-				x1, d1 := b.NewBuf(in), b.NewBuf(out)
-				b.Write(x1, 0, xs[r*in:(r+1)*in])
-				b.MatMul(d1, x1, w, 1)
-				want := make([]float32, out)
-				b.Read(d1, 0, want)
-				for o := range out {
-					if math.Float32bits(got[r*out+o]) != math.Float32bits(want[o]) {
-						t.Fatalf("%d×%d, rows %d: row %d output %d is %v in the batch, %v alone", out, in, rows, r, o, got[r*out+o], want[o])
-					}
-				}
-			}
+			checkBatchRows(t, rng, b, w, rows)
 		}
 	}
 }
