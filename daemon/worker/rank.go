@@ -136,7 +136,8 @@ type rank struct {
 	aheadHits   int64
 	// undo is where a hybrid's state is copied before a step run ahead
 	// (rank_ahead.go): one a rank, made on the first such step.
-	undo models.RecurrentState
+	undo       models.RecurrentState
+	undoDenied bool // the spare was refused for want of room (logged once)
 	// drawer draws ForwardSample's tokens, from drawBuf where a replay's
 	// logits are read to the host.
 	drawer  session.Drawer

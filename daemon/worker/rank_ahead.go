@@ -74,6 +74,11 @@ func (rk *rank) saveUndo(la *lookahead) bool {
 	}
 	if rk.undo == nil {
 		if !rk.roomFor(st.SizeBytes(), undoReserve) {
+			if !rk.undoDenied {
+				rk.undoDenied = true
+				rk.log.Info("no room for a spare recurrent state: steps of hybrid sequences are not run ahead",
+					"bytes", st.SizeBytes())
+			}
 			return false
 		}
 		rk.undo = st.Clone() // the copy too
