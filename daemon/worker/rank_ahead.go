@@ -43,7 +43,10 @@ import (
 // is why a hybrid's ranks of a tensor-parallel group do not look ahead:
 // whether a rank has room for its spare is its own device's answer, and a
 // step one rank runs ahead and another does not would pair their
-// collectives wrongly.
+// collectives wrongly. Nor do a hybrid's steps that are not replayed: an
+// eager step runs ahead on the rank's own thread, and on a CPU the copy
+// of a large state (151 MB for Qwen3.5-27B) costs more than the round
+// trip it would hide.
 
 // lookahead is a guessed next step: its request and, once started, its
 // replay (g) or its eager answer (id), and for a hybrid the state as it
@@ -130,7 +133,7 @@ func (rk *rank) successor(req forwardReq, id int32) (forwardReq, bool) {
 	if rk.opts.NoLookahead || len(req.tokens) != 1 || req.want != models.LastLogits || (req.state != 0) != (rk.states != nil) {
 		return forwardReq{}, false
 	}
-	if _, marked := rk.marks[req.state]; marked || (req.state != 0 && rk.group.World > 1) {
+	if _, marked := rk.marks[req.state]; marked || (req.state != 0 && (rk.group.World > 1 || !rk.graphs.usable())) {
 		return forwardReq{}, false
 	}
 	pos := req.start + 1

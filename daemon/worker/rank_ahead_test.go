@@ -105,11 +105,12 @@ func TestLookaheadReplay(t *testing.T) {
 }
 
 // TestHybridLookahead: a hybrid's greedy chain served as serve serves it
-// (each reply, then runAhead) runs its next step ahead — replayed, with
-// steps fed on the device, or eagerly where replay is off — and gives
-// exactly the cold tokens. A step run ahead moves the recurrent state, so
-// whatever drops the guess must find the state as the answered steps left
-// it: another token at the guessed position, a snapshot, a fork.
+// (each reply, then runAhead) runs its next step ahead where it is
+// replayed, with steps fed on the device, and gives exactly the cold
+// tokens; where replay is off, nothing runs ahead and the tokens are the
+// same. A step run ahead moves the recurrent state, so whatever drops the
+// guess must find the state as the answered steps left it: another token
+// at the guessed position, a snapshot, a fork, a truncation.
 func TestHybridLookahead(t *testing.T) {
 	for _, arch := range hybrids {
 		for _, replay := range []bool{true, false} {
@@ -146,16 +147,17 @@ func TestHybridLookahead(t *testing.T) {
 					}
 				}
 				chain(s, 13) // the last step not at a block's end: its successor is guessed
-				if h.rk.aheadHits == 0 {
+				switch {
+				case !replay && (h.rk.aheadHits != 0 || h.rk.ahead != nil):
+					t.Fatalf("an eager hybrid step ran ahead (%d answered)", h.rk.aheadHits)
+				case replay && h.rk.aheadHits == 0:
 					t.Fatal("no request was answered by a step run ahead")
-				}
-				if replay && h.f.fed == 0 {
+				case replay && h.f.fed == 0:
 					t.Fatal("no step was fed on the device")
-				}
-				// Another token where the next step was guessed.
-				if h.rk.ahead == nil {
+				case replay && h.rk.ahead == nil:
 					t.Fatal("no step run ahead after the chain")
 				}
+				// Another token where the next step was guessed.
 				other := (s.next + 1) % vocab
 				got := serve(s, other)
 				if want := greedy(t, h.model, s.hist, 1)[0]; got != want {
