@@ -86,6 +86,13 @@ func (rk *rank) replayStep(req forwardReq, fedBy StepGraph) (StepGraph, bool) {
 		launch = f.LaunchFed
 	}
 	if err := launch(s); err != nil {
+		if fedBy != nil {
+			// fedBy's replay is still in flight: its recording must
+			// not be closed under it. The step runs as a plain guess,
+			// and a lost device shows in serve's check.
+			rk.log.Warn("a fed decode step did not launch", "err", err)
+			return nil, false
+		}
 		// Launch fails before queuing anything, or the device state is
 		// lost (which serve reports): either way the eager path answers.
 		rk.graphs.off = err
