@@ -4,8 +4,9 @@
 Every step `== name: command` followed by bench's JSON line is one run.
 Runs are grouped by name without a trailing -<round> (abenv's base-1,
 base-2, ... are one group); a group prints its graph decode rate (min-max),
-step time, and the fed graph decode rate (the replays queued back to back,
-tokens fed on the device) where bench measured one. With a group named base (ablate, abenv), every other group
+step time, the fed graph decode rate (the replays queued back to back,
+tokens fed on the device) where bench measured one, and the fastest run's
+share of bench's weight-bytes roofline. With a group named base (ablate, abenv), every other group
 also prints its step time less base's: for ablate-<tags> what the tagged
 launches cost inside the captured step.
 
@@ -34,33 +35,37 @@ def runs(path):
             # the eager rate as decode_tokens_per_s.
             tps = j.get("decode_graph_tokens_per_s") or j.get("decode_tokens_per_s")
             if tps:
-                yield name, tps, j.get("decode_graph_fed_tokens_per_s")
+                yield name, tps, j.get("decode_graph_fed_tokens_per_s"), j.get("roofline_tokens_per_s")
             name = None
 
 
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
-    groups, fed = OrderedDict(), {}
-    for name, tps, ftps in runs(sys.argv[1]):
+    groups, fed, roof = OrderedDict(), {}, {}
+    for name, tps, ftps, rtps in runs(sys.argv[1]):
         key = re.sub(r"-(\d+|again)$", "", name)
         groups.setdefault(key, []).append(tps)
         if ftps:
             fed.setdefault(key, []).append(ftps)
+        if rtps:
+            roof[key] = rtps
     if not groups:
         sys.exit("no bench runs in " + sys.argv[1])
     base = groups.get("base")
     base_ms = None
     if base:
         base_ms = sum(1e3 / t for t in base) / len(base)
-    print(f"{'run':<48} {'tok/s':>17} {'step ms':>8} {'vs base ms':>10} {'fed tok/s':>17}")
+    print(f"{'run':<48} {'tok/s':>17} {'step ms':>8} {'vs base ms':>10} {'fed tok/s':>17} {'best/roofline':>13}")
     for key, v in groups.items():
         ms = sum(1e3 / t for t in v) / len(v)
         rate = f"{min(v):.1f}" if len(v) == 1 else f"{min(v):.1f}-{max(v):.1f}"
         d = f"{base_ms - ms:+.3f}" if base_ms and key != "base" else ""
         f = fed.get(key, [])
         frate = "" if not f else f"{min(f):.1f}" if len(f) == 1 else f"{min(f):.1f}-{max(f):.1f}"
-        print(f"{key:<48} {rate:>17} {ms:>8.3f} {d:>10} {frate:>17}")
+        # The fastest run's share of bench's weight-bytes roofline (4.26 TB/s).
+        share = f"{100 * max(v + f) / roof[key]:.1f}%" if key in roof else ""
+        print(f"{key:<48} {rate:>17} {ms:>8.3f} {d:>10} {frate:>17} {share:>13}")
 
 
 if __name__ == "__main__":
