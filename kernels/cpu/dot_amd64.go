@@ -302,25 +302,32 @@ func fp8Row512(row *byte, dst *float32, n int, scale float32)
 //go:noescape
 func fp8DotRow512(row *byte, x *float32, n int, scales *float32, bi int) float32
 
+// fp8DotRowFits reports whether fp8DotRow takes rows of n columns in
+// blocks of bi on this CPU: the bits are dotF32's only where each form
+// runs beside the dotF32 loop of its width (haveAVX512 decides; the tests
+// turn it off alone).
+func fp8DotRowFits(n, bi int) bool {
+	switch {
+	case n <= 0 || bi <= 0:
+		return false
+	case haveAVX512:
+		return haveFP8Row512 && n%64 == 0 && bi%64 == 0
+	}
+	return haveAVX2 && n%32 == 0 && bi%32 == 0
+}
+
 // fp8DotRow is dotF32 of the row that rowTo decodes from the E4M3 bytes
 // row (block b of bi columns times scales[b]), bit for bit, without the
-// decoded row (fp8DotRow512, fp8DotRowAVX2); ok false where this CPU or
-// the widths do not allow it, and the caller decodes.
-func fp8DotRow(row []byte, x []float32, scales []float32, bi int) (float32, bool) {
+// decoded row (fp8DotRow512, fp8DotRowAVX2). Only where
+// fp8DotRowFits(len(row), bi); x and scales must cover the row.
+func fp8DotRow(row []byte, x []float32, scales []float32, bi int) float32 {
 	n := len(row)
-	if n == 0 || bi <= 0 || len(x) < n || len(scales) < (n+bi-1)/bi {
-		return 0, false
-	}
-	switch {
-	// The bits are dotF32's: each form where dotF32 runs the loop of the
-	// same width (haveAVX512 decides; the tests turn it off alone).
-	case haveAVX512 && haveFP8Row512 && n%64 == 0 && bi%64 == 0:
+	x, scales = x[:n], scales[:(n+bi-1)/bi]
+	if haveAVX512 {
 		// + dotF32Go's empty tail, as dotF32 adds it (a -0 sum becomes +0).
-		return fp8DotRow512(&row[0], &x[0], n, &scales[0], bi) + dotF32Go(nil, nil), true
-	case !haveAVX512 && haveAVX2 && n%32 == 0 && bi%32 == 0:
-		return fp8DotRowAVX2(&row[0], &x[0], n, &scales[0], bi), true
+		return fp8DotRow512(&row[0], &x[0], n, &scales[0], bi) + dotF32Go(nil, nil)
 	}
-	return 0, false
+	return fp8DotRowAVX2(&row[0], &x[0], n, &scales[0], bi)
 }
 
 //go:noescape

@@ -57,8 +57,12 @@ func fp8Dot(row []byte, x []float32) float32 {
 	return s
 }
 
-// fp8DotRow: no fused FP8 row dot here (the caller decodes the row).
-func fp8DotRow(row []byte, x []float32, scales []float32, bi int) (float32, bool) { return 0, false }
+// fp8DotRowFits: no fused FP8 row dot here (the caller decodes the row).
+func fp8DotRowFits(n, bi int) bool { return false }
+
+func fp8DotRow(row []byte, x []float32, scales []float32, bi int) float32 {
+	panic("cpu: fp8DotRow without fp8DotRowFits")
+}
 
 func fp8Row(row []byte, dst []float32, scale float32) {
 	for i, v := range row {

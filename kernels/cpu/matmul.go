@@ -20,18 +20,16 @@ func (b *Backend) MatMul(dst, x kernels.Buf, w kernels.Tensor, rows int) {
 		b.parallel(out, 64, func(lo, hi int) { t.dots(lo, hi, xv, d[lo:hi]) })
 		return
 	}
-	if rows == 1 && t.w.DType == kernels.F8E4M3 {
+	if rows == 1 && t.fp8Fused() {
 		// A decode step's FP8 rows dotted as they widen, with the bits of
 		// the decode-then-dotF32 below (which a prompt's rows share).
 		xv := xs[:in]
-		if _, ok := t.fp8RowDot(0, xv); ok {
-			b.parallel(out, 64, func(lo, hi int) {
-				for o := lo; o < hi; o++ {
-					d[o], _ = t.fp8RowDot(o, xv)
-				}
-			})
-			return
-		}
+		b.parallel(out, 64, func(lo, hi int) {
+			for o := lo; o < hi; o++ {
+				d[o] = t.fp8RowDot(o, xv)
+			}
+		})
+		return
 	}
 	if b.matMulChunked(d, xs, t, rows, out, in) {
 		return

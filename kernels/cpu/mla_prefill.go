@@ -164,14 +164,13 @@ func (b *Backend) MatMulHeads(dst, x kernels.Buf, w kernels.Tensor, a kernels.He
 	fused := a.Rows == 1 && t.w.DType != kernels.F8E4M3
 	// An FP8 row of a one-row pass dotted as it widens, where the CPU
 	// allows (fp8RowDot: the decoded row's dotF32 bit for bit).
-	_, fp8 := t.fp8RowDot(0, xs[:a.In])
-	fp8 = fp8 && a.Rows == 1
+	fp8 := a.Rows == 1 && t.fp8Fused()
 	b.parallel(a.Heads*a.Out, 16, func(lo, hi int) {
 		tmp := make([]float32, a.In)
 		for j := lo; j < hi; j++ {
 			h, o := j/a.Out, j%a.Out
 			if fp8 {
-				d[h*a.DstHead+o], _ = t.fp8RowDot(j, xs[h*a.XHead:][:a.In])
+				d[h*a.DstHead+o] = t.fp8RowDot(j, xs[h*a.XHead:][:a.In])
 				continue
 			}
 			if !fused {

@@ -86,14 +86,16 @@ func (t *tensor) rowTo(r int, dst []float32) {
 	}
 }
 
+// fp8Fused reports whether an FP8 tensor's rows are dotted as they widen
+// (fp8RowDot) on this CPU.
+func (t *tensor) fp8Fused() bool {
+	return t.w.DType == kernels.F8E4M3 && fp8DotRowFits(t.w.Cols(), t.w.ScaleBlock[1])
+}
+
 // fp8RowDot is dotF32(x, row r decoded by rowTo) of an FP8 tensor, bit for
-// bit, without decoding the row where the CPU and widths allow
-// (fp8DotRow); ok false otherwise.
-func (t *tensor) fp8RowDot(r int, x []float32) (float32, bool) {
+// bit, without decoding the row; only where t.fp8Fused().
+func (t *tensor) fp8RowDot(r int, x []float32) float32 {
 	n := t.w.Cols()
-	if t.w.DType != kernels.F8E4M3 || r < 0 || r >= t.w.Rows() {
-		return 0, false
-	}
 	bo, bi := t.w.ScaleBlock[0], t.w.ScaleBlock[1]
 	return fp8DotRow(t.w.Data[r*n:(r+1)*n], x, t.w.Scale[(r/bo)*((n+bi-1)/bi):], bi)
 }
