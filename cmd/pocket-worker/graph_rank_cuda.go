@@ -127,7 +127,7 @@ func (c cudaGraph) Close() { c.g.Close() }
 // in place (no argmax launched after it, no wait for later replays).
 type fedGraph struct{ cudaGraph }
 
-func (f fedGraph) Argmax() (int32, error)         { return f.g.Pending()() }
+func (f fedGraph) Argmax() (int32, error)         { return f.g.Token() }
 func (f fedGraph) Pending() func() (int32, error) { return f.g.Pending() }
 
 func (f fedGraph) LaunchFed(s worker.Step) error {

@@ -313,32 +313,40 @@ func (g *Graph) Fed() bool { return g.fedOff >= 0 }
 
 // Pending returns, for a fed graph's latest replay, a function that waits
 // for that replay alone (not for what was queued after it) and answers its
+// greedy token (Token of that replay).
+func (g *Graph) Pending() func() (int32, error) {
+	t := g.ticket
+	return func() (int32, error) { return g.token(t) }
+}
+
+// Token waits for a fed graph's latest replay alone and answers its
 // greedy token (0 where nothing won, all NaN, as session.Argmax answers
 // then and as the replay after it embeds).
-func (g *Graph) Pending() func() (int32, error) {
-	b, t := g.b, g.ticket
-	return func() (int32, error) {
-		if !b.enter() {
-			b.exit()
-			return 0, b.err
-		}
-		defer b.exit()
-		if g.fedOff < 0 {
-			return 0, errors.New("cuda: Pending on a graph recorded without CaptureFeed")
-		}
-		if b.feed.tickets-t <= feedEvents {
-			b.fail(b.feed.events[t%feedEvents].Synchronize())
-		} else if b.feed.tickets-t <= feedRingLen {
-			b.fail(b.stream.Synchronize()) // its event was recorded again since
-		} else {
-			return 0, fmt.Errorf("cuda: fed token %d is no longer in the ring (%d since)", t, b.feed.tickets-t)
-		}
-		id := atomic.LoadInt32(&b.feed.host[t%feedRingLen])
-		if id < 0 || int(id) >= g.OutLen {
-			id = 0
-		}
-		return id, b.err
+func (g *Graph) Token() (int32, error) { return g.token(g.ticket) }
+
+// token is Token of the replay with ticket t.
+func (g *Graph) token(t uint64) (int32, error) {
+	b := g.b
+	if !b.enter() {
+		b.exit()
+		return 0, b.err
 	}
+	defer b.exit()
+	if g.fedOff < 0 {
+		return 0, errors.New("cuda: a fed token of a graph recorded without CaptureFeed")
+	}
+	if b.feed.tickets-t <= feedEvents {
+		b.fail(b.feed.events[t%feedEvents].Synchronize())
+	} else if b.feed.tickets-t <= feedRingLen {
+		b.fail(b.stream.Synchronize()) // its event was recorded again since
+	} else {
+		return 0, fmt.Errorf("cuda: fed token %d is no longer in the ring (%d since)", t, b.feed.tickets-t)
+	}
+	id := atomic.LoadInt32(&b.feed.host[t%feedRingLen])
+	if id < 0 || int(id) >= g.OutLen {
+		id = 0
+	}
+	return id, b.err
 }
 
 // upload queues the copy of the arena's words [from, to).
