@@ -56,16 +56,6 @@ type BufCopier interface {
 	CopyBuf(dst, src Buf, n int)
 }
 
-// BufGroup is an optional extension of Backend: several zeroed buffers
-// made as parts of one allocation, alive while any of them is. A hybrid's
-// recurrent state is two buffers a layer (96 for Qwen3.5-27B), and a
-// snapshot held on the device is a new state: one allocation instead of
-// one a buffer (each a driver call on a GPU).
-type BufGroup interface {
-	// NewBufs returns buffers of ns[i] float32 elements.
-	NewBufs(ns []int) []Buf
-}
-
 // BufViewer is an optional extension of Backend: a buffer that is a range
 // of another, sharing its memory (no copy), alive while the other is. A
 // hybrid's prefill pass runs its convolution and delta rule over segments

@@ -59,24 +59,6 @@ func f32(b kernels.Buf) []float32 { return b.(*Buf).D }
 // NewBuf implements kernels.Backend.
 func (b *Backend) NewBuf(n int) kernels.Buf { return &Buf{D: make([]float32, n)} }
 
-var _ kernels.BufGroup = (*Backend)(nil)
-
-// NewBufs implements kernels.BufGroup: slices of one array (full slice
-// expressions, so that no part can grow into the next).
-func (b *Backend) NewBufs(ns []int) []kernels.Buf {
-	total := 0
-	for _, n := range ns {
-		total += n
-	}
-	all := make([]float32, total)
-	out := make([]kernels.Buf, len(ns))
-	for i, n := range ns {
-		out[i] = &Buf{D: all[:n:n]}
-		all = all[n:]
-	}
-	return out
-}
-
 // Write implements kernels.Backend.
 func (b *Backend) Write(dst kernels.Buf, off int, src []float32) { copy(f32(dst)[off:], src) }
 

@@ -399,7 +399,7 @@ func loadModule(ptx, what string, fns map[string]*cFunc) (cu.Module, error) {
 
 // ---------------------------------------------------------------- buffers
 
-// Buf is a float32 device buffer, or a part of one (NewBufs): the part
+// Buf is a float32 device buffer, or a part of one (ViewBuf): the part
 // keeps its whole alive, whose finalizer frees the memory.
 type Buf struct {
 	p     cu.DevicePtr
@@ -467,29 +467,6 @@ func (b *Backend) NewBuf(n int) kernels.Buf {
 		})
 	}
 	return d
-}
-
-var _ kernels.BufGroup = (*Backend)(nil)
-
-// NewBufs implements kernels.BufGroup: one allocation, each part at a
-// 256-byte boundary.
-func (b *Backend) NewBufs(ns []int) []kernels.Buf {
-	offs := make([]int64, len(ns))
-	var total int64
-	for i, n := range ns {
-		offs[i] = total
-		total += (int64(max(n, 1))*4 + 255) &^ 255
-	}
-	whole := b.NewBuf(int(total / 4)).(*Buf)
-	out := make([]kernels.Buf, len(ns))
-	for i, n := range ns {
-		p := whole.p
-		if p != 0 {
-			p += cu.DevicePtr(offs[i])
-		}
-		out[i] = &Buf{p: p, n: n, whole: whole}
-	}
-	return out
 }
 
 // Write implements kernels.Backend.
