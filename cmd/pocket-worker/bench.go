@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/pocketllm/pocketllm/internal/kvseq"
@@ -71,6 +72,7 @@ func runBench(args []string) error {
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	marksEvery := fs.Int("marks-every", 0, "also time the prefill with a hybrid's snapshots every N tokens inside it")
 	maxChunk := fs.Int("max-chunk", 0, "rows a prefill pass runs at once (default: the whole prompt)")
+	tokensOut := fs.String("tokens-out", "", "write the eager decode's tokens to PATH, one a line (to compare settings' continuations)")
 	probeOut := fs.String("probe-out", "", "write the in-graph probe records to PATH.log and PATH.bin (PTX built by scripts/probe-build.sh)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -176,6 +178,15 @@ func runBench(args []string) error {
 	}
 	r.EagerDecodePerS = float64(N) / time.Since(start).Seconds()
 	r.DecodeTokensPerS, r.DecodeMode = r.EagerDecodePerS, "eager"
+	if *tokensOut != "" {
+		var sb strings.Builder
+		for _, t := range eager {
+			fmt.Fprintln(&sb, t)
+		}
+		if err := os.WriteFile(*tokensOut, []byte(sb.String()), 0o644); err != nil {
+			return err
+		}
+	}
 	// Graph decode: the same continuation, one graph launch per token.
 	// The first replay is a warm-up (graph upload) and is not timed.
 	if err := rewind(); err != nil {
