@@ -99,6 +99,10 @@ func (b *Backend) pipePlan(op int, f gform, tiles ...int) (pipeGeom, cFunc, bool
 		return pipeGeom{}, nil, false
 	}
 	g, ok := planPipe(b.sms, b.pipe.budget, f.in, cdiv(f.in, f8mmaUnit), tiles, switches.fp8PipeDeep)
+	if w, set := switches.pipeGeom[fmt.Sprintf("%s:%d", p8OpNames[op], f.in)]; set {
+		w.shm = cdiv(f.in, 128)*128*2 + w.warps()*w.stages*pipeStageBytes
+		g, ok = w, w.wpr > 0 && w.tiles > 0 && w.warps() <= pipeMaxWarps && w.shm <= b.pipe.budget
+	}
 	if !ok {
 		return g, nil, false
 	}

@@ -104,6 +104,8 @@ import (
 //	                     those cost less (qmvBlockFor: Qwen3-8B's down projection)
 //	POCKET_REGROUP=0     Q4_K, Q6_K and Q8_0 matrices are held as stored, not regrouped at load into aligned
 //	                     groups (Q4_KG, Q6_KG, Q8_0G: regroup.go); =q4_k,q6_k (a list) regroups those formats alone
+//	POCKET_FP8_PIPE_GEOM=op:in=WxTxS[,...] the ring kernel of op (r, add, norm, swiglu) over in columns takes
+//	                     W warps a tile, T tiles a block and S ring stages, not planPipe's choice (measurement)
 //	POCKET_MOE_QUANT=0   GGUF (block-format) MoE experts stay on host routing, not the device's indexed
 //	                     expert GEMVs (moe_quant.cu)
 var switches = struct {
@@ -158,6 +160,7 @@ var switches = struct {
 	noQmvW6         bool
 	noRegroup       map[kernels.DType]bool
 	ablate          map[string]bool
+	pipeGeom        map[string]pipeGeom
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
 	attnOcc2:        os.Getenv("POCKET_ATTN_OCC") == "2",
@@ -210,6 +213,27 @@ var switches = struct {
 	noQmvW6:         os.Getenv("POCKET_QMV_W6") == "0",
 	noRegroup:       regroupSwitch(os.Getenv("POCKET_REGROUP")),
 	ablate:          listSwitch(os.Getenv("POCKET_ABLATE")),
+	pipeGeom:        pipeGeomSwitch(os.Getenv("POCKET_FP8_PIPE_GEOM")),
+}
+
+// pipeGeomSwitch reads POCKET_FP8_PIPE_GEOM: "op:in=WxTxS" entries,
+// comma-separated; what it cannot read it leaves out.
+func pipeGeomSwitch(v string) map[string]pipeGeom {
+	out := map[string]pipeGeom{}
+	for _, e := range strings.Split(v, ",") {
+		key, geom, ok := strings.Cut(strings.TrimSpace(e), "=")
+		p := strings.Split(geom, "x")
+		if !ok || len(p) != 3 {
+			continue
+		}
+		w, e1 := strconv.Atoi(p[0])
+		t, e2 := strconv.Atoi(p[1])
+		s, e3 := strconv.Atoi(p[2])
+		if e1 == nil && e2 == nil && e3 == nil {
+			out[key] = pipeGeom{wpr: w, tiles: t, stages: s}
+		}
+	}
+	return out
 }
 
 // ablated reports whether POCKET_ABLATE leaves out the launches tagged
