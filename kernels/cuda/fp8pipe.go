@@ -99,7 +99,9 @@ func (b *Backend) pipePlan(op int, f gform, tiles ...int) (pipeGeom, cFunc, bool
 		return pipeGeom{}, nil, false
 	}
 	g, ok := planPipe(b.sms, b.pipe.budget, f.in, cdiv(f.in, f8mmaUnit), tiles, switches.fp8PipeDeep)
-	if w, set := switches.pipeGeom[fmt.Sprintf("%s:%d", p8OpNames[op], f.in)]; set {
+	// (The key only built where the switch is set: this runs on every
+	// eager decode step's GEMVs.)
+	if w, set := switches.pipeGeom[pipeGeomKey(op, f.in)]; set {
 		w.shm = cdiv(f.in, 128)*128*2 + w.warps()*w.stages*pipeStageBytes
 		g, ok = w, w.wpr > 0 && w.tiles > 0 && w.warps() <= pipeMaxWarps && w.shm <= b.pipe.budget
 	}
@@ -108,6 +110,15 @@ func (b *Backend) pipePlan(op int, f gform, tiles ...int) (pipeGeom, cFunc, bool
 	}
 	fn := b.pipeFn(op, g.stages)
 	return g, fn, fn != nil
+}
+
+// pipeGeomKey is op's POCKET_FP8_PIPE_GEOM entry for in columns, or ""
+// where the switch is not set.
+func pipeGeomKey(op, in int) string {
+	if len(switches.pipeGeom) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s:%d", p8OpNames[op], in)
 }
 
 // runPipe launches fn over blocks with the geometry's shared memory (PDL

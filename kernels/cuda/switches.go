@@ -217,8 +217,11 @@ var switches = struct {
 }
 
 // pipeGeomSwitch reads POCKET_FP8_PIPE_GEOM: "op:in=WxTxS" entries,
-// comma-separated; what it cannot read it leaves out.
+// comma-separated; what it cannot read it leaves out (nil when empty).
 func pipeGeomSwitch(v string) map[string]pipeGeom {
+	if v == "" {
+		return nil
+	}
 	out := map[string]pipeGeom{}
 	for _, e := range strings.Split(v, ",") {
 		key, geom, ok := strings.Cut(strings.TrimSpace(e), "=")
