@@ -41,7 +41,27 @@ const pipeMaxWarps = 24
 // scheduler on the down projection), not by the bytes in flight. With
 // deepFirst (POCKET_FP8_PIPE_PLAN=depth, the first policy) the most units
 // in flight per block (warps × (stages-1)) instead. False when nothing fits.
+//
+// Any warps-per-tile count from 1 to 8 is tried, not only powers of two:
+// the kernels split a tile's units over wpr warps of any count. On the
+// Qwen3.5-27B FP8 decode step the in-projections (8 tiles a block) then
+// run at 3 warps a tile with rings of 4 (24 warps), not 2 with rings of 6
+// (16 warps): on one H200, fed decode 132.7–132.8 tok/s against
+// 131.5–131.7 with powers of two (interleaved builds; conformance and the
+// FP8 fixtures as before: docs/benchmarks.md, 2026-12-02 from 04:37). The
+// MiniMax-M2 slice's q/k/v (6x4x4) gained 0.3–0.6%, the DeepSeek-V3
+// slice's attention and dense down projections (6x4x4, 6x4x3) were
+// neutral.
 func planPipe(sms, budget, in, units int, tiles []int, deepFirst bool) (pipeGeom, bool) {
+	return planPipeBy(sms, budget, in, units, tiles, deepFirst, func(w int) int { return w + 1 })
+}
+
+// pow2 steps the warps per tile through powers of two (planPipeMoE's
+// plans, measured only at those).
+func pow2(w int) int { return w * 2 }
+
+// planPipeBy is planPipe with the warps per tile stepped by next from 1.
+func planPipeBy(sms, budget, in, units int, tiles []int, deepFirst bool, next func(int) int) (pipeGeom, bool) {
 	if sms <= 0 || units <= 0 || len(tiles) == 0 {
 		return pipeGeom{}, false
 	}
@@ -51,7 +71,7 @@ func planPipe(sms, budget, in, units int, tiles []int, deepFirst bool) (pipeGeom
 		g.tiles++
 	}
 	best, found := pipeGeom{}, false
-	for wpr := 1; wpr <= 8 && units >= 4*wpr; wpr *= 2 {
+	for wpr := 1; wpr <= 8 && units >= 4*wpr; wpr = next(wpr) {
 		if wpr*g.tiles > pipeMaxWarps {
 			break
 		}
@@ -91,10 +111,10 @@ func planPipeMoE(sms, budget, k, hidden, inter int, deepFirst bool) (gu, dn pipe
 	if k <= 0 || k > moePipeMaxK || hidden%128 != 0 || inter%128 != 0 || budget <= moeTableBytes {
 		return gu, dn, false
 	}
-	if gu, ok = planPipe(sms, budget, hidden, hidden/128, []int{k * inter / 8}, deepFirst); !ok {
+	if gu, ok = planPipeBy(sms, budget, hidden, hidden/128, []int{k * inter / 8}, deepFirst, pow2); !ok {
 		return gu, dn, false
 	}
-	if dn, ok = planPipe(sms, budget-moeTableBytes, k*inter, k*inter/128, []int{hidden / 16}, deepFirst); !ok {
+	if dn, ok = planPipeBy(sms, budget-moeTableBytes, k*inter, k*inter/128, []int{hidden / 16}, deepFirst, pow2); !ok {
 		return gu, dn, false
 	}
 	dn.shm += moeTableBytes

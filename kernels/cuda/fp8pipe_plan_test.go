@@ -25,9 +25,9 @@ func TestPlanPipe(t *testing.T) {
 		// a short matrix: one tile per block, its columns over 8 warps.
 		{"short", 5120, []int{64}, pipeGeom{wpr: 8, tiles: 1, stages: 8, shm: 10240 + 8*8*2048}, 64, false},
 		// DeltaNet's qkv, z, b and a of one launch.
-		{"deltanet", 5120, []int{640, 384, 3, 3}, pipeGeom{wpr: 2, tiles: 8, stages: 6, shm: 10240 + 16*6*2048}, 130, false},
+		{"deltanet", 5120, []int{640, 384, 3, 3}, pipeGeom{wpr: 3, tiles: 8, stages: 4, shm: 10240 + 24*4*2048}, 130, false},
 		// q, k, v of one launch: blocks never mix matrices.
-		{"qkv", 5120, []int{768, 64, 64}, pipeGeom{wpr: 2, tiles: 7, stages: 6, shm: 10240 + 14*6*2048}, 130, false},
+		{"qkv", 5120, []int{768, 64, 64}, pipeGeom{wpr: 3, tiles: 7, stages: 4, shm: 10240 + 21*4*2048}, 130, false},
 		// an activation too wide for any ring.
 		{"wide", 120000, []int{16}, pipeGeom{}, 0, true},
 	}
