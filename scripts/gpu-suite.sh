@@ -61,6 +61,8 @@ bench_model() { # sets M: bench flags of model $1 (q4km|q8|q35|l8b), generated i
 for stage in "$@"; do
   case $stage in
   conf) step conformance 300 $W conformance ;;
+  membw) # streaming-read rates by SM count and copy method (kernels/cuda/membw.cu); MEMBW_ARGS more flags
+    step membw 300 $W membw ${MEMBW_ARGS:-} ;;
   parity)
     step parity-safetensors 300 $W parity -skip-unsupported models/testdata/models/*/
     gguf_fixtures

@@ -14,6 +14,7 @@ func init() {
 	commands["bench"] = runBench
 	commands["tp"] = runTP
 	commands["qbench"] = runQBench
+	commands["membw"] = runMemBW
 }
 
 // openDevice parses --device and opens that GPU.
