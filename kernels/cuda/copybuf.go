@@ -37,8 +37,9 @@ func (b *Backend) CopyBuf(dst, src kernels.Buf, n int) {
 }
 
 // ViewBuf implements kernels.BufViewer: the range's device address, the
-// view keeping the memory's owner alive (its finalizer frees it). A range outside x is a bug of the caller, which
-// computes it from the shapes it made x with: it panics, as slicing does.
+// view keeping the memory's owner alive (its finalizer frees it). A range
+// outside x is a bug of the caller, which computes it from the shapes it
+// made x with: it panics, as slicing does.
 func (b *Backend) ViewBuf(x kernels.Buf, off, n int) kernels.Buf {
 	d := x.(*Buf)
 	if off < 0 || n < 0 || off+n > d.n {

@@ -50,12 +50,6 @@
 
 #define PIPE_STAGE 2048 // bytes of one unit of one warp: 4 pieces × 32 lanes × 16 bytes
 
-__device__ __forceinline__ uint4 lds128(uint32_t a) {
-    uint4 v;
-    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
-    return v;
-}
-
 // pipeSwz is the stage offset of row j, 16-byte column c (of 8): rows are
 // 128 bytes, odd rows have their halves swapped, so the 8 lanes of a
 // fragment-read phase (rows 2q, 2q+1, columns t or 4+t) hit 8 distinct

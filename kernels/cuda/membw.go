@@ -56,17 +56,13 @@ func (b *Backend) StreamRead(cases []StreamCase, per int64, reps int) ([]float64
 		return nil, b.Err()
 	}
 	defer b.exit()
-	fns := map[string]*cFunc{}
-	var ldg cFunc
-	ring, bulk := map[int]*cFunc{}, map[int]*cFunc{}
-	fns["membw_ldg"] = &ldg
+	// The kernels by name: membw_ldg, membw_ring_S, membw_bulk_S.
+	fns := map[string]*cFunc{"membw_ldg": new(cFunc)}
 	for _, s := range []int{3, 4, 6, 8} {
-		ring[s] = new(cFunc)
-		fns[fmt.Sprintf("membw_ring_%d", s)] = ring[s]
+		fns[fmt.Sprintf("membw_ring_%d", s)] = new(cFunc)
 	}
 	for _, s := range []int{2, 3, 4, 8} {
-		bulk[s] = new(cFunc)
-		fns[fmt.Sprintf("membw_bulk_%d", s)] = bulk[s]
+		fns[fmt.Sprintf("membw_bulk_%d", s)] = new(cFunc)
 	}
 	mod, err := loadModule(membwPTX, "membw", fns)
 	if err != nil {
@@ -93,21 +89,24 @@ func (b *Backend) StreamRead(cases []StreamCase, per int64, reps int) ([]float64
 	}
 	out := make([]float64, len(cases))
 	for i, c := range cases {
-		var f cFunc
-		var args []uint64
-		shm := 0
+		name, shm := "", 0
+		args := []uint64{0, uint64(per)} // the source's region, set by launch
 		switch c.Mode {
 		case "ldg":
-			f = ldg
+			name = "membw_ldg"
 		case "ring":
-			if p := ring[c.Stages]; p != nil {
-				f, shm = *p, c.Warps*c.Stages*2048
-			}
+			name, shm = fmt.Sprintf("membw_ring_%d", c.Stages), c.Warps*c.Stages*2048
 		case "bulk":
-			if p := bulk[c.Stages]; p != nil && c.Chunk > 0 && c.Chunk%16 == 0 && per%int64(c.Chunk) == 0 {
-				f, shm = *p, c.Warps*c.Stages*(c.Chunk+8)
-				args = []uint64{i32(c.Chunk)}
+			name, shm = fmt.Sprintf("membw_bulk_%d", c.Stages), c.Warps*c.Stages*(c.Chunk+8)
+			if c.Chunk <= 0 || c.Chunk%16 != 0 || per%int64(c.Chunk) != 0 {
+				name = ""
 			}
+			args = append(args, i32(c.Chunk))
+		}
+		args = append(args, ptr(sink))
+		var f cFunc
+		if p := fns[name]; p != nil {
+			f = *p
 		}
 		// One block an SM: more than half of an SM's shared memory.
 		shm = max(shm, perSM/2+1024)
@@ -123,8 +122,8 @@ func (b *Backend) StreamRead(cases []StreamCase, per int64, reps int) ([]float64
 		}
 		regions := membwSource / span
 		launch := func(r int) {
-			base := src + cu.DevicePtr(int64(r)%regions*span)
-			b.launchFnShm(f, c.SMs, 1, 32*c.Warps, shm, append([]uint64{ptr(base), uint64(per)}, append(args, ptr(sink))...)...)
+			args[0] = ptr(src + cu.DevicePtr(int64(r)%regions*span))
+			b.launchFnShm(f, c.SMs, 1, 32*c.Warps, shm, args...)
 		}
 		launch(0) // warm: the module's first launch, the TLB
 		if err := b.stream.Synchronize(); err != nil {

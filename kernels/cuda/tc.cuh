@@ -27,6 +27,13 @@ __device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, uint32_t b
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// lds128 loads 16 bytes from shared memory at a (a shared-window address).
+__device__ __forceinline__ uint4 lds128(uint32_t a) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
+    return v;
+}
+
 // cpAsync16 copies 16 bytes to shared memory at dst (a shared-window
 // address), the first bytes of them from src and zeros for the rest
 // (bytes 0: all zeros, src unread).
