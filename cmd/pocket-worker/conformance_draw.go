@@ -44,7 +44,7 @@ func (c *conf) draw() {
 		{Temperature: 1.5, TopP: 0.3},
 	}
 	var dr session.Drawer
-	for _, n := range []int{151936, 1000, 7} {
+	for _, n := range []int{151936, 20000, 1000, 7} {
 		for _, ds := range dists {
 			logits := make([]float32, n)
 			for i := range logits {

@@ -46,6 +46,15 @@ static CUresult pl_launch_pdl(CUfunction f, unsigned gx, unsigned gy, unsigned b
 	return cuLaunchKernelEx(&cfg, f, params, NULL);
 }
 
+// pl_launch_coop is pl_launch as a cooperative launch: every block of the
+// grid resident at once, or an error (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE),
+// so that the blocks may wait for each other (sample_grid.cuh's gridSync).
+static CUresult pl_launch_coop(CUfunction f, unsigned gx, unsigned bx, CUstream s, unsigned long long *a, int n) {
+	void *params[32];
+	for (int i = 0; i < n && i < 32; i++) params[i] = &a[i];
+	return cuLaunchCooperativeKernel(f, gx, 1, 1, bx, 1, 1, 0, s, params);
+}
+
 // pl_max_shm lets f take up to bytes of dynamic shared memory (above the
 // 48 KiB a launch gets without asking).
 static CUresult pl_max_shm(CUfunction f, int bytes) {
@@ -115,6 +124,13 @@ func launch(f C.CUfunction, gx, gy, bx int, s C.CUstream, args *[32]uint64, n in
 func launchShm(f C.CUfunction, gx, gy, bx, shm int, s C.CUstream, args *[32]uint64, n int) error {
 	probeNote(f, gx, gy, bx)
 	return cuErr("launch", C.pl_launch(f, C.uint(gx), C.uint(gy), C.uint(bx), C.uint(shm), s,
+		(*C.ulonglong)(unsafe.Pointer(&args[0])), C.int(n)))
+}
+
+// launchCoop is launch as a cooperative launch (pl_launch_coop).
+func launchCoop(f C.CUfunction, gx, bx int, s C.CUstream, args *[32]uint64, n int) error {
+	probeNote(f, gx, 1, bx)
+	return cuErr("cooperative launch", C.pl_launch_coop(f, C.uint(gx), C.uint(bx), s,
 		(*C.ulonglong)(unsafe.Pointer(&args[0])), C.int(n)))
 }
 

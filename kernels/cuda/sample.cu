@@ -21,7 +21,9 @@
 // rounding of a boundary may pick the neighbouring token; nothing else
 // differs.
 //
-// One block of 1024 threads; scratch holds the n probabilities between
+// sample_draw is one block of 1024 threads (vocabularies under 32768 ids,
+// sample.go's drawGridFrom); sample_grid.cuh spreads the same passes over
+// a block an SM for larger ones. Scratch holds the n probabilities between
 // the passes (L2-resident: 600 KB for a 152K vocabulary). Warp w owns the
 // w-th of 32 contiguous segments of the ids and its lanes read them 32
 // consecutive floats at a time: id-order scans go by warp, then by step
@@ -301,14 +303,10 @@ __device__ bool countSelect(const float* p, int n, long want, unsigned* vb, long
 
 #define SAMPLE_SMALLK 1024
 
-// smallDraw finishes a draw whose kept set is at most SAMPLE_SMALLK
-// tokens known to be within the set (lo, tie) of top-k: gathered into
-// shared memory, the top-p boundary is found by ranking them (p
-// descending, id ascending) and summing in that order, as the host's
-// prefixMass does, then min-p, then the draw walks them in id order.
-// False where they do not fit (the caller takes the general path).
-__device__ bool smallDraw(int* out, const float* p, int n, float lo, int tie, double topP, float minP, double u,
-                          int* cid, float* cp, int* ord, int* cnt) {
+// smallGather collects into shared memory the tokens of the set (lo, tie)
+// (top-k's, at most SAMPLE_SMALLK known to be in it) and returns their
+// count; more than SAMPLE_SMALLK means they did not fit.
+__device__ int smallGather(const float* p, int n, float lo, int tie, int* cid, float* cp, int* cnt) {
     const Seg sg = warpSeg(n);
     if (threadIdx.x == 0) *cnt = 0;
     __syncthreads();
@@ -321,7 +319,17 @@ __device__ bool smallDraw(int* out, const float* p, int n, float lo, int tie, do
     __syncthreads();
     const int k = *cnt;
     __syncthreads();
-    if (k > SAMPLE_SMALLK) return false;
+    return k;
+}
+
+// smallFinish finishes a draw among the k ≤ SAMPLE_SMALLK tokens of top-k
+// in shared memory (in any order; every step below ranks them itself): the
+// top-p boundary is found by ranking them (p descending, id ascending) and
+// summing in that order, as the host's prefixMass does, then min-p, then
+// the draw walks them in id order. Every thread of a SAMPLE_THREADS block
+// calls it.
+__device__ void smallFinish(int* out, int k, float lo, int tie, double topP, float minP, double u, int* cid,
+                            float* cp, int* ord) {
     const int t = threadIdx.x;
     if (topP > 0 && topP < 1) {
         if (t < k) {
@@ -372,6 +380,15 @@ __device__ bool smallDraw(int* out, const float* p, int n, float lo, int tie, do
         }
         out[0] = max(id, 0);
     }
+}
+
+// smallDraw is smallGather then smallFinish; false where the tokens do
+// not fit (the caller takes the general path).
+__device__ bool smallDraw(int* out, const float* p, int n, float lo, int tie, double topP, float minP, double u,
+                          int* cid, float* cp, int* ord, int* cnt) {
+    const int k = smallGather(p, n, lo, tie, cid, cp, cnt);
+    if (k > SAMPLE_SMALLK) return false;
+    smallFinish(out, k, lo, tie, topP, minP, u, cid, cp, ord);
     return true;
 }
 
@@ -516,3 +533,5 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
     }
     if (threadIdx.x == 0) out[0] = max(res, 0);
 }
+
+#include "sample_grid.cuh"

@@ -22,10 +22,25 @@ var samplePTX string
 
 type sampleMod struct {
 	draw     cFunc
+	drawGrid cFunc        // sample_draw_grid (sample_grid.cuh)
+	grid     cu.DevicePtr // its GridScratch (sampleGridBytes, zeroed once)
 	probs    cu.DevicePtr // scratch for the probabilities (probsCap bytes)
 	probsCap int64
 	outWord  cu.DevicePtr
 }
+
+const (
+	// sampleGridBytes is the size GridScratch is held to (static_assert in
+	// sample_grid.cuh).
+	sampleGridBytes = 2 << 20
+	// drawGridFrom is the least vocabulary the draw spreads over a block an
+	// SM: below it one block's passes are short and the grid's barriers
+	// cost what they save (20000 ids: the same µs either way on an H200).
+	drawGridFrom = 32768
+	// drawGridMaxBlocks is SG_MAXB, and a block takes 1024 ids at least.
+	drawGridMaxBlocks = 160
+	drawGridMinIDs    = 1024
+)
 
 // DrawArgs is a sampled step's rule and uniform variate as sample_draw
 // takes them: InvT is float32(1/temperature), TopK ≤ 0, TopP outside
@@ -52,8 +67,15 @@ func (b *Backend) Draw(x kernels.Buf, n int, a DrawArgs) int32 {
 		return -1
 	}
 	probs := b.scratch(&m.probs, &m.probsCap, int64(4*n))
-	b.launchFn(m.draw, 1, 1, 1024, ptr(m.outWord), ptr(probs), ptr(dptr(x)), i32(n),
-		f32(a.InvT), i32(a.TopK), math.Float64bits(a.TopP), f32(a.MinP), math.Float64bits(a.U))
+	if blocks := drawGridBlocks(n, b.sms); blocks > 1 && b.err == nil {
+		// A block an SM at once (cooperative), meeting at grid barriers.
+		b.a(ptr(m.outWord), ptr(probs), ptr(dptr(x)), i32(n), f32(a.InvT), i32(a.TopK),
+			math.Float64bits(a.TopP), f32(a.MinP), math.Float64bits(a.U), ptr(m.grid))
+		b.fail(launchCoop(m.drawGrid, blocks, 1024, b.s, &b.args, b.nargs))
+	} else {
+		b.launchFn(m.draw, 1, 1, 1024, ptr(m.outWord), ptr(probs), ptr(dptr(x)), i32(n),
+			f32(a.InvT), i32(a.TopK), math.Float64bits(a.TopP), f32(a.MinP), math.Float64bits(a.U))
+	}
 	var out int32 = -1
 	b.fail(cu.MemcpyDtoHAsync(unsafe.Pointer(&out), m.outWord, 4, b.stream))
 	b.fail(b.stream.Synchronize())
@@ -61,6 +83,16 @@ func (b *Backend) Draw(x kernels.Buf, n int, a DrawArgs) int32 {
 		return -1
 	}
 	return out
+}
+
+// drawGridBlocks is how many blocks a draw over n logits takes: one (the
+// single-block sample_draw) for small vocabularies or POCKET_DRAW_GRID=0,
+// else a block an SM, each at least drawGridMinIDs ids.
+func drawGridBlocks(n, sms int) int {
+	if switches.noDrawGrid || n < drawGridFrom {
+		return 1
+	}
+	return max(1, min(sms, drawGridMaxBlocks, n/drawGridMinIDs))
 }
 
 // PrepareDraw loads the draw's module now (the driver compiles its PTX,
@@ -78,11 +110,15 @@ func (b *Backend) PrepareDraw() error {
 func (b *Backend) sampleModule() *sampleMod {
 	if b.sample == nil {
 		m := &sampleMod{}
-		if _, err := loadModule(samplePTX, "sample", map[string]*cFunc{"sample_draw": &m.draw}); err != nil {
+		if _, err := loadModule(samplePTX, "sample", map[string]*cFunc{"sample_draw": &m.draw,
+			"sample_draw_grid": &m.drawGrid}); err != nil {
 			b.fail(err)
 			return nil
 		}
 		m.outWord = b.alloc(4)
+		if m.grid = b.alloc(sampleGridBytes); m.grid != 0 {
+			b.fail(cu.MemsetD32Async(m.grid, 0, sampleGridBytes/4, b.stream))
+		}
 		b.sample = m
 	}
 	return b.sample

@@ -108,6 +108,8 @@ import (
 //	                     W warps a tile, T tiles a block and S ring stages, not planPipe's choice (measurement)
 //	POCKET_MOE_QUANT=0   GGUF (block-format) MoE experts stay on host routing, not the device's indexed
 //	                     expert GEMVs (moe_quant.cu)
+//	POCKET_DRAW_GRID=0   sampled steps' draws run in one block (sample_draw), not over a block an SM
+//	                     (sample_draw_grid, vocabularies of drawGridFrom ids or more)
 var switches = struct {
 	noCublasLt      bool
 	attnOcc2        bool
@@ -161,6 +163,7 @@ var switches = struct {
 	noRegroup       map[kernels.DType]bool
 	ablate          map[string]bool
 	pipeGeom        map[string]pipeGeom
+	noDrawGrid      bool
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
 	attnOcc2:        os.Getenv("POCKET_ATTN_OCC") == "2",
@@ -198,6 +201,7 @@ var switches = struct {
 	noDeltaChunk:    os.Getenv("POCKET_DELTA_CHUNK") == "0",
 	deltaChunkFrom:  intSwitch("POCKET_DELTA_CHUNK_FROM", deltaChunkFrom, 1, math.MaxInt),
 	noMoEQuant:      os.Getenv("POCKET_MOE_QUANT") == "0",
+	noDrawGrid:      os.Getenv("POCKET_DRAW_GRID") == "0",
 	noFP8Pipe:       os.Getenv("POCKET_FP8_PIPE") == "0",
 	noFP8Tiles:      os.Getenv("POCKET_FP8_TILES") == "0",
 	noMoEPipe:       os.Getenv("POCKET_MOE_PIPE") == "0",

@@ -1,0 +1,498 @@
+// The draw over many blocks (sample_draw_grid): sample_draw's rule and
+// passes, with the vocabulary spread over a block an SM instead of one
+// block's 32 warps. One block read the 152K logits and probabilities
+// through one SM's share of L2 and walked the winning warp's 4748 ids 32
+// at a time: 80-99 µs a temperature-only draw on an H200, 310-404 with
+// top-p over the vocabulary (docs/benchmarks.md, 2026-12-01 from 08:40).
+//
+// The launch is cooperative (every block resident at once), so the blocks
+// meet at grid barriers (gridSync) where the single block met at
+// __syncthreads: a pass's per-block sums go to a slot of their own in
+// GridScratch, and after the barrier every block reduces all of them in
+// the same fixed order, so every block reaches the same digit, boundary
+// and target with no further exchange. Global warp s = block·32 + warp
+// owns the s-th contiguous segment of the ids, so id order is still
+// segment order. The ranking rules, tie handling and roundings are
+// sample_draw's; only the order in which partial sums are added differs
+// (it did between the host and one block already: conformance's `draw`
+// cases hold both kernels to the host's cumulative distribution).
+
+#define SG_MAXB 160   // blocks at most (an H200 has 132 SMs; one block each)
+#define SG_MAXPH 48   // grid barriers a draw passes at most (~33 on the longest path)
+#define SG_SLOT 17    // doubles a block writes a phase
+
+// GridScratch is the grid's shared state in global memory (Backend's
+// sampleMod.grid, SampleGridBytes; zeroed once at allocation: bar counts
+// back to zero at every barrier, the rest is set at each draw's start).
+struct GridScratch {
+    unsigned bar[2];  // arrivals, generation
+    int draw, last, cnt, pad;
+    int res[SG_MAXPH];  // a phase's one result (nth, last of a value), -1 unless found
+    int hist[4][256];   // countSelect's histograms, a pass each
+    int cid[SAMPLE_SMALLK + 1];
+    float cp[SAMPLE_SMALLK + 1];
+    double part[SG_MAXPH][SG_MAXB][SG_SLOT];
+};
+static_assert(sizeof(GridScratch) <= (2 << 20), "sample.go allocates 2 MiB for GridScratch");
+
+// gridSync is a barrier over the whole (co-resident) grid: writes before
+// it are visible to every block after it.
+__device__ __forceinline__ void gridSync(GridScratch* gs) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        volatile unsigned* gen = &gs->bar[1];
+        const unsigned g = *gen;  // read before arriving: it cannot move until we have
+        __threadfence();
+        if (atomicAdd(&gs->bar[0], 1u) == gridDim.x - 1) {
+            atomicExch(&gs->bar[0], 0u);  // no block arrives again before the generation moves
+            __threadfence();
+            atomicAdd(&gs->bar[1], 1u);
+        } else {
+            while (*gen == g) __nanosleep(20);
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+__device__ __forceinline__ Seg gridSeg(int n) {
+    const int segs = gridDim.x * SAMPLE_WARPS, len = (n + segs - 1) / segs;
+    const int s = blockIdx.x * SAMPLE_WARPS + (threadIdx.x >> 5);
+    return Seg{min(n, s * len), min(n, (s + 1) * len)};
+}
+
+// Grid carries a draw's per-block state between the steps below.
+struct Grid {
+    GridScratch* gs;
+    int ph;          // the next barrier's phase: the slot its writes go to
+    double* tot;     // shared: warp totals in the block, and
+    double* before;  // the block's total before each warp ([32]: the block's)
+    double* gb;      // shared: [0] blocks before this one, [1] the grid's total
+};
+
+// blockPrefix reads the G block values slot[b][0] of phase ph (after its
+// barrier) and leaves in g.gb this block's exclusive prefix and the total,
+// both added in the same order by every block: lane l a contiguous run of
+// ceil(G/32) blocks, then the lanes' scan.
+__device__ void blockPrefix(Grid& g, int ph) {
+    if (threadIdx.x < 32) {
+        const int lane = threadIdx.x, G = gridDim.x, run = (G + 31) / 32;
+        double mine = 0, upto = 0;  // upto: this block's prefix within the lane's run
+        for (int r = 0; r < run; r++) {
+            const int b = lane * run + r;
+            if (b >= G) break;
+            if (b == (int)blockIdx.x) upto = mine;
+            mine += __ldcg(&g.gs->part[ph][b][0]);
+        }
+        double x = mine;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const double y = __shfl_up_sync(0xffffffffu, x, o);
+            if (lane >= o) x += y;
+        }
+        const double all = __shfl_sync(0xffffffffu, x, 31);
+        if ((int)blockIdx.x / run == lane) g.gb[0] = x - mine + upto;
+        if (lane == 0) g.gb[1] = all;
+    }
+    __syncthreads();
+}
+
+// gridTotals is warpTotals over the grid: each thread's v summed by warp
+// (g.tot, g.before within the block), by block and over the blocks
+// (g.gb). One barrier. Returns the grid's total.
+__device__ double gridTotals(Grid& g, double v) {
+    const double mine = warpTotals(v, g.tot, g.before);
+    if (threadIdx.x == 0) g.gs->part[g.ph][blockIdx.x][0] = mine;
+    gridSync(g.gs);
+    blockPrefix(g, g.ph++);
+    const double all = g.gb[1];
+    __syncthreads();
+    return all;
+}
+
+// gridMax is the grid's largest v (NaN ignored).
+__device__ float gridMax(Grid& g, float v, float* sh) {
+    v = blockMax(v, sh);
+    if (threadIdx.x == 0) g.gs->part[g.ph][blockIdx.x][0] = v;
+    gridSync(g.gs);
+    if (threadIdx.x < 32) {
+        float m = -INFINITY;
+        for (int b = threadIdx.x; b < (int)gridDim.x; b += 32) m = fmaxf(m, (float)__ldcg(&g.gs->part[g.ph][b][0]));
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        if (threadIdx.x == 0) sh[0] = m;
+    }
+    g.ph++;
+    __syncthreads();
+    v = sh[0];
+    __syncthreads();
+    return v;
+}
+
+// gridNth is nthOfValue over the grid: the id of the j-th (1-based) token
+// in id order whose p has bits vb, in the set (lo, tie); -1 if fewer. Two
+// barriers: the counts, then the one block that holds it says which.
+__device__ int gridNth(Grid& g, const float* p, int n, unsigned vb, long j, float lo, int tie) {
+    const Seg sg = gridSeg(n);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int cnt = 0;
+    for (int i = sg.lo + lane; i < sg.hi; i += 32) cnt += __float_as_uint(p[i]) == vb && keptBy(p[i], i, lo, tie);
+    gridTotals(g, (double)cnt);
+    const int slot = g.ph;
+    const long b0 = (long)g.gb[0] + (long)g.before[warp], c = (long)g.tot[warp];
+    if (b0 < j && b0 + c >= j) {  // one warp of one block: walk its segment
+        long acc = b0;
+        for (int base = sg.lo; base < sg.hi; base += 32) {
+            const int i = base + lane;
+            const bool m = i < sg.hi && __float_as_uint(p[i]) == vb && keptBy(p[i], i, lo, tie);
+            const unsigned bal = __ballot_sync(0xffffffffu, m);
+            const int k = __popc(bal);
+            if (acc + k >= j) {
+                const int r = (int)(j - acc);
+                if (m && __popc(bal & ((1u << lane) - 1)) == r - 1) g.gs->res[slot] = i;
+                break;
+            }
+            acc += k;
+        }
+    }
+    gridSync(g.gs);
+    g.ph++;
+    return __ldcg(&g.gs->res[slot]);
+}
+
+// gridLast is lastOfValue over the grid.
+__device__ int gridLast(Grid& g, const float* p, int n, unsigned vb, float lo, int tie) {
+    const Seg sg = gridSeg(n);
+    int last = -1;
+    for (int i = sg.lo + (threadIdx.x & 31); i < sg.hi; i += 32)
+        if (__float_as_uint(p[i]) == vb && keptBy(p[i], i, lo, tie)) last = i;
+    for (int o = 16; o > 0; o >>= 1) last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
+    const int slot = g.ph;
+    if ((threadIdx.x & 31) == 0 && last >= 0) atomicMax(&g.gs->res[slot], last);
+    gridSync(g.gs);
+    g.ph++;
+    return __ldcg(&g.gs->res[slot]);
+}
+
+// binScatter adds each of a warp's 16 per-lane bins over the warp and
+// leaves digit d's total in lanes 2d and 2d+1: at each step a lane keeps
+// the half of its bins that its partner (lane ^ o) gives away, and adds
+// the partner's copy of that half. A fixed order, the same in every block.
+__device__ __forceinline__ double binScatter(const double (&bin)[16], int lane) {
+    double b8[8], b4[4], b2[2];
+    const bool h16 = lane & 16, h8 = lane & 8, h4 = lane & 4, h2 = lane & 2;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        const double give = h16 ? bin[k] : bin[k + 8];
+        b8[k] = (h16 ? bin[k + 8] : bin[k]) + __shfl_xor_sync(0xffffffffu, give, 16);
+    }
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const double give = h8 ? b8[k] : b8[k + 4];
+        b4[k] = (h8 ? b8[k + 4] : b8[k]) + __shfl_xor_sync(0xffffffffu, give, 8);
+    }
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const double give = h4 ? b4[k] : b4[k + 2];
+        b2[k] = (h4 ? b4[k + 2] : b4[k]) + __shfl_xor_sync(0xffffffffu, give, 4);
+    }
+    const double give = h2 ? b2[0] : b2[1];
+    const double b1 = (h2 ? b2[1] : b2[0]) + __shfl_xor_sync(0xffffffffu, give, 2);
+    return b1 + __shfl_xor_sync(0xffffffffu, b1, 1);
+}
+
+// gridSelectRanked is selectRanked over the grid: per pass the block's
+// weight at each of 16 digits goes to its slot, and every block adds the
+// slots digit by digit (warp k digit k, its lanes a fixed stride of
+// blocks, then the warp's tree) before choosing the digit as one block did.
+template <bool MASS>
+__device__ bool gridSelectRanked(Grid& g, const float* p, int n, float lo, int tie, double want, unsigned* vb,
+                                 double* before, double (*sel)[17], int* res) {
+    const Seg sg = gridSeg(n);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    unsigned prefix = 0;
+    double acc = 0;
+    for (int shift = 28; shift >= 0; shift -= 4) {
+        const unsigned mask = shift == 28 ? 0u : ~0u << (shift + 4);
+        double bin[16];
+#pragma unroll
+        for (int k = 0; k < 16; k++) bin[k] = 0;
+        for (int base = sg.lo + lane; base < sg.hi; base += 128) {
+            float vs[4];
+#pragma unroll
+            for (int q = 0; q < 4; q++) vs[q] = base + 32 * q < sg.hi ? p[base + 32 * q] : -1.f;
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const int i = base + 32 * q;
+                const float v = vs[q];
+                const unsigned bits = __float_as_uint(v);
+                if (i >= sg.hi || (bits & mask) != prefix || !keptBy(v, i, lo, tie)) continue;
+                const double w = MASS ? (double)v : 1.0;
+                switch ((bits >> shift) & 15) {
+#define SAMPLE_BIN(k) \
+    case k:           \
+        bin[k] += w;  \
+        break;
+                    SAMPLE_BIN(0) SAMPLE_BIN(1) SAMPLE_BIN(2) SAMPLE_BIN(3) SAMPLE_BIN(4) SAMPLE_BIN(5) SAMPLE_BIN(6)
+                    SAMPLE_BIN(7) SAMPLE_BIN(8) SAMPLE_BIN(9) SAMPLE_BIN(10) SAMPLE_BIN(11) SAMPLE_BIN(12)
+                    SAMPLE_BIN(13) SAMPLE_BIN(14) SAMPLE_BIN(15)
+#undef SAMPLE_BIN
+                }
+            }
+        }
+        // The warp's 16 sums, reduced and scattered: lanes 2d and 2d+1 end
+        // with digit d's (16 shuffles, where a tree a digit took 80).
+        const double d = binScatter(bin, lane);
+        if ((lane & 1) == 0) sel[warp][lane >> 1] = d;
+        __syncthreads();
+        if (warp < 16) {  // warp k adds digit k over the block's warps
+            const double t = warpSumD(sel[lane][warp]);
+            if (lane == 0) g.gs->part[g.ph][blockIdx.x][warp] = t;
+        }
+        gridSync(g.gs);
+        if (warp < 16) {
+            double t = 0;
+            for (int b = lane; b < (int)gridDim.x; b += 32) t += __ldcg(&g.gs->part[g.ph][b][warp]);
+            t = warpSumD(t);
+            if (lane == 0) sel[1][warp] = t;  // (sel's rows are free again: every warp wrote its own before the barrier)
+        }
+        g.ph++;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            for (int k = 14; k >= 0; k--) sel[1][k] += sel[1][k + 1];  // at or above digit k
+            int digit = -1, low = -1;
+            for (int k = 15; k >= 0; k--) {
+                const double above = k < 15 ? sel[1][k + 1] : 0.0;
+                if (sel[1][k] - above <= 0) continue;
+                low = k;
+                if (acc + sel[1][k] >= want) {
+                    digit = k;
+                    break;
+                }
+            }
+            if (digit < 0 && shift < 28) digit = low;
+            *res = digit;
+            if (digit >= 0) sel[0][16] = acc + (digit < 15 ? sel[1][digit + 1] : 0.0);
+        }
+        if (!takeDigit(res, prefix, shift)) return false;
+        acc = sel[0][16];
+        __syncthreads();
+    }
+    *vb = prefix;
+    *before = acc;
+    return true;
+}
+
+// gridCountSelect is countSelect over the grid: the blocks' histograms
+// added into the pass's global one (integer adds: any order gives the same
+// counts).
+__device__ bool gridCountSelect(Grid& g, const float* p, int n, long want, unsigned* vb, long* before, int* hcnt,
+                                long* shl, int* res) {
+    const Seg sg = gridSeg(n);
+    const int lane = threadIdx.x & 31;
+    unsigned prefix = 0;
+    long acc = 0;
+    for (int pass = 0, shift = 24; shift >= 0; pass++, shift -= 8) {
+        const unsigned mask = shift == 24 ? 0u : ~0u << (shift + 8);
+        for (int k = threadIdx.x; k < 256; k += SAMPLE_THREADS) hcnt[k] = 0;
+        __syncthreads();
+        for (int base = sg.lo; base < sg.hi; base += 128) {
+            unsigned bits[4];
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const int i = base + 32 * q + lane;
+                bits[q] = i < sg.hi ? __float_as_uint(p[i]) : 0u;
+            }
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const int i = base + 32 * q + lane;
+                const int dg = i < sg.hi && (bits[q] & mask) == prefix ? (int)((bits[q] >> shift) & 255) : 256;
+                const unsigned same = __match_any_sync(0xffffffffu, dg);
+                if (dg < 256 && lane == __ffs(same) - 1) atomicAdd(&hcnt[dg], __popc(same));
+            }
+        }
+        __syncthreads();
+        for (int k = threadIdx.x; k < 256; k += SAMPLE_THREADS)
+            if (hcnt[k]) atomicAdd(&g.gs->hist[pass][k], hcnt[k]);
+        gridSync(g.gs);
+        g.ph++;
+        for (int k = threadIdx.x; k < 256; k += SAMPLE_THREADS) hcnt[k] = __ldcg(&g.gs->hist[pass][k]);
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            long t = acc;
+            int digit = -1;
+            for (int k = 255; k >= 0; k--) {
+                if (hcnt[k] == 0) continue;
+                if (t + hcnt[k] >= want) {
+                    digit = k;
+                    break;
+                }
+                t += hcnt[k];
+            }
+            *res = digit;
+            *shl = t;
+        }
+        if (!takeDigit(res, prefix, shift)) return false;
+        acc = *shl;
+        __syncthreads();
+    }
+    *vb = prefix;
+    *before = acc;
+    return true;
+}
+
+// sample_draw_grid is sample_draw over a cooperative grid of
+// SAMPLE_THREADS-thread blocks (at most SG_MAXB); gs is its scratch.
+extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
+    sample_draw_grid(int* out, float* p, const float* x, int n, float invT, int topK, double topP, float minP,
+                     double u, GridScratch* gs) {
+    __shared__ float shf[SAMPLE_WARPS];
+    __shared__ double tot[SAMPLE_WARPS], before[SAMPLE_WARPS + 1], gb[2];
+    __shared__ double sel[SAMPLE_WARPS][17];
+    __shared__ int res;
+    __shared__ int cid[SAMPLE_SMALLK + 1], ord[SAMPLE_SMALLK], hcnt[256];
+    __shared__ float cp[SAMPLE_SMALLK + 1];
+    __shared__ long shl;
+    Grid g{gs, 0, tot, before, gb};
+    const Seg sg = gridSeg(n);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+
+    // This draw's words, set before the first barrier (nothing reads or
+    // adds to them before it).
+    if (blockIdx.x == 0) {
+        for (int k = threadIdx.x; k < 4 * 256; k += SAMPLE_THREADS) gs->hist[k >> 8][k & 255] = 0;
+        for (int k = threadIdx.x; k < SG_MAXPH; k += SAMPLE_THREADS) gs->res[k] = -1;
+        if (threadIdx.x == 0) gs->draw = 0x7fffffff, gs->last = -1, gs->cnt = 0;
+    }
+
+    float m = -INFINITY;
+    for (int i = sg.lo + lane; i < sg.hi; i += 32) m = fmaxf(m, __fmul_rn(x[i], invT));
+    m = gridMax(g, m, shf);
+    double own = 0;
+    int lastPos = -1;  // the last id with p > 0: the unfiltered draw's fallback
+    for (int i = sg.lo + lane; i < sg.hi; i += 32) {
+        float v = expf(__fmul_rn(x[i], invT) - m);
+        v = v >= 0.f ? fminf(v, 1.f) : 0.f;  // NaN logits take no part
+        p[i] = v;
+        own += v;
+        if (v > 0.f) lastPos = i;
+    }
+    const double total = gridTotals(g, own);
+
+    float lo = 0.f;  // kept: p > lo, or p == lo and id ≤ tie
+    int tie = -1;
+    bool bounded = false;
+    if (topK > 0 && topK < n && topK <= SAMPLE_SMALLK) {
+        unsigned vb;
+        long pre;
+        if (gridCountSelect(g, p, n, topK, &vb, &pre, hcnt, &shl, &res)) {
+            const int id = gridNth(g, p, n, vb, topK - pre, -1.f, 0x7fffffff);
+            if (id >= 0) {
+                // Top-k's tokens gathered from every block, then block 0
+                // finishes alone (smallFinish ranks them itself, so their
+                // order of arrival does not matter).
+                const float klo = __uint_as_float(vb);
+                for (int i = sg.lo + lane; i < sg.hi; i += 32) {
+                    if (keptBy(p[i], i, klo, id)) {
+                        const int s = atomicAdd(&gs->cnt, 1);
+                        if (s < SAMPLE_SMALLK) gs->cid[s] = i, gs->cp[s] = p[i];
+                    }
+                }
+                gridSync(gs);
+                g.ph++;
+                const int k = __ldcg(&gs->cnt);
+                if (k <= SAMPLE_SMALLK) {
+                    if (blockIdx.x != 0) return;
+                    for (int s = threadIdx.x; s < k; s += SAMPLE_THREADS) cid[s] = __ldcg(&gs->cid[s]), cp[s] = __ldcg(&gs->cp[s]);
+                    __syncthreads();
+                    smallFinish(out, k, klo, id, topP, minP, u, cid, cp, ord);
+                    return;
+                }
+            }
+        }
+    }
+    if (topK > 0 && topK < n) {
+        unsigned vb;
+        double pre;
+        if (gridSelectRanked<false>(g, p, n, -1.f, 0x7fffffff, (double)topK, &vb, &pre, sel, &res)) {
+            const int id = gridNth(g, p, n, vb, (long)((double)topK - pre), -1.f, 0x7fffffff);
+            if (id >= 0) {
+                lo = __uint_as_float(vb);
+                tie = id;
+                bounded = true;
+            }
+        }
+    }
+    if (topP > 0 && topP < 1) {
+        double mass = total;
+        if (bounded) {
+            double s = 0;
+            for (int i = sg.lo + lane; i < sg.hi; i += 32)
+                if (keptBy(p[i], i, lo, tie)) s += p[i];
+            mass = gridTotals(g, s);
+        }
+        const double want = topP * mass;
+        const float plo = bounded ? lo : -1.f;
+        const int ptie = bounded ? tie : 0x7fffffff;
+        unsigned vb;
+        double pre;
+        if (gridSelectRanked<true>(g, p, n, plo, ptie, want, &vb, &pre, sel, &res)) {
+            const float v = __uint_as_float(vb);
+            long j = v > 0.f ? (long)ceil((want - pre) / (double)v) : 1;
+            int id = gridNth(g, p, n, vb, max(1L, j), plo, ptie);
+            if (id < 0) id = gridLast(g, p, n, vb, plo, ptie);
+            if (id >= 0) {
+                lo = v;
+                tie = id;
+                bounded = true;
+            }
+        }
+    }
+    if (minP > 0.f && (minP > lo || (minP == lo && !bounded))) {
+        lo = minP;
+        tie = 0x7fffffff;
+    }
+
+    // The draw: the kept mass by warp, block and grid; the one warp whose
+    // range holds u × the total walks its segment. Unfiltered, the
+    // probabilities' totals (and lastPos) are still the kept ones.
+    double kept = total;
+    const bool selected = (topK > 0 && topK < n) || (topP > 0 && topP < 1);
+    if (selected || lo != 0.f || tie != -1) {
+        double mine = 0;
+        lastPos = -1;
+        for (int i = sg.lo + lane; i < sg.hi; i += 32)
+            if (keptBy(p[i], i, lo, tie) && p[i] > 0.f) mine += p[i], lastPos = i;
+        kept = gridTotals(g, mine);
+    }
+    for (int o = 16; o > 0; o >>= 1) lastPos = max(lastPos, __shfl_xor_sync(0xffffffffu, lastPos, o));
+    if (lane == 0 && lastPos >= 0) atomicMax(&gs->last, lastPos);
+    const double target = u * kept;
+    const double wb = gb[0] + before[warp];
+    // Neighbouring warps' ranges may overlap by a rounding: the first id
+    // found wins.
+    if (tot[warp] > 0 && wb <= target && target < wb + tot[warp]) {
+        double acc = wb;
+        for (int base = sg.lo; base < sg.hi; base += 32) {
+            const int i = base + lane;
+            const double v = i < sg.hi && keptBy(p[i], i, lo, tie) ? (double)p[i] : 0.0;
+            double incl = v;
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                const double y = __shfl_up_sync(0xffffffffu, incl, o);
+                if (lane >= o) incl += y;
+            }
+            const unsigned hit = __ballot_sync(0xffffffffu, v > 0 && target < acc + incl);
+            if (hit) {
+                if (lane == __ffs(hit) - 1) atomicMin(&gs->draw, i);
+                break;
+            }
+            acc += __shfl_sync(0xffffffffu, incl, 31);
+        }
+    }
+    gridSync(gs);
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        const int d = __ldcg(&gs->draw);
+        out[0] = d != 0x7fffffff ? d : max(__ldcg(&gs->last), 0);  // rounding past the end: the last kept
+    }
+}
