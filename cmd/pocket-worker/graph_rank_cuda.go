@@ -34,8 +34,9 @@ func cudaGraphs(be kernels.Backend) worker.StepGrapher {
 	if !hostDraw {
 		// The replays draw sampled steps on the device: compile the
 		// draw's module with the rest of the start-up, not in the first
-		// sampled request (~0.5 s). A failure marks the backend failed,
-		// as any op's does.
+		// sampled request (~2 s on an H200 where the driver's JIT cache
+		// does not have it yet). A failure marks the backend failed, as
+		// any op's does.
 		_ = b.PrepareDraw()
 	}
 	return cudaGrapher{b}

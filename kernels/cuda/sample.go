@@ -95,8 +95,9 @@ func drawGridBlocks(n, sms int) int {
 	return max(1, min(sms, drawGridMaxBlocks, n/drawGridMinIDs))
 }
 
-// PrepareDraw loads the draw's module now (the driver compiles its PTX,
-// ~0.5 s), so that a process's first sampled step does not wait for it.
+// PrepareDraw loads the draw's module now (the driver compiles its PTX:
+// ~2 s for both draw kernels where its JIT cache does not have them yet),
+// so that a process's first sampled step does not wait for it.
 func (b *Backend) PrepareDraw() error {
 	if b.enter() {
 		b.sampleModule()
