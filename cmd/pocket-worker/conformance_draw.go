@@ -37,6 +37,10 @@ func (c *conf) draw() {
 			}
 			return float32(r.NormFloat64() * 2)
 		}},
+		// A trained model's shape: probabilities falling as rank⁻² (a
+		// rank drawn uniformly from 1 to 10⁵ for each id), so that top-p
+		// keeps a handful.
+		{"zipf s2", func(r *rand.Rand, _ int) float32 { return float32(-2 * math.Log(1+r.Float64()*1e5)) }},
 	}
 	rules := []session.Draw{
 		{Temperature: 1}, {Temperature: 0.7, TopP: 0.9}, {Temperature: 0.6, TopK: 20, TopP: 0.95},

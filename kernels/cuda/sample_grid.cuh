@@ -29,6 +29,7 @@ struct GridScratch {
     int draw, last, cnt, pad;
     int res[SG_MAXPH];  // a phase's one result (nth, last of a value), -1 unless found
     int hist[4][256];   // countSelect's histograms, a pass each
+    unsigned long long mass[4][256];  // gridMassSelect's, in fixed point (SG_FIX)
     int cid[SAMPLE_SMALLK + 1];
     float cp[SAMPLE_SMALLK + 1];
     double part[SG_MAXPH][SG_MAXB][SG_SLOT];
@@ -283,6 +284,124 @@ __device__ bool gridSelectRanked(Grid& g, const float* p, int n, float lo, int t
     return true;
 }
 
+// SG_FIX is the fixed point of gridMassSelect's weights: a probability
+// (at most 1) as an integer count of 2^-40, truncated. 152K of them sum
+// below 2^58, and integer sums do not depend on their order, so blocks
+// may add theirs with atomics and still reach the same digit. The
+// truncation moves a sum by less than n·2^-40 (1.4e-7 at 152K ids, where
+// the host's and the device's float64 sums already differ by their own
+// roundings; conformance's draw cases hold the result to the host's
+// cumulative distribution within 2e-5).
+#define SG_FIX 1099511627776.0
+
+// gridMassSelect is selectRanked<true> (by mass) over the grid, 8 bits a
+// pass instead of 4: each block's 256 fixed-point sums in shared memory,
+// added into the pass's global histogram with atomics, so a pass is one
+// barrier and a read of 256 words (half the passes, and none of the
+// per-block slots that 256 doubles a block would need).
+__device__ bool gridMassSelect(Grid& g, const float* p, int n, float lo, int tie, double want, unsigned* vb,
+                               double* before, unsigned long long* hm, int* res) {
+    const Seg sg = gridSeg(n);
+    const int lane = threadIdx.x & 31;
+    const double wantFix = want * SG_FIX;
+    unsigned prefix = 0;
+    unsigned long long acc = 0;
+    __shared__ unsigned long long accNext;
+    for (int pass = 0, shift = 24; shift >= 0; pass++, shift -= 8) {
+        const unsigned mask = shift == 24 ? 0u : ~0u << (shift + 8);
+        for (int k = threadIdx.x; k < 256; k += SAMPLE_THREADS) hm[k] = 0;
+        __syncthreads();
+        for (int base = sg.lo; base < sg.hi; base += 128) {
+            float vs[4];
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const int i = base + 32 * q + lane;
+                vs[q] = i < sg.hi ? p[i] : -1.f;
+            }
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                // The lanes that share a digit add their weights first (one
+                // shared atomic a digit a step: a flat distribution puts a
+                // whole warp in one or two digits, whose 32 serialised adds
+                // made a Qwen3-8B sampled step 70 µs slower than the 4-bit
+                // passes). A weight is at most 2^40, so its two 20-bit halves'
+                // sums over 32 lanes fit 32 bits for __reduce_add_sync.
+                const int i = base + 32 * q + lane;
+                const unsigned bits = __float_as_uint(vs[q]);
+                const bool in = i < sg.hi && (bits & mask) == prefix && keptBy(vs[q], i, lo, tie) && vs[q] > 0.f;
+                const int dg = in ? (int)((bits >> shift) & 255) : 256;
+                const unsigned same = __match_any_sync(0xffffffffu, dg);
+                const unsigned long long w = in ? (unsigned long long)((double)vs[q] * SG_FIX) : 0ull;
+                const unsigned slo = __reduce_add_sync(same, (unsigned)(w & 0xfffffu));
+                const unsigned shi = __reduce_add_sync(same, (unsigned)(w >> 20));
+                if (in && lane == __ffs(same) - 1) atomicAdd(&hm[dg], ((unsigned long long)shi << 20) + slo);
+            }
+        }
+        __syncthreads();
+        for (int k = threadIdx.x; k < 256; k += SAMPLE_THREADS)
+            if (hm[k]) atomicAdd(&g.gs->mass[pass][k], hm[k]);
+        gridSync(g.gs);
+        g.ph++;
+        if (threadIdx.x < 32) {
+            // Lane l holds digits 255-8l down to 248-8l; a scan from the
+            // top finds the lane where the running mass reaches want, and
+            // that lane walks its eight. Where none does, the lowest
+            // present digit (the set ends within the prefix) unless
+            // nothing is fixed yet, as selectRanked.
+            unsigned long long h[8], own = 0;
+#pragma unroll
+            for (int r = 0; r < 8; r++) own += h[r] = __ldcg(&g.gs->mass[pass][255 - 8 * lane - r]);
+            unsigned long long incl = own;
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                const unsigned long long y = __shfl_up_sync(0xffffffffu, incl, o);
+                if (lane >= o) incl += y;
+            }
+            const unsigned reach = __ballot_sync(0xffffffffu, (double)(acc + incl) >= wantFix);
+            const unsigned present = __ballot_sync(0xffffffffu, own != 0);
+            int digit = -1;
+            unsigned long long at = 0;
+            if (reach) {
+                const int l = __ffs(reach) - 1;
+                if (lane == l) {
+                    unsigned long long t = acc + incl - own;
+                    for (int r = 0; r < 8; r++) {
+                        if (h[r] != 0 && (double)(t + h[r]) >= wantFix) {
+                            digit = 255 - 8 * l - r;
+                            at = t;
+                            break;
+                        }
+                        t += h[r];
+                    }
+                }
+                digit = __shfl_sync(0xffffffffu, digit, l);
+                at = __shfl_sync(0xffffffffu, at, l);
+            } else if (present && shift < 24) {
+                const int l = 31 - __clz(present);  // the lowest digits' lane
+                if (lane == l) {
+                    unsigned long long t = acc + incl - own;
+                    for (int r = 0; r < 8; r++) {
+                        if (h[r] != 0) digit = 255 - 8 * l - r, at = t;
+                        t += h[r];
+                    }
+                }
+                digit = __shfl_sync(0xffffffffu, digit, l);
+                at = __shfl_sync(0xffffffffu, at, l);
+            }
+            if (lane == 0) {
+                *res = digit;
+                accNext = at;
+            }
+        }
+        if (!takeDigit(res, prefix, shift)) return false;
+        acc = accNext;
+        __syncthreads();
+    }
+    *vb = prefix;
+    *before = (double)acc / SG_FIX;
+    return true;
+}
+
 // gridCountSelect is countSelect over the grid: the blocks' histograms
 // added into the pass's global one (integer adds: any order gives the same
 // counts).
@@ -353,6 +472,7 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
     __shared__ int cid[SAMPLE_SMALLK + 1], ord[SAMPLE_SMALLK], hcnt[256];
     __shared__ float cp[SAMPLE_SMALLK + 1];
     __shared__ long shl;
+    __shared__ unsigned long long hmass[256];
     Grid g{gs, 0, tot, before, gb};
     const Seg sg = gridSeg(n);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -360,7 +480,7 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
     // This draw's words, set before the first barrier (nothing reads or
     // adds to them before it).
     if (blockIdx.x == 0) {
-        for (int k = threadIdx.x; k < 4 * 256; k += SAMPLE_THREADS) gs->hist[k >> 8][k & 255] = 0;
+        for (int k = threadIdx.x; k < 4 * 256; k += SAMPLE_THREADS) gs->hist[k >> 8][k & 255] = 0, gs->mass[k >> 8][k & 255] = 0;
         for (int k = threadIdx.x; k < SG_MAXPH; k += SAMPLE_THREADS) gs->res[k] = -1;
         if (threadIdx.x == 0) gs->draw = 0x7fffffff, gs->last = -1, gs->cnt = 0;
     }
@@ -436,7 +556,7 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
         const int ptie = bounded ? tie : 0x7fffffff;
         unsigned vb;
         double pre;
-        if (gridSelectRanked<true>(g, p, n, plo, ptie, want, &vb, &pre, sel, &res)) {
+        if (gridMassSelect(g, p, n, plo, ptie, want, &vb, &pre, hmass, &res)) {
             const float v = __uint_as_float(vb);
             long j = v > 0.f ? (long)ceil((want - pre) / (double)v) : 1;
             int id = gridNth(g, p, n, vb, max(1L, j), plo, ptie);
