@@ -15,8 +15,11 @@ import (
 
 // draw checks the device's sampled-step draw (cuda.Backend.Draw) against
 // the session's own (session.Drawer) on the same logits and variates:
-// vocabularies of Qwen3's size and small ones; peaked, flat, near-uniform
-// and tied logits; temperature alone and with each filter. The two
+// vocabularies of Qwen3.5's and Qwen3's sizes (the draw over many blocks),
+// 20000 ids (one block) and small ones (POCKET_DRAW_GRID=N puts every size
+// on N blocks, empty segments and all);
+// peaked, flat, near-uniform, tied and zipf-shaped logits; temperature
+// alone and with each filter. The two
 // compute the probabilities with their own exponentials and sum them in
 // their own orders, so a draw may pick another token than the host's
 // where u is within a rounding of a boundary between them; a device token
@@ -48,7 +51,7 @@ func (c *conf) draw() {
 		{Temperature: 1.5, TopP: 0.3},
 	}
 	var dr session.Drawer
-	for _, n := range []int{151936, 20000, 1000, 7} {
+	for _, n := range []int{248320, 151936, 20000, 1000, 7} {
 		for _, ds := range dists {
 			logits := make([]float32, n)
 			for i := range logits {

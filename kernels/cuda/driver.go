@@ -127,11 +127,17 @@ func launchShm(f C.CUfunction, gx, gy, bx, shm int, s C.CUstream, args *[32]uint
 		(*C.ulonglong)(unsafe.Pointer(&args[0])), C.int(n)))
 }
 
-// launchCoop is launch as a cooperative launch (pl_launch_coop).
-func launchCoop(f C.CUfunction, gx, bx int, s C.CUstream, args *[32]uint64, n int) error {
+// launchCoop is launch as a cooperative launch (pl_launch_coop). tooLarge
+// reports the one refusal a caller can work around: the grid cannot be
+// resident at once (fewer SMs than the device reported, e.g. under MPS);
+// nothing was launched then and err is nil.
+func launchCoop(f C.CUfunction, gx, bx int, s C.CUstream, args *[32]uint64, n int) (tooLarge bool, err error) {
 	probeNote(f, gx, 1, bx)
-	return cuErr("cooperative launch", C.pl_launch_coop(f, C.uint(gx), C.uint(bx), s,
-		(*C.ulonglong)(unsafe.Pointer(&args[0])), C.int(n)))
+	r := C.pl_launch_coop(f, C.uint(gx), C.uint(bx), s, (*C.ulonglong)(unsafe.Pointer(&args[0])), C.int(n))
+	if r == C.CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE {
+		return true, nil
+	}
+	return false, cuErr("cooperative launch", r)
 }
 
 // setMaxShm raises f's dynamic shared memory limit to bytes.

@@ -24,6 +24,7 @@ type sampleMod struct {
 	draw     cFunc
 	drawGrid cFunc        // sample_draw_grid (sample_grid.cuh)
 	grid     cu.DevicePtr // its GridScratch (sampleGridBytes, zeroed once)
+	noGrid   bool         // a cooperative launch was refused: sample_draw only
 	probs    cu.DevicePtr // scratch for the probabilities (probsCap bytes)
 	probsCap int64
 	outWord  cu.DevicePtr
@@ -67,12 +68,19 @@ func (b *Backend) Draw(x kernels.Buf, n int, a DrawArgs) int32 {
 		return -1
 	}
 	probs := b.scratch(&m.probs, &m.probsCap, int64(4*n))
-	if blocks := drawGridBlocks(n, b.sms); blocks > 1 && b.err == nil {
+	grid := false
+	if blocks := drawGridBlocks(n, b.sms); blocks > 1 && !m.noGrid && b.err == nil {
 		// A block an SM at once (cooperative), meeting at grid barriers.
 		b.a(ptr(m.outWord), ptr(probs), ptr(dptr(x)), i32(n), f32(a.InvT), i32(a.TopK),
 			math.Float64bits(a.TopP), f32(a.MinP), math.Float64bits(a.U), ptr(m.grid))
-		b.fail(launchCoop(m.drawGrid, blocks, 1024, b.s, &b.args, b.nargs))
-	} else {
+		tooLarge, err := launchCoop(m.drawGrid, blocks, 1024, b.s, &b.args, b.nargs)
+		b.fail(err)
+		// Refused for want of room (not every SM is this context's): the
+		// one block from now on, rather than a failed backend.
+		m.noGrid = tooLarge
+		grid = !tooLarge
+	}
+	if !grid {
 		b.launchFn(m.draw, 1, 1, 1024, ptr(m.outWord), ptr(probs), ptr(dptr(x)), i32(n),
 			f32(a.InvT), i32(a.TopK), math.Float64bits(a.TopP), f32(a.MinP), math.Float64bits(a.U))
 	}
@@ -87,9 +95,13 @@ func (b *Backend) Draw(x kernels.Buf, n int, a DrawArgs) int32 {
 
 // drawGridBlocks is how many blocks a draw over n logits takes: one (the
 // single-block sample_draw) for small vocabularies or POCKET_DRAW_GRID=0,
-// else a block an SM, each at least drawGridMinIDs ids.
+// else a block an SM, each at least drawGridMinIDs ids (or the switch's
+// count, for measurement and for conformance to check the fallback).
 func drawGridBlocks(n, sms int) int {
-	if switches.noDrawGrid || n < drawGridFrom {
+	switch {
+	case switches.drawGrid >= 0:
+		return max(1, switches.drawGrid) // 0: off; N: any vocabulary over N blocks
+	case n < drawGridFrom:
 		return 1
 	}
 	return max(1, min(sms, drawGridMaxBlocks, n/drawGridMinIDs))

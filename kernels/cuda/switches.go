@@ -109,7 +109,9 @@ import (
 //	POCKET_MOE_QUANT=0   GGUF (block-format) MoE experts stay on host routing, not the device's indexed
 //	                     expert GEMVs (moe_quant.cu)
 //	POCKET_DRAW_GRID=0   sampled steps' draws run in one block (sample_draw), not over a block an SM
-//	                     (sample_draw_grid, vocabularies of drawGridFrom ids or more)
+//	                     (sample_draw_grid, vocabularies of drawGridFrom ids or more); =N (2-160) every
+//	                     draw over N blocks whatever the vocabulary and SM count (a grid too large to be
+//	                     resident at once is refused and the one block takes over)
 var switches = struct {
 	noCublasLt      bool
 	attnOcc2        bool
@@ -163,7 +165,7 @@ var switches = struct {
 	noRegroup       map[kernels.DType]bool
 	ablate          map[string]bool
 	pipeGeom        map[string]pipeGeom
-	noDrawGrid      bool
+	drawGrid        int // -1: a block an SM
 }{
 	noCublasLt:      os.Getenv("POCKET_CUBLASLT") == "0",
 	attnOcc2:        os.Getenv("POCKET_ATTN_OCC") == "2",
@@ -201,7 +203,7 @@ var switches = struct {
 	noDeltaChunk:    os.Getenv("POCKET_DELTA_CHUNK") == "0",
 	deltaChunkFrom:  intSwitch("POCKET_DELTA_CHUNK_FROM", deltaChunkFrom, 1, math.MaxInt),
 	noMoEQuant:      os.Getenv("POCKET_MOE_QUANT") == "0",
-	noDrawGrid:      os.Getenv("POCKET_DRAW_GRID") == "0",
+	drawGrid:        intSwitch("POCKET_DRAW_GRID", -1, 0, drawGridMaxBlocks),
 	noFP8Pipe:       os.Getenv("POCKET_FP8_PIPE") == "0",
 	noFP8Tiles:      os.Getenv("POCKET_FP8_TILES") == "0",
 	noMoEPipe:       os.Getenv("POCKET_MOE_PIPE") == "0",
