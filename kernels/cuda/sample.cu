@@ -91,49 +91,66 @@ __device__ double warpTotals(double v, double* tot, double* before) {
     return all;
 }
 
+// countOfValue is a lane's count of the ids of sg whose p has bits vb and
+// which are in the set (lo, tie).
+__device__ __forceinline__ int countOfValue(const float* p, Seg sg, int lane, unsigned vb, float lo, int tie) {
+    int cnt = 0;
+    for (int i = sg.lo + lane; i < sg.hi; i += 32) cnt += __float_as_uint(p[i]) == vb && keptBy(p[i], i, lo, tie);
+    return cnt;
+}
+
+// walkNth is one warp's walk of its segment, a step at a time, from acc
+// such ids before it to the j-th (acc < j ≤ acc + its count): the lane
+// that holds it writes its id to *res.
+__device__ __forceinline__ void walkNth(const float* p, Seg sg, int lane, unsigned vb, long j, long acc, float lo,
+                                        int tie, int* res) {
+    for (int base = sg.lo; base < sg.hi; base += 32) {
+        const int i = base + lane;
+        const bool m = i < sg.hi && __float_as_uint(p[i]) == vb && keptBy(p[i], i, lo, tie);
+        const unsigned bal = __ballot_sync(0xffffffffu, m);
+        const int k = __popc(bal);
+        if (acc + k >= j) {
+            const int r = (int)(j - acc);  // the r-th set bit of bal
+            if (m && __popc(bal & ((1u << lane) - 1)) == r - 1) *res = i;
+            return;
+        }
+        acc += k;
+    }
+}
+
 // nthOfValue is the id of the j-th (1-based) token, in id order, whose p
 // has bits vb and which is in the set (lo, tie); -1 if there are fewer.
 __device__ int nthOfValue(const float* p, int n, unsigned vb, long j, float lo, int tie, double* tot, double* before,
                           int* res) {
     const Seg sg = warpSeg(n);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int cnt = 0;
-    for (int i = sg.lo + lane; i < sg.hi; i += 32) cnt += __float_as_uint(p[i]) == vb && keptBy(p[i], i, lo, tie);
-    warpTotals((double)cnt, tot, before);
+    warpTotals((double)countOfValue(p, sg, lane, vb, lo, tie), tot, before);
     if (threadIdx.x == 0) *res = -1;
     __syncthreads();
     const long b0 = (long)before[warp], c = (long)tot[warp];
-    if (b0 < j && b0 + c >= j) {  // one warp: walk its segment a step at a time
-        long acc = b0;
-        for (int base = sg.lo; base < sg.hi; base += 32) {
-            const int i = base + lane;
-            const bool m = i < sg.hi && __float_as_uint(p[i]) == vb && keptBy(p[i], i, lo, tie);
-            const unsigned bal = __ballot_sync(0xffffffffu, m);
-            const int k = __popc(bal);
-            if (acc + k >= j) {
-                const int r = (int)(j - acc);  // the r-th set bit of bal
-                if (m && __popc(bal & ((1u << lane) - 1)) == r - 1) *res = i;
-                break;
-            }
-            acc += k;
-        }
-    }
+    if (b0 < j && b0 + c >= j) walkNth(p, sg, lane, vb, j, b0, lo, tie, res);  // one warp
     __syncthreads();
     const int r = *res;
     __syncthreads();
     return r;
 }
 
+// lastOfValueIn is the largest id of sg whose p has bits vb, in the set
+// (lo, tie), over the warp (every lane gets it); -1 if none.
+__device__ __forceinline__ int lastOfValueIn(const float* p, Seg sg, int lane, unsigned vb, float lo, int tie) {
+    int last = -1;
+    for (int i = sg.lo + lane; i < sg.hi; i += 32)
+        if (__float_as_uint(p[i]) == vb && keptBy(p[i], i, lo, tie)) last = i;
+    for (int o = 16; o > 0; o >>= 1) last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
+    return last;
+}
+
 // lastOfValue is the largest id whose p has bits vb, in the set (lo,
 // tie); -1 if none.
 __device__ int lastOfValue(const float* p, int n, unsigned vb, float lo, int tie, int* res) {
-    const Seg sg = warpSeg(n);
-    int last = -1;
-    for (int i = sg.lo + (threadIdx.x & 31); i < sg.hi; i += 32)
-        if (__float_as_uint(p[i]) == vb && keptBy(p[i], i, lo, tie)) last = i;
+    const int last = lastOfValueIn(p, warpSeg(n), threadIdx.x & 31, vb, lo, tie);
     if (threadIdx.x == 0) *res = -1;
     __syncthreads();
-    for (int o = 16; o > 0; o >>= 1) last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
     if ((threadIdx.x & 31) == 0) atomicMax(res, last);
     __syncthreads();
     const int r = *res;
@@ -156,14 +173,72 @@ __device__ __forceinline__ bool takeDigit(const int* res, unsigned& prefix, int 
     return true;
 }
 
+// rankBins adds to bin[d] the weight (MASS: p, else 1) of each of the
+// lane's ids in sg that is in the set (lo, tie) and whose p's bits match
+// prefix above shift + 4 and have digit d at shift: one add a token (a
+// switch, not sixteen predicated adds, which made a pass FP64-bound), four
+// steps' loads in flight before their sums.
+template <bool MASS>
+__device__ __forceinline__ void rankBins(const float* p, Seg sg, int lane, unsigned mask, unsigned prefix, int shift,
+                                         float lo, int tie, double (&bin)[16]) {
+#pragma unroll
+    for (int k = 0; k < 16; k++) bin[k] = 0;
+    for (int base = sg.lo + lane; base < sg.hi; base += 128) {
+        float vs[4];
+#pragma unroll
+        for (int q = 0; q < 4; q++) vs[q] = base + 32 * q < sg.hi ? p[base + 32 * q] : -1.f;
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const int i = base + 32 * q;
+            const float v = vs[q];
+            const unsigned bits = __float_as_uint(v);
+            if (i >= sg.hi || (bits & mask) != prefix || !keptBy(v, i, lo, tie)) continue;
+            const double w = MASS ? (double)v : 1.0;
+            switch ((bits >> shift) & 15) {
+#define SAMPLE_BIN(k) \
+    case k:           \
+        bin[k] += w;  \
+        break;
+                SAMPLE_BIN(0) SAMPLE_BIN(1) SAMPLE_BIN(2) SAMPLE_BIN(3) SAMPLE_BIN(4) SAMPLE_BIN(5) SAMPLE_BIN(6)
+                SAMPLE_BIN(7) SAMPLE_BIN(8) SAMPLE_BIN(9) SAMPLE_BIN(10) SAMPLE_BIN(11) SAMPLE_BIN(12) SAMPLE_BIN(13)
+                SAMPLE_BIN(14) SAMPLE_BIN(15)
+#undef SAMPLE_BIN
+            }
+        }
+    }
+}
+
+// pickRankedDigit is a 4-bit select pass's choice, by one thread, from the
+// 16 digits' weights in sel[1]: digits from the top, the first at which
+// the running weight reaches want; where none does, the lowest present
+// digit (the set ends within the prefix) unless nothing is fixed yet
+// (first: the pass at the top bits). The digit (or -1) in *res, the weight
+// ranked before it in sel[0][16].
+__device__ __forceinline__ void pickRankedDigit(double (*sel)[17], double acc, double want, bool first, int* res) {
+    for (int k = 14; k >= 0; k--) sel[1][k] += sel[1][k + 1];  // at or above digit k
+    int digit = -1, low = -1;
+    for (int k = 15; k >= 0; k--) {
+        const double above = k < 15 ? sel[1][k + 1] : 0.0;
+        if (sel[1][k] - above <= 0) continue;
+        low = k;
+        if (acc + sel[1][k] >= want) {
+            digit = k;
+            break;
+        }
+    }
+    if (digit < 0 && !first) digit = low;
+    *res = digit;
+    if (digit >= 0) sel[0][16] = acc + (digit < 15 ? sel[1][digit + 1] : 0.0);
+}
+
 // selectRanked finds, among the tokens of the set (lo, tie), the value
 // at which the running total of their weights (MASS: p, else 1 each),
 // taken in ranked order (p descending), first reaches want: its bits in
 // *vb, and in *before the weight of the tokens ranked before every token
 // of that value. False where even the whole set falls short (a rounding).
 // A radix select from the top bits, 4 a pass: each thread keeps in
-// registers the weight of its tokens at or above each of the 16 digits
-// (no atomics: a flat distribution's tokens share a few digits, which
+// registers the weight of its tokens at each of the 16 digits (no
+// atomics: a flat distribution's tokens share a few digits, which
 // serialised a shared-memory histogram's adds), and the block adds them.
 template <bool MASS>
 __device__ bool selectRanked(const float* p, int n, float lo, int tie, double want, unsigned* vb, double* before,
@@ -173,36 +248,8 @@ __device__ bool selectRanked(const float* p, int n, float lo, int tie, double wa
     unsigned prefix = 0;
     double acc = 0;
     for (int shift = 28; shift >= 0; shift -= 4) {
-        const unsigned mask = shift == 28 ? 0u : ~0u << (shift + 4);
-        // Each digit's own weight (one add a token: a switch, not sixteen
-        // predicated adds, which made a pass FP64-bound), then the
-        // block's weight at or above each digit.
         double bin[16];
-#pragma unroll
-        for (int k = 0; k < 16; k++) bin[k] = 0;
-        for (int base = sg.lo + lane; base < sg.hi; base += 128) {
-            float vs[4];  // four steps' loads in flight, then their sums
-#pragma unroll
-            for (int q = 0; q < 4; q++) vs[q] = base + 32 * q < sg.hi ? p[base + 32 * q] : -1.f;
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                const int i = base + 32 * q;
-                const float v = vs[q];
-                const unsigned bits = __float_as_uint(v);
-                if (i >= sg.hi || (bits & mask) != prefix || !keptBy(v, i, lo, tie)) continue;
-                const double w = MASS ? (double)v : 1.0;
-                switch ((bits >> shift) & 15) {
-#define SAMPLE_BIN(k) \
-    case k:           \
-        bin[k] += w;  \
-        break;
-                    SAMPLE_BIN(0) SAMPLE_BIN(1) SAMPLE_BIN(2) SAMPLE_BIN(3) SAMPLE_BIN(4) SAMPLE_BIN(5) SAMPLE_BIN(6)
-                    SAMPLE_BIN(7) SAMPLE_BIN(8) SAMPLE_BIN(9) SAMPLE_BIN(10) SAMPLE_BIN(11) SAMPLE_BIN(12)
-                    SAMPLE_BIN(13) SAMPLE_BIN(14) SAMPLE_BIN(15)
-#undef SAMPLE_BIN
-                }
-            }
-        }
+        rankBins<MASS>(p, sg, lane, shift == 28 ? 0u : ~0u << (shift + 4), prefix, shift, lo, tie, bin);
 #pragma unroll
         for (int k = 0; k < 16; k++) {
             const double x = warpSumD(bin[k]);
@@ -215,27 +262,7 @@ __device__ bool selectRanked(const float* p, int n, float lo, int tie, double wa
             sel[1][threadIdx.x] = t;  // each thread reads and writes only its digit's column
         }
         __syncthreads();
-        if (threadIdx.x == 0)
-            for (int k = 14; k >= 0; k--) sel[1][k] += sel[1][k + 1];  // at or above digit k
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            // Digits from the top: the first at which the running weight
-            // reaches want; where none does, the lowest present digit (the
-            // set ends within the prefix) unless nothing is fixed yet.
-            int digit = -1, low = -1;
-            for (int k = 15; k >= 0; k--) {
-                const double above = k < 15 ? sel[1][k + 1] : 0.0;
-                if (sel[1][k] - above <= 0) continue;
-                low = k;
-                if (acc + sel[1][k] >= want) {
-                    digit = k;
-                    break;
-                }
-            }
-            if (digit < 0 && shift < 28) digit = low;
-            *res = digit;
-            if (digit >= 0) sel[0][16] = acc + (digit < 15 ? sel[1][digit + 1] : 0.0);
-        }
+        if (threadIdx.x == 0) pickRankedDigit(sel, acc, want, shift == 28, res);
         if (!takeDigit(res, prefix, shift)) return false;
         acc = sel[0][16];
         __syncthreads();
@@ -245,11 +272,52 @@ __device__ bool selectRanked(const float* p, int n, float lo, int tie, double wa
     return true;
 }
 
-// countSelect is selectRanked by count over every token, 8 bits a pass:
+// countHist adds to hcnt (shared) the count of the lane's ids in sg whose
+// p's bits match prefix above shift + 8, by their 8-bit digit at shift:
 // a warp's lanes that share a digit add their count with one shared
 // atomic (__match_any_sync), so a flat distribution's shared digits cost
-// no serialised adds. The value's bits in *vb, the tokens ranked before
-// it in *before.
+// no serialised adds; four steps' loads issued before their counts (one
+// load in flight a warp made a pass latency-bound).
+__device__ __forceinline__ void countHist(const float* p, Seg sg, int lane, unsigned mask, unsigned prefix, int shift,
+                                          int* hcnt) {
+    for (int base = sg.lo; base < sg.hi; base += 128) {
+        unsigned bits[4];
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const int i = base + 32 * q + lane;
+            bits[q] = i < sg.hi ? __float_as_uint(p[i]) : 0u;
+        }
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const int i = base + 32 * q + lane;
+            const int dg = i < sg.hi && (bits[q] & mask) == prefix ? (int)((bits[q] >> shift) & 255) : 256;
+            const unsigned same = __match_any_sync(0xffffffffu, dg);
+            if (dg < 256 && lane == __ffs(same) - 1) atomicAdd(&hcnt[dg], __popc(same));
+        }
+    }
+}
+
+// pickCountDigit is an 8-bit count pass's choice, by one thread: from the
+// top digit down, the first at which the running count reaches want (-1
+// if none) in *res, the count ranked before it in *shl.
+__device__ __forceinline__ void pickCountDigit(const int* hcnt, long acc, long want, int* res, long* shl) {
+    long t = acc;
+    int digit = -1;
+    for (int k = 255; k >= 0; k--) {
+        if (hcnt[k] == 0) continue;
+        if (t + hcnt[k] >= want) {
+            digit = k;
+            break;
+        }
+        t += hcnt[k];
+    }
+    *res = digit;
+    *shl = t;
+}
+
+// countSelect is selectRanked by count over every token, 8 bits a pass
+// (countHist). The value's bits in *vb, the tokens ranked before it in
+// *before.
 __device__ bool countSelect(const float* p, int n, long want, unsigned* vb, long* before, int* hcnt, long* shl,
                             int* res) {
     const Seg sg = warpSeg(n);
@@ -257,41 +325,11 @@ __device__ bool countSelect(const float* p, int n, long want, unsigned* vb, long
     unsigned prefix = 0;
     long acc = 0;
     for (int shift = 24; shift >= 0; shift -= 8) {
-        const unsigned mask = shift == 24 ? 0u : ~0u << (shift + 8);
         for (int k = threadIdx.x; k < 256; k += SAMPLE_THREADS) hcnt[k] = 0;
         __syncthreads();
-        // Four steps' loads issued before their counts: one load in flight
-        // a warp made a pass latency-bound.
-        for (int base = sg.lo; base < sg.hi; base += 128) {
-            unsigned bits[4];
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                const int i = base + 32 * q + lane;
-                bits[q] = i < sg.hi ? __float_as_uint(p[i]) : 0u;
-            }
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                const int i = base + 32 * q + lane;
-                const int dg = i < sg.hi && (bits[q] & mask) == prefix ? (int)((bits[q] >> shift) & 255) : 256;
-                const unsigned same = __match_any_sync(0xffffffffu, dg);
-                if (dg < 256 && lane == __ffs(same) - 1) atomicAdd(&hcnt[dg], __popc(same));
-            }
-        }
+        countHist(p, sg, lane, shift == 24 ? 0u : ~0u << (shift + 8), prefix, shift, hcnt);
         __syncthreads();
-        if (threadIdx.x == 0) {
-            long t = acc;
-            int digit = -1;
-            for (int k = 255; k >= 0; k--) {
-                if (hcnt[k] == 0) continue;
-                if (t + hcnt[k] >= want) {
-                    digit = k;
-                    break;
-                }
-                t += hcnt[k];
-            }
-            *res = digit;
-            *shl = t;
-        }
+        if (threadIdx.x == 0) pickCountDigit(hcnt, acc, want, res, shl);
         if (!takeDigit(res, prefix, shift)) return false;
         acc = *shl;
         __syncthreads();
@@ -299,6 +337,59 @@ __device__ bool countSelect(const float* p, int n, long want, unsigned* vb, long
     *vb = prefix;
     *before = acc;
     return true;
+}
+
+// probsOf writes p = exp(x·invT − m) over the lane's ids of sg (the
+// largest exactly 1; NaN logits 0) and returns their sum; *lastPos gets
+// the largest id with p > 0 (-1 if none). x·invT is rounded on its own
+// (__fmul_rn: no fused multiply-add), as the host scales the logits.
+__device__ __forceinline__ double probsOf(float* p, const float* x, Seg sg, int lane, float invT, float m,
+                                          int* lastPos) {
+    double own = 0;
+    int last = -1;
+    for (int i = sg.lo + lane; i < sg.hi; i += 32) {
+        float v = expf(__fmul_rn(x[i], invT) - m);
+        v = v >= 0.f ? fminf(v, 1.f) : 0.f;  // NaN logits take no part
+        p[i] = v;
+        own += v;
+        if (v > 0.f) last = i;
+    }
+    *lastPos = last;
+    return own;
+}
+
+// keptMass is the lane's sum of p over its ids of sg in the set (lo,
+// tie); *lastPos gets the largest such id with p > 0 (-1 if none).
+__device__ __forceinline__ double keptMass(const float* p, Seg sg, int lane, float lo, int tie, int* lastPos) {
+    double mine = 0;
+    int last = -1;
+    for (int i = sg.lo + lane; i < sg.hi; i += 32)
+        if (keptBy(p[i], i, lo, tie) && p[i] > 0.f) mine += p[i], last = i;
+    *lastPos = last;
+    return mine;
+}
+
+// walkDraw is the draw's last step in one warp: from acc, the kept mass
+// before its segment, it walks the segment 32 ids at a time to the first
+// kept id at which the running mass passes target. That id in the lane
+// that found it, -1 in the others (and in all where the segment ends
+// first: a rounding).
+__device__ __forceinline__ int walkDraw(const float* p, Seg sg, int lane, float lo, int tie, double acc,
+                                        double target) {
+    for (int base = sg.lo; base < sg.hi; base += 32) {
+        const int i = base + lane;
+        const double v = i < sg.hi && keptBy(p[i], i, lo, tie) ? (double)p[i] : 0.0;
+        double incl = v;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const double y = __shfl_up_sync(0xffffffffu, incl, o);
+            if (lane >= o) incl += y;
+        }
+        const unsigned hit = __ballot_sync(0xffffffffu, v > 0 && target < acc + incl);
+        if (hit) return lane == __ffs(hit) - 1 ? i : -1;
+        acc += __shfl_sync(0xffffffffu, incl, 31);
+    }
+    return -1;
 }
 
 #define SAMPLE_SMALLK 1024
@@ -406,20 +497,12 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
     const Seg sg = warpSeg(n);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 
-    // The probabilities, unnormalised, and their total. x·invT rounded on
-    // its own (__fmul_rn: no fused multiply-add), as the host scales the
-    // logits, so that the largest is exactly m and its p exactly 1.
+    // The probabilities, unnormalised, and their total (probsOf).
     float m = -INFINITY;
     for (int i = sg.lo + lane; i < sg.hi; i += 32) m = fmaxf(m, __fmul_rn(x[i], invT));
     m = blockMax(m, shf);
-    double own = 0;
-    for (int i = sg.lo + lane; i < sg.hi; i += 32) {
-        float v = expf(__fmul_rn(x[i], invT) - m);
-        v = v >= 0.f ? fminf(v, 1.f) : 0.f;  // NaN logits take no part
-        p[i] = v;
-        own += v;
-    }
-    const double total = warpTotals(own, tot, before);
+    int last;  // (the grid's fallback; here the fallback looks for it only when it happens)
+    const double total = warpTotals(probsOf(p, x, sg, lane, invT, m, &last), tot, before);
 
     float lo = 0.f;  // kept: p > lo, or p == lo and id ≤ tie
     int tie = -1;
@@ -488,42 +571,20 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
     // there: no pass.
     double kept = total;
     const bool selected = (topK > 0 && topK < n) || (topP > 0 && topP < 1);
-    if (selected || lo != 0.f || tie != -1) {
-        double mine = 0;
-        for (int i = sg.lo + lane; i < sg.hi; i += 32)
-            if (keptBy(p[i], i, lo, tie)) mine += p[i];
-        kept = warpTotals(mine, tot, before);
-    }
+    if (selected || lo != 0.f || tie != -1) kept = warpTotals(keptMass(p, sg, lane, lo, tie, &last), tot, before);
     const double target = u * kept;
     if (threadIdx.x == 0) res = 0x7fffffff;
     __syncthreads();
     // The sums are rounded in their own orders, so neighbouring warps'
     // ranges may overlap by a rounding: the first id found wins.
     if (tot[warp] > 0 && before[warp] <= target && target < before[warp] + tot[warp]) {
-        double acc = before[warp];
-        for (int base = sg.lo; base < sg.hi; base += 32) {
-            const int i = base + lane;
-            const double v = i < sg.hi && keptBy(p[i], i, lo, tie) ? (double)p[i] : 0.0;
-            double incl = v;
-#pragma unroll
-            for (int o = 1; o < 32; o <<= 1) {
-                const double y = __shfl_up_sync(0xffffffffu, incl, o);
-                if (lane >= o) incl += y;
-            }
-            const unsigned hit = __ballot_sync(0xffffffffu, v > 0 && target < acc + incl);
-            if (hit) {
-                if (lane == __ffs(hit) - 1) atomicMin(&res, i);
-                break;
-            }
-            acc += __shfl_sync(0xffffffffu, incl, 31);
-        }
+        const int id = walkDraw(p, sg, lane, lo, tie, before[warp], target);
+        if (id >= 0) atomicMin(&res, id);
     }
     __syncthreads();
     if (res == 0x7fffffff) {
         // Rounding past the end: the last kept token (or 0 for none).
-        int last = -1;
-        for (int i = sg.lo + lane; i < sg.hi; i += 32)
-            if (keptBy(p[i], i, lo, tie) && p[i] > 0.f) last = i;
+        keptMass(p, sg, lane, lo, tie, &last);
         for (int o = 16; o > 0; o >>= 1) last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
         __syncthreads();
         if (threadIdx.x == 0) res = -1;

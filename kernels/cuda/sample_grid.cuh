@@ -136,26 +136,10 @@ __device__ float gridMax(Grid& g, float v, float* sh) {
 __device__ int gridNth(Grid& g, const float* p, int n, unsigned vb, long j, float lo, int tie) {
     const Seg sg = gridSeg(n);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int cnt = 0;
-    for (int i = sg.lo + lane; i < sg.hi; i += 32) cnt += __float_as_uint(p[i]) == vb && keptBy(p[i], i, lo, tie);
-    gridTotals(g, (double)cnt);
+    gridTotals(g, (double)countOfValue(p, sg, lane, vb, lo, tie));
     const int slot = g.ph;
     const long b0 = (long)g.gb[0] + (long)g.before[warp], c = (long)g.tot[warp];
-    if (b0 < j && b0 + c >= j) {  // one warp of one block: walk its segment
-        long acc = b0;
-        for (int base = sg.lo; base < sg.hi; base += 32) {
-            const int i = base + lane;
-            const bool m = i < sg.hi && __float_as_uint(p[i]) == vb && keptBy(p[i], i, lo, tie);
-            const unsigned bal = __ballot_sync(0xffffffffu, m);
-            const int k = __popc(bal);
-            if (acc + k >= j) {
-                const int r = (int)(j - acc);
-                if (m && __popc(bal & ((1u << lane) - 1)) == r - 1) g.gs->res[slot] = i;
-                break;
-            }
-            acc += k;
-        }
-    }
+    if (b0 < j && b0 + c >= j) walkNth(p, sg, lane, vb, j, b0, lo, tie, &g.gs->res[slot]);  // one warp of one block
     gridSync(g.gs);
     g.ph++;
     return __ldcg(&g.gs->res[slot]);
@@ -163,11 +147,7 @@ __device__ int gridNth(Grid& g, const float* p, int n, unsigned vb, long j, floa
 
 // gridLast is lastOfValue over the grid.
 __device__ int gridLast(Grid& g, const float* p, int n, unsigned vb, float lo, int tie) {
-    const Seg sg = gridSeg(n);
-    int last = -1;
-    for (int i = sg.lo + (threadIdx.x & 31); i < sg.hi; i += 32)
-        if (__float_as_uint(p[i]) == vb && keptBy(p[i], i, lo, tie)) last = i;
-    for (int o = 16; o > 0; o >>= 1) last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
+    const int last = lastOfValueIn(p, gridSeg(n), threadIdx.x & 31, vb, lo, tie);
     const int slot = g.ph;
     if ((threadIdx.x & 31) == 0 && last >= 0) atomicMax(&g.gs->res[slot], last);
     gridSync(g.gs);
@@ -214,33 +194,8 @@ __device__ bool gridSelectRanked(Grid& g, const float* p, int n, float lo, int t
     unsigned prefix = 0;
     double acc = 0;
     for (int shift = 28; shift >= 0; shift -= 4) {
-        const unsigned mask = shift == 28 ? 0u : ~0u << (shift + 4);
         double bin[16];
-#pragma unroll
-        for (int k = 0; k < 16; k++) bin[k] = 0;
-        for (int base = sg.lo + lane; base < sg.hi; base += 128) {
-            float vs[4];
-#pragma unroll
-            for (int q = 0; q < 4; q++) vs[q] = base + 32 * q < sg.hi ? p[base + 32 * q] : -1.f;
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                const int i = base + 32 * q;
-                const float v = vs[q];
-                const unsigned bits = __float_as_uint(v);
-                if (i >= sg.hi || (bits & mask) != prefix || !keptBy(v, i, lo, tie)) continue;
-                const double w = MASS ? (double)v : 1.0;
-                switch ((bits >> shift) & 15) {
-#define SAMPLE_BIN(k) \
-    case k:           \
-        bin[k] += w;  \
-        break;
-                    SAMPLE_BIN(0) SAMPLE_BIN(1) SAMPLE_BIN(2) SAMPLE_BIN(3) SAMPLE_BIN(4) SAMPLE_BIN(5) SAMPLE_BIN(6)
-                    SAMPLE_BIN(7) SAMPLE_BIN(8) SAMPLE_BIN(9) SAMPLE_BIN(10) SAMPLE_BIN(11) SAMPLE_BIN(12)
-                    SAMPLE_BIN(13) SAMPLE_BIN(14) SAMPLE_BIN(15)
-#undef SAMPLE_BIN
-                }
-            }
-        }
+        rankBins<MASS>(p, sg, lane, shift == 28 ? 0u : ~0u << (shift + 4), prefix, shift, lo, tie, bin);
         // The warp's 16 sums, reduced and scattered: lanes 2d and 2d+1 end
         // with digit d's (16 shuffles, where a tree a digit took 80).
         const double d = binScatter(bin, lane);
@@ -259,22 +214,7 @@ __device__ bool gridSelectRanked(Grid& g, const float* p, int n, float lo, int t
         }
         g.ph++;
         __syncthreads();
-        if (threadIdx.x == 0) {
-            for (int k = 14; k >= 0; k--) sel[1][k] += sel[1][k + 1];  // at or above digit k
-            int digit = -1, low = -1;
-            for (int k = 15; k >= 0; k--) {
-                const double above = k < 15 ? sel[1][k + 1] : 0.0;
-                if (sel[1][k] - above <= 0) continue;
-                low = k;
-                if (acc + sel[1][k] >= want) {
-                    digit = k;
-                    break;
-                }
-            }
-            if (digit < 0 && shift < 28) digit = low;
-            *res = digit;
-            if (digit >= 0) sel[0][16] = acc + (digit < 15 ? sel[1][digit + 1] : 0.0);
-        }
+        if (threadIdx.x == 0) pickRankedDigit(sel, acc, want, shift == 28, res);
         if (!takeDigit(res, prefix, shift)) return false;
         acc = sel[0][16];
         __syncthreads();
@@ -412,24 +352,9 @@ __device__ bool gridCountSelect(Grid& g, const float* p, int n, long want, unsig
     unsigned prefix = 0;
     long acc = 0;
     for (int pass = 0, shift = 24; shift >= 0; pass++, shift -= 8) {
-        const unsigned mask = shift == 24 ? 0u : ~0u << (shift + 8);
         for (int k = threadIdx.x; k < 256; k += SAMPLE_THREADS) hcnt[k] = 0;
         __syncthreads();
-        for (int base = sg.lo; base < sg.hi; base += 128) {
-            unsigned bits[4];
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                const int i = base + 32 * q + lane;
-                bits[q] = i < sg.hi ? __float_as_uint(p[i]) : 0u;
-            }
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                const int i = base + 32 * q + lane;
-                const int dg = i < sg.hi && (bits[q] & mask) == prefix ? (int)((bits[q] >> shift) & 255) : 256;
-                const unsigned same = __match_any_sync(0xffffffffu, dg);
-                if (dg < 256 && lane == __ffs(same) - 1) atomicAdd(&hcnt[dg], __popc(same));
-            }
-        }
+        countHist(p, sg, lane, shift == 24 ? 0u : ~0u << (shift + 8), prefix, shift, hcnt);
         __syncthreads();
         for (int k = threadIdx.x; k < 256; k += SAMPLE_THREADS)
             if (hcnt[k]) atomicAdd(&g.gs->hist[pass][k], hcnt[k]);
@@ -437,20 +362,7 @@ __device__ bool gridCountSelect(Grid& g, const float* p, int n, long want, unsig
         g.ph++;
         for (int k = threadIdx.x; k < 256; k += SAMPLE_THREADS) hcnt[k] = __ldcg(&g.gs->hist[pass][k]);
         __syncthreads();
-        if (threadIdx.x == 0) {
-            long t = acc;
-            int digit = -1;
-            for (int k = 255; k >= 0; k--) {
-                if (hcnt[k] == 0) continue;
-                if (t + hcnt[k] >= want) {
-                    digit = k;
-                    break;
-                }
-                t += hcnt[k];
-            }
-            *res = digit;
-            *shl = t;
-        }
+        if (threadIdx.x == 0) pickCountDigit(hcnt, acc, want, res, shl);
         if (!takeDigit(res, prefix, shift)) return false;
         acc = *shl;
         __syncthreads();
@@ -488,16 +400,8 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
     float m = -INFINITY;
     for (int i = sg.lo + lane; i < sg.hi; i += 32) m = fmaxf(m, __fmul_rn(x[i], invT));
     m = gridMax(g, m, shf);
-    double own = 0;
-    int lastPos = -1;  // the last id with p > 0: the unfiltered draw's fallback
-    for (int i = sg.lo + lane; i < sg.hi; i += 32) {
-        float v = expf(__fmul_rn(x[i], invT) - m);
-        v = v >= 0.f ? fminf(v, 1.f) : 0.f;  // NaN logits take no part
-        p[i] = v;
-        own += v;
-        if (v > 0.f) lastPos = i;
-    }
-    const double total = gridTotals(g, own);
+    int lastPos;  // the last id with p > 0: the unfiltered draw's fallback
+    const double total = gridTotals(g, probsOf(p, x, sg, lane, invT, m, &lastPos));
 
     float lo = 0.f;  // kept: p > lo, or p == lo and id ≤ tie
     int tie = -1;
@@ -578,13 +482,7 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
     // probabilities' totals (and lastPos) are still the kept ones.
     double kept = total;
     const bool selected = (topK > 0 && topK < n) || (topP > 0 && topP < 1);
-    if (selected || lo != 0.f || tie != -1) {
-        double mine = 0;
-        lastPos = -1;
-        for (int i = sg.lo + lane; i < sg.hi; i += 32)
-            if (keptBy(p[i], i, lo, tie) && p[i] > 0.f) mine += p[i], lastPos = i;
-        kept = gridTotals(g, mine);
-    }
+    if (selected || lo != 0.f || tie != -1) kept = gridTotals(g, keptMass(p, sg, lane, lo, tie, &lastPos));
     for (int o = 16; o > 0; o >>= 1) lastPos = max(lastPos, __shfl_xor_sync(0xffffffffu, lastPos, o));
     if (lane == 0 && lastPos >= 0) atomicMax(&gs->last, lastPos);
     const double target = u * kept;
@@ -592,23 +490,8 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
     // Neighbouring warps' ranges may overlap by a rounding: the first id
     // found wins.
     if (tot[warp] > 0 && wb <= target && target < wb + tot[warp]) {
-        double acc = wb;
-        for (int base = sg.lo; base < sg.hi; base += 32) {
-            const int i = base + lane;
-            const double v = i < sg.hi && keptBy(p[i], i, lo, tie) ? (double)p[i] : 0.0;
-            double incl = v;
-#pragma unroll
-            for (int o = 1; o < 32; o <<= 1) {
-                const double y = __shfl_up_sync(0xffffffffu, incl, o);
-                if (lane >= o) incl += y;
-            }
-            const unsigned hit = __ballot_sync(0xffffffffu, v > 0 && target < acc + incl);
-            if (hit) {
-                if (lane == __ffs(hit) - 1) atomicMin(&gs->draw, i);
-                break;
-            }
-            acc += __shfl_sync(0xffffffffu, incl, 31);
-        }
+        const int id = walkDraw(p, sg, lane, lo, tie, wb, target);
+        if (id >= 0) atomicMin(&gs->draw, id);
     }
     gridSync(gs);
     if (blockIdx.x == 0 && threadIdx.x == 0) {
