@@ -17,9 +17,8 @@ import (
 // the session's own (session.Drawer) on the same logits and variates:
 // vocabularies of Qwen3.5's and Qwen3's sizes (the draw over many blocks),
 // 20000 ids (one block) and small ones (POCKET_DRAW_GRID=N puts every size
-// on N blocks, empty segments and all);
-// peaked, flat, near-uniform, tied and zipf-shaped logits; temperature
-// alone and with each filter. The two
+// on N blocks, empty segments and all); peaked, flat, near-uniform, tied
+// and zipf-shaped logits; temperature alone and with each filter. The two
 // compute the probabilities with their own exponentials and sum them in
 // their own orders, so a draw may pick another token than the host's
 // where u is within a rounding of a boundary between them; a device token

@@ -38,9 +38,12 @@ const (
 	// SM: below it one block's passes are short and the grid's barriers
 	// cost what they save (20000 ids: the same µs either way on an H200).
 	drawGridFrom = 32768
-	// drawGridMaxBlocks is SG_MAXB, and a block takes 1024 ids at least.
+	// drawGridMaxBlocks is sample_grid.cuh's SG_MAXB: GridScratch has
+	// slots for that many blocks.
 	drawGridMaxBlocks = 160
-	drawGridMinIDs    = 1024
+	// drawGridMinIDs is the fewest ids a block of the grid takes (one a
+	// thread), so that smaller vocabularies take fewer blocks than SMs.
+	drawGridMinIDs = 1024
 )
 
 // DrawArgs is a sampled step's rule and uniform variate as sample_draw
