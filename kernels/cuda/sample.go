@@ -44,6 +44,10 @@ const (
 	// drawGridMinIDs is the fewest ids a block of the grid takes (one a
 	// thread), so that smaller vocabularies take fewer blocks than SMs.
 	drawGridMinIDs = 1024
+	// drawGridMaxIDs bounds the vocabularies the grid takes: its top-p
+	// masses are fixed-point sums of 2^40 a probability (sample_grid.cuh's
+	// SG_FIX), which must stay below 2^63.
+	drawGridMaxIDs = 1 << 23
 )
 
 // DrawArgs is a sampled step's rule and uniform variate as sample_draw
@@ -102,6 +106,8 @@ func (b *Backend) Draw(x kernels.Buf, n int, a DrawArgs) int32 {
 // count, for measurement and for conformance to check the fallback).
 func drawGridBlocks(n, sms int) int {
 	switch {
+	case n >= drawGridMaxIDs:
+		return 1
 	case switches.drawGrid >= 0:
 		return max(1, switches.drawGrid) // 0: off; N: any vocabulary over N blocks
 	case n < drawGridFrom:

@@ -7,10 +7,12 @@
 //
 // The launch is cooperative (every block resident at once), so the blocks
 // meet at grid barriers (gridSync) where the single block met at
-// __syncthreads: a pass's per-block sums go to a slot of their own in
-// GridScratch, and after the barrier every block reduces all of them in
+// __syncthreads: a pass's per-block float sums go to a slot of their own
+// in GridScratch, and after the barrier every block reduces all of them in
 // the same fixed order, so every block reaches the same digit, boundary
-// and target with no further exchange. Global warp s = block·32 + warp
+// and target with no further exchange; integer sums (top-k's counts,
+// top-p's masses in fixed point: gridMassSelect) go into one global
+// histogram by atomics, whose order does not change them. Global warp s = block·32 + warp
 // owns the s-th contiguous segment of the ids, so id order is still
 // segment order. The ranking rules, tie handling and roundings are
 // sample_draw's; only the order in which partial sums are added differs
@@ -18,11 +20,11 @@
 // cases hold both kernels to the host's cumulative distribution).
 
 #define SG_MAXB 160   // blocks at most (an H200 has 132 SMs; one block each)
-#define SG_MAXPH 48   // grid barriers a draw passes at most (~33 on the longest path)
+#define SG_MAXPH 48   // grid barriers a draw passes at most (~28 on the longest path)
 #define SG_SLOT 17    // doubles a block writes a phase
 
-// GridScratch is the grid's shared state in global memory (Backend's
-// sampleMod.grid, SampleGridBytes; zeroed once at allocation: bar counts
+// GridScratch is the grid's shared state in global memory (sample.go's
+// sampleMod.grid, sampleGridBytes; zeroed once at allocation: bar counts
 // back to zero at every barrier, the rest is set at each draw's start).
 struct GridScratch {
     unsigned bar[2];  // arrivals, generation
@@ -225,8 +227,9 @@ __device__ bool gridSelectRanked(Grid& g, const float* p, int n, float lo, int t
 }
 
 // SG_FIX is the fixed point of gridMassSelect's weights: a probability
-// (at most 1) as an integer count of 2^-40, truncated. 152K of them sum
-// below 2^58, and integer sums do not depend on their order, so blocks
+// (at most 1) as an integer count of 2^-40, truncated. Fewer than 2^23 of
+// them (sample.go's drawGridMaxIDs) sum below 2^63, and integer sums do
+// not depend on their order, so blocks
 // may add theirs with atomics and still reach the same digit. The
 // truncation moves a sum by less than n·2^-40 (1.4e-7 at 152K ids, where
 // the host's and the device's float64 sums already differ by their own
