@@ -184,11 +184,12 @@ __device__ __forceinline__ double binScatter(const double (&bin)[16], int lane) 
     return b1 + __shfl_xor_sync(0xffffffffu, b1, 1);
 }
 
-// gridSelectRanked is selectRanked over the grid: per pass the block's
-// weight at each of 16 digits goes to its slot, and every block adds the
-// slots digit by digit (warp k digit k, its lanes a fixed stride of
-// blocks, then the warp's tree) before choosing the digit as one block did.
-template <bool MASS>
+// gridSelectRanked is selectRanked<false> (by count: top-k past
+// SAMPLE_SMALLK) over the grid; by mass the grid takes gridMassSelect. Per
+// pass the block's count at each of 16 digits goes to its slot, and every
+// block adds the slots digit by digit (warp k digit k, its lanes a fixed
+// stride of blocks, then the warp's tree) before choosing the digit as one
+// block did.
 __device__ bool gridSelectRanked(Grid& g, const float* p, int n, float lo, int tie, double want, unsigned* vb,
                                  double* before, double (*sel)[17], int* res) {
     const Seg sg = gridSeg(n);
@@ -197,7 +198,7 @@ __device__ bool gridSelectRanked(Grid& g, const float* p, int n, float lo, int t
     double acc = 0;
     for (int shift = 28; shift >= 0; shift -= 4) {
         double bin[16];
-        rankBins<MASS>(p, sg, lane, shift == 28 ? 0u : ~0u << (shift + 4), prefix, shift, lo, tie, bin);
+        rankBins<false>(p, sg, lane, shift == 28 ? 0u : ~0u << (shift + 4), prefix, shift, lo, tie, bin);
         // The warp's 16 sums, reduced and scattered: lanes 2d and 2d+1 end
         // with digit d's (16 shuffles, where a tree a digit took 80).
         const double d = binScatter(bin, lane);
@@ -441,7 +442,7 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
     if (topK > 0 && topK < n) {
         unsigned vb;
         double pre;
-        if (gridSelectRanked<false>(g, p, n, -1.f, 0x7fffffff, (double)topK, &vb, &pre, sel, &res)) {
+        if (gridSelectRanked(g, p, n, -1.f, 0x7fffffff, (double)topK, &vb, &pre, sel, &res)) {
             const int id = gridNth(g, p, n, vb, (long)((double)topK - pre), -1.f, 0x7fffffff);
             if (id >= 0) {
                 lo = __uint_as_float(vb);
