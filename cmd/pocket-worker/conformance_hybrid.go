@@ -109,6 +109,7 @@ func (c *conf) deltaNet() {
 	}
 	c.deltaChunked()
 	c.deltaSegments()
+	c.deltaSide()
 	// RMSNormGated into another buffer, wide rows.
 	for _, s := range [][2]int{{3, 1000}, {1, 4096}} {
 		rows, dim := s[0], s[1]

@@ -49,7 +49,11 @@ type capture struct {
 	outN    int
 	reads   int
 	fedOff  int // the token id's word in the arena, where CaptureFeed recorded the feed; else -1
-	err     error
+	sides   int // delta rule state updates forked to the side stream (delta_side.go)
+	// sideNext is the latest layer's side update, launched at the next
+	// layer's delta rule or at the join.
+	sideNext sideUpdate
+	err      error
 }
 
 // The fed steps' tokens: every replay of a fed graph is a ticket, the
@@ -127,6 +131,7 @@ func (b *Backend) BeginCapture() error {
 	}
 	b.feed.ready() // before the capture, which would record the allocations; its error is CaptureFeed's
 	b.argmaxScratch()
+	b.prepareSide()
 	b.fail(b.stream.Synchronize())
 	if b.err != nil {
 		return b.err
@@ -214,6 +219,7 @@ func (b *Backend) EndCapture() (*Graph, error) {
 		return nil, errors.New("cuda: no capture in progress")
 	}
 	b.cap = nil
+	b.joinSide(c)
 	exec, err := endCapture(b.s)
 	if err != nil {
 		return nil, err

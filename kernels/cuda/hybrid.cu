@@ -93,6 +93,19 @@ CONV(8)
 #define GW 8      // warps per block
 #define GMAXR 32  // state rows per thread: DK ≤ GW*GMAXR = 256
 
+// A state element's update is S·decay + k·delta, rounded as stateDecay
+// and stateAdd spell it out (no contraction left to the compiler), so that
+// the delta rule's in-place update and delta_state_update's give the same
+// bits.
+__device__ __forceinline__ float stateDecay(float s, float decay) { return __fmul_rn(s, decay); }
+__device__ __forceinline__ float stateAdd(float decayed, float kn, float delta) {
+    return __fmaf_rn(kn, delta, decayed);
+}
+
+// deltaUpdHead is where value head h's update operands start in upd: the
+// decay, dk normalised key elements, dv deltas.
+__device__ __forceinline__ long deltaUpdHead(int h, int dk, int dv) { return (long)h * (1 + dk + dv); }
+
 // One block per (value head, 32 state columns). Thread (warp, lane) holds
 // column j0+lane of state rows warp, warp+GW, ... in registers for the
 // whole pass, so the state is read and written once however many tokens
@@ -121,10 +134,23 @@ CONV(8)
 // Measured on an H200 (Qwen3.5-27B FP8 decode, interleaved): 124.1-124.3
 // against 123.5-123.6 tok/s; conformance and the FP8/hybrid fixtures as
 // before.
-template <bool LEAN>
+//
+// SIDE (gated_delta_rule_s, one-token passes in a decode graph,
+// POCKET_DELTA_SIDE) leaves the state as it was and writes instead what
+// its update needs: the decay and the normalised key of each value head
+// and the column's delta, to upd (deltaUpd below); delta_state_update
+// applies them on a side branch of the graph that joins at the step's
+// end. The ~2.2 µs a DeltaNet layer that the grid takes to complete while
+// its 3 MB of state stores drain (docs/benchmarks.md, 2026-12-01 from
+// 23:16) leave the critical path; the update still reads and writes the
+// state beside the projections that follow. Both forms update the state
+// with the same rounded operations (stateDecay, stateAdd), so they leave the same
+// bits.
+
+template <bool LEAN, bool SIDE = false>
 __device__ __forceinline__ void gatedDeltaRule(float* out, const float* qkv, const float* a, const float* b,
                                                float* state, const float* aLog, const float* dtBias, int rows,
-                                               int kheads, int vheads, int dk, int dv) {
+                                               int kheads, int vheads, int dk, int dv, float* upd = nullptr) {
     __shared__ float qs[GW * GMAXR], ks[GW * GMAXR];
     __shared__ float red[GW][32];
     __shared__ double ssq[GW], ssk[GW];
@@ -212,8 +238,8 @@ __device__ __forceinline__ void gatedDeltaRule(float* out, const float* qkv, con
         for (int m = 0; m < GMAXR; m++) {
             int i = warp + GW * m;
             if (i < dk) {
-                s[m] *= decay;
-                mem += s[m] * (ks[i] * ik);
+                s[m] = stateDecay(s[m], decay);
+                mem += s[m] * __fmul_rn(ks[i], ik);
             }
         }
         red[warp][lane] = mem;
@@ -228,8 +254,16 @@ __device__ __forceinline__ void gatedDeltaRule(float* out, const float* qkv, con
         for (int m = 0; m < GMAXR; m++) {
             int i = warp + GW * m;
             if (i < dk) {
-                s[m] += (ks[i] * ik) * delta;
+                s[m] = stateAdd(s[m], __fmul_rn(ks[i], ik), delta);
                 o += s[m] * (qs[i] * iq);
+            }
+        }
+        if (SIDE) {  // rows == 1: the update's operands
+            float* u = upd + deltaUpdHead(h, dk, dv);
+            if (warp == 0 && col) u[1 + dk + j] = delta;
+            if (blockIdx.x % tiles == 0) {
+                if (threadIdx.x == 0) u[0] = decay;
+                for (int i = threadIdx.x; i < dk; i += blockDim.x) u[1 + i] = __fmul_rn(ks[i], ik);
             }
         }
         __syncthreads();  // (3) everyone has read red (Sᵀk)
@@ -255,10 +289,12 @@ __device__ __forceinline__ void gatedDeltaRule(float* out, const float* qkv, con
     // 23:16). Evict-first and write-through stores lost 0.9%.
     (void)S;
 #else
+    if (!SIDE) {  // else delta_state_update writes the state
 #pragma unroll
-    for (int m = 0; m < GMAXR; m++) {
-        int i = warp + GW * m;
-        if (col && i < dk) S[(long)i * dv + j] = s[m];
+        for (int m = 0; m < GMAXR; m++) {
+            int i = warp + GW * m;
+            if (col && i < dk) S[(long)i * dv + j] = s[m];
+        }
     }
 #endif
 }
@@ -272,6 +308,38 @@ extern "C" __global__ void __launch_bounds__(GW * 32)
     gated_delta_rule_l(float* out, const float* qkv, const float* a, const float* b, float* state, const float* aLog,
                        const float* dtBias, int rows, int kheads, int vheads, int dk, int dv) { PROBE_KERNEL();
     gatedDeltaRule<true>(out, qkv, a, b, state, aLog, dtBias, rows, kheads, vheads, dk, dv);
+}
+
+extern "C" __global__ void __launch_bounds__(GW * 32)
+    gated_delta_rule_s(float* out, const float* qkv, const float* a, const float* b, const float* state,
+                       const float* aLog, const float* dtBias, int kheads, int vheads, int dk, int dv,
+                       float* upd) { PROBE_KERNEL();
+    gatedDeltaRule<true, true>(out, qkv, a, b, (float*)state, aLog, dtBias, 1, kheads, vheads, dk, dv, upd);
+}
+
+// delta_state_update applies gated_delta_rule_s's update to the state
+// (heads × dk × dv floats, dv a multiple of 4), four columns a thread,
+// over a grid of any size: S = S·decay + k ⊗ delta, rounded as
+// stateDecay and stateAdd round it. It runs on a side branch of the decode graph with
+// an ordinary (full) dependency on the delta rule, so it starts only
+// when upd is complete and holds no SM before then.
+extern "C" __global__ void __launch_bounds__(256)
+    delta_state_update(float* state, const float* upd, int vheads, int dk, int dv) { PROBE_KERNEL();
+    const long per = (long)dk * dv / 4, n = per * vheads;
+    const int dv4 = dv / 4;
+    for (long e = blockIdx.x * (long)blockDim.x + threadIdx.x; e < n; e += (long)gridDim.x * blockDim.x) {
+        const int h = (int)(e / per);
+        const long r = e - h * per;
+        const int i = (int)(r / dv4), j = (int)(r - (long)i * dv4) * 4;
+        const float* u = upd + deltaUpdHead(h, dk, dv);
+        const float decay = u[0], kn = u[1 + i];
+        float4 s = ((float4*)state)[e];
+        s.x = stateAdd(stateDecay(s.x, decay), kn, u[1 + dk + j]);
+        s.y = stateAdd(stateDecay(s.y, decay), kn, u[1 + dk + j + 1]);
+        s.z = stateAdd(stateDecay(s.z, decay), kn, u[1 + dk + j + 2]);
+        s.w = stateAdd(stateDecay(s.w, decay), kn, u[1 + dk + j + 3]);
+        ((float4*)state)[e] = s;
+    }
 }
 
 // ---------------------------------------------------------------- RMSNormGated, SigmoidMul

@@ -56,7 +56,11 @@ type hybridMod struct {
 	conv      [maxConvKernel]cFunc // causal_conv1d_K
 	delta     cFunc
 	deltaLean cFunc // gated_delta_rule_l (the default; POCKET_DELTA_LEAN=0 takes delta)
-	normGated cFunc
+	// deltaSide and stateUpdate are the delta rule split for decode graphs:
+	// gated_delta_rule_s and delta_state_update (delta_side.go).
+	deltaSide, stateUpdate cFunc
+	side                   deltaSideState
+	normGated              cFunc
 	// normGatedLean is rms_norm_gated_l (POCKET_HYBRID_LEAN, the default).
 	normGatedLean cFunc
 	sigmoid       cFunc
@@ -95,6 +99,7 @@ func (b *Backend) hybridModule() (*hybridMod, error) {
 		return m, nil
 	}
 	names := map[string]*cFunc{"gated_delta_rule": &m.delta, "gated_delta_rule_l": &m.deltaLean,
+		"gated_delta_rule_s": &m.deltaSide, "delta_state_update": &m.stateUpdate,
 		"rms_norm_gated": &m.normGated, "rms_norm_gated_l": &m.normGatedLean, "sigmoid_mul": &m.sigmoid}
 	for k := 1; k <= maxConvKernel; k++ {
 		names[fmt.Sprintf("causal_conv1d_%d", k)] = &m.conv[k-1]
@@ -202,7 +207,11 @@ func (b *Backend) GatedDeltaRule(dst, qkv, a, bb, state kernels.Buf, aLog, dtBia
 	if !b.deltaShapeOK(s) {
 		return
 	}
-	b.deltaRule(m, deltaRows{dptr(dst), dptr(qkv), dptr(a), dptr(bb)}, dptr(state), aLog, dtBias, rows, s, 0)
+	r := deltaRows{dptr(dst), dptr(qkv), dptr(a), dptr(bb)}
+	if b.deltaRuleSide(m, r, dptr(state), aLog, dtBias, rows, s) {
+		return
+	}
+	b.deltaRule(m, r, dptr(state), aLog, dtBias, rows, s, 0)
 }
 
 // deltaShapeOK fails the backend for a shape the delta-rule kernels do

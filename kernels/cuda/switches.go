@@ -76,6 +76,8 @@ import (
 //	                     gated_delta_rule_l does (with q and k; in float, by a thread with no q/k of its own)
 //	POCKET_HYBRID_LEAN=0 the DeltaNet convolution's SiLU, the gated norm and the attention gate's sigmoid in
 //	                     double (and the gated norm loading z after its sum), not in float
+//	POCKET_DELTA_SIDE=0  a decode graph's one-token delta rule updates its state in place, not on a side branch
+//	                     of the graph during the next DeltaNet layer's mix (delta_side.go)
 //	POCKET_DELTA_CHUNK=0 Gated DeltaNet prefill passes run the token-by-token recurrence, not the chunked
 //	                     delta rule (hybrid_chunk.cu) that passes of more than 16 rows take by default
 //	POCKET_DELTA_CHUNK_FROM=N the chunked delta rule takes passes of more than N rows (16), the token-by-token
@@ -94,7 +96,7 @@ import (
 //	                     against 120.4 tok/s on an H200; the gate on it too, 124.0-124.2 against 123.4)
 //	POCKET_ABLATE=a,b    leaves out the decode launches so tagged (qx, qx_norm, qmv_norm, qmv_o, qmv_down,
 //	                     qmv_plain, qmv_swiglu, attn, allreduce, hybrid: the DeltaNet kernels and the
-//	                     attention gate, f8pipe_r|add|norm|swiglu|moe_swiglu|moe_down, moe_route, or a decode.cu or fp8mma.cu kernel's
+//	                     attention gate, delta_state_update, f8pipe_r|add|norm|swiglu|moe_swiglu|moe_down, moe_route, or a decode.cu or fp8mma.cu kernel's
 //	                     name): wrong results, for timing only — what a step costs without them (bench)
 //	POCKET_QMV_SWIQ=0    a block-format SwiGLU GEMV leaves its output's int8 rounding to a qx launch before
 //	                     the down projection, instead of rounding it itself (qmv_swiglu_q, 32 outputs a block)
@@ -148,6 +150,7 @@ var switches = struct {
 	dsaTC           bool
 	noDeltaChunk    bool
 	deltaChunkFrom  int
+	deltaSide       bool
 	noMoEQuant      bool
 	noFP8Pipe       bool
 	noFP8Tiles      bool
@@ -202,6 +205,7 @@ var switches = struct {
 	fp8MMA:          intSwitch("POCKET_FP8_MMA", -1, 0, 8),
 	noDeltaChunk:    os.Getenv("POCKET_DELTA_CHUNK") == "0",
 	deltaChunkFrom:  intSwitch("POCKET_DELTA_CHUNK_FROM", deltaChunkFrom, 1, math.MaxInt),
+	deltaSide:       os.Getenv("POCKET_DELTA_SIDE") != "0",
 	noMoEQuant:      os.Getenv("POCKET_MOE_QUANT") == "0",
 	drawGrid:        intSwitch("POCKET_DRAW_GRID", -1, 0, drawGridMaxBlocks),
 	noFP8Pipe:       os.Getenv("POCKET_FP8_PIPE") == "0",
