@@ -12,14 +12,19 @@ import (
 // (SamplingRunner): the generation's temperature and filters, and the
 // uniform variates its sampler draws for this step (U) and the next
 // (Next, so that a runner may run the next step ahead and draw its token
-// too). Only generations without penalties, logit bias, a JSON
-// constraint or logprobs step this way: what is left is a function of
-// the logits and U, which Drawer computes exactly as the session would.
+// too). Generations with a JSON constraint or logprobs do not step this
+// way; penalties and logit bias come along as Adjust. What is left is a
+// function of the logits, Adjust and U, which Drawer computes exactly as
+// the session would.
 type Draw struct {
 	Temperature float64
 	TopK        int
 	TopP, MinP  float64
 	U, Next     float64
+	// Adjust is the step's penalties and bias (nil: none). It changes
+	// with every token drawn, so Next serves no step run ahead of time
+	// when it is set.
+	Adjust *Adjust
 }
 
 // Check reports a Draw no session would make (a runner's request
@@ -38,12 +43,15 @@ func (d Draw) Check() error {
 		return fmt.Errorf("draw: min-p %v", d.MinP)
 	case !(d.U >= 0 && d.U < 1) || !(d.Next >= 0 && d.Next < 1):
 		return fmt.Errorf("draw: uniform variates %v, %v outside [0, 1)", d.U, d.Next)
+	case d.Adjust != nil:
+		return d.Adjust.Check()
 	}
 	return nil
 }
 
 // SameRule reports whether d and e draw alike given the same variate:
-// the same temperature and filters.
+// the same temperature and filters, and the same Adjust (the one
+// pointer, or none).
 func (d Draw) SameRule(e Draw) bool {
 	d.U, d.Next, e.U, e.Next = 0, 0, 0, 0
 	return d == e
@@ -55,23 +63,37 @@ func (d Draw) params() SamplingParams {
 
 // Drawer picks Draws' tokens from logits, with the sampler's rule and
 // scratch (a runner keeps one; not safe for concurrent use).
-type Drawer struct{ s sampler }
+type Drawer struct {
+	s   sampler
+	adj []float32 // scratch: logits after d.Adjust
+}
 
-// Token is d's token from logits: the sampler's draw with U.
+// Token is d's token from logits: the sampler's draw with U, after
+// d.Adjust (logits are left as they are).
 func (dr *Drawer) Token(logits []float32, d Draw) int32 {
 	dr.s.p = d.params()
+	logits = dr.adjusted(logits, d)
 	if dr.s.p.greedy() { // top-k 1
 		return dr.s.argmax(logits)
 	}
 	return dr.s.draw(logits, d.U)
 }
 
-// Kept is the tokens d's filters keep from logits, ascending, and their
-// probabilities (for checking another implementation of the rule, such
-// as the CUDA backend's).
+// Kept is the tokens d's filters keep from logits (after d.Adjust),
+// ascending, and their probabilities (for checking another
+// implementation of the rule, such as the CUDA backend's).
 func (dr *Drawer) Kept(logits []float32, d Draw) ([]int32, []float64) {
 	dr.s.p = d.params()
-	return dr.s.distribution(logits)
+	return dr.s.distribution(dr.adjusted(logits, d))
+}
+
+func (dr *Drawer) adjusted(logits []float32, d Draw) []float32 {
+	if d.Adjust == nil {
+		return logits
+	}
+	dr.adj = append(dr.adj[:0], logits...)
+	d.Adjust.Apply(dr.adj)
+	return dr.adj
 }
 
 // SamplingRunner is a Runner that can draw the last token's successor
@@ -91,7 +113,8 @@ func (s *sampler) peekDraw() Draw {
 	src := *s.src
 	r := rand.New(&src)
 	u := r.Float64()
-	return Draw{Temperature: s.p.Temperature, TopK: s.p.TopK, TopP: s.p.TopP, MinP: s.p.MinP, U: u, Next: r.Float64()}
+	return Draw{Temperature: s.p.Temperature, TopK: s.p.TopK, TopP: s.p.TopP, MinP: s.p.MinP, U: u, Next: r.Float64(),
+		Adjust: s.adjust()}
 }
 
 // sampledSteps is a SamplingRunner seen as a GreedyRunner, so that the

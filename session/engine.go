@@ -446,16 +446,15 @@ func (e *engine) greedyRunner(p GenerateParams) GreedyRunner {
 }
 
 // sampledRunner is the runner's drawing path (SamplingRunner) for a
-// sampled generation with p, drawing with smp, where it may take it: the
-// conditions of greedyRunner but a temperature above zero (and, checked
-// by the caller, no bias or constraint). Nil: steps return the logits.
+// sampled generation with p, drawing with smp, where it may take it: a
+// temperature above zero, no logprobs (and, checked by the caller, no
+// constraint). Penalties and logit bias go with each step's Draw as its
+// Adjust. Nil: steps return the logits.
 func (e *engine) sampledRunner(p GenerateParams, smp *sampler) GreedyRunner {
 	r, ok := e.model.(SamplingRunner)
 	s := p.Sampling
 	switch {
-	case !ok, p.Logprobs, p.TopLogprobs > 0, s.greedy(),
-		s.RepetitionPenalty != 0 && s.RepetitionPenalty != 1,
-		s.PresencePenalty != 0, s.FrequencyPenalty != 0:
+	case !ok, p.Logprobs, p.TopLogprobs > 0, s.greedy():
 		return nil
 	}
 	if peek := smp.peekDraw(); peek.Check() != nil {

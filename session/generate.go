@@ -381,8 +381,10 @@ func (m *Manager) generate(ctx context.Context, e *engine, sq *seqState, toks []
 		greedy = e.sampledRunner(p, smp)
 		drawn = greedy != nil
 	}
-	if p.Sampling.biased() || js != nil {
-		greedy = nil // the runner's argmax would not see the bias or the constraint
+	if (p.Sampling.biased() && !drawn) || js != nil {
+		// The runner's argmax would not see the bias, nor any step of the
+		// runner the constraint (a drawn step's Adjust carries the bias).
+		greedy = nil
 		drawn = false
 	}
 	var err error

@@ -147,18 +147,15 @@ func (s *sampler) adjusted(logits []float32) []float32 {
 	p := s.p
 	y := append(s.y[:0], logits...)
 	s.y = y
+	// (Adjust.Apply makes the same changes from a list: adjust.go.)
 	if rp := p.RepetitionPenalty; rp != 0 && rp != 1 {
 		for t := range s.seen {
-			if v := float64(y[t]); v > 0 {
-				y[t] = float32(v / rp)
-			} else {
-				y[t] = float32(v * rp)
-			}
+			y[t] = repeatPenalty(y[t], rp)
 		}
 	}
 	if p.PresencePenalty != 0 || p.FrequencyPenalty != 0 {
 		for t, c := range s.counts {
-			y[t] = float32(float64(y[t]) - (p.FrequencyPenalty*float64(c) + p.PresencePenalty))
+			y[t] = float32(float64(y[t]) - p.countPenalty(c))
 		}
 	}
 	for t, b := range p.LogitBias {

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/pocketllm/pocketllm/kernels/cuda"
 	"github.com/pocketllm/pocketllm/session"
 )
 
@@ -57,7 +56,7 @@ func (c *conf) draw() {
 				logits[i] = ds.gen(c.rng, i)
 			}
 			xg, _ := c.pair(logits)
-			for _, rule := range rules {
+			for _, rule := range append(slices.Clip(rules), c.adjustedRules(n)...) {
 				c.n++
 				const draws = 200
 				differ, far := 0, ""
@@ -72,8 +71,7 @@ func (c *conf) draw() {
 					d.U = c.rng.Float64()
 					want := dr.Token(logits, d)
 					t0 := time.Now()
-					got := c.g.Draw(xg, n, cuda.DrawArgs{InvT: float32(1 / d.Temperature), TopK: d.TopK, TopP: d.TopP,
-						MinP: float32(d.MinP), U: d.U})
+					got := c.g.Draw(xg, n, drawArgs(d))
 					spent += time.Since(t0)
 					if got == want {
 						continue
@@ -110,6 +108,43 @@ func (c *conf) draw() {
 	}
 }
 
+// adjustedRules are draws with penalties and bias (session.Adjust) over
+// n ids: a repetition penalty on a few hundred ids, count penalties on
+// some of them, and biases, one of +8 that makes its token likely and
+// some of -100 that all but ban theirs.
+func (c *conf) adjustedRules(n int) []session.Draw {
+	ids := map[int32]session.AdjustEntry{}
+	for range min(400, n) {
+		id := int32(c.rng.IntN(n))
+		e := ids[id]
+		e.ID = id
+		switch c.rng.IntN(4) {
+		case 0:
+			e.Flags |= session.AdjustRepeat
+		case 1:
+			e.Flags |= session.AdjustSub
+			e.Sub = 0.4*float64(1+c.rng.IntN(5)) + 0.3
+		case 2:
+			e.Flags |= session.AdjustRepeat | session.AdjustSub
+			e.Sub = 0.7
+		default:
+			e.Flags |= session.AdjustBias
+			e.Bias = -100
+		}
+		ids[id] = e
+	}
+	boost := ids[int32(n/2)]
+	boost.ID, boost.Flags, boost.Bias = int32(n/2), boost.Flags|session.AdjustBias, 8
+	ids[boost.ID] = boost
+	adj := &session.Adjust{Repetition: 1.3}
+	for _, e := range ids {
+		adj.Entries = append(adj.Entries, e)
+	}
+	slices.SortFunc(adj.Entries, func(a, b session.AdjustEntry) int { return int(a.ID) - int(b.ID) })
+	return []session.Draw{{Temperature: 1, Adjust: adj}, {Temperature: 0.7, TopP: 0.9, Adjust: adj},
+		{Temperature: 0.8, TopK: 40, Adjust: adj}}
+}
+
 func ruleName(d session.Draw) string {
 	s := fmt.Sprintf("T%g", d.Temperature)
 	if d.TopK > 0 {
@@ -120,6 +155,9 @@ func ruleName(d session.Draw) string {
 	}
 	if d.MinP > 0 {
 		s += fmt.Sprintf(" minp%g", d.MinP)
+	}
+	if d.Adjust != nil {
+		s += fmt.Sprintf(" adjust%d", len(d.Adjust.Entries))
 	}
 	return s
 }

@@ -107,9 +107,23 @@ func (c cudaGraph) Argmax() (int32, error) {
 // (cuda.Backend.Draw), one int32 read back.
 func (c cudaGraph) Draw(d session.Draw) (int32, error) {
 	b := c.b
-	id := b.Draw(c.g.Out, c.g.OutLen, cuda.DrawArgs{InvT: float32(1 / d.Temperature), TopK: d.TopK, TopP: d.TopP,
-		MinP: float32(d.MinP), U: d.U})
+	id := b.Draw(c.g.Out, c.g.OutLen, drawArgs(d))
 	return id, b.Err()
+}
+
+// drawArgs is d as cuda.Backend.Draw takes it.
+func drawArgs(d session.Draw) cuda.DrawArgs {
+	a := cuda.DrawArgs{InvT: float32(1 / d.Temperature), TopK: d.TopK, TopP: d.TopP, MinP: float32(d.MinP), U: d.U}
+	if adj := d.Adjust; adj != nil && len(adj.Entries) > 0 {
+		k := len(adj.Entries)
+		la := &cuda.LogitAdjust{Repetition: adj.Repetition, IDs: make([]int32, k), Flags: make([]uint8, k),
+			Sub: make([]float64, k), Bias: make([]float32, k)}
+		for i, e := range adj.Entries {
+			la.IDs[i], la.Flags[i], la.Sub[i], la.Bias[i] = e.ID, e.Flags, e.Sub, e.Bias
+		}
+		a.Adjust = la
+	}
+	return a
 }
 
 func (c cudaGraph) Logits(dst []float32) error {

@@ -25,6 +25,7 @@ type rankBenchResult struct {
 	NewTokens    int       `json:"new_tokens"`
 	BlockSize    int       `json:"block_size"`
 	Temperature  float64   `json:"temperature,omitempty"` // sampled (top-p 0.95); 0: greedy
+	Penalties    string    `json:"penalties,omitempty"`   // "device" or "host": see --penalties
 	RoundsPerS   []float64 `json:"rounds_tokens_per_s"`   // one a round
 	DecodePerS   float64   `json:"decode_tokens_per_s"`   // the fastest round
 	SameTokens   bool      `json:"rounds_same_tokens"`
@@ -48,12 +49,18 @@ func runRankBench(args []string) error {
 	rounds := fs.Int("rounds", 3, "decodes of the same prompt")
 	blockSize := fs.Int("block-size", 16, "KV block size (pocketd's default)")
 	temperature := fs.Float64("temperature", 0, "sample at this temperature (top-p 0.95) instead of greedy decoding")
+	penalties := fs.String("penalties", "", `sampled steps with a repetition penalty of 1.1 (prompt and output) and a `+
+		`presence penalty of 0.5: "device" (ForwardSample with the Adjust) or "host" (the logits shipped, drawn here, `+
+		`as the daemon did before draws took an Adjust)`)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	P, N, bs := *promptTokens, *newTokens, *blockSize
 	if *model == "" || P < 1 || N < 2 || bs < 1 || *rounds < 1 {
 		return fmt.Errorf("rank-bench: need --model, --prompt-tokens ≥ 1, --new-tokens ≥ 2, --block-size ≥ 1, --rounds ≥ 1")
+	}
+	if *penalties != "" && (*temperature <= 0 || (*penalties != "device" && *penalties != "host")) {
+		return fmt.Errorf(`rank-bench: --penalties is "device" or "host", with a --temperature`)
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -84,12 +91,14 @@ func runRankBench(args []string) error {
 		prompt[i] = int32(rng.IntN(vocab))
 	}
 	r := rankBenchResult{Model: *model, Backend: *backend, Device: p.Device(), PromptTokens: P, NewTokens: N, BlockSize: bs,
-		Temperature: *temperature, SameTokens: true}
+		Temperature: *temperature, Penalties: *penalties, SameTokens: true}
 	// step is one token's request: ForwardArgmax, or ForwardSample with
 	// the round's seeded variates (each step names the next one's, as a
 	// session does, so that the rank can run it ahead).
 	var vrng *rand.Rand
 	u := 0.0
+	var pen *benchPenalties
+	var drawer session.Drawer
 	step := func(seq models.Seq, toks []int32) (int32, error) {
 		if *temperature <= 0 {
 			return p.ForwardArgmax(seq, toks)
@@ -97,12 +106,31 @@ func runRankBench(args []string) error {
 		next := vrng.Float64()
 		d := session.Draw{Temperature: *temperature, TopP: 0.95, U: u, Next: next}
 		u = next
-		return p.ForwardSample(seq, toks, d)
+		var id int32
+		var err error
+		switch {
+		case pen == nil:
+			return p.ForwardSample(seq, toks, d)
+		case *penalties == "device":
+			d.Adjust = pen.adjust()
+			id, err = p.ForwardSample(seq, toks, d)
+		default:
+			d.Adjust = pen.adjust()
+			var logits []float32
+			if logits, err = p.Forward(seq, toks, models.LastLogits); err == nil {
+				id = drawer.Token(logits, d)
+			}
+		}
+		pen.observe(id)
+		return id, err
 	}
 	var first []int32
 	for range *rounds {
 		vrng = rand.New(rand.NewPCG(3, 4))
 		u = vrng.Float64()
+		if *penalties != "" {
+			pen = newBenchPenalties(prompt)
+		}
 		seq := models.Seq{Pool: pool, Table: cut(P)}
 		if st := p.NewState(); st != nil { // a hybrid's recurrent state
 			if f, ok := st.(interface{ Free() }); ok {
@@ -137,4 +165,40 @@ func runRankBench(args []string) error {
 		}
 	}
 	return json.NewEncoder(os.Stdout).Encode(r)
+}
+
+// benchPenalties keeps what a session's sampler keeps for rank-bench's
+// penalised steps (a repetition penalty of 1.1 over the prompt and the
+// output, a presence penalty of 0.5 over the output) and makes each
+// step's session.Adjust from it.
+type benchPenalties struct {
+	seen  map[int32]bool
+	count map[int32]int
+}
+
+func newBenchPenalties(prompt []int32) *benchPenalties {
+	b := &benchPenalties{seen: map[int32]bool{}, count: map[int32]int{}}
+	for _, t := range prompt {
+		b.seen[t] = true
+	}
+	return b
+}
+
+func (b *benchPenalties) observe(id int32) {
+	b.seen[id] = true
+	b.count[id]++
+}
+
+func (b *benchPenalties) adjust() *session.Adjust {
+	a := &session.Adjust{Repetition: 1.1}
+	for t := range b.seen {
+		e := session.AdjustEntry{ID: t, Flags: session.AdjustRepeat}
+		if b.count[t] > 0 {
+			e.Flags |= session.AdjustSub
+			e.Sub = 0.5
+		}
+		a.Entries = append(a.Entries, e)
+	}
+	slices.SortFunc(a.Entries, func(x, y session.AdjustEntry) int { return int(x.ID) - int(y.ID) })
+	return a
 }

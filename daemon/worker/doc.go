@@ -27,8 +27,8 @@
 //	ForwardArgmax{same, want=Last}       Token{int32}: the argmax of the last
 //	                                           token's logits (session.Argmax)
 //	ForwardSample{same, want=Last,       Token{int32}: the token drawn from the
-//	        temperature, top-k, top-p,         last token's logits with u
-//	        min-p, u, next}                    (session.Drawer)
+//	        temperature, top-k, top-p,         last token's logits, changed by
+//	        min-p, u, next, adjust}            adjust, with u (session.Drawer)
 //	CopyKVBlock{dst, src}                OK
 //	ReadKVBlock{block}                   Block{float32[]}
 //	WriteKVBlock{block, float32[]}       OK
@@ -51,11 +51,14 @@
 // answered token at the next position) before it reads the next request,
 // and answers that request from it; any other request drops the guess
 // (rank_ahead.go; RankOptions.NoLookahead, POCKET_LOOKAHEAD=0 off).
-// Sampled generations without penalties, bias, a constraint or logprobs
-// step alike with ForwardSample (session.SamplingRunner): the request
-// carries the sampler's rule and its uniform variates for this step and
-// the next, so the rank draws the token itself and runs the next step
-// ahead with the second.
+// Sampled generations without a constraint or logprobs step alike with
+// ForwardSample (session.SamplingRunner): the request carries the
+// sampler's rule, its uniform variates for this step and the next, and
+// the step's penalties and logit bias as a list of changed logits
+// (session.Adjust), so the rank draws the token itself and runs the next
+// step ahead with the second (a penalised draw waits for its request,
+// whose Adjust counts the token before it: only a replay, which keeps its
+// logits, is run ahead for one).
 //
 // Single-token steps (ForwardArgmax, and Forward of the last logits) are
 // replayed as recorded graphs when the backend can record them

@@ -176,6 +176,10 @@ func FuzzRankRequests(f *testing.F) {
 	f.Add(append(rawFrame(msgNewKVPool, 1, e.b), rawFrame(msgForwardSample, 6, fw.encode())...))
 	fw.draw = &session.Draw{Temperature: -1, TopP: 2, U: 7}
 	f.Add(rawFrame(msgForwardSample, 7, fw.encode()))
+	// A penalised, biased draw (session.Adjust), one id past any vocabulary.
+	fw.draw = &session.Draw{Temperature: 0.8, U: 0.5, Adjust: &session.Adjust{Repetition: 1.1, Entries: []session.AdjustEntry{
+		{ID: 1, Flags: session.AdjustRepeat | session.AdjustSub, Sub: 0.5}, {ID: 1 << 30, Flags: session.AdjustBias, Bias: 4}}}}
+	f.Add(append(rawFrame(msgNewKVPool, 1, e.b), rawFrame(msgForwardSample, 8, fw.encode())...))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		h := Hello{Version: Version, Backend: "cpu", Threads: 1, Path: fixture("qwen3"),
 			Pool: kernels.KVSpec{Layers: 0}}

@@ -3,6 +3,7 @@ package worker
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/pocketllm/pocketllm/kernels"
@@ -157,8 +158,42 @@ func (f *forwardReq) encode() []byte {
 		e.f64(d.MinP)
 		e.f64(d.U)
 		e.f64(d.Next)
+		encodeAdjust(&e, d.Adjust)
 	}
 	return e.b
+}
+
+// adjustEntrySize is an encoded session.AdjustEntry: id, flags, sub, bias.
+const adjustEntrySize = 4 + 1 + 8 + 4
+
+// encodeAdjust writes a draw's Adjust: its entry count (0: none), then
+// the repetition factor and the entries.
+func encodeAdjust(e *enc, a *session.Adjust) {
+	if a == nil || len(a.Entries) == 0 {
+		e.u32(0)
+		return
+	}
+	e.u32(uint32(len(a.Entries)))
+	e.f64(a.Repetition)
+	for _, x := range a.Entries {
+		e.i32(int(x.ID))
+		e.u8(x.Flags)
+		e.f64(x.Sub)
+		e.u32(math.Float32bits(x.Bias))
+	}
+}
+
+func decodeAdjust(d *dec) *session.Adjust {
+	n := d.count(adjustEntrySize, "adjust")
+	if n == 0 {
+		return nil
+	}
+	a := &session.Adjust{Repetition: d.f64("repetition"), Entries: make([]session.AdjustEntry, n)}
+	for i := range a.Entries {
+		a.Entries[i] = session.AdjustEntry{ID: int32(d.i32("adjust id")), Flags: d.u8("adjust flags"),
+			Sub: d.f64("adjust sub"), Bias: math.Float32frombits(d.u32("adjust bias"))}
+	}
+	return a
 }
 
 func decodeForward(p []byte) (forwardReq, error) {
@@ -182,6 +217,7 @@ func decodeForwardSample(p []byte) (forwardReq, error) {
 	f := decodeForwardFields(&d)
 	dr := session.Draw{Temperature: d.f64("temperature"), TopK: d.i32("top-k"), TopP: d.f64("top-p"),
 		MinP: d.f64("min-p"), U: d.f64("u"), Next: d.f64("next")}
+	dr.Adjust = decodeAdjust(&d)
 	if err := d.done("forward-sample"); err != nil {
 		return f, err
 	}

@@ -136,6 +136,9 @@ func (rk *rank) successor(req forwardReq, id int32) (forwardReq, bool) {
 	if _, marked := rk.marks[req.state]; marked || (req.state != 0 && (rk.group.World > 1 || !rk.graphs.usable())) {
 		return forwardReq{}, false
 	}
+	if req.draw != nil && req.draw.Adjust != nil && !rk.graphs.usable() {
+		return forwardReq{}, false // an eager step ahead would have to draw without its request's Adjust
+	}
 	pos := req.start + 1
 	if bs := rk.spec.BlockSize; bs <= 0 || pos >= len(req.table)*bs {
 		return forwardReq{}, false
@@ -211,11 +214,15 @@ func (rk *rank) runAhead() error {
 	if g, ok := rk.replay(la.req); ok {
 		la.g = g
 		rk.ahead = la
-	} else if la.req.draw != nil {
+	} else if la.req.draw != nil && la.req.draw.Adjust == nil {
+		// (A penalised draw is made when its request brings the step's
+		// Adjust: only a replay, which keeps its logits, can wait for it.)
 		if id, err := rk.runSample(la.req); err == nil {
 			la.id = id
 			rk.ahead = la
 		}
+	} else if la.req.draw != nil {
+		// no step ahead
 	} else if id, err := rk.runArgmax(la.req); err == nil {
 		la.id = id
 		rk.ahead = la
@@ -236,7 +243,7 @@ func (rk *rank) takeAhead(req forwardReq) (int32, bool, error) {
 	la := rk.ahead
 	if la == nil || req.start != la.req.start || req.want != la.req.want || req.state != la.req.state ||
 		!slices.Equal(req.tokens, la.req.tokens) || !slices.Equal(req.table, la.req.table) ||
-		!sameDraw(req.draw, la.req.draw) {
+		!sameDraw(req.draw, la.req.draw, la.g != nil) {
 		rk.dropAhead()
 		return 0, false, nil
 	}
@@ -254,12 +261,19 @@ func (rk *rank) takeAhead(req forwardReq) (int32, bool, error) {
 }
 
 // sameDraw reports whether a request's draw (nil: an argmax) is the one
-// a step was run ahead with: the same rule and this step's variate.
-func sameDraw(req, ahead *session.Draw) bool {
+// a step was run ahead with: the same rule and this step's variate. A
+// replay run ahead (replayed) draws when the request comes, with the
+// request's Adjust (penalties and bias change with every token), so only
+// an eager step's draw, made ahead, must have had the same Adjust.
+func sameDraw(req, ahead *session.Draw, replayed bool) bool {
 	if req == nil || ahead == nil {
 		return req == ahead
 	}
-	return req.SameRule(*ahead) && req.U == ahead.U
+	r, a := *req, *ahead
+	if replayed {
+		r.Adjust, a.Adjust = nil, nil
+	}
+	return r.SameRule(a) && r.U == a.U
 }
 
 // dropAhead forgets the step run ahead. A replay still in flight is

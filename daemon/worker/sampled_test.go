@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -13,10 +14,10 @@ import (
 	"github.com/pocketllm/pocketllm/session"
 )
 
-// TestSampledOverWorker: sampled generations without penalties, bias or
-// logprobs step with ForwardSample (counted), and draw exactly the
-// in-process session's tokens for the same seed, in a worker and in a
-// group; those with penalties, bias or logprobs (or a temperature whose
+// TestSampledOverWorker: sampled generations without logprobs step with
+// ForwardSample (counted), penalised and biased ones with their Adjust,
+// and draw exactly the in-process session's tokens for the same seed, in
+// a worker and in a group; those with logprobs (or a temperature whose
 // inverse no float32 holds) still get the logits.
 func TestSampledOverWorker(t *testing.T) {
 	for _, world := range worlds() {
@@ -33,6 +34,11 @@ func TestSampledOverWorker(t *testing.T) {
 				{Temperature: 0.6, TopK: 20, TopP: 0.95},
 				{Temperature: 1.2, MinP: 0.05},
 				{Temperature: 3, TopP: 0.5},
+				{Temperature: 0.8, RepetitionPenalty: 1.3},
+				{Temperature: 0.8, FrequencyPenalty: 0.5, PresencePenalty: 0.25},
+				{Temperature: 2, TopP: 0.9, RepetitionPenalty: 0.7, FrequencyPenalty: -0.3},
+				{Temperature: 0.8, LogitBias: map[int32]float32{3: 2, 7: -100, 1 << 30: 5}},
+				{Temperature: 1.5, LogitBias: map[int32]float32{11: 30}, PresencePenalty: 1}, // 11 drawn, then held back
 			} {
 				sp.Seed = &seed
 				before, argmax := px.SampledSteps(), px.ArgmaxSteps()
@@ -50,9 +56,7 @@ func TestSampledOverWorker(t *testing.T) {
 			before := px.SampledSteps()
 			for _, gp := range []session.GenerateParams{
 				{MaxTokens: 3, Logprobs: true, Sampling: session.SamplingParams{Temperature: 0.8, Seed: &seed}},
-				{MaxTokens: 3, Sampling: session.SamplingParams{Temperature: 0.8, RepetitionPenalty: 1.3, Seed: &seed}},
-				{MaxTokens: 3, Sampling: session.SamplingParams{Temperature: 0.8, FrequencyPenalty: 0.5, Seed: &seed}},
-				{MaxTokens: 3, Sampling: session.SamplingParams{Temperature: 0.8, LogitBias: map[int32]float32{3: 2}, Seed: &seed}},
+				{MaxTokens: 3, Logprobs: true, Sampling: session.SamplingParams{Temperature: 0.8, RepetitionPenalty: 1.3, Seed: &seed}},
 				{MaxTokens: 3, Sampling: session.SamplingParams{Temperature: 1e-40, Seed: &seed}}, // 1/T past a float32
 			} {
 				p.generate("a", gp)
@@ -71,6 +75,36 @@ func TestSampledOverWorker(t *testing.T) {
 // request whose variate is not the one guessed is answered by its own
 // step.
 func TestSampledLookaheadReplay(t *testing.T) {
+	for _, penalised := range []bool{false, true} {
+		t.Run(fmt.Sprintf("penalised=%v", penalised), func(t *testing.T) { sampledLookahead(t, penalised) })
+	}
+}
+
+// histAdjust is a penalised draw's Adjust after the tokens hist: a
+// repetition penalty and a count penalty on each, and a bias on token 5.
+func histAdjust(hist []int32) *session.Adjust {
+	ids := append([]int32{5}, hist...)
+	slices.Sort(ids)
+	a := &session.Adjust{Repetition: 1.5}
+	for _, id := range slices.Compact(ids) {
+		e := session.AdjustEntry{ID: id}
+		if slices.Contains(hist, id) {
+			e.Flags |= session.AdjustRepeat | session.AdjustSub
+			e.Sub = 0.8
+		}
+		if id == 5 {
+			e.Flags |= session.AdjustBias
+			e.Bias = 3
+		}
+		a.Entries = append(a.Entries, e)
+	}
+	return a
+}
+
+// sampledLookahead is TestSampledLookaheadReplay, its draws penalised or
+// not: a penalised one's Adjust counts every token before it, so the
+// replay run ahead must draw with the request's, not the guess's.
+func sampledLookahead(t *testing.T, penalised bool) {
 	const bs, blocks, n = 4, 64, 20
 	toks := prompt(30, 9)
 	m := inProcess(t, "qwen3")
@@ -84,9 +118,12 @@ func TestSampledLookaheadReplay(t *testing.T) {
 	for i := range us {
 		us[i] = r.Float64()
 	}
-	drawAt := func(i int) session.Draw {
+	drawAt := func(i int, hist []int32) session.Draw {
 		d := rule
 		d.U, d.Next = us[i], us[i+1]
+		if penalised {
+			d.Adjust = histAdjust(hist)
+		}
 		return d
 	}
 	// The reference: the model alone on a private pool, a step a token as
@@ -105,7 +142,7 @@ func TestSampledLookaheadReplay(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := range n {
-			id := dr.Token(l, drawAt(i))
+			id := dr.Token(l, drawAt(i, ref))
 			ref = append(ref, id)
 			seq.Start = len(toks) + i
 			if l, err = m.Forward(seq, []int32{id}, models.LastLogits); err != nil {
@@ -121,7 +158,7 @@ func TestSampledLookaheadReplay(t *testing.T) {
 	var got []int32
 	last := toks[len(toks)-1:]
 	for i := range n {
-		id, err := sampleStep(rk, table, len(toks)-1+i, last, drawAt(i))
+		id, err := sampleStep(rk, table, len(toks)-1+i, last, drawAt(i, got))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +176,7 @@ func TestSampledLookaheadReplay(t *testing.T) {
 	}
 	// The pending guess drew with us[n]; ask with another variate.
 	hits := rk.aheadHits
-	d := drawAt(n)
+	d := drawAt(n, got)
 	d.U = math.Nextafter(d.U, 0) / 2
 	id, err := sampleStep(rk, table, len(toks)-1+n, last, d)
 	if err != nil {
@@ -165,10 +202,27 @@ func TestForwardSampleRejectsBadDraws(t *testing.T) {
 		{Temperature: 1, MinP: math.Inf(1), U: 0.5},
 		{Temperature: 1, U: 1},
 		{Temperature: 1, U: 0.5, Next: -0.1},
+		{Temperature: 1, U: 0.5, Adjust: &session.Adjust{Entries: []session.AdjustEntry{{ID: 2, Flags: session.AdjustRepeat}}}},
+		{Temperature: 1, U: 0.5, Adjust: &session.Adjust{Entries: []session.AdjustEntry{{ID: 2, Flags: session.AdjustSub}, {ID: 1, Flags: session.AdjustSub}}}},
+		{Temperature: 1, U: 0.5, Adjust: &session.Adjust{Entries: []session.AdjustEntry{{ID: 2, Flags: session.AdjustSub, Sub: math.NaN()}}}},
+		{Temperature: 1, U: 0.5, Adjust: &session.Adjust{Entries: []session.AdjustEntry{{ID: 2, Flags: 0x40}}}},
 	} {
 		if _, err := sampleStep(rk, table, 0, []int32{1}, d); !errors.Is(err, errBadRequest) {
 			t.Errorf("%+v: %v, want a bad request", d, err)
 		}
+	}
+	// An adjusted draw round-trips, and one id past the vocabulary is
+	// ignored, as the session ignores such a logit_bias id.
+	adj := &session.Adjust{Repetition: 1.2, Entries: []session.AdjustEntry{{ID: 1, Flags: session.AdjustRepeat | session.AdjustSub, Sub: 0.25},
+		{ID: 5, Flags: session.AdjustBias, Bias: -3}, {ID: 1 << 30, Flags: session.AdjustBias, Bias: 7}}}
+	req0 := forwardReq{start: 0, want: models.LastLogits, tokens: []int32{1}, table: table[:1],
+		draw: &session.Draw{Temperature: 1, U: 0.5, Adjust: adj}}
+	back, err := decodeForwardSample(req0.encode())
+	if err != nil || !reflect.DeepEqual(back.draw, req0.draw) {
+		t.Errorf("round trip: %+v, %v; want %+v", back.draw, err, req0.draw)
+	}
+	if _, err := sampleStep(rk, table, 0, []int32{1}, *req0.draw); err != nil {
+		t.Errorf("adjusted draw: %v", err)
 	}
 	// Truncated: the forward fields without the draw.
 	req := forwardReq{start: 0, want: models.LastLogits, tokens: []int32{1}, table: table[:1]}

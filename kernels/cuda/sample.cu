@@ -595,4 +595,35 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
     if (threadIdx.x == 0) out[0] = max(res, 0);
 }
 
+// ---------------------------------------------------------------- logit adjustments
+
+// A penalised or biased step's logit changes (session.Adjust), one entry
+// a thread, on a copy of the logits the draw then reads. Each change is
+// rounded as the session's sampler rounds it in Go (adjust.go): the
+// repetition penalty as a double division or product rounded to float,
+// the count penalty as a double difference rounded to float, the bias
+// as a float sum; intrinsics keep the compiler from fusing any of them.
+struct LogitAdjust {
+    int id;
+    int flags;  // 1 repetition, 2 count penalty (sub), 4 bias
+    double sub;
+    float bias;
+    float pad;
+};
+
+extern "C" __global__ void logit_adjust(float* y, int n, const LogitAdjust* e, int count, double rep) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= count) return;
+    const LogitAdjust a = e[i];
+    if (a.id < 0 || a.id >= n) return;
+    float v = y[a.id];
+    if (a.flags & 1) {
+        const double x = (double)v;
+        v = __double2float_rn(x > 0 ? __ddiv_rn(x, rep) : __dmul_rn(x, rep));
+    }
+    if (a.flags & 2) v = __double2float_rn(__dsub_rn((double)v, a.sub));
+    if (a.flags & 4) v = __fadd_rn(v, a.bias);
+    y[a.id] = v;
+}
+
 #include "sample_grid.cuh"

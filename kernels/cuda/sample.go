@@ -6,7 +6,10 @@ package cuda
 
 import (
 	_ "embed"
+	"encoding/binary"
+	"fmt"
 	"math"
+	"slices"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -21,6 +24,12 @@ import (
 var samplePTX string
 
 type sampleMod struct {
+	adjust   cFunc // logit_adjust
+	adj      cu.DevicePtr
+	adjCap   int64
+	ents     cu.DevicePtr
+	entsCap  int64
+	entsHost []byte
 	draw     cFunc
 	drawGrid cFunc        // sample_draw_grid (sample_grid.cuh)
 	grid     cu.DevicePtr // its GridScratch (sampleGridBytes, zeroed once)
@@ -59,7 +68,24 @@ type DrawArgs struct {
 	TopP float64
 	MinP float32
 	U    float64
+	// Adjust is the step's penalties and bias, applied to a copy of the
+	// logits before the draw (nil or empty: none).
+	Adjust *LogitAdjust
 }
+
+// LogitAdjust is session.Adjust as logit_adjust takes it: per entry the
+// token id, which changes apply (AdjustRepeat 1, AdjustSub 2,
+// AdjustBias 4), the count penalty and the bias.
+type LogitAdjust struct {
+	Repetition float64
+	IDs        []int32
+	Flags      []uint8
+	Sub        []float64
+	Bias       []float32
+}
+
+// logitAdjustSize is sample.cu's struct LogitAdjust.
+const logitAdjustSize = 24
 
 // Draw returns the token drawn from the first n floats of x by the
 // session's sampling rule (session.Drawer; sample.cu says where a draw
@@ -75,10 +101,14 @@ func (b *Backend) Draw(x kernels.Buf, n int, a DrawArgs) int32 {
 		return -1
 	}
 	probs := b.scratch(&m.probs, &m.probsCap, int64(4*n))
+	src := dptr(x)
+	if a.Adjust != nil && len(a.Adjust.IDs) > 0 {
+		src = b.adjustLogits(m, src, n, a.Adjust)
+	}
 	grid := false
 	if blocks := drawGridBlocks(n, b.sms); blocks > 1 && !m.noGrid && b.err == nil {
 		// A block an SM at once (cooperative), meeting at grid barriers.
-		b.a(ptr(m.outWord), ptr(probs), ptr(dptr(x)), i32(n), f32(a.InvT), i32(a.TopK),
+		b.a(ptr(m.outWord), ptr(probs), ptr(src), i32(n), f32(a.InvT), i32(a.TopK),
 			math.Float64bits(a.TopP), f32(a.MinP), math.Float64bits(a.U), ptr(m.grid))
 		tooLarge, err := launchCoop(m.drawGrid, blocks, 1024, b.s, &b.args, b.nargs)
 		b.fail(err)
@@ -88,7 +118,7 @@ func (b *Backend) Draw(x kernels.Buf, n int, a DrawArgs) int32 {
 		grid = !tooLarge
 	}
 	if !grid {
-		b.launchFn(m.draw, 1, 1, 1024, ptr(m.outWord), ptr(probs), ptr(dptr(x)), i32(n),
+		b.launchFn(m.draw, 1, 1, 1024, ptr(m.outWord), ptr(probs), ptr(src), i32(n),
 			f32(a.InvT), i32(a.TopK), math.Float64bits(a.TopP), f32(a.MinP), math.Float64bits(a.U))
 	}
 	var out int32 = -1
@@ -98,6 +128,35 @@ func (b *Backend) Draw(x kernels.Buf, n int, a DrawArgs) int32 {
 		return -1
 	}
 	return out
+}
+
+// adjustLogits copies the n logits at src to the module's scratch and
+// applies adj there (logit_adjust), leaving src as it was (a caller that
+// draws again, or on the host, reads the step's own logits); it returns
+// the copy.
+func (b *Backend) adjustLogits(m *sampleMod, src cu.DevicePtr, n int, adj *LogitAdjust) cu.DevicePtr {
+	k := len(adj.IDs)
+	if len(adj.Flags) != k || len(adj.Sub) != k || len(adj.Bias) != k {
+		b.fail(fmt.Errorf("cuda: logit adjustments of %d ids with %d flags, %d penalties, %d biases", k, len(adj.Flags), len(adj.Sub), len(adj.Bias)))
+		return src
+	}
+	y := b.scratch(&m.adj, &m.adjCap, int64(4*n))
+	ents := b.scratch(&m.ents, &m.entsCap, int64(k*logitAdjustSize))
+	m.entsHost = slices.Grow(m.entsHost[:0], k*logitAdjustSize)[:k*logitAdjustSize]
+	host := m.entsHost
+	for i := range k {
+		e := host[i*logitAdjustSize:]
+		binary.LittleEndian.PutUint32(e, uint32(adj.IDs[i]))
+		binary.LittleEndian.PutUint32(e[4:], uint32(adj.Flags[i]))
+		binary.LittleEndian.PutUint64(e[8:], math.Float64bits(adj.Sub[i]))
+		binary.LittleEndian.PutUint32(e[16:], math.Float32bits(adj.Bias[i]))
+	}
+	b.fail(cu.MemcpyDtoDAsync(y, src, int64(4*n), b.stream))
+	// From pageable memory: the call returns once host is staged, so the
+	// next step may refill it.
+	b.fail(cu.MemcpyHtoDAsync(ents, unsafe.Pointer(&host[0]), int64(len(host)), b.stream))
+	b.launchFn(m.adjust, cdiv(k, 256), 1, 256, ptr(y), i32(n), ptr(ents), i32(k), math.Float64bits(adj.Repetition))
+	return y
 }
 
 // drawGridBlocks is how many blocks a draw over n logits takes: one (the
@@ -133,7 +192,7 @@ func (b *Backend) sampleModule() *sampleMod {
 	if b.sample == nil {
 		m := &sampleMod{}
 		if _, err := loadModule(samplePTX, "sample", map[string]*cFunc{"sample_draw": &m.draw,
-			"sample_draw_grid": &m.drawGrid}); err != nil {
+			"sample_draw_grid": &m.drawGrid, "logit_adjust": &m.adjust}); err != nil {
 			b.fail(err)
 			return nil
 		}
