@@ -464,3 +464,48 @@ func TestGenerateJSONOverSocket(t *testing.T) {
 		t.Fatalf("JSON mode on a model without a tokenizer: %v", err)
 	}
 }
+
+// TestGenerateLogitBiasOverSocket: /v0 generate takes logit_bias as the
+// gateway does: +100 on one token makes every sampled token that one, -100
+// on the greedy choice moves it, and bad keys or values are a 400.
+func TestGenerateLogitBiasOverSocket(t *testing.T) {
+	ts := startServer(t, DemoModel())
+	c := ts.client()
+	ctx := context.Background()
+	newSession := func() string {
+		s, err := c.NewSession(ctx, "demo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := "bias: "
+		if _, err := c.Append(ctx, s.ID, apitype.Append{Text: &text}); err != nil {
+			t.Fatal(err)
+		}
+		return s.ID
+	}
+	seed := uint64(3)
+	res, err := c.Generate(ctx, newSession(), apitype.Generate{MaxTokens: intp(6), Seed: &seed, Temperature: f64(1.5),
+		LogitBias: map[string]float64{"42": 100}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range res.IDs {
+		if id != 42 {
+			t.Fatalf("+100 on token 42: generated %v", res.IDs)
+		}
+	}
+	plain, err := c.Generate(ctx, newSession(), apitype.Generate{MaxTokens: intp(1), Temperature: f64(0)}, nil)
+	if err != nil || len(plain.IDs) != 1 {
+		t.Fatalf("greedy: %+v, %v", plain, err)
+	}
+	banned, err := c.Generate(ctx, newSession(), apitype.Generate{MaxTokens: intp(1), Temperature: f64(0),
+		LogitBias: map[string]float64{fmt.Sprint(plain.IDs[0]): -100}}, nil)
+	if err != nil || len(banned.IDs) != 1 || banned.IDs[0] == plain.IDs[0] {
+		t.Fatalf("-100 on the greedy token %d: %+v, %v", plain.IDs[0], banned, err)
+	}
+	for _, lb := range []map[string]float64{{"x": 1}, {"-1": 1}, {"5": 101}, {"99999999999": 1}} {
+		if _, err := c.Generate(ctx, newSession(), apitype.Generate{MaxTokens: intp(1), LogitBias: lb}, nil); !errors.Is(err, client.ErrBadRequest) {
+			t.Errorf("logit_bias %v: %v, want a bad request", lb, err)
+		}
+	}
+}

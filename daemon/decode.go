@@ -180,6 +180,10 @@ func decodeGenerate(body []byte) (session.GenerateParams, bool, error) {
 		}
 		sp.TopK = *r.TopK
 	}
+	var err error
+	if sp.LogitBias, err = session.ParseLogitBias(r.LogitBias); err != nil {
+		return p, false, badf("%v", err)
+	}
 	if len(r.Stop) > maxStops {
 		return p, false, badf("stop: at most %d strings, got %d", maxStops, len(r.Stop))
 	}

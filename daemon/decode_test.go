@@ -15,6 +15,7 @@ var decodeSeeds = []string{
 	`{"messages":[{"role":"user","content":"hi"}]}`, `{"messages":[{"content":"hi"}]}`,
 	`{"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"add_generation_prompt":false,"chat_kwargs":{"enable_thinking":false}}`,
 	`{"text":"a","tokens":[1]}`, `{"max_tokens":5,"temperature":0.5,"top_p":0.9,"top_k":40,"min_p":0.05,"seed":1,"stop":["\n"],"stream":true}`,
+	`{"logit_bias":{"5":-100,"7":3.5}}`, `{"logit_bias":{"x":1}}`, `{"logit_bias":{"5":1e9}}`, `{"logit_bias":[1]}`,
 	`{"max_tokens":-1}`, `{"temperature":-0.1}`, `{"top_p":2}`, `{"seed":-1}`, `{"stop":[""]}`, `{"top_logprobs":99}`,
 	`{"at":3}`, `{"at":-1}`, `{"length":0}`, `{"length":null}`, `{} {}`, `{"a":1}`, "{\"text\":\"\xff\"}", `{"text":"x"`,
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 )
 
 // Adjust is what a penalised or biased generation does to a step's
@@ -155,4 +156,28 @@ func (s *sampler) adjust() *Adjust {
 	}
 	slices.SortFunc(a.Entries, func(x, y AdjustEntry) int { return int(x.ID) - int(y.ID) })
 	return a
+}
+
+// MaxLogitBias bounds a logit_bias value, as OpenAI's API does.
+const MaxLogitBias = 100
+
+// ParseLogitBias reads a logit_bias object as the APIs take it (token
+// ids as decimal strings, biases in [-MaxLogitBias, MaxLogitBias]) into
+// SamplingParams.LogitBias; nil for none.
+func ParseLogitBias(m map[string]float64) (map[int32]float32, error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	out := make(map[int32]float32, len(m))
+	for k, v := range m {
+		id, err := strconv.ParseInt(k, 10, 32)
+		if err != nil || id < 0 {
+			return nil, fmt.Errorf("logit_bias: key %q is not a token id", k)
+		}
+		if math.IsNaN(v) || v < -MaxLogitBias || v > MaxLogitBias {
+			return nil, fmt.Errorf("logit_bias: bias %v of token %d is outside [-%d, %d]", v, id, MaxLogitBias, MaxLogitBias)
+		}
+		out[int32(id)] = float32(v)
+	}
+	return out, nil
 }

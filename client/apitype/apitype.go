@@ -149,9 +149,12 @@ type Generate struct {
 	RepetitionPenalty *float64 `json:"repetition_penalty,omitempty"`
 	PresencePenalty   *float64 `json:"presence_penalty,omitempty"`
 	FrequencyPenalty  *float64 `json:"frequency_penalty,omitempty"`
-	Stop              []string `json:"stop,omitempty"`
-	Logprobs          bool     `json:"logprobs,omitempty"`
-	TopLogprobs       int      `json:"top_logprobs,omitempty"`
+	// LogitBias maps token ids (decimal strings) to a bias in [-100, 100]
+	// added to their logits after the penalties, as OpenAI's logit_bias.
+	LogitBias   map[string]float64 `json:"logit_bias,omitempty"`
+	Stop        []string           `json:"stop,omitempty"`
+	Logprobs    bool               `json:"logprobs,omitempty"`
+	TopLogprobs int                `json:"top_logprobs,omitempty"`
 	// JSON holds the reply to one JSON object: tokens that would break it
 	// are never sampled, and generation stops when the object closes
 	// (finish "stop"); as the gateway's response_format json_object.

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
-	"strconv"
 
 	"github.com/pocketllm/pocketllm/session"
 )
@@ -105,19 +103,9 @@ func toolChoice(raw json.RawMessage) (mode, name string, aerr *apiError) {
 // logitBias decodes OpenAI's logit_bias: token id (a decimal string) →
 // bias in [-100, 100].
 func logitBias(m map[string]float64) (map[int32]float32, *apiError) {
-	if len(m) == 0 {
-		return nil, nil
-	}
-	out := make(map[int32]float32, len(m))
-	for k, v := range m {
-		id, err := strconv.ParseInt(k, 10, 32)
-		if err != nil || id < 0 {
-			return nil, badParam("logit_bias", "logit_bias: key %q is not a token id", k)
-		}
-		if math.IsNaN(v) || v < -100 || v > 100 {
-			return nil, badParam("logit_bias", "logit_bias: bias %v of token %d is outside [-100, 100]", v, id)
-		}
-		out[int32(id)] = float32(v)
+	out, err := session.ParseLogitBias(m)
+	if err != nil {
+		return nil, badParam("logit_bias", "%v", err)
 	}
 	return out, nil
 }
