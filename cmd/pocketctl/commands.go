@@ -302,6 +302,7 @@ type samplingFlags struct {
 	stop                    []string
 	repetitionPenalty       float64
 	presence, frequency     float64
+	logitBias               map[string]string
 	jsonObject              bool
 	jsonSchema              string
 }
@@ -318,6 +319,7 @@ func (s *samplingFlags) add(cmd *cobra.Command, temp float64, maxTokens int) {
 	f.Float64Var(&s.repetitionPenalty, "repetition-penalty", 0, "repetition penalty (0 or 1: off)")
 	f.Float64Var(&s.presence, "presence-penalty", 0, "presence penalty")
 	f.Float64Var(&s.frequency, "frequency-penalty", 0, "frequency penalty")
+	f.StringToStringVar(&s.logitBias, "logit-bias", nil, "bias added to token ids' logits, in [-100, 100] (e.g. 42=-100,7=2.5)")
 	f.BoolVar(&s.jsonObject, "json-object", false, "constrain the reply to one JSON object (generation stops when it closes)")
 	f.StringVar(&s.jsonSchema, "json-schema", "", "constrain the reply to a value of the JSON schema in this file")
 }
@@ -335,6 +337,17 @@ func (s *samplingFlags) request(cmd *cobra.Command) (apitype.Generate, error) {
 		}
 		schema = b
 	}
+	var bias map[string]float64
+	for id, v := range s.logitBias {
+		b, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return apitype.Generate{}, fmt.Errorf("--logit-bias %s=%s: not a number", id, v)
+		}
+		if bias == nil {
+			bias = map[string]float64{}
+		}
+		bias[id] = b
+	}
 	return apitype.Generate{
 		MaxTokens: &s.maxTokens, Temperature: &s.temperature, Stop: s.stop,
 		TopP:              ifSet(set("top-p"), &s.topP),
@@ -344,6 +357,7 @@ func (s *samplingFlags) request(cmd *cobra.Command) (apitype.Generate, error) {
 		RepetitionPenalty: ifSet(set("repetition-penalty"), &s.repetitionPenalty),
 		PresencePenalty:   ifSet(set("presence-penalty"), &s.presence),
 		FrequencyPenalty:  ifSet(set("frequency-penalty"), &s.frequency),
+		LogitBias:         bias,
 		JSON:              s.jsonObject,
 		JSONSchema:        schema,
 	}, nil

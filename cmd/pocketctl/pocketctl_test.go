@@ -122,6 +122,16 @@ func TestCommands(t *testing.T) {
 	if out, err := ctl(t, sock, "", "generate", js, "--json-schema", filepath.Join(dir, "nope.json")); err == nil || !strings.Contains(err.Error(), "json-schema") {
 		t.Fatalf("missing schema file: %v %s", err, out)
 	}
+	// A bias of +100 on one token makes every sampled token that one; a
+	// bias that is not a number is refused before any request.
+	out = mustCtl(t, sock, "", "--json", "generate", js, "-n", "3", "-t", "1", "--logit-bias", "42=100")
+	var ids struct{ IDs []int32 }
+	if json.Unmarshal([]byte(out), &ids) != nil || len(ids.IDs) != 3 || ids.IDs[0] != 42 || ids.IDs[1] != 42 || ids.IDs[2] != 42 {
+		t.Fatalf("generate --logit-bias 42=100: %s", out)
+	}
+	if out, err := ctl(t, sock, "", "generate", js, "--logit-bias", "42=lots"); err == nil || !strings.Contains(err.Error(), "logit-bias") {
+		t.Fatalf("--logit-bias 42=lots: %v %s", err, out)
+	}
 	mustCtl(t, sock, "", "sessions", "rm", js)
 	fork := strings.TrimSpace(mustCtl(t, sock, "", "fork", id, "--at", "5"))
 	if out := mustCtl(t, sock, "", "sessions", "info", "--tokens", fork); !strings.Contains(out, "72,101,108,108,111") {
