@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -70,10 +71,11 @@ func (e AdjustEntry) apply(v float32, rep float64) float32 {
 
 // repeatPenalty is the repetition penalty on one logit (HF style).
 func repeatPenalty(v float32, rp float64) float32 {
-	if x := float64(v); x > 0 {
+	x := float64(v)
+	if x > 0 {
 		return float32(x / rp)
 	}
-	return float32(float64(v) * rp)
+	return float32(x * rp)
 }
 
 // countPenalty is what the presence and frequency penalties take from the
@@ -117,45 +119,74 @@ func (a *Adjust) usesRepetition() bool {
 }
 
 // adjust is the Adjust of s's next step (nil where its params change no
-// logit): the same changes adjusted makes, as a list.
+// logit): the same changes adjusted makes, as a list. It is made once and
+// then kept up to date by observe (a new id is one insertion into the
+// sorted entries, where making it anew took 2 ms a step after a
+// 16K-token prompt), so it is valid until the next observe.
 func (s *sampler) adjust() *Adjust {
-	p := s.p
-	rep := p.RepetitionPenalty != 0 && p.RepetitionPenalty != 1
-	counted := p.PresencePenalty != 0 || p.FrequencyPenalty != 0
-	byID := map[int32]AdjustEntry{}
-	add := func(t int32, f func(*AdjustEntry)) {
-		e := byID[t]
-		e.ID = t
-		f(&e)
-		byID[t] = e
-	}
-	if rep {
+	if s.adj == nil {
+		s.adj = &Adjust{}
+		if p := s.p; p.RepetitionPenalty != 0 && p.RepetitionPenalty != 1 {
+			s.adj.Repetition = p.RepetitionPenalty
+		}
+		ids := make([]int32, 0, len(s.seen)+len(s.counts)+len(s.p.LogitBias))
 		for t := range s.seen {
-			add(t, func(e *AdjustEntry) { e.Flags |= AdjustRepeat })
+			ids = append(ids, t)
+		}
+		for t := range s.counts {
+			ids = append(ids, t)
+		}
+		for t := range s.p.LogitBias {
+			ids = append(ids, t)
+		}
+		slices.Sort(ids)
+		for _, t := range slices.Compact(ids) {
+			if e, ok := s.adjustEntry(t); ok {
+				s.adj.Entries = append(s.adj.Entries, e)
+			}
 		}
 	}
-	if counted {
-		for t, c := range s.counts {
-			add(t, func(e *AdjustEntry) { e.Flags |= AdjustSub; e.Sub = p.countPenalty(c) })
-		}
-	}
-	for t, b := range p.LogitBias {
-		if t >= 0 {
-			add(t, func(e *AdjustEntry) { e.Flags |= AdjustBias; e.Bias = b })
-		}
-	}
-	if len(byID) == 0 {
+	if len(s.adj.Entries) == 0 {
 		return nil
 	}
-	a := &Adjust{Entries: make([]AdjustEntry, 0, len(byID))}
-	if rep {
-		a.Repetition = p.RepetitionPenalty
+	return s.adj
+}
+
+// adjustEntry is token t's entry in s's Adjust, if its logit changes.
+func (s *sampler) adjustEntry(t int32) (AdjustEntry, bool) {
+	p := s.p
+	e := AdjustEntry{ID: t}
+	if p.RepetitionPenalty != 0 && p.RepetitionPenalty != 1 && s.seen[t] {
+		e.Flags |= AdjustRepeat
 	}
-	for _, e := range byID {
-		a.Entries = append(a.Entries, e)
+	if c := s.counts[t]; c > 0 && (p.PresencePenalty != 0 || p.FrequencyPenalty != 0) {
+		e.Flags |= AdjustSub
+		e.Sub = p.countPenalty(c)
 	}
-	slices.SortFunc(a.Entries, func(x, y AdjustEntry) int { return int(x.ID) - int(y.ID) })
-	return a
+	if b, ok := p.LogitBias[t]; ok && t >= 0 {
+		e.Flags |= AdjustBias
+		e.Bias = b
+	}
+	return e, e.Flags != 0
+}
+
+// adjustObserved brings s's Adjust, once made, up to date with token t
+// just counted (observe).
+func (s *sampler) adjustObserved(t int32) {
+	if s.adj == nil {
+		return
+	}
+	e, ok := s.adjustEntry(t)
+	if !ok {
+		return
+	}
+	es := s.adj.Entries
+	i, found := slices.BinarySearchFunc(es, t, func(x AdjustEntry, t int32) int { return cmp.Compare(x.ID, t) })
+	if found {
+		es[i] = e
+	} else {
+		s.adj.Entries = slices.Insert(es, i, e)
+	}
 }
 
 // MaxLogitBias bounds a logit_bias value, as OpenAI's API does.

@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-// TestAdjustMatchesSampler: the Adjust a sampler makes for its next step,
-// applied to the logits, gives bit for bit the logits its own adjusted
-// makes, for every mix of penalties and bias (repetition above and below
+// TestAdjustMatchesSampler: the Adjust a sampler makes for its next step
+// (made at once, or earlier and kept up to date token by token), applied
+// to the logits, gives bit for bit the logits its own adjusted makes, for every mix of penalties and bias (repetition above and below
 // 1, negative count penalties, bias ids outside the vocabulary, logits of
 // both signs and zero); Check accepts it.
 func TestAdjustMatchesSampler(t *testing.T) {
@@ -38,6 +38,13 @@ func TestAdjustMatchesSampler(t *testing.T) {
 		s := newSampler(p, prompt)
 		for range r.IntN(60) {
 			s.observe(int32(r.IntN(vocab)))
+		}
+		if r.IntN(2) == 0 {
+			// Made now and kept up to date by the tokens that follow.
+			s.adjust()
+			for range r.IntN(60) {
+				s.observe(int32(r.IntN(vocab)))
+			}
 		}
 		logits := make([]float32, vocab)
 		for i := range logits {

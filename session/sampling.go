@@ -57,6 +57,7 @@ type sampler struct {
 	idx    []int32           // scratch: candidate ids
 	edge   []int32           // scratch: top-p's boundary bucket
 	hist   *[1 << 12]float64 // scratch: top-p's histogram
+	adj    *Adjust           // the next step's Adjust, once asked for (adjust.go)
 }
 
 func newSampler(p SamplingParams, prompt []int32) *sampler {
@@ -80,6 +81,7 @@ func (s *sampler) observe(id int32) {
 	if s.p.RepetitionPenalty != 0 && s.p.RepetitionPenalty != 1 {
 		s.seen[id] = true
 	}
+	s.adjustObserved(id)
 }
 
 // Sampler draws tokens from logits as a generation draws them, its
