@@ -46,8 +46,8 @@ import (
 type deltaSideState struct {
 	stream cu.Stream
 	s      cStream
-	// fork follows a layer's delta rule, at the next layer's convolution,
-	// join the side stream's last update.
+	// fork marks a layer's delta rule, at the next layer's convolution
+	// (where its update starts) and join the side stream's last update.
 	fork, at, join cu.Event
 	err            error // no side stream: the in-place form
 	upd            []cu.DevicePtr
