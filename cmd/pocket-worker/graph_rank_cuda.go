@@ -115,11 +115,9 @@ func (c cudaGraph) Draw(d session.Draw) (int32, error) {
 func drawArgs(d session.Draw) cuda.DrawArgs {
 	a := cuda.DrawArgs{InvT: float32(1 / d.Temperature), TopK: d.TopK, TopP: d.TopP, MinP: float32(d.MinP), U: d.U}
 	if adj := d.Adjust; adj != nil && len(adj.Entries) > 0 {
-		k := len(adj.Entries)
-		la := &cuda.LogitAdjust{Repetition: adj.Repetition, IDs: make([]int32, k), Flags: make([]uint8, k),
-			Sub: make([]float64, k), Bias: make([]float32, k)}
+		la := &cuda.LogitAdjust{Repetition: adj.Repetition, Entries: make([]cuda.LogitAdjustEntry, len(adj.Entries))}
 		for i, e := range adj.Entries {
-			la.IDs[i], la.Flags[i], la.Sub[i], la.Bias[i] = e.ID, e.Flags, e.Sub, e.Bias
+			la.Entries[i] = cuda.LogitAdjustEntry{ID: e.ID, Flags: int32(e.Flags), Sub: e.Sub, Bias: e.Bias}
 		}
 		a.Adjust = la
 	}

@@ -1,9 +1,11 @@
 package worker
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/pocketllm/pocketllm/kernels"
@@ -167,7 +169,10 @@ func (f *forwardReq) encode() []byte {
 const adjustEntrySize = 4 + 1 + 8 + 4
 
 // encodeAdjust writes a draw's Adjust: its entry count (0: none), then
-// the repetition factor and the entries.
+// the repetition factor and the entries, each written in place (a
+// repetition penalty lists every distinct token of the prompt: thousands
+// of entries a step, which field-by-field appends and reads took ~0.8 ms
+// for).
 func encodeAdjust(e *enc, a *session.Adjust) {
 	if a == nil || len(a.Entries) == 0 {
 		e.u32(0)
@@ -175,11 +180,14 @@ func encodeAdjust(e *enc, a *session.Adjust) {
 	}
 	e.u32(uint32(len(a.Entries)))
 	e.f64(a.Repetition)
-	for _, x := range a.Entries {
-		e.i32(int(x.ID))
-		e.u8(x.Flags)
-		e.f64(x.Sub)
-		e.u32(math.Float32bits(x.Bias))
+	at := len(e.b)
+	e.b = slices.Grow(e.b, len(a.Entries)*adjustEntrySize)[:at+len(a.Entries)*adjustEntrySize]
+	for i, x := range a.Entries {
+		b := e.b[at+i*adjustEntrySize:]
+		binary.LittleEndian.PutUint32(b, uint32(x.ID))
+		b[4] = x.Flags
+		binary.LittleEndian.PutUint64(b[5:], math.Float64bits(x.Sub))
+		binary.LittleEndian.PutUint32(b[13:], math.Float32bits(x.Bias))
 	}
 }
 
@@ -188,10 +196,16 @@ func decodeAdjust(d *dec) *session.Adjust {
 	if n == 0 {
 		return nil
 	}
-	a := &session.Adjust{Repetition: d.f64("repetition"), Entries: make([]session.AdjustEntry, n)}
+	a := &session.Adjust{Repetition: d.f64("repetition")}
+	raw := d.take(n*adjustEntrySize, "adjust entries")
+	if raw == nil {
+		return nil
+	}
+	a.Entries = make([]session.AdjustEntry, n)
 	for i := range a.Entries {
-		a.Entries[i] = session.AdjustEntry{ID: int32(d.i32("adjust id")), Flags: d.u8("adjust flags"),
-			Sub: d.f64("adjust sub"), Bias: math.Float32frombits(d.u32("adjust bias"))}
+		b := raw[i*adjustEntrySize:]
+		a.Entries[i] = session.AdjustEntry{ID: int32(binary.LittleEndian.Uint32(b)), Flags: b[4],
+			Sub: math.Float64frombits(binary.LittleEndian.Uint64(b[5:])), Bias: math.Float32frombits(binary.LittleEndian.Uint32(b[13:]))}
 	}
 	return a
 }

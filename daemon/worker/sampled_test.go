@@ -302,3 +302,24 @@ func (h *hostLogits) Launch(Step) error          { return nil }
 func (h *hostLogits) Argmax() (int32, error)     { return session.Argmax(h.l), nil }
 func (h *hostLogits) Logits(dst []float32) error { copy(dst, h.l); return nil }
 func (h *hostLogits) Close()                     {}
+
+// BenchmarkAdjustWire: a penalised step's request after a long prompt (a
+// repetition penalty over 12000 distinct tokens), encoded and decoded.
+func BenchmarkAdjustWire(b *testing.B) {
+	a := &session.Adjust{Repetition: 1.1}
+	for i := range 12000 {
+		e := session.AdjustEntry{ID: int32(i * 2), Flags: session.AdjustRepeat}
+		if i%40 == 0 {
+			e.Flags |= session.AdjustSub
+			e.Sub = 0.5
+		}
+		a.Entries = append(a.Entries, e)
+	}
+	req := forwardReq{start: 100, want: models.LastLogits, tokens: []int32{1}, table: make([]int32, 64),
+		draw: &session.Draw{Temperature: 0.7, TopP: 0.9, U: 0.5, Adjust: a}}
+	for range b.N {
+		if f, err := decodeForwardSample(req.encode()); err != nil || f.draw == nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -6,10 +6,7 @@ package cuda
 
 import (
 	_ "embed"
-	"encoding/binary"
-	"fmt"
 	"math"
-	"slices"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -29,7 +26,6 @@ type sampleMod struct {
 	adjCap   int64
 	ents     cu.DevicePtr
 	entsCap  int64
-	entsHost []byte
 	draw     cFunc
 	drawGrid cFunc        // sample_draw_grid (sample_grid.cuh)
 	grid     cu.DevicePtr // its GridScratch (sampleGridBytes, zeroed once)
@@ -73,19 +69,23 @@ type DrawArgs struct {
 	Adjust *LogitAdjust
 }
 
-// LogitAdjust is session.Adjust as logit_adjust takes it: per entry the
-// token id, which changes apply (AdjustRepeat 1, AdjustSub 2,
-// AdjustBias 4), the count penalty and the bias.
+// LogitAdjust is session.Adjust as logit_adjust takes it.
 type LogitAdjust struct {
 	Repetition float64
-	IDs        []int32
-	Flags      []uint8
-	Sub        []float64
-	Bias       []float32
+	Entries    []LogitAdjustEntry
 }
 
-// logitAdjustSize is sample.cu's struct LogitAdjust.
-const logitAdjustSize = 24
+// LogitAdjustEntry is sample.cu's struct LogitAdjust, field for field
+// (24 bytes), so that a step's entries are uploaded as they are: the
+// token id, which changes apply (session.AdjustRepeat 1, AdjustSub 2,
+// AdjustBias 4), the count penalty and the bias.
+type LogitAdjustEntry struct {
+	ID    int32
+	Flags int32
+	Sub   float64
+	Bias  float32
+	_     float32
+}
 
 // Draw returns the token drawn from the first n floats of x by the
 // session's sampling rule (session.Drawer; sample.cu says where a draw
@@ -102,7 +102,7 @@ func (b *Backend) Draw(x kernels.Buf, n int, a DrawArgs) int32 {
 	}
 	probs := b.scratch(&m.probs, &m.probsCap, int64(4*n))
 	src := dptr(x)
-	if a.Adjust != nil && len(a.Adjust.IDs) > 0 {
+	if a.Adjust != nil && len(a.Adjust.Entries) > 0 {
 		src = b.adjustLogits(m, src, n, a.Adjust)
 	}
 	grid := false
@@ -135,29 +135,30 @@ func (b *Backend) Draw(x kernels.Buf, n int, a DrawArgs) int32 {
 // draws again, or on the host, reads the step's own logits); it returns
 // the copy.
 func (b *Backend) adjustLogits(m *sampleMod, src cu.DevicePtr, n int, adj *LogitAdjust) cu.DevicePtr {
-	k := len(adj.IDs)
-	if len(adj.Flags) != k || len(adj.Sub) != k || len(adj.Bias) != k {
-		b.fail(fmt.Errorf("cuda: logit adjustments of %d ids with %d flags, %d penalties, %d biases", k, len(adj.Flags), len(adj.Sub), len(adj.Bias)))
-		return src
-	}
+	k := len(adj.Entries)
+	size := int64(k) * int64(unsafe.Sizeof(LogitAdjustEntry{}))
 	y := b.scratch(&m.adj, &m.adjCap, int64(4*n))
-	ents := b.scratch(&m.ents, &m.entsCap, int64(k*logitAdjustSize))
-	m.entsHost = slices.Grow(m.entsHost[:0], k*logitAdjustSize)[:k*logitAdjustSize]
-	host := m.entsHost
-	for i := range k {
-		e := host[i*logitAdjustSize:]
-		binary.LittleEndian.PutUint32(e, uint32(adj.IDs[i]))
-		binary.LittleEndian.PutUint32(e[4:], uint32(adj.Flags[i]))
-		binary.LittleEndian.PutUint64(e[8:], math.Float64bits(adj.Sub[i]))
-		binary.LittleEndian.PutUint32(e[16:], math.Float32bits(adj.Bias[i]))
-	}
+	ents := b.scratch(&m.ents, &m.entsCap, size)
 	b.fail(cu.MemcpyDtoDAsync(y, src, int64(4*n), b.stream))
-	// From pageable memory: the call returns once host is staged, so the
-	// next step may refill it.
-	b.fail(cu.MemcpyHtoDAsync(ents, unsafe.Pointer(&host[0]), int64(len(host)), b.stream))
+	// From pageable memory: the call returns once the entries are staged,
+	// so the caller may reuse them.
+	b.fail(cu.MemcpyHtoDAsync(ents, unsafe.Pointer(&adj.Entries[0]), size, b.stream))
 	b.launchFn(m.adjust, cdiv(k, 256), 1, 256, ptr(y), i32(n), ptr(ents), i32(k), math.Float64bits(adj.Repetition))
 	return y
 }
+
+// The entry's layout is the kernel's: each pair fails to compile unless
+// the size or offset is exactly the C struct's.
+var (
+	_ [24 - unsafe.Sizeof(LogitAdjustEntry{})]struct{}
+	_ [unsafe.Sizeof(LogitAdjustEntry{}) - 24]struct{}
+	_ [4 - unsafe.Offsetof(LogitAdjustEntry{}.Flags)]struct{}
+	_ [unsafe.Offsetof(LogitAdjustEntry{}.Flags) - 4]struct{}
+	_ [8 - unsafe.Offsetof(LogitAdjustEntry{}.Sub)]struct{}
+	_ [unsafe.Offsetof(LogitAdjustEntry{}.Sub) - 8]struct{}
+	_ [16 - unsafe.Offsetof(LogitAdjustEntry{}.Bias)]struct{}
+	_ [unsafe.Offsetof(LogitAdjustEntry{}.Bias) - 16]struct{}
+)
 
 // drawGridBlocks is how many blocks a draw over n logits takes: one (the
 // single-block sample_draw) for small vocabularies or POCKET_DRAW_GRID=0,
