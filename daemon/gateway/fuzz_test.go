@@ -19,12 +19,14 @@ func FuzzDecode(f *testing.F) {
 		`{"prompt":[1,2,3]}`, `{"prompt":[[1,2]]}`, `{"prompt":["a"]}`, `{"prompt":"","session_id":"x"}`,
 		`{"messages":"hi"}`, `[]`, `null`, `{"temperature":"NaN"}`, "{\"prompt\":\"\xff\"}", `{"n":2}`, ``,
 		`{"input":["a",[1,2]],"dimensions":4,"encoding_format":"base64"}`, `{"input":[[1],[2,3]]}`, `{"input":[1,2]}`,
+		`{"input":"hi","instructions":"be brief","max_output_tokens":4,"previous_response_id":"resp-1","store":false}`,
+		`{"input":[{"role":"user","content":[{"type":"input_text","text":"a"}]},{"type":"message","role":"assistant","content":"b"}],"text":{"format":{"type":"json_schema","name":"x","schema":{"type":"object"}}}}`,
 	} {
 		f.Add([]byte(s), "")
 	}
 	f.Add([]byte(`{"prompt":null}`), "sess")
 	f.Fuzz(func(t *testing.T, body []byte, header string) {
-		check := func(j *job, err *apiError) {
+		check := func(j *job, err *apiError, header string) {
 			if err != nil {
 				if err.status != 400 || err.msg == "" {
 					t.Fatalf("error %+v", err)
@@ -62,17 +64,26 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 		j, err := decodeChat(body, header)
-		check(j, err)
+		check(j, err, header)
 		if err == nil && len(j.messages) == 0 {
 			t.Fatal("chat without messages")
 		}
 		j, err = decodeCompletion(body, header)
-		check(j, err)
+		check(j, err, header)
 		if err == nil && (j.text == nil) == (j.ids == nil) {
 			t.Fatalf("completion prompt: text %v ids %v", j.text, j.ids)
 		}
 		if err == nil && j.text != nil && *j.text == "" && j.sessionID == "" && j.suffix == nil {
 			t.Fatal("empty prompt without a session")
+		}
+		rj, err := decodeResponses(body)
+		if err == nil {
+			check(rj.job, nil, "") // no sessions on /v1/responses
+			if len(rj.input) == 0 || rj.n != 1 {
+				t.Fatalf("responses: %d input messages, n %d", len(rj.input), rj.n)
+			}
+		} else if rj != nil || err.status != 400 || err.msg == "" {
+			t.Fatalf("responses error %+v", err)
 		}
 		var tr tokenizeRequest
 		if err := decodeJSON(body, &tr); err != nil && err.status != 400 {

@@ -1,5 +1,5 @@
 // Package gateway is pocketd's OpenAI-compatible HTTP API: the /v1 chat
-// and text completion routes, /v1/models, /tokenize, /detokenize and
+// and text completion routes, /v1/responses, /v1/models, /tokenize, /detokenize and
 // /metrics, mounted on the daemon's route table (a daemon.RouteSet) and so
 // served by fasthttp on both the TCP listener and the Unix socket, over
 // the same session manager and KV cache as /v0.
@@ -48,6 +48,8 @@ type Gateway struct {
 	once   sync.Once
 	models map[string]*modelInfo
 	order  []string
+
+	responses responseStore // stored Responses (responses.go)
 }
 
 // modelInfo is what the handlers need of a served model.
@@ -110,6 +112,8 @@ func (g *Gateway) Register(m *daemon.Mux) {
 	m.Handle("/v1/chat/completions", daemon.Everywhere, h("/v1/chat/completions", post(g.serveChat)))
 	m.Handle("/v1/completions", daemon.Everywhere, h("/v1/completions", post(g.serveCompletion)))
 	m.Handle("/v1/embeddings", daemon.Everywhere, h("/v1/embeddings", post(g.serveEmbeddings)))
+	m.Handle("/v1/responses", daemon.Everywhere, h("/v1/responses", post(g.serveResponses)))
+	m.Handle("/v1/responses/", daemon.Everywhere, h("/v1/responses/{id}", g.serveResponse))
 	m.Handle("/v1/models", daemon.Everywhere, h("/v1/models", g.serveModels))
 	m.Handle("/v1/models/", daemon.Everywhere, h("/v1/models/{id}", g.serveModel))
 	m.Handle("/tokenize", daemon.Everywhere, h("/tokenize", post(g.serveTokenize)))

@@ -124,12 +124,34 @@ async function embeddings() {
   assert.equal(b64.usage.prompt_tokens, 21);
 }
 
+async function responsesAPI() {
+  // The Responses API: plain, streamed (same text, greedy), continued by
+  // previous_response_id, and its output_text helper.
+  const params = { model, input: 'Say hello.', instructions: 'You are terse.', max_output_tokens: 8, temperature: 0 };
+  const res = await client.responses.create(params);
+  assert.equal(res.object, 'response');
+  assert.ok(res.output_text.length > 0, 'output_text');
+  let streamed = '';
+  let final;
+  for await (const ev of await client.responses.create({ ...params, stream: true })) {
+    if (ev.type === 'response.output_text.delta') streamed += ev.delta;
+    if (ev.type === 'response.completed' || ev.type === 'response.incomplete') final = ev.response;
+  }
+  assert.equal(streamed, res.output_text, 'streamed text equals the plain one');
+  assert.equal(final.usage.output_tokens, res.usage.output_tokens);
+  const next = await client.responses.create({ input: 'Again.', previous_response_id: res.id, max_output_tokens: 4, temperature: 0 });
+  assert.equal(next.previous_response_id, res.id);
+  assert.equal(next.model, model);
+  const got = await client.responses.retrieve(next.id);
+  assert.equal(got.output_text, next.output_text);
+}
+
 async function models() {
   const list = await client.models.list();
   assert.deepEqual(list.data.map((m) => m.id), [model]);
 }
 
-const tests = { plainChat, streamedChat, stopStrings, completions, choices, embeddings, errors, models };
+const tests = { plainChat, streamedChat, stopStrings, completions, choices, embeddings, responsesAPI, errors, models };
 let plain;
 let failed = 0;
 for (const [name, fn] of Object.entries(tests)) {

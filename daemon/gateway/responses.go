@@ -1,0 +1,543 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"container/list"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pocketllm/pocketllm/daemon"
+	"github.com/pocketllm/pocketllm/models/tokenizer"
+	"github.com/pocketllm/pocketllm/session"
+	"github.com/valyala/fasthttp"
+)
+
+// POST /v1/responses, GET and DELETE /v1/responses/{id}: OpenAI's
+// Responses API for text (what its newer clients and agents call by
+// default). A request's input (a string, or messages with text parts),
+// its instructions and, with previous_response_id, the conversation of a
+// stored response before it are rendered with the model's chat template
+// and run as a stateless chat completion: a continued conversation finds
+// its earlier turns in the prefix cache, as a client that resends them
+// would. Stored responses (store, the default) are kept in the daemon's
+// memory, per owner, the latest maxStoredResponses of them (and no more
+// than maxStoredBytes of conversation); they do not survive a restart. Not supported, and refused with a 400 naming the
+// field: tools, and input items other than messages with text.
+
+// maxStoredResponses and maxStoredBytes bound the responses kept for
+// previous_response_id and GET: each holds its whole conversation, so a
+// long chat's responses hold its early turns many times over.
+const (
+	maxStoredResponses = 1024
+	maxStoredBytes     = 64 << 20
+)
+
+// responsesRequest is POST /v1/responses.
+type responsesRequest struct {
+	Model              string            `json:"model"`
+	Input              json.RawMessage   `json:"input"`
+	Instructions       *string           `json:"instructions"`
+	MaxOutputTokens    *int              `json:"max_output_tokens"`
+	Temperature        *float64          `json:"temperature"`
+	TopP               *float64          `json:"top_p"`
+	Stream             *bool             `json:"stream"`
+	PreviousResponseID string            `json:"previous_response_id"`
+	Store              *bool             `json:"store"`
+	Tools              []json.RawMessage `json:"tools"`
+	Text               *struct {
+		Format json.RawMessage `json:"format"`
+	} `json:"text"`
+}
+
+// responseObject is a Response as OpenAI's API returns it.
+type responseObject struct {
+	ID                 string          `json:"id"`
+	Object             string          `json:"object"`
+	CreatedAt          int64           `json:"created_at"`
+	Status             string          `json:"status"`
+	Error              *apiErrorBody   `json:"error"`
+	IncompleteDetails  *incomplete     `json:"incomplete_details"`
+	Instructions       *string         `json:"instructions"`
+	MaxOutputTokens    *int            `json:"max_output_tokens"`
+	Model              string          `json:"model"`
+	Output             []responseItem  `json:"output"`
+	ParallelToolCalls  bool            `json:"parallel_tool_calls"`
+	PreviousResponseID *string         `json:"previous_response_id"`
+	Store              bool            `json:"store"`
+	Temperature        float64         `json:"temperature"`
+	TopP               float64         `json:"top_p"`
+	Text               json.RawMessage `json:"text"`
+	ToolChoice         string          `json:"tool_choice"`
+	Tools              []any           `json:"tools"`
+	Truncation         string          `json:"truncation"`
+	Usage              *responsesUsage `json:"usage"`
+	Metadata           map[string]any  `json:"metadata"`
+}
+
+type incomplete struct {
+	Reason string `json:"reason"`
+}
+
+// apiErrorBody is a failed response's error.
+type apiErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+type responseItem struct {
+	Type    string       `json:"type"`
+	ID      string       `json:"id"`
+	Status  string       `json:"status"`
+	Role    string       `json:"role"`
+	Content []outputText `json:"content"`
+}
+
+type outputText struct {
+	Type        string `json:"type"`
+	Text        string `json:"text"`
+	Annotations []any  `json:"annotations"`
+	Logprobs    []any  `json:"logprobs"`
+}
+
+type responsesUsage struct {
+	InputTokens        int `json:"input_tokens"`
+	InputTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
+	OutputTokens        int `json:"output_tokens"`
+	OutputTokensDetails struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"output_tokens_details"`
+	TotalTokens int `json:"total_tokens"`
+}
+
+// storedResponse is a response kept for previous_response_id and GET:
+// the conversation it ended (without its instructions, which a
+// continuation does not inherit) and the object itself.
+type storedResponse struct {
+	owner    session.Owner
+	model    string
+	messages []tokenizer.Message
+	obj      responseObject
+	elem     *list.Element
+	bytes    int // the conversation's text, counted against maxStoredBytes
+}
+
+// responseStore holds the stored responses, the oldest dropped first.
+type responseStore struct {
+	mu    sync.Mutex
+	byID  map[string]*storedResponse
+	order list.List // of ids, oldest first
+	bytes int
+}
+
+func (s *responseStore) get(owner session.Owner, id string) (*storedResponse, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.byID[id]
+	if !ok || r.owner != owner {
+		return nil, false
+	}
+	return r, true
+}
+
+func (s *responseStore) put(r *storedResponse) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byID == nil {
+		s.byID = map[string]*storedResponse{}
+	}
+	for _, m := range r.messages {
+		if text, ok := m.Content.(string); ok {
+			r.bytes += len(text)
+		}
+	}
+	r.elem = s.order.PushBack(r.obj.ID)
+	s.byID[r.obj.ID] = r
+	s.bytes += r.bytes
+	for s.order.Len() > maxStoredResponses || (s.bytes > maxStoredBytes && s.order.Len() > 1) {
+		old := s.byID[s.order.Front().Value.(string)]
+		s.drop(old)
+	}
+}
+
+// drop forgets r (s.mu held).
+func (s *responseStore) drop(r *storedResponse) {
+	s.order.Remove(r.elem)
+	delete(s.byID, r.obj.ID)
+	s.bytes -= r.bytes
+}
+
+func (s *responseStore) remove(owner session.Owner, id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.byID[id]
+	if !ok || r.owner != owner {
+		return false
+	}
+	s.drop(r)
+	return true
+}
+
+// responsesJob is a decoded Responses request.
+type responsesJob struct {
+	*job
+	input        []tokenizer.Message // this request's own messages
+	instructions *string
+	previous     string
+	store        bool
+	text         json.RawMessage // the request's text configuration, echoed
+	temperature  float64
+	topP         float64
+}
+
+// decodeResponses decodes a Responses request.
+func decodeResponses(body []byte) (*responsesJob, *apiError) {
+	var r responsesRequest
+	if err := decodeJSON(body, &r); err != nil {
+		return nil, err
+	}
+	if len(r.Tools) > 0 {
+		return nil, badParam("tools", "tools: not supported on /v1/responses; /v1/chat/completions takes function tools")
+	}
+	j := &responsesJob{job: &job{model: r.Model, n: 1}, instructions: r.Instructions, previous: r.PreviousResponseID,
+		store: r.Store == nil || *r.Store, temperature: 1, topP: 1, text: json.RawMessage(`{"format":{"type":"text"}}`)}
+	j.params.Sampling.Temperature = 1
+	if r.Temperature != nil {
+		if *r.Temperature < 0 || *r.Temperature > 2 {
+			return nil, badParam("temperature", "temperature: must be in [0, 2], got %v", *r.Temperature)
+		}
+		j.params.Sampling.Temperature, j.temperature = *r.Temperature, *r.Temperature
+	}
+	if r.TopP != nil {
+		if !(*r.TopP > 0 && *r.TopP <= 1) {
+			return nil, badParam("top_p", "top_p: must be in (0, 1], got %v", *r.TopP)
+		}
+		j.params.Sampling.TopP, j.topP = *r.TopP, *r.TopP
+	}
+	if r.MaxOutputTokens != nil {
+		if *r.MaxOutputTokens < 1 {
+			return nil, badParam("max_output_tokens", "max_output_tokens: must be at least 1, got %d", *r.MaxOutputTokens)
+		}
+		j.params.MaxTokens, j.maxTokensSet = *r.MaxOutputTokens, true
+	}
+	j.stream = r.Stream != nil && *r.Stream
+	msgs, aerr := responsesInput(r.Input)
+	if aerr != nil {
+		return nil, aerr
+	}
+	j.input = msgs
+	if r.Text != nil && len(bytes.TrimSpace(r.Text.Format)) > 0 && string(bytes.TrimSpace(r.Text.Format)) != "null" {
+		if aerr := textFormat(r.Text.Format, &j.params); aerr != nil {
+			return nil, aerr
+		}
+		j.text, _ = json.Marshal(r.Text)
+	}
+	return j, nil
+}
+
+// responsesInput reads input: a string (one user message) or a list of
+// messages, each {"role", "content"} (with or without "type":
+// "message"), content a string or a list of input_text / output_text
+// parts.
+func responsesInput(raw json.RawMessage) ([]tokenizer.Message, *apiError) {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return nil, badParam("input", "input: missing")
+	case raw[0] == '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, badParam("input", "input: %v", err)
+		}
+		return []tokenizer.Message{{Role: "user", Content: s}}, nil
+	case raw[0] != '[':
+		return nil, badParam("input", "input: expected a string or a list of messages")
+	}
+	var items []struct {
+		Type    string          `json:"type"`
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, badParam("input", "input: expected a string or a list of messages")
+	}
+	if len(items) == 0 {
+		return nil, badParam("input", "input: must not be empty")
+	}
+	out := make([]tokenizer.Message, 0, len(items))
+	for i, it := range items {
+		p := fmt.Sprintf("input[%d]", i)
+		if it.Type != "" && it.Type != "message" {
+			return nil, badParam(p+".type", "%s.type: %q items are not supported, only messages with text", p, it.Type)
+		}
+		role, ok := roles[it.Role]
+		if !ok || role == "tool" {
+			return nil, badParam(p+".role", "%s.role: %q is not user, system, developer or assistant", p, it.Role)
+		}
+		text, aerr := responsesContent(it.Content, p)
+		if aerr != nil {
+			return nil, aerr
+		}
+		out = append(out, tokenizer.Message{Role: role, Content: text})
+	}
+	return out, nil
+}
+
+// responsesContent is a message's text: a string, or its text parts
+// joined.
+func responsesContent(raw json.RawMessage, p string) (string, *apiError) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", badParam(p+".content", "%s.content: %v", p, err)
+		}
+		return s, nil
+	}
+	var parts []struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	if len(raw) == 0 || raw[0] != '[' || json.Unmarshal(raw, &parts) != nil {
+		return "", badParam(p+".content", "%s.content: expected a string or a list of text parts", p)
+	}
+	var b strings.Builder
+	for k, part := range parts {
+		switch {
+		case part.Text == nil, part.Type != "input_text" && part.Type != "output_text" && part.Type != "text":
+			return "", badParam(fmt.Sprintf("%s.content[%d]", p, k), "%s.content[%d]: only text parts are supported, got type %q", p, k, part.Type)
+		}
+		b.WriteString(*part.Text)
+	}
+	return b.String(), nil
+}
+
+// textFormat reads text.format ("text", "json_object", or "json_schema"
+// with its name, schema and strict flattened in) as chat's
+// response_format.
+func textFormat(raw json.RawMessage, p *session.GenerateParams) *apiError {
+	var f struct {
+		Type   string          `json:"type"`
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+		Strict *bool           `json:"strict"`
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return badParam("text.format", "text.format: expected an object")
+	}
+	chat := map[string]any{"type": f.Type}
+	if f.Type == "json_schema" {
+		chat["json_schema"] = map[string]any{"name": f.Name, "schema": f.Schema, "strict": f.Strict}
+	}
+	b, _ := json.Marshal(chat)
+	if aerr := responseFormat(b, p); aerr != nil {
+		aerr.param = "text.format"
+		aerr.msg = strings.Replace(aerr.msg, "response_format", "text.format", 1)
+		return aerr
+	}
+	return nil
+}
+
+func (g *Gateway) serveResponses(ctx *fasthttp.RequestCtx) {
+	start := time.Now()
+	j, aerr := decodeResponses(ctx.PostBody())
+	if aerr != nil {
+		writeError(ctx, aerr)
+		return
+	}
+	owner := g.owner(ctx)
+	var history []tokenizer.Message
+	var prevID *string
+	if j.previous != "" {
+		prev, ok := g.responses.get(owner, j.previous)
+		if !ok {
+			writeError(ctx, &apiError{status: fasthttp.StatusNotFound, code: "previous_response_not_found", param: "previous_response_id",
+				msg: fmt.Sprintf("previous_response_id: no stored response %q (responses are kept in memory, the latest %d)", j.previous, maxStoredResponses)})
+			return
+		}
+		if j.model == "" {
+			j.model = prev.model
+		}
+		history, prevID = prev.messages, &j.previous
+	}
+	conversation := append(append([]tokenizer.Message{}, history...), j.input...)
+	j.messages = conversation
+	if j.instructions != nil {
+		j.messages = append([]tokenizer.Message{{Role: "system", Content: *j.instructions}}, conversation...)
+	}
+	p, aerr := g.prepare(ctx, j.job, func(m *modelInfo, _ bool) ([]int32, *apiError) {
+		if m.tok == nil || !m.tok.HasChatTemplate() {
+			return nil, badParam("model", "model %s has no chat template: use /v1/completions", m.name)
+		}
+		text, err := m.tok.ApplyChatTemplate(j.messages, true, nil)
+		if err != nil {
+			return nil, badParam("input", "input: %v", err)
+		}
+		return m.tok.Encode(text), nil
+	})
+	if aerr != nil {
+		writeError(ctx, aerr)
+		return
+	}
+	obj := responseObject{ID: newID("resp"), Object: "response", CreatedAt: time.Now().Unix(), Status: "in_progress",
+		Instructions: j.instructions, Model: p.m.name, Output: []responseItem{}, ParallelToolCalls: true,
+		PreviousResponseID: prevID, Store: j.store, Temperature: j.temperature, TopP: j.topP, Text: j.text,
+		ToolChoice: "auto", Tools: []any{}, Truncation: "disabled", Metadata: map[string]any{}}
+	if j.maxTokensSet {
+		obj.MaxOutputTokens = &j.params.MaxTokens
+	}
+	msgID := newID("msg")
+	finish := func(res session.GenerateResult) responseObject {
+		done := obj
+		done.Status = "completed"
+		if res.FinishReason == "length" {
+			done.Status, done.IncompleteDetails = "incomplete", &incomplete{Reason: "max_output_tokens"}
+		}
+		done.Output = []responseItem{{Type: "message", ID: msgID, Status: done.Status, Role: "assistant",
+			Content: []outputText{{Type: "output_text", Text: res.Text, Annotations: []any{}, Logprobs: []any{}}}}}
+		u := &responsesUsage{InputTokens: res.Usage.PromptTokens, OutputTokens: res.Usage.CompletionTokens,
+			TotalTokens: res.Usage.PromptTokens + res.Usage.CompletionTokens}
+		u.InputTokensDetails.CachedTokens = res.Usage.CachedTokens
+		done.Usage = u
+		if j.store {
+			g.responses.put(&storedResponse{owner: owner, model: p.m.name, obj: done,
+				messages: append(slices.Clip(conversation), tokenizer.Message{Role: "assistant", Content: res.Text})})
+		}
+		return done
+	}
+	if j.stream {
+		g.streamResponse(ctx, p, obj, msgID, start, finish)
+		return
+	}
+	res, err := p.run(g.srv.RequestContext(), g.timed(p.m.name, start, 0, nil))
+	if err != nil {
+		writeError(ctx, fromSession(err))
+		return
+	}
+	daemon.WriteJSON(ctx, fasthttp.StatusOK, finish(res))
+}
+
+// streamResponse replies with the Responses API's events: the response
+// created and in progress, the message item and its text part opened,
+// a delta a token, then the text, part, item and response done (or
+// response.failed after an error).
+func (g *Gateway) streamResponse(ctx *fasthttp.RequestCtx, p *prepared, obj responseObject, msgID string, start time.Time, finish func(session.GenerateResult) responseObject) {
+	gen := g.start(p, 0, start)
+	first, ok := gen.next()
+	if !ok && gen.err != nil {
+		gen.cancel()
+		writeError(ctx, fromSession(gen.err))
+		return
+	}
+	sseHeaders(ctx)
+	log := g.srv.Logger()
+	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer gen.cancel()
+		s := newSSE(w)
+		seq := 0
+		send := func(typ string, fields map[string]any) error {
+			fields["type"], fields["sequence_number"] = typ, seq
+			seq++
+			w.WriteString("event: " + typ + "\n")
+			return s.event(fields)
+		}
+		item := func(status, text string) responseItem {
+			return responseItem{Type: "message", ID: msgID, Status: status, Role: "assistant",
+				Content: []outputText{{Type: "output_text", Text: text, Annotations: []any{}, Logprobs: []any{}}}}
+		}
+		part := func(text string) outputText {
+			return outputText{Type: "output_text", Text: text, Annotations: []any{}, Logprobs: []any{}}
+		}
+		opening := item("in_progress", "")
+		opening.Content = []outputText{}
+		at := map[string]any{"item_id": msgID, "output_index": 0, "content_index": 0}
+		with := func(extra map[string]any) map[string]any {
+			m := map[string]any{}
+			for k, v := range at {
+				m[k] = v
+			}
+			for k, v := range extra {
+				m[k] = v
+			}
+			return m
+		}
+		gone := func() {
+			gen.cancel()
+			<-gen.done
+			log.Debug("client went away during a responses stream", "id", obj.ID, "generated", len(gen.res.IDs))
+		}
+		if send("response.created", map[string]any{"response": obj}) != nil ||
+			send("response.in_progress", map[string]any{"response": obj}) != nil ||
+			send("response.output_item.added", map[string]any{"output_index": 0, "item": opening}) != nil ||
+			send("response.content_part.added", with(map[string]any{"part": part("")})) != nil {
+			gone()
+			return
+		}
+		var text strings.Builder
+		for ev, more := first, ok; more; ev, more = gen.next() {
+			if ev.Text == "" {
+				continue
+			}
+			text.WriteString(ev.Text)
+			if send("response.output_text.delta", with(map[string]any{"delta": ev.Text, "logprobs": []any{}})) != nil {
+				gone()
+				return
+			}
+		}
+		if gen.err != nil {
+			failed := obj
+			failed.Status = "failed"
+			e := fromSession(gen.err)
+			failed.Error = &apiErrorBody{Code: e.code, Message: e.msg}
+			send("response.failed", map[string]any{"response": failed})
+			return
+		}
+		done := finish(gen.res)
+		status := done.Output[0].Status
+		final := gen.res.Text
+		if send("response.output_text.done", with(map[string]any{"text": final, "logprobs": []any{}})) != nil ||
+			send("response.content_part.done", with(map[string]any{"part": part(final)})) != nil ||
+			send("response.output_item.done", map[string]any{"output_index": 0, "item": item(status, final)}) != nil {
+			gone()
+			return
+		}
+		kind := "response.completed"
+		if done.Status == "incomplete" {
+			kind = "response.incomplete"
+		}
+		send(kind, map[string]any{"response": done})
+	})
+}
+
+// serveResponse answers GET /v1/responses/{id} (a stored response) and
+// DELETE /v1/responses/{id}.
+func (g *Gateway) serveResponse(ctx *fasthttp.RequestCtx) {
+	id := strings.TrimPrefix(string(ctx.Path()), "/v1/responses/")
+	owner := g.owner(ctx)
+	notFound := &apiError{status: fasthttp.StatusNotFound, code: "not_found", param: "response_id",
+		msg: fmt.Sprintf("no stored response %q", id)}
+	switch {
+	case ctx.IsGet():
+		r, ok := g.responses.get(owner, id)
+		if !ok {
+			writeError(ctx, notFound)
+			return
+		}
+		daemon.WriteJSON(ctx, fasthttp.StatusOK, r.obj)
+	case ctx.IsDelete():
+		if !g.responses.remove(owner, id) {
+			writeError(ctx, notFound)
+			return
+		}
+		daemon.WriteJSON(ctx, fasthttp.StatusOK, map[string]any{"id": id, "object": "response", "deleted": true})
+	default:
+		ctx.Response.Header.Set("Allow", "GET, DELETE")
+		writeError(ctx, &apiError{status: fasthttp.StatusMethodNotAllowed, msg: "method " + string(ctx.Method()) + " not allowed; use GET or DELETE"})
+	}
+}

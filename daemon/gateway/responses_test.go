@@ -1,0 +1,189 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+)
+
+// TestOpenAIGoResponses drives /v1/responses with the official Go client:
+// a response, the same one streamed (the same text and usage, greedy),
+// a continuation by previous_response_id that finds the first turn in the
+// prefix cache and answers as the whole conversation resent would, and
+// GET and DELETE of stored responses.
+func TestOpenAIGoResponses(t *testing.T) {
+	d := sharedDaemon(t)
+	c := goClient(d)
+	ctx := context.Background()
+	params := responses.ResponseNewParams{
+		Model:           "demo",
+		Input:           responses.ResponseNewParamsInputUnion{OfString: openai.String("Say hello.")},
+		Instructions:    openai.String("You are terse."),
+		MaxOutputTokens: openai.Int(10),
+		Temperature:     openai.Float(0),
+	}
+	res, err := c.Responses.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Object != "response" || res.Model != "demo" || !strings.HasPrefix(res.ID, "resp-") || len(res.Output) != 1 ||
+		res.Output[0].Type != "message" || res.Output[0].Role != "assistant" {
+		t.Fatalf("response %+v", res)
+	}
+	if res.Status != "completed" && !(res.Status == "incomplete" && res.IncompleteDetails.Reason == "max_output_tokens") {
+		t.Fatalf("status %q, %+v", res.Status, res.IncompleteDetails)
+	}
+	u := res.Usage
+	if u.OutputTokens < 1 || u.OutputTokens > 10 || u.InputTokens < 5 || u.TotalTokens != u.InputTokens+u.OutputTokens {
+		t.Fatalf("usage %+v", u)
+	}
+	text := res.OutputText()
+
+	stream := c.Responses.NewStreaming(ctx, params)
+	var deltas strings.Builder
+	var completed *responses.Response
+	var types []string
+	for stream.Next() {
+		ev := stream.Current()
+		types = append(types, ev.Type)
+		switch ev.Type {
+		case "response.output_text.delta":
+			deltas.WriteString(ev.Delta)
+		case "response.completed", "response.incomplete":
+			r := ev.Response
+			completed = &r
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if completed == nil || deltas.String() != text || completed.OutputText() != text || completed.Usage.OutputTokens != u.OutputTokens {
+		t.Fatalf("streamed %q (events %v), final %+v; plain %q", deltas.String(), types, completed, text)
+	}
+	if types[0] != "response.created" || types[1] != "response.in_progress" || types[2] != "response.output_item.added" {
+		t.Fatalf("event order %v", types)
+	}
+
+	// The next turn by previous_response_id: its prompt is the first
+	// turn's conversation (instructions are not inherited: this client
+	// sends them again, as most do) and the new input.
+	next, err := c.Responses.New(ctx, responses.ResponseNewParams{
+		Input:              responses.ResponseNewParamsInputUnion{OfString: openai.String("And again.")},
+		Instructions:       openai.String("You are terse."),
+		PreviousResponseID: openai.String(res.ID),
+		MaxOutputTokens:    openai.Int(6),
+		Temperature:        openai.Float(0),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Model != "demo" || next.PreviousResponseID != res.ID || next.Usage.InputTokensDetails.CachedTokens == 0 {
+		t.Fatalf("continuation %+v (usage %+v)", next, next.Usage)
+	}
+	resent, err := c.Responses.New(ctx, responses.ResponseNewParams{
+		Model: "demo",
+		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+			responses.ResponseInputItemParamOfMessage("Say hello.", responses.EasyInputMessageRoleUser),
+			responses.ResponseInputItemParamOfMessage(text, responses.EasyInputMessageRoleAssistant),
+			responses.ResponseInputItemParamOfMessage("And again.", responses.EasyInputMessageRoleUser),
+		}},
+		Instructions:    openai.String("You are terse."),
+		MaxOutputTokens: openai.Int(6),
+		Temperature:     openai.Float(0),
+		Store:           openai.Bool(false),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resent.OutputText() != next.OutputText() || resent.Usage.InputTokens != next.Usage.InputTokens {
+		t.Fatalf("resent conversation %q (%d input tokens), continued %q (%d)", resent.OutputText(), resent.Usage.InputTokens,
+			next.OutputText(), next.Usage.InputTokens)
+	}
+
+	got, err := c.Responses.Get(ctx, next.ID, responses.ResponseGetParams{})
+	if err != nil || got.OutputText() != next.OutputText() {
+		t.Fatalf("get: %+v, %v", got, err)
+	}
+	if _, err := c.Responses.Get(ctx, resent.ID, responses.ResponseGetParams{}); err == nil {
+		t.Fatal("a response made with store false was stored")
+	}
+	if err := c.Responses.Delete(ctx, next.ID); err != nil {
+		t.Fatal(err)
+	}
+	var apiErr *openai.Error
+	if _, err := c.Responses.Get(ctx, next.ID, responses.ResponseGetParams{}); !errors.As(err, &apiErr) || apiErr.StatusCode != 404 {
+		t.Fatalf("get after delete: %v", err)
+	}
+}
+
+// TestResponsesRefusals: what /v1/responses does not do is a 400 (or a
+// 404 for an unknown previous response) naming the field.
+func TestResponsesRefusals(t *testing.T) {
+	d := sharedDaemon(t)
+	for _, tc := range []struct {
+		body   string
+		status int
+		param  string
+	}{
+		{`{"model":"demo"}`, 400, "input"},
+		{`{"model":"demo","input":[]}`, 400, "input"},
+		{`{"model":"demo","input":5}`, 400, "input"},
+		{`{"model":"demo","input":"hi","tools":[{"type":"function","name":"f"}]}`, 400, "tools"},
+		{`{"model":"demo","input":[{"type":"function_call_output","call_id":"x","output":"y"}]}`, 400, "input[0].type"},
+		{`{"model":"demo","input":[{"role":"user","content":[{"type":"input_image","image_url":"x"}]}]}`, 400, "input[0].content[0]"},
+		{`{"model":"demo","input":[{"role":"tool","content":"x"}]}`, 400, "input[0].role"},
+		{`{"model":"demo","input":"hi","temperature":3}`, 400, "temperature"},
+		{`{"model":"demo","input":"hi","max_output_tokens":0}`, 400, "max_output_tokens"},
+		{`{"model":"demo","input":"hi","text":{"format":{"type":"yaml"}}}`, 400, "text.format"},
+		{`{"model":"demo","input":"hi","previous_response_id":"resp-none"}`, 404, "previous_response_id"},
+		{`{"model":"nope","input":"hi"}`, 404, "model"},
+	} {
+		req, _ := http.NewRequest("POST", d.base+"/v1/responses", strings.NewReader(tc.body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := d.tcp.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var eb struct {
+			Error struct {
+				Message string `json:"message"`
+				Param   string `json:"param"`
+			} `json:"error"`
+		}
+		json.NewDecoder(resp.Body).Decode(&eb)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || eb.Error.Param != tc.param || eb.Error.Message == "" {
+			t.Errorf("%s: %d %+v, want %d naming %s", tc.body, resp.StatusCode, eb.Error, tc.status, tc.param)
+		}
+	}
+}
+
+// TestResponsesJSONSchema: text.format json_schema holds the reply to the
+// schema, as chat's response_format does.
+func TestResponsesJSONSchema(t *testing.T) {
+	d := sharedDaemon(t)
+	body := `{"model":"demo","input":"JSON please","max_output_tokens":200,"temperature":0,
+		"text":{"format":{"type":"json_schema","name":"r","strict":true,
+		"schema":{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"],"additionalProperties":false}}}}`
+	req, _ := http.NewRequest("POST", d.base+"/v1/responses", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := d.tcp.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r responses.Response
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%d %v", resp.StatusCode, err)
+	}
+	var v struct{ OK *bool }
+	if r.Status != "completed" || json.Unmarshal([]byte(r.OutputText()), &v) != nil || v.OK == nil {
+		t.Fatalf("status %s, text %q", r.Status, r.OutputText())
+	}
+}
