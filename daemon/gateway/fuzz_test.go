@@ -21,6 +21,7 @@ func FuzzDecode(f *testing.F) {
 		`{"input":["a",[1,2]],"dimensions":4,"encoding_format":"base64"}`, `{"input":[[1],[2,3]]}`, `{"input":[1,2]}`,
 		`{"input":"hi","instructions":"be brief","max_output_tokens":4,"previous_response_id":"resp-1","store":false}`,
 		`{"input":[{"role":"user","content":[{"type":"input_text","text":"a"}]},{"type":"message","role":"assistant","content":"b"}],"text":{"format":{"type":"json_schema","name":"x","schema":{"type":"object"}}}}`,
+		`{"input":[{"role":"user","content":"w?"},{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":"x"}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"tool_choice":{"type":"function","name":"f"}}`,
 	} {
 		f.Add([]byte(s), "")
 	}

@@ -26,8 +26,10 @@ import (
 // its earlier turns in the prefix cache, as a client that resends them
 // would. Stored responses (store, the default) are kept in the daemon's
 // memory, per owner, the latest maxStoredResponses of them (and no more
-// than maxStoredBytes of conversation); they do not survive a restart. Not supported, and refused with a 400 naming the
-// field: tools, and input items other than messages with text.
+// than maxStoredBytes of conversation); they do not survive a restart.
+// Function tools are chat's (responses_tools.go). Not supported, and
+// refused with a 400 naming the field: other tools, and input items other
+// than text messages, function calls and their outputs.
 
 // maxStoredResponses and maxStoredBytes bound the responses kept for
 // previous_response_id and GET: each holds its whole conversation, so a
@@ -49,6 +51,7 @@ type responsesRequest struct {
 	PreviousResponseID string            `json:"previous_response_id"`
 	Store              *bool             `json:"store"`
 	Tools              []json.RawMessage `json:"tools"`
+	ToolChoice         json.RawMessage   `json:"tool_choice"`
 	Text               *struct {
 		Format json.RawMessage `json:"format"`
 	} `json:"text"`
@@ -56,27 +59,27 @@ type responsesRequest struct {
 
 // responseObject is a Response as OpenAI's API returns it.
 type responseObject struct {
-	ID                 string          `json:"id"`
-	Object             string          `json:"object"`
-	CreatedAt          int64           `json:"created_at"`
-	Status             string          `json:"status"`
-	Error              *apiErrorBody   `json:"error"`
-	IncompleteDetails  *incomplete     `json:"incomplete_details"`
-	Instructions       *string         `json:"instructions"`
-	MaxOutputTokens    *int            `json:"max_output_tokens"`
-	Model              string          `json:"model"`
-	Output             []responseItem  `json:"output"`
-	ParallelToolCalls  bool            `json:"parallel_tool_calls"`
-	PreviousResponseID *string         `json:"previous_response_id"`
-	Store              bool            `json:"store"`
-	Temperature        float64         `json:"temperature"`
-	TopP               float64         `json:"top_p"`
-	Text               json.RawMessage `json:"text"`
-	ToolChoice         string          `json:"tool_choice"`
-	Tools              []any           `json:"tools"`
-	Truncation         string          `json:"truncation"`
-	Usage              *responsesUsage `json:"usage"`
-	Metadata           map[string]any  `json:"metadata"`
+	ID                 string            `json:"id"`
+	Object             string            `json:"object"`
+	CreatedAt          int64             `json:"created_at"`
+	Status             string            `json:"status"`
+	Error              *apiErrorBody     `json:"error"`
+	IncompleteDetails  *incomplete       `json:"incomplete_details"`
+	Instructions       *string           `json:"instructions"`
+	MaxOutputTokens    *int              `json:"max_output_tokens"`
+	Model              string            `json:"model"`
+	Output             []any             `json:"output"` // responseItem, functionCallItem
+	ParallelToolCalls  bool              `json:"parallel_tool_calls"`
+	PreviousResponseID *string           `json:"previous_response_id"`
+	Store              bool              `json:"store"`
+	Temperature        float64           `json:"temperature"`
+	TopP               float64           `json:"top_p"`
+	Text               json.RawMessage   `json:"text"`
+	ToolChoice         json.RawMessage   `json:"tool_choice"`
+	Tools              []json.RawMessage `json:"tools"`
+	Truncation         string            `json:"truncation"`
+	Usage              *responsesUsage   `json:"usage"`
+	Metadata           map[string]any    `json:"metadata"`
 }
 
 type incomplete struct {
@@ -194,6 +197,8 @@ type responsesJob struct {
 	text         json.RawMessage // the request's text configuration, echoed
 	temperature  float64
 	topP         float64
+	toolsEcho    []json.RawMessage // the request's tools and tool_choice, echoed
+	choiceEcho   json.RawMessage
 }
 
 // decodeResponses decodes a Responses request.
@@ -201,9 +206,6 @@ func decodeResponses(body []byte) (*responsesJob, *apiError) {
 	var r responsesRequest
 	if err := decodeJSON(body, &r); err != nil {
 		return nil, err
-	}
-	if len(r.Tools) > 0 {
-		return nil, badParam("tools", "tools: not supported on /v1/responses; /v1/chat/completions takes function tools")
 	}
 	j := &responsesJob{job: &job{model: r.Model, n: 1}, instructions: r.Instructions, previous: r.PreviousResponseID,
 		store: r.Store == nil || *r.Store, temperature: 1, topP: 1, text: json.RawMessage(`{"format":{"type":"text"}}`)}
@@ -227,6 +229,9 @@ func decodeResponses(body []byte) (*responsesJob, *apiError) {
 		j.params.MaxTokens, j.maxTokensSet = *r.MaxOutputTokens, true
 	}
 	j.stream = r.Stream != nil && *r.Stream
+	if aerr := j.responsesTools(r.Tools, r.ToolChoice); aerr != nil {
+		return nil, aerr
+	}
 	msgs, aerr := responsesInput(r.Input)
 	if aerr != nil {
 		return nil, aerr
@@ -259,11 +264,7 @@ func responsesInput(raw json.RawMessage) ([]tokenizer.Message, *apiError) {
 	case raw[0] != '[':
 		return nil, badParam("input", "input: expected a string or a list of messages")
 	}
-	var items []struct {
-		Type    string          `json:"type"`
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	}
+	var items []inputItem
 	if err := json.Unmarshal(raw, &items); err != nil {
 		return nil, badParam("input", "input: expected a string or a list of messages")
 	}
@@ -273,8 +274,15 @@ func responsesInput(raw json.RawMessage) ([]tokenizer.Message, *apiError) {
 	out := make([]tokenizer.Message, 0, len(items))
 	for i, it := range items {
 		p := fmt.Sprintf("input[%d]", i)
+		if it.Type == "function_call" || it.Type == "function_call_output" {
+			var aerr *apiError
+			if out, aerr = addCallItem(out, it, p); aerr != nil {
+				return nil, aerr
+			}
+			continue
+		}
 		if it.Type != "" && it.Type != "message" {
-			return nil, badParam(p+".type", "%s.type: %q items are not supported, only messages with text", p, it.Type)
+			return nil, badParam(p+".type", "%s.type: %q items are not supported, only messages with text and function calls and their outputs", p, it.Type)
 		}
 		role, ok := roles[it.Role]
 		if !ok || role == "tool" {
@@ -375,9 +383,20 @@ func (g *Gateway) serveResponses(ctx *fasthttp.RequestCtx) {
 		if m.tok == nil || !m.tok.HasChatTemplate() {
 			return nil, badParam("model", "model %s has no chat template: use /v1/completions", m.name)
 		}
-		text, err := m.tok.ApplyChatTemplate(j.messages, true, nil)
+		text, err := m.tok.ApplyChatTemplate(j.messages, true, j.kwargs)
 		if err != nil {
 			return nil, badParam("input", "input: %v", err)
+		}
+		if j.tools {
+			j.toolFmt = toolFormatFor(m.tok.ChatTemplate())
+		}
+		if j.toolForce {
+			// As on the chat route: the reply starts with the call's opening.
+			if !j.toolFmt.canForce(m.tok.ChatTemplate()) {
+				return nil, badParam("tool_choice", "tool_choice: model %s's chat template does not write calls as %s blocks, so pocketd cannot force one; use \"auto\"", m.name, j.toolFmt.open)
+			}
+			j.toolPrefix = j.toolFmt.prefix(j.toolName)
+			text += j.toolPrefix
 		}
 		return m.tok.Encode(text), nil
 	})
@@ -386,9 +405,15 @@ func (g *Gateway) serveResponses(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	obj := responseObject{ID: newID("resp"), Object: "response", CreatedAt: time.Now().Unix(), Status: "in_progress",
-		Instructions: j.instructions, Model: p.m.name, Output: []responseItem{}, ParallelToolCalls: true,
+		Instructions: j.instructions, Model: p.m.name, Output: []any{}, ParallelToolCalls: true,
 		PreviousResponseID: prevID, Store: j.store, Temperature: j.temperature, TopP: j.topP, Text: j.text,
-		ToolChoice: "auto", Tools: []any{}, Truncation: "disabled", Metadata: map[string]any{}}
+		ToolChoice: json.RawMessage(`"auto"`), Tools: []json.RawMessage{}, Truncation: "disabled", Metadata: map[string]any{}}
+	if j.toolsEcho != nil {
+		obj.Tools = j.toolsEcho
+	}
+	if j.choiceEcho != nil {
+		obj.ToolChoice = j.choiceEcho
+	}
 	if j.maxTokensSet {
 		obj.MaxOutputTokens = &j.params.MaxTokens
 	}
@@ -399,20 +424,20 @@ func (g *Gateway) serveResponses(ctx *fasthttp.RequestCtx) {
 		if res.FinishReason == "length" {
 			done.Status, done.IncompleteDetails = "incomplete", &incomplete{Reason: "max_output_tokens"}
 		}
-		done.Output = []responseItem{{Type: "message", ID: msgID, Status: done.Status, Role: "assistant",
-			Content: []outputText{{Type: "output_text", Text: res.Text, Annotations: []any{}, Logprobs: []any{}}}}}
+		var reply tokenizer.Message
+		done.Output, reply = replyItems(res, j, msgID, done.Status)
 		u := &responsesUsage{InputTokens: res.Usage.PromptTokens, OutputTokens: res.Usage.CompletionTokens,
 			TotalTokens: res.Usage.PromptTokens + res.Usage.CompletionTokens}
 		u.InputTokensDetails.CachedTokens = res.Usage.CachedTokens
 		done.Usage = u
 		if j.store {
 			g.responses.put(&storedResponse{owner: owner, model: p.m.name, obj: done,
-				messages: append(slices.Clip(conversation), tokenizer.Message{Role: "assistant", Content: res.Text})})
+				messages: append(slices.Clip(conversation), reply)})
 		}
 		return done
 	}
 	if j.stream {
-		g.streamResponse(ctx, p, obj, msgID, start, finish)
+		g.streamResponse(ctx, p, obj, msgID, j.tools, start, finish)
 		return
 	}
 	res, err := p.run(g.srv.RequestContext(), g.timed(p.m.name, start, 0, nil))
@@ -424,10 +449,13 @@ func (g *Gateway) serveResponses(ctx *fasthttp.RequestCtx) {
 }
 
 // streamResponse replies with the Responses API's events: the response
-// created and in progress, the message item and its text part opened,
-// a delta a token, then the text, part, item and response done (or
-// response.failed after an error).
-func (g *Gateway) streamResponse(ctx *fasthttp.RequestCtx, p *prepared, obj responseObject, msgID string, start time.Time, finish func(session.GenerateResult) responseObject) {
+// created and in progress; without tools the message item and its text
+// part opened, a delta a token, then the text, part and item done; with
+// tools (whose calls are known only once the reply is parsed) every item
+// of the reply, whole, after the generation; then the response completed
+// or incomplete (response.failed after an error).
+func (g *Gateway) streamResponse(ctx *fasthttp.RequestCtx, p *prepared, obj responseObject, msgID string, tools bool,
+	start time.Time, finish func(session.GenerateResult) responseObject) {
 	gen := g.start(p, 0, start)
 	first, ok := gen.next()
 	if !ok && gen.err != nil {
@@ -439,53 +467,27 @@ func (g *Gateway) streamResponse(ctx *fasthttp.RequestCtx, p *prepared, obj resp
 	log := g.srv.Logger()
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer gen.cancel()
-		s := newSSE(w)
-		seq := 0
-		send := func(typ string, fields map[string]any) error {
-			fields["type"], fields["sequence_number"] = typ, seq
-			seq++
-			w.WriteString("event: " + typ + "\n")
-			return s.event(fields)
-		}
-		item := func(status, text string) responseItem {
-			return responseItem{Type: "message", ID: msgID, Status: status, Role: "assistant",
-				Content: []outputText{{Type: "output_text", Text: text, Annotations: []any{}, Logprobs: []any{}}}}
-		}
-		part := func(text string) outputText {
-			return outputText{Type: "output_text", Text: text, Annotations: []any{}, Logprobs: []any{}}
-		}
-		opening := item("in_progress", "")
-		opening.Content = []outputText{}
-		at := map[string]any{"item_id": msgID, "output_index": 0, "content_index": 0}
-		with := func(extra map[string]any) map[string]any {
-			m := map[string]any{}
-			for k, v := range at {
-				m[k] = v
-			}
-			for k, v := range extra {
-				m[k] = v
-			}
-			return m
-		}
+		ev := responseEvents{s: newSSE(w), w: w}
 		gone := func() {
 			gen.cancel()
 			<-gen.done
 			log.Debug("client went away during a responses stream", "id", obj.ID, "generated", len(gen.res.IDs))
 		}
-		if send("response.created", map[string]any{"response": obj}) != nil ||
-			send("response.in_progress", map[string]any{"response": obj}) != nil ||
-			send("response.output_item.added", map[string]any{"output_index": 0, "item": opening}) != nil ||
-			send("response.content_part.added", with(map[string]any{"part": part("")})) != nil {
+		if ev.send("response.created", map[string]any{"response": obj}) != nil ||
+			ev.send("response.in_progress", map[string]any{"response": obj}) != nil {
 			gone()
 			return
 		}
-		var text strings.Builder
-		for ev, more := first, ok; more; ev, more = gen.next() {
-			if ev.Text == "" {
+		opened := !tools
+		if opened && ev.openMessage(msgID, 0) != nil {
+			gone()
+			return
+		}
+		for tok, more := first, ok; more; tok, more = gen.next() {
+			if !opened || tok.Text == "" {
 				continue
 			}
-			text.WriteString(ev.Text)
-			if send("response.output_text.delta", with(map[string]any{"delta": ev.Text, "logprobs": []any{}})) != nil {
+			if ev.send("response.output_text.delta", ev.at(msgID, 0, map[string]any{"delta": tok.Text, "logprobs": []any{}})) != nil {
 				gone()
 				return
 			}
@@ -495,24 +497,93 @@ func (g *Gateway) streamResponse(ctx *fasthttp.RequestCtx, p *prepared, obj resp
 			failed.Status = "failed"
 			e := fromSession(gen.err)
 			failed.Error = &apiErrorBody{Code: e.code, Message: e.msg}
-			send("response.failed", map[string]any{"response": failed})
+			ev.send("response.failed", map[string]any{"response": failed})
 			return
 		}
 		done := finish(gen.res)
-		status := done.Output[0].Status
-		final := gen.res.Text
-		if send("response.output_text.done", with(map[string]any{"text": final, "logprobs": []any{}})) != nil ||
-			send("response.content_part.done", with(map[string]any{"part": part(final)})) != nil ||
-			send("response.output_item.done", map[string]any{"output_index": 0, "item": item(status, final)}) != nil {
-			gone()
-			return
+		for i, item := range done.Output {
+			if ev.item(i, item, !opened || i > 0) != nil {
+				gone()
+				return
+			}
 		}
 		kind := "response.completed"
 		if done.Status == "incomplete" {
 			kind = "response.incomplete"
 		}
-		send(kind, map[string]any{"response": done})
+		ev.send(kind, map[string]any{"response": done})
 	})
+}
+
+// responseEvents writes a response's stream events, numbered.
+type responseEvents struct {
+	s   *sse
+	w   *bufio.Writer
+	seq int
+}
+
+func (e *responseEvents) send(typ string, fields map[string]any) error {
+	fields["type"], fields["sequence_number"] = typ, e.seq
+	e.seq++
+	e.w.WriteString("event: " + typ + "\n")
+	return e.s.event(fields)
+}
+
+// at is fields with the position of output item index's first content
+// part.
+func (e *responseEvents) at(itemID string, index int, fields map[string]any) map[string]any {
+	fields["item_id"], fields["output_index"], fields["content_index"] = itemID, index, 0
+	return fields
+}
+
+func textPart(text string) outputText {
+	return outputText{Type: "output_text", Text: text, Annotations: []any{}, Logprobs: []any{}}
+}
+
+// openMessage announces the message item (output index) and its empty
+// text part, before the deltas.
+func (e *responseEvents) openMessage(msgID string, index int) error {
+	opening := responseItem{Type: "message", ID: msgID, Status: "in_progress", Role: "assistant", Content: []outputText{}}
+	if err := e.send("response.output_item.added", map[string]any{"output_index": index, "item": opening}); err != nil {
+		return err
+	}
+	return e.send("response.content_part.added", e.at(msgID, index, map[string]any{"part": textPart("")}))
+}
+
+// item sends output item index done; announce first sends it added (and a
+// message's text as one delta), where it was not streamed.
+func (e *responseEvents) item(index int, item any, announce bool) error {
+	switch it := item.(type) {
+	case responseItem:
+		text := it.Content[0].Text
+		if announce {
+			if err := e.openMessage(it.ID, index); err != nil {
+				return err
+			}
+			if err := e.send("response.output_text.delta", e.at(it.ID, index, map[string]any{"delta": text, "logprobs": []any{}})); err != nil {
+				return err
+			}
+		}
+		if err := e.send("response.output_text.done", e.at(it.ID, index, map[string]any{"text": text, "logprobs": []any{}})); err != nil {
+			return err
+		}
+		if err := e.send("response.content_part.done", e.at(it.ID, index, map[string]any{"part": textPart(text)})); err != nil {
+			return err
+		}
+	case functionCallItem:
+		opening := it
+		opening.Status, opening.Arguments = "in_progress", ""
+		if err := e.send("response.output_item.added", map[string]any{"output_index": index, "item": opening}); err != nil {
+			return err
+		}
+		if err := e.send("response.function_call_arguments.delta", map[string]any{"item_id": it.ID, "output_index": index, "delta": it.Arguments}); err != nil {
+			return err
+		}
+		if err := e.send("response.function_call_arguments.done", map[string]any{"item_id": it.ID, "output_index": index, "arguments": it.Arguments}); err != nil {
+			return err
+		}
+	}
+	return e.send("response.output_item.done", map[string]any{"output_index": index, "item": item})
 }
 
 // serveResponse answers GET /v1/responses/{id} (a stored response) and

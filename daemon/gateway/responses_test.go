@@ -134,8 +134,12 @@ func TestResponsesRefusals(t *testing.T) {
 		{`{"model":"demo"}`, 400, "input"},
 		{`{"model":"demo","input":[]}`, 400, "input"},
 		{`{"model":"demo","input":5}`, 400, "input"},
-		{`{"model":"demo","input":"hi","tools":[{"type":"function","name":"f"}]}`, 400, "tools"},
-		{`{"model":"demo","input":[{"type":"function_call_output","call_id":"x","output":"y"}]}`, 400, "input[0].type"},
+		{`{"model":"demo","input":"hi","tools":[{"type":"web_search"}]}`, 400, "tools[0].type"},
+		{`{"model":"demo","input":"hi","tools":[{"type":"function"}]}`, 400, "tools[0].name"},
+		{`{"model":"demo","input":"hi","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"function","name":"g"}}`, 400, "tool_choice"},
+		{`{"model":"demo","input":[{"type":"function_call_output","output":"y"}]}`, 400, "input[0].call_id"},
+		{`{"model":"demo","input":[{"type":"function_call","call_id":"c"}]}`, 400, "input[0].name"},
+		{`{"model":"demo","input":[{"type":"reasoning","summary":[]}]}`, 400, "input[0].type"},
 		{`{"model":"demo","input":[{"role":"user","content":[{"type":"input_image","image_url":"x"}]}]}`, 400, "input[0].content[0]"},
 		{`{"model":"demo","input":[{"role":"tool","content":"x"}]}`, 400, "input[0].role"},
 		{`{"model":"demo","input":"hi","temperature":3}`, 400, "temperature"},
@@ -186,4 +190,104 @@ func TestResponsesJSONSchema(t *testing.T) {
 	if r.Status != "completed" || json.Unmarshal([]byte(r.OutputText()), &v) != nil || v.OK == nil {
 		t.Fatalf("status %s, text %q", r.Status, r.OutputText())
 	}
+}
+
+// TestOpenAIGoResponsesTools: function tools on /v1/responses, with the
+// scripted demo model of the chat tool tests: a call comes back as a
+// function_call item (plain and streamed), forced by tool_choice too, and
+// the conversation goes on by previous_response_id with the call's output
+// as a function_call_output item, rendered into the prompt as the
+// template's tool response.
+func TestOpenAIGoResponsesTools(t *testing.T) {
+	d, sr := startScripted(t)
+	defer d.stop(t)
+	c := goClient(d)
+	ctx := context.Background()
+	call := "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
+	ids := byteIDs(call)
+	sr.script.Store(&ids)
+	tool := responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{
+		Name:        "get_weather",
+		Description: openai.String("The weather in a city."),
+		Parameters: map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}},
+			"required": []string{"city"}},
+		Strict: openai.Bool(false),
+	}}
+	for _, choice := range []responses.ResponseNewParamsToolChoiceUnion{
+		{},
+		{OfToolChoiceMode: openai.Opt(responses.ToolChoiceOptionsRequired)},
+		{OfFunctionTool: &responses.ToolChoiceFunctionParam{Name: "get_weather"}},
+	} {
+		params := responses.ResponseNewParams{
+			Model: "demo", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Weather in Paris?")},
+			Tools: []responses.ToolUnionParam{tool}, ToolChoice: choice, MaxOutputTokens: openai.Int(200), Temperature: openai.Float(0),
+		}
+		res, err := c.Responses.New(ctx, params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Output) != 1 || res.Output[0].Type != "function_call" || res.Output[0].Name != "get_weather" ||
+			res.Output[0].Arguments.OfString != `{"city": "Paris"}` || res.Output[0].CallID == "" || res.Status != "completed" {
+			t.Fatalf("tool_choice %+v: output %s", choice, res.RawJSON())
+		}
+		stream := c.Responses.NewStreaming(ctx, params)
+		var args string
+		var final *responses.Response
+		for stream.Next() {
+			ev := stream.Current()
+			switch ev.Type {
+			case "response.function_call_arguments.done":
+				args = ev.Arguments
+			case "response.completed":
+				r := ev.Response
+				final = &r
+			}
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if args != `{"city": "Paris"}` || final == nil || len(final.Output) != 1 || final.Output[0].Type != "function_call" {
+			t.Fatalf("streamed: arguments %q, final %+v", args, final)
+		}
+	}
+
+	// The call's result goes back by previous_response_id.
+	first, err := c.Responses.New(ctx, responses.ResponseNewParams{
+		Model: "demo", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Weather in Paris?")},
+		Tools: []responses.ToolUnionParam{tool}, MaxOutputTokens: openai.Int(200), Temperature: openai.Float(0),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sunny := byteIDs("Sunny.")
+	sr.script.Store(&sunny)
+	next, err := c.Responses.New(ctx, responses.ResponseNewParams{
+		PreviousResponseID: openai.String(first.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+			{OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{CallID: openai.String(first.Output[0].CallID),
+				Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: openai.String("18 C, sunny")}}},
+		}},
+		Tools: []responses.ToolUnionParam{tool}, MaxOutputTokens: openai.Int(200), Temperature: openai.Float(0),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.OutputText() != "Sunny." {
+		t.Fatalf("after the tool's output: %s", next.RawJSON())
+	}
+	prompt := string(bytesOf(sr.hist))
+	if !strings.Contains(prompt, "<tool_response>\n18 C, sunny\n</tool_response>") || !strings.Contains(prompt, `"name": "get_weather"`) {
+		t.Fatalf("the continued prompt lacks the call or its output:\n%s", prompt)
+	}
+}
+
+// bytesOf is the text of the demo tokenizer's byte ids (others dropped).
+func bytesOf(ids []int32) []byte {
+	var out []byte
+	for _, id := range ids {
+		if id >= 0 && id < 256 {
+			out = append(out, byte(id))
+		}
+	}
+	return out
 }
