@@ -28,6 +28,9 @@ type responsesTool struct {
 // responsesTools sets j's tools from the request's, converted to chat's
 // shape for job.chatTools.
 func (j *responsesJob) responsesTools(tools []json.RawMessage, choice json.RawMessage) *apiError {
+	if c := bytes.TrimSpace(choice); len(c) > 0 && string(c) != "null" {
+		j.choiceEcho = json.RawMessage(c)
+	}
 	chat := make([]json.RawMessage, 0, len(tools))
 	for i, raw := range tools {
 		p := fmt.Sprintf("tools[%d]", i)
@@ -77,9 +80,6 @@ func (j *responsesJob) responsesTools(tools []json.RawMessage, choice json.RawMe
 	}
 	if len(tools) > 0 {
 		j.toolsEcho = tools
-	}
-	if c := bytes.TrimSpace(choice); len(c) > 0 && string(c) != "null" {
-		j.choiceEcho = json.RawMessage(c)
 	}
 	return nil
 }
