@@ -72,6 +72,33 @@ func (m *modelInfo) chatLogprob(ev session.TokenEvent) tokenLogprob {
 	return lp
 }
 
+// chatPrompt renders j's messages with m's chat template and encodes
+// them, with the tools (j.kwargs) and, for a forced call, its opening
+// (j.toolPrefix); param names the field a template error blames.
+func (j *job) chatPrompt(m *modelInfo, param string) ([]int32, *apiError) {
+	if m.tok == nil || !m.tok.HasChatTemplate() {
+		return nil, badParam("model", "model %s has no chat template: use /v1/completions", m.name)
+	}
+	text, err := m.tok.ApplyChatTemplate(j.messages, true, j.kwargs)
+	if err != nil {
+		return nil, badParam(param, "%s: %v", param, err)
+	}
+	if j.tools {
+		j.toolFmt = toolFormatFor(m.tok.ChatTemplate())
+	}
+	if j.toolForce {
+		// The reply starts with the call's opening, which the model
+		// continues: how tool_choice "required" or a named function is
+		// kept without constrained decoding.
+		if !j.toolFmt.canForce(m.tok.ChatTemplate()) {
+			return nil, badParam("tool_choice", "tool_choice: model %s's chat template does not write calls as %s blocks, so pocketd cannot force one; use \"auto\"", m.name, j.toolFmt.open)
+		}
+		j.toolPrefix = j.toolFmt.prefix(j.toolName)
+		text += j.toolPrefix
+	}
+	return m.tok.Encode(text), nil
+}
+
 func (g *Gateway) serveChat(ctx *fasthttp.RequestCtx) {
 	start := time.Now()
 	j, aerr := decodeChat(ctx.PostBody(), string(ctx.Request.Header.Peek("X-Pocket-Session")))
@@ -79,29 +106,7 @@ func (g *Gateway) serveChat(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, aerr)
 		return
 	}
-	p, aerr := g.prepare(ctx, j, func(m *modelInfo, _ bool) ([]int32, *apiError) {
-		if m.tok == nil || !m.tok.HasChatTemplate() {
-			return nil, badParam("model", "model %s has no chat template: use /v1/completions", m.name)
-		}
-		text, err := m.tok.ApplyChatTemplate(j.messages, true, j.kwargs)
-		if err != nil {
-			return nil, badParam("messages", "messages: %v", err)
-		}
-		if j.tools {
-			j.toolFmt = toolFormatFor(m.tok.ChatTemplate())
-		}
-		if j.toolForce {
-			// The reply starts with the call's opening, which the model
-			// continues: how tool_choice "required" or a named function is
-			// kept without constrained decoding.
-			if !j.toolFmt.canForce(m.tok.ChatTemplate()) {
-				return nil, badParam("tool_choice", "tool_choice: model %s's chat template does not write calls as %s blocks, so pocketd cannot force one; use \"auto\"", m.name, j.toolFmt.open)
-			}
-			j.toolPrefix = j.toolFmt.prefix(j.toolName)
-			text += j.toolPrefix
-		}
-		return m.tok.Encode(text), nil
-	})
+	p, aerr := g.prepare(ctx, j, func(m *modelInfo, _ bool) ([]int32, *apiError) { return j.chatPrompt(m, "messages") })
 	if aerr != nil {
 		writeError(ctx, aerr)
 		return

@@ -379,27 +379,7 @@ func (g *Gateway) serveResponses(ctx *fasthttp.RequestCtx) {
 	if j.instructions != nil {
 		j.messages = append([]tokenizer.Message{{Role: "system", Content: *j.instructions}}, conversation...)
 	}
-	p, aerr := g.prepare(ctx, j.job, func(m *modelInfo, _ bool) ([]int32, *apiError) {
-		if m.tok == nil || !m.tok.HasChatTemplate() {
-			return nil, badParam("model", "model %s has no chat template: use /v1/completions", m.name)
-		}
-		text, err := m.tok.ApplyChatTemplate(j.messages, true, j.kwargs)
-		if err != nil {
-			return nil, badParam("input", "input: %v", err)
-		}
-		if j.tools {
-			j.toolFmt = toolFormatFor(m.tok.ChatTemplate())
-		}
-		if j.toolForce {
-			// As on the chat route: the reply starts with the call's opening.
-			if !j.toolFmt.canForce(m.tok.ChatTemplate()) {
-				return nil, badParam("tool_choice", "tool_choice: model %s's chat template does not write calls as %s blocks, so pocketd cannot force one; use \"auto\"", m.name, j.toolFmt.open)
-			}
-			j.toolPrefix = j.toolFmt.prefix(j.toolName)
-			text += j.toolPrefix
-		}
-		return m.tok.Encode(text), nil
-	})
+	p, aerr := g.prepare(ctx, j.job, func(m *modelInfo, _ bool) ([]int32, *apiError) { return j.chatPrompt(m, "input") })
 	if aerr != nil {
 		writeError(ctx, aerr)
 		return
@@ -456,14 +436,10 @@ func (g *Gateway) serveResponses(ctx *fasthttp.RequestCtx) {
 // or incomplete (response.failed after an error).
 func (g *Gateway) streamResponse(ctx *fasthttp.RequestCtx, p *prepared, obj responseObject, msgID string, tools bool,
 	start time.Time, finish func(session.GenerateResult) responseObject) {
-	gen := g.start(p, 0, start)
-	first, ok := gen.next()
-	if !ok && gen.err != nil {
-		gen.cancel()
-		writeError(ctx, fromSession(gen.err))
+	gen, first, ok := g.startStream(ctx, p, start)
+	if gen == nil {
 		return
 	}
-	sseHeaders(ctx)
 	log := g.srv.Logger()
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer gen.cancel()

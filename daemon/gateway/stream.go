@@ -48,14 +48,10 @@ type chunkStream[C any] struct {
 // tokens, each of its chunks carrying index i. An error before the first
 // token gets a plain error reply with its status.
 func streamChunks[C any](g *Gateway, ctx *fasthttp.RequestCtx, p *prepared, start time.Time, n int, mk func(i int) chunkStream[C]) {
-	gen := g.start(p, 0, start)
-	first, ok := gen.next()
-	if !ok && gen.err != nil {
-		gen.cancel()
-		writeError(ctx, fromSession(gen.err))
+	gen, first, ok := g.startStream(ctx, p, start)
+	if gen == nil {
 		return
 	}
-	sseHeaders(ctx)
 	cs := mk(0)
 	chunk := func(c C) completionObject[C] {
 		return completionObject[C]{ID: cs.id, Object: cs.object, Created: cs.created.Unix(), Model: p.m.name,
@@ -90,6 +86,22 @@ func streamChunks[C any](g *Gateway, ctx *fasthttp.RequestCtx, p *prepared, star
 		}
 		s.done()
 	})
+}
+
+// startStream starts p's first choice and waits for its first token: a
+// generation that fails before it gets a plain error reply with its
+// status (gen nil); otherwise the event-stream headers are set and the
+// generation and that token (ok false: none came) are returned.
+func (g *Gateway) startStream(ctx *fasthttp.RequestCtx, p *prepared, start time.Time) (gen *generation, first session.TokenEvent, ok bool) {
+	gen = g.start(p, 0, start)
+	first, ok = gen.next()
+	if !ok && gen.err != nil {
+		gen.cancel()
+		writeError(ctx, fromSession(gen.err))
+		return nil, first, false
+	}
+	sseHeaders(ctx)
+	return gen, first, ok
 }
 
 // How a choice's stream ended.
