@@ -38,7 +38,8 @@ type testDaemon struct {
 type daemonOpts struct {
 	keysFile string
 	engines  map[string]daemon.Engine
-	noWait   bool // return before the models are loaded
+	noWait   bool   // return before the models are loaded
+	stateDir string // durable state (none: sessions and stored responses in memory)
 }
 
 func startDaemon(t testing.TB, o daemonOpts) *testDaemon {
@@ -51,6 +52,7 @@ func startDaemon(t testing.TB, o daemonOpts) *testDaemon {
 	cfg.Server.Socket = filepath.Join(dir, "pocketd.sock")
 	cfg.Server.Listen = "127.0.0.1:0"
 	cfg.Server.APIKeysFile = o.keysFile
+	cfg.Server.StateDir = o.stateDir
 	cfg.Limits.MaxBodyBytes = 1 << 20
 	cfg.Cache.KVBlocks = 2048
 	srv, err := daemon.New(daemon.Options{Config: cfg, Engines: o.engines,

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"container/list"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -24,9 +25,10 @@ import (
 // stored response before it are rendered with the model's chat template
 // and run as a stateless chat completion: a continued conversation finds
 // its earlier turns in the prefix cache, as a client that resends them
-// would. Stored responses (store, the default) are kept in the daemon's
-// memory, per owner, the latest maxStoredResponses of them (and no more
-// than maxStoredBytes of conversation); they do not survive a restart.
+// would. Stored responses (store, the default) are kept per owner, the
+// latest maxStoredResponses of them (and no more than maxStoredBytes), in
+// memory and in the state directory's database, so that a conversation
+// continues across restarts.
 // Function tools are chat's (responses_tools.go). Not supported, and
 // refused with a 400 naming the field: other tools, and input items other
 // than text messages, function calls and their outputs.
@@ -121,17 +123,34 @@ type responsesUsage struct {
 
 // storedResponse is a response kept for previous_response_id and GET:
 // the conversation it ended (without its instructions, which a
-// continuation does not inherit) and the object itself.
+// continuation does not inherit) and the object as it was served. It is
+// also the JSON document kept in the state directory.
 type storedResponse struct {
-	owner    session.Owner
-	model    string
-	messages []tokenizer.Message
-	obj      responseObject
+	Owner    session.Owner       `json:"owner"`
+	Model    string              `json:"model"`
+	Messages []tokenizer.Message `json:"messages"`
+	Object   json.RawMessage     `json:"response"`
+	id       string
 	elem     *list.Element
 	bytes    int // the conversation's text, counted against maxStoredBytes
 }
 
-// responseStore holds the stored responses, the oldest dropped first.
+// responseDocs is where stored responses are kept durably: the session
+// manager's documents (session/documents.go), beside the sessions, so
+// that previous_response_id outlives a restart as a /v0 session does.
+type responseDocs interface {
+	PutDocument(kind, id string, data []byte, keep int, maxBytes int64) error
+	Document(kind, id string) ([]byte, bool, error)
+	DeleteDocument(kind, id string) (bool, error)
+}
+
+// responseDocKind is the stored responses' kind of document.
+const responseDocKind = "responses"
+
+// responseStore holds the stored responses: the latest in memory, the
+// oldest dropped first, and every one written through to docs (when the
+// daemon has a state directory), where a response no longer in memory
+// (or from before a restart) is found again.
 type responseStore struct {
 	mu    sync.Mutex
 	byID  map[string]*storedResponse
@@ -139,52 +158,91 @@ type responseStore struct {
 	bytes int
 }
 
-func (s *responseStore) get(owner session.Owner, id string) (*storedResponse, bool) {
+// get finds owner's response id, in memory or in docs.
+func (s *responseStore) get(docs responseDocs, owner session.Owner, id string) (*storedResponse, bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	r, ok := s.byID[id]
-	if !ok || r.owner != owner {
+	s.mu.Unlock()
+	if !ok && docs != nil {
+		if b, found, err := docs.Document(responseDocKind, id); err == nil && found {
+			var d storedResponse
+			if json.Unmarshal(b, &d) == nil {
+				d.id = id
+				r, ok = &d, true
+				s.remember(r)
+			}
+		}
+	}
+	if !ok || r.Owner != owner {
 		return nil, false
 	}
 	return r, true
 }
 
-func (s *responseStore) put(r *storedResponse) {
+// put keeps r, in memory and in docs; an error is docs' (r is kept in
+// memory all the same).
+func (s *responseStore) put(docs responseDocs, r *storedResponse) error {
+	s.remember(r)
+	if docs == nil {
+		return nil
+	}
+	b, err := json.Marshal(r)
+	if err == nil {
+		err = docs.PutDocument(responseDocKind, r.id, b, maxStoredResponses, maxStoredBytes)
+	}
+	if errors.Is(err, session.ErrNoStore) {
+		return nil
+	}
+	return err
+}
+
+// remember keeps r in memory, dropping the oldest beyond the bounds.
+func (s *responseStore) remember(r *storedResponse) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.byID == nil {
 		s.byID = map[string]*storedResponse{}
 	}
-	for _, m := range r.messages {
+	if old, ok := s.byID[r.id]; ok {
+		s.drop(old)
+	}
+	r.bytes = len(r.Object)
+	for _, m := range r.Messages {
 		if text, ok := m.Content.(string); ok {
 			r.bytes += len(text)
 		}
 	}
-	r.elem = s.order.PushBack(r.obj.ID)
-	s.byID[r.obj.ID] = r
+	r.elem = s.order.PushBack(r.id)
+	s.byID[r.id] = r
 	s.bytes += r.bytes
 	for s.order.Len() > maxStoredResponses || (s.bytes > maxStoredBytes && s.order.Len() > 1) {
-		old := s.byID[s.order.Front().Value.(string)]
-		s.drop(old)
+		s.drop(s.byID[s.order.Front().Value.(string)])
 	}
 }
 
-// drop forgets r (s.mu held).
+// drop forgets r in memory (s.mu held).
 func (s *responseStore) drop(r *storedResponse) {
 	s.order.Remove(r.elem)
-	delete(s.byID, r.obj.ID)
+	delete(s.byID, r.id)
 	s.bytes -= r.bytes
 }
 
-func (s *responseStore) remove(owner session.Owner, id string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, ok := s.byID[id]
-	if !ok || r.owner != owner {
-		return false
+// remove forgets owner's response id, in memory and in docs.
+func (s *responseStore) remove(docs responseDocs, owner session.Owner, id string) (bool, error) {
+	r, ok := s.get(docs, owner, id)
+	if !ok {
+		return false, nil
 	}
-	s.drop(r)
-	return true
+	s.mu.Lock()
+	if cur, ok := s.byID[id]; ok && cur == r {
+		s.drop(r)
+	}
+	s.mu.Unlock()
+	if docs == nil {
+		return true, nil
+	}
+	_, err := docs.DeleteDocument(responseDocKind, id)
+	return true, err
 }
 
 // responsesJob is a decoded Responses request.
@@ -352,6 +410,15 @@ func textFormat(raw json.RawMessage, p *session.GenerateParams) *apiError {
 	return nil
 }
 
+// docs is where stored responses are kept durably (nil before the
+// session manager exists).
+func (g *Gateway) docs() responseDocs {
+	if m := g.srv.Sessions(); m != nil {
+		return m
+	}
+	return nil
+}
+
 func (g *Gateway) serveResponses(ctx *fasthttp.RequestCtx) {
 	start := time.Now()
 	j, aerr := decodeResponses(ctx.PostBody())
@@ -363,16 +430,16 @@ func (g *Gateway) serveResponses(ctx *fasthttp.RequestCtx) {
 	var history []tokenizer.Message
 	var prevID *string
 	if j.previous != "" {
-		prev, ok := g.responses.get(owner, j.previous)
+		prev, ok := g.responses.get(g.docs(), owner, j.previous)
 		if !ok {
 			writeError(ctx, &apiError{status: fasthttp.StatusNotFound, code: "previous_response_not_found", param: "previous_response_id",
 				msg: fmt.Sprintf("previous_response_id: no stored response %q (responses are kept in memory, the latest %d)", j.previous, maxStoredResponses)})
 			return
 		}
 		if j.model == "" {
-			j.model = prev.model
+			j.model = prev.Model
 		}
-		history, prevID = prev.messages, &j.previous
+		history, prevID = prev.Messages, &j.previous
 	}
 	conversation := append(append([]tokenizer.Message{}, history...), j.input...)
 	j.messages = conversation
@@ -411,8 +478,12 @@ func (g *Gateway) serveResponses(ctx *fasthttp.RequestCtx) {
 		u.InputTokensDetails.CachedTokens = res.Usage.CachedTokens
 		done.Usage = u
 		if j.store {
-			g.responses.put(&storedResponse{owner: owner, model: p.m.name, obj: done,
-				messages: append(slices.Clip(conversation), reply)})
+			raw, _ := json.Marshal(done)
+			r := &storedResponse{id: done.ID, Owner: owner, Model: p.m.name, Object: raw,
+				Messages: append(slices.Clip(conversation), reply)}
+			if err := g.responses.put(g.docs(), r); err != nil {
+				g.srv.Logger().Warn("a stored response was not written to the state directory", "id", done.ID, "err", err)
+			}
 		}
 		return done
 	}
@@ -571,14 +642,19 @@ func (g *Gateway) serveResponse(ctx *fasthttp.RequestCtx) {
 		msg: fmt.Sprintf("no stored response %q", id)}
 	switch {
 	case ctx.IsGet():
-		r, ok := g.responses.get(owner, id)
+		r, ok := g.responses.get(g.docs(), owner, id)
 		if !ok {
 			writeError(ctx, notFound)
 			return
 		}
-		daemon.WriteJSON(ctx, fasthttp.StatusOK, r.obj)
+		daemon.WriteJSON(ctx, fasthttp.StatusOK, r.Object)
 	case ctx.IsDelete():
-		if !g.responses.remove(owner, id) {
+		found, err := g.responses.remove(g.docs(), owner, id)
+		if err != nil {
+			writeError(ctx, &apiError{status: fasthttp.StatusInternalServerError, msg: fmt.Sprintf("delete response %s: %v", id, err)})
+			return
+		}
+		if !found {
 			writeError(ctx, notFound)
 			return
 		}

@@ -291,3 +291,43 @@ func bytesOf(ids []int32) []byte {
 	}
 	return out
 }
+
+// TestResponsesSurviveRestart: with a state directory, a stored response
+// is found after the daemon restarts (GET, and previous_response_id
+// continues its conversation); a deleted one stays deleted.
+func TestResponsesSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	d := startDaemon(t, daemonOpts{stateDir: dir})
+	c := goClient(d)
+	ctx := context.Background()
+	params := responses.ResponseNewParams{Model: "demo", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Hi.")},
+		MaxOutputTokens: openai.Int(4), Temperature: openai.Float(0)}
+	kept, err := c.Responses.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, err := c.Responses.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Responses.Delete(ctx, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	d.stop(t)
+
+	d = startDaemon(t, daemonOpts{stateDir: dir})
+	defer d.stop(t)
+	c = goClient(d)
+	got, err := c.Responses.Get(ctx, kept.ID, responses.ResponseGetParams{})
+	if err != nil || got.OutputText() != kept.OutputText() || got.Usage.OutputTokens != kept.Usage.OutputTokens {
+		t.Fatalf("after a restart: %+v, %v", got, err)
+	}
+	if _, err := c.Responses.Get(ctx, gone.ID, responses.ResponseGetParams{}); err == nil {
+		t.Fatal("a deleted response came back after a restart")
+	}
+	next, err := c.Responses.New(ctx, responses.ResponseNewParams{PreviousResponseID: openai.String(kept.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Again.")}, MaxOutputTokens: openai.Int(4), Temperature: openai.Float(0)})
+	if err != nil || next.PreviousResponseID != kept.ID {
+		t.Fatalf("continued after a restart: %+v, %v", next, err)
+	}
+}
