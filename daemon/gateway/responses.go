@@ -172,7 +172,8 @@ func decodeResponses(body []byte) (*responsesJob, *apiError) {
 // responsesInput reads input: a string (one user message) or a list of
 // messages, each {"role", "content"} (with or without "type":
 // "message"), content a string or a list of input_text / output_text
-// parts.
+// parts, and function calls and their outputs (responses_tools.go);
+// reasoning items are left out.
 func responsesInput(raw json.RawMessage) ([]tokenizer.Message, *apiError) {
 	raw = bytes.TrimSpace(raw)
 	switch {
@@ -197,6 +198,12 @@ func responsesInput(raw json.RawMessage) ([]tokenizer.Message, *apiError) {
 	out := make([]tokenizer.Message, 0, len(items))
 	for i, it := range items {
 		p := fmt.Sprintf("input[%d]", i)
+		if it.Type == "reasoning" {
+			// Another model's reasoning, replayed by clients that keep the
+			// whole context (its summary or encrypted content): nothing a
+			// chat template renders, so it is left out, not refused.
+			continue
+		}
 		if it.Type == "function_call" || it.Type == "function_call_output" {
 			var aerr *apiError
 			if out, aerr = addCallItem(out, it, p); aerr != nil {
@@ -216,6 +223,9 @@ func responsesInput(raw json.RawMessage) ([]tokenizer.Message, *apiError) {
 			return nil, aerr
 		}
 		out = append(out, tokenizer.Message{Role: role, Content: text})
+	}
+	if len(out) == 0 {
+		return nil, badParam("input", "input: only reasoning items, nothing to answer")
 	}
 	return out, nil
 }

@@ -139,7 +139,8 @@ func TestResponsesRefusals(t *testing.T) {
 		{`{"model":"demo","input":"hi","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"function","name":"g"}}`, 400, "tool_choice"},
 		{`{"model":"demo","input":[{"type":"function_call_output","output":"y"}]}`, 400, "input[0].call_id"},
 		{`{"model":"demo","input":[{"type":"function_call","call_id":"c"}]}`, 400, "input[0].name"},
-		{`{"model":"demo","input":[{"type":"reasoning","summary":[]}]}`, 400, "input[0].type"},
+		{`{"model":"demo","input":[{"type":"computer_call","call_id":"c"}]}`, 400, "input[0].type"},
+		{`{"model":"demo","input":[{"type":"reasoning","summary":[]}]}`, 400, "input"},
 		{`{"model":"demo","input":[{"role":"user","content":[{"type":"input_image","image_url":"x"}]}]}`, 400, "input[0].content[0]"},
 		{`{"model":"demo","input":[{"role":"tool","content":"x"}]}`, 400, "input[0].role"},
 		{`{"model":"demo","input":"hi","temperature":3}`, 400, "temperature"},
@@ -329,5 +330,33 @@ func TestResponsesSurviveRestart(t *testing.T) {
 		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Again.")}, MaxOutputTokens: openai.Int(4), Temperature: openai.Float(0)})
 	if err != nil || next.PreviousResponseID != kept.ID {
 		t.Fatalf("continued after a restart: %+v, %v", next, err)
+	}
+}
+
+// TestResponsesSkipReasoning: reasoning items a client replays with the
+// conversation are left out of the prompt, not refused.
+func TestResponsesSkipReasoning(t *testing.T) {
+	d := sharedDaemon(t)
+	body := `{"model":"demo","max_output_tokens":2,"input":[{"role":"user","content":"a"},
+		{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"thinking"}]},
+		{"type":"message","role":"assistant","content":[{"type":"output_text","text":"b"}]},{"role":"user","content":"c"}]}`
+	plain := `{"model":"demo","max_output_tokens":2,"input":[{"role":"user","content":"a"},
+		{"type":"message","role":"assistant","content":[{"type":"output_text","text":"b"}]},{"role":"user","content":"c"}]}`
+	usage := func(body string) int {
+		req, _ := http.NewRequest("POST", d.base+"/v1/responses", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := d.tcp.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var r responses.Response
+		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%d %v", resp.StatusCode, err)
+		}
+		return int(r.Usage.InputTokens)
+	}
+	if a, b := usage(body), usage(plain); a != b {
+		t.Fatalf("with a reasoning item %d input tokens, without %d", a, b)
 	}
 }
