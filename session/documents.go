@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -72,10 +73,10 @@ func (m *Manager) PutDocument(kind, id string, data []byte, keep int, maxBytes i
 		// The oldest first: "seq/" keys sort by their big-endian numbers.
 		c := b.Cursor()
 		count := 0
-		for k, _ := c.Seek(docBySeq); k != nil && hasPrefix(k, docBySeq); k, _ = c.Next() {
+		for k, _ := c.Seek(docBySeq); k != nil && bytes.HasPrefix(k, docBySeq); k, _ = c.Next() {
 			count++
 		}
-		for k, v := c.Seek(docBySeq); k != nil && hasPrefix(k, docBySeq) && (count > keep || total > maxBytes) && count > 1; k, v = c.Seek(docBySeq) {
+		for k, v := c.Seek(docBySeq); k != nil && bytes.HasPrefix(k, docBySeq) && (count > keep || total > maxBytes) && count > 1; k, v = c.Seek(docBySeq) {
 			key := docKey(docByID, string(v))
 			total -= int64(max(len(b.Get(key))-8, 0))
 			if err := b.Delete(key); err != nil {
@@ -167,8 +168,4 @@ func docTotal(b *bolt.Bucket) int64 {
 		return int64(binary.BigEndian.Uint64(v))
 	}
 	return 0
-}
-
-func hasPrefix(k, prefix []byte) bool {
-	return len(k) >= len(prefix) && string(k[:len(prefix)]) == string(prefix)
 }

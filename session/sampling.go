@@ -93,6 +93,19 @@ type Sampler struct{ s *sampler }
 // NewSampler returns a Sampler for p.
 func NewSampler(p SamplingParams) *Sampler { return &Sampler{newSampler(p, nil)} }
 
+// NewPromptSampler is NewSampler whose repetition penalty also covers
+// prompt, as a generation's does.
+func NewPromptSampler(p SamplingParams, prompt []int32) *Sampler {
+	return &Sampler{newSampler(p, prompt)}
+}
+
+// Adjust is the next step's penalties and bias as a runner takes them
+// (nil: none), valid until the next Observe or Sample.
+func (s *Sampler) Adjust() *Adjust { return s.s.adjust() }
+
+// Observe counts a token drawn elsewhere (a runner's draw with Adjust).
+func (s *Sampler) Observe(id int32) { s.s.observe(id) }
+
 // Sample draws the next token.
 func (s *Sampler) Sample(logits []float32) int32 {
 	id := s.s.sample(logits)

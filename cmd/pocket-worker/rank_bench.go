@@ -97,7 +97,7 @@ func runRankBench(args []string) error {
 	// session does, so that the rank can run it ahead).
 	var vrng *rand.Rand
 	u := 0.0
-	var pen *benchPenalties
+	var pen *session.Sampler // the penalties' counts (its own draws unused)
 	var drawer session.Drawer
 	step := func(seq models.Seq, toks []int32) (int32, error) {
 		if *temperature <= 0 {
@@ -112,16 +112,16 @@ func runRankBench(args []string) error {
 		case pen == nil:
 			return p.ForwardSample(seq, toks, d)
 		case *penalties == "device":
-			d.Adjust = pen.adjust()
+			d.Adjust = pen.Adjust()
 			id, err = p.ForwardSample(seq, toks, d)
 		default:
-			d.Adjust = pen.adjust()
+			d.Adjust = pen.Adjust()
 			var logits []float32
 			if logits, err = p.Forward(seq, toks, models.LastLogits); err == nil {
 				id = drawer.Token(logits, d)
 			}
 		}
-		pen.observe(id)
+		pen.Observe(id)
 		return id, err
 	}
 	var first []int32
@@ -129,7 +129,8 @@ func runRankBench(args []string) error {
 		vrng = rand.New(rand.NewPCG(3, 4))
 		u = vrng.Float64()
 		if *penalties != "" {
-			pen = newBenchPenalties(prompt)
+			pen = session.NewPromptSampler(session.SamplingParams{Temperature: *temperature, RepetitionPenalty: 1.1,
+				PresencePenalty: 0.5}, prompt)
 		}
 		seq := models.Seq{Pool: pool, Table: cut(P)}
 		if st := p.NewState(); st != nil { // a hybrid's recurrent state
@@ -165,40 +166,4 @@ func runRankBench(args []string) error {
 		}
 	}
 	return json.NewEncoder(os.Stdout).Encode(r)
-}
-
-// benchPenalties keeps what a session's sampler keeps for rank-bench's
-// penalised steps (a repetition penalty of 1.1 over the prompt and the
-// output, a presence penalty of 0.5 over the output) and makes each
-// step's session.Adjust from it.
-type benchPenalties struct {
-	seen  map[int32]bool
-	count map[int32]int
-}
-
-func newBenchPenalties(prompt []int32) *benchPenalties {
-	b := &benchPenalties{seen: map[int32]bool{}, count: map[int32]int{}}
-	for _, t := range prompt {
-		b.seen[t] = true
-	}
-	return b
-}
-
-func (b *benchPenalties) observe(id int32) {
-	b.seen[id] = true
-	b.count[id]++
-}
-
-func (b *benchPenalties) adjust() *session.Adjust {
-	a := &session.Adjust{Repetition: 1.1}
-	for t := range b.seen {
-		e := session.AdjustEntry{ID: t, Flags: session.AdjustRepeat}
-		if b.count[t] > 0 {
-			e.Flags |= session.AdjustSub
-			e.Sub = 0.5
-		}
-		a.Entries = append(a.Entries, e)
-	}
-	slices.SortFunc(a.Entries, func(x, y session.AdjustEntry) int { return int(x.ID) - int(y.ID) })
-	return a
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -149,22 +148,16 @@ func TestResponsesRefusals(t *testing.T) {
 		{`{"model":"demo","input":"hi","previous_response_id":"resp-none"}`, 404, "previous_response_id"},
 		{`{"model":"nope","input":"hi"}`, 404, "model"},
 	} {
-		req, _ := http.NewRequest("POST", d.base+"/v1/responses", strings.NewReader(tc.body))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := d.tcp.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		status, raw := do(t, d.tcp, "POST", d.base+"/v1/responses", []byte(tc.body))
 		var eb struct {
 			Error struct {
 				Message string `json:"message"`
 				Param   string `json:"param"`
 			} `json:"error"`
 		}
-		json.NewDecoder(resp.Body).Decode(&eb)
-		resp.Body.Close()
-		if resp.StatusCode != tc.status || eb.Error.Param != tc.param || eb.Error.Message == "" {
-			t.Errorf("%s: %d %+v, want %d naming %s", tc.body, resp.StatusCode, eb.Error, tc.status, tc.param)
+		json.Unmarshal(raw, &eb)
+		if status != tc.status || eb.Error.Param != tc.param || eb.Error.Message == "" {
+			t.Errorf("%s: %d %+v, want %d naming %s", tc.body, status, eb.Error, tc.status, tc.param)
 		}
 	}
 }
@@ -176,17 +169,7 @@ func TestResponsesJSONSchema(t *testing.T) {
 	body := `{"model":"demo","input":"JSON please","max_output_tokens":200,"temperature":0,
 		"text":{"format":{"type":"json_schema","name":"r","strict":true,
 		"schema":{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"],"additionalProperties":false}}}}`
-	req, _ := http.NewRequest("POST", d.base+"/v1/responses", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := d.tcp.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var r responses.Response
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("%d %v", resp.StatusCode, err)
-	}
+	r := postResponse(t, d, body)
 	var v struct{ OK *bool }
 	if r.Status != "completed" || json.Unmarshal([]byte(r.OutputText()), &v) != nil || v.OK == nil {
 		t.Fatalf("status %s, text %q", r.Status, r.OutputText())
@@ -342,21 +325,18 @@ func TestResponsesSkipReasoning(t *testing.T) {
 		{"type":"message","role":"assistant","content":[{"type":"output_text","text":"b"}]},{"role":"user","content":"c"}]}`
 	plain := `{"model":"demo","max_output_tokens":2,"input":[{"role":"user","content":"a"},
 		{"type":"message","role":"assistant","content":[{"type":"output_text","text":"b"}]},{"role":"user","content":"c"}]}`
-	usage := func(body string) int {
-		req, _ := http.NewRequest("POST", d.base+"/v1/responses", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := d.tcp.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var r responses.Response
-		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != 200 {
-			t.Fatalf("%d %v", resp.StatusCode, err)
-		}
-		return int(r.Usage.InputTokens)
-	}
-	if a, b := usage(body), usage(plain); a != b {
+	if a, b := postResponse(t, d, body).Usage.InputTokens, postResponse(t, d, plain).Usage.InputTokens; a != b {
 		t.Fatalf("with a reasoning item %d input tokens, without %d", a, b)
 	}
+}
+
+// postResponse posts a raw /v1/responses body and decodes its 200 reply.
+func postResponse(t *testing.T, d *testDaemon, body string) responses.Response {
+	t.Helper()
+	status, raw := do(t, d.tcp, "POST", d.base+"/v1/responses", []byte(body))
+	var r responses.Response
+	if err := json.Unmarshal(raw, &r); err != nil || status != 200 {
+		t.Fatalf("%d %v: %s", status, err, raw)
+	}
+	return r
 }

@@ -211,21 +211,24 @@ func (rk *rank) runAhead() error {
 	if la == nil || !rk.saveUndo(la) {
 		return nil
 	}
+	// An eager step ahead answers at once, so it cannot take a penalised
+	// draw, whose Adjust comes with its request: only a replay, which keeps
+	// its logits until then, is run ahead for one.
+	eager := rk.runArgmax
+	if d := la.req.draw; d != nil {
+		eager = rk.runSample
+		if d.Adjust != nil {
+			eager = nil
+		}
+	}
 	if g, ok := rk.replay(la.req); ok {
 		la.g = g
 		rk.ahead = la
-	} else if la.req.draw != nil && la.req.draw.Adjust == nil {
-		// (A penalised draw is made when its request brings the step's
-		// Adjust: only a replay, which keeps its logits, can wait for it.)
-		if id, err := rk.runSample(la.req); err == nil {
+	} else if eager != nil {
+		if id, err := eager(la.req); err == nil {
 			la.id = id
 			rk.ahead = la
 		}
-	} else if la.req.draw != nil {
-		// no step ahead
-	} else if id, err := rk.runArgmax(la.req); err == nil {
-		la.id = id
-		rk.ahead = la
 	}
 	if rk.ahead == nil {
 		rk.restore(la) // a failed step may have moved a hybrid's state
