@@ -109,7 +109,12 @@ type SamplingRunner interface {
 
 // peekDraw is the Draw of s's next sampled token, without drawing it
 // (the step may fail and be asked again).
+// A greedy generation's Draw is top-k 1 at temperature 1 with its Adjust
+// (Drawer.Token's argmax after the penalties and bias): no variate.
 func (s *sampler) peekDraw() Draw {
+	if s.p.greedy() {
+		return Draw{Temperature: 1, TopK: 1, Adjust: s.adjust()}
+	}
 	src := *s.src
 	r := rand.New(&src)
 	u := r.Float64()
@@ -130,5 +135,10 @@ func (a sampledSteps) ForwardArgmax(seq models.Seq, tokens []int32) (int32, erro
 	return a.ForwardSample(seq, tokens, a.smp.peekDraw())
 }
 
-// drawTaken advances s past the draw a runner took for it (peekDraw's U).
-func (s *sampler) drawTaken() { s.rng.Float64() }
+// drawTaken advances s past the draw a runner took for it (peekDraw's U;
+// a greedy draw took none, as sample's argmax takes none).
+func (s *sampler) drawTaken() {
+	if !s.p.greedy() {
+		s.rng.Float64()
+	}
+}

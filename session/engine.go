@@ -429,32 +429,30 @@ func (pr progress) next(s *sampler) int32 {
 
 // greedyRunner is the runner's argmax-only path when a generation with
 // p may take it: the runner has one, and every step picks the plain
-// argmax (greedy, as the sampler decides it, with no penalties) and wants
-// no logprobs. Stop strings read only the ids. Nil: steps return the
-// logits.
+// argmax (greedy, as the sampler decides it, with no penalties or bias)
+// and wants no logprobs. Stop strings read only the ids. Nil: steps return
+// the logits.
 func (e *engine) greedyRunner(p GenerateParams) GreedyRunner {
 	g, ok := e.model.(GreedyRunner)
 	s := p.Sampling
 	switch {
-	case !ok, p.Logprobs, p.TopLogprobs > 0,
-		!(s.Temperature <= 0 || s.TopK == 1),
-		s.RepetitionPenalty != 0 && s.RepetitionPenalty != 1,
-		s.PresencePenalty != 0, s.FrequencyPenalty != 0:
+	case !ok, p.Logprobs, p.TopLogprobs > 0, !s.greedy(), s.adjusts():
 		return nil
 	}
 	return g
 }
 
 // sampledRunner is the runner's drawing path (SamplingRunner) for a
-// sampled generation with p, drawing with smp, where it may take it: a
-// temperature above zero, no logprobs (and, checked by the caller, no
-// constraint). Penalties and logit bias go with each step's Draw as its
-// Adjust. Nil: steps return the logits.
+// generation with p, drawing with smp, where it may take it: a sampled
+// generation, or a greedy one whose penalties or bias change the logits
+// (its draw is top-k 1, the argmax after them), with no logprobs (and,
+// checked by the caller, no constraint). Penalties and logit bias go with
+// each step's Draw as its Adjust. Nil: steps return the logits.
 func (e *engine) sampledRunner(p GenerateParams, smp *sampler) GreedyRunner {
 	r, ok := e.model.(SamplingRunner)
 	s := p.Sampling
 	switch {
-	case !ok, p.Logprobs, p.TopLogprobs > 0, s.greedy():
+	case !ok, p.Logprobs, p.TopLogprobs > 0, s.greedy() && !s.adjusts():
 		return nil
 	}
 	if peek := smp.peekDraw(); peek.Check() != nil {

@@ -376,14 +376,12 @@ func (m *Manager) generate(ctx context.Context, e *engine, sq *seqState, toks []
 	res.FinishReason = "length"
 	first := true
 	greedy := e.greedyRunner(p)
-	drawn := false // greedy is the runner's drawing path (sampledSteps)
-	if greedy == nil {
+	drawn := false     // greedy is the runner's drawing path (sampledSteps)
+	if greedy == nil { // a drawn step's Adjust carries penalties and bias
 		greedy = e.sampledRunner(p, smp)
 		drawn = greedy != nil
 	}
-	if (p.Sampling.biased() && !drawn) || js != nil {
-		// The runner's argmax would not see the bias, nor any step of the
-		// runner the constraint (a drawn step's Adjust carries the bias).
+	if js != nil { // no step of the runner sees the constraint
 		greedy = nil
 		drawn = false
 	}

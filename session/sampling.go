@@ -37,13 +37,20 @@ type SamplingParams struct {
 	// LogitBias is added to the logits of its token ids after the
 	// penalties, before temperature and greedy selection (OpenAI's
 	// logit_bias; ids outside the vocabulary are ignored). A biased
-	// generation always samples from the logits, never from a runner's
-	// argmax path, which would not see the bias.
+	// generation never takes a runner's plain argmax path, which would not
+	// see the bias: its steps carry the bias to the runner's draw (Adjust).
 	LogitBias map[int32]float32
 }
 
 // biased reports whether p changes the logits by LogitBias.
 func (p SamplingParams) biased() bool { return len(p.LogitBias) > 0 }
+
+// adjusts reports whether p changes the logits before the choice: by a
+// penalty or by LogitBias.
+func (p SamplingParams) adjusts() bool {
+	return p.RepetitionPenalty != 0 && p.RepetitionPenalty != 1 ||
+		p.PresencePenalty != 0 || p.FrequencyPenalty != 0 || p.biased()
+}
 
 // sampler holds the state one generation's sampling needs: the random
 // stream and the token counts the penalties read.

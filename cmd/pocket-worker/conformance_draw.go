@@ -22,7 +22,8 @@ import (
 // their own orders, so a draw may pick another token than the host's
 // where u is within a rounding of a boundary between them; a device token
 // the host does not keep, or whose share of the host's cumulative
-// distribution lies further than 2e-5 from u, fails.
+// distribution lies further than 2e-5 from u, fails. Greedy (top-k 1,
+// argmax_mb after the Adjust) has no such margin: any other token fails.
 func (c *conf) draw() {
 	type dist struct {
 		name string
@@ -47,8 +48,10 @@ func (c *conf) draw() {
 		{Temperature: 1}, {Temperature: 0.7, TopP: 0.9}, {Temperature: 0.6, TopK: 20, TopP: 0.95},
 		{Temperature: 1, TopK: 50}, {Temperature: 0.7, MinP: 0.05}, {Temperature: 1, TopP: 0.9, MinP: 0.1},
 		{Temperature: 1.5, TopP: 0.3},
+		{Temperature: 1, TopK: 1}, // greedy: the argmax, ties to the lowest id ("nine values")
 	}
 	var dr session.Drawer
+	var scratch drawScratch
 	for _, n := range []int{248320, 151936, 20000, 1000, 7} {
 		for _, ds := range dists {
 			logits := make([]float32, n)
@@ -71,12 +74,15 @@ func (c *conf) draw() {
 					d.U = c.rng.Float64()
 					want := dr.Token(logits, d)
 					t0 := time.Now()
-					got := c.g.Draw(xg, n, drawArgs(d))
+					got := c.g.Draw(xg, n, scratch.args(d))
 					spent += time.Since(t0)
 					if got == want {
 						continue
 					}
 					differ++
+					if d.TopK == 1 && far == "" { // an argmax has no rounding to differ by
+						far = fmt.Sprintf("greedy: device %d, host %d", got, want)
+					}
 					// The host's cumulative may end off 1 by its own rounding (it
 					// did by ~1e-5 while its mass was ExpShifted's float32 sum).
 					// And a top-p boundary among tied values may keep one token
@@ -142,7 +148,7 @@ func (c *conf) adjustedRules(n int) []session.Draw {
 	}
 	slices.SortFunc(adj.Entries, func(a, b session.AdjustEntry) int { return int(a.ID) - int(b.ID) })
 	return []session.Draw{{Temperature: 1, Adjust: adj}, {Temperature: 0.7, TopP: 0.9, Adjust: adj},
-		{Temperature: 0.8, TopK: 40, Adjust: adj}}
+		{Temperature: 0.8, TopK: 40, Adjust: adj}, {Temperature: 1, TopK: 1, Adjust: adj}}
 }
 
 func ruleName(d session.Draw) string {

@@ -39,10 +39,15 @@ func cudaGraphs(be kernels.Backend) worker.StepGrapher {
 		// any op's does.
 		_ = b.PrepareDraw()
 	}
-	return cudaGrapher{b}
+	return cudaGrapher{b, new(drawScratch)}
 }
 
-type cudaGrapher struct{ b *cuda.Backend }
+// cudaGrapher records steps on b; its graphs share one drawScratch (a
+// rank draws one step at a time, as b's draw scratch on the device does).
+type cudaGrapher struct {
+	b    *cuda.Backend
+	draw *drawScratch
+}
 
 // Capture implements worker.StepGrapher. The capture is always ended,
 // also when fwd fails or panics, so that the stream leaves capture mode
@@ -82,14 +87,15 @@ func (c cudaGrapher) Capture(fwd func() error) (worker.StepGraph, error) {
 		return nil, fmt.Errorf("record decode step: %w", err)
 	}
 	if g.Fed() {
-		return fedGraph{cudaGraph{g, c.b}}, nil
+		return fedGraph{cudaGraph{g, c.b, c.draw}}, nil
 	}
-	return cudaGraph{g, c.b}, nil
+	return cudaGraph{g, c.b, c.draw}, nil
 }
 
 type cudaGraph struct {
-	g *cuda.Graph
-	b *cuda.Backend
+	g    *cuda.Graph
+	b    *cuda.Backend
+	draw *drawScratch
 }
 
 func (c cudaGraph) Launch(s worker.Step) error {
@@ -107,19 +113,26 @@ func (c cudaGraph) Argmax() (int32, error) {
 // (cuda.Backend.Draw), one int32 read back.
 func (c cudaGraph) Draw(d session.Draw) (int32, error) {
 	b := c.b
-	id := b.Draw(c.g.Out, c.g.OutLen, drawArgs(d))
+	id := b.Draw(c.g.Out, c.g.OutLen, c.draw.args(d))
 	return id, b.Err()
 }
 
-// drawArgs is d as cuda.Backend.Draw takes it.
-func drawArgs(d session.Draw) cuda.DrawArgs {
+// drawScratch holds the entries of the last penalised draw's Adjust as
+// the device takes them, reused from draw to draw: a step after a long
+// prompt carries thousands (24 bytes each), every token.
+type drawScratch struct{ adj cuda.LogitAdjust }
+
+// args is d as cuda.Backend.Draw takes it, valid until the next call
+// (Draw has uploaded the entries when it returns).
+func (s *drawScratch) args(d session.Draw) cuda.DrawArgs {
 	a := cuda.DrawArgs{InvT: float32(1 / d.Temperature), TopK: d.TopK, TopP: d.TopP, MinP: float32(d.MinP), U: d.U}
 	if adj := d.Adjust; adj != nil && len(adj.Entries) > 0 {
-		la := &cuda.LogitAdjust{Repetition: adj.Repetition, Entries: make([]cuda.LogitAdjustEntry, len(adj.Entries))}
-		for i, e := range adj.Entries {
-			la.Entries[i] = cuda.LogitAdjustEntry{ID: e.ID, Flags: int32(e.Flags), Sub: e.Sub, Bias: e.Bias}
+		ents := s.adj.Entries[:0]
+		for _, e := range adj.Entries {
+			ents = append(ents, cuda.LogitAdjustEntry{ID: e.ID, Flags: int32(e.Flags), Sub: e.Sub, Bias: e.Bias})
 		}
-		a.Adjust = la
+		s.adj = cuda.LogitAdjust{Repetition: adj.Repetition, Entries: ents}
+		a.Adjust = &s.adj
 	}
 	return a
 }

@@ -13,8 +13,9 @@ import (
 // TestGreedyArgmaxOverWorker: greedy steps over a worker (and a group)
 // take the argmax-only path (ForwardArgmax, counted), and give exactly
 // the tokens of the in-process model's full logits and of a cold greedy
-// decode; steps that need the logits (logprobs, penalties, sampling)
-// still get them.
+// decode; steps that need the logits (logprobs) still get them, and
+// penalised or biased greedy steps are the runner's draws
+// (TestSampledOverWorker).
 func TestGreedyArgmaxOverWorker(t *testing.T) {
 	for _, world := range worlds() {
 		t.Run(fmt.Sprintf("tp%d", world), func(t *testing.T) {
@@ -46,13 +47,13 @@ func TestGreedyArgmaxOverWorker(t *testing.T) {
 				{MaxTokens: 3, Logprobs: true},
 				{MaxTokens: 3, TopLogprobs: 2},
 				{MaxTokens: 3, Sampling: session.SamplingParams{RepetitionPenalty: 1.3}},
-				{MaxTokens: 3, Sampling: session.SamplingParams{PresencePenalty: 0.5}},
+				{MaxTokens: 3, Sampling: session.SamplingParams{LogitBias: map[int32]float32{4: 3}}},
 				{MaxTokens: 3, Sampling: session.SamplingParams{Temperature: 0.8, Seed: &seed}},
 			} {
 				p.generate("a", gp)
 			}
 			if n := px.ArgmaxSteps() - before; n != 0 {
-				t.Fatalf("%d argmax-only steps for generations that need logits", n)
+				t.Fatalf("%d argmax-only steps for generations that need logits or adjust them", n)
 			}
 			// A stateless completion: the prompt's prefill itself ends
 			// with an argmax-only step.

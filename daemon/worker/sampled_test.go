@@ -17,8 +17,9 @@ import (
 // TestSampledOverWorker: sampled generations without logprobs step with
 // ForwardSample (counted), penalised and biased ones with their Adjust,
 // and draw exactly the in-process session's tokens for the same seed, in
-// a worker and in a group; those with logprobs (or a temperature whose
-// inverse no float32 holds) still get the logits.
+// a worker and in a group; so do greedy ones whose penalties or bias
+// change the argmax (a top-k 1 draw); those with logprobs (or a
+// temperature whose inverse no float32 holds) still get the logits.
 func TestSampledOverWorker(t *testing.T) {
 	for _, world := range worlds() {
 		t.Run(fmt.Sprintf("tp%d", world), func(t *testing.T) {
@@ -39,6 +40,11 @@ func TestSampledOverWorker(t *testing.T) {
 				{Temperature: 2, TopP: 0.9, RepetitionPenalty: 0.7, FrequencyPenalty: -0.3},
 				{Temperature: 0.8, LogitBias: map[int32]float32{3: 2, 7: -100, 1 << 30: 5}},
 				{Temperature: 1.5, LogitBias: map[int32]float32{11: 30}, PresencePenalty: 1}, // 11 drawn, then held back
+				// Greedy, the argmax after the penalties and bias.
+				{RepetitionPenalty: 1.3},
+				{PresencePenalty: 0.5, FrequencyPenalty: 0.5},
+				{LogitBias: map[int32]float32{11: 30}, PresencePenalty: 100}, // 11, then anything else
+				{Temperature: 0.7, TopK: 1, RepetitionPenalty: 0.8, LogitBias: map[int32]float32{2: -100}},
 			} {
 				sp.Seed = &seed
 				before, argmax := px.SampledSteps(), px.ArgmaxSteps()

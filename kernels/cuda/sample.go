@@ -105,19 +105,14 @@ func (b *Backend) Draw(x kernels.Buf, n int, a DrawArgs) int32 {
 	if a.Adjust != nil && len(a.Adjust.Entries) > 0 {
 		src = b.adjustLogits(m, src, n, a.Adjust)
 	}
-	grid := false
-	if blocks := drawGridBlocks(n, b.sms); blocks > 1 && !m.noGrid && b.err == nil {
-		// A block an SM at once (cooperative), meeting at grid barriers.
-		b.a(ptr(m.outWord), ptr(probs), ptr(src), i32(n), f32(a.InvT), i32(a.TopK),
-			math.Float64bits(a.TopP), f32(a.MinP), math.Float64bits(a.U), ptr(m.grid))
-		tooLarge, err := launchCoop(m.drawGrid, blocks, 1024, b.s, &b.args, b.nargs)
-		b.fail(err)
-		// Refused for want of room (not every SM is this context's): the
-		// one block from now on, rather than a failed backend.
-		m.noGrid = tooLarge
-		grid = !tooLarge
-	}
-	if !grid {
+	switch {
+	case a.TopK == 1:
+		// Greedy (the session's top-k 1, a penalised or biased greedy
+		// generation's rule): argmax_mb, whose ties go to the lowest index
+		// as the host's argmax, where the draw would pick among tied maxima
+		// by U. All NaN: -1, and the caller draws on the host.
+		b.argmax(m.outWord, 0, 0, src, n, false)
+	case !b.drawOnGrid(m, probs, src, n, a):
 		b.launchFn(m.draw, 1, 1, 1024, ptr(m.outWord), ptr(probs), ptr(src), i32(n),
 			f32(a.InvT), i32(a.TopK), math.Float64bits(a.TopP), f32(a.MinP), math.Float64bits(a.U))
 	}
@@ -128,6 +123,24 @@ func (b *Backend) Draw(x kernels.Buf, n int, a DrawArgs) int32 {
 		return -1
 	}
 	return out
+}
+
+// drawOnGrid launches the draw as a block an SM at once (cooperative),
+// meeting at grid barriers, where the vocabulary is large enough; false:
+// not launched, the one block draws.
+func (b *Backend) drawOnGrid(m *sampleMod, probs, src cu.DevicePtr, n int, a DrawArgs) bool {
+	blocks := drawGridBlocks(n, b.sms)
+	if blocks <= 1 || m.noGrid || b.err != nil {
+		return false
+	}
+	b.a(ptr(m.outWord), ptr(probs), ptr(src), i32(n), f32(a.InvT), i32(a.TopK),
+		math.Float64bits(a.TopP), f32(a.MinP), math.Float64bits(a.U), ptr(m.grid))
+	tooLarge, err := launchCoop(m.drawGrid, blocks, 1024, b.s, &b.args, b.nargs)
+	b.fail(err)
+	// Refused for want of room (not every SM is this context's): the one
+	// block from now on, rather than a failed backend.
+	m.noGrid = tooLarge
+	return !tooLarge
 }
 
 // adjustLogits copies the n logits at src to the module's scratch and
