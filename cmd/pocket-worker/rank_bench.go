@@ -26,6 +26,7 @@ type rankBenchResult struct {
 	BlockSize    int       `json:"block_size"`
 	Temperature  float64   `json:"temperature,omitempty"` // sampled (top-p 0.95); 0: greedy
 	Penalties    string    `json:"penalties,omitempty"`   // "device" or "host": see --penalties
+	Tokens       []int32   `json:"tokens"`                // the first round's first 16 (to compare runs)
 	RoundsPerS   []float64 `json:"rounds_tokens_per_s"`   // one a round
 	DecodePerS   float64   `json:"decode_tokens_per_s"`   // the fastest round
 	SameTokens   bool      `json:"rounds_same_tokens"`
@@ -49,9 +50,9 @@ func runRankBench(args []string) error {
 	rounds := fs.Int("rounds", 3, "decodes of the same prompt")
 	blockSize := fs.Int("block-size", 16, "KV block size (pocketd's default)")
 	temperature := fs.Float64("temperature", 0, "sample at this temperature (top-p 0.95) instead of greedy decoding")
-	penalties := fs.String("penalties", "", `sampled steps with a repetition penalty of 1.1 (prompt and output) and a `+
-		`presence penalty of 0.5: "device" (ForwardSample with the Adjust) or "host" (the logits shipped, drawn here, `+
-		`as the daemon did before draws took an Adjust)`)
+	penalties := fs.String("penalties", "", `steps with a repetition penalty of 1.1 (prompt and output) and a `+
+		`presence penalty of 0.5: "device" (ForwardSample with the Adjust; greedy: a top-k 1 draw) or "host" (the `+
+		`logits shipped, drawn here, as the daemon did before draws took an Adjust)`)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -59,8 +60,8 @@ func runRankBench(args []string) error {
 	if *model == "" || P < 1 || N < 2 || bs < 1 || *rounds < 1 {
 		return fmt.Errorf("rank-bench: need --model, --prompt-tokens ≥ 1, --new-tokens ≥ 2, --block-size ≥ 1, --rounds ≥ 1")
 	}
-	if *penalties != "" && (*temperature <= 0 || (*penalties != "device" && *penalties != "host")) {
-		return fmt.Errorf(`rank-bench: --penalties is "device" or "host", with a --temperature`)
+	if *penalties != "" && *penalties != "device" && *penalties != "host" {
+		return fmt.Errorf(`rank-bench: --penalties is "device" or "host"`)
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -100,12 +101,15 @@ func runRankBench(args []string) error {
 	var pen *session.Sampler // the penalties' counts (its own draws unused)
 	var drawer session.Drawer
 	step := func(seq models.Seq, toks []int32) (int32, error) {
-		if *temperature <= 0 {
+		if *temperature <= 0 && pen == nil {
 			return p.ForwardArgmax(seq, toks)
 		}
-		next := vrng.Float64()
-		d := session.Draw{Temperature: *temperature, TopP: 0.95, U: u, Next: next}
-		u = next
+		d := session.Draw{Temperature: 1, TopK: 1} // greedy with penalties: the session's draw
+		if *temperature > 0 {
+			next := vrng.Float64()
+			d = session.Draw{Temperature: *temperature, TopP: 0.95, U: u, Next: next}
+			u = next
+		}
 		var id int32
 		var err error
 		switch {
@@ -161,6 +165,7 @@ func runRankBench(args []string) error {
 		r.DecodePerS = max(r.DecodePerS, rate)
 		if first == nil {
 			first = out
+			r.Tokens = out[:min(len(out), 16)]
 		} else if !slices.Equal(out, first) {
 			r.SameTokens = false
 		}
