@@ -114,6 +114,7 @@ type responsesUsage struct {
 type responsesJob struct {
 	*job
 	input        []tokenizer.Message // this request's own messages
+	items        []listedItem        // and its input items as input_items lists them
 	instructions *string
 	previous     string
 	store        bool
@@ -155,11 +156,11 @@ func decodeResponses(body []byte) (*responsesJob, *apiError) {
 	if aerr := j.responsesTools(r.Tools, r.ToolChoice); aerr != nil {
 		return nil, aerr
 	}
-	msgs, aerr := responsesInput(r.Input)
+	msgs, items, aerr := responsesInput(r.Input)
 	if aerr != nil {
 		return nil, aerr
 	}
-	j.input = msgs
+	j.input, j.items = msgs, items
 	if r.Text != nil && len(bytes.TrimSpace(r.Text.Format)) > 0 && string(bytes.TrimSpace(r.Text.Format)) != "null" {
 		if aerr := textFormat(r.Text.Format, &j.params); aerr != nil {
 			return nil, aerr
@@ -173,29 +174,31 @@ func decodeResponses(body []byte) (*responsesJob, *apiError) {
 // messages, each {"role", "content"} (with or without "type":
 // "message"), content a string or a list of input_text / output_text
 // parts, and function calls and their outputs (responses_tools.go);
-// reasoning items are left out.
-func responsesInput(raw json.RawMessage) ([]tokenizer.Message, *apiError) {
+// reasoning items are left out. It also returns the items as input_items
+// lists them (responses_items.go).
+func responsesInput(raw json.RawMessage) ([]tokenizer.Message, []listedItem, *apiError) {
 	raw = bytes.TrimSpace(raw)
 	switch {
 	case len(raw) == 0 || string(raw) == "null":
-		return nil, badParam("input", "input: missing")
+		return nil, nil, badParam("input", "input: missing")
 	case raw[0] == '"':
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, badParam("input", "input: %v", err)
+			return nil, nil, badParam("input", "input: %v", err)
 		}
-		return []tokenizer.Message{{Role: "user", Content: s}}, nil
+		return []tokenizer.Message{{Role: "user", Content: s}}, []listedItem{listedMessage("", "user", s)}, nil
 	case raw[0] != '[':
-		return nil, badParam("input", "input: expected a string or a list of messages")
+		return nil, nil, badParam("input", "input: expected a string or a list of messages")
 	}
 	var items []inputItem
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, badParam("input", "input: expected a string or a list of messages")
+		return nil, nil, badParam("input", "input: expected a string or a list of messages")
 	}
 	if len(items) == 0 {
-		return nil, badParam("input", "input: must not be empty")
+		return nil, nil, badParam("input", "input: must not be empty")
 	}
 	out := make([]tokenizer.Message, 0, len(items))
+	listed := make([]listedItem, 0, len(items))
 	for i, it := range items {
 		p := fmt.Sprintf("input[%d]", i)
 		if it.Type == "reasoning" {
@@ -207,27 +210,30 @@ func responsesInput(raw json.RawMessage) ([]tokenizer.Message, *apiError) {
 		if it.Type == "function_call" || it.Type == "function_call_output" {
 			var aerr *apiError
 			if out, aerr = addCallItem(out, it, p); aerr != nil {
-				return nil, aerr
+				return nil, nil, aerr
 			}
+			output, _ := out[len(out)-1].Content.(string) // an output's tool message
+			listed = append(listed, listedCall(it, output))
 			continue
 		}
 		if it.Type != "" && it.Type != "message" {
-			return nil, badParam(p+".type", "%s.type: %q items are not supported, only messages with text and function calls and their outputs", p, it.Type)
+			return nil, nil, badParam(p+".type", "%s.type: %q items are not supported, only messages with text and function calls and their outputs", p, it.Type)
 		}
 		role, ok := roles[it.Role]
 		if !ok || role == "tool" {
-			return nil, badParam(p+".role", "%s.role: %q is not user, system, developer or assistant", p, it.Role)
+			return nil, nil, badParam(p+".role", "%s.role: %q is not user, system, developer or assistant", p, it.Role)
 		}
 		text, aerr := responsesContent(it.Content, p)
 		if aerr != nil {
-			return nil, aerr
+			return nil, nil, aerr
 		}
 		out = append(out, tokenizer.Message{Role: role, Content: text})
+		listed = append(listed, listedMessage(it.ID, it.Role, text))
 	}
 	if len(out) == 0 {
-		return nil, badParam("input", "input: only reasoning items, nothing to answer")
+		return nil, nil, badParam("input", "input: only reasoning items, nothing to answer")
 	}
-	return out, nil
+	return out, listed, nil
 }
 
 // responsesContent is a message's text: a string, or its text parts
@@ -346,7 +352,7 @@ func (g *Gateway) serveResponses(ctx *fasthttp.RequestCtx) {
 		if j.store {
 			raw, _ := json.Marshal(done)
 			r := &storedResponse{id: done.ID, Owner: owner, Model: p.m.name, Object: raw,
-				Messages: append(slices.Clip(conversation), reply)}
+				Messages: append(slices.Clip(conversation), reply), Input: j.items}
 			if err := g.responses.put(g.docs(), r); err != nil {
 				g.srv.Logger().Warn("a stored response was not written to the state directory", "id", done.ID, "err", err)
 			}
@@ -499,11 +505,15 @@ func (e *responseEvents) item(index int, item any, announce bool) error {
 	return e.send("response.output_item.done", map[string]any{"output_index": index, "item": item})
 }
 
-// serveResponse answers GET /v1/responses/{id} (a stored response) and
-// DELETE /v1/responses/{id}.
+// serveResponse answers GET /v1/responses/{id} (a stored response),
+// DELETE /v1/responses/{id} and GET /v1/responses/{id}/input_items.
 func (g *Gateway) serveResponse(ctx *fasthttp.RequestCtx) {
 	id := strings.TrimPrefix(string(ctx.Path()), "/v1/responses/")
 	owner := g.owner(ctx)
+	if rid, ok := strings.CutSuffix(id, "/input_items"); ok {
+		g.serveInputItems(ctx, owner, rid)
+		return
+	}
 	notFound := &apiError{status: fasthttp.StatusNotFound, code: "not_found", param: "response_id",
 		msg: fmt.Sprintf("no stored response %q", id)}
 	switch {

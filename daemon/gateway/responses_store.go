@@ -29,6 +29,7 @@ type storedResponse struct {
 	Owner    session.Owner       `json:"owner"`
 	Model    string              `json:"model"`
 	Messages []tokenizer.Message `json:"messages"`
+	Input    []listedItem        `json:"input,omitempty"` // its own input items (responses_items.go)
 	Object   json.RawMessage     `json:"response"`
 	id       string
 	elem     *list.Element
@@ -110,6 +111,17 @@ func (s *responseStore) remember(r *storedResponse) {
 	for _, m := range r.Messages {
 		if text, ok := m.Content.(string); ok {
 			r.bytes += len(text)
+		}
+	}
+	for _, it := range r.Input {
+		for _, c := range it.Content {
+			r.bytes += len(c.Text)
+		}
+		if it.Output != nil {
+			r.bytes += len(*it.Output)
+		}
+		if it.Arguments != nil {
+			r.bytes += len(*it.Arguments)
 		}
 	}
 	r.elem = s.order.PushBack(r.id)

@@ -263,6 +263,14 @@ func TestOpenAIGoResponsesTools(t *testing.T) {
 	if !strings.Contains(prompt, "<tool_response>\n18 C, sunny\n</tool_response>") || !strings.Contains(prompt, `"name": "get_weather"`) {
 		t.Fatalf("the continued prompt lacks the call or its output:\n%s", prompt)
 	}
+	items, err := c.Responses.InputItems.List(ctx, next.ID, responses.InputItemListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items.Data) != 1 || items.Data[0].Type != "function_call_output" || items.Data[0].CallID != first.Output[0].CallID ||
+		items.Data[0].Output.OfString != "18 C, sunny" || items.Data[0].ID == "" {
+		t.Fatalf("the continuation's input items: %s", items.RawJSON())
+	}
 }
 
 // bytesOf is the text of the demo tokenizer's byte ids (others dropped).
@@ -290,6 +298,10 @@ func TestResponsesSurviveRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	before, err := c.Responses.InputItems.List(ctx, kept.ID, responses.InputItemListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	gone, err := c.Responses.New(ctx, params)
 	if err != nil {
 		t.Fatal(err)
@@ -308,6 +320,10 @@ func TestResponsesSurviveRestart(t *testing.T) {
 	}
 	if _, err := c.Responses.Get(ctx, gone.ID, responses.ResponseGetParams{}); err == nil {
 		t.Fatal("a deleted response came back after a restart")
+	}
+	after, err := c.Responses.InputItems.List(ctx, kept.ID, responses.InputItemListParams{})
+	if err != nil || after.RawJSON() != before.RawJSON() || len(after.Data) != 1 {
+		t.Fatalf("input items after a restart: %s (before it %s), %v", after.RawJSON(), before.RawJSON(), err)
 	}
 	next, err := c.Responses.New(ctx, responses.ResponseNewParams{PreviousResponseID: openai.String(kept.ID),
 		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Again.")}, MaxOutputTokens: openai.Int(4), Temperature: openai.Float(0)})
@@ -339,4 +355,113 @@ func postResponse(t *testing.T, d *testDaemon, body string) responses.Response {
 		t.Fatalf("%d %v: %s", status, err, raw)
 	}
 	return r
+}
+
+// TestOpenAIGoResponsesInputItems: a stored response lists its own input
+// items (not the previous response's, nor its instructions) through the
+// official client, newest first by default, a page at a time in either
+// order; ids given in the request are kept; bad queries are 400s naming
+// the parameter.
+func TestOpenAIGoResponsesInputItems(t *testing.T) {
+	d := sharedDaemon(t)
+	c := goClient(d)
+	ctx := context.Background()
+	res, err := c.Responses.New(ctx, responses.ResponseNewParams{
+		Model: "demo",
+		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+			{OfInputMessage: &responses.ResponseInputItemMessageParam{Role: "developer",
+				Content: responses.ResponseInputMessageContentListParam{responses.ResponseInputContentParamOfInputText("Be brief.")}}},
+			responses.ResponseInputItemParamOfMessage("Say hello.", responses.EasyInputMessageRoleUser),
+			responses.ResponseInputItemParamOfMessage("Hello.", responses.EasyInputMessageRoleAssistant),
+			responses.ResponseInputItemParamOfMessage("And again.", responses.EasyInputMessageRoleUser),
+		}},
+		Instructions:    openai.String("You are terse."),
+		MaxOutputTokens: openai.Int(4),
+		Temperature:     openai.Float(0),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type item struct{ role, part, text string }
+	want := []item{{"developer", "input_text", "Be brief."}, {"user", "input_text", "Say hello."},
+		{"assistant", "output_text", "Hello."}, {"user", "input_text", "And again."}}
+	got := func(it responses.ResponseItemUnion) item {
+		var m struct {
+			Content []struct{ Type, Text string }
+		}
+		if err := json.Unmarshal([]byte(it.RawJSON()), &m); err != nil || it.Type != "message" || len(m.Content) != 1 ||
+			it.ID == "" || it.Status != "completed" {
+			t.Fatalf("item %s", it.RawJSON())
+		}
+		return item{it.Role, m.Content[0].Type, m.Content[0].Text}
+	}
+
+	page, err := c.Responses.InputItems.List(ctx, res.ID, responses.InputItemListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Data) != 4 || page.HasMore {
+		t.Fatalf("default page %s", page.RawJSON())
+	}
+	for i, it := range page.Data { // newest first
+		if g := got(it); g != want[3-i] {
+			t.Fatalf("desc item %d: %+v, want %+v", i, g, want[3-i])
+		}
+	}
+	var ids []string
+	pager := c.Responses.InputItems.ListAutoPaging(ctx, res.ID, responses.InputItemListParams{Limit: openai.Int(1), Order: "asc"})
+	for pager.Next() {
+		if g := got(pager.Current()); len(ids) >= 4 || g != want[len(ids)] {
+			t.Fatalf("asc item %d: %+v", len(ids), g)
+		}
+		ids = append(ids, pager.Current().ID)
+	}
+	if err := pager.Err(); err != nil || len(ids) != 4 {
+		t.Fatalf("paged %d items: %v", len(ids), err)
+	}
+	if ids[1] == ids[3] || ids[0] != page.Data[3].ID {
+		t.Fatalf("ids %v, desc page's last %s", ids, page.Data[3].ID)
+	}
+
+	// A page before an item (raw: this client version has no "before").
+	status, raw := do(t, d.tcp, "GET", d.base+"/v1/responses/"+res.ID+"/input_items?order=asc&limit=1&before="+ids[2], nil)
+	var p struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+		FirstID string `json:"first_id"`
+		LastID  string `json:"last_id"`
+		HasMore bool   `json:"has_more"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil || status != 200 || len(p.Data) != 1 || p.Data[0].ID != ids[0] ||
+		p.FirstID != ids[0] || p.LastID != ids[0] || !p.HasMore {
+		t.Fatalf("before %s: %d %s", ids[2], status, raw)
+	}
+
+	// A continuation lists only its own input, with the id it was given.
+	next := postResponse(t, d, `{"previous_response_id":"`+res.ID+`","max_output_tokens":2,
+		"input":[{"id":"msg_given","role":"user","content":[{"type":"input_text","text":"More."}]}]}`)
+	status, raw = do(t, d.tcp, "GET", d.base+"/v1/responses/"+next.ID+"/input_items", nil)
+	if status != 200 || strings.Count(string(raw), `"type":"message"`) != 1 ||
+		!strings.Contains(string(raw), `"id":"msg_given","type":"message","status":"completed","role":"user","content":[{"type":"input_text","text":"More."}]`) {
+		t.Fatalf("continuation's items: %d %s", status, raw)
+	}
+
+	for _, tc := range []struct {
+		method, query string
+		status        int
+		param         string
+	}{
+		{"GET", "?limit=0", 400, "limit"}, {"GET", "?limit=101", 400, "limit"}, {"GET", "?limit=x", 400, "limit"},
+		{"GET", "?order=sideways", 400, "order"}, {"GET", "?after=msg-nope", 400, "after"}, {"GET", "?before=", 400, "before"},
+		{"POST", "", 405, ""},
+	} {
+		status, raw := do(t, d.tcp, tc.method, d.base+"/v1/responses/"+res.ID+"/input_items"+tc.query, nil)
+		if status != tc.status || !strings.Contains(string(raw), `"param":"`+tc.param+`"`) && tc.param != "" {
+			t.Errorf("%s %s: %d %s", tc.method, tc.query, status, raw)
+		}
+	}
+	if status, raw := do(t, d.tcp, "GET", d.base+"/v1/responses/resp-nope/input_items", nil); status != 404 {
+		t.Errorf("unknown response: %d %s", status, raw)
+	}
 }

@@ -97,6 +97,7 @@ type functionCallItem struct {
 
 // inputItem is one element of a Responses input list.
 type inputItem struct {
+	ID        string          `json:"id"`
 	Type      string          `json:"type"`
 	Role      string          `json:"role"`
 	Content   json.RawMessage `json:"content"`

@@ -144,6 +144,10 @@ async function responsesAPI() {
   assert.equal(next.model, model);
   const got = await client.responses.retrieve(next.id);
   assert.equal(got.output_text, next.output_text);
+  // Its own input, listed (the previous response's is not).
+  const items = [];
+  for await (const it of client.responses.inputItems.list(next.id, { limit: 1, order: 'asc' })) items.push(it);
+  assert.deepEqual(items.map((it) => [it.type, it.role, it.content[0].text]), [['message', 'user', 'Again.']]);
 }
 
 async function models() {
