@@ -26,7 +26,7 @@ func runConformance(args []string) error {
 	fs := flag.NewFlagSet("conformance", flag.ContinueOnError)
 	dev := deviceFlag(fs)
 	seed := fs.Uint64("seed", 7, "random seed")
-	only := fs.String("only", "", `"draw" (with argmax) or "fused": only that section's cases`)
+	only := fs.String("only", "", `"draw" (with argmax), "fused" or "hybrid": only that section's cases`)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -45,10 +45,13 @@ func runConformance(args []string) error {
 	case "fused": // the fused decode ops alone (e.g. under POCKET_FP8_BULK=0)
 		c.section("fused")
 		c.fused()
+	case "hybrid": // the DeltaNet and MLA ops alone
+		c.section("hybrid")
+		c.hybrid()
 	case "":
 		c.run()
 	default:
-		return fmt.Errorf("conformance: -only %q: only \"draw\" and \"fused\" are sections of their own", *only)
+		return fmt.Errorf("conformance: -only %q: only \"draw\", \"fused\" and \"hybrid\" are sections of their own", *only)
 	}
 	fmt.Printf("conformance on %s: %d cases, %d failed\n", g.DeviceName(), c.n, c.failed)
 	if c.failed > 0 {
