@@ -25,6 +25,7 @@ for m in kernels decode quant fp8mma hybrid; do
   pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p"; done
+for m in kernels decode quant fp8mma hybrid; do gzip -n9f "$m.ptx"; done # embedded gzipped (backend.go: loadPTX)
 cd "$tmp"
 CGO_ENABLED=1 go build -trimpath -ldflags='-s -w' -tags cuda -o "$out/pocket-worker" ./cmd/pocket-worker
 echo "build (${flags:-plain}): $out/pocket-worker"

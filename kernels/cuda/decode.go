@@ -2,7 +2,7 @@
 
 package cuda
 
-//go:generate nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o decode.ptx decode.cu
+//go:generate sh -c "nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o decode.ptx decode.cu && gzip -n9f decode.ptx"
 
 import (
 	_ "embed"
@@ -18,8 +18,8 @@ import (
 // unless POCKET_PDL=0, and declined altogether with POCKET_FUSED=0 (the
 // A/B switches of switches.go).
 
-//go:embed decode.ptx
-var decodePTX string
+//go:embed decode.ptx.gz
+var decodePTX []byte
 
 // Kernel indices; each GEMV has a bf16 variant and an FP8 one at index+1.
 const (

@@ -2,8 +2,9 @@
 // uploaded once in their stored format (bf16, f16, f32, FP8 E4M3 with
 // block scales, GGUF blocks — never a widened copy), activations and the
 // paged KV pool are float32 in device memory. Kernels are CUDA C compiled
-// to compute_90 PTX (each .cu has its `go generate` line) and embedded, one
-// module per concern, the optional ones loaded on first use:
+// to compute_90 PTX (each .cu has its `go generate` line, which gzips
+// nvcc's output: the tree keeps X.ptx.gz, and X.ptx is ignored) and
+// embedded, one module per concern, the optional ones loaded on first use:
 //
 //	kernels.cu  the Backend's ops: GEMV/GEMM, norms, RoPE, and attention
 //	            (kv_attn.cuh: the KV store and split-K decode attention,
@@ -53,4 +54,4 @@
 // only for prefill and for eager steps.
 package cuda
 
-//go:generate nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o kernels.ptx kernels.cu
+//go:generate sh -c "nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o kernels.ptx kernels.cu && gzip -n9f kernels.ptx"

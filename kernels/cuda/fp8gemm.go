@@ -2,7 +2,7 @@
 
 package cuda
 
-//go:generate nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o fp8gemm.ptx fp8gemm.cu
+//go:generate sh -c "nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o fp8gemm.ptx fp8gemm.cu && gzip -n9f fp8gemm.ptx"
 
 import (
 	_ "embed"
@@ -17,8 +17,8 @@ import (
 // module is loaded on the first GEMM that takes it, so the default path
 // never JITs its PTX.
 
-//go:embed fp8gemm.ptx
-var fp8gemmPTX string
+//go:embed fp8gemm.ptx.gz
+var fp8gemmPTX []byte
 
 // Shapes of fp8gemm.cu: fp8Group columns per activation scale (and per
 // stage), fp8Tile rows and columns per block tile, fp8GemmShm bytes of

@@ -2,7 +2,7 @@
 
 package cuda
 
-//go:generate nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o fp8mma.ptx fp8mma.cu
+//go:generate sh -c "nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o fp8mma.ptx fp8mma.cu && gzip -n9f fp8mma.ptx"
 
 import (
 	_ "embed"
@@ -16,8 +16,8 @@ import (
 // plain one-row MatMul try them first and fall back to the grouped kernels
 // of decode.cu when they decline (POCKET_FP8_MMA=0 declines always).
 
-//go:embed fp8mma.ptx
-var fp8mmaPTX string
+//go:embed fp8mma.ptx.gz
+var fp8mmaPTX []byte
 
 // Kernel indices from dF8MMA in b.dec: each op has a variant for inputs of
 // up to f8mmaSmall columns (16 KiB of shared memory) at +0 and one for up to

@@ -2,8 +2,8 @@
 
 package cuda
 
-//go:generate nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o hybrid.ptx hybrid.cu
-//go:generate nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o hybrid_chunk.ptx hybrid_chunk.cu
+//go:generate sh -c "nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o hybrid.ptx hybrid.cu && gzip -n9f hybrid.ptx"
+//go:generate sh -c "nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o hybrid_chunk.ptx hybrid_chunk.cu && gzip -n9f hybrid_chunk.ptx"
 
 import (
 	_ "embed"
@@ -22,11 +22,11 @@ import (
 // so a decode step that runs them stays graph-capturable; the recurrent
 // state is updated in place in its device buffer.
 
-//go:embed hybrid.ptx
-var hybridPTX string
+//go:embed hybrid.ptx.gz
+var hybridPTX []byte
 
-//go:embed hybrid_chunk.ptx
-var hybridChunkPTX string
+//go:embed hybrid_chunk.ptx.gz
+var hybridChunkPTX []byte
 
 var _ kernels.HybridOps = (*Backend)(nil)
 

@@ -2,7 +2,7 @@
 
 package cuda
 
-//go:generate bash ../../scripts/nvcc12.sh -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o membw.ptx membw.cu
+//go:generate sh -c "bash ../../scripts/nvcc12.sh -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o membw.ptx membw.cu && gzip -n9f membw.ptx"
 
 import (
 	_ "embed"
@@ -17,8 +17,8 @@ import (
 // rings' cp.async copies, or by the tensor-memory engine's bulk copies.
 // A measurement for `pocket-worker membw`, outside every model's path.
 
-//go:embed membw.ptx
-var membwPTX string
+//go:embed membw.ptx.gz
+var membwPTX []byte
 
 // StreamCase is one streaming-read measurement: Mode "ldg" (plain loads),
 // "ring" (cp.async rings of Stages 2 KiB units a warp: 3, 4, 6 or 8) or

@@ -2,7 +2,7 @@
 
 package cuda
 
-//go:generate nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o mla.ptx mla.cu
+//go:generate sh -c "nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o mla.ptx mla.cu && gzip -n9f mla.ptx"
 
 import (
 	_ "embed"
@@ -20,8 +20,8 @@ import (
 // serves every position up to it; DSA's selection runs on the device and
 // is never read back.
 
-//go:embed mla.ptx
-var mlaPTX string
+//go:embed mla.ptx.gz
+var mlaPTX []byte
 
 var _ kernels.MLAOps = (*Backend)(nil)
 

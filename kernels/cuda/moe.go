@@ -2,7 +2,7 @@
 
 package cuda
 
-//go:generate nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o moe.ptx moe.cu
+//go:generate sh -c "nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o moe.ptx moe.cu && gzip -n9f moe.ptx"
 
 import (
 	_ "embed"
@@ -34,8 +34,8 @@ import (
 // ErrUnsupported from NewExperts and the model keeps host routing. The
 // module is loaded on first use, so dense models never JIT it.
 
-//go:embed moe.ptx
-var moePTX string
+//go:embed moe.ptx.gz
+var moePTX []byte
 
 // moeGEMVRows is the most rows that take the indexed GEMV path: each row
 // reads its K experts' weights, which beats grouping (a host round trip

@@ -2,7 +2,7 @@
 
 package cuda
 
-//go:generate nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o moe_quant.ptx moe_quant.cu
+//go:generate sh -c "nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o moe_quant.ptx moe_quant.cu && gzip -n9f moe_quant.ptx"
 
 import (
 	_ "embed"
@@ -31,8 +31,8 @@ import (
 // sub-block: 14 loads for 18 bytes); wider loads per lane, as qmv does for
 // the int8 path, are the next step if GGUF MoE decode needs it.
 
-//go:embed moe_quant.ptx
-var moeQuantPTX string
+//go:embed moe_quant.ptx.gz
+var moeQuantPTX []byte
 
 // moeQuantFns are one format's kernels.
 type moeQuantFns struct{ gateup, down cFunc }

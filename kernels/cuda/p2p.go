@@ -2,7 +2,7 @@
 
 package cuda
 
-//go:generate nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o p2p.ptx p2p.cu
+//go:generate sh -c "nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o p2p.ptx p2p.cu && gzip -n9f p2p.ptx"
 
 // A one-shot all-reduce over peer memory (NVLink) for the small all-reduces
 // of tensor-parallel decode, where NCCL costs ~6.5 µs per 16 KiB inside a
@@ -84,8 +84,8 @@ import (
 	"github.com/pocketllm/pocketllm/kernels"
 )
 
-//go:embed p2p.ptx
-var p2pPTX string
+//go:embed p2p.ptx.gz
+var p2pPTX []byte
 
 // ErrP2P marks a failed peer-memory all-reduce (a peer that stopped
 // answering within the timeout): the group must be rebuilt.
@@ -186,7 +186,7 @@ func (p *P2P) export(rec *p2pRecord) error {
 		return b.err
 	}
 	defer b.exit()
-	mod, err := cu.LoadData(p2pPTX)
+	mod, err := loadPTX(p2pPTX)
 	if err != nil {
 		return fmt.Errorf("load p2p PTX: %w", err)
 	}

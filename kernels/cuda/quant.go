@@ -2,7 +2,7 @@
 
 package cuda
 
-//go:generate nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o quant.ptx quant.cu
+//go:generate sh -c "nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o quant.ptx quant.cu && gzip -n9f quant.ptx"
 
 import (
 	_ "embed"
@@ -40,8 +40,8 @@ import (
 // The module is loaded on the first quantized weight, so bf16/FP8-only
 // models never JIT it.
 
-//go:embed quant.ptx
-var quantPTX string
+//go:embed quant.ptx.gz
+var quantPTX []byte
 
 // quantNames maps the executable block formats to their kernel suffix.
 var quantNames = map[kernels.DType]string{
@@ -135,7 +135,7 @@ func (b *Backend) quantModule() (*quantMod, error) {
 	if b.q != nil {
 		return b.q, nil
 	}
-	mod, err := cu.LoadData(quantPTX)
+	mod, err := loadPTX(quantPTX)
 	if err != nil {
 		return nil, fmt.Errorf("cuda: load quant PTX: %w", err)
 	}

@@ -2,6 +2,8 @@ package cuda
 
 import (
 	"bytes"
+	"compress/gzip"
+	"io"
 	"os"
 	"testing"
 )
@@ -103,7 +105,15 @@ func TestParseQmvPlan(t *testing.T) {
 	}
 	// Every geometry's entries are in the committed PTX (quantModule
 	// loads them all).
-	ptx, err := os.ReadFile("quant.ptx")
+	gz, err := os.ReadFile("quant.ptx.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ptx, err := io.ReadAll(r)
 	if err != nil {
 		t.Fatal(err)
 	}

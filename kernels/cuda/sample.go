@@ -2,7 +2,7 @@
 
 package cuda
 
-//go:generate nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o sample.ptx sample.cu
+//go:generate sh -c "nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o sample.ptx sample.cu && gzip -n9f sample.ptx"
 
 import (
 	_ "embed"
@@ -17,8 +17,8 @@ import (
 // Sampling on the device (sample.cu): a sampled decode step's token drawn
 // from the logits where the step left them, reading back one int32.
 
-//go:embed sample.ptx
-var samplePTX string
+//go:embed sample.ptx.gz
+var samplePTX []byte
 
 type sampleMod struct {
 	adjust   cFunc // logit_adjust

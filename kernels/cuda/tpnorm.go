@@ -2,7 +2,7 @@
 
 package cuda
 
-//go:generate nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o tpnorm.ptx tpnorm.cu
+//go:generate sh -c "nvcc -ptx -arch=compute_90 -allow-unsupported-compiler -O3 -o tpnorm.ptx tpnorm.cu && gzip -n9f tpnorm.ptx"
 
 import (
 	_ "embed"
@@ -16,8 +16,8 @@ import (
 // step that runs them (with the all-reduce between them queued on the
 // same stream) stays graph-capturable.
 
-//go:embed tpnorm.ptx
-var tpnormPTX string
+//go:embed tpnorm.ptx.gz
+var tpnormPTX []byte
 
 var _ kernels.TPNormOps = (*Backend)(nil)
 
