@@ -19,10 +19,12 @@ vocab=$(python3 -c "import json; print(json.load(open('$m/config.json'))['vocab_
 prompt=$(python3 -c "import random; random.seed(5); print(','.join(str(random.randrange($vocab)) for _ in range(256)))")
 sock=/tmp/pd-sampled.sock
 api() { curl -s --max-time 120 --unix-socket $sock "http://pocketd$1" ${2:+-d "$2"}; }
-gen() { # label body: tokens generated (not assumed: a sampled EOS ends early) over the call's time
+gen() { # label body: tokens generated (not assumed: a sampled EOS ends early) over the call's time;
+  # the session is cut back to the prompt after each, so every generation continues the same context
   t0=$(date +%s.%N)
   api /v0/sessions/$id/generate "$2" > /tmp/gen-sampled.json
   t1=$(date +%s.%N)
+  api /v0/sessions/$id/truncate '{"length":256}' > /dev/null
   python3 - "$1" "$t0" "$t1" "$draw" <<'PY'
 import json, sys
 label, t0, t1, draw = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
@@ -45,6 +47,7 @@ serve() { # draw (device|host): start the daemon, run the generations, stop it
   id=$(api /v0/sessions "{\"model\":\"$name\"}" | python3 -c "import json,sys; print(json.load(sys.stdin)['id'])")
   api /v0/sessions/$id/append "{\"tokens\":[$prompt]}" > /dev/null
   api /v0/sessions/$id/generate '{"max_tokens":16,"temperature":0}' > /dev/null # warm-up
+  api /v0/sessions/$id/truncate '{"length":256}' > /dev/null
   rounds=2; [ $draw = host ] && rounds=1
   for r in $(seq 1 $rounds); do
     if [ $draw = device ]; then
