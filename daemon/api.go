@@ -287,7 +287,7 @@ func (s *Server) serveGenerate(ctx *fasthttp.RequestCtx, mgr *session.Manager, u
 	ctx.SetContentType("application/x-ndjson")
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
 	reqCtx, log := s.reqCtx, s.log
-	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+	StreamBody(ctx, log, func(w *bufio.Writer) {
 		gctx, cancel := context.WithCancel(reqCtx)
 		defer cancel()
 		enc := json.NewEncoder(w)

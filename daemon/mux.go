@@ -1,9 +1,12 @@
 package daemon
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"runtime/debug"
 	"sort"
 	"strings"
 
@@ -146,4 +149,21 @@ func WriteJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 	ctx.SetStatusCode(status)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(buf.Bytes())
+}
+
+// StreamBody sets ctx's body to what write writes, as SetBodyStreamWriter
+// does, with a panic in write recovered and logged (the reply is cut
+// short). fasthttp runs write on a goroutine of its own, which the
+// handler's recover (Server.handler) does not reach: there a panic would
+// end the daemon and every session's KV with it.
+func StreamBody(ctx *fasthttp.RequestCtx, log *slog.Logger, write func(w *bufio.Writer)) {
+	path := string(ctx.Path())
+	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer func() {
+			if p := recover(); p != nil {
+				log.Error("stream panic", "path", path, "panic", p, "stack", string(debug.Stack()))
+			}
+		}()
+		write(w)
+	})
 }

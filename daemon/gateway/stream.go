@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"time"
 
+	"github.com/pocketllm/pocketllm/daemon"
 	"github.com/pocketllm/pocketllm/session"
 	"github.com/valyala/fasthttp"
 )
@@ -58,7 +59,7 @@ func streamChunks[C any](g *Gateway, ctx *fasthttp.RequestCtx, p *prepared, star
 			SystemFingerprint: fingerprint, Choices: []C{c}}
 	}
 	log := g.srv.Logger()
-	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+	daemon.StreamBody(ctx, log, func(w *bufio.Writer) {
 		s := newSSE(w)
 		usages := make([]session.Usage, 0, n)
 		for i := range n {
