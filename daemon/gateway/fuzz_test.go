@@ -22,6 +22,7 @@ func FuzzDecode(f *testing.F) {
 		`{"input":"hi","instructions":"be brief","max_output_tokens":4,"previous_response_id":"resp-1","store":false}`,
 		`{"input":[{"role":"user","content":[{"type":"input_text","text":"a"}]},{"type":"message","role":"assistant","content":"b"}],"text":{"format":{"type":"json_schema","name":"x","schema":{"type":"object"}}}}`,
 		`{"input":[{"role":"user","content":"w?"},{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":"x"}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"tool_choice":{"type":"function","name":"f"}}`,
+		`{"input":[{"id":"msg_1","role":"developer","content":"d"}],"include":["message.output_text.logprobs","reasoning.encrypted_content"],"top_logprobs":3,"metadata":{"k":"v"},"parallel_tool_calls":false}`,
 	} {
 		f.Add([]byte(s), "")
 	}

@@ -46,7 +46,18 @@ type responsesRequest struct {
 	Text               *struct {
 		Format json.RawMessage `json:"format"`
 	} `json:"text"`
+	Include           []string          `json:"include"`
+	TopLogprobs       *int              `json:"top_logprobs"`
+	Metadata          map[string]string `json:"metadata"`
+	ParallelToolCalls *bool             `json:"parallel_tool_calls"`
 }
+
+// includeLogprobs is the include entry that asks for the output text's
+// token logprobs. The API's other entries (reasoning.encrypted_content,
+// which agents send with every request, and the built-in tools' results)
+// name what this gateway never produces, so they are accepted and add
+// nothing.
+const includeLogprobs = "message.output_text.logprobs"
 
 // responseObject is a Response as OpenAI's API returns it.
 type responseObject struct {
@@ -68,9 +79,10 @@ type responseObject struct {
 	Text               json.RawMessage   `json:"text"`
 	ToolChoice         json.RawMessage   `json:"tool_choice"`
 	Tools              []json.RawMessage `json:"tools"`
+	TopLogprobs        int               `json:"top_logprobs"`
 	Truncation         string            `json:"truncation"`
 	Usage              *responsesUsage   `json:"usage"`
-	Metadata           map[string]any    `json:"metadata"`
+	Metadata           map[string]string `json:"metadata"`
 }
 
 type incomplete struct {
@@ -92,10 +104,10 @@ type responseItem struct {
 }
 
 type outputText struct {
-	Type        string `json:"type"`
-	Text        string `json:"text"`
-	Annotations []any  `json:"annotations"`
-	Logprobs    []any  `json:"logprobs"`
+	Type        string         `json:"type"`
+	Text        string         `json:"text"`
+	Annotations []any          `json:"annotations"`
+	Logprobs    []tokenLogprob `json:"logprobs"`
 }
 
 type responsesUsage struct {
@@ -123,6 +135,8 @@ type responsesJob struct {
 	topP         float64
 	toolsEcho    []json.RawMessage // the request's tools and tool_choice, echoed
 	choiceEcho   json.RawMessage
+	metadata     map[string]string // echoed
+	parallel     bool              // parallel_tool_calls, echoed
 }
 
 // decodeResponses decodes a Responses request.
@@ -153,6 +167,22 @@ func decodeResponses(body []byte) (*responsesJob, *apiError) {
 		j.params.MaxTokens, j.maxTokensSet = *r.MaxOutputTokens, true
 	}
 	j.stream = r.Stream != nil && *r.Stream
+	j.parallel = r.ParallelToolCalls == nil || *r.ParallelToolCalls
+	j.params.Logprobs = slices.Contains(r.Include, includeLogprobs)
+	if r.TopLogprobs != nil {
+		if *r.TopLogprobs < 0 || *r.TopLogprobs > 20 {
+			return nil, badParam("top_logprobs", "top_logprobs: must be in [0, 20], got %d", *r.TopLogprobs)
+		}
+		j.params.TopLogprobs = *r.TopLogprobs
+		j.params.Logprobs = j.params.Logprobs || *r.TopLogprobs > 0
+	}
+	if aerr := checkMetadata(r.Metadata); aerr != nil {
+		return nil, aerr
+	}
+	j.metadata = r.Metadata
+	if j.metadata == nil {
+		j.metadata = map[string]string{}
+	}
 	if aerr := j.responsesTools(r.Tools, r.ToolChoice); aerr != nil {
 		return nil, aerr
 	}
@@ -168,6 +198,23 @@ func decodeResponses(body []byte) (*responsesJob, *apiError) {
 		j.text, _ = json.Marshal(r.Text)
 	}
 	return j, nil
+}
+
+// checkMetadata refuses metadata the API would: more than 16 pairs, a
+// key over 64 characters or a value over 512.
+func checkMetadata(m map[string]string) *apiError {
+	if len(m) > 16 {
+		return badParam("metadata", "metadata: at most 16 pairs, got %d", len(m))
+	}
+	for k, v := range m {
+		switch {
+		case len(k) > 64:
+			return badParam("metadata", "metadata: key %.20q... is over 64 characters", k)
+		case len(v) > 512:
+			return badParam("metadata", "metadata[%q]: value over 512 characters", k)
+		}
+	}
+	return nil
 }
 
 // responsesInput reads input: a string (one user message) or a list of
@@ -324,9 +371,10 @@ func (g *Gateway) serveResponses(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	obj := responseObject{ID: newID("resp"), Object: "response", CreatedAt: time.Now().Unix(), Status: "in_progress",
-		Instructions: j.instructions, Model: p.m.name, Output: []any{}, ParallelToolCalls: true,
+		Instructions: j.instructions, Model: p.m.name, Output: []any{}, ParallelToolCalls: j.parallel,
 		PreviousResponseID: prevID, Store: j.store, Temperature: j.temperature, TopP: j.topP, Text: j.text,
-		ToolChoice: json.RawMessage(`"auto"`), Tools: []json.RawMessage{}, Truncation: "disabled", Metadata: map[string]any{}}
+		ToolChoice: json.RawMessage(`"auto"`), Tools: []json.RawMessage{}, TopLogprobs: j.params.TopLogprobs,
+		Truncation: "disabled", Metadata: j.metadata}
 	if j.toolsEcho != nil {
 		obj.Tools = j.toolsEcho
 	}
@@ -337,6 +385,7 @@ func (g *Gateway) serveResponses(ctx *fasthttp.RequestCtx) {
 		obj.MaxOutputTokens = &j.params.MaxTokens
 	}
 	msgID := newID("msg")
+	var lps []tokenLogprob // the reply's tokens' logprobs, when asked for
 	finish := func(res session.GenerateResult) responseObject {
 		done := obj
 		done.Status = "completed"
@@ -344,7 +393,7 @@ func (g *Gateway) serveResponses(ctx *fasthttp.RequestCtx) {
 			done.Status, done.IncompleteDetails = "incomplete", &incomplete{Reason: "max_output_tokens"}
 		}
 		var reply tokenizer.Message
-		done.Output, reply = replyItems(res, j, msgID, done.Status)
+		done.Output, reply = replyItems(res, j, msgID, done.Status, lps)
 		u := &responsesUsage{InputTokens: res.Usage.PromptTokens, OutputTokens: res.Usage.CompletionTokens,
 			TotalTokens: res.Usage.PromptTokens + res.Usage.CompletionTokens}
 		u.InputTokensDetails.CachedTokens = res.Usage.CachedTokens
@@ -360,10 +409,21 @@ func (g *Gateway) serveResponses(ctx *fasthttp.RequestCtx) {
 		return done
 	}
 	if j.stream {
-		g.streamResponse(ctx, p, obj, msgID, j.tools, start, finish)
+		var into *[]tokenLogprob
+		if j.params.Logprobs {
+			into = &lps
+		}
+		g.streamResponse(ctx, p, obj, msgID, j.tools, start, into, finish)
 		return
 	}
-	res, err := p.run(g.srv.RequestContext(), g.timed(p.m.name, start, 0, nil))
+	var onToken func(session.TokenEvent) error
+	if j.params.Logprobs {
+		onToken = func(ev session.TokenEvent) error {
+			lps = append(lps, p.m.chatLogprob(ev))
+			return nil
+		}
+	}
+	res, err := p.run(g.srv.RequestContext(), g.timed(p.m.name, start, 0, onToken))
 	if err != nil {
 		writeError(ctx, fromSession(err))
 		return
@@ -373,18 +433,20 @@ func (g *Gateway) serveResponses(ctx *fasthttp.RequestCtx) {
 
 // streamResponse replies with the Responses API's events: the response
 // created and in progress; without tools the message item and its text
-// part opened, a delta a token, then the text, part and item done; with
-// tools (whose calls are known only once the reply is parsed) every item
-// of the reply, whole, after the generation; then the response completed
-// or incomplete (response.failed after an error).
+// part opened, a delta a token (with the logprobs of the tokens it
+// holds, where lps is not nil: they are also gathered in *lps), then the text,
+// part and item done; with tools (whose calls are known only once the
+// reply is parsed) every item of the reply, whole, after the generation;
+// then the response completed or incomplete (response.failed after an
+// error).
 func (g *Gateway) streamResponse(ctx *fasthttp.RequestCtx, p *prepared, obj responseObject, msgID string, tools bool,
-	start time.Time, finish func(session.GenerateResult) responseObject) {
+	start time.Time, lps *[]tokenLogprob, finish func(session.GenerateResult) responseObject) {
 	gen, first, ok := g.startStream(ctx, p, start)
 	if gen == nil {
 		return
 	}
 	log := g.srv.Logger()
-	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+	daemon.StreamBody(ctx, log, func(w *bufio.Writer) {
 		defer gen.cancel()
 		ev := responseEvents{s: newSSE(w), w: w}
 		gone := func() {
@@ -402,11 +464,20 @@ func (g *Gateway) streamResponse(ctx *fasthttp.RequestCtx, p *prepared, obj resp
 			gone()
 			return
 		}
+		held := 0 // tokens whose logprobs wait for a delta with text
 		for tok, more := first, ok; more; tok, more = gen.next() {
+			if lps != nil {
+				*lps = append(*lps, p.m.chatLogprob(tok))
+				held++
+			}
 			if !opened || tok.Text == "" {
 				continue
 			}
-			if ev.send("response.output_text.delta", ev.at(msgID, 0, map[string]any{"delta": tok.Text, "logprobs": []any{}})) != nil {
+			mine := []tokenLogprob{}
+			if lps != nil {
+				mine, held = (*lps)[len(*lps)-held:], 0
+			}
+			if ev.send("response.output_text.delta", ev.at(msgID, 0, map[string]any{"delta": tok.Text, "logprobs": mine})) != nil {
 				gone()
 				return
 			}
@@ -456,7 +527,7 @@ func (e *responseEvents) at(itemID string, index int, fields map[string]any) map
 }
 
 func textPart(text string) outputText {
-	return outputText{Type: "output_text", Text: text, Annotations: []any{}, Logprobs: []any{}}
+	return outputText{Type: "output_text", Text: text, Annotations: []any{}, Logprobs: []tokenLogprob{}}
 }
 
 // openMessage announces the message item (output index) and its empty
@@ -474,19 +545,19 @@ func (e *responseEvents) openMessage(msgID string, index int) error {
 func (e *responseEvents) item(index int, item any, announce bool) error {
 	switch it := item.(type) {
 	case responseItem:
-		text := it.Content[0].Text
+		part := it.Content[0]
 		if announce {
 			if err := e.openMessage(it.ID, index); err != nil {
 				return err
 			}
-			if err := e.send("response.output_text.delta", e.at(it.ID, index, map[string]any{"delta": text, "logprobs": []any{}})); err != nil {
+			if err := e.send("response.output_text.delta", e.at(it.ID, index, map[string]any{"delta": part.Text, "logprobs": part.Logprobs})); err != nil {
 				return err
 			}
 		}
-		if err := e.send("response.output_text.done", e.at(it.ID, index, map[string]any{"text": text, "logprobs": []any{}})); err != nil {
+		if err := e.send("response.output_text.done", e.at(it.ID, index, map[string]any{"text": part.Text, "logprobs": part.Logprobs})); err != nil {
 			return err
 		}
-		if err := e.send("response.content_part.done", e.at(it.ID, index, map[string]any{"part": textPart(text)})); err != nil {
+		if err := e.send("response.content_part.done", e.at(it.ID, index, map[string]any{"part": part})); err != nil {
 			return err
 		}
 	case functionCallItem:

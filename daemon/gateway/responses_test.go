@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -463,5 +464,91 @@ func TestOpenAIGoResponsesInputItems(t *testing.T) {
 	}
 	if status, raw := do(t, d.tcp, "GET", d.base+"/v1/responses/resp-nope/input_items", nil); status != 404 {
 		t.Errorf("unknown response: %d %s", status, raw)
+	}
+}
+
+// TestOpenAIGoResponsesLogprobs: include message.output_text.logprobs
+// (with top_logprobs) gives each output token's logprob on the message's
+// text part and on the stream's deltas, the same tokens both ways (greedy);
+// metadata, top_logprobs and parallel_tool_calls are echoed; an agent's
+// include of reasoning.encrypted_content is accepted; out-of-range values
+// are 400s naming the field.
+func TestOpenAIGoResponsesLogprobs(t *testing.T) {
+	d := sharedDaemon(t)
+	c := goClient(d)
+	ctx := context.Background()
+	params := responses.ResponseNewParams{
+		Model:             "demo",
+		Input:             responses.ResponseNewParamsInputUnion{OfString: openai.String("Say hello.")},
+		MaxOutputTokens:   openai.Int(6),
+		Temperature:       openai.Float(0),
+		TopLogprobs:       openai.Int(2),
+		Include:           []responses.ResponseIncludable{"message.output_text.logprobs", "reasoning.encrypted_content"},
+		Metadata:          map[string]string{"ticket": "42"},
+		ParallelToolCalls: openai.Bool(false),
+	}
+	res, err := c.Responses.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Metadata["ticket"] != "42" || res.TopLogprobs != 2 || res.ParallelToolCalls {
+		t.Fatalf("echo: metadata %v, top_logprobs %d, parallel_tool_calls %v", res.Metadata, res.TopLogprobs, res.ParallelToolCalls)
+	}
+	part := res.Output[0].Content[0]
+	lps := part.Logprobs
+	if len(lps) != int(res.Usage.OutputTokens) || len(lps) == 0 {
+		t.Fatalf("%d logprobs for %d output tokens: %s", len(lps), res.Usage.OutputTokens, res.RawJSON())
+	}
+	var text strings.Builder
+	for _, lp := range lps {
+		if len(lp.TopLogprobs) != 2 || lp.Logprob > 0 || lp.TopLogprobs[0].Logprob < lp.Logprob {
+			t.Fatalf("logprob %+v", lp)
+		}
+		text.WriteString(lp.Token)
+	}
+	if text.String() != part.Text {
+		t.Fatalf("tokens %q, text %q", text.String(), part.Text)
+	}
+
+	stream := c.Responses.NewStreaming(ctx, params)
+	var streamed []string
+	for stream.Next() {
+		if ev := stream.Current(); ev.Type == "response.output_text.delta" {
+			for _, lp := range ev.AsResponseOutputTextDelta().Logprobs {
+				streamed = append(streamed, lp.Token)
+			}
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(streamed) != len(lps) || strings.Join(streamed, "") != part.Text {
+		t.Fatalf("streamed logprobs' tokens %q, plain %q", streamed, part.Text)
+	}
+
+	// Without include, no logprobs.
+	plain, err := c.Responses.New(ctx, responses.ResponseNewParams{Model: "demo",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Say hello.")}, MaxOutputTokens: openai.Int(3)})
+	if err != nil || len(plain.Output[0].Content[0].Logprobs) != 0 {
+		t.Fatalf("logprobs not asked for: %v %s", err, plain.RawJSON())
+	}
+
+	many := `{`
+	for i := range 17 {
+		if i > 0 {
+			many += ","
+		}
+		many += fmt.Sprintf(`"k%d":"v"`, i)
+	}
+	many += `}`
+	for _, tc := range []struct{ body, param string }{
+		{`{"model":"demo","input":"x","top_logprobs":21}`, "top_logprobs"},
+		{`{"model":"demo","input":"x","metadata":` + many + `}`, "metadata"},
+		{`{"model":"demo","input":"x","metadata":{"k":"` + strings.Repeat("v", 513) + `"}}`, "metadata"},
+	} {
+		status, raw := do(t, d.tcp, "POST", d.base+"/v1/responses", []byte(tc.body))
+		if status != 400 || !strings.Contains(string(raw), `"param":"`+tc.param+`"`) {
+			t.Errorf("%.60s: %d %s", tc.body, status, raw)
+		}
 	}
 }

@@ -141,21 +141,26 @@ func addCallItem(out []tokenizer.Message, it inputItem, p string) ([]tokenizer.M
 // replyItems turns a reply into output items and the assistant message
 // the conversation keeps: with tools, the calls parsed out of the text
 // become function_call items after a message with the rest (none when
-// only calls were made); status is the items'.
-func replyItems(res session.GenerateResult, j *responsesJob, msgID, status string) ([]any, tokenizer.Message) {
+// only calls were made); status is the items'. lps are the reply's
+// tokens' logprobs (asked for), the message's where it is the whole reply
+// (no tools: with them its text is what the calls leave of the tokens').
+func replyItems(res session.GenerateResult, j *responsesJob, msgID, status string, lps []tokenLogprob) ([]any, tokenizer.Message) {
 	keep := tokenizer.Message{Role: "assistant", Content: res.Text}
-	message := func(text string) responseItem {
-		return responseItem{Type: "message", ID: msgID, Status: status, Role: "assistant",
-			Content: []outputText{{Type: "output_text", Text: text, Annotations: []any{}, Logprobs: []any{}}}}
+	message := func(text string, lps []tokenLogprob) responseItem {
+		part := textPart(text)
+		if lps != nil {
+			part.Logprobs = lps
+		}
+		return responseItem{Type: "message", ID: msgID, Status: status, Role: "assistant", Content: []outputText{part}}
 	}
 	if !j.tools {
-		return []any{message(res.Text)}, keep
+		return []any{message(res.Text, lps)}, keep
 	}
 	msg, _ := toolMessage(res.Text, j.job, res.FinishReason)
 	var items []any
 	keep.Content = ""
 	if msg.Content != nil {
-		items = append(items, message(*msg.Content))
+		items = append(items, message(*msg.Content, nil))
 		keep.Content = *msg.Content
 	}
 	for _, tc := range msg.ToolCalls {
