@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -59,6 +61,7 @@ func (e *engine) stepTokens() int {
 // and engine.qmu are leaves (nothing is taken while holding them).
 type engine struct {
 	name      string
+	log       *slog.Logger
 	model     Runner
 	tok       *tokenizer.Tokenizer
 	eos       map[int32]bool
@@ -128,10 +131,10 @@ type job struct {
 	err  error
 }
 
-func newEngine(cfg ModelConfig, pool *cache.Pool, eos map[int32]bool) *engine {
+func newEngine(cfg ModelConfig, pool *cache.Pool, eos map[int32]bool, log *slog.Logger) *engine {
 	st := cfg.Model.NewState()
 	e := &engine{
-		name: cfg.Name, model: cfg.Model, tok: cfg.Tokenizer, eos: eos, pool: pool,
+		name: cfg.Name, model: cfg.Model, tok: cfg.Tokenizer, eos: eos, pool: pool, log: log,
 		bs: cfg.BlockSize, ctxLen: cfg.Model.ModelConfig().MaxPositions, limit: cfg.QueueLimit,
 		recurrent: st != nil,
 		seqs:      map[*seqState]struct{}{},
@@ -729,7 +732,7 @@ func (e *engine) advance(sq *seqState, toks []int32, end int, mk passMarks, run 
 	}
 	seq := models.Seq{Pool: e.pool.KV(), Table: sq.table, Start: start, State: sq.state}
 	t0 := time.Now()
-	markLogits, err := run(seq, toks[start:end], len(mk.pos))
+	markLogits, err := e.guarded(func() ([]float32, error) { return run(seq, toks[start:end], len(mk.pos)) })
 	dt := time.Since(t0)
 	if end-start == 1 {
 		e.decodeNs.Add(int64(dt))
@@ -745,7 +748,7 @@ func (e *engine) advance(sq *seqState, toks []int32, end int, mk passMarks, run 
 	}
 	if err != nil {
 		e.forgetMarks(sq, mk)
-		if errors.Is(err, ErrKVLost) {
+		if errors.Is(err, ErrKVLost) || errors.Is(err, errStepPanicked) {
 			e.invalidateAll()
 		} else if e.recurrent {
 			e.dropKV(sq) // the state may be half advanced
@@ -762,6 +765,25 @@ func (e *engine) advance(sq *seqState, toks []int32, end int, mk passMarks, run 
 	}
 	e.keepMarked(sq, mk, markLogits)
 	return nil
+}
+
+// errStepPanicked is a model call's error where the call panicked.
+var errStepPanicked = errors.New("the model's step panicked")
+
+// guarded runs a model call, a panic in it (a bug: a runner in a worker
+// process recovers its own) becoming the call's error. The step's
+// request fails and, as after lost KV, every sequence's KV and state is
+// dropped and rebuilt from the tokens on its next use, since a step cut
+// short may have left any of them half written; the daemon and the
+// sessions go on.
+func (e *engine) guarded(run func() ([]float32, error)) (logits []float32, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			e.log.Error("model step panicked", "model", e.name, "panic", p, "stack", string(debug.Stack()))
+			logits, err = nil, fmt.Errorf("%w: %v", errStepPanicked, p)
+		}
+	}()
+	return run()
 }
 
 // passMarks are the snapshot positions inside a pass that its state was

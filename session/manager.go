@@ -303,7 +303,7 @@ func (m *Manager) AddModel(cfg ModelConfig) error {
 	if err != nil {
 		return fmt.Errorf("add model %s: %w", cfg.Name, err)
 	}
-	m.engines[cfg.Name] = newEngine(cfg, pool, eos)
+	m.engines[cfg.Name] = newEngine(cfg, pool, eos, m.log)
 	m.log.Info("model added", "model", cfg.Name, "kv_blocks", cfg.KVBlocks, "block_size", cfg.BlockSize,
 		"kv_bytes", spec.BytesPerBlock()*int64(cfg.KVBlocks), "host_tier_bytes", cfg.HostTierBytes,
 		"snapshot_bytes", snapBytes)
