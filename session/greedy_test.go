@@ -110,9 +110,10 @@ func (d *drawModel) ForwardSample(seq models.Seq, tokens []int32, dw Draw) (int3
 
 // TestSamplingRunnerPath: sampled generations over a SamplingRunner take
 // its draw path and give the tokens of the session's own sampling for
-// the same seed; a draw lost with the KV is asked again with the same
-// variate (the variate is consumed only with the token), and the tokens
-// stay the same.
+// the same seed, and so do greedy ones with penalties or bias (top-k 1
+// draws); a draw lost with the KV is asked again with the same variate
+// (the variate is consumed only with the token), and the tokens stay the
+// same.
 func TestSamplingRunnerPath(t *testing.T) {
 	m, tok := loadDemo(t)
 	dm := &drawModel{argmaxModel: argmaxModel{Model: m}}
@@ -121,6 +122,7 @@ func TestSamplingRunnerPath(t *testing.T) {
 	seed := uint64(21)
 	for _, sp := range []SamplingParams{
 		{Temperature: 0.8}, {Temperature: 1.1, TopP: 0.9}, {Temperature: 0.6, TopK: 20, TopP: 0.95}, {Temperature: 1, MinP: 0.1},
+		{RepetitionPenalty: 1.5}, {PresencePenalty: 2, LogitBias: map[int32]float32{3: 4}},
 	} {
 		sp.Seed = &seed
 		gp := GenerateParams{MaxTokens: 10, Sampling: sp}
