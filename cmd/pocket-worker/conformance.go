@@ -40,6 +40,7 @@ func runConformance(args []string) error {
 	case "draw": // the sampled-step draw alone (a quick check of sample.cu)
 		c.section("draw")
 		c.draw()
+		c.drawCaptured()
 		c.section("argmax")
 		c.argmax()
 	case "fused": // the fused decode ops alone (e.g. under POCKET_FP8_BULK=0)
@@ -428,7 +429,7 @@ func (c *conf) run() {
 		name string
 		run  func()
 	}{{"fused", c.fused}, {"quant", c.quant}, {"hybrid", c.hybrid}, {"moe", c.moe}, {"tpnorm", c.tpNorm},
-		{"fp8prefill", c.fp8Prefill}, {"draw", c.draw}, {"argmax", c.argmax}} {
+		{"fp8prefill", c.fp8Prefill}, {"draw", func() { c.draw(); c.drawCaptured() }}, {"argmax", c.argmax}} {
 		c.section(s.name)
 		s.run()
 	}

@@ -114,6 +114,34 @@ func (c *conf) draw() {
 	}
 }
 
+// drawCaptured checks whether the grid draw (a cooperative launch) can be
+// recorded into a graph and replayed, drawing what the launched kernel
+// draws (cuda.Backend.DrawCaptured): what a sampled step fed on the device
+// would need. A recording the driver refuses is reported, not failed.
+func (c *conf) drawCaptured() {
+	for _, n := range []int{248320, 151936} {
+		logits := make([]float32, n)
+		for i := range logits {
+			logits[i] = float32(c.rng.NormFloat64() * 3)
+		}
+		xg, _ := c.pair(logits)
+		var scratch drawScratch
+		d := session.Draw{Temperature: 0.7, TopP: 0.9, U: c.rng.Float64()}
+		want := c.g.Draw(xg, n, scratch.args(d))
+		got, err := c.g.DrawCaptured(xg, n, scratch.args(d))
+		c.n++
+		status := "ok"
+		switch {
+		case err != nil:
+			status = "not recordable here: " + err.Error()
+		case got != want:
+			status = fmt.Sprintf("FAIL (replayed %d, launched %d)", got, want)
+			c.failed++
+		}
+		fmt.Printf("%-12s %-40s %s\n", "DrawCaptured", fmt.Sprintf("n=%d T0.7 p0.9", n), status)
+	}
+}
+
 // adjustedRules are draws with penalties and bias (session.Adjust) over
 // n ids: a repetition penalty on a few hundred ids, count penalties on
 // some of them, and biases, one of +8 that makes its token likely and

@@ -6,6 +6,8 @@ package cuda
 
 import (
 	_ "embed"
+	"errors"
+	"fmt"
 	"math"
 	"unsafe"
 
@@ -217,4 +219,53 @@ func (b *Backend) sampleModule() *sampleMod {
 		b.sample = m
 	}
 	return b.sample
+}
+
+// DrawCaptured is Draw with its kernel recorded into a graph and replayed
+// (a diagnostic for conformance): whether the grid draw, a cooperative
+// launch, can be part of a recorded decode step, as a sampled step fed
+// on the device would need (docs/decode-step.md). It answers the token
+// the replay drew, or an error where recording or replaying failed; a
+// vocabulary the one-block draw takes is an error too (nothing to learn).
+func (b *Backend) DrawCaptured(x kernels.Buf, n int, a DrawArgs) (int32, error) {
+	if !b.enter() {
+		b.exit()
+		return -1, b.err
+	}
+	defer b.exit()
+	m := b.sampleModule()
+	if m == nil || b.err != nil {
+		return -1, b.err
+	}
+	if a.TopK == 1 || a.Adjust != nil || drawGridBlocks(n, b.sms) <= 1 || m.noGrid {
+		return -1, fmt.Errorf("cuda: DrawCaptured: not a grid draw: %w", kernels.ErrUnsupported)
+	}
+	probs := b.scratch(&m.probs, &m.probsCap, int64(4*n))
+	b.fail(b.stream.Synchronize())
+	if b.err != nil {
+		return -1, b.err
+	}
+	if err := beginCapture(b.s); err != nil {
+		return -1, err
+	}
+	launched := b.drawOnGrid(m, probs, dptr(x), n, a)
+	exec, err := endCapture(b.s)
+	if !launched {
+		err = errors.Join(err, errors.New("cuda: DrawCaptured: the grid draw was not launched"))
+	}
+	if err != nil {
+		if exec != nil {
+			graphDestroy(exec)
+		}
+		b.err = nil // a launch the capture refused is not a failed device
+		return -1, fmt.Errorf("cuda: a cooperative draw recorded into a graph: %w", err)
+	}
+	defer graphDestroy(exec)
+	if err := graphLaunch(exec, b.s); err != nil {
+		return -1, err
+	}
+	var out int32 = -1
+	b.fail(cu.MemcpyDtoHAsync(unsafe.Pointer(&out), m.outWord, 4, b.stream))
+	b.fail(b.stream.Synchronize())
+	return out, b.err
 }
