@@ -1,7 +1,9 @@
 package cpu
 
 import (
+	"fmt"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +28,9 @@ type pool struct {
 	n       int
 	chunk   int
 	fn      func(lo, hi int)
+	// fault is the first panic of the job's parts, raised on the caller
+	// once every part has finished (runPart).
+	fault atomic.Pointer[partPanic]
 
 	mu   sync.Mutex // guards parking
 	cond *sync.Cond
@@ -66,7 +71,7 @@ func (p *pool) helper(part int) {
 		if part < p.parts {
 			lo := part * p.chunk
 			if lo < p.n {
-				p.fn(lo, min(lo+p.chunk, p.n))
+				p.runPart(p.fn, lo, min(lo+p.chunk, p.n))
 			}
 		}
 		p.pending.Add(-1)
@@ -100,11 +105,35 @@ func (p *pool) do(n, parts int, fn func(lo, hi int)) {
 	p.gen.Add(1)
 	p.cond.Broadcast()
 	p.mu.Unlock()
-	fn(0, min(p.chunk, n))
+	p.runPart(fn, 0, min(p.chunk, n))
 	for spins := 0; p.pending.Load() != 0; spins++ {
 		if spins&255 == 255 {
 			runtime.Gosched()
 		}
 	}
 	p.fn = nil
+	if f := p.fault.Swap(nil); f != nil {
+		panic(fmt.Sprintf("cpu backend: a kernel panicked: %v\n%s", f.value, f.stack))
+	}
+}
+
+// partPanic is a part's panic and the stack it was raised on.
+type partPanic struct {
+	value any
+	stack []byte
+}
+
+// runPart runs fn over [lo, hi), a panic in it recorded rather than
+// raised: a helper's panic would end the process (no caller's recover
+// reaches its goroutine), and the caller's own must not leave do while
+// helpers still run its job. do raises the first one on the caller once
+// every part is done, where the session engine's recover turns it into
+// the request's error.
+func (p *pool) runPart(fn func(lo, hi int), lo, hi int) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.fault.CompareAndSwap(nil, &partPanic{v, debug.Stack()})
+		}
+	}()
+	fn(lo, hi)
 }
