@@ -50,6 +50,7 @@ type responsesRequest struct {
 	TopLogprobs       *int              `json:"top_logprobs"`
 	Metadata          map[string]string `json:"metadata"`
 	ParallelToolCalls *bool             `json:"parallel_tool_calls"`
+	Truncation        *string           `json:"truncation"`
 }
 
 // includeLogprobs is the include entry that asks for the output text's
@@ -137,6 +138,7 @@ type responsesJob struct {
 	choiceEcho   json.RawMessage
 	metadata     map[string]string // echoed
 	parallel     bool              // parallel_tool_calls, echoed
+	truncate     bool              // truncation "auto" (responses_truncate.go)
 }
 
 // decodeResponses decodes a Responses request.
@@ -182,6 +184,15 @@ func decodeResponses(body []byte) (*responsesJob, *apiError) {
 	j.metadata = r.Metadata
 	if j.metadata == nil {
 		j.metadata = map[string]string{}
+	}
+	if r.Truncation != nil {
+		switch *r.Truncation {
+		case "auto":
+			j.truncate = true
+		case "disabled":
+		default:
+			return nil, badParam("truncation", "truncation: must be auto or disabled, got %q", *r.Truncation)
+		}
 	}
 	if aerr := j.responsesTools(r.Tools, r.ToolChoice); aerr != nil {
 		return nil, aerr
@@ -365,7 +376,16 @@ func (g *Gateway) serveResponses(ctx *fasthttp.RequestCtx) {
 	if j.instructions != nil {
 		j.messages = append([]tokenizer.Message{{Role: "system", Content: *j.instructions}}, conversation...)
 	}
-	p, aerr := g.prepare(ctx, j.job, func(m *modelInfo, _ bool) ([]int32, *apiError) { return j.chatPrompt(m, "input") })
+	p, aerr := g.prepare(ctx, j.job, func(m *modelInfo, _ bool) ([]int32, *apiError) {
+		if j.truncate {
+			room := 1
+			if j.maxTokensSet {
+				room = j.params.MaxTokens
+			}
+			return j.truncatedPrompt(m, room)
+		}
+		return j.chatPrompt(m, "input")
+	})
 	if aerr != nil {
 		writeError(ctx, aerr)
 		return
@@ -375,6 +395,9 @@ func (g *Gateway) serveResponses(ctx *fasthttp.RequestCtx) {
 		PreviousResponseID: prevID, Store: j.store, Temperature: j.temperature, TopP: j.topP, Text: j.text,
 		ToolChoice: json.RawMessage(`"auto"`), Tools: []json.RawMessage{}, TopLogprobs: j.params.TopLogprobs,
 		Truncation: "disabled", Metadata: j.metadata}
+	if j.truncate {
+		obj.Truncation = "auto"
+	}
 	if j.toolsEcho != nil {
 		obj.Tools = j.toolsEcho
 	}

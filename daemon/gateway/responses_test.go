@@ -552,3 +552,43 @@ func TestOpenAIGoResponsesLogprobs(t *testing.T) {
 		}
 	}
 }
+
+// TestResponsesTruncation: a conversation past the model's context fails
+// with context_length_exceeded by default ("disabled"); with truncation
+// "auto" its oldest turns are dropped until it fits, the reply comes, and
+// the response says "auto".
+func TestResponsesTruncation(t *testing.T) {
+	d := sharedDaemon(t)
+	long := strings.Repeat("lorem ipsum ", 500) // the demo model's context is 8192 tokens
+	var items []string
+	for i := range 4 {
+		items = append(items, fmt.Sprintf(`{"role":"user","content":"%d %s"}`, i, long), `{"role":"assistant","content":"ok"}`)
+	}
+	items = append(items, `{"role":"user","content":"And now?"}`)
+	body := func(truncation string) []byte {
+		return []byte(`{"model":"demo","max_output_tokens":4,"instructions":"Be brief.","truncation":"` + truncation +
+			`","input":[` + strings.Join(items, ",") + `]}`)
+	}
+	status, raw := do(t, d.tcp, "POST", d.base+"/v1/responses", body("disabled"))
+	if status != 400 || !strings.Contains(string(raw), "context_length_exceeded") {
+		t.Fatalf("disabled: %d %s", status, raw)
+	}
+	status, raw = do(t, d.tcp, "POST", d.base+"/v1/responses", body("auto"))
+	var r responses.Response
+	if err := json.Unmarshal(raw, &r); err != nil || status != 200 {
+		t.Fatalf("auto: %d %v %s", status, err, raw)
+	}
+	if r.Truncation != "auto" || r.Usage.InputTokens >= 8192 || r.Usage.InputTokens < 4000 || r.Usage.OutputTokens < 1 {
+		t.Fatalf("auto: truncation %q, usage %+v", r.Truncation, r.Usage)
+	}
+	// Its last turn alone past the context still fails.
+	status, raw = do(t, d.tcp, "POST", d.base+"/v1/responses",
+		[]byte(`{"model":"demo","truncation":"auto","input":"`+strings.Repeat(long, 2)+`"}`))
+	if status != 400 || !strings.Contains(string(raw), "context_length_exceeded") {
+		t.Fatalf("a last turn past the context: %d %.200s", status, raw)
+	}
+	if status, raw := do(t, d.tcp, "POST", d.base+"/v1/responses", []byte(`{"model":"demo","input":"x","truncation":"middle"}`)); status != 400 ||
+		!strings.Contains(string(raw), `"param":"truncation"`) {
+		t.Fatalf("truncation middle: %d %s", status, raw)
+	}
+}
