@@ -24,6 +24,11 @@ var noGraphs = os.Getenv("POCKET_GRAPHS") == "0"
 // steps, read once here as POCKET_GRAPHS is.
 var noFeed = os.Getenv("POCKET_FEED") == "0"
 
+// noFeedDraw records sampled steps without their draw (POCKET_FEED_DRAW=0;
+// worker.DrawnGrapher): they draw after the replay and do not feed each
+// other. An A/B switch, read once here as POCKET_FEED is.
+var noFeedDraw = os.Getenv("POCKET_FEED_DRAW") == "0"
+
 // cudaGraphs is the CUDA rank's decode-step recorder: CUDA graphs
 // (cuda.Backend.BeginCapture, cuda.Graph).
 func cudaGraphs(be kernels.Backend) worker.StepGrapher {
@@ -39,7 +44,23 @@ func cudaGraphs(be kernels.Backend) worker.StepGrapher {
 		// any op's does.
 		_ = b.PrepareDraw()
 	}
-	return cudaGrapher{b, new(drawScratch)}
+	g := cudaGrapher{b, new(drawScratch)}
+	if hostDraw || noFeed || noFeedDraw {
+		return g
+	}
+	return cudaDrawGrapher{g}
+}
+
+// cudaDrawGrapher is cudaGrapher that also records sampled steps with
+// their draw (worker.DrawnGrapher).
+type cudaDrawGrapher struct{ cudaGrapher }
+
+// CaptureDrawn implements worker.DrawnGrapher: the step's draw recorded
+// after its Forward (cuda.Backend.CaptureFeedDraw), its token fed to the
+// next replay. Where the backend cannot record the draw the recording
+// feeds its greedy token instead (not Drawn: the rank draws after it).
+func (c cudaDrawGrapher) CaptureDrawn(fwd func() error) (worker.StepGraph, error) {
+	return c.capture(fwd, true)
 }
 
 // cudaGrapher records steps on b; its graphs share one drawScratch (a
@@ -53,6 +74,11 @@ type cudaGrapher struct {
 // also when fwd fails or panics, so that the stream leaves capture mode
 // and later ops run.
 func (c cudaGrapher) Capture(fwd func() error) (worker.StepGraph, error) {
+	return c.capture(fwd, false)
+}
+
+// capture records fwd's step, with its draw where drawn (CaptureDrawn).
+func (c cudaGrapher) capture(fwd func() error, drawn bool) (worker.StepGraph, error) {
 	if err := c.b.BeginCapture(); err != nil {
 		return nil, err
 	}
@@ -70,6 +96,12 @@ func (c cudaGrapher) Capture(fwd func() error) (worker.StepGraph, error) {
 		// is recorded without it.
 		if noFeed {
 			return nil
+		}
+		if drawn {
+			err := c.b.CaptureFeedDraw()
+			if !errors.Is(err, kernels.ErrUnsupported) {
+				return err
+			}
 		}
 		if err := c.b.CaptureFeed(); err != nil && !errors.Is(err, kernels.ErrUnsupported) {
 			return err
@@ -99,7 +131,17 @@ type cudaGraph struct {
 }
 
 func (c cudaGraph) Launch(s worker.Step) error {
-	return c.g.Launch(cuda.Step{ID: s.ID, Pos: s.Pos, Slot: s.Slot, Table: s.Table})
+	return c.g.Launch(c.step(s, false))
+}
+
+// step is s as the recording takes it (its draw, for a drawn one).
+func (c cudaGraph) step(s worker.Step, fed bool) cuda.Step {
+	cs := cuda.Step{ID: s.ID, Pos: s.Pos, Slot: s.Slot, Table: s.Table, Fed: fed}
+	if s.Draw != nil {
+		a := c.draw.args(*s.Draw)
+		cs.Draw = &a
+	}
+	return cs
 }
 
 // Argmax reads back one int32, not the logits.
@@ -156,6 +198,9 @@ type fedGraph struct{ cudaGraph }
 func (f fedGraph) Argmax() (int32, error)         { return f.g.Token() }
 func (f fedGraph) Pending() func() (int32, error) { return f.g.Pending() }
 
+// Drawn reports a recording whose fed token is drawn (CaptureFeedDraw).
+func (f fedGraph) Drawn() bool { return f.g.Drawn() }
+
 func (f fedGraph) LaunchFed(s worker.Step) error {
-	return f.g.Launch(cuda.Step{Pos: s.Pos, Slot: s.Slot, Table: s.Table, Fed: true})
+	return f.g.Launch(f.step(s, true))
 }

@@ -56,6 +56,9 @@ type Step struct {
 	ID, Pos, Slot int32
 	// Table is the sequence's blocks padded to the graph's bucket length.
 	Table []int32
+	// Draw is a drawn recording's rule and variate (DrawnGrapher; its
+	// Adjust is nil), nil for the others.
+	Draw *session.Draw
 }
 
 // StepGrapher is what a backend offers to record decode steps (optional:
@@ -86,6 +89,16 @@ type StepDrawer interface {
 	// Draw waits for the replay and returns the token drawn from its
 	// logits with d.
 	Draw(d session.Draw) (int32, error)
+}
+
+// DrawnGrapher is a StepGrapher that can also record a sampled step's
+// draw inside the step (optional): CaptureDrawn's recordings are
+// StepFeeders whose token is the one drawn by the rule and variate each
+// launch's Step.Draw gives (session.Drawer's rule, penalties and bias
+// aside), so a sampled generation's steps feed each other as greedy ones
+// do (rank_ahead.go).
+type DrawnGrapher interface {
+	CaptureDrawn(fwd func() error) (StepGraph, error)
 }
 
 // StepFeeder is a StepGraph recorded to feed itself: each replay leaves
@@ -136,6 +149,7 @@ var errThrash = errors.New("decode graph cache full of recordings in use")
 type graphKey struct {
 	bucket int
 	state  uint64
+	drawn  bool // recorded with its draw (DrawnGrapher)
 }
 
 type graphEntry struct {

@@ -355,7 +355,7 @@ func TestGraphCacheStates(t *testing.T) {
 	gen := func() uint64 { return 0 }
 	get := func(bucket int, id uint64, owner any) error {
 		t.Helper()
-		_, err := c.graph(graphKey{bucket, id}, owner, gen, func() (StepGraph, error) {
+		_, err := c.graph(graphKey{bucket: bucket, state: id}, owner, gen, func() (StepGraph, error) {
 			recorded++
 			return &stubGraph{bucket: bucket*100 + int(id), closed: &closed}, nil
 		})

@@ -112,7 +112,20 @@ type fakeGrapher struct {
 	open      int
 	launched  int
 	fed       int        // of them fed (LaunchFed)
+	drawnFed  int        // of them drawn recordings' (CaptureDrawn)
 	last      *fakeGraph // the graph launched last
+}
+
+// CaptureDrawn makes the fake a DrawnGrapher: its recording draws the
+// step's token from the replay's logits by the launch's Step.Draw, as
+// CUDA's sample_draw_grid_f does inside the recording.
+func (f *fakeGrapher) CaptureDrawn(fwd func() error) (StepGraph, error) {
+	g, err := f.Capture(fwd)
+	if err != nil {
+		return nil, err
+	}
+	g.(*fakeGraph).drawn = true
+	return g, nil
 }
 
 func (f *fakeGrapher) Capture(fwd func() error) (StepGraph, error) {
@@ -166,6 +179,27 @@ type fakeGraph struct {
 	n        int                   // table length fixed by the first launch
 	launches int
 	logits   []float32
+	drawn    bool          // CaptureDrawn's
+	draw     *session.Draw // the latest launch's (drawn)
+}
+
+// Drawn reports a CaptureDrawn recording.
+func (g *fakeGraph) Drawn() bool { return g.drawn }
+
+// Draw makes the fake a StepDrawer (a draw from its logits, as CUDA's
+// device draw).
+func (g *fakeGraph) Draw(d session.Draw) (int32, error) {
+	var dr session.Drawer
+	return dr.Token(g.logits, d), nil
+}
+
+// token is the latest replay's token: drawn by its Step.Draw, or greedy.
+func (g *fakeGraph) token() int32 {
+	if g.drawn {
+		var dr session.Drawer
+		return dr.Token(g.logits, *g.draw)
+	}
+	return session.Argmax(g.logits)
 }
 
 func (g *fakeGraph) Launch(s Step) error {
@@ -180,6 +214,10 @@ func (g *fakeGraph) Launch(s Step) error {
 	if s.Slot != s.Table[s.Pos/bs]*bs+s.Pos%bs {
 		return fmt.Errorf("slot %d for position %d", s.Slot, s.Pos)
 	}
+	if g.drawn != (s.Draw != nil) || (s.Draw != nil && s.Draw.Adjust != nil) {
+		return fmt.Errorf("a launch's draw %+v for a recording drawn=%v", s.Draw, g.drawn)
+	}
+	g.draw = s.Draw
 	seq := models.Seq{Pool: g.pool, Table: slices.Clone(s.Table), Start: int(s.Pos)}
 	if g.state != nil {
 		gs := g.state.(graphState)
@@ -199,9 +237,10 @@ func (g *fakeGraph) Launch(s Step) error {
 func (g *fakeGraph) Argmax() (int32, error) { return session.Argmax(g.logits), nil }
 
 // Pending and LaunchFed make the fake a StepFeeder, as CUDA's recordings
-// are: the fed step embeds the greedy token of this graph's latest replay.
+// are: the fed step embeds the token of this graph's latest replay (its
+// greedy token, or the one it drew).
 func (g *fakeGraph) Pending() func() (int32, error) {
-	id := session.Argmax(g.logits)
+	id := g.token()
 	return func() (int32, error) { return id, nil }
 }
 
@@ -210,7 +249,10 @@ func (g *fakeGraph) LaunchFed(s Step) error {
 		return errors.New("fed launch after another graph's replay")
 	}
 	g.f.fed++
-	s.ID = session.Argmax(g.logits)
+	if g.drawn {
+		g.f.drawnFed++
+	}
+	s.ID = g.token()
 	return g.Launch(s)
 }
 func (g *fakeGraph) Logits(dst []float32) error { copy(dst, g.logits); return nil }

@@ -142,6 +142,10 @@ type rank struct {
 	// logits are read to the host.
 	drawer  session.Drawer
 	drawBuf []float32
+	// drawnReady: a device draw has run, so the backend's draw scratch
+	// exists and sampled steps may be recorded with their draw
+	// (drawnStep).
+	drawnReady bool
 }
 
 // ServeRank serves one daemon over conn: the handshake, then requests
@@ -543,6 +547,9 @@ func (rk *rank) forwardSample(req forwardReq) (int32, error) {
 		return id, err
 	}
 	if g, ok := rk.replay(req); ok {
+		if isDrawn(g) {
+			return g.(StepFeeder).Pending()()
+		}
 		return rk.graphDraw(g, *req.draw)
 	}
 	return rk.runSample(req)

@@ -159,21 +159,22 @@ func (rk *rank) successor(req forwardReq, id int32) (forwardReq, bool) {
 	return next, true
 }
 
-// feedAhead answers the greedy token of la, a replay run ahead that the
-// request now asks for. Where la's recording feeds itself (StepFeeder) and
-// the step after it replays on the same recording, that step is queued
-// first, fed on the device by la's token, and becomes the step run ahead:
-// the device then goes from one step to the next without waiting for the
-// host to read a token and launch. Its token is filled in once known, so
-// the next request matches it as any guess.
-func (rk *rank) feedAhead(la *lookahead) (int32, error) {
+// feedAhead answers the token of la, a replay run ahead that req now asks
+// for: its greedy token, or the one it drew (a drawn recording). Where
+// la's recording feeds itself (StepFeeder) and the step after it replays
+// on the same recording, that step is queued first, fed on the device by
+// la's token (a drawn one with the variate req names for it), and becomes
+// the step run ahead: the device then goes from one step to the next
+// without waiting for the host to read a token and launch. Its token is
+// filled in once known, so the next request matches it as any guess.
+func (rk *rank) feedAhead(la *lookahead, req forwardReq) (int32, error) {
 	f, ok := la.g.(StepFeeder)
 	if !ok {
 		return rk.graphToken(la.g)
 	}
 	token := f.Pending()
 	var fed *lookahead
-	if next, ok := rk.successor(la.req, 0); ok {
+	if next, ok := rk.successor(req, 0); ok {
 		fed = &lookahead{req: next}
 		if !rk.saveUndo(fed) {
 			fed = nil
@@ -250,14 +251,18 @@ func (rk *rank) takeAhead(req forwardReq) (int32, bool, error) {
 		rk.dropAhead()
 		return 0, false, nil
 	}
+	if la.g != nil && isDrawn(la.g) && req.draw.Adjust != nil {
+		rk.dropAhead() // drawn without the request's penalties
+		return 0, false, nil
+	}
 	rk.ahead = nil
 	rk.aheadHits++
 	switch {
-	case la.g != nil && la.req.draw != nil:
+	case la.g != nil && la.req.draw != nil && !isDrawn(la.g):
 		id, err := rk.graphDraw(la.g, *req.draw)
 		return id, true, err
 	case la.g != nil:
-		id, err := rk.feedAhead(la)
+		id, err := rk.feedAhead(la, req)
 		return id, true, err
 	}
 	return la.id, true, nil

@@ -46,7 +46,9 @@ func (rk *rank) replayStep(req forwardReq, fedBy StepGraph) (StepGraph, bool) {
 		return nil, false
 	}
 	bucket := bucketFor(blocks)
-	if fedBy != nil && rk.graphs.peek(graphKey{bucket, req.state}) != fedBy {
+	drawn := rk.drawnStep(req)
+	key := graphKey{bucket, req.state, drawn}
+	if fedBy != nil && rk.graphs.peek(key) != fedBy {
 		return nil, false // another recording (or none yet) serves it
 	}
 	table := rk.padTable(req.table[:blocks], bucket)
@@ -54,7 +56,7 @@ func (rk *rank) replayStep(req forwardReq, fedBy StepGraph) (StepGraph, bool) {
 	if st != nil {
 		owner = st
 	}
-	g, err := rk.graphs.graph(graphKey{bucket, req.state}, owner, rk.model.ScratchGen, func() (StepGraph, error) {
+	g, err := rk.graphs.graph(key, owner, rk.model.ScratchGen, func() (StepGraph, error) {
 		seq := models.Seq{Pool: rk.pool, Table: table, Start: req.start}
 		if st != nil {
 			seq.State = st
@@ -62,7 +64,11 @@ func (rk *rank) replayStep(req forwardReq, fedBy StepGraph) (StepGraph, bool) {
 			// position, but no op: the replay below is the step.
 			defer st.SetPos(req.start)
 		}
-		return rk.graphs.rec.Capture(func() error {
+		capture := rk.graphs.rec.Capture
+		if drawn {
+			capture = rk.graphs.rec.(DrawnGrapher).CaptureDrawn
+		}
+		return capture(func() error {
 			_, err := rk.model.Forward(seq, req.tokens, models.LastLogits)
 			return err
 		})
@@ -77,6 +83,10 @@ func (rk *rank) replayStep(req forwardReq, fedBy StepGraph) (StepGraph, bool) {
 	bs := rk.spec.BlockSize
 	pos := req.start
 	s := Step{ID: req.tokens[0], Pos: int32(pos), Slot: table[pos/bs]*int32(bs) + int32(pos%bs), Table: table}
+	if isDrawn(g) {
+		d := *req.draw
+		s.Draw = &d
+	}
 	launch := g.Launch
 	if fedBy != nil {
 		f, ok := g.(StepFeeder)
@@ -107,6 +117,28 @@ func (rk *rank) replayStep(req forwardReq, fedBy StepGraph) (StepGraph, bool) {
 		rk.log.Info("decode steps replay recorded graphs", "bucket", bucket)
 	}
 	return g, true
+}
+
+// drawnStep reports whether req's step replays a recording that draws its
+// token itself (DrawnGrapher): a sampled step without penalties or bias
+// (whose Adjust comes with each request), once a device draw has made the
+// backend's draw scratch. A recorder that cannot draw in the recording
+// returns a plain one (isDrawn false), and the step draws after the
+// replay.
+func (rk *rank) drawnStep(req forwardReq) bool {
+	d := req.draw
+	if d == nil || d.Adjust != nil || d.TopK == 1 || !rk.drawnReady || rk.opts.HostDraw {
+		return false
+	}
+	_, ok := rk.graphs.rec.(DrawnGrapher)
+	return ok
+}
+
+// isDrawn reports whether g draws its step's token itself (a
+// DrawnGrapher's recording where the backend could record the draw).
+func isDrawn(g StepGraph) bool {
+	d, ok := g.(interface{ Drawn() bool })
+	return ok && d.Drawn()
 }
 
 // graphState is a recurrent state a recorded step can run on: a replay
@@ -206,6 +238,7 @@ func (rk *rank) graphDraw(g StepGraph, d session.Draw) (int32, error) {
 			return 0, err
 		}
 		if id >= 0 && int(id) < n {
+			rk.drawnReady = true
 			return id, nil
 		}
 		// Not a token (a device that cannot draw): the host's draw.

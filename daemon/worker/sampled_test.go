@@ -180,6 +180,14 @@ func sampledLookahead(t *testing.T, penalised bool) {
 	if rk.aheadHits == 0 || f.launched == 0 {
 		t.Fatalf("%d requests answered ahead, %d replays", rk.aheadHits, f.launched)
 	}
+	// Unpenalised steps, after the first device draw, replay recordings
+	// that draw their token themselves and feed each other (CaptureDrawn)
+	// where greedy ones would (two of every four positions at four tokens
+	// a block: rank_ahead_test.go); penalised ones never do (each request
+	// brings its own Adjust).
+	if fed := f.drawnFed; (penalised && fed != 0) || (!penalised && fed < n/4) {
+		t.Fatalf("penalised %v: %d of %d steps fed by a drawn recording", penalised, fed, n)
+	}
 	// The pending guess drew with us[n]; ask with another variate.
 	hits := rk.aheadHits
 	d := drawAt(n, got)

@@ -547,6 +547,7 @@ const (
 	kScatterW
 	kDeltaSnaps
 	kFeedSlot // a fed step's place in the token ring (graph.go)
+	kDrawRule // a fed draw's rule and variate (sample_draw_grid_f's DrawRule)
 	numKinds
 )
 

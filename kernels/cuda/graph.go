@@ -5,6 +5,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync/atomic"
 	"unsafe"
@@ -49,6 +50,7 @@ type capture struct {
 	outN    int
 	reads   int
 	fedOff  int // the token id's word in the arena, where CaptureFeed recorded the feed; else -1
+	drawn   bool // the feed is a draw by the arena's rule (CaptureFeedDraw), not the argmax
 	sides   int // delta rule state updates forked to the side stream (delta_side.go)
 	// sideNext is the latest layer's side update, launched at the next
 	// layer's delta rule or at the join.
@@ -159,17 +161,86 @@ func (b *Backend) CaptureFeed() error {
 		return b.err
 	}
 	defer b.exit()
+	off, err := b.feedable()
+	if err != nil {
+		return err
+	}
+	c := b.cap
+	slot := c.put(b, kFeedSlot, []uint32{0})
+	b.argmax(c.arena+cu.DevicePtr(off*4), b.feed.dev, slot, dptr(c.out), c.outN, true)
+	c.fedOff = off
+	return b.err
+}
+
+// CaptureFeedDraw is CaptureFeed for a sampled step: the token is drawn
+// inside the recording (sample_draw_grid_f, the grid draw as a
+// cooperative launch) by the rule and variate that each replay's
+// Step.Draw writes to the arena, and fed to the next replay and the ring
+// as a greedy token is. It fails with kernels.ErrUnsupported, recording
+// nothing, where CaptureFeed would, where the vocabulary is one the
+// one-block draw takes or cooperative launches were refused, or where the
+// draw's scratch for this vocabulary was not made before the capture (an
+// eager Draw of it makes it).
+func (b *Backend) CaptureFeedDraw() error {
+	if !b.enter() {
+		b.exit()
+		return b.err
+	}
+	defer b.exit()
+	off, err := b.feedable()
+	if err != nil {
+		return err
+	}
+	c, m, n := b.cap, b.sample, b.cap.outN
+	blocks := drawGridBlocks(n, b.sms)
+	switch {
+	case m == nil || m.noGrid || blocks <= 1:
+		return fmt.Errorf("cuda: a fed draw takes the grid draw: %w", kernels.ErrUnsupported)
+	case m.probsCap < int64(4*n):
+		return fmt.Errorf("cuda: a fed draw's scratch is made by an eager draw first: %w", kernels.ErrUnsupported)
+	}
+	slot := c.put(b, kFeedSlot, []uint32{0})
+	rule := c.put(b, kDrawRule, make([]uint32, drawRuleWords))
+	b.a(ptr(c.arena+cu.DevicePtr(off*4)), ptr(m.probs), ptr(dptr(c.out)), i32(n), ptr(rule), ptr(m.grid),
+		ptr(b.feed.dev), ptr(slot), i32(feedRingLen-1))
+	tooLarge, err := launchCoop(m.drawFed, blocks, 1024, b.s, &b.args, b.nargs)
+	switch {
+	case err != nil:
+		b.fail(err)
+		return err
+	case tooLarge: // eager draws were let in (m.noGrid): the recording fails
+		m.noGrid = true
+		c.err = errors.New("cuda: a fed draw's cooperative launch was refused")
+		return c.err
+	}
+	c.fedOff, c.drawn = off, true
+	return b.err
+}
+
+// drawRuleWords is the arena words of a DrawRule (sample_grid.cuh).
+const drawRuleWords = 8
+
+// drawRule is a's rule and variate as DrawRule's words.
+func drawRule(a DrawArgs) [drawRuleWords]uint32 {
+	tp, u := math.Float64bits(a.TopP), math.Float64bits(a.U)
+	return [drawRuleWords]uint32{math.Float32bits(a.InvT), uint32(int32(a.TopK)), math.Float32bits(a.MinP), 0,
+		uint32(tp), uint32(tp >> 32), uint32(u), uint32(u >> 32)}
+}
+
+// feedable is the arena word of the step's token id, where a feed may be
+// recorded (see CaptureFeed); b.enter held.
+func (b *Backend) feedable() (int, error) {
 	c := b.cap
 	switch {
 	case c == nil:
-		return errors.New("cuda: CaptureFeed outside a capture")
+		return -1, errors.New("cuda: a feed recorded outside a capture")
 	case c.reads != 1:
 		// EndCapture reports such a step (host logic inside it).
-		return fmt.Errorf("cuda: a fed step must read its logits once (%d reads): %w", c.reads, kernels.ErrUnsupported)
+		return -1, fmt.Errorf("cuda: a fed step must read its logits once (%d reads): %w", c.reads, kernels.ErrUnsupported)
 	case c.fedOff >= 0:
-		return errors.New("cuda: CaptureFeed twice in one capture")
+		return -1, errors.New("cuda: a feed recorded twice in one capture")
 	case b.feed.err != nil:
-		return b.feed.err
+		return -1, b.feed.err
 	}
 	off := -1
 	for _, e := range c.entries {
@@ -177,17 +248,14 @@ func (b *Backend) CaptureFeed() error {
 			continue
 		}
 		if off >= 0 || e.n != 1 {
-			return fmt.Errorf("cuda: a fed step must embed one token id: %w", kernels.ErrUnsupported)
+			return -1, fmt.Errorf("cuda: a fed step must embed one token id: %w", kernels.ErrUnsupported)
 		}
 		off = e.off
 	}
 	if off < 0 {
-		return fmt.Errorf("cuda: the step embeds no token id from the arena: %w", kernels.ErrUnsupported)
+		return -1, fmt.Errorf("cuda: the step embeds no token id from the arena: %w", kernels.ErrUnsupported)
 	}
-	slot := c.put(b, kFeedSlot, []uint32{0})
-	b.argmax(c.arena+cu.DevicePtr(off*4), b.feed.dev, slot, dptr(c.out), c.outN, true)
-	c.fedOff = off
-	return b.err
+	return off, nil
 }
 
 // FeedTokens waits for the queued work and returns how many fed replays
@@ -232,7 +300,8 @@ func (b *Backend) EndCapture() (*Graph, error) {
 		graphDestroy(exec)
 		return nil, fmt.Errorf("cuda: captured step reads device data %d times (host logic inside the step, e.g. MoE routing): %w", c.reads, kernels.ErrUnsupported)
 	}
-	g := &Graph{b: b, exec: exec, arena: c.arena, host: c.host, entries: c.entries, fedOff: c.fedOff, Out: c.out, OutLen: c.outN}
+	g := &Graph{b: b, exec: exec, arena: c.arena, host: c.host, entries: c.entries, fedOff: c.fedOff, drawn: c.drawn,
+		Out: c.out, OutLen: c.outN}
 	if len(g.host) > 0 {
 		b.fail(cu.MemcpyHtoD(g.arena, unsafe.Pointer(&g.host[0]), int64(len(g.host))*4))
 	}
@@ -247,6 +316,7 @@ type Graph struct {
 	host    []uint32
 	entries []entry
 	fedOff  int    // see capture.fedOff
+	drawn   bool   // see capture.drawn
 	ticket  uint64 // the fed ticket of the latest replay
 	// Out and OutLen are the buffer and length the captured step read
 	// (the logits).
@@ -263,6 +333,10 @@ type Step struct {
 	// Fed: the token is the one the previous replay of a fed graph
 	// (CaptureFeed) wrote; ID is ignored.
 	Fed bool
+	// Draw is the rule and variate of a drawn graph's step
+	// (CaptureFeedDraw; its Adjust is not read), which every launch of
+	// one must give.
+	Draw *DrawArgs
 }
 
 // Launch writes the step's inputs and replays the graph (asynchronously:
@@ -290,6 +364,12 @@ func (g *Graph) Launch(s Step) error {
 			copy(dst, words(s.Table))
 		case kFeedSlot:
 			dst[0] = uint32(b.feed.tickets % feedRingLen)
+		case kDrawRule:
+			if s.Draw == nil {
+				return errors.New("cuda: a drawn graph launched without its draw")
+			}
+			r := drawRule(*s.Draw)
+			copy(dst, r[:])
 		}
 	}
 	switch {
@@ -314,8 +394,12 @@ func (g *Graph) Launch(s Step) error {
 	return b.err
 }
 
-// Fed reports whether the graph feeds itself (CaptureFeed).
+// Fed reports whether the graph feeds itself (CaptureFeed or
+// CaptureFeedDraw).
 func (g *Graph) Fed() bool { return g.fedOff >= 0 }
+
+// Drawn reports whether the graph's feed is a draw (CaptureFeedDraw).
+func (g *Graph) Drawn() bool { return g.drawn }
 
 // Pending returns, for a fed graph's latest replay, a function that waits
 // for that replay alone (not for what was queued after it) and answers its

@@ -30,6 +30,7 @@ type sampleMod struct {
 	entsCap  int64
 	draw     cFunc
 	drawGrid cFunc        // sample_draw_grid (sample_grid.cuh)
+	drawFed  cFunc        // sample_draw_grid_f: the same inside a recorded step (CaptureFeedDraw)
 	grid     cu.DevicePtr // its GridScratch (sampleGridBytes, zeroed once)
 	noGrid   bool         // a cooperative launch was refused: sample_draw only
 	probs    cu.DevicePtr // scratch for the probabilities (probsCap bytes)
@@ -208,7 +209,7 @@ func (b *Backend) sampleModule() *sampleMod {
 	if b.sample == nil {
 		m := &sampleMod{}
 		if _, err := loadModule(samplePTX, "sample", map[string]*cFunc{"sample_draw": &m.draw,
-			"sample_draw_grid": &m.drawGrid, "logit_adjust": &m.adjust}); err != nil {
+			"sample_draw_grid": &m.drawGrid, "sample_draw_grid_f": &m.drawFed, "logit_adjust": &m.adjust}); err != nil {
 			b.fail(err)
 			return nil
 		}

@@ -376,11 +376,11 @@ __device__ bool gridCountSelect(Grid& g, const float* p, int n, long want, unsig
     return true;
 }
 
-// sample_draw_grid is sample_draw over a cooperative grid of
-// SAMPLE_THREADS-thread blocks (at most SG_MAXB); gs is its scratch.
-extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
-    sample_draw_grid(int* out, float* p, const float* x, int n, float invT, int topK, double topP, float minP,
-                     double u, GridScratch* gs) {
+// drawGrid is sample_draw over a cooperative grid of SAMPLE_THREADS-thread
+// blocks (at most SG_MAXB); gs is its scratch. Thread 0 of block 0 writes
+// the token (out[0]).
+__device__ __forceinline__ void drawGrid(int* out, float* p, const float* x, int n, float invT, int topK, double topP,
+                                         float minP, double u, GridScratch* gs) {
     __shared__ float shf[SAMPLE_WARPS];
     __shared__ double tot[SAMPLE_WARPS], before[SAMPLE_WARPS + 1], gb[2];
     __shared__ double sel[SAMPLE_WARPS][17];
@@ -501,5 +501,36 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         const int d = __ldcg(&gs->draw);
         out[0] = d != 0x7fffffff ? d : max(__ldcg(&gs->last), 0);  // rounding past the end: the last kept
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
+    sample_draw_grid(int* out, float* p, const float* x, int n, float invT, int topK, double topP, float minP,
+                     double u, GridScratch* gs) {
+    drawGrid(out, p, x, n, invT, topK, topP, minP, u, gs);
+}
+
+// DrawRule is a recorded step's draw (graph.go, Step.Draw), eight words of
+// the step's arena that each replay's upload rewrites: the rule and the
+// variate of sample_draw's arguments.
+struct DrawRule {
+    float invT;
+    int topK;
+    float minP;
+    int pad;
+    double topP, u;
+};
+
+// sample_draw_grid_f is sample_draw_grid inside a recorded decode step
+// that feeds the next (CaptureFeedDraw): its rule from the arena, its
+// token written as the next replay's token id (out, in the arena) and to
+// the host's ring at *slot, as argmax_mb writes a greedy step's.
+extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
+    sample_draw_grid_f(int* out, float* p, const float* x, int n, const DrawRule* r, GridScratch* gs, int* ring,
+                       const unsigned* slot, int mask) {
+    drawGrid(out, p, x, n, r->invT, r->topK, r->topP, r->minP, r->u, gs);
+    if (blockIdx.x == 0) {
+        __syncthreads();  // thread 0 wrote the token (every path of block 0 ends here)
+        if (threadIdx.x == 0) ring[*slot & mask] = out[0];
     }
 }
