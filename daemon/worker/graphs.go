@@ -102,14 +102,14 @@ type DrawnGrapher interface {
 }
 
 // StepFeeder is a StepGraph recorded to feed itself: each replay leaves
-// its greedy token on the device as the next replay's token id, so the
-// rank can queue a greedy generation's next step before it has read this
-// one's token (rank_ahead.go), and the device does not wait for the host
-// between them.
+// its greedy token (a drawn recording's: the one it drew) on the device as
+// the next replay's token id, so the rank can queue a generation's next
+// step before it has read this one's token (rank_ahead.go), and the device
+// does not wait for the host between them.
 type StepFeeder interface {
 	// Pending returns a function that waits for the graph's latest
 	// replay alone (not for replays queued after it) and answers its
-	// greedy token.
+	// token.
 	Pending() func() (int32, error)
 	// LaunchFed queues the replay of the step after the latest one, its
 	// token the one that replay chose (s.ID is not read). The latest

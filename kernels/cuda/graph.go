@@ -25,8 +25,9 @@ import (
 // data on the host mid-way (MoE routing on the host, for expert formats
 // without kernels.MoEOps) cannot be captured.
 //
-// A step that feeds itself (CaptureFeed) ends with its greedy token
-// written into its own token-id input, so the next replay (Step.Fed)
+// A step that feeds itself (CaptureFeed; CaptureFeedDraw for a sampled
+// step) ends with its greedy (or drawn) token written into its own
+// token-id input, so the next replay (Step.Fed)
 // needs nothing from the host but its position (the arena's upload,
 // queued behind the replay before it): the host queues replays back to
 // back and reads their tokens from a ring when it needs them, and the
@@ -403,14 +404,14 @@ func (g *Graph) Drawn() bool { return g.drawn }
 
 // Pending returns, for a fed graph's latest replay, a function that waits
 // for that replay alone (not for what was queued after it) and answers its
-// greedy token (Token of that replay).
+// token, greedy or drawn (Token of that replay).
 func (g *Graph) Pending() func() (int32, error) {
 	t := g.ticket
 	return func() (int32, error) { return g.token(t) }
 }
 
 // Token waits for a fed graph's latest replay alone and answers its
-// greedy token (0 where nothing won, all NaN, as session.Argmax answers
+// token (greedy, or drawn by a CaptureFeedDraw recording) (0 where nothing won, all NaN, as session.Argmax answers
 // then and as the replay after it embeds).
 func (g *Graph) Token() (int32, error) { return g.token(g.ticket) }
 
