@@ -50,9 +50,9 @@ type capture struct {
 	out     kernels.Buf
 	outN    int
 	reads   int
-	fedOff  int // the token id's word in the arena, where CaptureFeed recorded the feed; else -1
+	fedOff  int  // the token id's word in the arena, where CaptureFeed recorded the feed; else -1
 	drawn   bool // the feed is a draw by the arena's rule (CaptureFeedDraw), not the argmax
-	sides   int // delta rule state updates forked to the side stream (delta_side.go)
+	sides   int  // delta rule state updates forked to the side stream (delta_side.go)
 	// sideNext is the latest layer's side update, launched at the next
 	// layer's delta rule or at the join.
 	sideNext sideUpdate
