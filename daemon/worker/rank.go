@@ -547,8 +547,8 @@ func (rk *rank) forwardSample(req forwardReq) (int32, error) {
 		return id, err
 	}
 	if g, ok := rk.replay(req); ok {
-		if isDrawn(g) {
-			return g.(StepFeeder).Pending()()
+		if f, ok := g.(StepFeeder); ok && isDrawn(g) {
+			return f.Pending()()
 		}
 		return rk.graphDraw(g, *req.draw)
 	}
