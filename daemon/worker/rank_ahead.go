@@ -245,20 +245,19 @@ func (rk *rank) runAhead() error {
 // step; any other request drops the guess.
 func (rk *rank) takeAhead(req forwardReq) (int32, bool, error) {
 	la := rk.ahead
+	// A replay that draws after it (not a drawn recording) draws with the
+	// request's own Adjust.
+	drawsLater := la != nil && la.g != nil && !isDrawn(la.g)
 	if la == nil || req.start != la.req.start || req.want != la.req.want || req.state != la.req.state ||
 		!slices.Equal(req.tokens, la.req.tokens) || !slices.Equal(req.table, la.req.table) ||
-		!sameDraw(req.draw, la.req.draw, la.g != nil) {
+		!sameDraw(req.draw, la.req.draw, drawsLater) {
 		rk.dropAhead()
-		return 0, false, nil
-	}
-	if la.g != nil && isDrawn(la.g) && req.draw.Adjust != nil {
-		rk.dropAhead() // drawn without the request's penalties
 		return 0, false, nil
 	}
 	rk.ahead = nil
 	rk.aheadHits++
 	switch {
-	case la.g != nil && la.req.draw != nil && !isDrawn(la.g):
+	case drawsLater && la.req.draw != nil:
 		id, err := rk.graphDraw(la.g, *req.draw)
 		return id, true, err
 	case la.g != nil:
@@ -270,15 +269,16 @@ func (rk *rank) takeAhead(req forwardReq) (int32, bool, error) {
 
 // sameDraw reports whether a request's draw (nil: an argmax) is the one
 // a step was run ahead with: the same rule and this step's variate. A
-// replay run ahead (replayed) draws when the request comes, with the
-// request's Adjust (penalties and bias change with every token), so only
-// an eager step's draw, made ahead, must have had the same Adjust.
-func sameDraw(req, ahead *session.Draw, replayed bool) bool {
+// replay that draws after it (drawsLater) draws when the request comes,
+// with the request's Adjust (penalties and bias change with every token),
+// so only a draw made ahead (an eager step's, a drawn recording's) must
+// have had the same Adjust.
+func sameDraw(req, ahead *session.Draw, drawsLater bool) bool {
 	if req == nil || ahead == nil {
 		return req == ahead
 	}
 	r, a := *req, *ahead
-	if replayed {
+	if drawsLater {
 		r.Adjust, a.Adjust = nil, nil
 	}
 	return r.SameRule(a) && r.U == a.U
