@@ -29,6 +29,38 @@ func F16ToF32(h uint16) float32 {
 	return f
 }
 
+// F32ToF16 rounds x to the nearest float16, ties to even, as F16C's
+// VCVTPS2PH does: overflow to infinity, subnormals kept, NaN quiet.
+func F32ToF16(x float32) uint16 {
+	b := math.Float32bits(x)
+	sign := uint16(b>>16) & 0x8000
+	if b&0x7fffffff > 0x7f800000 {
+		return sign | 0x7e00
+	}
+	exp := int(b>>23&0xff) - 127 + 15
+	man := b & 0x7fffff
+	switch {
+	case exp >= 0x1f:
+		return sign | 0x7c00
+	case exp <= 0: // a float16 subnormal, or zero
+		if exp < -10 {
+			return sign
+		}
+		man |= 0x800000
+		shift := uint(14 - exp)
+		r, rem, half := man>>shift, man&(1<<shift-1), uint32(1)<<(shift-1)
+		if rem > half || (rem == half && r&1 == 1) {
+			r++
+		}
+		return sign | uint16(r)
+	}
+	r := uint32(exp)<<10 | man>>13
+	if rem := man & 0x1fff; rem > 0x1000 || (rem == 0x1000 && r&1 == 1) {
+		r++ // a carry into the exponent is right, up to infinity
+	}
+	return sign | uint16(r)
+}
+
 // BF16ToF32 converts a bfloat16 value exactly.
 func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
 

@@ -48,7 +48,7 @@ func testAttentionBatchInvariant(t *testing.T) {
 		b.StoreKV(kp, 0, &Buf{D: k}, &Buf{D: v}, slots)
 		if c.half { // the reference sees what the pool holds
 			for i := range k {
-				k[i], v[i] = f16ToF32(f32ToF16(k[i])), f16ToF32(f32ToF16(v[i]))
+				k[i], v[i] = f16ToF32(kernels.F32ToF16(k[i])), f16ToF32(kernels.F32ToF16(v[i]))
 			}
 		}
 		heads := c.kvHeads * c.group
@@ -280,46 +280,6 @@ func testMLAExpanded(t *testing.T, masked bool) {
 	}
 }
 
-// TestF32ToF16: every float16 survives the round trip; random floats
-// (normal, subnormal, overflowing) round to the nearest float16, ties to
-// even; NaN stays NaN.
-func TestF32ToF16(t *testing.T) {
-	for h := range 1 << 16 {
-		x := f16ToF32(uint16(h))
-		if x != x {
-			if g := f32ToF16(x); g&0x7c00 != 0x7c00 || g&0x3ff == 0 {
-				t.Fatalf("NaN %#04x came back as %#04x", h, g)
-			}
-			continue
-		}
-		if g := f32ToF16(x); g != uint16(h) && !(x == 0 && g&0x7fff == 0) {
-			t.Fatalf("%#04x (%g) came back as %#04x", h, x, g)
-		}
-	}
-	rng := rand.New(rand.NewPCG(23, 24))
-	for range 1 << 20 {
-		x := float32(rng.NormFloat64() * math.Pow(2, float64(rng.IntN(50)-30)))
-		g := f32ToF16(x)
-		got := float64(f16ToF32(g))
-		if math.IsInf(got, 0) {
-			if math.Abs(float64(x)) < 65520 { // halfway between the largest float16 and 2^16
-				t.Fatalf("%g overflowed to %#04x", x, g)
-			}
-			continue
-		}
-		for _, n := range []uint16{g - 1, g + 1} { // the neighbours are no nearer
-			if n&0x7c00 == 0x7c00 {
-				continue
-			}
-			other := float64(f16ToF32(n))
-			dg, dn := math.Abs(got-float64(x)), math.Abs(other-float64(x))
-			if dn < dg || (dn == dg && g&1 == 1) {
-				t.Fatalf("%g rounded to %#04x (%g); %#04x (%g) is nearer or even", x, g, got, n, other)
-			}
-		}
-	}
-}
-
 // TestHalfPoolBlocks: a float16 pool's blocks read out as float32 and
 // written back hold the same values, copies included.
 func TestHalfPoolBlocks(t *testing.T) {
@@ -339,7 +299,7 @@ func TestHalfPoolBlocks(t *testing.T) {
 	n := int(spec.BytesPerBlock() / 4)
 	src := make([]float32, n)
 	for i := range src {
-		src[i] = f16ToF32(f32ToF16(float32(rng.NormFloat64())))
+		src[i] = f16ToF32(kernels.F32ToF16(float32(rng.NormFloat64())))
 	}
 	b.WriteKVBlock(kp, 1, src)
 	b.CopyKVBlock(kp, 3, 1)

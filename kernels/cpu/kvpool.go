@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/pocketllm/pocketllm/kernels"
 )
@@ -165,38 +164,6 @@ func (b *Backend) StoreKV(kp kernels.KVPool, layer int, k, v kernels.Buf, slots 
 func f32ToF16Row(src []float32, dst []uint16) {
 	dst = dst[:len(src)]
 	for i, x := range src {
-		dst[i] = f32ToF16(x)
+		dst[i] = kernels.F32ToF16(x)
 	}
-}
-
-// f32ToF16 rounds x to the nearest float16, ties to even, as F16C's
-// VCVTPS2PH does: overflow to infinity, subnormals kept, NaN quiet.
-func f32ToF16(x float32) uint16 {
-	b := math.Float32bits(x)
-	sign := uint16(b>>16) & 0x8000
-	if b&0x7fffffff > 0x7f800000 {
-		return sign | 0x7e00
-	}
-	exp := int(b>>23&0xff) - 127 + 15
-	man := b & 0x7fffff
-	switch {
-	case exp >= 0x1f:
-		return sign | 0x7c00
-	case exp <= 0: // a float16 subnormal, or zero
-		if exp < -10 {
-			return sign
-		}
-		man |= 0x800000
-		shift := uint(14 - exp)
-		r, rem, half := man>>shift, man&(1<<shift-1), uint32(1)<<(shift-1)
-		if rem > half || (rem == half && r&1 == 1) {
-			r++
-		}
-		return sign | uint16(r)
-	}
-	r := uint32(exp)<<10 | man>>13
-	if rem := man & 0x1fff; rem > 0x1000 || (rem == 0x1000 && r&1 == 1) {
-		r++ // a carry into the exponent is right, up to infinity
-	}
-	return sign | uint16(r)
 }
