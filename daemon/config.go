@@ -84,10 +84,11 @@ type CacheConfig struct {
 	KVBlocks      int   `toml:"kv_blocks"`
 	BlockSize     int   `toml:"block_size"`
 	HostTierBytes int64 `toml:"host_tier_bytes"`
-	// KVDType is the KV cache's element type on the CPU backend: "f32"
-	// (the default) or "f16" (half the memory and the bytes a long
-	// context's decode reads; session.ModelConfig.KVHalf). Workers keep
-	// their own.
+	// KVDType is the KV cache's element type, on the CPU and in GPU
+	// workers: "f32" (the default, also "") or "f16" (half the memory, so
+	// twice the context or the sessions resident; the logits then differ
+	// by the cached rows' rounding; session.ModelConfig.KVHalf). Latent
+	// (MLA) caches stay f32.
 	KVDType string `toml:"kv_dtype"`
 	// SnapshotBytes bounds the memory for snapshots of a hybrid model's
 	// recurrent state, per model (0: the default, two 4K contexts'
@@ -276,10 +277,8 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%s: must not be negative, got %d", key, v)
 		}
 	}
-	switch c.Cache.KVDType {
-	case "", "f32", "f16":
-	default:
-		return fmt.Errorf("cache.kv_dtype: %q is not \"f32\" or \"f16\"", c.Cache.KVDType)
+	if err := ValidKVDType(c.Cache.KVDType); err != nil {
+		return fmt.Errorf("cache.kv_dtype: %w", err)
 	}
 	bs := c.Cache.BlockSize
 	if bs == 0 {
@@ -404,4 +403,13 @@ func DefaultStateDir() (string, error) {
 // DemoModel is the config entry of the built-in demo model (models/demo).
 func DemoModel() ModelConfig {
 	return ModelConfig{Name: "demo", Path: "(built-in demo)", Backend: "cpu", demo: true}
+}
+
+// ValidKVDType reports whether d names a KV cache element type.
+func ValidKVDType(d string) error {
+	switch d {
+	case "", "f32", "f16":
+		return nil
+	}
+	return fmt.Errorf("%q is not \"f32\" or \"f16\"", d)
 }

@@ -60,6 +60,7 @@ type benchResult struct {
 	GraphFedAgreement  string  `json:"graph_fed_eager_token_agreement,omitempty"`
 	GraphFedError      string  `json:"graph_fed_error,omitempty"`
 	DecodeMode         string  `json:"decode_mode"`
+	KVHalf             bool    `json:"kv_half"` // the KV cache in float16 (--kv-dtype)
 	GEMM               string  `json:"prefill_gemm"`
 }
 
@@ -73,12 +74,16 @@ func runBench(args []string) error {
 	marksEvery := fs.Int("marks-every", 0, "also time the prefill with a hybrid's snapshots every N tokens inside it")
 	maxChunk := fs.Int("max-chunk", 0, "rows a prefill pass runs at once (default: the whole prompt)")
 	tokensOut := fs.String("tokens-out", "", "write the eager decode's tokens to PATH, one a line (to compare settings' continuations)")
+	kvDType := fs.String("kv-dtype", "f32", "KV cache element type: f32 or f16 (the daemon's cache.kv_dtype)")
 	probeOut := fs.String("probe-out", "", "write the in-graph probe records to PATH.log and PATH.bin (PTX built by scripts/probe-build.sh)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *promptTokens < 1 || *newTokens < 2 {
 		return fmt.Errorf("--prompt-tokens must be ≥1 and --new-tokens ≥2")
+	}
+	if *kvDType != "f16" && *kvDType != "f32" {
+		return fmt.Errorf("--kv-dtype: %q is not f32 or f16", *kvDType)
 	}
 	g, err := openDevice(*dev)
 	if err != nil {
@@ -117,10 +122,11 @@ func runBench(args []string) error {
 	for i := range prompt {
 		prompt[i] = int32(rng.IntN(m.Config.VocabSize))
 	}
-	seq, err := kvseq.Private(m, P+N, 16, false)
+	seq, err := kvseq.PrivateHalf(m, P+N, 16, false, *kvDType == "f16")
 	if err != nil {
 		return err
 	}
+	r.KVHalf = seq.Pool.Spec().Half
 	// Warm-up prefill (module JIT, scratch buffers), then the timed one.
 	if _, err := m.Forward(seq, prompt, models.LastLogits); err != nil {
 		return err

@@ -49,10 +49,12 @@ func runConformance(args []string) error {
 	case "hybrid": // the DeltaNet and MLA ops alone
 		c.section("hybrid")
 		c.hybrid()
+	case "kvhalf": // the attention over float16 KV pools alone
+		c.kvHalfSections()
 	case "":
 		c.run()
 	default:
-		return fmt.Errorf("conformance: -only %q: only \"draw\", \"fused\" and \"hybrid\" are sections of their own", *only)
+		return fmt.Errorf("conformance: -only %q: only \"draw\", \"fused\", \"hybrid\" and \"kvhalf\" are sections of their own", *only)
 	}
 	fmt.Printf("conformance on %s: %d cases, %d failed\n", g.DeviceName(), c.n, c.failed)
 	if c.failed > 0 {
@@ -67,6 +69,9 @@ type conf struct {
 	seed      uint64
 	rng       *rand.Rand
 	n, failed int
+	// kvHalf makes every KV pool of the cases float16 on both backends
+	// (kernels.KVSpec.Half): the attention sections run once each way.
+	kvHalf bool
 }
 
 // section starts a group of cases on random data of its own (from the
@@ -425,6 +430,7 @@ func (c *conf) run() {
 		c.attention()
 	}
 	c.g.SetAttnPrefill("")
+	c.kvHalfSections()
 	for _, s := range []struct {
 		name string
 		run  func()
@@ -433,6 +439,26 @@ func (c *conf) run() {
 		c.section(s.name)
 		s.run()
 	}
+}
+
+// kvHalfSections runs the attention cases and the fused rotary ones over
+// float16 KV pools on both backends: the same rounding of every stored
+// row, so the tolerances stay those of the float32 pools. attn_gqa and
+// the unsplit prefill get a pass of their own, as above.
+func (c *conf) kvHalfSections() {
+	c.kvHalf = true
+	defer func() { c.kvHalf = false }()
+	c.section("attention f16")
+	c.attention()
+	c.g.SetGQAFrom(1)
+	c.g.SetPrefillSplits(false)
+	c.section("attention f16")
+	c.attention()
+	c.g.SetGQAFrom(0)
+	c.g.SetPrefillSplits(true)
+	c.section("rope f16")
+	c.ropeStore()
+	c.ropeAttention()
 }
 
 // attention checks StoreKV, CopyKVBlock and Attention (decode and prefill

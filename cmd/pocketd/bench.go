@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pocketllm/pocketllm/daemon"
 	"github.com/pocketllm/pocketllm/daemon/worker"
 	"github.com/pocketllm/pocketllm/internal/kvseq"
 	"github.com/pocketllm/pocketllm/internal/procstat"
@@ -67,11 +68,14 @@ func newBenchCmd() *cobra.Command {
 			if promptTokens < 1 || newTokens < 1 {
 				return fmt.Errorf("--prompt-tokens and --new-tokens must be positive")
 			}
+			if err := daemon.ValidKVDType(kvDType); err != nil {
+				return fmt.Errorf("--kv-dtype: %w", err)
+			}
 			if backend == "cuda" {
 				if sp.Temperature > 0 {
 					return fmt.Errorf("--temperature: the cuda bench decodes greedily on the device; sampled decoding is measured on the CPU backend or through the daemon")
 				}
-				return benchOnWorker(cmd, model, device, promptTokens, newTokens, asJSON)
+				return benchOnWorker(cmd, model, device, promptTokens, newTokens, asJSON, kvDType == "f16")
 			}
 			ck, m, err := loadModel(model, backend, threads)
 			if err != nil {
@@ -88,9 +92,6 @@ func newBenchCmd() *cobra.Command {
 					return err
 				}
 				defer pprof.StopCPUProfile()
-			}
-			if kvDType != "f32" && kvDType != "f16" {
-				return fmt.Errorf("--kv-dtype: %q is not f32 or f16", kvDType)
 			}
 			r, err := bench(m, promptTokens, newTokens, sp, kvDType == "f16")
 			if err != nil {
@@ -134,7 +135,7 @@ func newBenchCmd() *cobra.Command {
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	f.BoolVar(&roofline, "roofline", true, "measure memory read bandwidth and report the decode roofline (CPU)")
-	f.StringVar(&kvDType, "kv-dtype", "f32", "KV cache element type on the CPU backend: f32 or f16 (cache.kv_dtype)")
+	f.StringVar(&kvDType, "kv-dtype", "f32", "KV cache element type: f32 or f16 (cache.kv_dtype)")
 	f.Float64Var(&sp.Temperature, "temperature", 0, "sample the decode at this temperature (0: greedy)")
 	f.Float64Var(&sp.TopP, "top-p", 0, "nucleus sampling (with --temperature)")
 	f.IntVar(&sp.TopK, "top-k", 0, "top-k sampling (with --temperature)")
@@ -239,13 +240,16 @@ func readBandwidth(threads int) float64 {
 // benchOnWorker runs the benchmark in pocket-worker, the binary that links
 // CUDA (pocketd itself stays cgo-free): same flags, same JSON contract,
 // measured where the weights live.
-func benchOnWorker(cmd *cobra.Command, model string, device, promptTokens, newTokens int, asJSON bool) error {
+func benchOnWorker(cmd *cobra.Command, model string, device, promptTokens, newTokens int, asJSON, kvHalf bool) error {
 	bin, err := worker.FindBinary("")
 	if err != nil {
 		return fmt.Errorf("backend cuda: %w", err)
 	}
 	args := []string{"bench", "--model", model, "--device", strconv.Itoa(device),
-		"--prompt-tokens", strconv.Itoa(promptTokens), "--new-tokens", strconv.Itoa(newTokens)}
+		"--prompt-tokens", strconv.Itoa(promptTokens), "--new-tokens", strconv.Itoa(newTokens), "--kv-dtype", "f32"}
+	if kvHalf {
+		args[len(args)-1] = "f16"
+	}
 	if asJSON {
 		args = append(args, "--json")
 	}

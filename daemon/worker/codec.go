@@ -13,7 +13,7 @@ import (
 )
 
 // Version is the protocol version both sides must speak.
-const Version = 7
+const Version = 8
 
 // msgType is a frame's message type.
 type msgType uint8
@@ -147,7 +147,11 @@ func (e *enc) i32s(v []int32) {
 func (e *enc) f32sHeader(n int) { e.u32(uint32(n)) }
 
 func (e *enc) spec(s kernels.KVSpec) {
-	for _, v := range []int{s.Layers, s.Blocks, s.BlockSize, s.KVHeads, s.HeadDimK, s.HeadDimV} {
+	half := 0
+	if s.Half {
+		half = 1
+	}
+	for _, v := range []int{s.Layers, s.Blocks, s.BlockSize, s.KVHeads, s.HeadDimK, s.HeadDimV, half} {
 		e.i32(v)
 	}
 }
@@ -248,11 +252,12 @@ func (d *dec) f32s(what string) []float32 {
 }
 
 func (d *dec) spec(what string) kernels.KVSpec {
-	var v [6]int
+	var v [7]int
 	for i := range v {
 		v[i] = d.i32(what)
 	}
-	return kernels.KVSpec{Layers: v[0], Blocks: v[1], BlockSize: v[2], KVHeads: v[3], HeadDimK: v[4], HeadDimV: v[5]}
+	return kernels.KVSpec{Layers: v[0], Blocks: v[1], BlockSize: v[2], KVHeads: v[3], HeadDimK: v[4], HeadDimV: v[5],
+		Half: v[6] != 0}
 }
 
 // done checks that the payload was consumed exactly.

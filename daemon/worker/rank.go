@@ -297,7 +297,10 @@ func (rk *rank) newPool(spec kernels.KVSpec) error {
 	if err := validSpec(spec); err != nil {
 		return fmt.Errorf("%w: %w", errBadRequest, err)
 	}
-	if want := rk.model.KVSpec(spec.Blocks, spec.BlockSize); want != spec {
+	// The element type is the daemon's choice (cache.kv_dtype); the rest
+	// is the model's.
+	want := rk.model.KVSpec(spec.Blocks, spec.BlockSize)
+	if want.Half = spec.Half; want != spec {
 		return fmt.Errorf("%w: KV pool spec %+v does not fit the model (%+v)", errBadRequest, spec, want)
 	}
 	p, err := rk.be.NewKVPool(spec)

@@ -339,17 +339,22 @@ func closeLogprob(a, b float32, world int) bool {
 // TestEvictionOverWorker: a small pool with a host tier makes the cache
 // move blocks through ReadKVBlock/WriteKVBlock/CopyKVBlock; tokens stay
 // exact.
+//
+// With float16 pools on both sides (cache.kv_dtype = "f16"), the ranks'
+// pools are float16 too, and their blocks cross the host tier widened to
+// float32 and back: the tokens stay those of the in-process float16 pool.
 func TestEvictionOverWorker(t *testing.T) {
 	for _, world := range worlds() {
-		t.Run(fmt.Sprintf("tp%d", world), func(t *testing.T) { eviction(t, world) })
+		t.Run(fmt.Sprintf("tp%d", world), func(t *testing.T) { eviction(t, world, false) })
+		t.Run(fmt.Sprintf("tp%d/f16", world), func(t *testing.T) { eviction(t, world, true) })
 	}
 }
 
-func eviction(t *testing.T, world int) {
+func eviction(t *testing.T, world int, half bool) {
 	px := startProxy(t, "qwen3", world, time.Minute)
 	m := inProcess(t, "qwen3")
 	cfg := func(r session.Runner) session.ModelConfig {
-		return session.ModelConfig{Name: "qwen3", Model: r, KVBlocks: 8, BlockSize: 16, HostTierBytes: 64 << 20}
+		return session.ModelConfig{Name: "qwen3", Model: r, KVBlocks: 8, BlockSize: 16, HostTierBytes: 64 << 20, KVHalf: half}
 	}
 	p := &pair{t: t, local: newManager(t, cfg(m)), remote: newManager(t, cfg(px)), model: "qwen3", ids: map[string][2]string{}, inproc: m}
 	for i := range 4 {
@@ -363,6 +368,9 @@ func eviction(t *testing.T, world int) {
 	p.generate("s1", session.GenerateParams{MaxTokens: 4})
 	if info := p.remote.Models()[0]; info.HostTierBytes == 0 {
 		t.Errorf("no block went through the host tier: %+v", info)
+	}
+	if half && !px.pool.Spec().Half {
+		t.Errorf("the worker's pool is not float16: %+v", px.pool.Spec())
 	}
 }
 

@@ -34,10 +34,12 @@ type attnDeferred struct {
 }
 
 // attnLaunch is a postponed decode attention: its kernel arguments
-// (ATTN_DECODE_ARGS) and grid; the zero value is none.
+// (ATTN_DECODE_ARGS_T) and grid, and whether its cache is float16; the
+// zero value is none.
 type attnLaunch struct {
 	args       []uint64
 	gx, gy, bx int
+	half       bool
 }
 
 // launchPartials launches d's attention, if postponed, as the deferred
@@ -51,7 +53,7 @@ func (b *Backend) launchPending(d attnDeferred, f int) bool {
 	if p.args == nil {
 		return false
 	}
-	b.runDec(f, p.gx, p.gy, p.bx, p.args...)
+	b.runDecKV(p.half, f, p.gx, p.gy, p.bx, p.args...)
 	return true
 }
 
@@ -59,7 +61,7 @@ func (b *Backend) launchPending(d attnDeferred, f int) bool {
 // output rounded into xq and xs.
 func (b *Backend) launchRounded(d attnDeferred, xq, xs cu.DevicePtr) {
 	p := d.pending
-	b.runDec(dAttnDecodeQ, p.gx, p.gy, p.bx, append(p.args[:len(p.args):len(p.args)], ptr(xq), ptr(xs))...)
+	b.runDecKV(p.half, dAttnDecodeQ, p.gx, p.gy, p.bx, append(p.args[:len(p.args):len(p.args)], ptr(xq), ptr(xs))...)
 }
 
 // settleAttn launches the pending merge, if any (b.mu held, context

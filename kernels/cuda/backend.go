@@ -56,6 +56,16 @@ const (
 	fAttnPrefillMLA192m
 	fAttnPrefillMLA24m
 	fKVReadCols
+	// The float16 KV cache's twins of the kernels above (kvPool.fn).
+	fStoreKVh
+	fAttnPartialH
+	fAttnGQAh
+	fAttnPrefill64h
+	fAttnPrefill128h
+	fAttnPrefill128x3h
+	fAttnPrefill128q3h
+	fAttnPrefill128q4h
+	fAttnPrefill256h
 	fGemvBF16 // + rows-1, 8 of them
 	fGemvFP8  = fGemvBF16 + 8
 	numFuncs  = fGemvFP8 + 8
@@ -66,7 +76,9 @@ var funcNames = func() []string {
 		"swiglu", "rope", "gather", "scatter_add", "store_kv", "attn_partial", "argmax_mb", "gemv_bf16_multi",
 		"to_bf16", "attn_prefill_64", "attn_prefill_128", "attn_prefill_128_3", "attn_gqa", "attn_merge",
 		"attn_prefill_128_q3", "attn_prefill_128_q4", "deq_fp8_bf16", "copy_cols_f32", "attn_prefill_256",
-		"attn_prefill_mla_192", "attn_prefill_mla_24", "attn_prefill_mla_192m", "attn_prefill_mla_24m", "kv_read_cols"}
+		"attn_prefill_mla_192", "attn_prefill_mla_24", "attn_prefill_mla_192m", "attn_prefill_mla_24m", "kv_read_cols",
+		"store_kv_h", "attn_partial_h", "attn_gqa_h", "attn_prefill_64_h", "attn_prefill_128_h", "attn_prefill_128_3_h",
+		"attn_prefill_128_q3_h", "attn_prefill_128_q4_h", "attn_prefill_256_h"}
 	for i := 1; i <= 8; i++ {
 		n = append(n, fmt.Sprintf("gemv_bf16_%d", i))
 	}
@@ -86,12 +98,14 @@ type Backend struct {
 	s      cStream
 	fn     [numFuncs]cFunc
 	dec    [numDecodeFuncs]cFunc // decode.cu
+	decH   [numKVDec]cFunc       // decode.cu's float16 KV twins (runDecKV)
 	// staging: page-locked chunks for uploads that pass through the host
 	// (stagingBufs, hostreg.go)
 	staging [2][]byte
-	// attnDecOcc[i][g-1] is how many blocks of g warps of attn_decode
-	// kernel dAttnDecode+i fit on an SM (0: unknown).
-	attnDecOcc [dF8MMA - dAttnDecode][attnDecMaxG]int
+	// attnDecOcc[0][i][g-1] is how many blocks of g warps of attn_decode
+	// kernel dAttnDecode+i fit on an SM (0: unknown); attnDecOcc[1] is
+	// the same for its float16 KV twin.
+	attnDecOcc [2][dF8MMA - dAttnDecode][attnDecMaxG]int
 	// attnDef is a decode attention whose merge waits for the next op
 	// (attn_merge.go).
 	attnDef attnDeferred

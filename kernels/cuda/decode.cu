@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "common.cuh"
+#include "kv_elem.cuh"
 
 // The format branches of GroupDot end in returns, which leaves the other
 // format's code unreachable in each instantiation: expected.
@@ -434,11 +435,13 @@ __device__ __forceinline__ void ropePairs(float* sv, float p, const float* invf,
 // in place; key heads are also stored in the K cache at the row's slot,
 // with the matching value head in the V cache. hd ≤ 256; K and V rows are
 // kvh*hd wide.
-extern "C" __global__ void __launch_bounds__(128) rope_store(float* q, float* k, const float* v, const float* nq,
-                                                             const float* nk, float eps, float* K, float* V,
-                                                             const int* pos, const int* slots, const float* invf,
-                                                             int heads, int kvh, int hd, int half, int neox,
-                                                             float scale) { PROBE_KERNEL();
+// KT is the cache's element type (kv_elem.cuh): rope_store and
+// rope_store_h.
+template <class KT>
+__device__ __forceinline__ void ropeStore(float* q, float* k, const float* v, const float* nq, const float* nk,
+                                          float eps, KT* K, KT* V, const int* pos, const int* slots,
+                                          const float* invf, int heads, int kvh, int hd, int half, int neox,
+                                          float scale) {
     __shared__ float sv[256];
     __shared__ float red[4];
     pdlWait();
@@ -468,10 +471,20 @@ extern "C" __global__ void __launch_bounds__(128) rope_store(float* q, float* k,
     for (int i = threadIdx.x; i < hd; i += blockDim.x) {
         vec[i] = sv[i];
         if (!isq) {
-            K[slot * kw + (long)kh * hd + i] = sv[i];
-            V[slot * kw + (long)kh * hd + i] = v[(long)row * kw + (long)kh * hd + i];
+            kvSt(K + slot * kw + (long)kh * hd + i, sv[i]);
+            kvSt(V + slot * kw + (long)kh * hd + i, v[(long)row * kw + (long)kh * hd + i]);
         }
     }
 }
+#define ROPE_STORE_KERNEL(NAME, KT)                                                                                \
+    extern "C" __global__ void __launch_bounds__(128)                                                             \
+        NAME(float* q, float* k, const float* v, const float* nq, const float* nk, float eps, KT* K, KT* V,      \
+             const int* pos, const int* slots, const float* invf, int heads, int kvh, int hd, int half, int neox, \
+             float scale) {                                                                                       \
+        PROBE_KERNEL();                                                                                           \
+        ropeStore(q, k, v, nq, nk, eps, K, V, pos, slots, invf, heads, kvh, hd, half, neox, scale);               \
+    }
+ROPE_STORE_KERNEL(rope_store, float)
+ROPE_STORE_KERNEL(rope_store_h, __half)
 
 #include "decode_attn.cuh"

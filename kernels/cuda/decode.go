@@ -6,6 +6,7 @@ package cuda
 
 import (
 	_ "embed"
+	"fmt"
 
 	"gorgonia.org/cu"
 
@@ -59,18 +60,29 @@ func (b *Backend) loadDecode() error {
 	for i, name := range decodeNames {
 		fns[name] = &b.dec[i]
 	}
+	for i := range b.decH {
+		if name, ok := kvHalfName(dRopeStore + i); ok {
+			fns[name] = &b.decH[i]
+		}
+	}
 	mod, err := loadModule(decodePTX, "decode", fns)
 	if err != nil {
 		return err
 	}
-	for i := range b.attnDecOcc {
-		fn, err := mod.Function(decodeNames[dAttnDecode+i])
-		if err != nil {
-			continue
-		}
-		for g := 1; g <= attnDecMaxG; g++ {
-			if n, err := fn.MaxActiveBlocksPerMultiProcessor(32*g, 0); err == nil {
-				b.attnDecOcc[i][g-1] = n
+	for half := range 2 {
+		for i := range b.attnDecOcc[half] {
+			name, ok := decodeNames[dAttnDecode+i], true
+			if half == 1 {
+				name, ok = kvHalfName(dAttnDecode + i)
+			}
+			fn, err := mod.Function(name)
+			if !ok || err != nil {
+				continue
+			}
+			for g := 1; g <= attnDecMaxG; g++ {
+				if n, err := fn.MaxActiveBlocksPerMultiProcessor(32*g, 0); err == nil {
+					b.attnDecOcc[half][i][g-1] = n
+				}
 			}
 		}
 	}
@@ -103,13 +115,17 @@ func attnDecKernel(deferred, wide bool, hd int) int {
 // registers a thread, two blocks of four warps share an SM but blocks of
 // six (MiniMax-M2's 48/8 heads, Qwen3.5's 24/4) do not, and splits for two
 // an SM ran in two waves.
-func (b *Backend) attnDecPerSM(f, g int) int {
+func (b *Backend) attnDecPerSM(f, g int, half bool) int {
+	occ := &b.attnDecOcc[0]
+	if half {
+		occ = &b.attnDecOcc[1] // the float16 twins: other registers
+	}
 	n := switches.attnDecBlocks
 	if switches.attnDecNoOcc {
 		return n
 	}
-	if i := f - dAttnDecode; i >= 0 && i < len(b.attnDecOcc) && g >= 1 && g <= attnDecMaxG {
-		if occ := b.attnDecOcc[i][g-1]; occ > 0 {
+	if i := f - dAttnDecode; i >= 0 && i < len(occ) && g >= 1 && g <= attnDecMaxG {
+		if occ := occ[i][g-1]; occ > 0 {
 			n = min(n, occ)
 		}
 	}
@@ -122,6 +138,40 @@ func (b *Backend) runDec(f, gx, gy, bx int, args ...uint64) {
 		return
 	}
 	b.launchFnPDL(b.dec[f], gx, gy, bx, 0, args...)
+}
+
+// numKVDec counts the decode kernels that read or write the KV cache and
+// so have float16 twins: rope_store and the attn_decode entries (the
+// attn_merge ones between them do not touch the cache).
+const numKVDec = dAttnDecodeQ - dRopeStore + 1
+
+// kvHalfName is the float16 twin of decode kernel f (decode_attn.cuh:
+// attn_decode_4h; rope_store_h), and whether it has one.
+func kvHalfName(f int) (string, bool) {
+	switch {
+	case f == dRopeStore:
+		return decodeNames[f] + "_h", true
+	case f >= dAttnDecode && f <= dAttnDecodeQ && !(f >= dAttnMerge && f < dAttnMerge+3):
+		return decodeNames[f] + "h", true
+	}
+	return "", false
+}
+
+// runDecKV is runDec for a kernel that reads or writes the KV cache: its
+// float16 twin over a half pool.
+func (b *Backend) runDecKV(half bool, f, gx, gy, bx int, args ...uint64) {
+	if !half {
+		b.runDec(f, gx, gy, bx, args...)
+		return
+	}
+	if _, ok := kvHalfName(f); !ok {
+		b.fail(fmt.Errorf("cuda: decode kernel %s has no float16 KV twin", decodeNames[f]))
+		return
+	}
+	if len(switches.ablate) > 0 && ablatedDec(f) {
+		return
+	}
+	b.launchFnPDL(b.decH[f-dRopeStore], gx, gy, bx, 0, args...)
 }
 
 // ablatedDec reports whether POCKET_ABLATE names decode kernel f (or
@@ -373,7 +423,7 @@ func (b *Backend) RoPEStoreKV(q, k, v kernels.Buf, qNorm, kNorm kernels.Tensor, 
 	defer b.exit()
 	pp := b.put(kPos, words(pos))
 	sp := b.put(kSlots, words(slots))
-	b.runDec(dRopeStore, heads+kvHeads, len(pos), 128, append([]uint64{ptr(dptr(q)), ptr(dptr(k)), ptr(dptr(v)), ptr(nq),
+	b.runDecKV(p.spec.Half, dRopeStore, heads+kvHeads, len(pos), 128, append([]uint64{ptr(dptr(q)), ptr(dptr(k)), ptr(dptr(v)), ptr(nq),
 		ptr(nk), f32(eps), ptr(p.kLayer(layer)), ptr(p.vLayer(layer)), ptr(pp), ptr(sp), ptr(b.ropeFreq(r)), i32(heads),
 		i32(kvHeads), i32(headDim)}, ropeArgs(r)...)...)
 	return true
@@ -451,7 +501,7 @@ func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.T
 	if postpone {
 		f = dAttnDecodeQ
 	}
-	perSM := b.attnDecPerSM(f, heads/kvHeads)
+	perSM := b.attnDecPerSM(f, heads/kvHeads, p.spec.Half)
 	splits := min(max(cdiv(perSM*b.sms, kvHeads), 1), max(cdiv(ctx, minChunk), 1), 256)
 	b.attnScratch(heads*splits*(headDim+2), kvHeads)
 	pp := b.put(kPos, words(pos))
@@ -465,17 +515,17 @@ func (b *Backend) RoPEAttention(dst, q, k, v kernels.Buf, qNorm, kNorm kernels.T
 	def := attnDeferred{dst: dptr(dst), part: b.part, start: st, heads: heads, splits: splits, hd: headDim,
 		minChunk: minChunk}
 	if postpone {
-		def.pending = attnLaunch{args: args, gx: kvHeads, gy: splits, bx: 32 * (heads / kvHeads)}
+		def.pending = attnLaunch{args: args, gx: kvHeads, gy: splits, bx: 32 * (heads / kvHeads), half: p.spec.Half}
 		b.attnDef = def
 		return true
 	}
 	if b.deferAttn() {
 		// The merge is left to the next op, which reads dst (attn_merge.go).
-		b.runDec(f, kvHeads, splits, 32*(heads/kvHeads), args...)
+		b.runDecKV(p.spec.Half, f, kvHeads, splits, 32*(heads/kvHeads), args...)
 		b.attnDef = def
 		return true
 	}
-	b.runDec(f, kvHeads, splits, 32*(heads/kvHeads), args...)
+	b.runDecKV(p.spec.Half, f, kvHeads, splits, 32*(heads/kvHeads), args...)
 	return true
 }
 

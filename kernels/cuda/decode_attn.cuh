@@ -8,9 +8,16 @@
 //
 // Grid (kv heads, splits), one warp per query head of the GQA group (G ≤ 8
 // warps). Lane l holds elements [l·E, l·E+E) of a head (E = hd/32: 2, 4 or
-// 8), so a K or V row is one coalesced 4E-byte load per lane. A split is a
-// whole number of batches of P = 64/E positions (128 registers of K and V
-// per lane, all loads of a batch in flight together).
+// 8), so a K or V row is one coalesced 4E-byte load per lane (2E over a
+// float16 cache, kv_elem.cuh). A split is a whole number of chunks of
+// P = 64/E positions, walked in batches of PB positions (128 registers of
+// K and V per lane, all loads of a batch in flight together): P of float32
+// rows, 2P (at most 32) of float16 ones. Measured on an H200, a float16
+// cache decodes Llama-3-8B at 8000 positions at 205.9-206.0 tok/s against
+// 205.4 (float32; with batches of P, 198.5-198.8), but Qwen3-8B Q4_K_M at
+// 192 positions 3-4% slower (the widening, and half-empty batches'
+// sums): this attention waits on its chain of round trips, not on the
+// cache's bytes, so float16 buys memory, not speed.
 //   - Before waiting for the q/k/v projection (griddepcontrol.wait), each
 //     warp reads the block table and issues the first batch's K and V
 //     loads: the cache rows of earlier positions are not written by this
@@ -117,43 +124,29 @@ __device__ __forceinline__ float2 wideInv(const float* q, int nq, const float* k
 }
 
 // storeKV writes a lane's E elements of the newest key and value rows at
-// cache offset at.
-template <int E>
-__device__ __forceinline__ void storeKV(float* K, float* V, long at, const float* knew, const float* vnew) {
+// cache offset at (KT: the cache's element type, kv_elem.cuh).
+template <int E, class KT>
+__device__ __forceinline__ void storeKV(KT* K, KT* V, long at, const float* knew, const float* vnew) {
 #pragma unroll
     for (int e = 0; e < E; e++) {
-        K[at + e] = knew[e];
-        V[at + e] = vnew[e];
-    }
-}
-
-// ldRow loads a lane's E elements of a K or V row.
-template <int E>
-__device__ __forceinline__ void ldRow(float* r, const float* p) {
-    if (E == 2) {
-        float2 a = *(const float2*)p;
-        r[0] = a.x, r[1] = a.y;
-    } else {
-#pragma unroll
-        for (int i = 0; i < E / 4; i++) {
-            float4 a = *(const float4*)(p + 4 * i);
-            r[4 * i] = a.x, r[4 * i + 1] = a.y, r[4 * i + 2] = a.z, r[4 * i + 3] = a.w;
-        }
+        kvSt(K + at + e, knew[e]);
+        kvSt(V + at + e, vnew[e]);
     }
 }
 
 // ldBatch loads the K and V rows of positions p0 .. p0+P-1 below hi,
 // except position skip (the newest, which is not in the cache yet), lane
-// j < P of slot holding position p0+j's slot.
-template <int E, int P>
-__device__ __forceinline__ void ldBatch(float (&kr)[P][E], float (&vr)[P][E], const float* K, const float* V, int slot,
-                                        int p0, int hi, int skip, long kw, long off) {
+// j < P of slot holding position p0+j's slot; the rows stay as stored
+// until they are used (KVRow, kv_elem.cuh).
+template <int E, int P, class KT>
+__device__ __forceinline__ void ldBatch(KVRow<KT, E> (&kr)[P], KVRow<KT, E> (&vr)[P], const KT* K, const KT* V,
+                                        int slot, int p0, int hi, int skip, long kw, long off) {
 #pragma unroll
     for (int j = 0; j < P; j++) {
         long at = (long)__shfl_sync(0xffffffffu, slot, j) * kw + off;
         if (p0 + j < hi && p0 + j != skip) {
-            ldRow<E>(kr[j], K + at);
-            ldRow<E>(vr[j], V + at);
+            kr[j].load(K + at);
+            vr[j].load(V + at);
         }
     }
 }
@@ -167,14 +160,20 @@ __device__ __forceinline__ void attnRound(uint32_t* xq, float2* xs, const float 
     qRound(xq, xs, make_float4(o[0] * mul, o[1] * mul, o[2] * mul, o[3] * mul), h * 32 + (threadIdx.x & 31), true);
 }
 
-template <int E, bool DEFER, bool WIDE, bool ROUND>
+template <int E, bool DEFER, bool WIDE, bool ROUND, class KT>
 __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counters, const float* q, const float* k,
-                                           const float* v, const float* nq, const float* nk, float eps, float* K,
-                                           float* V, const int* pos, const int* slots, const float* invf,
+                                           const float* v, const float* nq, const float* nk, float eps, KT* K,
+                                           KT* V, const int* pos, const int* slots, const float* invf,
                                            const int* table, const int* startp, int kvh, int half, int neox,
                                            float rscale, int bs, int minchunk, float scale, uint32_t* oq,
                                            float2* os) {
     constexpr int HD = 32 * E, P = 64 / E;
+    // Splits are whole chunks of P positions (attn_merge.cuh's merges
+    // count them so); a batch is PB positions: P of float32 rows, twice as
+    // many of float16 rows in the same registers (at most a warp's lanes,
+    // which hold the batch's slots), so a float16 cache takes half the
+    // round trips.
+    constexpr int PB = sizeof(KT) == 2 ? (2 * P < 32 ? 2 * P : 32) : P;
     __shared__ __align__(16) float sv[AD_MAXG][HD];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = blockDim.x >> 5;
     const int kh = blockIdx.x, h = kh * G + warp, splits = gridDim.y;
@@ -185,10 +184,10 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     const int nsplit = (ctx + chunk - 1) / chunk;
     const int lo = blockIdx.y * chunk, hi = min(lo + chunk, ctx);
     const long kw = (long)kvh * HD, off = (long)kh * HD + lane * E;
-    float kr[P][E], vr[P][E];
-    // Lane j < P holds the slot of position p0 + j of the batch at p0.
-    int slot = lo + lane < hi && lane < P ? table[(lo + lane) / bs] * bs + (lo + lane) % bs : 0;
-    ldBatch<E, P>(kr, vr, K, V, slot, lo, hi, ctx - 1, kw, off);
+    KVRow<KT, E> kr[PB], vr[PB];
+    // Lane j < PB holds the slot of position p0 + j of the batch at p0.
+    int slot = lo + lane < hi && lane < PB ? table[(lo + lane) / bs] * bs + (lo + lane) % bs : 0;
+    ldBatch<E, PB, KT>(kr, vr, K, V, slot, lo, hi, ctx - 1, kw, off);
     // The position (written before the step, as the context and the table),
     // the rotary factors and the norm weights before the wait too; after
     // it, the query, key and value rows are loaded together, one round
@@ -223,56 +222,56 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     headRow<E>(qv, sv[warp], xq, wq, nq != nullptr, eps, winv.x, rc, rs, half, neox, scale);
     if (newest) {
         headRow<E>(knew, sv[warp], xk, wk, nk != nullptr, eps, winv.y, rc, rs, half, neox, 1.f);
-        if (warp == 0) storeKV<E>(K, V, (long)slots[0] * kw + off, knew, vnew);
+        if (warp == 0) storeKV<E, KT>(K, V, (long)slots[0] * kw + off, knew, vnew);
     }
 
     float m = -INFINITY, l = 0.f, acc[E];
 #pragma unroll
     for (int e = 0; e < E; e++) acc[e] = 0.f;
     for (int p0 = lo;;) {
-        int np = p0 + P + lane;
-        int next = np < hi && lane < P ? table[np / bs] * bs + np % bs : 0;
+        int np = p0 + PB + lane;
+        int next = np < hi && lane < PB ? table[np / bs] * bs + np % bs : 0;
         if (newest) {
 #pragma unroll
-            for (int j = 0; j < P; j++)
+            for (int j = 0; j < PB; j++)
                 if (p0 + j == ctx - 1) {
 #pragma unroll
-                    for (int e = 0; e < E; e++) kr[j][e] = knew[e], vr[j][e] = vnew[e];
+                    for (int e = 0; e < E; e++) kr[j].put(e, knew[e]), vr[j].put(e, vnew[e]);
                 }
         }
-        float s[P];
+        float s[PB];
 #pragma unroll
-        for (int j = 0; j < P; j++) {
+        for (int j = 0; j < PB; j++) {
             float t = 0.f;
             if (p0 + j < hi) {
 #pragma unroll
-                for (int e = 0; e < E; e++) t = fmaf(qv[e], kr[j][e], t);
+                for (int e = 0; e < E; e++) t = fmaf(qv[e], kr[j].at(e), t);
             }
             s[j] = t;
         }
 #pragma unroll
-        for (int j = 0; j < P; j++) s[j] = warpSum(s[j]);
+        for (int j = 0; j < PB; j++) s[j] = warpSum(s[j]);
         float mx = m;
 #pragma unroll
-        for (int j = 0; j < P; j++)
+        for (int j = 0; j < PB; j++)
             if (p0 + j < hi) mx = fmaxf(mx, s[j]);
         float corr = expf(m - mx); // m = -inf on the first batch: 0
         l *= corr;
 #pragma unroll
         for (int e = 0; e < E; e++) acc[e] *= corr;
 #pragma unroll
-        for (int j = 0; j < P; j++) {
+        for (int j = 0; j < PB; j++) {
             if (p0 + j < hi) {
                 float w = expf(s[j] - mx);
                 l += w;
 #pragma unroll
-                for (int e = 0; e < E; e++) acc[e] = fmaf(w, vr[j][e], acc[e]);
+                for (int e = 0; e < E; e++) acc[e] = fmaf(w, vr[j].at(e), acc[e]);
             }
         }
         m = mx;
-        p0 += P;
+        p0 += PB;
         if (p0 >= hi) break;
-        ldBatch<E, P>(kr, vr, K, V, next, p0, hi, ctx - 1, kw, off);
+        ldBatch<E, PB, KT>(kr, vr, K, V, next, p0, hi, ctx - 1, kw, off);
     }
 
     float* out = dst + (long)h * HD + lane * E;
@@ -308,16 +307,22 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     for (int e = 0; e < E; e++) out[e] = o[e];
 }
 
-#define ATTN_DECODE_ARGS                                                                                           \
+// Every entry comes twice: over a float32 cache (NAME) and a float16 one
+// (NAME with an h after the E: attn_decode_4h, attn_decode_q_4h).
+#define ATTN_DECODE_ARGS_T(KT)                                                                                      \
     float *dst, float *part, int *counters, const float *q, const float *k, const float *v, const float *nq,      \
-        const float *nk, float eps, float *K, float *V, const int *pos, const int *slots, const float *invf,        \
+        const float *nk, float eps, KT *K, KT *V, const int *pos, const int *slots, const float *invf,              \
         const int *table, const int *startp, int kvh, int half, int neox, float rscale, int bs, int minchunk,     \
         float scale
-#define ATTN_DECODE_KERNEL(NAME, E, DEFER, WIDE)                                                                    \
-    extern "C" __global__ void __launch_bounds__(32 * AD_MAXG) NAME(ATTN_DECODE_ARGS) { PROBE_KERNEL();                            \
-        attnDecode<E, DEFER, WIDE, false>(dst, part, counters, q, k, v, nq, nk, eps, K, V, pos, slots, invf, table, \
-                                          startp, kvh, half, neox, rscale, bs, minchunk, scale, nullptr, nullptr);   \
+#define ATTN_DECODE_KERNEL_T(NAME, E, DEFER, WIDE, KT)                                                              \
+    extern "C" __global__ void __launch_bounds__(32 * AD_MAXG) NAME(ATTN_DECODE_ARGS_T(KT)) { PROBE_KERNEL();      \
+        attnDecode<E, DEFER, WIDE, false, KT>(dst, part, counters, q, k, v, nq, nk, eps, K, V, pos, slots, invf,   \
+                                              table, startp, kvh, half, neox, rscale, bs, minchunk, scale, nullptr, \
+                                              nullptr);                                                             \
     }
+#define ATTN_DECODE_KERNEL(NAME, E, DEFER, WIDE)           \
+    ATTN_DECODE_KERNEL_T(NAME, E, DEFER, WIDE, float)      \
+    ATTN_DECODE_KERNEL_T(NAME##h, E, DEFER, WIDE, __half)
 ATTN_DECODE_KERNEL(attn_decode_2, 2, false, false)
 ATTN_DECODE_KERNEL(attn_decode_4, 4, false, false)
 ATTN_DECODE_KERNEL(attn_decode_8, 8, false, false)
@@ -339,11 +344,15 @@ ATTN_DECODE_KERNEL(attn_decode_dw_8, 8, true, true)
 // a head dim of 128 whose output only a block-format o projection reads
 // (attn_merge.go launches it when that projection comes), where the
 // deferred entry left that to a qx_merge launch.
-extern "C" __global__ void __launch_bounds__(32 * AD_MAXG) attn_decode_q_4(ATTN_DECODE_ARGS, uint32_t* xq, float2* xs) {
-    PROBE_KERNEL();
-    attnDecode<4, false, false, true>(dst, part, counters, q, k, v, nq, nk, eps, K, V, pos, slots, invf, table, startp,
-                                      kvh, half, neox, rscale, bs, minchunk, scale, xq, xs);
-}
+#define ATTN_DECODE_Q_KERNEL(NAME, KT)                                                                              \
+    extern "C" __global__ void __launch_bounds__(32 * AD_MAXG)                                                      \
+        NAME(ATTN_DECODE_ARGS_T(KT), uint32_t* xq, float2* xs) {                                                    \
+        PROBE_KERNEL();                                                                                             \
+        attnDecode<4, false, false, true, KT>(dst, part, counters, q, k, v, nq, nk, eps, K, V, pos, slots, invf,   \
+                                              table, startp, kvh, half, neox, rscale, bs, minchunk, scale, xq, xs); \
+    }
+ATTN_DECODE_Q_KERNEL(attn_decode_q_4, float)
+ATTN_DECODE_Q_KERNEL(attn_decode_q_4h, __half)
 
 // attn_merge_E writes heads' outputs from the deferred partials: a warp
 // per head, on PDL (the partials are its predecessor's output).

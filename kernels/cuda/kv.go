@@ -13,22 +13,27 @@ import (
 )
 
 // kvPool is one allocation: all layers' K slots, then all layers' V slots,
-// float32 [layer][slot][KVHeads*HeadDim].
+// [layer][slot][KVHeads*HeadDim] of float32, or of float16 where the spec
+// asks for Half and K and V rows have one width (attention; an MLA latent
+// cache stays float32), as the CPU backend decides. A float16 pool rounds
+// rows to nearest-even when they are stored (kv_elem.cuh) and reads its
+// blocks out to the host tier widened to float32.
 type kvPool struct {
 	spec   kernels.KVSpec
 	k, v   cu.DevicePtr
-	kw, vw int // floats per slot
+	kw, vw int   // elements per slot
+	elem   int64 // bytes per element: 4, or 2 when spec.Half
 	slots  int
 }
 
 func (p *kvPool) Spec() kernels.KVSpec { return p.spec }
 
 func (p *kvPool) kLayer(l int) cu.DevicePtr {
-	return p.k + cu.DevicePtr(int64(l)*int64(p.slots)*int64(p.kw)*4)
+	return p.k + cu.DevicePtr(int64(l)*int64(p.slots)*int64(p.kw)*p.elem)
 }
 
 func (p *kvPool) vLayer(l int) cu.DevicePtr {
-	return p.v + cu.DevicePtr(int64(l)*int64(p.slots)*int64(p.vw)*4)
+	return p.v + cu.DevicePtr(int64(l)*int64(p.slots)*int64(p.vw)*p.elem)
 }
 
 // NewKVPool implements kernels.Backend.
@@ -46,19 +51,23 @@ func (b *Backend) NewKVPool(s kernels.KVSpec) (kernels.KVPool, error) {
 	if s.HeadDimK > limit || s.HeadDimV > limit {
 		return nil, fmt.Errorf("cuda: head dim %d/%d over %d: %w", s.HeadDimK, s.HeadDimV, limit, kernels.ErrUnsupported)
 	}
-	p := &kvPool{spec: s, kw: s.KVHeads * s.HeadDimK, vw: s.KVHeads * s.HeadDimV, slots: s.Blocks * s.BlockSize}
-	kb := int64(s.Layers) * int64(p.slots) * int64(p.kw) * 4
-	vb := int64(s.Layers) * int64(p.slots) * int64(p.vw) * 4
+	s.Half = s.Half && s.HeadDimK == s.HeadDimV
+	p := &kvPool{spec: s, kw: s.KVHeads * s.HeadDimK, vw: s.KVHeads * s.HeadDimV, slots: s.Blocks * s.BlockSize, elem: 4}
+	if s.Half {
+		p.elem = 2
+	}
+	kb := int64(s.Layers) * int64(p.slots) * int64(p.kw) * p.elem
+	vb := int64(s.Layers) * int64(p.slots) * int64(p.vw) * p.elem
 	if !b.enter() {
 		b.exit()
 		return nil, b.err
 	}
 	defer b.exit()
 	p.k = b.alloc(kb)
-	b.fail(cu.MemsetD32Async(p.k, 0, kb/4, b.stream))
+	b.fail(cu.MemsetD8Async(p.k, 0, kb, b.stream))
 	if vb > 0 {
 		p.v = b.alloc(vb)
-		b.fail(cu.MemsetD32Async(p.v, 0, vb/4, b.stream))
+		b.fail(cu.MemsetD8Async(p.v, 0, vb, b.stream))
 	}
 	if b.err != nil {
 		return nil, fmt.Errorf("cuda: KV pool of %d bytes: %w", kb+vb, b.err)
@@ -76,10 +85,10 @@ func (b *Backend) CopyKVBlock(kp kernels.KVPool, dst, src int) {
 	p := kp.(*kvPool)
 	bs := int64(p.spec.BlockSize)
 	for l := 0; l < p.spec.Layers; l++ {
-		kb := bs * int64(p.kw) * 4
+		kb := bs * int64(p.kw) * p.elem
 		b.fail(cu.MemcpyDtoDAsync(p.kLayer(l)+cu.DevicePtr(int64(dst)*kb), p.kLayer(l)+cu.DevicePtr(int64(src)*kb), kb, b.stream))
 		if p.vw > 0 {
-			vb := bs * int64(p.vw) * 4
+			vb := bs * int64(p.vw) * p.elem
 			b.fail(cu.MemcpyDtoDAsync(p.vLayer(l)+cu.DevicePtr(int64(dst)*vb), p.vLayer(l)+cu.DevicePtr(int64(src)*vb), vb, b.stream))
 		}
 	}
@@ -98,7 +107,7 @@ func (b *Backend) StoreKV(kp kernels.KVPool, layer int, k, v kernels.Buf, slots 
 	if p.vw > 0 {
 		vb = ptr(dptr(v))
 	}
-	b.run(fStoreKV, len(slots), cdiv(max(p.kw, p.vw), 256), 256, ptr(p.kLayer(layer)), ptr(p.vLayer(layer)), ptr(dptr(k)), vb, ptr(sp),
+	b.run(p.fn(fStoreKV), len(slots), cdiv(max(p.kw, p.vw), 256), 256, ptr(p.kLayer(layer)), ptr(p.vLayer(layer)), ptr(dptr(k)), vb, ptr(sp),
 		i32(p.kw), i32(p.vw))
 }
 
@@ -148,7 +157,7 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 		// The output feeds the output projection: its bf16 input too.
 		n := rows * heads * d
 		bf := b.ltInput(n)
-		b.run(f, tiles*splits, heads, 128, ptr(dptr(dst)), ptr(dptr(q)), ptr(p.kLayer(layer)), ptr(p.vLayer(layer)),
+		b.run(p.fn(f), tiles*splits, heads, 128, ptr(dptr(dst)), ptr(dptr(q)), ptr(p.kLayer(layer)), ptr(p.vLayer(layer)),
 			ptr(tp), ptr(st), i32(rows), i32(heads), i32(s.KVHeads), i32(s.BlockSize), f32(scale),
 			ptr(part), ptr(ml), i32(splits), ptr(bf))
 		if splits > 1 {
@@ -173,7 +182,7 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 	case switches.oldAttn:
 		gqaFrom = math.MaxInt
 	}
-	if ctx >= gqaFrom && heads%s.KVHeads == 0 && s.HeadDimK%4 == 0 && s.HeadDimV%4 == 0 && s.HeadDimV > 0 {
+	if ctx >= gqaFrom && heads%s.KVHeads == 0 && s.HeadDimK%p.gqaAlign() == 0 && s.HeadDimV%4 == 0 && s.HeadDimV > 0 {
 		// attn_gqa: one block per (row, kv head, ≤ 8 of its query heads,
 		// split), K/V read once per group. Splits: about 4 blocks per SM
 		// (its occupancy; one wave), chunks of at least 16 positions, ≤ 256
@@ -188,7 +197,7 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 			splits = min(want, max(cdiv(ctx, 16), 1), 256)
 		}
 		b.attnScratch(rows*heads*splits*(s.HeadDimV+2), rows*heads)
-		b.run(fAttnGQA, groups, splits, 128, ptr(dptr(dst)), ptr(b.part), ptr(b.counters), ptr(dptr(q)),
+		b.run(p.fn(fAttnGQA), groups, splits, 128, ptr(dptr(dst)), ptr(b.part), ptr(b.counters), ptr(dptr(q)),
 			ptr(p.kLayer(layer)), ptr(p.vLayer(layer)), ptr(tp), ptr(st), i32(heads), i32(s.KVHeads), i32(s.HeadDimK),
 			i32(s.HeadDimV), i32(s.BlockSize), i32(16), i32(hg), f32(scale))
 		return
@@ -201,7 +210,7 @@ func (b *Backend) Attention(dst, q kernels.Buf, kp kernels.KVPool, layer int, se
 	}
 	chunk := cdiv(ctx, splits)
 	b.attnScratch(rows*heads*splits*(s.HeadDimV+2), rows*heads)
-	b.run(fAttnPartial, rows*heads, splits, 128, ptr(dptr(dst)), ptr(b.part), ptr(b.counters), ptr(dptr(q)),
+	b.run(p.fn(fAttnPartial), rows*heads, splits, 128, ptr(dptr(dst)), ptr(b.part), ptr(b.counters), ptr(dptr(q)),
 		ptr(p.kLayer(layer)), ptr(p.vLayer(layer)), ptr(tp), ptr(st), i32(heads), i32(s.KVHeads), i32(s.HeadDimK),
 		i32(s.HeadDimV), i32(s.BlockSize), i32(chunk), f32(scale))
 }
@@ -256,25 +265,82 @@ func (b *Backend) kvBlockCopy(p *kvPool, block int, host []float32, toDevice boo
 		b.fail(fmt.Errorf("cuda: KV block copy with %d floats, need %d", len(host), p.spec.Layers*(kn+vn)))
 		return
 	}
+	// A float16 pool's rows pass through halves: rounded here on the way
+	// in (exact for rows a read gave), widened exactly on the way out.
+	var halves []uint16
+	if p.spec.Half {
+		halves = make([]uint16, p.spec.Layers*(kn+vn))
+		if toDevice {
+			for i, x := range host[:len(halves)] {
+				halves[i] = kernels.F32ToF16(x)
+			}
+		}
+	}
 	off := 0
 	for l := 0; l < p.spec.Layers; l++ {
 		for _, part := range []struct {
 			dev cu.DevicePtr
 			n   int
-		}{{p.kLayer(l) + cu.DevicePtr(block*kn*4), kn}, {p.vLayer(l) + cu.DevicePtr(block*vn*4), vn}} {
+		}{{p.kLayer(l) + cu.DevicePtr(int64(block*kn)*p.elem), kn}, {p.vLayer(l) + cu.DevicePtr(int64(block*vn)*p.elem), vn}} {
 			if part.n == 0 {
 				continue
 			}
 			h := unsafe.Pointer(&host[off])
+			if halves != nil {
+				h = unsafe.Pointer(&halves[off])
+			}
 			if toDevice {
-				b.fail(cu.MemcpyHtoDAsync(part.dev, h, int64(part.n)*4, b.stream))
+				b.fail(cu.MemcpyHtoDAsync(part.dev, h, int64(part.n)*p.elem, b.stream))
 			} else {
-				b.fail(cu.MemcpyDtoHAsync(h, part.dev, int64(part.n)*4, b.stream))
+				b.fail(cu.MemcpyDtoHAsync(h, part.dev, int64(part.n)*p.elem, b.stream))
 			}
 			off += part.n
 		}
 	}
 	b.fail(b.stream.Synchronize())
+	if halves != nil && !toDevice && b.err == nil {
+		for i, h := range halves {
+			host[i] = kernels.F16ToF32(h)
+		}
+	}
+}
+
+// fn is kernels.cu's function f for this pool: its float16 twin (_h)
+// where the pool is half.
+func (p *kvPool) fn(f int) int {
+	if !p.spec.Half {
+		return f
+	}
+	switch f {
+	case fStoreKV:
+		return fStoreKVh
+	case fAttnPartial:
+		return fAttnPartialH
+	case fAttnGQA:
+		return fAttnGQAh
+	case fAttnPrefill64:
+		return fAttnPrefill64h
+	case fAttnPrefill128:
+		return fAttnPrefill128h
+	case fAttnPrefill128x3:
+		return fAttnPrefill128x3h
+	case fAttnPrefill128q3:
+		return fAttnPrefill128q3h
+	case fAttnPrefill128q4:
+		return fAttnPrefill128q4h
+	case fAttnPrefill256:
+		return fAttnPrefill256h
+	}
+	panic(fmt.Sprintf("cuda: kernel %s has no float16 KV twin", funcNames[f]))
+}
+
+// gqaAlign is what attn_gqa needs the K head dim to be a multiple of: its
+// K tile copies are 16 bytes, 4 floats or 8 halves.
+func (p *kvPool) gqaAlign() int {
+	if p.spec.Half {
+		return 8
+	}
+	return 4
 }
 
 // SetGQAFrom makes decode attention use attn_gqa from a context of n

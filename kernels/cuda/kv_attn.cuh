@@ -4,14 +4,26 @@
 // splits in the last block to finish.
 #pragma once
 
-// grid (rows, element blocks): one thread per element of k and v.
-extern "C" __global__ void store_kv(float* K, float* V, const float* k, const float* v, const int* slots, int kw,
-                                    int vw) { PROBE_KERNEL();
+#include "kv_elem.cuh"
+
+// grid (rows, element blocks): one thread per element of k and v; T is
+// the cache's element type (kv_elem.cuh), as in every kernel below.
+template <class T>
+__device__ __forceinline__ void storeKVRows(T* K, T* V, const float* k, const float* v, const int* slots, int kw,
+                                            int vw) {
     long r = blockIdx.x;
     long s = slots[r];
     int i = blockIdx.y * blockDim.x + threadIdx.x;
-    if (i < kw) K[s * kw + i] = k[r * kw + i];
-    if (i < vw) V[s * vw + i] = v[r * vw + i];
+    if (i < kw) kvSt(K + s * kw + i, k[r * kw + i]);
+    if (i < vw) kvSt(V + s * vw + i, v[r * vw + i]);
+}
+extern "C" __global__ void store_kv(float* K, float* V, const float* k, const float* v, const int* slots, int kw,
+                                    int vw) { PROBE_KERNEL();
+    storeKVRows(K, V, k, v, slots, kw, vw);
+}
+extern "C" __global__ void store_kv_h(__half* K, __half* V, const float* k, const float* v, const int* slots, int kw,
+                                      int vw) { PROBE_KERNEL();
+    storeKVRows(K, V, k, v, slots, kw, vw);
 }
 
 // combineSplits merges the splits of one (row, head) with the block's 128
@@ -48,10 +60,10 @@ __device__ void combineSplits(float* dst, const float* part, long rh, int splits
 // (acc[dv], max, sum); the last split to finish merges them into dst.
 // Head dims up to 256.
 #define MAXD 8
-extern "C" __global__ void __launch_bounds__(128) attn_partial(float* dst, float* part, int* counters,
-                                                               const float* q, const float* K, const float* V,
-                                                               const int* table, const int* startp, int heads, int kvh,
-                                                               int dk, int dv, int bs, int chunk, float scale) { PROBE_KERNEL();
+template <class T>
+__device__ __forceinline__ void attnPartial(float* dst, float* part, int* counters, const float* q, const T* K,
+                                            const T* V, const int* table, const int* startp, int heads, int kvh,
+                                            int dk, int dv, int bs, int chunk, float scale) {
     __shared__ float sm[4], sl[4], sacc[4][MAXD * 32];
     int rh = blockIdx.x, row = rh / heads, h = rh % heads, kh = h / (heads / kvh);
     int splits = gridDim.y;
@@ -70,19 +82,19 @@ extern "C" __global__ void __launch_bounds__(128) attn_partial(float* dst, float
     long kw = (long)kvh * dk, vw = (long)kvh * dv;
     for (int p = lo + warp; p < hi; p += 4) {
         long slot = (long)table[p / bs] * bs + p % bs;
-        const float* kp = K + slot * kw + (long)kh * dk;
-        const float* vp = V + slot * vw + (long)kh * dv;
+        const T* kp = K + slot * kw + (long)kh * dk;
+        const T* vp = V + slot * vw + (long)kh * dv;
         float vv[MAXD];
 #pragma unroll
         for (int i = 0; i < MAXD; i++) {
             int d = lane + 32 * i;
-            vv[i] = d < dv ? vp[d] : 0.f;
+            vv[i] = d < dv ? kvLd(vp + d) : 0.f;
         }
         float s = 0.f;
 #pragma unroll
         for (int i = 0; i < MAXD; i++) {
             int d = lane + 32 * i;
-            if (d < dk) s += qv[i] * kp[d];
+            if (d < dk) s += qv[i] * kvLd(kp + d);
         }
         s = warpSum(s);
         float mn = fmaxf(m, s);
@@ -115,6 +127,15 @@ extern "C" __global__ void __launch_bounds__(128) attn_partial(float* dst, float
     // (lastArrival), which saves a second launch per layer.
     if (lastArrival(counters + rh, splits)) combineSplits(dst, part, rh, splits, dv);
 }
+#define ATTN_PARTIAL_KERNEL(NAME, T)                                                                              \
+    extern "C" __global__ void __launch_bounds__(128)                                                             \
+        NAME(float* dst, float* part, int* counters, const float* q, const T* K, const T* V, const int* table,    \
+             const int* startp, int heads, int kvh, int dk, int dv, int bs, int chunk, float scale) {              \
+        PROBE_KERNEL();                                                                                           \
+        attnPartial(dst, part, counters, q, K, V, table, startp, heads, kvh, dk, dv, bs, chunk, scale);           \
+    }
+ATTN_PARTIAL_KERNEL(attn_partial, float)
+ATTN_PARTIAL_KERNEL(attn_partial_h, __half)
 
 // ---------------------------------------------------------------- GQA decode attention
 // attn_gqa is the decode attention (any rows, but meant for few): block
@@ -161,10 +182,48 @@ __device__ __forceinline__ float warpMax(float v) {
     return v;
 }
 
-extern "C" __global__ void __launch_bounds__(128, 4)
-    attn_gqa(float* dst, float* part, int* counters, const float* __restrict__ q, const float* __restrict__ K,
-             const float* __restrict__ V, const int* __restrict__ table, const int* startp, int heads, int kvh, int dk,
-             int dv, int bs, int minchunk, int HG, float scale) { PROBE_KERNEL();
+// gqaStageK issues the cp.async copies of a tile's n K rows (slots sl)
+// into Ks: float rows dk+4 floats apart, 16 bytes (4 elements) a copy;
+// float16 rows dk+8 halves apart (16-byte aligned), 8 elements a copy
+// (dk a multiple of 8).
+template <class T>
+__device__ __forceinline__ void gqaStageK(float* Ks, const T* Kh, const int* sl, int n, int dk, long kw) {
+    if constexpr (sizeof(T) == 4) {
+        const int dk4 = dk >> 2, kp4 = dk4 + 1;
+        for (int i = threadIdx.x; i < n * dk4; i += 128) {
+            int t = i / dk4, c = i - t * dk4;
+            cpAsync16(&Ks[(t * kp4 + c) * 4], Kh + (long)sl[t] * kw + c * 4);
+        }
+    } else {
+        const int dk8 = dk >> 3;
+        __half* Kt = (__half*)Ks;
+        for (int i = threadIdx.x; i < n * dk8; i += 128) {
+            int t = i / dk8, c = i - t * dk8;
+            cpAsync16(Kt + t * (dk + 8) + c * 8, Kh + (long)sl[t] * kw + c * 8);
+        }
+    }
+}
+
+// gqaK4 reads elements 4c..4c+3 of row tt of the staged K tile.
+template <class T>
+__device__ __forceinline__ float4 gqaK4(const float* Ks, int tt, int c, int dk) {
+    if constexpr (sizeof(T) == 4) return ((const float4*)Ks)[tt * ((dk >> 2) + 1) + c];
+    else return kvLd4((const __half*)Ks + tt * (dk + 8) + c * 4);
+}
+
+// gqaV4 loads four elements of a V row as stored (not kept in L1);
+// kvWiden4 widens them where they are used (kv_elem.cuh says why).
+__device__ __forceinline__ float4 gqaV4(const float* p) {
+    uint4 u = ldstream((const uint4*)p);
+    return make_float4(__uint_as_float(u.x), __uint_as_float(u.y), __uint_as_float(u.z), __uint_as_float(u.w));
+}
+__device__ __forceinline__ uint2 gqaV4(const __half* p) { return kvRaw4(p); }
+
+template <class KT>
+__device__ __forceinline__ void attnGQA(float* dst, float* part, int* counters, const float* __restrict__ q,
+                                        const KT* __restrict__ K, const KT* __restrict__ V,
+                                        const int* __restrict__ table, const int* startp, int heads, int kvh, int dk,
+                                        int dv, int bs, int minchunk, int HG, float scale) {
     __shared__ __align__(16) float Ks[GQ_KS];
     __shared__ __align__(16) float Qs[GQ_HG * 256];
     __shared__ float sp[128 * GQ_HG];  // partial scores [j][g][t], t < T: 128/T·8·T
@@ -182,10 +241,10 @@ extern "C" __global__ void __launch_bounds__(128, 4)
     const int lo = blockIdx.y * chunk, hi = min(lo + chunk, ctx);
     const int T = max(dk, dv) <= 128 ? 32 : 16;
     const int ntiles = lo < hi ? (hi - lo + T - 1) / T : 0;
-    const int dk4 = dk >> 2, kp4 = dk4 + 1;
+    const int dk4 = dk >> 2;
     const long kw = (long)kvh * dk, vw = (long)kvh * dv;
-    const float* Kh = K + (long)kh * dk;
-    const float* Vh = V + (long)kh * dv;
+    const KT* Kh = K + (long)kh * dk;
+    const KT* Vh = V + (long)kh * dv;
     // score threads: position tt, column slice j of nds
     const int tt = tid % T, j = tid / T, nds = 128 / T;
     // P·V threads: column group cg (4 floats), position slice sl of nsl
@@ -205,24 +264,18 @@ extern "C" __global__ void __launch_bounds__(128, 4)
             sslot[0][tid] = table[p / bs] * bs + p % bs;
         }
         __syncthreads();
-        for (int i = tid, n = min(T, hi - lo); i < n * dk4; i += 128) {
-            int t = i / dk4, c = i - t * dk4;
-            cpAsync16(&Ks[(t * kp4 + c) * 4], Kh + (long)sslot[0][t] * kw + c * 4);
-        }
+        gqaStageK<KT>(Ks, Kh, sslot[0], min(T, hi - lo), dk, kw);
     }
     for (int it = 0; it < ntiles; it++) {
         const int cur = it & 1, tb = lo + it * T, n = min(T, hi - tb);
         const bool more = it + 1 < ntiles;
         // V rows of this tile into registers (rows ≥ n are zero, never used).
-        float4 vr[8];
+        typename KVRaw4<KT>::type vr[8];
 #pragma unroll
         for (int r = 0; r < 8; r++) {
             int t = sl + nsl * r;
-            vr[r] = make_float4(0.f, 0.f, 0.f, 0.f);
-            if (sl < nsl && t < n) {
-                uint4 u = ldstream((const uint4*)(Vh + (long)sslot[cur][t] * vw + cg * 4));
-                vr[r] = make_float4(__uint_as_float(u.x), __uint_as_float(u.y), __uint_as_float(u.z), __uint_as_float(u.w));
-            }
+            vr[r] = {};
+            if (sl < nsl && t < n) vr[r] = gqaV4(Vh + (long)sslot[cur][t] * vw + cg * 4);
         }
         // Slots of the next tile, into the buffer of tile it-1, whose
         // loads every thread issued before the previous iteration's S1.
@@ -239,9 +292,8 @@ extern "C" __global__ void __launch_bounds__(128, 4)
 #pragma unroll
         for (int g = 0; g < GQ_HG; g++) s[g] = 0.f;
         if (tt < n) {
-            const float4* kr = (const float4*)Ks + tt * kp4;
             for (int c = j; c < dk4; c += nds) {
-                float4 k = kr[c];
+                float4 k = gqaK4<KT>(Ks, tt, c, dk);
 #pragma unroll
                 for (int g = 0; g < GQ_HG; g++) {
                     if (g < hg) {
@@ -255,13 +307,7 @@ extern "C" __global__ void __launch_bounds__(128, 4)
         for (int g = 0; g < GQ_HG; g++)
             if (g < hg) sp[(j * GQ_HG + g) * T + tt] = s[g];
         __syncthreads(); // S2: scores written, Ks free
-        if (more) {
-            int nn = min(T, hi - tb - T);
-            for (int i = tid; i < nn * dk4; i += 128) {
-                int t = i / dk4, c = i - t * dk4;
-                cpAsync16(&Ks[(t * kp4 + c) * 4], Kh + (long)sslot[cur ^ 1][t] * kw + c * 4);
-            }
-        }
+        if (more) gqaStageK<KT>(Ks, Kh, sslot[cur ^ 1], min(T, hi - tb - T), dk, kw);
 #pragma unroll
         for (int w = 0; w < 2; w++) {
             int g = warp + 4 * w;
@@ -293,12 +339,13 @@ extern "C" __global__ void __launch_bounds__(128, 4)
             for (int r = 0; r < 8; r++) {
                 int t = sl + nsl * r;
                 if (t < n) {
+                    const float4 v = kvWiden4(vr[r]);
 #pragma unroll
                     for (int g = 0; g < GQ_HG; g++) {
                         if (g < hg) {
                             float p = P[g * GQ_T + t];
-                            acc[g][0] += p * vr[r].x, acc[g][1] += p * vr[r].y;
-                            acc[g][2] += p * vr[r].z, acc[g][3] += p * vr[r].w;
+                            acc[g][0] += p * v.x, acc[g][1] += p * v.y;
+                            acc[g][2] += p * v.z, acc[g][3] += p * v.w;
                         }
                     }
                 }
@@ -373,3 +420,13 @@ extern "C" __global__ void __launch_bounds__(128, 4)
         dst[rh * dv + d] = o * invS[g];
     }
 }
+#define ATTN_GQA_KERNEL(NAME, T)                                                                                  \
+    extern "C" __global__ void __launch_bounds__(128, 4)                                                          \
+        NAME(float* dst, float* part, int* counters, const float* __restrict__ q, const T* __restrict__ K,        \
+             const T* __restrict__ V, const int* __restrict__ table, const int* startp, int heads, int kvh, int dk, \
+             int dv, int bs, int minchunk, int HG, float scale) {                                                 \
+        PROBE_KERNEL();                                                                                           \
+        attnGQA<T>(dst, part, counters, q, K, V, table, startp, heads, kvh, dk, dv, bs, minchunk, HG, scale);    \
+    }
+ATTN_GQA_KERNEL(attn_gqa, float)
+ATTN_GQA_KERNEL(attn_gqa_h, __half)

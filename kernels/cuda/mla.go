@@ -97,6 +97,10 @@ func (b *Backend) MLAttention(dst, q kernels.Buf, kp kernels.KVPool, layer int, 
 		b.fail(fmt.Errorf("cuda: KV pool of another backend: %w", kernels.ErrUnsupported))
 		return
 	}
+	if p.spec.Half {
+		b.fail(fmt.Errorf("cuda: latent attention over a float16 KV pool: %w", kernels.ErrUnsupported))
+		return
+	}
 	s := p.spec
 	dk := s.HeadDimK
 	switch {

@@ -27,8 +27,8 @@ func (b *Backend) ReadKV(dst kernels.Buf, kp kernels.KVPool, layer int, table []
 	}
 	defer b.exit()
 	p, ok := kp.(*kvPool)
-	if !ok {
-		b.fail(fmt.Errorf("cuda: KV pool of another backend: %w", kernels.ErrUnsupported))
+	if !ok || p.spec.Half {
+		b.fail(fmt.Errorf("cuda: ReadKV of a KV pool of another backend or of float16: %w", kernels.ErrUnsupported))
 		return
 	}
 	if lo < 0 || width < 0 || lo+width > p.kw || n > len(table)*p.spec.BlockSize {
@@ -98,8 +98,8 @@ func (b *Backend) DSAMask(mask kernels.Buf, d *kernels.DSA, kp kernels.KVPool, l
 		return true
 	}
 	p, ok := kp.(*kvPool)
-	if !ok {
-		b.fail(fmt.Errorf("cuda: KV pool of another backend: %w", kernels.ErrUnsupported))
+	if !ok || p.spec.Half {
+		b.fail(fmt.Errorf("cuda: latent attention over a KV pool of another backend or of float16: %w", kernels.ErrUnsupported))
 		return true
 	}
 	tp := b.put(kTable, words(seq.Table))

@@ -37,18 +37,19 @@
 // to key k0+j (k0 a multiple of 64; the causal limit applies as well).
 
 // PoolSrc: q [rows, heads, D]; K and V rows of the paged cache (slot s of
-// position p is table[p/bs]·bs + p%bs), kvh heads of D each; dst [rows,
-// heads, D].
-template <int D>
+// position p is table[p/bs]·bs + p%bs; elements of type KT, kv_elem.cuh),
+// kvh heads of D each; dst [rows, heads, D].
+template <int D, class KT = float>
 struct PoolSrc {
     static constexpr int DK = D, DV = D;
     static constexpr bool MASK = false;
     __device__ __forceinline__ uint64_t selected64(int, int) const { return ~0ull; }
-    const float *q, *Kh, *Vh;
+    const float* q;
+    const KT *Kh, *Vh;
     const int* table;
     int start, heads, bs;
     long kw;
-    __device__ __forceinline__ PoolSrc(const float* q_, const float* K, const float* V, const int* table_,
+    __device__ __forceinline__ PoolSrc(const float* q_, const KT* K, const KT* V, const int* table_,
                                        const int* startp, int heads_, int kvh, int bs_, int h)
         : q(q_), table(table_), start(*startp), heads(heads_), bs(bs_), kw((long)kvh * D) {
         int kh = h / (heads / kvh);
@@ -58,8 +59,13 @@ struct PoolSrc {
     __device__ __forceinline__ long rowOff(int p, int end) const {
         return p < end ? ((long)table[p / bs] * bs + p % bs) * kw : -1L;
     }
-    __device__ __forceinline__ float4 k4(long off, int c) const { return *(const float4*)(Kh + off + c); }
-    __device__ __forceinline__ float4 v4(long off, int c) const { return *(const float4*)(Vh + off + c); }
+    __device__ __forceinline__ float4 k4(long off, int c) const { return kvLd4(Kh + off + c); }
+    __device__ __forceinline__ float4 v4(long off, int c) const { return kvLd4(Vh + off + c); }
+    // The same four elements as stored, widened by kvWiden4 (kv_elem.cuh
+    // says why the staging loop wants them so).
+    using Raw = typename KVRaw4<KT>::type;
+    __device__ __forceinline__ Raw k4raw(long off, int c) const { return kvRaw4(Kh + off + c); }
+    __device__ __forceinline__ Raw v4raw(long off, int c) const { return kvRaw4(Vh + off + c); }
     __device__ __forceinline__ float2 q2(int row, int h, int c) const {
         return *(const float2*)(q + ((long)row * heads + h) * D + c);
     }
@@ -149,24 +155,25 @@ __device__ __forceinline__ void attn_prefill(const Src& src, float* __restrict__
         if constexpr (DK == DV) {
 #pragma unroll 1
             for (int it = 0; it < BKV * DK / 4 / 128; it += LU) {
-                float4 kv[LU], vv[LU];
+                typename Src::Raw kr[LU], vr[LU];
 #pragma unroll
                 for (int u = 0; u < LU; u++) {
                     int e = threadIdx.x + (it + u) * 128;
                     int r = e / (DK / 4), c = (e % (DK / 4)) * 4;
                     long off = rowoff[r];
-                    kv[u] = vv[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+                    kr[u] = vr[u] = typename Src::Raw{};
                     if (off >= 0) {
-                        kv[u] = src.k4(off, c);
-                        vv[u] = src.v4(off, c);
+                        kr[u] = src.k4raw(off, c);
+                        vr[u] = src.v4raw(off, c);
                     }
                 }
 #pragma unroll
                 for (int u = 0; u < LU; u++) {
                     int e = threadIdx.x + (it + u) * 128;
                     int r = e / (DK / 4), c = (e % (DK / 4)) * 4;
-                    *(uint2*)&Ks[r][c] = make_uint2(packbf(kv[u].x, kv[u].y), packbf(kv[u].z, kv[u].w));
-                    *(uint2*)&Vs[r][c] = make_uint2(packbf(vv[u].x, vv[u].y), packbf(vv[u].z, vv[u].w));
+                    float4 kv = kvWiden4(kr[u]), vv = kvWiden4(vr[u]);
+                    *(uint2*)&Ks[r][c] = make_uint2(packbf(kv.x, kv.y), packbf(kv.z, kv.w));
+                    *(uint2*)&Vs[r][c] = make_uint2(packbf(vv.x, vv.y), packbf(vv.z, vv.w));
                 }
             }
         } else {
@@ -326,13 +333,18 @@ extern "C" __global__ void attn_merge(float* dst, const float* part, const float
     }
 }
 
-#define ATTN_PREFILL_BK(D, NAME, OCC, LU, QS, BK)                                                              \
+// Each kernel comes twice: NAME over a float32 cache, NAME_h over a
+// float16 one.
+#define ATTN_PREFILL_BKT(D, NAME, OCC, LU, QS, BK, KT)                                                         \
     extern "C" __global__ void __launch_bounds__(128, OCC) NAME(                                               \
-        float* dst, const float* q, const float* K, const float* V, const int* table, const int* startp, int rows, \
+        float* dst, const float* q, const KT* K, const KT* V, const int* table, const int* startp, int rows,    \
         int heads, int kvh, int bs, float scale, float* part, float2* ml, int splits, uint32_t* bf) {            \
-        attn_prefill<LU, QS, BK>(PoolSrc<D>(q, K, V, table, startp, heads, kvh, bs, blockIdx.y), dst, rows, scale, \
-                                 part, ml, splits, bf);                                                          \
+        attn_prefill<LU, QS, BK>(PoolSrc<D, KT>(q, K, V, table, startp, heads, kvh, bs, blockIdx.y), dst, rows,   \
+                                 scale, part, ml, splits, bf);                                                   \
     }
+#define ATTN_PREFILL_BK(D, NAME, OCC, LU, QS, BK)             \
+    ATTN_PREFILL_BKT(D, NAME, OCC, LU, QS, BK, float)         \
+    ATTN_PREFILL_BKT(D, NAME##_h, OCC, LU, QS, BK, __half)
 #define ATTN_PREFILL(D, NAME, OCC, LU, QS) ATTN_PREFILL_BK(D, NAME, OCC, LU, QS, 64)
 // Two occupancies of the D=128 kernel: 3 blocks per SM (a 168-register
 // cap, the default) and 2 (POCKET_ATTN_OCC=2).
