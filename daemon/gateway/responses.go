@@ -408,7 +408,7 @@ func (g *Gateway) serveResponses(ctx *fasthttp.RequestCtx) {
 		obj.MaxOutputTokens = &j.params.MaxTokens
 	}
 	msgID := newID("msg")
-	var lps []tokenLogprob // the reply's tokens' logprobs, when asked for
+	var lps replyLogprobs // the reply's tokens' logprobs, when asked for
 	finish := func(res session.GenerateResult) responseObject {
 		done := obj
 		done.Status = "completed"
@@ -432,7 +432,7 @@ func (g *Gateway) serveResponses(ctx *fasthttp.RequestCtx) {
 		return done
 	}
 	if j.stream {
-		var into *[]tokenLogprob
+		var into *replyLogprobs
 		if j.params.Logprobs {
 			into = &lps
 		}
@@ -442,7 +442,7 @@ func (g *Gateway) serveResponses(ctx *fasthttp.RequestCtx) {
 	var onToken func(session.TokenEvent) error
 	if j.params.Logprobs {
 		onToken = func(ev session.TokenEvent) error {
-			lps = append(lps, p.m.chatLogprob(ev))
+			lps.add(p.m.chatLogprob(ev), ev.Text)
 			return nil
 		}
 	}
@@ -457,13 +457,13 @@ func (g *Gateway) serveResponses(ctx *fasthttp.RequestCtx) {
 // streamResponse replies with the Responses API's events: the response
 // created and in progress; without tools the message item and its text
 // part opened, a delta a token (with the logprobs of the tokens it
-// holds, where lps is not nil: they are also gathered in *lps), then the text,
+// holds, where lps is not nil: they are also gathered in lps), then the text,
 // part and item done; with tools (whose calls are known only once the
 // reply is parsed) every item of the reply, whole, after the generation;
 // then the response completed or incomplete (response.failed after an
 // error).
 func (g *Gateway) streamResponse(ctx *fasthttp.RequestCtx, p *prepared, obj responseObject, msgID string, tools bool,
-	start time.Time, lps *[]tokenLogprob, finish func(session.GenerateResult) responseObject) {
+	start time.Time, lps *replyLogprobs, finish func(session.GenerateResult) responseObject) {
 	gen, first, ok := g.startStream(ctx, p, start)
 	if gen == nil {
 		return
@@ -490,7 +490,7 @@ func (g *Gateway) streamResponse(ctx *fasthttp.RequestCtx, p *prepared, obj resp
 		held := 0 // tokens whose logprobs wait for a delta with text
 		for tok, more := first, ok; more; tok, more = gen.next() {
 			if lps != nil {
-				*lps = append(*lps, p.m.chatLogprob(tok))
+				lps.add(p.m.chatLogprob(tok), tok.Text)
 				held++
 			}
 			if !opened || tok.Text == "" {
@@ -498,7 +498,7 @@ func (g *Gateway) streamResponse(ctx *fasthttp.RequestCtx, p *prepared, obj resp
 			}
 			mine := []tokenLogprob{}
 			if lps != nil {
-				mine, held = (*lps)[len(*lps)-held:], 0
+				mine, held = lps.lps[len(lps.lps)-held:], 0
 			}
 			if ev.send("response.output_text.delta", ev.at(msgID, 0, map[string]any{"delta": tok.Text, "logprobs": mine})) != nil {
 				gone()

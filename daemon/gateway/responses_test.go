@@ -274,6 +274,62 @@ func TestOpenAIGoResponsesTools(t *testing.T) {
 	}
 }
 
+// TestOpenAIGoResponsesToolLogprobs: with tools and
+// message.output_text.logprobs, the message before a call carries the
+// logprobs of the tokens that wrote its text, plain and streamed, and the
+// call's tokens none.
+func TestOpenAIGoResponsesToolLogprobs(t *testing.T) {
+	d, sr := startScripted(t)
+	defer d.stop(t)
+	c := goClient(d)
+	ctx := context.Background()
+	const say = "Let me check."
+	ids := byteIDs(say + "\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>")
+	sr.script.Store(&ids)
+	params := responses.ResponseNewParams{
+		Model: "demo", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Weather in Paris?")},
+		Tools: []responses.ToolUnionParam{{OfFunction: &responses.FunctionToolParam{Name: "get_weather",
+			Parameters: map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}},
+			Strict:     openai.Bool(false)}}},
+		MaxOutputTokens: openai.Int(200), Temperature: openai.Float(0),
+		Include: []responses.ResponseIncludable{"message.output_text.logprobs"},
+	}
+	check := func(how string, out []responses.ResponseOutputItemUnion) {
+		t.Helper()
+		if len(out) != 2 || out[0].Type != "message" || out[1].Type != "function_call" || out[1].Name != "get_weather" {
+			t.Fatalf("%s: output %+v", how, out)
+		}
+		part := out[0].Content[0]
+		var text strings.Builder
+		for _, lp := range part.Logprobs {
+			if lp.Logprob > 0 {
+				t.Fatalf("%s: logprob %+v", how, lp)
+			}
+			text.WriteString(lp.Token)
+		}
+		if part.Text != say || text.String() != say {
+			t.Fatalf("%s: text %q, its logprobs' tokens %q", how, part.Text, text.String())
+		}
+	}
+	res, err := c.Responses.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("plain", res.Output)
+	stream := c.Responses.NewStreaming(ctx, params)
+	var final *responses.Response
+	for stream.Next() {
+		if ev := stream.Current(); ev.Type == "response.completed" {
+			r := ev.Response
+			final = &r
+		}
+	}
+	if err := stream.Err(); err != nil || final == nil {
+		t.Fatalf("stream: %v, final %v", err, final)
+	}
+	check("streamed", final.Output)
+}
+
 // bytesOf is the text of the demo tokenizer's byte ids (others dropped).
 func bytesOf(ids []int32) []byte {
 	var out []byte

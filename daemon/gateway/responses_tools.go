@@ -142,9 +142,10 @@ func addCallItem(out []tokenizer.Message, it inputItem, p string) ([]tokenizer.M
 // the conversation keeps: with tools, the calls parsed out of the text
 // become function_call items after a message with the rest (none when
 // only calls were made); status is the items'. lps are the reply's
-// tokens' logprobs (asked for), the message's where it is the whole reply
-// (no tools: with them its text is what the calls leave of the tokens').
-func replyItems(res session.GenerateResult, j *responsesJob, msgID, status string, lps []tokenLogprob) ([]any, tokenizer.Message) {
+// tokens' logprobs (when asked for): all the message's where it is the
+// whole reply, else those of the tokens that released its text
+// (replyLogprobs.content).
+func replyItems(res session.GenerateResult, j *responsesJob, msgID, status string, lps replyLogprobs) ([]any, tokenizer.Message) {
 	keep := tokenizer.Message{Role: "assistant", Content: res.Text}
 	message := func(text string, lps []tokenLogprob) responseItem {
 		part := textPart(text)
@@ -154,13 +155,13 @@ func replyItems(res session.GenerateResult, j *responsesJob, msgID, status strin
 		return responseItem{Type: "message", ID: msgID, Status: status, Role: "assistant", Content: []outputText{part}}
 	}
 	if !j.tools {
-		return []any{message(res.Text, lps)}, keep
+		return []any{message(res.Text, lps.lps)}, keep
 	}
 	msg, _ := toolMessage(res.Text, j.job, res.FinishReason)
 	var items []any
 	keep.Content = ""
 	if msg.Content != nil {
-		items = append(items, message(*msg.Content, nil))
+		items = append(items, message(*msg.Content, lps.content(j.job)))
 		keep.Content = *msg.Content
 	}
 	for _, tc := range msg.ToolCalls {
@@ -170,4 +171,48 @@ func replyItems(res session.GenerateResult, j *responsesJob, msgID, status strin
 			Function: tokenizer.FunctionCall{Name: tc.Function.Name, Arguments: tc.Function.Arguments}})
 	}
 	return items, keep
+}
+
+// replyLogprobs are a reply's tokens' logprobs, when asked for, with the
+// text each token released.
+type replyLogprobs struct {
+	lps   []tokenLogprob
+	texts []string
+}
+
+func (r *replyLogprobs) add(lp tokenLogprob, text string) {
+	r.lps, r.texts = append(r.lps, lp), append(r.texts, text)
+}
+
+// content is the logprobs of the tokens whose text is the message's, in a
+// reply with tool calls (nil when none were asked for): the tokens replayed
+// through the job's tool-call parser, a token counting for the message
+// where its text released some of it, with those before it that released
+// nothing yet (as a chat stream's chunks carry them); tokens inside the
+// calls are left out, since a function call item has no logprobs.
+func (r replyLogprobs) content(j *job) []tokenLogprob {
+	if r.lps == nil {
+		return nil
+	}
+	out := []tokenLogprob{}
+	p := toolParser{f: j.toolFmt, types: j.toolTypes}
+	p.feed(j.toolPrefix) // an opened call releases nothing
+	held := 0
+	take := func(pieces []toolPiece, upto int) {
+		for _, pc := range pieces {
+			if pc.call == nil && pc.text != "" {
+				out = append(out, r.lps[upto-held:upto]...)
+				break
+			}
+		}
+		held = 0
+	}
+	for i, text := range r.texts {
+		held++
+		if pieces := p.feed(text); len(pieces) > 0 {
+			take(pieces, i+1)
+		}
+	}
+	take(p.flush(), len(r.texts))
+	return out
 }
