@@ -81,6 +81,9 @@ type ModelConfig struct {
 
 // CacheConfig is the [cache] table.
 type CacheConfig struct {
+	// KVBlocks is the KV pool's size in blocks of BlockSize tokens; 0
+	// (the default): DefaultKVBlocks, or, on a GPU worker, as many as fit
+	// its free memory if fewer (kvBlocksFor).
 	KVBlocks      int   `toml:"kv_blocks"`
 	BlockSize     int   `toml:"block_size"`
 	HostTierBytes int64 `toml:"host_tier_bytes"`
@@ -341,9 +344,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Server.LogLevel == "" {
 		c.Server.LogLevel = "info"
-	}
-	if c.Cache.KVBlocks == 0 {
-		c.Cache.KVBlocks = DefaultKVBlocks
 	}
 	if c.Cache.BlockSize == 0 {
 		c.Cache.BlockSize = DefaultBlockSize

@@ -333,8 +333,12 @@ func (s *Server) load(ctx context.Context) error {
 			s.workers = append(s.workers, namedWorker{name, l.Worker})
 		}
 		s.mu.Unlock()
+		blocks := s.cfg.Cache.KVBlocks
+		if blocks == 0 {
+			blocks = s.kvBlocksFor(name, l.Model)
+		}
 		err = mgr.AddModel(session.ModelConfig{Name: name, Model: l.Model, Tokenizer: l.Tokenizer, EOS: l.EOS,
-			KVBlocks: s.cfg.Cache.KVBlocks, BlockSize: s.cfg.Cache.BlockSize, HostTierBytes: s.cfg.Cache.HostTierBytes,
+			KVBlocks: blocks, BlockSize: s.cfg.Cache.BlockSize, HostTierBytes: s.cfg.Cache.HostTierBytes,
 			KVHalf:     s.cfg.Cache.KVDType == "f16",
 			QueueLimit: s.cfg.Limits.Queue, SnapshotBytes: s.cfg.Cache.SnapshotBytes,
 			IdleStepTime:      time.Duration(s.cfg.Limits.PrefillStepMs) * time.Millisecond,
@@ -528,4 +532,41 @@ type fasthttpLogger struct{ log *slog.Logger }
 
 func (l fasthttpLogger) Printf(format string, args ...any) {
 	l.log.Debug(strings.TrimSpace(fmt.Sprintf(format, args...)))
+}
+
+// poolRoomer is a runner on a device of its own (a GPU worker group:
+// worker.Proxy) that says how many KV blocks its free memory holds.
+type poolRoomer interface {
+	PoolRoom(blockSize int, half bool, reserve int64) (blocks int, ok bool)
+}
+
+// kvPoolReserve is device memory a sized KV pool leaves free (at least;
+// PoolRoom keeps an eighth of what is free if that is more): the decode
+// passes' activations and recordings, the sampling scratch.
+const kvPoolReserve = 2 << 30
+
+// minKVBlocks is the smallest pool sized to a device: 1024 tokens of 16.
+const minKVBlocks = 64
+
+// kvBlocksFor sizes the KV pool of a model whose config gives none:
+// DefaultKVBlocks, or fewer on a GPU where those would not fit beside the
+// weights (an 8B model's 65536 float32 positions are 17 GB: a 24 GB card
+// could not load it). float16 (cache.kv_dtype) fits twice the blocks.
+func (s *Server) kvBlocksFor(name string, r session.Runner) int {
+	pr, ok := r.(poolRoomer)
+	if !ok {
+		return DefaultKVBlocks
+	}
+	bs := s.cfg.Cache.BlockSize
+	if bs <= 0 {
+		bs = DefaultBlockSize
+	}
+	room, ok := pr.PoolRoom(bs, s.cfg.Cache.KVDType == "f16", kvPoolReserve)
+	if !ok || room >= DefaultKVBlocks {
+		return DefaultKVBlocks
+	}
+	blocks := max(room, minKVBlocks)
+	s.log.Warn("KV pool sized to the device's free memory", "model", name, "blocks", blocks, "tokens", blocks*bs,
+		"default_blocks", DefaultKVBlocks, "hint", "cache.kv_dtype = \"f16\" holds twice as many; cache.kv_blocks sets the size")
+	return blocks
 }

@@ -97,6 +97,11 @@ type Ready struct {
 	// StateLen is the number of float32 values of a recurrent state's
 	// snapshot (0 for attention-only models).
 	StateLen int64
+	// FreeBytes is the device memory left free once the weights are in,
+	// before the KV pool (0: the backend has no memory of its own, e.g.
+	// the CPU), so that the daemon can size a pool it was not given a
+	// size for (Proxy.PoolRoom).
+	FreeBytes int64
 }
 
 func (r *Ready) encode() []byte {
@@ -111,6 +116,7 @@ func (r *Ready) encode() []byte {
 	e.u64(uint64(r.WeightBytes))
 	e.u8(b2u(r.Shared))
 	e.u64(uint64(r.StateLen))
+	e.u64(uint64(r.FreeBytes))
 	return e.b
 }
 
@@ -129,8 +135,12 @@ func decodeReady(p []byte) (Ready, error) {
 	r.WeightBytes = int64(d.u64("weight bytes"))
 	r.Shared = d.u8("shared") != 0
 	r.StateLen = int64(d.u64("state length"))
+	r.FreeBytes = int64(d.u64("free bytes"))
 	if d.err == nil && (r.StateLen < 0 || r.StateLen > MaxFrame/4 || r.Recurrent != (r.StateLen > 0)) {
 		d.err = fmt.Errorf("%w: recurrent %v with a state of %d values", ErrBadFrame, r.Recurrent, r.StateLen)
+	}
+	if d.err == nil && r.FreeBytes < 0 {
+		d.err = fmt.Errorf("%w: %d free bytes", ErrBadFrame, r.FreeBytes)
 	}
 	return r, d.done("ready")
 }

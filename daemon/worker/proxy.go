@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -190,8 +191,36 @@ func groupReady(g *group) Ready {
 			r.WeightBytes += pr.ready.WeightBytes
 		}
 		r.Device = fmt.Sprintf("%d ranks: %s", len(g.ranks), strings.Join(devs, ", "))
+		for _, pr := range g.ranks {
+			r.FreeBytes = min(r.FreeBytes, pr.ready.FreeBytes) // the fullest device bounds the pool
+		}
 	}
 	return r
+}
+
+// PoolRoom is how many blocks of blockSize tokens a KV pool of element
+// type half (kernels.KVSpec.Half) may take on the group's devices, leaving
+// reserve bytes (or an eighth of the free memory, whichever is more) free
+// on each for activations, recordings and decode copies; ok is false
+// where the ranks have no device memory of their own (CPU workers), or
+// did not say how much is free.
+func (p *Proxy) PoolRoom(blockSize int, half bool, reserve int64) (blocks int, ok bool) {
+	free := p.ready.FreeBytes
+	if free <= 0 || blockSize <= 0 {
+		return 0, false
+	}
+	s := p.ready.KV
+	s.BlockSize, s.KVHeads = blockSize, s.KVHeads/p.world()
+	s.Half = half && s.HeadDimK == s.HeadDimV // as the backends decide
+	per := s.BytesPerBlock()                  // float32: counts the device's bytes only then
+	if s.Half {
+		per /= 2
+	}
+	room := free - max(reserve, free/8)
+	if per <= 0 || room < per {
+		return 0, true
+	}
+	return int(min(room/per, int64(math.MaxInt32))), true
 }
 
 // ModelConfig implements session.Runner.

@@ -284,6 +284,11 @@ func (rk *rank) hello(f frame) (func(), error) {
 	}
 	r := Ready{Version: Version, Backend: be.Name(), Device: dev, Config: cfg, KV: m.KVSpec(0, 0),
 		Recurrent: rk.states != nil, EOS: ck.EOS(), WeightBytes: m.WeightBytes(), Shared: rk.shm != nil, StateLen: stateLen}
+	if room, ok := be.(kernels.MemoryRoom); ok {
+		if free, err := room.FreeBytes(); err == nil && free > 0 {
+			r.FreeBytes = free
+		}
+	}
 	if err := writeFrame(rk.w, msgReady, f.id, r.encode(), nil); err != nil {
 		closeAll()
 		return nil, err
