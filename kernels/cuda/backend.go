@@ -146,6 +146,7 @@ type Backend struct {
 	countersN int
 	gqaFrom   int        // see SetGQAFrom
 	deq       deqScratch // chunked prefill GEMMs over block-format and FP8 weights (deqgemm.go)
+	kvHalves  []uint16   // a float16 pool's block on its way to or from the host (kvBlockCopy)
 	// prefillSplitOff keeps prefill attention unsplit (SetPrefillSplits).
 	prefillSplitOff bool
 	amax            cu.DevicePtr // argmax_mb's token, partials and arrival counter (argmaxScratch)

@@ -269,7 +269,11 @@ func (b *Backend) kvBlockCopy(p *kvPool, block int, host []float32, toDevice boo
 	// in (exact for rows a read gave), widened exactly on the way out.
 	var halves []uint16
 	if p.spec.Half {
-		halves = make([]uint16, p.spec.Layers*(kn+vn))
+		// The backend's lock is held: one scratch serves every copy.
+		if n := p.spec.Layers * (kn + vn); cap(b.kvHalves) < n {
+			b.kvHalves = make([]uint16, n)
+		}
+		halves = b.kvHalves[:p.spec.Layers*(kn+vn)]
 		if toDevice {
 			for i, x := range host[:len(halves)] {
 				halves[i] = kernels.F32ToF16(x)
