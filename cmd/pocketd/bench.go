@@ -237,6 +237,14 @@ func readBandwidth(threads int) float64 {
 	return best
 }
 
+// kvDTypeName names the KV element type for pocket-worker's --kv-dtype.
+func kvDTypeName(half bool) string {
+	if half {
+		return "f16"
+	}
+	return "f32"
+}
+
 // benchOnWorker runs the benchmark in pocket-worker, the binary that links
 // CUDA (pocketd itself stays cgo-free): same flags, same JSON contract,
 // measured where the weights live.
@@ -246,10 +254,7 @@ func benchOnWorker(cmd *cobra.Command, model string, device, promptTokens, newTo
 		return fmt.Errorf("backend cuda: %w", err)
 	}
 	args := []string{"bench", "--model", model, "--device", strconv.Itoa(device),
-		"--prompt-tokens", strconv.Itoa(promptTokens), "--new-tokens", strconv.Itoa(newTokens), "--kv-dtype", "f32"}
-	if kvHalf {
-		args[len(args)-1] = "f16"
-	}
+		"--prompt-tokens", strconv.Itoa(promptTokens), "--new-tokens", strconv.Itoa(newTokens), "--kv-dtype", kvDTypeName(kvHalf)}
 	if asJSON {
 		args = append(args, "--json")
 	}
