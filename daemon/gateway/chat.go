@@ -96,7 +96,7 @@ func (j *job) chatPrompt(m *modelInfo, param string) ([]int32, *apiError) {
 		j.toolPrefix = j.toolFmt.prefix(j.toolName)
 		text += j.toolPrefix
 	}
-	return m.tok.Encode(text), nil
+	return m.tok.Encode(text + j.prefill), nil
 }
 
 func (g *Gateway) serveChat(ctx *fasthttp.RequestCtx) {

@@ -23,6 +23,8 @@ func FuzzDecode(f *testing.F) {
 		`{"input":[{"role":"user","content":[{"type":"input_text","text":"a"}]},{"type":"message","role":"assistant","content":"b"}],"text":{"format":{"type":"json_schema","name":"x","schema":{"type":"object"}}}}`,
 		`{"input":[{"role":"user","content":"w?"},{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":"x"}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"tool_choice":{"type":"function","name":"f"}}`,
 		`{"input":[{"id":"msg_1","role":"developer","content":"d"}],"include":["message.output_text.logprobs","reasoning.encrypted_content"],"top_logprobs":3,"metadata":{"k":"v"},"parallel_tool_calls":false}`,
+		`{"model":"demo","max_tokens":5,"system":[{"type":"text","text":"s"}],"messages":[{"role":"user","content":"q"},{"role":"assistant","content":[{"type":"text","text":"a"},{"type":"tool_use","id":"t1","name":"f","input":{"x":1}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"r","is_error":true}]}],"tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"any"},"stop_sequences":["E"],"stream":true}`,
+		`{"max_tokens":5,"messages":[{"role":"user","content":"q"},{"role":"assistant","content":"pre"}],"tool_choice":{"type":"none"}}`,
 	} {
 		f.Add([]byte(s), "")
 	}
@@ -69,6 +71,13 @@ func FuzzDecode(f *testing.F) {
 		check(j, err, header)
 		if err == nil && len(j.messages) == 0 {
 			t.Fatal("chat without messages")
+		}
+		for _, counting := range []bool{false, true} {
+			j, err = decodeMessages(body, header, counting)
+			check(j, err, header)
+			if err == nil && (len(j.messages) == 0 || !counting && !j.maxTokensSet || j.prefill != "" && j.toolForce) {
+				t.Fatalf("messages job: %+v", j)
+			}
 		}
 		j, err = decodeCompletion(body, header)
 		check(j, err, header)

@@ -1,6 +1,6 @@
 // Package gateway is pocketd's OpenAI-compatible HTTP API: the /v1 chat
 // and text completion routes, /v1/responses, /v1/models, /tokenize, /detokenize and
-// /metrics, mounted on the daemon's route table (a daemon.RouteSet) and so
+// /metrics (and Anthropic's /v1/messages, messages.go), mounted on the daemon's route table (a daemon.RouteSet) and so
 // served by fasthttp on both the TCP listener and the Unix socket, over
 // the same session manager and KV cache as /v0.
 //
@@ -113,6 +113,8 @@ func (g *Gateway) Register(m *daemon.Mux) {
 	m.Handle("/v1/completions", daemon.Everywhere, h("/v1/completions", post(g.serveCompletion)))
 	m.Handle("/v1/embeddings", daemon.Everywhere, h("/v1/embeddings", post(g.serveEmbeddings)))
 	m.Handle("/v1/responses", daemon.Everywhere, h("/v1/responses", post(g.serveResponses)))
+	m.Handle("/v1/messages", daemon.Everywhere, h("/v1/messages", post(g.serveMessages)))
+	m.Handle("/v1/messages/count_tokens", daemon.Everywhere, h("/v1/messages/count_tokens", post(g.serveCountTokens)))
 	m.Handle("/v1/responses/", daemon.Everywhere, h("/v1/responses/{id}", g.serveResponse))
 	m.Handle("/v1/models", daemon.Everywhere, h("/v1/models", g.serveModels))
 	m.Handle("/v1/models/", daemon.Everywhere, h("/v1/models/{id}", g.serveModel))
@@ -144,6 +146,9 @@ func (g *Gateway) authorize(fn fasthttp.RequestHandler) fasthttp.RequestHandler 
 		}
 		auth := string(ctx.Request.Header.Peek("Authorization"))
 		key, ok := strings.CutPrefix(auth, "Bearer ")
+		if x := ctx.Request.Header.Peek("X-Api-Key"); auth == "" && len(x) > 0 {
+			key, ok, auth = string(x), true, "x-api-key" // Anthropic's clients send the key so
+		}
 		if !ok || !g.keys[sha256.Sum256([]byte(strings.TrimSpace(key)))] {
 			ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="pocketd"`)
 			msg := "invalid API key"

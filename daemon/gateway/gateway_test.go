@@ -306,9 +306,12 @@ func TestAPIKeys(t *testing.T) {
 	for _, tc := range []struct {
 		auth   string
 		status int
-	}{{"", 401}, {"Bearer nope", 401}, {"sk-good-1", 401}, {"Bearer sk-good-1", 200}, {"Bearer sk-good-2", 200}} {
+	}{{"", 401}, {"Bearer nope", 401}, {"sk-good-1", 401}, {"Bearer sk-good-1", 200}, {"Bearer sk-good-2", 200},
+		{"x-api-key sk-good-1", 200}, {"x-api-key nope", 401}} {
 		var h []string
-		if tc.auth != "" {
+		if key, ok := strings.CutPrefix(tc.auth, "x-api-key "); ok {
+			h = []string{"X-Api-Key", key} // as Anthropic's clients send it
+		} else if tc.auth != "" {
 			h = []string{"Authorization", tc.auth}
 		}
 		status, body := do(t, d.tcp, "GET", d.base+"/v1/models", nil, h...)

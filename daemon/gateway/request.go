@@ -170,6 +170,10 @@ type job struct {
 	toolForce  bool
 	toolName   string
 	toolPrefix string
+	// prefill is the start of the reply the client wrote (the Messages
+	// API's last assistant turn): the prompt ends with it, and the reply
+	// continues it.
+	prefill string
 
 	// completions: exactly one of text and ids (text may be "" with a
 	// session: then the session's history is the prompt).
