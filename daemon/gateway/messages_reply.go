@@ -199,7 +199,7 @@ func (e anthEvents) send(typ string, fields map[string]any) error {
 // block opened lazily, each call a tool_use block with its input in one
 // input_json_delta).
 func (g *Gateway) streamMessages(ctx *fasthttp.RequestCtx, j *job, p *prepared, id string, start time.Time) {
-	gen, first, ok := g.startStreamAnth(ctx, p, start)
+	gen, first, ok := g.startStreamErr(ctx, p, start, anthError)
 	if gen == nil {
 		return
 	}
@@ -281,19 +281,6 @@ func (g *Gateway) streamMessages(ctx *fasthttp.RequestCtx, j *job, p *prepared, 
 		}
 		ev.send("message_stop", map[string]any{})
 	})
-}
-
-// startStreamAnth is startStream with the error reply in Anthropic's shape.
-func (g *Gateway) startStreamAnth(ctx *fasthttp.RequestCtx, p *prepared, start time.Time) (*generation, session.TokenEvent, bool) {
-	gen := g.start(p, 0, start)
-	first, ok := gen.next()
-	if !ok && gen.err != nil {
-		gen.cancel()
-		anthError(ctx, fromSession(gen.err))
-		return nil, first, false
-	}
-	sseHeaders(ctx)
-	return gen, first, ok
 }
 
 // anthBlocks numbers a stream's content blocks and keeps the open text

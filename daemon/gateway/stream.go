@@ -94,11 +94,18 @@ func streamChunks[C any](g *Gateway, ctx *fasthttp.RequestCtx, p *prepared, star
 // status (gen nil); otherwise the event-stream headers are set and the
 // generation and that token (ok false: none came) are returned.
 func (g *Gateway) startStream(ctx *fasthttp.RequestCtx, p *prepared, start time.Time) (gen *generation, first session.TokenEvent, ok bool) {
+	return g.startStreamErr(ctx, p, start, writeError)
+}
+
+// startStreamErr is startStream with the error reply written by fail (in
+// the shape of the route's API).
+func (g *Gateway) startStreamErr(ctx *fasthttp.RequestCtx, p *prepared, start time.Time,
+	fail func(*fasthttp.RequestCtx, *apiError)) (gen *generation, first session.TokenEvent, ok bool) {
 	gen = g.start(p, 0, start)
 	first, ok = gen.next()
 	if !ok && gen.err != nil {
 		gen.cancel()
-		writeError(ctx, fromSession(gen.err))
+		fail(ctx, fromSession(gen.err))
 		return nil, first, false
 	}
 	sseHeaders(ctx)
