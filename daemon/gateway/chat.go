@@ -18,10 +18,11 @@ type chatChoice struct {
 }
 
 type chatOut struct {
-	Role      string       `json:"role"`
-	Content   *string      `json:"content"`
-	Refusal   *string      `json:"refusal"`
-	ToolCalls []toolCallJS `json:"tool_calls,omitempty"`
+	Role             string       `json:"role"`
+	Content          *string      `json:"content"`
+	ReasoningContent *string      `json:"reasoning_content,omitempty"`
+	Refusal          *string      `json:"refusal"`
+	ToolCalls        []toolCallJS `json:"tool_calls,omitempty"`
 }
 
 type chatLogprobs struct {
@@ -50,9 +51,10 @@ type chunkChoice struct {
 }
 
 type chunkDelta struct {
-	Role      string          `json:"role,omitempty"`
-	Content   *string         `json:"content,omitempty"`
-	ToolCalls []toolCallDelta `json:"tool_calls,omitempty"`
+	Role             string          `json:"role,omitempty"`
+	Content          *string         `json:"content,omitempty"`
+	ReasoningContent *string         `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCallDelta `json:"tool_calls,omitempty"`
 }
 
 func byteInts(s string) []int {
@@ -96,7 +98,12 @@ func (j *job) chatPrompt(m *modelInfo, param string) ([]int32, *apiError) {
 		j.toolPrefix = j.toolFmt.prefix(j.toolName)
 		text += j.toolPrefix
 	}
-	return m.tok.Encode(text + j.prefill), nil
+	text += j.prefill
+	// A reply constrained to JSON has no reasoning block to split.
+	if !j.rawReasoning && !j.params.JSON && j.params.Schema == nil && templateThinks(m.tok.ChatTemplate()) {
+		j.reasoning, j.thinkInside = true, promptOpensThink(text)
+	}
+	return m.tok.Encode(text), nil
 }
 
 func (g *Gateway) serveChat(ctx *fasthttp.RequestCtx) {
@@ -133,9 +140,16 @@ func (g *Gateway) serveChat(ctx *fasthttp.RequestCtx) {
 			writeError(ctx, fromSession(err))
 			return
 		}
-		msg, reason := chatOut{Role: "assistant", Content: &res.Text}, res.FinishReason
+		text, reasoning := res.Text, ""
+		if j.reasoning {
+			reasoning, text = splitReasoning(text, j.thinkInside)
+		}
+		msg, reason := chatOut{Role: "assistant", Content: &text}, res.FinishReason
 		if j.tools {
-			msg, reason = toolMessage(res.Text, j, reason)
+			msg, reason = toolMessage(text, j, reason)
+		}
+		if reasoning != "" {
+			msg.ReasoningContent = &reasoning
 		}
 		choices = append(choices, chatChoice{Index: i, Message: msg, Logprobs: lps, FinishReason: reason})
 		usages = append(usages, res.Usage)
@@ -166,9 +180,13 @@ func (g *Gateway) streamChat(ctx *fasthttp.RequestCtx, j *job, p *prepared, id s
 					Logprobs: &chatLogprobs{Content: []tokenLogprob{p.m.chatLogprob(ev)}}}
 			}
 		}
+		var ts *toolStream
 		if j.tools {
-			ts := newToolStream(p.m, j, i)
+			ts = newToolStream(p.m, j, i)
 			cs.filter, cs.end = ts.token, ts.end
+		}
+		if j.reasoning {
+			reasonChunks(&cs, newReasonSplit(j.thinkInside), i, j.params.Logprobs, p.m, ts)
 		}
 		return cs
 	})

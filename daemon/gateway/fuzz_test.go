@@ -24,7 +24,8 @@ func FuzzDecode(f *testing.F) {
 		`{"input":[{"role":"user","content":"w?"},{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":"x"}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"tool_choice":{"type":"function","name":"f"}}`,
 		`{"input":[{"id":"msg_1","role":"developer","content":"d"}],"include":["message.output_text.logprobs","reasoning.encrypted_content"],"top_logprobs":3,"metadata":{"k":"v"},"parallel_tool_calls":false}`,
 		`{"model":"demo","max_tokens":5,"system":[{"type":"text","text":"s"}],"messages":[{"role":"user","content":"q"},{"role":"assistant","content":[{"type":"text","text":"a"},{"type":"tool_use","id":"t1","name":"f","input":{"x":1}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"r","is_error":true}]}],"tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"any"},"stop_sequences":["E"],"stream":true}`,
-		`{"max_tokens":5,"messages":[{"role":"user","content":"q"},{"role":"assistant","content":"pre"}],"tool_choice":{"type":"none"}}`,
+		`{"max_tokens":5,"messages":[{"role":"user","content":"q"},{"role":"assistant","content":"pre"}],"tool_choice":{"type":"none"},"thinking":{"type":"disabled"}}`,
+		`{"messages":[{"role":"user","content":"x"}],"reasoning_format":"none"}`,
 	} {
 		f.Add([]byte(s), "")
 	}

@@ -32,9 +32,12 @@ type messagesRequest struct {
 	Stream        *bool           `json:"stream"`
 	Tools         []anthTool      `json:"tools"`
 	ToolChoice    json.RawMessage `json:"tool_choice"`
-	// Fields the daemon accepts and does not use: metadata, service_tier,
-	// thinking (a template's own switch is chat_template_kwargs on the
-	// chat route).
+	// Thinking {"type": "disabled"} asks a thinking template not to think
+	// (enable_thinking false, as Qwen3's templates take it); its budget is
+	// not enforced. Fields accepted and not used: metadata, service_tier.
+	Thinking *struct {
+		Type string `json:"type"`
+	} `json:"thinking"`
 }
 
 type anthMessage struct {
@@ -119,6 +122,12 @@ func decodeMessages(body []byte, header string, counting bool) (*job, *apiError)
 	}
 	if err := j.anthTools(r.Tools, r.ToolChoice); err != nil {
 		return nil, err
+	}
+	if r.Thinking != nil && r.Thinking.Type == "disabled" {
+		if j.kwargs == nil {
+			j.kwargs = map[string]any{}
+		}
+		j.kwargs["enable_thinking"] = false
 	}
 	if j.prefill != "" && j.toolForce {
 		return nil, badParam("tool_choice", "tool_choice: a forced tool call cannot continue an assistant prefill")

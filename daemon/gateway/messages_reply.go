@@ -45,6 +45,12 @@ type anthTextBlock struct {
 	Text string `json:"text"`
 }
 
+type anthThinking struct {
+	Type      string `json:"type"`
+	Thinking  string `json:"thinking"`
+	Signature string `json:"signature"` // none: pocketd signs nothing
+}
+
 type anthToolUse struct {
 	Type  string          `json:"type"`
 	ID    string          `json:"id"`
@@ -119,8 +125,14 @@ func (g *Gateway) serveMessages(ctx *fasthttp.RequestCtx) {
 	}
 	reply := anthReply{ID: id, Type: "message", Role: "assistant", Content: []any{}, Model: p.m.name, Usage: anthUsageOf(res.Usage)}
 	text, calls := res.Text, []anthToolUse(nil)
+	if j.reasoning {
+		var reasoning string
+		if reasoning, text = splitReasoning(text, j.thinkInside); reasoning != "" {
+			reply.Content = append(reply.Content, anthThinking{Type: "thinking", Thinking: reasoning})
+		}
+	}
 	if j.tools {
-		msg, _ := toolMessage(res.Text, j, res.FinishReason)
+		msg, _ := toolMessage(text, j, res.FinishReason)
 		text = ""
 		if msg.Content != nil {
 			text = *msg.Content
@@ -130,7 +142,7 @@ func (g *Gateway) serveMessages(ctx *fasthttp.RequestCtx) {
 				Input: anthInput(tc.Function.Arguments)})
 		}
 	}
-	if text != "" || len(calls) == 0 {
+	if text != "" || len(calls) == 0 && len(reply.Content) == 0 {
 		reply.Content = append(reply.Content, anthTextBlock{Type: "text", Text: text})
 	}
 	for _, c := range calls {
@@ -219,13 +231,48 @@ func (g *Gateway) streamMessages(ctx *fasthttp.RequestCtx, j *job, p *prepared, 
 			return
 		}
 		b := anthBlocks{ev: ev}
+		var rs *reasonSplit
+		if j.reasoning {
+			rs = newReasonSplit(j.thinkInside)
+		}
 		var parser *toolParser
 		if j.tools {
 			parser = &toolParser{f: j.toolFmt, types: j.toolTypes}
 			parser.feed(j.toolPrefix) // an opened call releases nothing
 		}
 		calls := 0
-		release := func(pieces []toolPiece) error {
+		// content passes a reply's content on: through the tool-call
+		// parser where there are tools.
+		var release func(pieces []toolPiece) error
+		content := func(text string) error {
+			if parser != nil {
+				return release(parser.feed(text))
+			}
+			if text == "" {
+				return nil
+			}
+			return b.text(text)
+		}
+		// split passes a piece of the reply on: its reasoning to a
+		// thinking block, its content on.
+		split := func(text string, end bool) error {
+			if rs == nil {
+				return content(text)
+			}
+			var r, c string
+			if end {
+				r, c = rs.flush()
+			} else {
+				r, c = rs.feed(text)
+			}
+			if r != "" {
+				if err := b.thinking(r); err != nil {
+					return err
+				}
+			}
+			return content(c)
+		}
+		release = func(pieces []toolPiece) error {
 			for _, pc := range pieces {
 				var err error
 				if pc.call == nil {
@@ -242,13 +289,7 @@ func (g *Gateway) streamMessages(ctx *fasthttp.RequestCtx, j *job, p *prepared, 
 			return nil
 		}
 		for tok, more := first, ok; more; tok, more = gen.next() {
-			var err error
-			if parser != nil {
-				err = release(parser.feed(tok.Text))
-			} else if tok.Text != "" {
-				err = b.text(tok.Text)
-			}
-			if err != nil {
+			if split(tok.Text, false) != nil {
 				gone()
 				return
 			}
@@ -259,7 +300,7 @@ func (g *Gateway) streamMessages(ctx *fasthttp.RequestCtx, j *job, p *prepared, 
 			ev.s.event(anthErrorBody(e))
 			return
 		}
-		if parser != nil && release(parser.flush()) != nil {
+		if rs != nil && split("", true) != nil || parser != nil && release(parser.flush()) != nil {
 			gone()
 			return
 		}
@@ -283,35 +324,48 @@ func (g *Gateway) streamMessages(ctx *fasthttp.RequestCtx, j *job, p *prepared, 
 	})
 }
 
-// anthBlocks numbers a stream's content blocks and keeps the open text
-// block's state.
+// anthBlocks numbers a stream's content blocks and keeps the open text or
+// thinking block's state.
 type anthBlocks struct {
-	ev       anthEvents
-	index    int  // the next block's
-	textOpen bool // a text block is open (index-1)
-	any      bool // a block was sent
+	ev    anthEvents
+	index int    // the next block's
+	open  string // the type of the block open (index-1): "text", "thinking" or none
+	any   bool   // a block was sent
 }
 
 func (b *anthBlocks) text(s string) error {
-	if !b.textOpen {
-		if err := b.ev.send("content_block_start", map[string]any{"index": b.index, "content_block": anthTextBlock{Type: "text"}}); err != nil {
+	return b.delta("text", s, anthTextBlock{Type: "text"}, map[string]string{"type": "text_delta", "text": s})
+}
+
+func (b *anthBlocks) thinking(s string) error {
+	return b.delta("thinking", s, anthThinking{Type: "thinking"}, map[string]string{"type": "thinking_delta", "thinking": s})
+}
+
+// delta sends s as a delta of the open block of type typ, opening it
+// (start) after closing another.
+func (b *anthBlocks) delta(typ, s string, start any, delta map[string]string) error {
+	if b.open != typ {
+		if err := b.close(); err != nil {
 			return err
 		}
-		b.textOpen, b.any = true, true
+		if err := b.ev.send("content_block_start", map[string]any{"index": b.index, "content_block": start}); err != nil {
+			return err
+		}
+		b.open, b.any = typ, true
 		b.index++
 	}
 	if s == "" {
 		return nil
 	}
-	return b.ev.send("content_block_delta", map[string]any{"index": b.index - 1, "delta": map[string]string{"type": "text_delta", "text": s}})
+	return b.ev.send("content_block_delta", map[string]any{"index": b.index - 1, "delta": delta})
 }
 
-// close stops an open text block.
+// close stops an open text or thinking block.
 func (b *anthBlocks) close() error {
-	if !b.textOpen {
+	if b.open == "" {
 		return nil
 	}
-	b.textOpen = false
+	b.open = ""
 	return b.ev.send("content_block_stop", map[string]any{"index": b.index - 1})
 }
 

@@ -119,6 +119,10 @@ type chatRequest struct {
 	// ChatTemplateKwargs are extra template variables (vLLM's extension),
 	// e.g. {"enable_thinking": false}.
 	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs"`
+	// ReasoningFormat (llama.cpp's field): "none" keeps a thinking model's
+	// <think> block in the content; otherwise it is reasoning_content
+	// (reasoning.go).
+	ReasoningFormat *string `json:"reasoning_format"`
 	samplingFields
 }
 
@@ -174,6 +178,11 @@ type job struct {
 	// API's last assistant turn): the prompt ends with it, and the reply
 	// continues it.
 	prefill string
+	// reasoning: the model's template thinks and the reply's reasoning is
+	// split from its content (reasoning.go), starting inside the block
+	// where the prompt opened it (thinkInside); rawReasoning turns that
+	// off (reasoning_format "none").
+	reasoning, thinkInside, rawReasoning bool
 
 	// completions: exactly one of text and ids (text may be "" with a
 	// session: then the session's history is the prompt).
@@ -210,6 +219,15 @@ func decodeChat(body []byte, header string) (*job, *apiError) {
 	}
 	if err := j.chatTools(r.Tools, r.ToolChoice); err != nil {
 		return nil, err
+	}
+	if f := r.ReasoningFormat; f != nil {
+		switch *f {
+		case "none":
+			j.rawReasoning = true
+		case "", "auto", "deepseek":
+		default:
+			return nil, badParam("reasoning_format", "reasoning_format: %q is not none, auto or deepseek", *f)
+		}
 	}
 	if err := responseFormat(r.ResponseFormat, &j.params); err != nil {
 		return nil, err

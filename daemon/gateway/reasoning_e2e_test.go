@@ -1,0 +1,130 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+)
+
+// TestReasoningSplit: a thinking model's <think> block (Qwen3's template)
+// comes back as reasoning_content on the chat route, plain and streamed,
+// with tool calls parsed from what follows; "reasoning_format": "none"
+// keeps it in the content; the Messages API returns it as a thinking
+// block, plain and streamed.
+func TestReasoningSplit(t *testing.T) {
+	d, sr := startScripted(t)
+	defer d.stop(t)
+	ctx := context.Background()
+	oc := goClient(d)
+	reply := byteIDs("<think>\nThe user says hi.\n</think>\n\nHello there!")
+	sr.script.Store(&reply)
+	params := openai.ChatCompletionNewParams{Model: "demo", MaxCompletionTokens: openai.Int(200),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hi")}}
+	reasoningOf := func(raw string) string {
+		var v struct {
+			Choices []struct {
+				Message struct {
+					ReasoningContent string `json:"reasoning_content"`
+				} `json:"message"`
+				Delta struct {
+					ReasoningContent string `json:"reasoning_content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		json.Unmarshal([]byte(raw), &v)
+		if len(v.Choices) == 0 {
+			return ""
+		}
+		return v.Choices[0].Message.ReasoningContent + v.Choices[0].Delta.ReasoningContent
+	}
+	res, err := oc.Chat.Completions.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Choices[0].Message.Content != "Hello there!" || reasoningOf(res.RawJSON()) != "The user says hi." {
+		t.Fatalf("plain: %s", res.RawJSON())
+	}
+	stream := oc.Chat.Completions.NewStreaming(ctx, params)
+	var content, reasoning strings.Builder
+	for stream.Next() {
+		ch := stream.Current()
+		if len(ch.Choices) > 0 {
+			content.WriteString(ch.Choices[0].Delta.Content)
+		}
+		reasoning.WriteString(reasoningOf(ch.RawJSON()))
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if content.String() != "Hello there!" || reasoning.String() != "The user says hi." {
+		t.Fatalf("streamed: content %q, reasoning %q", content.String(), reasoning.String())
+	}
+	raw, err := oc.Chat.Completions.New(ctx, params, option.WithJSONSet("reasoning_format", "none"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw.Choices[0].Message.Content != string(bytesOf(reply)) || reasoningOf(raw.RawJSON()) != "" {
+		t.Fatalf("reasoning_format none: %s", raw.RawJSON())
+	}
+
+	// Reasoning, then a call.
+	call := byteIDs("<think>\nI need the weather.\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>")
+	sr.script.Store(&call)
+	tp := params
+	tp.Tools = []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{Name: "get_weather",
+		Parameters: openai.FunctionParameters{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}})}
+	res, err = oc.Chat.Completions.New(ctx, tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := res.Choices[0].Message; len(m.ToolCalls) != 1 || m.ToolCalls[0].Function.Name != "get_weather" || m.Content != "" ||
+		reasoningOf(res.RawJSON()) != "I need the weather." || res.Choices[0].FinishReason != "tool_calls" {
+		t.Fatalf("reasoning and a call: %s", res.RawJSON())
+	}
+	stream = oc.Chat.Completions.NewStreaming(ctx, tp)
+	reasoning.Reset()
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		ch := stream.Current()
+		acc.AddChunk(ch)
+		reasoning.WriteString(reasoningOf(ch.RawJSON()))
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(acc.Choices) != 1 || len(acc.Choices[0].Message.ToolCalls) != 1 || reasoning.String() != "I need the weather." {
+		t.Fatalf("streamed reasoning and a call: %+v, reasoning %q", acc.Choices, reasoning.String())
+	}
+
+	// The Messages API: a thinking block. (Another question: the scripted
+	// runner must compute the prompt's end, not find it all cached.)
+	sr.script.Store(&reply)
+	ac := anthClient(d)
+	mp := anthropic.MessageNewParams{Model: "demo", MaxTokens: 200, Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Hi again"))}}
+	msg, err := ac.Messages.New(ctx, mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msg.Content) != 2 || msg.Content[0].Type != "thinking" || msg.Content[0].Thinking != "The user says hi." ||
+		msg.Content[1].Text != "Hello there!" {
+		t.Fatalf("messages: %s", msg.RawJSON())
+	}
+	as := ac.Messages.NewStreaming(ctx, mp)
+	var am anthropic.Message
+	for as.Next() {
+		if err := am.Accumulate(as.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := as.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(am.Content) != 2 || am.Content[0].Thinking != "The user says hi." || am.Content[1].Text != "Hello there!" {
+		t.Fatalf("streamed messages: %+v", am.Content)
+	}
+}
