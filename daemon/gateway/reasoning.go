@@ -99,6 +99,10 @@ func (r *reasonSplit) feed(s string) (reasoning, content string) {
 	}
 }
 
+// thinking reports whether the reply is inside its reasoning or the
+// whitespace after it: a token that leaves it so wrote no content.
+func (r *reasonSplit) thinking() bool { return r.state == rsThink || r.state == rsAfter }
+
 // release is reasoning text s, without its leading whitespace when it is
 // the first released.
 func (r *reasonSplit) release(s string) string {

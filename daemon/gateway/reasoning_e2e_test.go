@@ -9,13 +9,14 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 )
 
 // TestReasoningSplit: a thinking model's <think> block (Qwen3's template)
 // comes back as reasoning_content on the chat route, plain and streamed,
 // with tool calls parsed from what follows; "reasoning_format": "none"
 // keeps it in the content; the Messages API returns it as a thinking
-// block, plain and streamed.
+// block and the Responses API as a reasoning item, plain and streamed.
 func TestReasoningSplit(t *testing.T) {
 	d, sr := startScripted(t)
 	defer d.stop(t)
@@ -99,6 +100,73 @@ func TestReasoningSplit(t *testing.T) {
 	}
 	if len(acc.Choices) != 1 || len(acc.Choices[0].Message.ToolCalls) != 1 || reasoning.String() != "I need the weather." {
 		t.Fatalf("streamed reasoning and a call: %+v, reasoning %q", acc.Choices, reasoning.String())
+	}
+
+	// The Responses API: a reasoning item before the message. (Other
+	// questions: the scripted runner must compute the prompt's end.)
+	sr.script.Store(&reply)
+	for k, ask := range []string{"Hi, responses", "Hi, responses streamed"} {
+		rp := responses.ResponseNewParams{Model: "demo", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(ask)},
+			MaxOutputTokens: openai.Int(200), Include: []responses.ResponseIncludable{"message.output_text.logprobs"}}
+		var out *responses.Response
+		var deltas, reasoningDeltas strings.Builder
+		if k == 0 {
+			if out, err = oc.Responses.New(ctx, rp); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			st := oc.Responses.NewStreaming(ctx, rp)
+			for st.Next() {
+				switch ev := st.Current(); ev.Type {
+				case "response.reasoning_text.delta":
+					reasoningDeltas.WriteString(ev.Delta)
+				case "response.output_text.delta":
+					deltas.WriteString(ev.Delta)
+				case "response.completed":
+					r := ev.Response
+					out = &r
+				}
+			}
+			if err := st.Err(); err != nil || out == nil {
+				t.Fatalf("responses stream: %v", err)
+			}
+			if reasoningDeltas.String() != "The user says hi." || deltas.String() != "Hello there!" {
+				t.Fatalf("responses stream deltas: reasoning %q, text %q", reasoningDeltas.String(), deltas.String())
+			}
+		}
+		if len(out.Output) != 2 || out.Output[0].Type != "reasoning" || len(out.Output[0].Content) != 1 ||
+			out.Output[0].Content[0].Text != "The user says hi." || out.OutputText() != "Hello there!" {
+			t.Fatalf("responses %d: %s", k, out.RawJSON())
+		}
+		var text strings.Builder
+		for _, lp := range out.Output[1].Content[0].Logprobs {
+			text.WriteString(lp.Token)
+		}
+		if text.String() != "Hello there!" {
+			t.Fatalf("responses %d: the message's logprobs are of %q", k, text.String())
+		}
+	}
+
+	// With tools the items come whole at the stream's end: the reasoning
+	// item, then the call.
+	sr.script.Store(&call)
+	rt := responses.ResponseNewParams{Model: "demo", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Weather, responses?")},
+		MaxOutputTokens: openai.Int(200), Tools: []responses.ToolUnionParam{{OfFunction: &responses.FunctionToolParam{Name: "get_weather",
+			Parameters: map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}, Strict: openai.Bool(false)}}}}
+	st := oc.Responses.NewStreaming(ctx, rt)
+	var done *responses.Response
+	var kinds []string
+	for st.Next() {
+		ev := st.Current()
+		kinds = append(kinds, ev.Type)
+		if ev.Type == "response.completed" {
+			r := ev.Response
+			done = &r
+		}
+	}
+	if err := st.Err(); err != nil || done == nil || len(done.Output) != 2 || done.Output[0].Type != "reasoning" ||
+		done.Output[0].Content[0].Text != "I need the weather." || done.Output[1].Type != "function_call" {
+		t.Fatalf("responses with tools, streamed: %v %v", err, kinds)
 	}
 
 	// The Messages API: a thinking block. (Another question: the scripted

@@ -407,7 +407,7 @@ func (g *Gateway) serveResponses(ctx *fasthttp.RequestCtx) {
 	if j.maxTokensSet {
 		obj.MaxOutputTokens = &j.params.MaxTokens
 	}
-	msgID := newID("msg")
+	msgID, rsID := newID("msg"), newID("rs")
 	var lps replyLogprobs // the reply's tokens' logprobs, when asked for
 	finish := func(res session.GenerateResult) responseObject {
 		done := obj
@@ -416,7 +416,7 @@ func (g *Gateway) serveResponses(ctx *fasthttp.RequestCtx) {
 			done.Status, done.IncompleteDetails = "incomplete", &incomplete{Reason: "max_output_tokens"}
 		}
 		var reply tokenizer.Message
-		done.Output, reply = replyItems(res, j, msgID, done.Status, lps)
+		done.Output, reply = replyItems(res, j, msgID, rsID, done.Status, lps)
 		u := &responsesUsage{InputTokens: res.Usage.PromptTokens, OutputTokens: res.Usage.CompletionTokens,
 			TotalTokens: res.Usage.PromptTokens + res.Usage.CompletionTokens}
 		u.InputTokensDetails.CachedTokens = res.Usage.CachedTokens
@@ -436,7 +436,11 @@ func (g *Gateway) serveResponses(ctx *fasthttp.RequestCtx) {
 		if j.params.Logprobs {
 			into = &lps
 		}
-		g.streamResponse(ctx, p, obj, msgID, j.tools, start, into, finish)
+		var rs *reasonSplit
+		if j.reasoning && !j.tools {
+			rs = newReasonSplit(j.thinkInside)
+		}
+		g.streamResponse(ctx, p, obj, msgID, rsID, j.tools, rs, start, into, finish)
 		return
 	}
 	var onToken func(session.TokenEvent) error
@@ -462,8 +466,8 @@ func (g *Gateway) serveResponses(ctx *fasthttp.RequestCtx) {
 // reply is parsed) every item of the reply, whole, after the generation;
 // then the response completed or incomplete (response.failed after an
 // error).
-func (g *Gateway) streamResponse(ctx *fasthttp.RequestCtx, p *prepared, obj responseObject, msgID string, tools bool,
-	start time.Time, lps *replyLogprobs, finish func(session.GenerateResult) responseObject) {
+func (g *Gateway) streamResponse(ctx *fasthttp.RequestCtx, p *prepared, obj responseObject, msgID, rsID string, tools bool,
+	rs *reasonSplit, start time.Time, lps *replyLogprobs, finish func(session.GenerateResult) responseObject) {
 	gen, first, ok := g.startStream(ctx, p, start)
 	if gen == nil {
 		return
@@ -482,28 +486,62 @@ func (g *Gateway) streamResponse(ctx *fasthttp.RequestCtx, p *prepared, obj resp
 			gone()
 			return
 		}
-		opened := !tools
+		// Without tools the message streams: at once, or, for a thinking
+		// model (rs), after its reasoning item (streamReasoning).
+		opened := !tools && rs == nil
 		if opened && ev.openMessage(msgID, 0) != nil {
 			gone()
 			return
 		}
+		sr := streamReasoning{ev: &ev, id: rsID, msgID: msgID}
 		held := 0 // tokens whose logprobs wait for a delta with text
-		for tok, more := first, ok; more; tok, more = gen.next() {
-			if lps != nil {
-				lps.add(p.m.chatLogprob(tok), tok.Text)
-				held++
+		text := func(s string) error {
+			if s == "" {
+				return nil
 			}
-			if !opened || tok.Text == "" {
-				continue
+			if !opened {
+				if err := sr.openMessage(); err != nil {
+					return err
+				}
+				opened = true
 			}
 			mine := []tokenLogprob{}
 			if lps != nil {
 				mine, held = lps.lps[len(lps.lps)-held:], 0
 			}
-			if ev.send("response.output_text.delta", ev.at(msgID, 0, map[string]any{"delta": tok.Text, "logprobs": mine})) != nil {
+			return ev.send("response.output_text.delta", ev.at(msgID, sr.msgIndex, map[string]any{"delta": s, "logprobs": mine}))
+		}
+		split := func(reasoning, content string) error {
+			if rs.thinking() {
+				held = 0 // the reasoning's tokens have no logprobs in the reply
+			}
+			if reasoning != "" {
+				if err := sr.delta(reasoning); err != nil {
+					return err
+				}
+			}
+			return text(content)
+		}
+		for tok, more := first, ok; more; tok, more = gen.next() {
+			if lps != nil {
+				lps.add(p.m.chatLogprob(tok), tok.Text)
+				held++
+			}
+			var err error
+			switch {
+			case rs != nil:
+				err = split(rs.feed(tok.Text))
+			case opened:
+				err = text(tok.Text)
+			}
+			if err != nil {
 				gone()
 				return
 			}
+		}
+		if rs != nil && split(rs.flush()) != nil {
+			gone()
+			return
 		}
 		if gen.err != nil {
 			failed := obj
@@ -515,7 +553,15 @@ func (g *Gateway) streamResponse(ctx *fasthttp.RequestCtx, p *prepared, obj resp
 		}
 		done := finish(gen.res)
 		for i, item := range done.Output {
-			if ev.item(i, item, !opened || i > 0) != nil {
+			var err error
+			switch {
+			case i < sr.sent: // the reasoning item, sent whole
+			case sr.open && i == 0:
+				err = sr.close(item)
+			default:
+				err = ev.item(i, item, !opened || i != sr.msgIndex)
+			}
+			if err != nil {
 				gone()
 				return
 			}
@@ -583,6 +629,12 @@ func (e *responseEvents) item(index int, item any, announce bool) error {
 		if err := e.send("response.content_part.done", e.at(it.ID, index, map[string]any{"part": part})); err != nil {
 			return err
 		}
+	case responseReasoning: // (announced: a reasoning item streams only without tools)
+		sr := streamReasoning{ev: e, id: it.ID}
+		if err := sr.delta(it.Content[0].Text); err != nil {
+			return err
+		}
+		return sr.close(it)
 	case functionCallItem:
 		opening := it
 		opening.Status, opening.Arguments = "in_progress", ""
@@ -597,6 +649,57 @@ func (e *responseEvents) item(index int, item any, announce bool) error {
 		}
 	}
 	return e.send("response.output_item.done", map[string]any{"output_index": index, "item": item})
+}
+
+// streamReasoning streams a thinking model's reasoning item (output 0)
+// before its message: opened at the first reasoning text, a
+// reasoning_text delta each piece, closed when the message opens (at
+// output 1) or at the end.
+type streamReasoning struct {
+	ev        *responseEvents
+	id, msgID string
+	open      bool // the reasoning item is open
+	sent      int  // leading output items sent whole: 1 once the reasoning item closed
+	msgIndex  int  // the message's output index
+	text      strings.Builder
+}
+
+func (s *streamReasoning) delta(t string) error {
+	if !s.open {
+		if err := s.ev.send("response.output_item.added", map[string]any{"output_index": 0,
+			"item": responseReasoning{Type: "reasoning", ID: s.id, Summary: []any{}, Content: []reasoningText{}, Status: "in_progress"}}); err != nil {
+			return err
+		}
+		if err := s.ev.send("response.content_part.added", s.ev.at(s.id, 0, map[string]any{"part": reasoningText{Type: "reasoning_text"}})); err != nil {
+			return err
+		}
+		s.open = true
+	}
+	s.text.WriteString(t)
+	return s.ev.send("response.reasoning_text.delta", s.ev.at(s.id, 0, map[string]any{"delta": t}))
+}
+
+// openMessage opens the message after the reasoning, closing that.
+func (s *streamReasoning) openMessage() error {
+	if s.open {
+		if err := s.close(reasoningItem(s.id, s.text.String(), "completed")); err != nil {
+			return err
+		}
+	}
+	return s.ev.openMessage(s.msgID, s.msgIndex)
+}
+
+// close ends the open reasoning item (item: the reply's, or as streamed).
+func (s *streamReasoning) close(item any) error {
+	s.open, s.sent, s.msgIndex = false, 1, 1
+	part := reasoningText{Type: "reasoning_text", Text: s.text.String()}
+	if err := s.ev.send("response.reasoning_text.done", s.ev.at(s.id, 0, map[string]any{"text": part.Text})); err != nil {
+		return err
+	}
+	if err := s.ev.send("response.content_part.done", s.ev.at(s.id, 0, map[string]any{"part": part})); err != nil {
+		return err
+	}
+	return s.ev.send("response.output_item.done", map[string]any{"output_index": 0, "item": item})
 }
 
 // serveResponse answers GET /v1/responses/{id} (a stored response),

@@ -145,8 +145,20 @@ func addCallItem(out []tokenizer.Message, it inputItem, p string) ([]tokenizer.M
 // tokens' logprobs (when asked for): all the message's where it is the
 // whole reply, else those of the tokens that released its text
 // (replyLogprobs.content).
-func replyItems(res session.GenerateResult, j *responsesJob, msgID, status string, lps replyLogprobs) ([]any, tokenizer.Message) {
-	keep := tokenizer.Message{Role: "assistant", Content: res.Text}
+//
+// A thinking model's reasoning (reasoning.go) comes first, as a reasoning
+// item with id rsID; the rest of the reply is the text the other items
+// are made from, and the conversation keeps only that.
+func replyItems(res session.GenerateResult, j *responsesJob, msgID, rsID, status string, lps replyLogprobs) ([]any, tokenizer.Message) {
+	text := res.Text
+	var items []any
+	if j.reasoning {
+		var reasoning string
+		if reasoning, text = splitReasoning(text, j.thinkInside); reasoning != "" {
+			items = append(items, reasoningItem(rsID, reasoning, status))
+		}
+	}
+	keep := tokenizer.Message{Role: "assistant", Content: text}
 	message := func(text string, lps []tokenLogprob) responseItem {
 		part := textPart(text)
 		if lps != nil {
@@ -155,10 +167,13 @@ func replyItems(res session.GenerateResult, j *responsesJob, msgID, status strin
 		return responseItem{Type: "message", ID: msgID, Status: status, Role: "assistant", Content: []outputText{part}}
 	}
 	if !j.tools {
-		return []any{message(res.Text, lps.lps)}, keep
+		mine := lps.lps
+		if j.reasoning {
+			mine = lps.content(j.job)
+		}
+		return append(items, message(text, mine)), keep
 	}
-	msg, _ := toolMessage(res.Text, j.job, res.FinishReason)
-	var items []any
+	msg, _ := toolMessage(text, j.job, res.FinishReason)
 	keep.Content = ""
 	if msg.Content != nil {
 		items = append(items, message(*msg.Content, lps.content(j.job)))
@@ -185,20 +200,46 @@ func (r *replyLogprobs) add(lp tokenLogprob, text string) {
 }
 
 // content is the logprobs of the tokens whose text is the message's, in a
-// reply with tool calls (nil when none were asked for): the tokens replayed
-// through the job's tool-call parser, a token counting for the message
-// where its text released some of it, with those before it that released
-// nothing yet (as a chat stream's chunks carry them); tokens inside the
-// calls are left out, since a function call item has no logprobs.
+// reply with tool calls or reasoning (nil when none were asked for): the
+// tokens replayed through the job's reasoning split and tool-call parser,
+// a token counting for the message where its text released some of it,
+// with those before it that released nothing yet (as a chat stream's
+// chunks carry them); tokens of the reasoning or inside the calls are left
+// out (neither item has logprobs).
 func (r replyLogprobs) content(j *job) []tokenLogprob {
 	if r.lps == nil {
 		return nil
 	}
 	out := []tokenLogprob{}
-	p := toolParser{f: j.toolFmt, types: j.toolTypes}
-	p.feed(j.toolPrefix) // an opened call releases nothing
+	var rs *reasonSplit
+	if j.reasoning {
+		rs = newReasonSplit(j.thinkInside)
+	}
+	var p *toolParser
+	if j.tools {
+		p = &toolParser{f: j.toolFmt, types: j.toolTypes}
+		p.feed(j.toolPrefix) // an opened call releases nothing
+	}
 	held := 0
-	take := func(pieces []toolPiece, upto int) {
+	// step takes what a token (or the end) released: a token that leaves
+	// the reply in its reasoning drops the tokens held, message text takes
+	// them.
+	step := func(content string, flush bool, upto int) {
+		if rs != nil && rs.thinking() {
+			held = 0
+		}
+		var pieces []toolPiece
+		switch {
+		case p == nil && content != "":
+			pieces = []toolPiece{{text: content}}
+		case p != nil && flush:
+			pieces = append(p.feed(content), p.flush()...)
+		case p != nil:
+			pieces = p.feed(content)
+		}
+		if len(pieces) == 0 {
+			return
+		}
 		for _, pc := range pieces {
 			if pc.call == nil && pc.text != "" {
 				out = append(out, r.lps[upto-held:upto]...)
@@ -209,10 +250,35 @@ func (r replyLogprobs) content(j *job) []tokenLogprob {
 	}
 	for i, text := range r.texts {
 		held++
-		if pieces := p.feed(text); len(pieces) > 0 {
-			take(pieces, i+1)
+		if rs != nil {
+			_, text = rs.feed(text)
 		}
+		step(text, false, i+1)
 	}
-	take(p.flush(), len(r.texts))
+	rest := ""
+	if rs != nil {
+		_, rest = rs.flush()
+	}
+	step(rest, true, len(r.texts))
 	return out
+}
+
+// reasoningItem is a Responses reasoning item holding a reply's reasoning
+// as its one reasoning_text part (no summary: pocketd writes none).
+func reasoningItem(id, text, status string) responseReasoning {
+	return responseReasoning{Type: "reasoning", ID: id, Summary: []any{}, Status: status,
+		Content: []reasoningText{{Type: "reasoning_text", Text: text}}}
+}
+
+type responseReasoning struct {
+	Type    string          `json:"type"`
+	ID      string          `json:"id"`
+	Summary []any           `json:"summary"`
+	Content []reasoningText `json:"content"`
+	Status  string          `json:"status"`
+}
+
+type reasoningText struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
 }
