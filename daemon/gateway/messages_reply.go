@@ -231,15 +231,7 @@ func (g *Gateway) streamMessages(ctx *fasthttp.RequestCtx, j *job, p *prepared, 
 			return
 		}
 		b := anthBlocks{ev: ev}
-		var rs *reasonSplit
-		if j.reasoning {
-			rs = newReasonSplit(j.thinkInside)
-		}
-		var parser *toolParser
-		if j.tools {
-			parser = &toolParser{f: j.toolFmt, types: j.toolTypes}
-			parser.feed(j.toolPrefix) // an opened call releases nothing
-		}
+		rs, parser := j.replyParsers()
 		calls := 0
 		// content passes a reply's content on: through the tool-call
 		// parser where there are tools.

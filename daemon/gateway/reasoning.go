@@ -127,6 +127,23 @@ func (r *reasonSplit) flush() (reasoning, content string) {
 	return "", ""
 }
 
+// replyParsers are the parsers a reply of j goes through, nil where it
+// needs none: the reasoning split (a thinking template), then the
+// tool-call parser (tools; primed with a forced call's opening, which
+// releases nothing).
+func (j *job) replyParsers() (*reasonSplit, *toolParser) {
+	var rs *reasonSplit
+	if j.reasoning {
+		rs = newReasonSplit(j.thinkInside)
+	}
+	var p *toolParser
+	if j.tools {
+		p = &toolParser{f: j.toolFmt, types: j.toolTypes}
+		p.feed(j.toolPrefix)
+	}
+	return rs, p
+}
+
 // splitReasoning splits a whole reply.
 func splitReasoning(text string, inside bool) (reasoning, content string) {
 	r := newReasonSplit(inside)

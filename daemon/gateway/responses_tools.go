@@ -211,15 +211,7 @@ func (r replyLogprobs) content(j *job) []tokenLogprob {
 		return nil
 	}
 	out := []tokenLogprob{}
-	var rs *reasonSplit
-	if j.reasoning {
-		rs = newReasonSplit(j.thinkInside)
-	}
-	var p *toolParser
-	if j.tools {
-		p = &toolParser{f: j.toolFmt, types: j.toolTypes}
-		p.feed(j.toolPrefix) // an opened call releases nothing
-	}
+	rs, p := j.replyParsers()
 	held := 0
 	// step takes what a token (or the end) released: a token that leaves
 	// the reply in its reasoning drops the tokens held, message text takes
