@@ -23,8 +23,10 @@ var (
 )
 
 // slowWorker builds ../cmd/pocket-worker once and returns a wrapper that
-// starts it half a second late, so that a restart is long enough for
-// /health to be seen degraded.
+// starts it half a second late, and not while the file holdRestart()
+// names exists: a test that makes it before killing a worker holds the
+// restart until it has seen /health degraded (a window of half a second
+// alone was once missed on a loaded CI machine).
 func slowWorker(t *testing.T) string {
 	t.Helper()
 	workerOnce.Do(func() {
@@ -35,13 +37,17 @@ func slowWorker(t *testing.T) string {
 			return
 		}
 		workerPath = filepath.Join(binDir, "slow-worker")
-		workerErr = os.WriteFile(workerPath, []byte("#!/bin/sh\nsleep 0.5\nexec "+bin+" \"$@\"\n"), 0o755)
+		workerErr = os.WriteFile(workerPath, []byte("#!/bin/sh\nsleep 0.5\nwhile [ -e "+holdRestart()+" ]; do sleep 0.05; done\nexec "+
+			bin+" \"$@\"\n"), 0o755)
 	})
 	if workerErr != nil {
 		t.Fatal(workerErr)
 	}
 	return workerPath
 }
+
+// holdRestart is the file whose presence holds slowWorker's start.
+func holdRestart() string { return filepath.Join(binDir, "hold-restart") }
 
 func health(t *testing.T, c *client.Client) *apitype.Health {
 	h, err := c.Health(context.Background())
@@ -90,14 +96,20 @@ func TestWorkerModelSurvivesKill(t *testing.T) {
 		out = append(out, g.IDs...)
 		if cut {
 			pid := h.Workers[0].PID
+			// The restart waits until /health has been seen degraded.
+			if err := os.WriteFile(holdRestart(), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Remove(holdRestart()) })
 			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
 			degraded := false
 			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 				h := health(t, c)
-				if h.Status == "degraded" {
+				if h.Status == "degraded" && !degraded {
 					degraded = true
+					os.Remove(holdRestart())
 				}
 				if h.Status == "ok" && h.Workers[0].Restarts == 1 && h.Workers[0].PID != pid {
 					break
