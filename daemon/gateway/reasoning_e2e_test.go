@@ -147,6 +147,17 @@ func TestReasoningSplit(t *testing.T) {
 		}
 	}
 
+	// reasoning.effort "minimal" turns Qwen3's thinking off: its template
+	// then closes an empty block in the prompt.
+	if _, err := oc.Responses.New(ctx, responses.ResponseNewParams{Model: "demo", MaxOutputTokens: openai.Int(8),
+		Input:     responses.ResponseNewParamsInputUnion{OfString: openai.String("Quick, no thinking")},
+		Reasoning: openai.ReasoningParam{Effort: openai.ReasoningEffortMinimal}}); err != nil {
+		t.Fatal(err)
+	}
+	if prompt := string(bytesOf(sr.hist)); !strings.Contains(prompt, "Quick, no thinking") || !strings.Contains(prompt, "<think>\n\n</think>") {
+		t.Fatalf("reasoning effort minimal: the prompt\n%s", prompt)
+	}
+
 	// With tools the items come whole at the stream's end: the reasoning
 	// item, then the call.
 	sr.script.Store(&call)

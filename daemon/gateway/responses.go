@@ -51,6 +51,12 @@ type responsesRequest struct {
 	Metadata          map[string]string `json:"metadata"`
 	ParallelToolCalls *bool             `json:"parallel_tool_calls"`
 	Truncation        *string           `json:"truncation"`
+	// Reasoning.effort "none" or "minimal" asks a thinking template not
+	// to think (enable_thinking false, as Qwen3's templates take it);
+	// other efforts think as the template does by default.
+	Reasoning *struct {
+		Effort string `json:"effort"`
+	} `json:"reasoning"`
 }
 
 // includeLogprobs is the include entry that asks for the output text's
@@ -196,6 +202,12 @@ func decodeResponses(body []byte) (*responsesJob, *apiError) {
 	}
 	if aerr := j.responsesTools(r.Tools, r.ToolChoice); aerr != nil {
 		return nil, aerr
+	}
+	if r.Reasoning != nil && (r.Reasoning.Effort == "none" || r.Reasoning.Effort == "minimal") {
+		if j.kwargs == nil {
+			j.kwargs = map[string]any{}
+		}
+		j.kwargs["enable_thinking"] = false
 	}
 	msgs, items, aerr := responsesInput(r.Input)
 	if aerr != nil {
