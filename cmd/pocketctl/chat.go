@@ -170,11 +170,23 @@ func runChat(cmd *cobra.Command, a *app, sf *samplingFlags, model, system string
 			case <-gctx.Done():
 			}
 		}()
+		// On a terminal a thinking model's reasoning is dimmed (think.go).
+		var ts *thinkStyler
+		if of, ok := out.(*os.File); ok && isTerminal(of) {
+			ts = &thinkStyler{}
+		}
 		_, err := c.Generate(gctx, id, req, func(t apitype.Token) error {
-			_, err := io.WriteString(out, t.Text)
+			text := t.Text
+			if ts != nil {
+				text = ts.write(text)
+			}
+			_, err := io.WriteString(out, text)
 			return err
 		})
 		cancel()
+		if ts != nil {
+			io.WriteString(out, ts.end())
+		}
 		fmt.Fprintln(out)
 		if err != nil && !errors.Is(err, context.Canceled) {
 			return err
