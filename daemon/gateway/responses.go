@@ -77,7 +77,7 @@ type responseObject struct {
 	Instructions       *string           `json:"instructions"`
 	MaxOutputTokens    *int              `json:"max_output_tokens"`
 	Model              string            `json:"model"`
-	Output             []any             `json:"output"` // responseItem, functionCallItem
+	Output             []any             `json:"output"` // responseReasoning, responseItem, functionCallItem
 	ParallelToolCalls  bool              `json:"parallel_tool_calls"`
 	PreviousResponseID *string           `json:"previous_response_id"`
 	Store              bool              `json:"store"`
