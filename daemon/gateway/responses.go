@@ -474,7 +474,8 @@ func (g *Gateway) serveResponses(ctx *fasthttp.RequestCtx) {
 // created and in progress; without tools the message item and its text
 // part opened, a delta a token (with the logprobs of the tokens it
 // holds, where lps is not nil: they are also gathered in lps), then the text,
-// part and item done; with tools (whose calls are known only once the
+// part and item done (after a thinking model's reasoning item, streamed
+// the same way, where rs splits the reply: streamReasoning); with tools (whose calls are known only once the
 // reply is parsed) every item of the reply, whole, after the generation;
 // then the response completed or incomplete (response.failed after an
 // error).
