@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -46,4 +47,31 @@ func TestReasonSplit(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzReasonSplit: any reply, fed in any pieces, splits as it does whole,
+// and the parts are pieces of the reply in order.
+func FuzzReasonSplit(f *testing.F) {
+	f.Add("<think>\na\n</think>\n\nb", false, uint64(1))
+	f.Add("a\n</think>b<think>c", true, uint64(2))
+	f.Add("  <th<think></think", false, uint64(3))
+	f.Fuzz(func(t *testing.T, text string, inside bool, seed uint64) {
+		wr, wc := splitReasoning(text, inside)
+		rng := rand.New(rand.NewPCG(seed, 7))
+		s := newReasonSplit(inside)
+		var gr, gc string
+		for i := 0; i < len(text); {
+			n := min(len(text)-i, 1+rng.IntN(6))
+			a, b := s.feed(text[i : i+n])
+			gr, gc = gr+a, gc+b
+			i += n
+		}
+		a, b := s.flush()
+		if gr+a != wr || gc+b != wc {
+			t.Fatalf("%q: pieces %q %q, whole %q %q", text, gr+a, gc+b, wr, wc)
+		}
+		if !strings.Contains(text, wr) || !strings.HasSuffix(text, wc) {
+			t.Fatalf("%q: parts %q %q are not the reply's", text, wr, wc)
+		}
+	})
 }
