@@ -37,7 +37,8 @@ type anthUsage struct {
 }
 
 func anthUsageOf(u session.Usage) anthUsage {
-	return anthUsage{InputTokens: u.PromptTokens - u.CachedTokens, OutputTokens: u.CompletionTokens, CacheReadInputTokens: u.CachedTokens}
+	cached := min(u.CachedTokens, u.PromptTokens)
+	return anthUsage{InputTokens: u.PromptTokens - cached, OutputTokens: u.CompletionTokens, CacheReadInputTokens: cached}
 }
 
 type anthTextBlock struct {
