@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pocketllm/pocketllm/internal/textutil"
 	"slices"
 	"strings"
 	"time"
@@ -512,12 +513,7 @@ func (s *stopper) next(id int32) (string, bool) {
 	// Hold back the longest suffix that is a proper prefix of a stop string.
 	hold := 0
 	for _, st := range s.stops {
-		for k := min(len(st)-1, len(s.all)); k > hold; k-- {
-			if strings.HasSuffix(s.all, st[:k]) {
-				hold = k
-				break
-			}
-		}
+		hold = max(hold, textutil.HeldPrefix(s.all, st))
 	}
 	end := max(len(s.all)-hold, s.emitted)
 	out := s.all[s.emitted:end]

@@ -1,6 +1,10 @@
 package main
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/pocketllm/pocketllm/internal/textutil"
+)
 
 // thinkStyler dims a thinking model's reasoning (<think> ... </think>) in a
 // reply streamed to a terminal, so that the answer stands out; the tags
@@ -32,13 +36,7 @@ func (t *thinkStyler) write(s string) string {
 			continue
 		}
 		// Hold a suffix that may start the tag.
-		keep := 0
-		for k := min(len(tag)-1, len(t.held)); k > 0; k-- {
-			if strings.HasSuffix(t.held, tag[:k]) {
-				keep = k
-				break
-			}
-		}
+		keep := textutil.HeldPrefix(t.held, tag)
 		b.WriteString(t.held[:len(t.held)-keep])
 		t.held = t.held[len(t.held)-keep:]
 		return b.String()

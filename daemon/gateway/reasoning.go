@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"github.com/pocketllm/pocketllm/internal/textutil"
 	"strings"
 	"unicode"
 
@@ -80,7 +81,7 @@ func (r *reasonSplit) feed(s string) (reasoning, content string) {
 			}
 			// Hold a possible start of </think>, and trailing whitespace
 			// (it may precede the tag).
-			cut := len(r.buf) - partialSuffix(r.buf, thinkClose)
+			cut := len(r.buf) - textutil.HeldPrefix(r.buf, thinkClose)
 			cut = len(strings.TrimRightFunc(r.buf[:cut], unicode.IsSpace))
 			reasoning, r.buf = r.release(r.buf[:cut]), r.buf[cut:]
 			return reasoning, ""
@@ -150,17 +151,6 @@ func splitReasoning(text string, inside bool) (reasoning, content string) {
 	a, b := r.feed(text)
 	c, d := r.flush()
 	return a + c, b + d
-}
-
-// partialSuffix is the length of the longest suffix of s that is a proper
-// prefix of tag.
-func partialSuffix(s, tag string) int {
-	for k := min(len(tag)-1, len(s)); k > 0; k-- {
-		if strings.HasSuffix(s, tag[:k]) {
-			return k
-		}
-	}
-	return 0
 }
 
 // reasonChunks makes a chat stream (choice i) send a reply's reasoning as

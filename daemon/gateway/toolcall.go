@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/pocketllm/pocketllm/internal/textutil"
 	"math/rand/v2"
 	"strings"
 	"unicode"
@@ -89,13 +90,7 @@ func (p *toolParser) feed(s string) []toolPiece {
 			continue
 		}
 		// Hold back a suffix that may still become the opening tag.
-		hold := 0
-		for k := min(len(f.open)-1, len(p.pending)); k > 0; k-- {
-			if strings.HasSuffix(p.pending, f.open[:k]) {
-				hold = k
-				break
-			}
-		}
+		hold := textutil.HeldPrefix(p.pending, f.open)
 		out = p.content(out, p.pending[:len(p.pending)-hold])
 		p.pending = p.pending[len(p.pending)-hold:]
 		return out
