@@ -72,6 +72,11 @@ type KVSpec struct {
 	Half bool
 }
 
+// HalfRows reports whether a pool of this spec stores float16: asked for
+// (Half) and K and V rows of one width (MLA latent pools stay float32).
+// Every backend and the worker protocol decide by it.
+func (s KVSpec) HalfRows() bool { return s.Half && s.HeadDimK == s.HeadDimV }
+
 // BytesPerBlock is the memory one block takes across all layers (float32).
 func (s KVSpec) BytesPerBlock() int64 {
 	return int64(s.Layers) * int64(s.BlockSize) * int64(s.KVHeads) * int64(s.HeadDimK+s.HeadDimV) * 4

@@ -210,10 +210,9 @@ func (p *Proxy) PoolRoom(blockSize int, half bool, reserve int64) (blocks int, o
 		return 0, false
 	}
 	s := p.ready.KV
-	s.BlockSize, s.KVHeads = blockSize, s.KVHeads/p.world()
-	s.Half = half && s.HeadDimK == s.HeadDimV // as the backends decide
-	per := s.BytesPerBlock()                  // float32: counts the device's bytes only then
-	if s.Half {
+	s.BlockSize, s.KVHeads, s.Half = blockSize, s.KVHeads/p.world(), half
+	per := s.BytesPerBlock() // float32, as the host tier counts it
+	if s.HalfRows() {        // as the backends decide
 		per /= 2
 	}
 	room := free - max(reserve, free/8)

@@ -31,7 +31,7 @@ func (p *Proxy) NewKVPool(spec kernels.KVSpec) (kernels.KVPool, error) {
 	// Float16 where asked and K and V rows have one width, as both
 	// backends decide (kernels.KVSpec.Half): the ranks' pools then hold
 	// float16, and read their blocks out widened to float32.
-	spec.Half = spec.Half && spec.HeadDimK == spec.HeadDimV
+	spec.Half = spec.HalfRows()
 	rank := spec
 	if n := p.world(); spec.KVHeads%n != 0 {
 		return nil, fmt.Errorf("worker: KV pool of %d heads over %d ranks", spec.KVHeads, n)

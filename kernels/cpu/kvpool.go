@@ -37,7 +37,7 @@ func (b *Backend) NewKVPool(s kernels.KVSpec) (kernels.KVPool, error) {
 	if total := s.BytesPerBlock() * int64(s.Blocks); total > 1<<40 {
 		return nil, fmt.Errorf("cpu: KV pool of %d bytes is too large", total)
 	}
-	s.Half = s.Half && s.HeadDimK == s.HeadDimV
+	s.Half = s.HalfRows()
 	p := &kvPool{spec: s, slots: s.Blocks * s.BlockSize}
 	kn, vn := p.slots*s.KVHeads*s.HeadDimK, p.slots*s.KVHeads*s.HeadDimV
 	for range s.Layers {

@@ -21,19 +21,26 @@ import (
 type kvPool struct {
 	spec   kernels.KVSpec
 	k, v   cu.DevicePtr
-	kw, vw int   // elements per slot
-	elem   int64 // bytes per element: 4, or 2 when spec.Half
+	kw, vw int // elements per slot
 	slots  int
 }
 
 func (p *kvPool) Spec() kernels.KVSpec { return p.spec }
 
+// elem is the bytes of one element: 4, or 2 in a float16 pool.
+func (p *kvPool) elem() int64 {
+	if p.spec.Half {
+		return 2
+	}
+	return 4
+}
+
 func (p *kvPool) kLayer(l int) cu.DevicePtr {
-	return p.k + cu.DevicePtr(int64(l)*int64(p.slots)*int64(p.kw)*p.elem)
+	return p.k + cu.DevicePtr(int64(l)*int64(p.slots)*int64(p.kw)*p.elem())
 }
 
 func (p *kvPool) vLayer(l int) cu.DevicePtr {
-	return p.v + cu.DevicePtr(int64(l)*int64(p.slots)*int64(p.vw)*p.elem)
+	return p.v + cu.DevicePtr(int64(l)*int64(p.slots)*int64(p.vw)*p.elem())
 }
 
 // NewKVPool implements kernels.Backend.
@@ -51,13 +58,10 @@ func (b *Backend) NewKVPool(s kernels.KVSpec) (kernels.KVPool, error) {
 	if s.HeadDimK > limit || s.HeadDimV > limit {
 		return nil, fmt.Errorf("cuda: head dim %d/%d over %d: %w", s.HeadDimK, s.HeadDimV, limit, kernels.ErrUnsupported)
 	}
-	s.Half = s.Half && s.HeadDimK == s.HeadDimV
-	p := &kvPool{spec: s, kw: s.KVHeads * s.HeadDimK, vw: s.KVHeads * s.HeadDimV, slots: s.Blocks * s.BlockSize, elem: 4}
-	if s.Half {
-		p.elem = 2
-	}
-	kb := int64(s.Layers) * int64(p.slots) * int64(p.kw) * p.elem
-	vb := int64(s.Layers) * int64(p.slots) * int64(p.vw) * p.elem
+	s.Half = s.HalfRows()
+	p := &kvPool{spec: s, kw: s.KVHeads * s.HeadDimK, vw: s.KVHeads * s.HeadDimV, slots: s.Blocks * s.BlockSize}
+	kb := int64(s.Layers) * int64(p.slots) * int64(p.kw) * p.elem()
+	vb := int64(s.Layers) * int64(p.slots) * int64(p.vw) * p.elem()
 	if !b.enter() {
 		b.exit()
 		return nil, b.err
@@ -85,10 +89,10 @@ func (b *Backend) CopyKVBlock(kp kernels.KVPool, dst, src int) {
 	p := kp.(*kvPool)
 	bs := int64(p.spec.BlockSize)
 	for l := 0; l < p.spec.Layers; l++ {
-		kb := bs * int64(p.kw) * p.elem
+		kb := bs * int64(p.kw) * p.elem()
 		b.fail(cu.MemcpyDtoDAsync(p.kLayer(l)+cu.DevicePtr(int64(dst)*kb), p.kLayer(l)+cu.DevicePtr(int64(src)*kb), kb, b.stream))
 		if p.vw > 0 {
-			vb := bs * int64(p.vw) * p.elem
+			vb := bs * int64(p.vw) * p.elem()
 			b.fail(cu.MemcpyDtoDAsync(p.vLayer(l)+cu.DevicePtr(int64(dst)*vb), p.vLayer(l)+cu.DevicePtr(int64(src)*vb), vb, b.stream))
 		}
 	}
@@ -285,7 +289,7 @@ func (b *Backend) kvBlockCopy(p *kvPool, block int, host []float32, toDevice boo
 		for _, part := range []struct {
 			dev cu.DevicePtr
 			n   int
-		}{{p.kLayer(l) + cu.DevicePtr(int64(block*kn)*p.elem), kn}, {p.vLayer(l) + cu.DevicePtr(int64(block*vn)*p.elem), vn}} {
+		}{{p.kLayer(l) + cu.DevicePtr(int64(block*kn)*p.elem()), kn}, {p.vLayer(l) + cu.DevicePtr(int64(block*vn)*p.elem()), vn}} {
 			if part.n == 0 {
 				continue
 			}
@@ -294,9 +298,9 @@ func (b *Backend) kvBlockCopy(p *kvPool, block int, host []float32, toDevice boo
 				h = unsafe.Pointer(&halves[off])
 			}
 			if toDevice {
-				b.fail(cu.MemcpyHtoDAsync(part.dev, h, int64(part.n)*p.elem, b.stream))
+				b.fail(cu.MemcpyHtoDAsync(part.dev, h, int64(part.n)*p.elem(), b.stream))
 			} else {
-				b.fail(cu.MemcpyDtoHAsync(h, part.dev, int64(part.n)*p.elem, b.stream))
+				b.fail(cu.MemcpyDtoHAsync(h, part.dev, int64(part.n)*p.elem(), b.stream))
 			}
 			off += part.n
 		}
