@@ -89,7 +89,10 @@ type GenerateResult struct {
 	IDs          []int32
 	Text         string
 	FinishReason string // "stop" or "length"
-	Usage        Usage
+	// Stop is the stop string that ended the generation (GenerateParams.Stop;
+	// "" when something else did).
+	Stop  string
+	Usage Usage
 }
 
 // encode turns an append's input into tokens. Text that starts a
@@ -452,6 +455,9 @@ func (m *Manager) generate(ctx context.Context, e *engine, sq *seqState, toks []
 		}
 		if eos || stopped || jsonDone {
 			res.FinishReason = "stop"
+			if stopped {
+				res.Stop = st.matched
+			}
 			break
 		}
 		if cerr := ctx.Err(); cerr != nil {
@@ -473,6 +479,7 @@ type stopper struct {
 	stops   []string
 	all     string // decoded so far
 	emitted int    // bytes of all already released
+	matched string // the stop string found (the earliest)
 }
 
 func newStopper(tok *tokenizer.Tokenizer, stops []string) *stopper {
@@ -502,7 +509,7 @@ func (s *stopper) next(id int32) (string, bool) {
 	cut := -1
 	for _, st := range s.stops {
 		if i := strings.Index(s.all[from:], st); i >= 0 && (cut < 0 || from+i < cut) {
-			cut = from + i
+			cut, s.matched = from+i, st
 		}
 	}
 	if cut >= 0 {

@@ -149,7 +149,7 @@ func (g *Gateway) serveMessages(ctx *fasthttp.RequestCtx) {
 	for _, c := range calls {
 		reply.Content = append(reply.Content, c)
 	}
-	reply.StopReason, reply.StopSequence = anthStop(p.m, j, res, len(calls) > 0)
+	reply.StopReason, reply.StopSequence = anthStop(res, len(calls) > 0)
 	daemon.WriteJSON(ctx, fasthttp.StatusOK, reply)
 }
 
@@ -170,9 +170,8 @@ func anthInput(args string) json.RawMessage {
 
 // anthStop is a finished reply's stop_reason and stop_sequence: max_tokens
 // at the length limit, tool_use when calls were made, stop_sequence when
-// one of j's stops ended it (the reply's full text goes on with it), else
-// end_turn.
-func anthStop(m *modelInfo, j *job, res session.GenerateResult, calls bool) (*string, *string) {
+// one of the request's stop strings ended it, else end_turn.
+func anthStop(res session.GenerateResult, calls bool) (*string, *string) {
 	reason := "end_turn"
 	var seq *string
 	switch {
@@ -180,16 +179,8 @@ func anthStop(m *modelInfo, j *job, res session.GenerateResult, calls bool) (*st
 		reason = "max_tokens"
 	case calls:
 		reason = "tool_use"
-	case len(j.params.Stop) > 0 && m.tok != nil:
-		full := m.tok.Decode(res.IDs)
-		if rest, ok := strings.CutPrefix(full, res.Text); ok {
-			for _, s := range j.params.Stop {
-				if s != "" && strings.HasPrefix(rest, s) {
-					reason, seq = "stop_sequence", &s
-					break
-				}
-			}
-		}
+	case res.Stop != "":
+		reason, seq = "stop_sequence", &res.Stop
 	}
 	return &reason, seq
 }
@@ -305,7 +296,7 @@ func (g *Gateway) streamMessages(ctx *fasthttp.RequestCtx, j *job, p *prepared, 
 			gone()
 			return
 		}
-		reason, seq := anthStop(p.m, j, gen.res, calls > 0)
+		reason, seq := anthStop(gen.res, calls > 0)
 		u := anthUsageOf(gen.res.Usage)
 		if ev.send("message_delta", map[string]any{"delta": map[string]any{"stop_reason": reason, "stop_sequence": seq},
 			"usage": map[string]int{"output_tokens": u.OutputTokens, "input_tokens": u.InputTokens,
