@@ -288,7 +288,7 @@ func (g *Gateway) streamMessages(ctx *fasthttp.RequestCtx, j *job, p *prepared, 
 			gone()
 			return
 		}
-		if !b.any && b.text("") != nil { // a reply of nothing is one empty text block
+		if b.index == 0 && b.text("") != nil { // a reply of nothing is one empty text block
 			gone()
 			return
 		}
@@ -312,9 +312,8 @@ func (g *Gateway) streamMessages(ctx *fasthttp.RequestCtx, j *job, p *prepared, 
 // thinking block's state.
 type anthBlocks struct {
 	ev    anthEvents
-	index int    // the next block's
+	index int    // the next block's (0: none sent yet)
 	open  string // the type of the block open (index-1): "text", "thinking" or none
-	any   bool   // a block was sent
 }
 
 func (b *anthBlocks) text(s string) error {
@@ -335,7 +334,7 @@ func (b *anthBlocks) delta(typ, s string, start any, delta map[string]string) er
 		if err := b.ev.send("content_block_start", map[string]any{"index": b.index, "content_block": start}); err != nil {
 			return err
 		}
-		b.open, b.any = typ, true
+		b.open = typ
 		b.index++
 	}
 	if s == "" {
@@ -359,7 +358,6 @@ func (b *anthBlocks) toolUse(t anthToolUse, args string) error {
 	}
 	i := b.index
 	b.index++
-	b.any = true
 	input := string(anthInput(args))
 	if err := b.ev.send("content_block_start", map[string]any{"index": i, "content_block": t}); err != nil {
 		return err

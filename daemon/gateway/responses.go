@@ -522,7 +522,7 @@ func (g *Gateway) streamResponse(ctx *fasthttp.RequestCtx, p *prepared, obj resp
 			if lps != nil {
 				mine, held = lps.lps[len(lps.lps)-held:], 0
 			}
-			return ev.send("response.output_text.delta", ev.at(msgID, sr.msgIndex, map[string]any{"delta": s, "logprobs": mine}))
+			return ev.send("response.output_text.delta", ev.at(msgID, sr.sent, map[string]any{"delta": s, "logprobs": mine}))
 		}
 		split := func(reasoning, content string) error {
 			if rs.thinking() {
@@ -572,7 +572,7 @@ func (g *Gateway) streamResponse(ctx *fasthttp.RequestCtx, p *prepared, obj resp
 			case sr.open && i == 0:
 				err = sr.close(item)
 			default:
-				err = ev.item(i, item, !opened || i != sr.msgIndex)
+				err = ev.item(i, item, !opened || i != sr.sent)
 			}
 			if err != nil {
 				gone()
@@ -672,9 +672,10 @@ type streamReasoning struct {
 	ev        *responseEvents
 	id, msgID string
 	open      bool // the reasoning item is open
-	sent      int  // leading output items sent whole: 1 once the reasoning item closed
-	msgIndex  int  // the message's output index
-	text      strings.Builder
+	// sent counts the leading output items sent whole: 1 once the
+	// reasoning item closed. It is also the message's output index.
+	sent int
+	text strings.Builder
 }
 
 func (s *streamReasoning) delta(t string) error {
@@ -699,12 +700,12 @@ func (s *streamReasoning) openMessage() error {
 			return err
 		}
 	}
-	return s.ev.openMessage(s.msgID, s.msgIndex)
+	return s.ev.openMessage(s.msgID, s.sent)
 }
 
 // close ends the open reasoning item (item: the reply's, or as streamed).
 func (s *streamReasoning) close(item any) error {
-	s.open, s.sent, s.msgIndex = false, 1, 1
+	s.open, s.sent = false, 1
 	part := reasoningText{Type: "reasoning_text", Text: s.text.String()}
 	if err := s.ev.send("response.reasoning_text.done", s.ev.at(s.id, 0, map[string]any{"text": part.Text})); err != nil {
 		return err
