@@ -145,16 +145,22 @@ func (b *Backend) runDec(f, gx, gy, bx int, args ...uint64) {
 // attn_merge ones between them do not touch the cache).
 const numKVDec = dAttnDecodeQ - dRopeStore + 1
 
+// hasKVHalf reports whether decode kernel f has a float16 twin: rope_store
+// and the attn_decode entries, not the attn_merge ones between them.
+func hasKVHalf(f int) bool {
+	return f == dRopeStore || f >= dAttnDecode && f <= dAttnDecodeQ && !(f >= dAttnMerge && f < dAttnMerge+3)
+}
+
 // kvHalfName is the float16 twin of decode kernel f (decode_attn.cuh:
 // attn_decode_4h; rope_store_h), and whether it has one.
 func kvHalfName(f int) (string, bool) {
 	switch {
+	case !hasKVHalf(f):
+		return "", false
 	case f == dRopeStore:
 		return decodeNames[f] + "_h", true
-	case f >= dAttnDecode && f <= dAttnDecodeQ && !(f >= dAttnMerge && f < dAttnMerge+3):
-		return decodeNames[f] + "h", true
 	}
-	return "", false
+	return decodeNames[f] + "h", true
 }
 
 // runDecKV is runDec for a kernel that reads or writes the KV cache: its
@@ -164,7 +170,7 @@ func (b *Backend) runDecKV(half bool, f, gx, gy, bx int, args ...uint64) {
 		b.runDec(f, gx, gy, bx, args...)
 		return
 	}
-	if _, ok := kvHalfName(f); !ok {
+	if !hasKVHalf(f) { // (no name built: this runs every decode step)
 		b.fail(fmt.Errorf("cuda: decode kernel %s has no float16 KV twin", decodeNames[f]))
 		return
 	}
