@@ -149,18 +149,10 @@ func anthText(raw json.RawMessage, param string) (string, *apiError) {
 		}
 		return s, nil
 	}
-	var blocks []anthBlock
-	if raw[0] != '[' || json.Unmarshal(raw, &blocks) != nil {
+	if raw[0] != '[' {
 		return "", badParam(param, "%s: expected a string or a list of text blocks", param)
 	}
-	var b strings.Builder
-	for k, bl := range blocks {
-		if bl.Type != "text" || bl.Text == nil {
-			return "", badParam(fmt.Sprintf("%s[%d]", param, k), "%s[%d]: only text blocks are supported here, got type %q", param, k, bl.Type)
-		}
-		b.WriteString(*bl.Text)
-	}
-	return b.String(), nil
+	return joinTextParts(raw, param, "blocks")
 }
 
 // toTemplate turns turn i into chat-template messages: a user turn's

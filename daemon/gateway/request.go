@@ -287,26 +287,36 @@ func (m chatMessage) toTemplate(i int) (tokenizer.Message, *apiError) {
 		}
 		out.Content = s
 	case raw[0] == '[':
-		var parts []struct {
-			Type string  `json:"type"`
-			Text *string `json:"text"`
+		s, aerr := joinTextParts(raw, p+".content", "parts")
+		if aerr != nil {
+			return out, aerr
 		}
-		if err := json.Unmarshal(raw, &parts); err != nil {
-			return out, badParam(p+".content", "%s.content: expected a string or a list of text parts", p)
-		}
-		var b strings.Builder
-		for k, part := range parts {
-			if part.Type != "text" || part.Text == nil {
-				return out, badParam(fmt.Sprintf("%s.content[%d]", p, k),
-					"%s.content[%d]: only text parts are supported, got type %q", p, k, part.Type)
-			}
-			b.WriteString(*part.Text)
-		}
-		out.Content = b.String()
+		out.Content = s
 	default:
 		return out, badParam(p+".content", "%s.content: expected a string or a list of text parts", p)
 	}
 	return out, nil
+}
+
+// joinTextParts joins a list of {"type": "text", "text": ...} objects (a
+// chat message's content parts, Anthropic's text blocks), named param and
+// called what in errors, into one string.
+func joinTextParts(raw json.RawMessage, param, what string) (string, *apiError) {
+	var parts []struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", badParam(param, "%s: expected a string or a list of text %s", param, what)
+	}
+	var b strings.Builder
+	for k, part := range parts {
+		if part.Type != "text" || part.Text == nil {
+			return "", badParam(fmt.Sprintf("%s[%d]", param, k), "%s[%d]: only text %s are supported, got type %q", param, k, what, part.Type)
+		}
+		b.WriteString(*part.Text)
+	}
+	return b.String(), nil
 }
 
 // decodeCompletion decodes a text completion request; header is the
