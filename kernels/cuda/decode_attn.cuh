@@ -151,6 +151,42 @@ __device__ __forceinline__ void ldBatch(KVRow<KT, E> (&kr)[P], KVRow<KT, E> (&vr
     }
 }
 
+// scoreScatter sums each of a batch's PB score partials over the warp's
+// lanes and returns, in lane l, the total of position l / (32 / PB): a
+// reduce-scatter, each butterfly step (xor 16, 8, ...) halving the
+// values a lane keeps until one is left, then the remaining steps on it.
+// PB − 1 + 5 − log2(PB) shuffles (16 at PB = 16) where PB warp sums took
+// 5·PB (80); the partial sums are the warp sums' own, so the totals are
+// bit for bit theirs. (The float16 cache's wider batches showed what the
+// sums cost: 16 more a batch made a Qwen3-8B Q4_K_M step 3-4% slower.)
+template <int PB>
+__device__ __forceinline__ float scoreScatter(float (&s)[PB]) {
+    static_assert(PB >= 1 && PB <= 32 && (PB & (PB - 1)) == 0, "scoreScatter: PB a power of two up to 32");
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int w = PB / 2, o = 16; w >= 1; w >>= 1, o >>= 1) {
+        const bool up = lane & o; // keeps the upper half, sends the lower
+#pragma unroll
+        for (int j = 0; j < w; j++) {
+            const float send = up ? s[j] : s[j + w];
+            const float keep = up ? s[j + w] : s[j];
+            s[j] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+        }
+    }
+#pragma unroll
+    for (int o = 16 / PB; o > 0; o >>= 1) s[0] += __shfl_xor_sync(0xffffffffu, s[0], o);
+    return s[0];
+}
+
+// batchMax is the largest of the scores scoreScatter left, one a lane
+// group of 32 / PB lanes, in every lane.
+template <int PB>
+__device__ __forceinline__ float batchMax(float v) {
+#pragma unroll
+    for (int o = 16; o >= 32 / PB; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
 // attnRound rounds a lane's four elements of head h's output (E = 4: qx's
 // float4 32h + lane) to int8 as qx_norm does, for a block-format o
 // projection (the ROUND entry).
@@ -228,6 +264,11 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     float m = -INFINITY, l = 0.f, acc[E];
 #pragma unroll
     for (int e = 0; e < E; e++) acc[e] = 0.f;
+    // The batches' weights alternate between two halves of the warp's
+    // shared row (free after headRow): a lane writes batch b+2's weights
+    // only after batch b+1's __syncwarp, which every lane reaches after
+    // reading batch b's.
+    int batch = 0;
     for (int p0 = lo;;) {
         int np = p0 + PB + lane;
         int next = np < hi && lane < PB ? table[np / bs] * bs + np % bs : 0;
@@ -249,26 +290,32 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
             }
             s[j] = t;
         }
-#pragma unroll
-        for (int j = 0; j < PB; j++) s[j] = warpSum(s[j]);
-        float mx = m;
-#pragma unroll
-        for (int j = 0; j < PB; j++)
-            if (p0 + j < hi) mx = fmaxf(mx, s[j]);
-        float corr = expf(m - mx); // m = -inf on the first batch: 0
+        // Lane group jp's score (scoreScatter), its weight, and the
+        // weights of the batch through the warp's shared row: the same
+        // values, bit for bit, as PB warp sums and PB exponentials in
+        // every lane were.
+        const float sc = scoreScatter<PB>(s);
+        const int jp = lane / (32 / PB);
+        const bool mine = p0 + jp < hi;
+        const float mx = fmaxf(m, batchMax<PB>(mine ? sc : -INFINITY));
+        const float corr = expf(m - mx); // m = -inf on the first batch: 0
+        float* wrow = sv[warp] + (batch & 1) * 32;
+        if (lane % (32 / PB) == 0) wrow[jp] = mine ? expf(sc - mx) : 0.f;
+        __syncwarp();
         l *= corr;
 #pragma unroll
         for (int e = 0; e < E; e++) acc[e] *= corr;
 #pragma unroll
         for (int j = 0; j < PB; j++) {
             if (p0 + j < hi) {
-                float w = expf(s[j] - mx);
+                const float w = wrow[j];
                 l += w;
 #pragma unroll
                 for (int e = 0; e < E; e++) acc[e] = fmaf(w, vr[j].at(e), acc[e]);
             }
         }
         m = mx;
+        batch++;
         p0 += PB;
         if (p0 >= hi) break;
         ldBatch<E, PB, KT>(kr, vr, K, V, next, p0, hi, ctx - 1, kw, off);
