@@ -378,6 +378,10 @@ func (g *Graph) Launch(s Step) error {
 		return errors.New("cuda: a fed launch of a graph recorded without CaptureFeed")
 	case s.Fed && b.feed.last != g:
 		return errors.New("cuda: a fed launch must follow a replay of the same graph")
+	case s.Fed && ablated("feed_upload"):
+		// Timing only (POCKET_ABLATE=feed_upload): fed replays queued with
+		// nothing between them, every one at the first one's position,
+		// which prices the arena's upload between fed steps.
 	case s.Fed:
 		// Everything but the token id, which the previous replay wrote.
 		g.upload(0, g.fedOff)

@@ -97,7 +97,8 @@ import (
 //	POCKET_ABLATE=a,b    leaves out the decode launches so tagged (qx, qx_norm, qmv_norm, qmv_o, qmv_down,
 //	                     qmv_plain, qmv_swiglu, attn, allreduce, hybrid: the DeltaNet kernels and the
 //	                     attention gate, delta_state_update, f8pipe_r|add|norm|swiglu|moe_swiglu|moe_down, moe_route, or a decode.cu or fp8mma.cu kernel's
-//	                     name): wrong results, for timing only — what a step costs without them (bench)
+//	                     name; feed_upload: fed replays without the arena's upload between them): wrong results, for timing only —
+//	                     what a step costs without them (bench)
 //	POCKET_QMV_SWIQ=0    a block-format SwiGLU GEMV leaves its output's int8 rounding to a qx launch before
 //	                     the down projection, instead of rounding it itself (qmv_swiglu_q, 32 outputs a block)
 //	POCKET_QMV_ADDQ=0    a block-format MatMulAdd followed by a NormMatMul/NormSwiGLU of its output leaves
