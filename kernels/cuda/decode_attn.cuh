@@ -137,24 +137,10 @@ __device__ __forceinline__ void storeKV(KT* K, KT* V, long at, const float* knew
 // ldBatch loads the K and V rows of positions p0 .. p0+P-1 below hi,
 // except position skip (the newest, which is not in the cache yet), lane
 // j < P of slot holding position p0+j's slot; the rows stay as stored
-// until they are used (KVRow, kv_elem.cuh). A batch inside one cache
-// block of bs positions (every batch where P divides bs and the batches
-// start at multiples of P, as float32 batches do at the default 16) has
-// consecutive slots: one shuffle for its P rows instead of one a row.
+// until they are used (KVRow, kv_elem.cuh).
 template <int E, int P, class KT>
 __device__ __forceinline__ void ldBatch(KVRow<KT, E> (&kr)[P], KVRow<KT, E> (&vr)[P], const KT* K, const KT* V,
-                                        int slot, int p0, int hi, int skip, long kw, long off, int bs) {
-    if (p0 % bs + P <= bs) {
-        const long at = (long)__shfl_sync(0xffffffffu, slot, 0) * kw + off;
-#pragma unroll
-        for (int j = 0; j < P; j++) {
-            if (p0 + j < hi && p0 + j != skip) {
-                kr[j].load(K + at + j * kw);
-                vr[j].load(V + at + j * kw);
-            }
-        }
-        return;
-    }
+                                        int slot, int p0, int hi, int skip, long kw, long off) {
 #pragma unroll
     for (int j = 0; j < P; j++) {
         long at = (long)__shfl_sync(0xffffffffu, slot, j) * kw + off;
@@ -237,7 +223,7 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     KVRow<KT, E> kr[PB], vr[PB];
     // Lane j < PB holds the slot of position p0 + j of the batch at p0.
     int slot = lo + lane < hi && lane < PB ? table[(lo + lane) / bs] * bs + (lo + lane) % bs : 0;
-    ldBatch<E, PB, KT>(kr, vr, K, V, slot, lo, hi, ctx - 1, kw, off, bs);
+    ldBatch<E, PB, KT>(kr, vr, K, V, slot, lo, hi, ctx - 1, kw, off);
     // The position (written before the step, as the context and the table),
     // the rotary factors and the norm weights before the wait too; after
     // it, the query, key and value rows are loaded together, one round
@@ -332,7 +318,7 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
         batch++;
         p0 += PB;
         if (p0 >= hi) break;
-        ldBatch<E, PB, KT>(kr, vr, K, V, next, p0, hi, ctx - 1, kw, off, bs);
+        ldBatch<E, PB, KT>(kr, vr, K, V, next, p0, hi, ctx - 1, kw, off);
     }
 
     float* out = dst + (long)h * HD + lane * E;
