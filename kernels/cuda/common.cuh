@@ -46,6 +46,12 @@ __device__ __forceinline__ float warpSum(float v) {
     return v;
 }
 
+__device__ __forceinline__ float warpMax(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
 // lastArrival reports to every thread of the block whether it is the last
 // of n blocks to arrive at *counter after writing their partial results,
 // and leaves the counter at zero for the next pass (the last one merges

@@ -15,9 +15,10 @@
 // rows, 2P (at most 32) of float16 ones. Measured on an H200, a float16
 // cache decodes Llama-3-8B at 8000 positions at 205.9-206.0 tok/s against
 // 205.4 (float32; with batches of P, 198.5-198.8), but Qwen3-8B Q4_K_M at
-// 192 positions 3-4% slower (the widening, and half-empty batches'
-// sums): this attention waits on its chain of round trips, not on the
-// cache's bytes, so float16 buys memory, not speed.
+// 192 positions 3-4% slower (the widening, half-empty batches; cheaper
+// score sums, scoreScatter, won back 0.3% of it): this attention waits on
+// its chain of round trips, not on the cache's bytes, so float16 buys
+// memory, not speed.
 //   - Before waiting for the q/k/v projection (griddepcontrol.wait), each
 //     warp reads the block table and issues the first batch's K and V
 //     loads: the cache rows of earlier positions are not written by this
@@ -151,40 +152,25 @@ __device__ __forceinline__ void ldBatch(KVRow<KT, E> (&kr)[P], KVRow<KT, E> (&vr
     }
 }
 
-// scoreScatter sums each of a batch's PB score partials over the warp's
-// lanes and returns, in lane l, the total of position l / (32 / PB): a
-// reduce-scatter, each butterfly step (xor 16, 8, ...) halving the
-// values a lane keeps until one is left, then the remaining steps on it.
-// PB − 1 + 5 − log2(PB) shuffles (16 at PB = 16) where PB warp sums took
-// 5·PB (80); the partial sums are the warp sums' own, so the totals are
-// bit for bit theirs. (The float16 cache's wider batches showed what the
-// sums cost: 16 more a batch made a Qwen3-8B Q4_K_M step 3-4% slower.)
-template <int PB>
-__device__ __forceinline__ float scoreScatter(float (&s)[PB]) {
-    static_assert(PB >= 1 && PB <= 32 && (PB & (PB - 1)) == 0, "scoreScatter: PB a power of two up to 32");
+// scoreScatter sums each of a batch's 32 score partials over the warp's
+// lanes and returns, in lane l, the total of position l: a reduce-scatter,
+// each butterfly step (xor 16, 8, 4, 2, 1) halving the values a lane keeps
+// (16, 8, 4, 2, 1 shuffles: 31 where 32 warp sums took 160). A lane's
+// partial sums are the warp sums' own, so the totals are bit for bit
+// theirs.
+__device__ __forceinline__ float scoreScatter(float (&s)[32]) {
     const int lane = threadIdx.x & 31;
 #pragma unroll
-    for (int w = PB / 2, o = 16; w >= 1; w >>= 1, o >>= 1) {
-        const bool up = lane & o; // keeps the upper half, sends the lower
+    for (int w = 16; w >= 1; w >>= 1) {
+        const bool up = lane & w; // keeps the upper half, sends the lower
 #pragma unroll
         for (int j = 0; j < w; j++) {
             const float send = up ? s[j] : s[j + w];
             const float keep = up ? s[j + w] : s[j];
-            s[j] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+            s[j] = keep + __shfl_xor_sync(0xffffffffu, send, w);
         }
     }
-#pragma unroll
-    for (int o = 16 / PB; o > 0; o >>= 1) s[0] += __shfl_xor_sync(0xffffffffu, s[0], o);
     return s[0];
-}
-
-// batchMax is the largest of the scores scoreScatter left, one a lane
-// group of 32 / PB lanes, in every lane.
-template <int PB>
-__device__ __forceinline__ float batchMax(float v) {
-#pragma unroll
-    for (int o = 16; o >= 32 / PB; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
 }
 
 // attnRound rounds a lane's four elements of head h's output (E = 4: qx's
@@ -264,7 +250,7 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     float m = -INFINITY, l = 0.f, acc[E];
 #pragma unroll
     for (int e = 0; e < E; e++) acc[e] = 0.f;
-    // The batches' weights alternate between two halves of the warp's
+    // A batch of 32's weights alternate between two halves of the warp's
     // shared row (free after headRow): a lane writes batch b+2's weights
     // only after batch b+1's __syncwarp, which every lane reaches after
     // reading batch b's.
@@ -290,28 +276,56 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
             }
             s[j] = t;
         }
-        // Lane group jp's score (scoreScatter), its weight, and the
-        // weights of the batch through the warp's shared row: the same
-        // values, bit for bit, as PB warp sums and PB exponentials in
-        // every lane were.
-        const float sc = scoreScatter<PB>(s);
-        const int jp = lane / (32 / PB);
-        const bool mine = p0 + jp < hi;
-        const float mx = fmaxf(m, batchMax<PB>(mine ? sc : -INFINITY));
-        const float corr = expf(m - mx); // m = -inf on the first batch: 0
-        float* wrow = sv[warp] + (batch & 1) * 32;
-        if (lane % (32 / PB) == 0) wrow[jp] = mine ? expf(sc - mx) : 0.f;
-        __syncwarp();
-        l *= corr;
+        float mx;
+        if constexpr (PB == 32) {
+            // A batch of 32 (float16 rows at a head dim of 128): lane l's
+            // position's score (scoreScatter), its weight, and the batch's
+            // weights through the warp's shared row, bit for bit the
+            // values of 32 warp sums and 32 exponentials in every lane.
+            // Llama-3-8B at 8000 positions decodes 204.8-205.6 tok/s
+            // against 203.1-203.4, Qwen3-8B Q4_K_M at 192 556.5-557.1
+            // against 554.1-555.6 (H200). At 16 positions a batch (float32
+            // rows) the reduction's longer chain lost: 199.9-200.3 against
+            // 202.3-202.4 on Llama-3-8B at 8000, so smaller batches keep
+            // their warp sums.
+            const float sc = scoreScatter(s);
+            const bool mine = p0 + lane < hi;
+            mx = fmaxf(m, warpMax(mine ? sc : -INFINITY));
+            float* wrow = sv[warp] + (batch & 1) * 32;
+            wrow[lane] = mine ? expf(sc - mx) : 0.f;
+            __syncwarp();
+            const float corr = expf(m - mx); // m = -inf on the first batch: 0
+            l *= corr;
 #pragma unroll
-        for (int e = 0; e < E; e++) acc[e] *= corr;
+            for (int e = 0; e < E; e++) acc[e] *= corr;
 #pragma unroll
-        for (int j = 0; j < PB; j++) {
-            if (p0 + j < hi) {
-                const float w = wrow[j];
-                l += w;
+            for (int j = 0; j < PB; j++) {
+                if (p0 + j < hi) {
+                    const float w = wrow[j];
+                    l += w;
 #pragma unroll
-                for (int e = 0; e < E; e++) acc[e] = fmaf(w, vr[j].at(e), acc[e]);
+                    for (int e = 0; e < E; e++) acc[e] = fmaf(w, vr[j].at(e), acc[e]);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < PB; j++) s[j] = warpSum(s[j]);
+            mx = m;
+#pragma unroll
+            for (int j = 0; j < PB; j++)
+                if (p0 + j < hi) mx = fmaxf(mx, s[j]);
+            float corr = expf(m - mx); // m = -inf on the first batch: 0
+            l *= corr;
+#pragma unroll
+            for (int e = 0; e < E; e++) acc[e] *= corr;
+#pragma unroll
+            for (int j = 0; j < PB; j++) {
+                if (p0 + j < hi) {
+                    float w = expf(s[j] - mx);
+                    l += w;
+#pragma unroll
+                    for (int e = 0; e < E; e++) acc[e] = fmaf(w, vr[j].at(e), acc[e]);
+                }
             }
         }
         m = mx;

@@ -50,12 +50,6 @@ __device__ __forceinline__ void pdlLaunchDependents() { asm volatile("griddepcon
 #define XS_L 24064
 #define UNIT 128
 
-__device__ __forceinline__ float warpMax(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
 // kstep is k-step J (0-3) of a 64-column piece: weight word J of the
 // lane's 16 bytes of rows g (wa) and g+8 (wb), activation half2 words 2J,
 // 2J+1 of its 16 activations (x0: halves 0-7, x1: 8-15).

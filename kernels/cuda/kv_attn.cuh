@@ -176,12 +176,6 @@ __device__ __forceinline__ void cpAsync16(void* smem, const void* gmem) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
 }
 
-__device__ __forceinline__ float warpMax(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
 // gqaStageK issues the cp.async copies of a tile's n K rows (slots sl)
 // into Ks: float rows dk+4 floats apart, 16 bytes (4 elements) a copy;
 // float16 rows dk+8 halves apart (16-byte aligned), 8 elements a copy
