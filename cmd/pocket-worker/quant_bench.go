@@ -36,7 +36,10 @@ func runQBench(args []string) error {
 		// an expert's shape and a dense one.
 		{kernels.IQ1_M, 1536, 4096}, {kernels.IQ1_S, 1536, 4096}, {kernels.IQ2_XXS, 1536, 4096},
 		{kernels.IQ2_XS, 4096, 4096}, {kernels.IQ2_S, 4096, 4096}, {kernels.IQ3_XXS, 4096, 4096},
-		{kernels.IQ3_S, 4096, 12288}} {
+		{kernels.IQ3_S, 4096, 12288},
+		// bf16: the LM heads of Qwen3.5-27B (9% of its decode bytes) and
+		// Llama-3-8B, and a Llama layer's down projection.
+		{kernels.BF16, 248320, 5120}, {kernels.BF16, 128256, 4096}, {kernels.BF16, 4096, 14336}} {
 		nw := 4
 		if s.out*s.in > 100e6 {
 			nw = 1
@@ -44,7 +47,11 @@ func runQBench(args []string) error {
 		var ws []kernels.Tensor
 		var bytes int
 		for range nw {
-			w := &kernels.Weight{Name: "w", DType: s.dt, Shape: []int{s.out, s.in}, Data: randomBlocks(rng, s.dt, s.out, s.in, 1e-3)}
+			data := randomBF16(rng, s.out*s.in)
+			if s.dt != kernels.BF16 {
+				data = randomBlocks(rng, s.dt, s.out, s.in, 1e-3)
+			}
+			w := &kernels.Weight{Name: "w", DType: s.dt, Shape: []int{s.out, s.in}, Data: data}
 			t, err := g.LoadWeight(w)
 			if err != nil {
 				return err
@@ -78,4 +85,16 @@ func runQBench(args []string) error {
 		fmt.Printf("%-6s %-14s %10.2f %10.0f\n", s.dt, fmt.Sprintf("%d×%d", s.out, s.in), us, float64(bytes)/us/1e3)
 	}
 	return nil
+}
+
+// randomBF16 is n bf16 values of magnitude below 2^-6 (exponent bits kept
+// small: no NaN or infinity), little-endian.
+func randomBF16(rng *rand.Rand, n int) []byte {
+	b := make([]byte, 2*n)
+	for i := 0; i < n; i++ {
+		v := uint16(rng.Uint32()) & 0x83ff // sign, low exponent bits, mantissa
+		v |= 0x3800                        // exponent around 2^-15..2^-8
+		b[2*i], b[2*i+1] = byte(v), byte(v>>8)
+	}
+	return b
 }
