@@ -6,19 +6,30 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/pocketllm/pocketllm/kernels"
 )
 
-// runQBench times the block-format GEMVs alone on Qwen3-8B's matrix shapes:
-// 4 different weights per shape (more than the L2 holds), 64
-// launches timed together (eager: the small shapes include launch gaps); reports µs per GEMV and the weight-read bandwidth.
+// runQBench times the one-row GEMVs alone on Qwen3-8B's block-format
+// matrix shapes, Qwen3.5-27B's FP8 ones (beside bf16 matrices of the same
+// shapes) and the bf16 LM heads: 4 different weights per shape (more than
+// the L2 holds), 64 launches timed together (eager: the small shapes
+// include launch gaps); reports µs per GEMV and the weight-read bandwidth.
+// --formats keeps the shapes of the named formats (e.g. F8_E4M3,BF16).
 func runQBench(args []string) error {
 	fs := flag.NewFlagSet("qbench", flag.ContinueOnError)
 	dev := deviceFlag(fs)
+	formats := fs.String("formats", "", "comma-separated formats whose shapes run (default all)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	keep := map[string]bool{}
+	for _, f := range strings.Split(*formats, ",") {
+		if f != "" {
+			keep[f] = true
+		}
 	}
 	g, err := openDevice(*dev)
 	if err != nil {
@@ -39,7 +50,14 @@ func runQBench(args []string) error {
 		{kernels.IQ3_S, 4096, 12288},
 		// bf16: the LM heads of Qwen3.5-27B (9% of its decode bytes) and
 		// Llama-3-8B, and a Llama layer's down projection.
-		{kernels.BF16, 248320, 5120}, {kernels.BF16, 128256, 4096}, {kernels.BF16, 4096, 14336}} {
+		{kernels.BF16, 248320, 5120}, {kernels.BF16, 128256, 4096}, {kernels.BF16, 4096, 14336},
+		// Qwen3.5-27B's FP8 gate and up (as one matrix), down and out
+		// projections (128×128 scale blocks), and bf16 at the same shapes.
+		{kernels.F8E4M3, 34816, 5120}, {kernels.F8E4M3, 5120, 17408}, {kernels.F8E4M3, 5120, 6144},
+		{kernels.BF16, 34816, 5120}, {kernels.BF16, 5120, 17408}, {kernels.BF16, 5120, 6144}} {
+		if len(keep) > 0 && !keep[s.dt.String()] {
+			continue
+		}
 		nw := 4
 		if s.out*s.in > 100e6 {
 			nw = 1
@@ -47,11 +65,15 @@ func runQBench(args []string) error {
 		var ws []kernels.Tensor
 		var bytes int
 		for range nw {
-			data := randomBF16(rng, s.out*s.in)
-			if s.dt != kernels.BF16 {
-				data = randomBlocks(rng, s.dt, s.out, s.in, 1e-3)
+			w := &kernels.Weight{Name: "w", DType: s.dt, Shape: []int{s.out, s.in}}
+			switch s.dt {
+			case kernels.BF16:
+				w.Data = randomBF16(rng, s.out*s.in)
+			case kernels.F8E4M3:
+				w.Data, w.Scale, w.ScaleBlock = randomFP8(rng, s.out, s.in)
+			default:
+				w.Data = randomBlocks(rng, s.dt, s.out, s.in, 1e-3)
 			}
-			w := &kernels.Weight{Name: "w", DType: s.dt, Shape: []int{s.out, s.in}, Data: data}
 			t, err := g.LoadWeight(w)
 			if err != nil {
 				return err
@@ -97,4 +119,19 @@ func randomBF16(rng *rand.Rand, n int) []byte {
 		b[2*i], b[2*i+1] = byte(v), byte(v>>8)
 	}
 	return b
+}
+
+// randomFP8 is an E4M3 matrix of rows×cols (no NaN bytes) with 128×128
+// scale blocks near 1e-3.
+func randomFP8(rng *rand.Rand, rows, cols int) ([]byte, []float32, [2]int) {
+	b := make([]byte, rows*cols)
+	for i := range b {
+		b[i] = byte(rng.Uint32()) & 0xf7 // exponent below all ones: no NaN
+	}
+	sr, sc := (rows+127)/128, (cols+127)/128
+	scale := make([]float32, sr*sc)
+	for i := range scale {
+		scale[i] = float32(1e-3 * (0.5 + rng.Float64()))
+	}
+	return b, scale, [2]int{128, 128}
 }
