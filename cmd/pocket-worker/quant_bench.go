@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,20 +18,21 @@ import (
 // shapes) and the bf16 LM heads: 4 different weights per shape (more than
 // the L2 holds), 64 launches timed together (eager: the small shapes
 // include launch gaps); reports µs per GEMV and the weight-read bandwidth.
-// --formats keeps the shapes of the named formats (e.g. F8_E4M3,BF16).
+// --formats keeps the shapes of the named formats (e.g. F8_E4M3,BF16),
+// --shapes those of the named sizes (e.g. 5120x17408): one kernel to
+// profile under ncu.
 func runQBench(args []string) error {
 	fs := flag.NewFlagSet("qbench", flag.ContinueOnError)
 	dev := deviceFlag(fs)
 	formats := fs.String("formats", "", "comma-separated formats whose shapes run (default all)")
+	shapes := fs.String("shapes", "", "comma-separated OUTxIN sizes that run (default all)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	keep := map[string]bool{}
-	for _, f := range strings.Split(*formats, ",") {
-		if f != "" {
-			keep[f] = true
-		}
-	}
+	// runs reports whether a shape passes both filters (an empty one
+	// passes all).
+	in := func(list, name string) bool { return list == "" || slices.Contains(strings.Split(list, ","), name) }
+	runs := func(format, size string) bool { return in(*formats, format) && in(*shapes, size) }
 	g, err := openDevice(*dev)
 	if err != nil {
 		return err
@@ -55,7 +57,7 @@ func runQBench(args []string) error {
 		// projections (128×128 scale blocks), and bf16 at the same shapes.
 		{kernels.F8E4M3, 34816, 5120}, {kernels.F8E4M3, 5120, 17408}, {kernels.F8E4M3, 5120, 6144},
 		{kernels.BF16, 34816, 5120}, {kernels.BF16, 5120, 17408}, {kernels.BF16, 5120, 6144}} {
-		if len(keep) > 0 && !keep[s.dt.String()] {
+		if !runs(s.dt.String(), fmt.Sprintf("%dx%d", s.out, s.in)) {
 			continue
 		}
 		nw := 4
