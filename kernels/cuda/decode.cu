@@ -337,6 +337,84 @@ __device__ __forceinline__ void gemvR(float* y, const float* __restrict__ x, Wt 
     }
 }
 
+// gemv_fp8s (y = W·x) and gemv_fp8s_add (y += W·x): FP8 one-row GEMVs
+// shaped as the bf16 GEMVs that stream fastest (gemv_bf16: a row to wpr
+// warps, four 16-byte chunks a lane in flight, few registers, thousands of
+// small blocks that the hardware deals out as SMs free up), where the ring
+// kernels (fp8pipe.cuh) hold one block of 17-24 warps an SM and use 107 to
+// 128 of the SMs. qbench on an H200 (eager, µs a GEMV): Qwen3.5-27B's down
+// projection 5120×17408 read 3.40 TB/s on the rings, bf16 at that shape
+// 4.40. lg is log2 of the scale block's width in chunks (b1 / 16).
+__device__ __forceinline__ float fp8Chunk(float acc, uint4 a, const float* __restrict__ x,
+                                          const float* __restrict__ sr, int c, int lg) {
+    const float s = __ldg(sr + (c >> lg));
+    const uint32_t ua[4] = {a.x, a.y, a.z, a.w};
+    const float4* xr = (const float4*)x + 4 * c;
+    float t[2] = {0.f, 0.f};
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        float f[4];
+        fp8x4f(ua[j], f);
+        const float4 xv = __ldg(xr + j);
+        t[j & 1] += f[0] * xv.x + f[1] * xv.y + f[2] * xv.z + f[3] * xv.w;
+    }
+    return fmaf(t[0] + t[1], s, acc);
+}
+
+template <bool ADD>
+__device__ __forceinline__ void fp8Stream(float* y, const float* __restrict__ x, const uint8_t* __restrict__ w,
+                                          const float* __restrict__ scale, int out, int in, int b0, int lg, int nsc,
+                                          int wpr) {
+    __shared__ float red[8];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int o = blockIdx.x * (8 / wpr) + warp / wpr;
+    const int chunks = in >> 4, stride = 32 * wpr;
+    const bool live = o < out;
+    const uint4* wr = (const uint4*)(w + (long)(live ? o : 0) * in);
+    const float* sr = scale + (long)((live ? o : 0) / b0) * nsc;
+    int c = (warp % wpr) * 32 + lane;
+    // The first four chunks before the wait: the weights are no
+    // predecessor's output.
+    uint4 a[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) a[j] = live && c + j * stride < chunks ? ldstream(wr + c + j * stride) : make_uint4(0, 0, 0, 0);
+    pdlLaunchDependents();
+    pdlWait();
+    float acc = 0.f;
+    if (live) {
+        for (;;) {
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                if (c + j * stride < chunks) acc = fp8Chunk(acc, a[j], x, sr, c + j * stride, lg);
+            c += 4 * stride;
+            if (c >= chunks) break;
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                if (c + j * stride < chunks) a[j] = ldstream(wr + c + j * stride);
+        }
+    }
+    const float y0 = ADD && live && warp % wpr == 0 && lane == 0 ? y[o] : 0.f;
+    const float sum = warpSum(acc);
+    if (lane == 0) red[warp] = sum;
+    __syncthreads();
+    if (live && warp % wpr == 0 && lane == 0) {
+        float t = 0.f;
+        for (int i = 0; i < wpr; i++) t += red[warp + i];
+        y[o] = ADD ? y0 + t : t;
+    }
+}
+#define FP8S_ARGS                                                                                              \
+    float *y, const float *__restrict__ x, const uint8_t *__restrict__ w, const float *__restrict__ sc, int out, \
+        int in, int b0, int lg, int nsc, int wpr
+extern "C" __global__ void __launch_bounds__(256) gemv_fp8s(FP8S_ARGS) {
+    PROBE_KERNEL();
+    fp8Stream<false>(y, x, w, sc, out, in, b0, lg, nsc, wpr);
+}
+extern "C" __global__ void __launch_bounds__(256) gemv_fp8s_add(FP8S_ARGS) {
+    PROBE_KERNEL();
+    fp8Stream<true>(y, x, w, sc, out, in, b0, lg, nsc, wpr);
+}
+
 #define GEMV_ARGS \
     float *y, const float *__restrict__ x, const uint8_t *w, const float *sc, int out, int in, int wpr, int b0, int b1, int nsc
 // The bf16 kernels take the compiler's register choice; the FP8 ones are
