@@ -41,8 +41,7 @@ const (
 	dAttnDecodeW   = dAttnMerge + 3    // attn_decode_w_2, _4, _8: q/k norms over all heads (MiniMax-M2)
 	dAttnDecodeDW  = dAttnDecodeW + 3  // attn_decode_dw_2, _4, _8: the same, the merge deferred
 	dAttnDecodeQ   = dAttnDecodeDW + 3 // attn_decode_q_4: merged and rounded to int8 (attn_merge.go)
-	dGemvFP8S      = dAttnDecodeQ + 1  // gemv_fp8s, gemv_fp8s_add: FP8 GEMVs shaped as the bf16 ones (fp8stream.go)
-	dF8MMA         = dGemvFP8S + 2     // the tensor-core FP8 GEMVs of fp8mma.cu (fp8mma.go) from here
+	dF8MMA         = dAttnDecodeQ + 1  // the tensor-core FP8 GEMVs of fp8mma.cu (fp8mma.go) from here
 	numDecodeFuncs = dF8MMA + numF8MMA
 )
 
@@ -50,7 +49,7 @@ var decodeNames = [dF8MMA]string{"gemv_norm_multi", "gemv_norm_multi8", "gemv_ad
 	"gemv_norm_swiglu", "gemv_norm_swiglu8", "gemv_r4", "gemv_r48", "gemv_heads", "gemv_heads8", "rope_store", "attn_decode_2", "attn_decode_4",
 	"attn_decode_8", "attn_decode_d_2", "attn_decode_d_4", "attn_decode_d_8", "attn_merge_2", "attn_merge_4", "attn_merge_8",
 	"attn_decode_w_2", "attn_decode_w_4", "attn_decode_w_8", "attn_decode_dw_2", "attn_decode_dw_4", "attn_decode_dw_8",
-	"attn_decode_q_4", "gemv_fp8s", "gemv_fp8s_add"}
+	"attn_decode_q_4"}
 
 var _ kernels.FusedOps = (*Backend)(nil)
 

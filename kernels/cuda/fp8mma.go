@@ -142,9 +142,6 @@ func (b *Backend) f8mmaGemv(k int, y, x uint64, t *tensor) bool {
 	if !ok {
 		return false
 	}
-	if switches.fp8Stream && b.fp8Stream(k, y, x, t, f) {
-		return true
-	}
 	if b.pipeGemv(k, y, x, t, f) {
 		return true
 	}

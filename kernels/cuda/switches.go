@@ -111,7 +111,6 @@ import (
 //	                     W warps a tile, T tiles a block and S ring stages, not planPipe's choice (measurement)
 //	POCKET_MOE_QUANT=0   GGUF (block-format) MoE experts stay on host routing, not the device's indexed
 //	                     expert GEMVs (moe_quant.cu)
-//	POCKET_FP8_STREAM=1  one-row FP8 GEMVs and MatMulAdds on gemv_fp8s (fp8stream.go), not the rings
 //	POCKET_DRAW_GRID=0   sampled steps' draws run in one block (sample_draw), not over a block an SM
 //	                     (sample_draw_grid, vocabularies of drawGridFrom ids or more); =N (2-160) every
 //	                     draw over N blocks whatever the vocabulary and SM count (a grid too large to be
@@ -156,7 +155,6 @@ var switches = struct {
 	noMoEQuant      bool
 	noFP8Pipe       bool
 	noFP8Tiles      bool
-	fp8Stream       bool
 	noMoEPipe       bool
 	moeRouteBlock   bool
 	fp8PipeDeep     bool
@@ -213,7 +211,6 @@ var switches = struct {
 	drawGrid:        intSwitch("POCKET_DRAW_GRID", -1, 0, drawGridMaxBlocks),
 	noFP8Pipe:       os.Getenv("POCKET_FP8_PIPE") == "0",
 	noFP8Tiles:      os.Getenv("POCKET_FP8_TILES") == "0",
-	fp8Stream:       os.Getenv("POCKET_FP8_STREAM") == "1",
 	noMoEPipe:       os.Getenv("POCKET_MOE_PIPE") == "0",
 	moeRouteBlock:   os.Getenv("POCKET_MOE_ROUTE") == "block",
 	fp8PipeDeep:     os.Getenv("POCKET_FP8_PIPE_PLAN") == "depth",
