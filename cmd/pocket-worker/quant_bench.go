@@ -83,23 +83,29 @@ func runQBench(args []string) error {
 			ws = append(ws, t)
 			bytes = len(w.Data)
 		}
-		x := g.NewBuf(s.in)
+		// Two inputs, alternated: the CUDA backend launches consecutive
+		// bf16 GEMVs of one input as one kernel (up to four), which would
+		// time four matrices a launch.
+		var xs [2]kernels.Buf
 		v := make([]float32, s.in)
-		for i := range v {
-			v[i] = float32(rng.NormFloat64())
+		for i := range xs {
+			for j := range v {
+				v[j] = float32(rng.NormFloat64())
+			}
+			xs[i] = g.NewBuf(s.in)
+			g.Write(xs[i], 0, v)
 		}
-		g.Write(x, 0, v)
 		y := g.NewBuf(s.out)
 		const per = 64
 		for i := range 8 { // warm-up
-			g.MatMul(y, x, ws[i%nw], 1)
+			g.MatMul(y, xs[i%2], ws[i%nw], 1)
 		}
 		if err := g.Sync(); err != nil {
 			return err
 		}
 		t0 := time.Now()
 		for i := range per {
-			g.MatMul(y, x, ws[i%nw], 1)
+			g.MatMul(y, xs[i%2], ws[i%nw], 1)
 		}
 		if err := g.Sync(); err != nil {
 			return err
