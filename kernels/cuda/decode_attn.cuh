@@ -15,8 +15,8 @@
 // rows, 2P (at most 32) of float16 ones. Measured on an H200, a float16
 // cache decodes Llama-3-8B at 8000 positions at 205.9-206.0 tok/s against
 // 205.4 (float32; with batches of P, 198.5-198.8), but Qwen3-8B Q4_K_M at
-// 192 positions 3-4% slower (the widening, half-empty batches; cheaper
-// score sums, scoreScatter, won back 0.3% of it): this attention waits on
+// 192 positions ~3% slower (the widening, half-empty batches; cheaper
+// score sums, scoreScatter, won back 0.8%): this attention waits on
 // its chain of round trips, not on the cache's bytes, so float16 buys
 // memory, not speed.
 //   - Before waiting for the q/k/v projection (griddepcontrol.wait), each
@@ -282,12 +282,13 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
             // position's score (scoreScatter), its weight, and the batch's
             // weights through the warp's shared row, bit for bit the
             // values of 32 warp sums and 32 exponentials in every lane.
-            // Llama-3-8B at 8000 positions decodes 204.8-205.6 tok/s
-            // against 203.1-203.4, Qwen3-8B Q4_K_M at 192 556.5-557.1
-            // against 554.1-555.6 (H200). At 16 positions a batch (float32
+            // Llama-3-8B at 8000 positions decodes 207.4-207.8 tok/s
+            // against 205.7-206.2, Qwen3-8B Q4_K_M at 192 559.9-561.1
+            // against 555.0-556.8 (H200). At 16 positions a batch (float32
             // rows) the reduction's longer chain lost: 199.9-200.3 against
             // 202.3-202.4 on Llama-3-8B at 8000, so smaller batches keep
-            // their warp sums.
+            // their warp sums (two copies of the batch's softmax, so that
+            // the float32 kernels stay as measured).
             const float sc = scoreScatter(s);
             const bool mine = p0 + lane < hi;
             mx = fmaxf(m, warpMax(mine ? sc : -INFINITY));
