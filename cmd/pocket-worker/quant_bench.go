@@ -85,7 +85,8 @@ func runQBench(args []string) error {
 		}
 		// Two inputs, alternated: the CUDA backend launches consecutive
 		// bf16 GEMVs of one input as one kernel (up to four), which would
-		// time four matrices a launch.
+		// time four matrices a launch (the other formats launch each GEMV,
+		// its input's rounding included, whatever the input).
 		var xs [2]kernels.Buf
 		v := make([]float32, s.in)
 		for i := range xs {
@@ -117,13 +118,13 @@ func runQBench(args []string) error {
 	return nil
 }
 
-// randomBF16 is n bf16 values of magnitude below 2^-6 (exponent bits kept
-// small: no NaN or infinity), little-endian.
+// randomBF16 is n bf16 values of magnitude in [2^-15, 2^-7) (no NaN or
+// infinity), little-endian.
 func randomBF16(rng *rand.Rand, n int) []byte {
 	b := make([]byte, 2*n)
 	for i := 0; i < n; i++ {
-		v := uint16(rng.Uint32()) & 0x83ff // sign, low exponent bits, mantissa
-		v |= 0x3800                        // exponent around 2^-15..2^-8
+		v := uint16(rng.Uint32()) & 0x83ff // sign, the exponent's low 3 bits, mantissa
+		v |= 0x3800                        // exponent 112-119
 		b[2*i], b[2*i+1] = byte(v), byte(v>>8)
 	}
 	return b
