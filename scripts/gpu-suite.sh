@@ -65,7 +65,7 @@ for stage in "$@"; do
     step membw 300 $W membw ${MEMBW_ARGS:-} ;;
   qbench) # one-row GEMVs alone (pocket-worker qbench; QB_ARGS e.g. "--formats F8_E4M3,BF16"), then, where
     # QB_NCU names a shape (e.g. 5120x17408) of QB_NCU_FORMAT (F8_E4M3), ncu's detail of its kernel with the
-    # warp stall reasons; QB_ENVS settings (VAR=value, several joined by +) each rerun qbench
+    # warp stall reasons (the 9th launch of a kernel matching QB_NCU_KERNEL: past the warm-up); QB_ENVS settings (VAR=value, several joined by +) each rerun qbench
     step qbench 200 $W qbench ${QB_ARGS:-}
     ab "${QB_ENVS:-}" qbench 200 $W qbench ${QB_ARGS:-}
     if [ -n "${QB_NCU:-}" ]; then
@@ -73,7 +73,7 @@ for stage in "$@"; do
       for r in long_scoreboard lg_throttle mio_throttle wait math_pipe_throttle not_selected short_scoreboard barrier; do
         ST="$ST,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio"
       done
-      step ncu-qbench 200 ncu --launch-skip 8 --launch-count 1 --section SpeedOfLight --section WarpStateStats \
+      step ncu-qbench 200 ncu --kernel-name regex:"${QB_NCU_KERNEL:-f8pipe|gemv|f8mma|qmv}" --launch-skip 8 --launch-count 1 --section SpeedOfLight --section WarpStateStats \
         --section Occupancy --section LaunchStats --metrics "${ST#,}" $W qbench --formats "${QB_NCU_FORMAT:-F8_E4M3}" \
         --shapes "$QB_NCU"
     fi ;;
