@@ -12,10 +12,30 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/ssestream"
 	"github.com/openai/openai-go/v3"
 )
 
 // The Messages API through Anthropic's official Go client.
+
+// accumulate reads a streamed message to its end: the message its events
+// build, and the events' types in order.
+func accumulate(t *testing.T, stream *ssestream.Stream[anthropic.MessageStreamEventUnion]) (anthropic.Message, []string) {
+	t.Helper()
+	var acc anthropic.Message
+	var kinds []string
+	for stream.Next() {
+		ev := stream.Current()
+		kinds = append(kinds, ev.Type)
+		if err := acc.Accumulate(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return acc, kinds
+}
 
 func anthClient(d *testDaemon) anthropic.Client {
 	return anthropic.NewClient(aoption.WithBaseURL(d.base+"/"), aoption.WithAPIKey("unused"), aoption.WithMaxRetries(0),
@@ -66,19 +86,7 @@ func TestAnthropicGoMessages(t *testing.T) {
 			msg.Usage.InputTokens, msg.Usage.CacheReadInputTokens, chat.Usage.PromptTokens)
 	}
 
-	stream := c.Messages.NewStreaming(ctx, params, greedy)
-	var acc anthropic.Message
-	var kinds []string
-	for stream.Next() {
-		ev := stream.Current()
-		kinds = append(kinds, ev.Type)
-		if err := acc.Accumulate(ev); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatal(err)
-	}
+	acc, kinds := accumulate(t, c.Messages.NewStreaming(ctx, params, greedy))
 	if len(acc.Content) != 1 || acc.Content[0].Text != msg.Content[0].Text || acc.StopReason != anthropic.StopReasonMaxTokens ||
 		acc.Usage.OutputTokens != 12 {
 		t.Fatalf("streamed %+v (events %v), plain %q", acc, kinds, msg.Content[0].Text)
@@ -152,16 +160,7 @@ func TestAnthropicGoToolUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("plain", *msg)
-	stream := c.Messages.NewStreaming(ctx, params)
-	var acc anthropic.Message
-	for stream.Next() {
-		if err := acc.Accumulate(stream.Current()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatal(err)
-	}
+	acc, _ := accumulate(t, c.Messages.NewStreaming(ctx, params))
 	check("streamed", acc)
 	// tool_choice any forces a call: the prompt ends with its opening,
 	// which the script then continues.

@@ -193,16 +193,7 @@ func TestReasoningSplit(t *testing.T) {
 		msg.Content[1].Text != "Hello there!" {
 		t.Fatalf("messages: %s", msg.RawJSON())
 	}
-	as := ac.Messages.NewStreaming(ctx, mp)
-	var am anthropic.Message
-	for as.Next() {
-		if err := am.Accumulate(as.Current()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := as.Err(); err != nil {
-		t.Fatal(err)
-	}
+	am, _ := accumulate(t, ac.Messages.NewStreaming(ctx, mp))
 	if len(am.Content) != 2 || am.Content[0].Thinking != "The user says hi." || am.Content[1].Text != "Hello there!" {
 		t.Fatalf("streamed messages: %+v", am.Content)
 	}
