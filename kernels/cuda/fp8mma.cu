@@ -159,21 +159,26 @@ __device__ __forceinline__ void xLoad(float4* v, const float4* __restrict__ x4, 
     }
 }
 
-// xNormed is v times the norm weight n4[i] (zero past nv: v is zero there).
-__device__ __forceinline__ float4 xNormed(float4 v, const float4* __restrict__ n4, int i, int nv) {
-    float4 n = i < nv ? __ldg(n4 + i) : make_float4(0.f, 0.f, 0.f, 0.f);
-    return make_float4(v.x * n.x, v.y * n.y, v.z * n.z, v.w * n.w);
+// xPre sets f[j] = pre(i0 + j·blockDim.x) for j < XB: the factors of a
+// multiplier that loads its own (the norm weight), issued right after x's
+// loads so that both arrive in one L2 round trip. (Loaded inside the
+// multiply, each behind a branch on its bounds, the norm weight's float4s
+// were loads of their own after x's sums, one round trip each.)
+template <class Pre>
+__device__ __forceinline__ void xPre(float4* f, int i0, Pre pre) {
+#pragma unroll
+    for (int j = 0; j < XB; j++) f[j] = pre(i0 + j * blockDim.x);
 }
 
 // xAccum adds the float4s v (those of x at i0 + j·blockDim.x) to the sum
-// of squares s and replaces them by mul(v, i), whose largest magnitude goes
-// into m.
+// of squares s and replaces them by mul(v, i, f) (f: xPre's factors),
+// whose largest magnitude goes into m.
 template <class Mul>
-__device__ __forceinline__ void xAccum(float4* v, int i0, float& s, float& m, Mul mul) {
+__device__ __forceinline__ void xAccum(float4* v, const float4* f, int i0, float& s, float& m, Mul mul) {
 #pragma unroll
     for (int j = 0; j < XB; j++) {
         s += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
-        v[j] = mul(v[j], i0 + j * blockDim.x);
+        v[j] = mul(v[j], i0 + j * blockDim.x, f[j]);
         m = fmaxf(m, fmaxf(fmaxf(fabsf(v[j].x), fabsf(v[j].y)), fmaxf(fabsf(v[j].z), fabsf(v[j].w))));
     }
 }
@@ -191,12 +196,22 @@ __device__ __forceinline__ void xStore(__half* xs, const float4* v, int i0, int 
     }
 }
 
-// xPrologueBy writes f16(mul(x4[i], i)·2^sh) for the float4s i of x into
-// xs[0, in) and zeros to the next whole unit, with sh chosen so that the
-// largest magnitude lies in [2^13, 2^14), and returns 2^-sh; ss is the sum
-// of squares of the raw x (the RMSNorm's). mul is a norm weight
-// (xPrologue) or an expert's routing weight (fp8pipe_moe.cuh); it is
-// called with zeros past the end. Every thread of the block calls it; xs
+// xPrologueRed holds xPrologueBy's per-warp sums and maxima (blocks of up
+// to 32 warps, fp8pipe.cuh). Outside the template: each instantiation
+// would have its own array, and a kernel that stages x two ways (the MoE
+// gate/up's norm or none) would take twice the static shared memory that
+// fp8pipe.go plans for (pipeStatic).
+__shared__ float xPrologueRed[32][2];
+
+// noPre is xPrologueBy's pre for a multiplier that loads nothing.
+__device__ __forceinline__ float4 noPre(int) { return make_float4(0.f, 0.f, 0.f, 0.f); }
+
+// xPrologueBy writes f16(mul(x4[i], i, pre(i))·2^sh) for the float4s i of
+// x into xs[0, in) and zeros to the next whole unit, with sh chosen so that
+// the largest magnitude lies in [2^13, 2^14), and returns 2^-sh; ss is the
+// sum of squares of the raw x (the RMSNorm's). mul is a norm weight, whose
+// float4s pre loads (xPrologue), or an expert's routing weight
+// (fp8pipe_moe.cuh); it is called with zeros past the end. Every thread of the block calls it; xs
 // is complete on return.
 //
 // With ONCE (the ring kernels of fp8pipe*.cuh), where x is at most two
@@ -208,9 +223,10 @@ __device__ __forceinline__ void xStore(__half* xs, const float4* v, int i0, int 
 // the same values in the same order. (fp8mma's kernels keep two loads:
 // at 256 threads and 3 blocks an SM, the registers made their norm
 // kernels spill 144 bytes.)
-template <bool ONCE = false, class Mul>
-__device__ __forceinline__ float xPrologueBy(__half* xs, const float* __restrict__ x, int in, float& ss, Mul mul) {
-    __shared__ float red[32][2]; // blocks of up to 32 warps (fp8pipe.cuh)
+template <bool ONCE = false, class Mul, class Pre>
+__device__ __forceinline__ float xPrologueBy(__half* xs, const float* __restrict__ x, int in, float& ss, Mul mul,
+                                             Pre pre) {
+    float(*red)[2] = xPrologueRed;
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const float4* x4 = (const float4*)x;
     const int nv = in / 4, step = XB * blockDim.x;
@@ -218,19 +234,25 @@ __device__ __forceinline__ float xPrologueBy(__half* xs, const float* __restrict
     float m = 0.f, s = 0.f;
     float4 v0[XB], v1[XB];
     if (once) {
+        float4 f[XB];
         xLoad(v0, x4, tid, nv);
         xLoad(v1, x4, tid + step, nv);
-        xAccum(v0, tid, s, m, mul);
-        if (tid + step < nv) xAccum(v1, tid + step, s, m, mul); // (zeros past nv would add nothing)
+        xPre(f, tid, pre);
+        xAccum(v0, f, tid, s, m, mul);
+        if (tid + step < nv) { // (zeros past nv would add nothing)
+            xPre(f, tid + step, pre);
+            xAccum(v1, f, tid + step, s, m, mul);
+        }
     } else {
         // Each pass loads XB float4s per thread before using any, so a
         // pass over a wide x waits for a few L2 round trips, not one per
         // float4. The sums stay in the order of i (out-of-range loads add
         // zero).
         for (int i0 = tid; i0 < nv; i0 += step) {
-            float4 v[XB];
+            float4 v[XB], f[XB];
             xLoad(v, x4, i0, nv);
-            xAccum(v, i0, s, m, mul);
+            xPre(f, i0, pre);
+            xAccum(v, f, i0, s, m, mul);
         }
     }
     s = warpSum(s);
@@ -257,10 +279,11 @@ __device__ __forceinline__ float xPrologueBy(__half* xs, const float* __restrict
         xStore(xs, v1, tid + step, nv, sc);
     } else {
         for (int i0 = tid; i0 < nv; i0 += step) {
-            float4 v[XB];
+            float4 v[XB], f[XB];
             xLoad(v, x4, i0, nv);
+            xPre(f, i0, pre);
 #pragma unroll
-            for (int j = 0; j < XB; j++) v[j] = mul(v[j], i0 + j * blockDim.x);
+            for (int j = 0; j < XB; j++) v[j] = mul(v[j], i0 + j * blockDim.x, f[j]);
             xStore(xs, v, i0, nv, sc);
         }
     }
@@ -270,14 +293,18 @@ __device__ __forceinline__ float xPrologueBy(__half* xs, const float* __restrict
     return __uint_as_float((uint32_t)(127 - sh) << 23);
 }
 
-// xPrologue is xPrologueBy times the norm weight nw (null: 1).
-template <bool ONCE = false>
+// xPrologue is xPrologueBy times the norm weight nw (NORM; without it, 1).
+template <bool ONCE = false, bool NORM = false>
 __device__ __forceinline__ float xPrologue(__half* xs, const float* __restrict__ x, const float* __restrict__ nw,
                                            int in, float& ss) {
     const float4* n4 = (const float4*)nw;
     const int nv = in / 4;
-    return xPrologueBy<ONCE>(xs, x, in, ss,
-                             [=](float4 v, int i) { return nw != nullptr ? xNormed(v, n4, i, nv) : v; });
+    if constexpr (NORM)
+        return xPrologueBy<ONCE>(
+            xs, x, in, ss, [](float4 v, int, float4 n) { return make_float4(v.x * n.x, v.y * n.y, v.z * n.z, v.w * n.w); },
+            [=](int i) { return i < nv ? __ldg(n4 + i) : make_float4(0.f, 0.f, 0.f, 0.f); });
+    else
+        return xPrologueBy<ONCE>(xs, x, in, ss, [](float4 v, int, float4) { return v; }, noPre);
 }
 
 // Red is where a block's warps leave their 16 partial row sums: row w at
@@ -323,7 +350,7 @@ template <int MODE, bool ONCE = false>
 __device__ __forceinline__ float gemvPrologue(__half* xs, const float* __restrict__ x, const float* __restrict__ nw,
                                               float eps, int in) {
     float ss;
-    float k = xPrologue<ONCE>(xs, x, MODE == 2 ? nw : nullptr, in, ss);
+    float k = xPrologue<ONCE, MODE == 2>(xs, x, nw, in, ss);
     if (MODE == 2) k *= rsqrtf(ss / in + eps);
     return k;
 }

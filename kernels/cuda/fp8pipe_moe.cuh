@@ -186,10 +186,13 @@ __device__ __forceinline__ void pipeMoeDown(float* y, const float* __restrict__ 
     pdlWait(); // h
     float ss;
     const int q = inter / 4; // float4s per slot
-    float sc = xPrologueBy<true>(xs, h, in, ss, [=](float4 v, int i) {
-        float w = i < K * q ? tb->wt[i / q] : 0.f;
-        return make_float4(v.x * w, v.y * w, v.z * w, v.w * w);
-    });
+    float sc = xPrologueBy<true>(
+        xs, h, in, ss,
+        [=](float4 v, int i, float4) {
+            float w = i < K * q ? tb->wt[i / q] : 0.f;
+            return make_float4(v.x * w, v.y * w, v.z * w, v.w * w);
+        },
+        noPre);
     float accA, accB;
     d.finish(xs, warp % wpr, accA, accB);
     __syncwarp(); // every lane's last fragment reads are done: pipeRed may reuse the ring
