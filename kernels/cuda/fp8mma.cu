@@ -199,8 +199,8 @@ __device__ __forceinline__ void xStore(__half* xs, const float4* v, int i0, int 
 // xPrologueRed holds xPrologueBy's per-warp sums and maxima (blocks of up
 // to 32 warps, fp8pipe.cuh). Outside the template: each instantiation
 // would have its own array, and a kernel that stages x two ways (the MoE
-// gate/up's norm or none) would take twice the static shared memory that
-// fp8pipe.go plans for (pipeStatic).
+// gate/up's norm or none) would take twice the static shared memory, all
+// of it out of every ring kernel's budget (loadPipe).
 __shared__ float xPrologueRed[32][2];
 
 // noPre is xPrologueBy's pre for a multiplier that loads nothing.
