@@ -62,6 +62,9 @@ type benchResult struct {
 	DecodeMode         string  `json:"decode_mode"`
 	KVHalf             bool    `json:"kv_half"` // the KV cache in float16 (--kv-dtype)
 	GEMM               string  `json:"prefill_gemm"`
+	// FP8Decode names the one-row FP8 GEMVs' kernels (cuda.Backend.FP8Rings):
+	// a number on the fallback is not comparable with one on the rings.
+	FP8Decode string `json:"fp8_decode_gemv"`
 }
 
 func runBench(args []string) error {
@@ -110,6 +113,7 @@ func runBench(args []string) error {
 	}
 	r := &benchResult{Model: ck.Name, Backend: g.Name(), Device: g.DeviceName(), DecodeWeights: tiles,
 		PromptTokens: *promptTokens, NewTokens: *newTokens, WeightBytes: m.WeightBytes(), LoadSeconds: time.Since(t0).Seconds(), GEMM: g.GEMMLibrary()}
+	r.FP8Decode, _ = g.FP8Rings()
 	r.DecodeReadBytes = m.DecodeReadBytes()
 	r.RooflineTokS = 4.26e12 / float64(r.DecodeReadBytes)
 	P, N := *promptTokens, *newTokens

@@ -36,6 +36,7 @@ func runConformance(args []string) error {
 	}
 	fmt.Printf("prefill GEMM: %s\n", g.GEMMLibrary())
 	c := &conf{g: g, c: cpu.New(0), seed: *seed}
+	c.rings()
 	switch *only {
 	case "draw": // the sampled-step draw alone (a quick check of sample.cu)
 		c.section("draw")
@@ -61,6 +62,21 @@ func runConformance(args []string) error {
 		return fmt.Errorf("%d conformance cases failed", c.failed)
 	}
 	return nil
+}
+
+// rings is a case of its own: the FP8 ring GEMVs must have loaded unless
+// switched off. Without them every FP8 product still computes, on
+// fp8mma's kernels, and only the MoE cases (which have no fallback) would
+// fail: the slower path would pass unseen.
+func (c *conf) rings() {
+	desc, ok := c.g.FP8Rings()
+	c.n++
+	status := "ok"
+	if !ok {
+		status = "FAIL"
+		c.failed++
+	}
+	fmt.Printf("%-12s %-40s %-17s %s\n", "FP8Rings", desc, "loaded", status)
 }
 
 type conf struct {

@@ -93,6 +93,21 @@ func (b *Backend) loadPipe(mod cu.Module) {
 	b.pipe = pipeFuncs{fn: fns, budget: budget, tile: cfunc(tile)}
 }
 
+// FP8Rings describes the one-row FP8 GEMV path: the ring kernels and the
+// shared memory a block of them may take, or why they are not in use; ok
+// is false when they failed to load (not switched off), which leaves every
+// FP8 product on fp8mma's kernels, ~13% slower on Qwen3.5-27B, without an
+// error anywhere else.
+func (b *Backend) FP8Rings() (desc string, ok bool) {
+	switch {
+	case switches.noFP8Pipe:
+		return "off (POCKET_FP8_PIPE=0): fp8mma's kernels", true
+	case b.pipe.budget <= 0:
+		return "not loaded: fp8mma's kernels", false
+	}
+	return fmt.Sprintf("ring kernels, %d bytes of shared memory a block", b.pipe.budget), true
+}
+
 // pipeFn is op's kernel for a ring of stages.
 func (b *Backend) pipeFn(op, stages int) cFunc {
 	for i, s := range pipeStages {
