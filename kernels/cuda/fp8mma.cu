@@ -211,8 +211,8 @@ __device__ __forceinline__ float4 noPre(int) { return make_float4(0.f, 0.f, 0.f,
 // the largest magnitude lies in [2^13, 2^14), and returns 2^-sh; ss is the
 // sum of squares of the raw x (the RMSNorm's). mul is a norm weight, whose
 // float4s pre loads (xPrologue), or an expert's routing weight
-// (fp8pipe_moe.cuh); it is called with zeros past the end. Every thread of the block calls it; xs
-// is complete on return.
+// (fp8pipe_moe.cuh); it is called with zeros past the end. Every thread of
+// the block calls it; xs is complete on return.
 //
 // With ONCE (the ring kernels of fp8pipe*.cuh), where x is at most two
 // loads of XB float4s a thread (24 KiB of floats at 768 threads: every

@@ -95,11 +95,14 @@ func (b *Backend) loadPipe(mod cu.Module) {
 
 // FP8Rings describes the one-row FP8 GEMV path: the ring kernels and the
 // shared memory a block of them may take, or why they are not in use; ok
-// is false when they failed to load (not switched off), which leaves every
-// FP8 product on fp8mma's kernels, ~13% slower on Qwen3.5-27B, without an
-// error anywhere else.
+// is false when they failed to load beside a loaded fp8mma module (not
+// switched off, not a device without it), which leaves every FP8 product
+// on fp8mma's kernels, ~13% slower on Qwen3.5-27B, without an error
+// anywhere else.
 func (b *Backend) FP8Rings() (desc string, ok bool) {
 	switch {
+	case b.dec[dF8MMA] == nil:
+		return "no fp8mma module on this device: the grouped CUDA-core kernels", true
 	case switches.noFP8Pipe:
 		return "off (POCKET_FP8_PIPE=0): fp8mma's kernels", true
 	case b.pipe.budget <= 0:
