@@ -211,6 +211,21 @@ for stage in "$@"; do
       step new-$i 200 $W bench $M --json
     done
     python3 scripts/bench-summary.py "$O/$stage.txt" >"$O/$stage-summary.txt" ;;
+  abn) # interleaved runs of several builds and settings, one of each a round: AB_RUNS entries
+    # name=dir[+VAR=value...] (dir holds a pocket-worker, e.g. .gpud/w/old; settings joined by +),
+    # on AB_MODEL q4km|q8|q35|l8b|mm2|ds3|glm, AB_ROUNDS rounds (default 3). E.g.
+    # AB_RUNS="old=.gpud/w/old new=.gpud/w/new new-geom=.gpud/w/new+POCKET_FP8_PIPE_GEOM=norm:5120=3x8x4"
+    bench_model ${AB_MODEL:-q4km}
+    for i in $(seq 1 "${AB_ROUNDS:-3}"); do
+      for e in ${AB_RUNS:?AB_RUNS lists name=dir entries}; do
+        n=${e%%=*} r=${e#*=}; dir=${r%%+*} set=
+        [ "$dir" != "$r" ] && set=${r#*+}
+        for f in "$dir"/*.xz; do [ -e "$f" ] && unxz -f "$f"; done
+        chmod +x "$dir/pocket-worker"
+        step "$n-$i" 200 env ${set//+/ } "$dir/pocket-worker" bench $M --json
+      done
+    done
+    python3 scripts/bench-summary.py "$O/$stage.txt" >"$O/$stage-summary.txt" ;;
   abenv) # interleaved A/B of settings on one build: AB_MODEL q4km|q8|q35|l8b|mm2|ds3|glm (the slices at AB_PROMPT, 2048), AB_ENVS entries (VAR=value,
     # several joined by +) each run against no setting in every one of AB_ROUNDS rounds (default 3)
     bench_model ${AB_MODEL:-q4km}
