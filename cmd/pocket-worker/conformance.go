@@ -184,41 +184,7 @@ func (c *conf) compare(op, shape string, a, b []float32, tol float64) {
 
 // weight makes a random weight of the given format, loaded on both.
 func (c *conf) weight(dt kernels.DType, shape []int, block [2]int) (g, h kernels.Tensor) {
-	w := &kernels.Weight{Name: fmt.Sprintf("w%v", shape), DType: dt, Shape: shape}
-	rows, cols := w.Rows(), w.Cols()
-	n := rows * cols
-	std := 1 / math.Sqrt(float64(cols))
-	switch dt {
-	case kernels.F32:
-		w.Data = make([]byte, 4*n)
-		for i := range n {
-			binary.LittleEndian.PutUint32(w.Data[4*i:], math.Float32bits(float32(c.rng.NormFloat64()*std)))
-		}
-	case kernels.F16:
-		w.Data = make([]byte, 2*n)
-		for i := range n {
-			binary.LittleEndian.PutUint16(w.Data[2*i:], f32ToF16(float32(c.rng.NormFloat64()*std)))
-		}
-	case kernels.BF16:
-		w.Data = make([]byte, 2*n)
-		for i := range n {
-			binary.LittleEndian.PutUint16(w.Data[2*i:], uint16(math.Float32bits(float32(c.rng.NormFloat64()*std))>>16))
-		}
-	case kernels.F8E4M3:
-		w.Data = make([]byte, n)
-		for i := range n {
-			v := byte(c.rng.IntN(256))
-			if v&0x7f == 0x7f { // NaN encodings
-				v &^= 1
-			}
-			w.Data[i] = v
-		}
-		w.ScaleBlock = block
-		w.Scale = make([]float32, ((rows+block[0]-1)/block[0])*((cols+block[1]-1)/block[1]))
-		for i := range w.Scale {
-			w.Scale[i] = float32(std) * (0.5 + c.rng.Float32()) / 64
-		}
-	}
+	w := randomWeight(c.rng, dt, shape, block)
 	var err error
 	if g, err = c.g.LoadWeight(w); err != nil {
 		panic(err)
@@ -227,6 +193,48 @@ func (c *conf) weight(dt kernels.DType, shape []int, block [2]int) (g, h kernels
 		panic(err)
 	}
 	return g, h
+}
+
+// randomWeight is a weight of a float format (F32, F16, BF16, or F8E4M3
+// with scale blocks of block) with values near N(0, 1/cols): conformance's
+// cases and qbench's matrices.
+func randomWeight(rng *rand.Rand, dt kernels.DType, shape []int, block [2]int) *kernels.Weight {
+	w := &kernels.Weight{Name: fmt.Sprintf("w%v", shape), DType: dt, Shape: shape}
+	rows, cols := w.Rows(), w.Cols()
+	n := rows * cols
+	std := 1 / math.Sqrt(float64(cols))
+	switch dt {
+	case kernels.F32:
+		w.Data = make([]byte, 4*n)
+		for i := range n {
+			binary.LittleEndian.PutUint32(w.Data[4*i:], math.Float32bits(float32(rng.NormFloat64()*std)))
+		}
+	case kernels.F16:
+		w.Data = make([]byte, 2*n)
+		for i := range n {
+			binary.LittleEndian.PutUint16(w.Data[2*i:], f32ToF16(float32(rng.NormFloat64()*std)))
+		}
+	case kernels.BF16:
+		w.Data = make([]byte, 2*n)
+		for i := range n {
+			binary.LittleEndian.PutUint16(w.Data[2*i:], uint16(math.Float32bits(float32(rng.NormFloat64()*std))>>16))
+		}
+	case kernels.F8E4M3:
+		w.Data = make([]byte, n)
+		for i := range n {
+			v := byte(rng.IntN(256))
+			if v&0x7f == 0x7f { // NaN encodings
+				v &^= 1
+			}
+			w.Data[i] = v
+		}
+		w.ScaleBlock = block
+		w.Scale = make([]float32, ((rows+block[0]-1)/block[0])*((cols+block[1]-1)/block[1]))
+		for i := range w.Scale {
+			w.Scale[i] = float32(std) * (0.5 + rng.Float32()) / 64
+		}
+	}
+	return w
 }
 
 func f32ToF16(f float32) uint16 {

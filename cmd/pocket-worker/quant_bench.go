@@ -67,14 +67,13 @@ func runQBench(args []string) error {
 		var ws []kernels.Tensor
 		var bytes int
 		for range nw {
-			w := &kernels.Weight{Name: "w", DType: s.dt, Shape: []int{s.out, s.in}}
+			var w *kernels.Weight
 			switch s.dt {
-			case kernels.BF16:
-				w.Data = randomBF16(rng, s.out*s.in)
-			case kernels.F8E4M3:
-				w.Data, w.Scale, w.ScaleBlock = randomFP8(rng, s.out, s.in)
+			case kernels.BF16, kernels.F8E4M3: // FP8 with Qwen3.5-27B's 128×128 scale blocks
+				w = randomWeight(rng, s.dt, []int{s.out, s.in}, [2]int{128, 128})
 			default:
-				w.Data = randomBlocks(rng, s.dt, s.out, s.in, 1e-3)
+				w = &kernels.Weight{Name: "w", DType: s.dt, Shape: []int{s.out, s.in},
+					Data: randomBlocks(rng, s.dt, s.out, s.in, 1e-3)}
 			}
 			t, err := g.LoadWeight(w)
 			if err != nil {
@@ -116,31 +115,4 @@ func runQBench(args []string) error {
 		fmt.Printf("%-6s %-14s %10.2f %10.0f\n", s.dt, fmt.Sprintf("%d×%d", s.out, s.in), us, float64(bytes)/us/1e3)
 	}
 	return nil
-}
-
-// randomBF16 is n bf16 values of magnitude in [2^-15, 2^-7) (no NaN or
-// infinity), little-endian.
-func randomBF16(rng *rand.Rand, n int) []byte {
-	b := make([]byte, 2*n)
-	for i := 0; i < n; i++ {
-		v := uint16(rng.Uint32()) & 0x83ff // sign, the exponent's low 3 bits, mantissa
-		v |= 0x3800                        // exponent 112-119
-		b[2*i], b[2*i+1] = byte(v), byte(v>>8)
-	}
-	return b
-}
-
-// randomFP8 is an E4M3 matrix of rows×cols (no NaN bytes) with 128×128
-// scale blocks near 1e-3.
-func randomFP8(rng *rand.Rand, rows, cols int) ([]byte, []float32, [2]int) {
-	b := make([]byte, rows*cols)
-	for i := range b {
-		b[i] = byte(rng.Uint32()) & 0xf7 // exponent below all ones: no NaN
-	}
-	sr, sc := (rows+127)/128, (cols+127)/128
-	scale := make([]float32, sr*sc)
-	for i := range scale {
-		scale[i] = float32(1e-3 * (0.5 + rng.Float64()))
-	}
-	return b, scale, [2]int{128, 128}
 }
