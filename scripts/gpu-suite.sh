@@ -46,6 +46,23 @@ gguf_fixtures() {
     mkdir -p /tmp/gg/$n && gunzip -c "$d/model.gguf.gz" >/tmp/gg/$n/model.gguf && cp "$d"/reference.safetensors /tmp/gg/$n/ 2>/dev/null
   done
 }
+abruns() { # "name=dir[+VAR=value...] ...": AB_MODEL's bench under each entry, one of each a round, AB_ROUNDS rounds
+  local e n r dir set i f
+  for e in $1; do # unpack each build once
+    r=${e#*=}; dir=${r%%+*}
+    for f in "$dir"/*.xz; do [ -e "$f" ] && unxz -f "$f"; done
+    chmod +x "$dir/pocket-worker"
+  done
+  bench_model ${AB_MODEL:-q4km}
+  for i in $(seq 1 "${AB_ROUNDS:-3}"); do
+    for e in $1; do
+      n=${e%%=*} r=${e#*=}; dir=${r%%+*} set=
+      [ "$dir" != "$r" ] && set=${r#*+}
+      step "$n-$i" 200 env ${set//+/ } "$dir/pocket-worker" bench $M --json
+    done
+  done
+  python3 scripts/bench-summary.py "$O/$stage.txt" >"$O/$stage-summary.txt"
+}
 bench_model() { # sets M: bench flags of model $1 (q4km|q8|q35|l8b), generated if missing
   case $1 in
   q4km) [ -e /tmp/q4/.done ] || { $W synth --shape qwen3-8b --format q4_k_m --out /tmp/q4 >/dev/null 2>&1 && touch /tmp/q4/.done; }
@@ -202,30 +219,12 @@ for stage in "$@"; do
   abbin) # interleaved A/B of two builds: $BIN against $BIN_OLD (its worker, unpacked as BIN's)
     # on AB_MODEL q4km|q35|l8b, AB_ROUNDS rounds (default 3): run-to-run drift (±1.5%) hits
     # both alike, which separate calls do not. E.g. BIN_OLD=.gpud/old AB_MODEL=q35.
-    OD=${BIN_OLD:?BIN_OLD names the other build}
-    for f in "$OD"/*.xz; do [ -e "$f" ] && unxz -f "$f"; done
-    chmod +x "$OD"/* 2>/dev/null
-    bench_model ${AB_MODEL:-q4km}
-    for i in $(seq 1 "${AB_ROUNDS:-3}"); do
-      step old-$i 200 "$OD/pocket-worker" bench $M --json
-      step new-$i 200 $W bench $M --json
-    done
-    python3 scripts/bench-summary.py "$O/$stage.txt" >"$O/$stage-summary.txt" ;;
+    abruns "old=${BIN_OLD:?BIN_OLD names the other build} new=$D" ;;
   abn) # interleaved runs of several builds and settings, one of each a round: AB_RUNS entries
     # name=dir[+VAR=value...] (dir holds a pocket-worker, e.g. .gpud/w/old; settings joined by +),
     # on AB_MODEL q4km|q8|q35|l8b|mm2|ds3|glm, AB_ROUNDS rounds (default 3). E.g.
     # AB_RUNS="old=.gpud/w/old new=.gpud/w/new new-geom=.gpud/w/new+POCKET_FP8_PIPE_GEOM=norm:5120=3x8x4"
-    bench_model ${AB_MODEL:-q4km}
-    for i in $(seq 1 "${AB_ROUNDS:-3}"); do
-      for e in ${AB_RUNS:?AB_RUNS lists name=dir entries}; do
-        n=${e%%=*} r=${e#*=}; dir=${r%%+*} set=
-        [ "$dir" != "$r" ] && set=${r#*+}
-        for f in "$dir"/*.xz; do [ -e "$f" ] && unxz -f "$f"; done
-        chmod +x "$dir/pocket-worker"
-        step "$n-$i" 200 env ${set//+/ } "$dir/pocket-worker" bench $M --json
-      done
-    done
-    python3 scripts/bench-summary.py "$O/$stage.txt" >"$O/$stage-summary.txt" ;;
+    abruns "${AB_RUNS:?AB_RUNS lists name=dir entries}" ;;
   abenv) # interleaved A/B of settings on one build: AB_MODEL q4km|q8|q35|l8b|mm2|ds3|glm (the slices at AB_PROMPT, 2048), AB_ENVS entries (VAR=value,
     # several joined by +) each run against no setting in every one of AB_ROUNDS rounds (default 3)
     bench_model ${AB_MODEL:-q4km}
