@@ -184,15 +184,7 @@ func (c *conf) compare(op, shape string, a, b []float32, tol float64) {
 
 // weight makes a random weight of the given format, loaded on both.
 func (c *conf) weight(dt kernels.DType, shape []int, block [2]int) (g, h kernels.Tensor) {
-	w := randomWeight(c.rng, dt, shape, block)
-	var err error
-	if g, err = c.g.LoadWeight(w); err != nil {
-		panic(err)
-	}
-	if h, err = c.c.LoadWeight(w); err != nil {
-		panic(err)
-	}
-	return g, h
+	return c.load(randomWeight(c.rng, dt, shape, block))
 }
 
 // randomWeight is a weight of a float format (F32, F16, BF16, or F8E4M3
