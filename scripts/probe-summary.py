@@ -5,7 +5,8 @@
 
 PATH.log is the backend's launch log (one "name gx gy bx" line per launch, "# capture" /
 "# end capture" around graph captures); PATH.bin holds a record per probed block: gridid,
-block << 32 | smid << 20 | blocks, start, wait (0: none), end and the first warp's end in ns.
+block << 32 | smid << 20 | blocks, start, wait (0: none), end, the first warp's end and the
+kernel's two marks (PROBE_MARK, PROBE_MARK2; all ones: none) in ns.
 
 The last captured graph is the decode step. Probed launches are matched to its nodes by
 gridid (consecutive within a replay) and checked by block count; launches of unprobed
@@ -22,8 +23,9 @@ its last 2048 launches, 4-8 steps of the models measured):
   wsp    a block's last warp's end minus its first's, averaged over the blocks: against
          end - end50, whether a GEMV's tail is its warps' own (warps of a block end apart)
          or its SMs' (a block's warps end together, blocks apart)
-and a table by kernel name: crit summed, and the mean rel and time from the wait to the
-last block's end.
+and a table by kernel name: crit summed, the mean rel and time from the wait to the
+last block's end, and where the kernel marks a point (PROBE_MARK) the mean over its blocks of
+mark minus wait (the FP8 rings: the activation staged).
 """
 import argparse
 import collections
@@ -40,12 +42,13 @@ def load(path):
     recs = collections.defaultdict(list)
     with open(path + ".bin", "rb") as f:
         data = f.read()
-    # probe.go's records: six fields of 8 bytes (probeRecord).
-    for off in range(0, len(data) - 47, 48):
-        grid, b, start, wait, end, first = struct.unpack_from("<QQQQQQ", data, off)
+    # probe.go's records: eight fields of 8 bytes (probeRecord).
+    for off in range(0, len(data) - 63, 64):
+        grid, b, start, wait, end, first, mark, mark2 = struct.unpack_from("<QQQQQQQQ", data, off)
         blk, sm, n = b >> 32, (b >> 20) & 0xFFF, b & 0xFFFFF
         recs[grid].append((blk, sm, n, start, wait if 0 < wait < 2**64 - 1 else None, end,
-                           first if 0 < first <= end else None))
+                           first if 0 < first <= end else None, mark if 0 < mark <= end else None,
+                           mark2 if 0 < mark2 <= end else None))
     # A launch whose slots a later one of fewer blocks took over keeps only
     # some of its records: incomplete, left out.
     for g in [g for g, rs in recs.items() if len(rs) < min(rs[0][2], PROBE_BLOCKS) or any(r[5] < r[3] for r in rs)]:
@@ -182,6 +185,18 @@ def main():
         print(f"between consecutive steps ({len(gaps)}): {min(gaps) / 1e3:.1f}-{max(gaps) / 1e3:.1f} µs, "
               f"mean {sum(gaps) / len(gaps) / 1e3:.1f}")
     by = collections.defaultdict(lambda: [0.0, 0, 0.0, 0.0, 0])
+    # kernel: [sum over blocks of mark - wait, blocks, of mark2 - wait, blocks], every step used
+    marks = collections.defaultdict(lambda: [0.0, 0, 0.0, 0])
+    for k in use:
+        for i in probed:
+            for r in recs[steps[k][i]]:
+                m = marks[nodes[i][0]]
+                if r[7] is not None and r[4] is not None:
+                    m[0] += r[7] - r[4]
+                    m[1] += 1
+                if r[8] is not None and r[4] is not None:
+                    m[2] += r[8] - r[4]
+                    m[3] += 1
     if a.timeline:
         print(f"{'#':>4} {'kernel':28} {'blocks':>6} {'SMs':>4} {'start':>8} {'wait':>8} {'end50':>8} {'end':>8} {'crit':>7} {'span':>7} {'rel':>6} {'wsp':>6}")
     for i in probed:
@@ -206,11 +221,12 @@ def main():
         for i in hits[len(hits) // 2:len(hits) // 2 + 1]:  # the middle launch of the step
             rs = sorted(recs[steps[k][i]], key=lambda r: r[5])
             t0 = min(r[3] for r in rs)
-            print(f"node {i} {a.blocks}: blocks by end (µs from the first start): block sm start wait end first-warp-end")
+            print(f"node {i} {a.blocks}: blocks by end (µs from the first start): block sm start wait end first-warp-end mark mark2")
             for r in rs:
                 w = f"{(r[4] - t0) / 1e3:7.2f}" if r[4] is not None else "      -"
                 fw = f"{(r[6] - t0) / 1e3:7.2f}" if r[6] is not None else "      -"
-                print(f"  {r[0]:5d} {r[1]:4d} {(r[3] - t0) / 1e3:7.2f} {w} {(r[5] - t0) / 1e3:7.2f} {fw}")
+                mk = " ".join(f"{(r[j] - t0) / 1e3:7.2f}" if r[j] is not None else "      -" for j in (7, 8))
+                print(f"  {r[0]:5d} {r[1]:4d} {(r[3] - t0) / 1e3:7.2f} {w} {(r[5] - t0) / 1e3:7.2f} {fw} {mk}")
     if a.pairs:
         # A kernel's wait returns when its predecessor's grid has completed; rel is how long after
         # the predecessor's last probed block that was, resident is the share of its blocks that
@@ -218,10 +234,13 @@ def main():
         print(f"{'predecessor':28} {'kernel':28} {'pairs':>5} {'rel µs':>7} {'resident':>8}")
         for (pn, n), (c, rel, early, blocks) in sorted(pairs.items(), key=lambda kv: -kv[1][1]):
             print(f"{pn[:28]:28} {n[:28]:28} {c:5d} {rel / c / 1e3:7.2f} {100 * early / blocks:7.0f}%")
-    print(f"{'kernel':32} {'launches':>8} {'crit µs':>9} {'µs each':>8} {'share':>6} {'rel':>6} {'after wait':>10}")
+    print(f"{'kernel':32} {'launches':>8} {'crit µs':>9} {'µs each':>8} {'share':>6} {'rel':>6} {'after wait':>10} {'mark':>6} {'mark2':>6}")
     tot = sum(x[0] for x in by.values())
     for name, (c, n, rel, post, m) in sorted(by.items(), key=lambda kv: -kv[1][0]):
         tail = f" {rel/m/1e3:6.2f} {post/m/1e3:10.2f}" if m else ""
+        if marks[name][1] or marks[name][3]:
+            tail = (tail or " " * 18) + "".join(
+                f" {marks[name][j] / marks[name][j + 1] / 1e3:6.2f}" if marks[name][j + 1] else "      -" for j in (0, 2))
         print(f"{name[:32]:32} {n:8d} {c/1e3:9.1f} {c/n/1e3:8.2f} {100*c/tot:5.1f}%{tail}")
 
 

@@ -243,6 +243,7 @@ __device__ __forceinline__ float xPrologueBy(__half* xs, const float* __restrict
             xPre(f, tid + step, pre);
             xAccum(v1, f, tid + step, s, m, mul);
         }
+        PROBE_MARK2(); // thread 0's loads are in
     } else {
         // Each pass loads XB float4s per thread before using any, so a
         // pass over a wide x waits for a few L2 round trips, not one per
@@ -257,6 +258,13 @@ __device__ __forceinline__ float xPrologueBy(__half* xs, const float* __restrict
     }
     s = warpSum(s);
     m = warpMax(m);
+#ifdef FP8_NORED
+    // Diagnostic build (timing only, wrong results): each warp scales by
+    // its own sums and largest magnitude, so x is staged with no block
+    // barrier or reduction before it: what a largest magnitude known
+    // ahead (the producer's) would save.
+    if (warp < 0 && lane == 0) red[0][0] = s; // (never: keeps the names used)
+#else
     if (lane == 0) {
         red[warp][0] = s;
         red[warp][1] = m;
@@ -268,6 +276,7 @@ __device__ __forceinline__ float xPrologueBy(__half* xs, const float* __restrict
         s += red[w][0];
         m = fmaxf(m, red[w][1]);
     }
+#endif
     ss = s;
     // m < 2^e for e = its biased exponent - 126 (m normal; a zero,
     // subnormal or infinite m only meets the clamp).

@@ -262,6 +262,7 @@ __device__ __forceinline__ void pipeGemv(float* y, const float* __restrict__ x, 
     pdlWait();
     pdlLaunchDependents();
     float k = gemvPrologue<MODE, true>(xs, x, nw, eps, in);
+    PROBE_MARK(); // the activation staged
     float accA, accB;
     d.finish(xs, accA, accB);
     __syncwarp(); // every lane's last fragment reads are done: pipeRed may reuse the ring
@@ -304,6 +305,7 @@ __device__ __forceinline__ void pipeSwiGLU(float* act, const float* __restrict__
     pdlWait();
     pdlLaunchDependents();
     float k = gemvPrologue<2, true>(xs, x, nw, eps, in);
+    PROBE_MARK(); // as pipeGemv
     float accA, accB;
     d.finish(xs, accA, accB);
     __syncwarp(); // as pipeGemv

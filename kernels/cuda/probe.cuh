@@ -25,9 +25,11 @@
 #define PROBE_BLOCKS 2048
 
 // pocket_probe[gridid % PROBE_LAUNCHES][block]: {gridid, block << 32 |
-// smid << 20 | blocks (20 bits), start, wait, end, first warp's end, 0, 0}
+// smid << 20 | blocks (20 bits), start, wait, end, first warp's end, mark, mark2}
 // in ns of %globaltimer (wait: the first, as a kernel may wait once a
-// pass; all ones where none was taken). end and the first warp's end
+// pass; all ones where none was taken; mark: the first PROBE_MARK, a point
+// a kernel names inside itself, e.g. the FP8 rings' activation staged;
+// mark2: the first PROBE_MARK2, a second such point). end and the first warp's end
 // apart say whether a block's warps end apart (each warp's own stream
 // late) or together (the SM's). Thread 0 stores each field
 // when it happens, so nothing is held in registers or shared memory across
@@ -57,6 +59,8 @@ struct ProbeScope {
             r[2] = probeNow();
             r[3] = ~0ull;
             r[5] = ~0ull;  // each warp lowers it to its end: the first warp's end
+            r[6] = ~0ull;
+            r[7] = ~0ull;
         }
     }
     // Every warp's lane 0 raises the end to its own (warps of a block may
@@ -87,11 +91,29 @@ struct ProbeScope {
             if (unsigned long long* r_ = probeSlot()) atomicMin(r_ + 3, probeNow()); \
         }                                                    \
     } while (0)
+#define PROBE_MARK()                                         \
+    do {                                                     \
+        if (threadIdx.x == 0) {                              \
+            if (unsigned long long* r_ = probeSlot()) atomicMin(r_ + 6, probeNow()); \
+        }                                                    \
+    } while (0)
+#define PROBE_MARK2()                                        \
+    do {                                                     \
+        if (threadIdx.x == 0) {                              \
+            if (unsigned long long* r_ = probeSlot()) atomicMin(r_ + 7, probeNow()); \
+        }                                                    \
+    } while (0)
 #else
 #define PROBE_KERNEL() \
     do {               \
     } while (0)
 #define PROBE_WAITED() \
     do {               \
+    } while (0)
+#define PROBE_MARK() \
+    do {             \
+    } while (0)
+#define PROBE_MARK2() \
+    do {              \
     } while (0)
 #endif

@@ -88,9 +88,9 @@ func probeNote(f cFunc, gx, gy, bx int) {
 const probeLogMax = 1 << 20
 
 // probeRecord is the bytes of one block's record in the .bin file: the
-// first six fields of probe.cuh's slot (grid, block/SM/blocks, start,
-// wait, end, first warp's end), little-endian.
-const probeRecord = 48
+// eight fields of probe.cuh's slot (grid, block/SM/blocks, start, wait,
+// end, first warp's end, mark, mark2), little-endian.
+const probeRecord = 64
 
 // probeMark logs a marker line ("# capture", "# end capture").
 func probeMark(what string) {
@@ -106,7 +106,7 @@ func probeMark(what string) {
 }
 
 // ProbeDump writes the launch log to path+".log" and the probe tables'
-// filled records (the first 5 little-endian uint64 of probe.cuh's) to
+// filled records (the 8 little-endian uint64 of probe.cuh's) to
 // path+".bin", when the loaded PTX carries probes; otherwise it reports
 // that there is nothing to write. The device must be idle.
 func (b *Backend) ProbeDump(path string) error {
