@@ -216,6 +216,9 @@ func (c *conf) argmax() {
 			}
 			return float32(c.rng.NormFloat64())
 		}},
+		// Nothing wins: 0, as the host's argmax answers (a NaN model's
+		// next step must still embed a token of the vocabulary).
+		{"all NaN", func(int, int) float32 { return float32(math.NaN()) }},
 		{"last largest", func(i, n int) float32 {
 			if i == n-1 {
 				return 100

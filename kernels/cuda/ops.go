@@ -396,6 +396,10 @@ func (b *Backend) ScatterAdd(dst, src kernels.Buf, idx []int32, w []float32, dim
 
 // Argmax returns the index of the largest of the first n elements of x,
 // computed on the device (greedy sampling without reading the logits).
+// Where nothing wins (all NaN) it is 0, as session.Argmax answers: the
+// kernel leaves an index past n then, and a caller that embedded it as the
+// next token faulted the device (IllegalAddress: found with a diagnostic
+// build whose activations overflowed).
 func (b *Backend) Argmax(x kernels.Buf, n int) int32 {
 	if !b.enter() {
 		b.exit()
@@ -407,6 +411,9 @@ func (b *Backend) Argmax(x kernels.Buf, n int) int32 {
 	var out int32
 	b.fail(cu.MemcpyDtoHAsync(unsafe.Pointer(&out), res, 4, b.stream))
 	b.fail(b.stream.Synchronize())
+	if out < 0 || int(out) >= n {
+		out = 0
+	}
 	return out
 }
 

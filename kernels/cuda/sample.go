@@ -113,7 +113,8 @@ func (b *Backend) Draw(x kernels.Buf, n int, a DrawArgs) int32 {
 		// Greedy (the session's top-k 1, a penalised or biased greedy
 		// generation's rule): argmax_mb, whose ties go to the lowest index
 		// as the host's argmax, where the draw would pick among tied maxima
-		// by U. All NaN: -1, and the caller draws on the host.
+		// by U. All NaN: an index past n, which the callers take for
+		// "not a token" and draw on the host (rank.graphDraw).
 		b.argmax(m.outWord, 0, 0, src, n, false)
 	case !b.drawOnGrid(m, probs, src, n, a):
 		b.launchFn(m.draw, 1, 1, 1024, ptr(m.outWord), ptr(probs), ptr(src), i32(n),
