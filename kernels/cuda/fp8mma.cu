@@ -261,8 +261,9 @@ __device__ __forceinline__ float xPrologueBy(__half* xs, const float* __restrict
 #ifdef FP8_NORED
     // Diagnostic build (timing only, wrong results): each warp scales by
     // its own sums and largest magnitude, so x is staged with no block
-    // barrier or reduction before it: what a largest magnitude known
-    // ahead (the producer's) would save.
+    // barrier or reduction before it. It priced what fp8pipe.cuh's
+    // pipeStage (a scale a unit) now saves the dense ring kernels; the
+    // MoE rings and fp8mma's kernels still stage this way.
     if (warp < 0 && lane == 0) red[0][0] = s; // (never: keeps the names used)
 #else
     if (lane == 0) {

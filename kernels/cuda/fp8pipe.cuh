@@ -15,7 +15,9 @@
 // are in flight per warp without holding registers; a block is T tiles of
 // wpr warps each, sized in Go so that the grid is one block per SM. The
 // arithmetic is MmaDot's, in the same order (unitDot only interleaves its
-// two chains): the results equal fp8mma's for the same wpr.
+// two chains), over an activation staged with a power-of-two scale a unit
+// (pipeStage) rather than one a block: the results equal fp8mma's for the
+// same wpr up to the f16 rounding of elements whose scale differs.
 //
 // A copy instruction moves whole 128-byte lines of 4 rows (lanes 8i..8i+7
 // one row) into a row-major stage, swizzled so that the fragment reads are
@@ -31,8 +33,9 @@
 // So neither bytes in flight nor DRAM page locality is what held fp8mma
 // back, but the L2 requests of 64-byte pieces.
 //
-// Dynamic shared memory: the f16 activation (padded to whole units), then
-// the warps' rings, 2 KiB per stage per warp.
+// Dynamic shared memory: the f16 activation (padded to whole units), its
+// per-unit factors (the dense kernels: pipeStage), then the warps' rings,
+// 2 KiB per stage per warp.
 //
 // Tiled weights (fp8_tile16; fp8tiles.go makes the copies): a matrix may
 // also be read from a copy laid out tile by tile, byte (R, C) at
@@ -64,14 +67,15 @@ __device__ __forceinline__ void stageFrag(uint32_t s, uint4& a0, uint4& b0, uint
     a1 = lds128(s + pipeSwz(g, 4 + t)), b1 = lds128(s + pipeSwz(8 + g, 4 + t));
 }
 
-// unitDot adds a unit's products, times the block scales sa and sb, to
-// accA (row g) and accB (row g+8): piece() of both pieces, their k-steps
-// issued alternately so that no mma waits for the one before it (ncu
-// showed these kernels bound by each warp's instruction latency, and
-// fp8mma's code ran the two chains of four dependent mma's one after the
-// other). Same operations in the same order as MmaDot.
+// unitDot adds a unit's products, times the unit's activation factor f
+// (a power of two: pipeStage) and the block scales sa and sb, to accA (row
+// g) and accB (row g+8): piece() of both pieces, their k-steps issued
+// alternately so that no mma waits for the one before it (ncu showed these
+// kernels bound by each warp's instruction latency, and fp8mma's code ran
+// the two chains of four dependent mma's one after the other). Same
+// operations in the same order as MmaDot (f = 1: the MoE kernels').
 __device__ __forceinline__ void unitDot(float& accA, float& accB, float sa, float sb, uint4 a0, uint4 b0, uint4 a1,
-                                        uint4 b1, uint4 x0, uint4 x1, uint4 y0, uint4 y1) {
+                                        uint4 b1, uint4 x0, uint4 x1, uint4 y0, uint4 y1, float f = 1.f) {
     float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
     kstep<0>(d0, a0, b0, x0, x1);
     kstep<0>(d1, a1, b1, y0, y1);
@@ -81,8 +85,8 @@ __device__ __forceinline__ void unitDot(float& accA, float& accB, float sa, floa
     kstep<2>(d1, a1, b1, y0, y1);
     kstep<3>(d0, a0, b0, x0, x1);
     kstep<3>(d1, a1, b1, y0, y1);
-    accA = fmaf(sa, d0[0] + d1[0], accA);
-    accB = fmaf(sb, d0[2] + d1[2], accB);
+    accA = fmaf(sa, (d0[0] + d1[0]) * f, accA);
+    accB = fmaf(sb, (d0[2] + d1[2]) * f, accB);
 }
 
 // PipeDot is MmaDot over a ring: units first, first+stride, ... of a
@@ -147,8 +151,11 @@ struct PipeDot {
 
     // finish streams the rest against the f16 activation xs (padded with
     // zeros to a whole unit) and leaves rows g and g+8 of the warp's
-    // columns in accA and accB (unscaled).
-    __device__ __forceinline__ void finish(const __half* xs, float& accA, float& accB) {
+    // columns in accA and accB (unscaled). With FAC, unit u's products are
+    // times fac[u] (pipeStage's per-unit factors); without, xs has one
+    // scale, which the caller undoes.
+    template <bool FAC = false>
+    __device__ __forceinline__ void finish(const __half* xs, float& accA, float& accB, const float* fac = nullptr) {
         int t = threadIdx.x & 3;
         const float *psa = r.sca + r.sa, *psb = r.scb + r.sb; // the rows' block scales
         asm volatile("" : "+l"(psa), "+l"(psb));
@@ -179,7 +186,7 @@ struct PipeDot {
                 accB += sb * __uint_as_float((f >> 3) & 0x007fffffu);
             }
 #else
-            unitDot(accA, accB, sa, sb, a0, b0, a1, b1, xp[0], xp[1], xp[8], xp[9]);
+            unitDot(accA, accB, sa, sb, a0, b0, a1, b1, xp[0], xp[1], xp[8], xp[9], FAC ? fac[u] : 1.f);
 #endif
         }
         cpWait<0>(); // nothing of the ring outlives the warp
@@ -220,12 +227,92 @@ __device__ __forceinline__ void pipeSources(PipeDot<S>& d, const uint8_t* wa, co
 
 extern __shared__ __align__(16) unsigned char pipeShm[];
 
-// pipeRing is the shared address of this warp's ring (after xs of pad
-// halves).
+// pipeRingAt is the shared address of this warp's ring, after xsBytes of
+// activation (and its factors); pipeRing after xs of pad halves.
+template <int S>
+__device__ __forceinline__ uint32_t pipeRingAt(int xsBytes) {
+    int warp = threadIdx.x >> 5;
+    return (uint32_t)__cvta_generic_to_shared(pipeShm) + xsBytes + warp * S * PIPE_STAGE;
+}
 template <int S>
 __device__ __forceinline__ uint32_t pipeRing(int pad) {
-    int warp = threadIdx.x >> 5;
-    return (uint32_t)__cvta_generic_to_shared(pipeShm) + pad * 2 + warp * S * PIPE_STAGE;
+    return pipeRingAt<S>(pad * 2);
+}
+
+// pipeFacBytes is the shared memory of the dense kernels' per-unit factors
+// (pipeStage), after xs: whole 128-byte lines (fp8pipe_plan.go's
+// pipeFacBytes).
+__device__ __forceinline__ int pipeFacBytes(int units) { return (units * 4 + 127) / 128 * 128; }
+
+// pipeStage stages the dense ring GEMVs' activation: x (times the norm
+// weight nw where NORM) in f16 into xs[0, pad), each 128-column unit
+// scaled by a power of two of its own, which puts its largest magnitude in
+// [2^13, 2^14), and that power's inverse into fac[unit]; where NORM, each
+// warp's sum of squares of the raw x into xPrologueRed[warp][0]
+// (pipeNormFactor adds them). Warp w stages units w, w+W, ... (W warps), a
+// float4 a lane; a unit's largest magnitude is one warp reduction.
+//
+// Why: xPrologueBy scales the whole activation by one power of two, the
+// block's largest magnitude, so between x's arrival and the first unit
+// every ring GEMV ran a block reduction (two barriers and a pass over the
+// warps' maxima). The probes put it at ~0.5 µs of each launch's ~2.4 µs
+// from its wait to x staged (PROBE_MARK/PROBE_MARK2), and a diagnostic
+// build without it decoded Qwen3.5-27B FP8 2.0% faster. With this staging:
+// fed decode 135.5-135.6 tok/s against 134.1-134.2, every interleaved
+// round (one H200; conformance and the FP8 fixtures' parity as before:
+// docs/benchmarks.md, 2026-12-02 from 15:52). Per-unit powers keep at
+// least the precision of one: each unit's largest element gets f16's
+// full range.
+#define PIPE_XK 6 // units a warp loads at once (Qwen3.5-27B: at most 6 a warp)
+template <bool NORM>
+__device__ __forceinline__ void pipeStage(__half* xs, float* fac, const float* __restrict__ x,
+                                          const float* __restrict__ nw, int in) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, W = blockDim.x >> 5;
+    const int units = (in + UNIT - 1) / UNIT, nv = in / 4;
+    const float4* x4 = (const float4*)x;
+    const float4* n4 = (const float4*)nw;
+    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+    __half2* x2 = (__half2*)xs;
+    float s = 0.f;
+    for (int u0 = warp; u0 < units; u0 += PIPE_XK * W) {
+        float4 v[PIPE_XK], g[PIPE_XK];
+#pragma unroll
+        for (int k = 0; k < PIPE_XK; k++) { // every load before any use: one L2 round trip
+            const int i = (u0 + k * W) * 32 + lane;
+            const bool ok = u0 + k * W < units && i < nv;
+            v[k] = ok ? x4[i] : zero;
+            if (NORM) g[k] = ok ? __ldg(n4 + i) : zero;
+        }
+#pragma unroll
+        for (int k = 0; k < PIPE_XK; k++) {
+            const int u = u0 + k * W, i = u * 32 + lane;
+            if (u >= units) break; // warp-uniform
+            float4 a = v[k];
+            s += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
+            if (NORM) a = make_float4(a.x * g[k].x, a.y * g[k].y, a.z * g[k].z, a.w * g[k].w);
+            float m = warpMax(fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))));
+            // m < 2^e for e = its biased exponent - 126 (as xPrologueBy).
+            const int e = (int)((__float_as_uint(m) >> 23) & 0xffu) - 126;
+            const int sh = min(max(14 - e, -100), 100);
+            const float sc = __uint_as_float((uint32_t)(127 + sh) << 23);
+            x2[2 * i] = __floats2half2_rn(a.x * sc, a.y * sc); // i past nv: the pad's zeros
+            x2[2 * i + 1] = __floats2half2_rn(a.z * sc, a.w * sc);
+            if (lane == 0) fac[u] = __uint_as_float((uint32_t)(127 - sh) << 23);
+        }
+    }
+    if (NORM) {
+        s = warpSum(s);
+        if (lane == 0) xPrologueRed[warp][0] = s;
+    }
+    __syncthreads();
+}
+
+// pipeNormFactor is 1/rms of the x pipeStage<true> staged (after its
+// barrier; read after the units, off the path to the first).
+__device__ __forceinline__ float pipeNormFactor(int in, float eps) {
+    float ss = 0.f;
+    for (int w = 0; w < (int)(blockDim.x >> 5); w++) ss += xPrologueRed[w][0];
+    return rsqrtf(ss / in + eps);
 }
 
 // pipeRed puts each warp's partial row sums in the first stage of its own
@@ -234,8 +321,12 @@ __device__ __forceinline__ uint32_t pipeRing(int pad) {
 // projection of Qwen3.5-27B (17408 columns: 34 KiB of activation) from a
 // ring of 4 stages at 24 warps, by 1280 bytes.
 template <int S>
+__device__ __forceinline__ Red pipeRedAt(int xsBytes) {
+    return Red{(float*)(pipeShm + xsBytes), S * PIPE_STAGE / 4};
+}
+template <int S>
 __device__ __forceinline__ Red pipeRed(int pad) {
-    return Red{(float*)(pipeShm + pad * 2), S * PIPE_STAGE / 4};
+    return pipeRedAt<S>(pad * 2);
 }
 
 // pipeGemv is gemv of fp8mma.cu (MODE 0 y = W·x, 1 y += W·x, 2 y =
@@ -245,13 +336,14 @@ template <int S, int MODE>
 __device__ __forceinline__ void pipeGemv(float* y, const float* __restrict__ x, const float* __restrict__ nw, float eps,
                                          const uint8_t* w, const float* sc, int out, int in, int wpr, int b0, int nsc,
                                          int b, bool tiled) {
-    int pad = (in + UNIT - 1) / UNIT * UNIT;
+    const int units = (in + UNIT - 1) / UNIT, xsb = units * UNIT * 2 + pipeFacBytes(units);
     __half* xs = (__half*)pipeShm;
+    float* fac = (float*)(pipeShm + units * UNIT * 2);
     int warp = threadIdx.x >> 5, G = (blockDim.x >> 5) / wpr;
     int base = (b * G + warp / wpr) * 16;
     PipeDot<S> d;
     pipeSources(d, w, w, base, base + 8, out, in, tiled);
-    d.prefetch(gemvRows(w, sc, base, out, in, b0, nsc), in, warp % wpr, wpr, base < out, pipeRing<S>(pad));
+    d.prefetch(gemvRows(w, sc, base, out, in, b0, nsc), in, warp % wpr, wpr, base < out, pipeRingAt<S>(xsb));
     // The next launch only after the wait: triggered before it, the next
     // grid is launched while this one's predecessor still runs, and its
     // wait returned ~3.8 µs after this grid's last block ended, not the
@@ -261,12 +353,13 @@ __device__ __forceinline__ void pipeGemv(float* y, const float* __restrict__ x, 
     // builds, one H200); the gate/up GEMV's wait then returns 2.3 µs after.
     pdlWait();
     pdlLaunchDependents();
-    float k = gemvPrologue<MODE, true>(xs, x, nw, eps, in);
+    pipeStage<MODE == 2>(xs, fac, x, nw, in);
     PROBE_MARK(); // the activation staged
     float accA, accB;
-    d.finish(xs, accA, accB);
+    d.template finish<true>(xs, accA, accB, fac);
+    const float k = MODE == 2 ? pipeNormFactor(in, eps) : 1.f;
     __syncwarp(); // every lane's last fragment reads are done: pipeRed may reuse the ring
-    gemvStore<MODE>(y, pipeRed<S>(pad), accA, accB, k, b, G, wpr, out);
+    gemvStore<MODE>(y, pipeRedAt<S>(xsb), accA, accB, k, b, G, wpr, out);
 }
 
 // lay: bit m set when matrix m is a tiled copy.
@@ -292,24 +385,26 @@ template <int S>
 __device__ __forceinline__ void pipeSwiGLU(float* act, const float* __restrict__ x, const float* __restrict__ nw,
                                            float eps, const uint8_t* wg, const float* sg, const uint8_t* wu,
                                            const float* su, int out, int in, int wpr, int b0, int nsc, bool tiled) {
-    int pad = (in + UNIT - 1) / UNIT * UNIT;
+    const int units = (in + UNIT - 1) / UNIT, xsb = units * UNIT * 2 + pipeFacBytes(units);
     __half* xs = (__half*)pipeShm;
+    float* fac = (float*)(pipeShm + units * UNIT * 2);
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = (blockDim.x >> 5) / wpr;
     int base = (blockIdx.x * G + warp / wpr) * 8;
     int o = min(base + (lane >> 2), out - 1), t = lane & 3;
     uint32_t off = (uint32_t)o * in + 16 * t, soff = (uint32_t)(o / b0) * nsc;
     PipeDot<S> d;
     pipeSources(d, wg, wu, base, base, out, in, tiled);
-    d.prefetch(Rows{wg, wu, sg, su, off, off, soff, soff}, in, warp % wpr, wpr, base < out, pipeRing<S>(pad));
+    d.prefetch(Rows{wg, wu, sg, su, off, off, soff, soff}, in, warp % wpr, wpr, base < out, pipeRingAt<S>(xsb));
     // The next launch only after the wait (see pipeGemv).
     pdlWait();
     pdlLaunchDependents();
-    float k = gemvPrologue<2, true>(xs, x, nw, eps, in);
+    pipeStage<true>(xs, fac, x, nw, in);
     PROBE_MARK(); // as pipeGemv
     float accA, accB;
-    d.finish(xs, accA, accB);
+    d.template finish<true>(xs, accA, accB, fac);
+    const float k = pipeNormFactor(in, eps);
     __syncwarp(); // as pipeGemv
-    swigluStore(act, pipeRed<S>(pad), accA, accB, k, G, wpr, out);
+    swigluStore(act, pipeRedAt<S>(xsb), accA, accB, k, G, wpr, out);
 }
 
 #define PIPE_SWIGLU(NAME, S)                                                                   \

@@ -132,7 +132,7 @@ func (b *Backend) pipePlan(op int, f gform, tiles ...int) (pipeGeom, cFunc, bool
 	// (The key only built where the switch is set: this runs on every
 	// eager decode step's GEMVs.)
 	if w, set := switches.pipeGeom[pipeGeomKey(op, f.in)]; set {
-		w.shm = cdiv(f.in, 128)*128*2 + w.warps()*w.stages*pipeStageBytes
+		w.shm = cdiv(f.in, 128)*128*2 + pipeFacBytes(f.in) + w.warps()*w.stages*pipeStageBytes
 		g, ok = w, w.wpr > 0 && w.tiles > 0 && w.warps() <= pipeMaxWarps && w.shm <= b.pipe.budget
 	}
 	if !ok {

@@ -52,9 +52,23 @@ const pipeMaxWarps = 24
 // MiniMax-M2 slice's q/k/v (6x4x4) gained 0.3–0.6%, the DeepSeek-V3
 // slice's attention and dense down projections (6x4x4, 6x4x3) were
 // neutral.
+//
+// The dense kernels keep a factor a unit after the activation
+// (pipeFacBytes): the plan is made within the budget less those bytes, and
+// its shm includes them.
 func planPipe(sms, budget, in, units int, tiles []int, deepFirst bool) (pipeGeom, bool) {
-	return planPipeBy(sms, budget, in, units, tiles, deepFirst, func(w int) int { return w + 1 })
+	fb := pipeFacBytes(in)
+	g, ok := planPipeBy(sms, budget-fb, in, units, tiles, deepFirst, func(w int) int { return w + 1 })
+	if ok {
+		g.shm += fb
+	}
+	return g, ok
 }
+
+// pipeFacBytes is the shared memory of the dense ring kernels' per-unit
+// activation factors for in columns (fp8pipe.cuh's pipeStage): a float a
+// 128-column unit, in whole 128-byte lines.
+func pipeFacBytes(in int) int { return cdiv(cdiv(in, 128)*4, 128) * 128 }
 
 // pow2 steps the warps per tile through powers of two (planPipeMoE's
 // plans, measured only at those).

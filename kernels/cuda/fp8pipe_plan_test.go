@@ -15,19 +15,19 @@ func TestPlanPipe(t *testing.T) {
 		wantUnfound bool
 	}{
 		// gate/up + SwiGLU: 17408 outputs in tiles of 8.
-		{"swiglu", 5120, []int{2176}, pipeGeom{wpr: 1, tiles: 17, stages: 6, shm: 10240 + 17*6*2048}, 128, false},
+		{"swiglu", 5120, []int{2176}, pipeGeom{wpr: 1, tiles: 17, stages: 6, shm: 10240 + 256 + 17*6*2048}, 128, false},
 		// down: 5120 rows of 17408 columns; 8 warps per tile fit with a
 		// ring of 4 (of 3 while the row sums took 2 KiB of static shared
-		// memory).
-		{"down", 17408, []int{320}, pipeGeom{wpr: 8, tiles: 3, stages: 4, shm: 34816 + 24*4*2048}, 107, false},
+		// memory), the 136 units' factors (640 bytes) included.
+		{"down", 17408, []int{320}, pipeGeom{wpr: 8, tiles: 3, stages: 4, shm: 34816 + 640 + 24*4*2048}, 107, false},
 		// out_proj: 5120 rows of 6144 columns.
-		{"out_proj", 6144, []int{320}, pipeGeom{wpr: 8, tiles: 3, stages: 4, shm: 12288 + 24*4*2048}, 107, false},
+		{"out_proj", 6144, []int{320}, pipeGeom{wpr: 8, tiles: 3, stages: 4, shm: 12288 + 256 + 24*4*2048}, 107, false},
 		// a short matrix: one tile per block, its columns over 8 warps.
-		{"short", 5120, []int{64}, pipeGeom{wpr: 8, tiles: 1, stages: 8, shm: 10240 + 8*8*2048}, 64, false},
+		{"short", 5120, []int{64}, pipeGeom{wpr: 8, tiles: 1, stages: 8, shm: 10240 + 256 + 8*8*2048}, 64, false},
 		// DeltaNet's qkv, z, b and a of one launch.
-		{"deltanet", 5120, []int{640, 384, 3, 3}, pipeGeom{wpr: 3, tiles: 8, stages: 4, shm: 10240 + 24*4*2048}, 130, false},
+		{"deltanet", 5120, []int{640, 384, 3, 3}, pipeGeom{wpr: 3, tiles: 8, stages: 4, shm: 10240 + 256 + 24*4*2048}, 130, false},
 		// q, k, v of one launch: blocks never mix matrices.
-		{"qkv", 5120, []int{768, 64, 64}, pipeGeom{wpr: 3, tiles: 7, stages: 4, shm: 10240 + 21*4*2048}, 130, false},
+		{"qkv", 5120, []int{768, 64, 64}, pipeGeom{wpr: 3, tiles: 7, stages: 4, shm: 10240 + 256 + 21*4*2048}, 130, false},
 		// an activation too wide for any ring.
 		{"wide", 120000, []int{16}, pipeGeom{}, 0, true},
 	}
