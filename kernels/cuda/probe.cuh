@@ -85,35 +85,20 @@ struct ProbeScope {
     }
 };
 #define PROBE_KERNEL() ProbeScope probeScope_
-#define PROBE_WAITED()                                       \
-    do {                                                     \
-        if (threadIdx.x == 0) {                              \
-            if (unsigned long long* r_ = probeSlot()) atomicMin(r_ + 3, probeNow()); \
-        }                                                    \
-    } while (0)
-#define PROBE_MARK()                                         \
-    do {                                                     \
-        if (threadIdx.x == 0) {                              \
-            if (unsigned long long* r_ = probeSlot()) atomicMin(r_ + 6, probeNow()); \
-        }                                                    \
-    } while (0)
-#define PROBE_MARK2()                                        \
-    do {                                                     \
-        if (threadIdx.x == 0) {                              \
-            if (unsigned long long* r_ = probeSlot()) atomicMin(r_ + 7, probeNow()); \
-        }                                                    \
-    } while (0)
+// probeStamp lowers field f of thread 0's record to now: the first time
+// the block passes the point.
+__device__ __forceinline__ void probeStamp(int f) {
+    if (threadIdx.x != 0) return;
+    if (unsigned long long* r = probeSlot()) atomicMin(r + f, probeNow());
+}
+#define PROBE_WAITED() probeStamp(3)
+#define PROBE_MARK() probeStamp(6)
+#define PROBE_MARK2() probeStamp(7)
 #else
 #define PROBE_KERNEL() \
     do {               \
     } while (0)
-#define PROBE_WAITED() \
-    do {               \
-    } while (0)
-#define PROBE_MARK() \
-    do {             \
-    } while (0)
-#define PROBE_MARK2() \
-    do {              \
-    } while (0)
+#define PROBE_WAITED() PROBE_KERNEL()
+#define PROBE_MARK() PROBE_KERNEL()
+#define PROBE_MARK2() PROBE_KERNEL()
 #endif
