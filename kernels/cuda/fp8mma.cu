@@ -196,6 +196,18 @@ __device__ __forceinline__ void xStore(__half* xs, const float4* v, int i0, int 
     }
 }
 
+// pow2f is 2^k for |k| ≤ 126 (a normal float).
+__device__ __forceinline__ float pow2f(int k) { return __uint_as_float((uint32_t)(127 + k) << 23); }
+
+// stagePower is the power of two that scales an activation whose largest
+// magnitude is m into [2^13, 2^14), f16's top octaves: m < 2^e for e = its
+// biased exponent - 126 (m normal; a zero, subnormal or infinite m only
+// meets the clamp to ±100).
+__device__ __forceinline__ int stagePower(float m) {
+    const int e = (int)((__float_as_uint(m) >> 23) & 0xffu) - 126;
+    return min(max(14 - e, -100), 100);
+}
+
 // xPrologueRed holds xPrologueBy's per-warp sums and maxima (blocks of up
 // to 32 warps, fp8pipe.cuh). Outside the template: each instantiation
 // would have its own array, and a kernel that stages x two ways (the MoE
@@ -243,7 +255,6 @@ __device__ __forceinline__ float xPrologueBy(__half* xs, const float* __restrict
             xPre(f, tid + step, pre);
             xAccum(v1, f, tid + step, s, m, mul);
         }
-        PROBE_MARK2(); // thread 0's loads are in
     } else {
         // Each pass loads XB float4s per thread before using any, so a
         // pass over a wide x waits for a few L2 round trips, not one per
@@ -258,14 +269,6 @@ __device__ __forceinline__ float xPrologueBy(__half* xs, const float* __restrict
     }
     s = warpSum(s);
     m = warpMax(m);
-#ifdef FP8_NORED
-    // Diagnostic build (timing only, wrong results): each warp scales by
-    // its own sums and largest magnitude, so x is staged with no block
-    // barrier or reduction before it. It priced what fp8pipe.cuh's
-    // pipeStage (a scale a unit) now saves the dense ring kernels; the
-    // MoE rings and fp8mma's kernels still stage this way.
-    if (warp < 0 && lane == 0) red[0][0] = s; // (never: keeps the names used)
-#else
     if (lane == 0) {
         red[warp][0] = s;
         red[warp][1] = m;
@@ -277,13 +280,9 @@ __device__ __forceinline__ float xPrologueBy(__half* xs, const float* __restrict
         s += red[w][0];
         m = fmaxf(m, red[w][1]);
     }
-#endif
     ss = s;
-    // m < 2^e for e = its biased exponent - 126 (m normal; a zero,
-    // subnormal or infinite m only meets the clamp).
-    int e = (int)((__float_as_uint(m) >> 23) & 0xffu) - 126;
-    int sh = min(max(14 - e, -100), 100);
-    float sc = __uint_as_float((uint32_t)(127 + sh) << 23);
+    const int sh = stagePower(m);
+    const float sc = pow2f(sh);
     if (once) {
         xStore(xs, v0, tid, nv, sc);
         xStore(xs, v1, tid + step, nv, sc);
@@ -300,7 +299,7 @@ __device__ __forceinline__ float xPrologueBy(__half* xs, const float* __restrict
     int pad = (in + UNIT - 1) / UNIT * UNIT;
     for (int i = in + tid; i < pad; i += blockDim.x) xs[i] = __float2half_rn(0.f);
     __syncthreads();
-    return __uint_as_float((uint32_t)(127 - sh) << 23);
+    return pow2f(-sh);
 }
 
 // xPrologue is xPrologueBy times the norm weight nw (NORM; without it, 1).

@@ -290,15 +290,13 @@ __device__ __forceinline__ void pipeStage(__half* xs, float* fac, const float* _
             float4 a = v[k];
             s += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
             if (NORM) a = make_float4(a.x * g[k].x, a.y * g[k].y, a.z * g[k].z, a.w * g[k].w);
-            float m = warpMax(fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))));
-            // m < 2^e for e = its biased exponent - 126 (as xPrologueBy).
-            const int e = (int)((__float_as_uint(m) >> 23) & 0xffu) - 126;
-            const int sh = min(max(14 - e, -100), 100);
-            const float sc = __uint_as_float((uint32_t)(127 + sh) << 23);
+            const int sh = stagePower(warpMax(fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w)))));
+            const float sc = pow2f(sh);
             x2[2 * i] = __floats2half2_rn(a.x * sc, a.y * sc); // i past nv: the pad's zeros
             x2[2 * i + 1] = __floats2half2_rn(a.z * sc, a.w * sc);
-            if (lane == 0) fac[u] = __uint_as_float((uint32_t)(127 - sh) << 23);
+            if (lane == 0) fac[u] = pow2f(-sh);
         }
+        if (u0 == warp) PROBE_MARK2(); // thread 0's first loads are in
     }
     if (NORM) {
         s = warpSum(s);
