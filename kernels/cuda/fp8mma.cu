@@ -208,11 +208,11 @@ __device__ __forceinline__ int stagePower(float m) {
     return min(max(14 - e, -100), 100);
 }
 
-// xPrologueRed holds xPrologueBy's per-warp sums and maxima (blocks of up
-// to 32 warps, fp8pipe.cuh). Outside the template: each instantiation
-// would have its own array, and a kernel that stages x two ways (the MoE
-// gate/up's norm or none) would take twice the static shared memory, all
-// of it out of every ring kernel's budget (loadPipe).
+// xPrologueRed holds xPrologueBy's per-warp sums and maxima, and the ring
+// kernels' per-warp sums of squares (pipeStageBy; blocks of up to 32
+// warps). Outside the templates: each instantiation would have its own
+// array, and its static shared memory comes out of every ring kernel's
+// budget (loadPipe).
 __shared__ float xPrologueRed[32][2];
 
 // noPre is xPrologueBy's pre for a multiplier that loads nothing.
@@ -222,50 +222,29 @@ __device__ __forceinline__ float4 noPre(int) { return make_float4(0.f, 0.f, 0.f,
 // x into xs[0, in) and zeros to the next whole unit, with sh chosen so that
 // the largest magnitude lies in [2^13, 2^14), and returns 2^-sh; ss is the
 // sum of squares of the raw x (the RMSNorm's). mul is a norm weight, whose
-// float4s pre loads (xPrologue), or an expert's routing weight
-// (fp8pipe_moe.cuh); it is called with zeros past the end. Every thread of
-// the block calls it; xs is complete on return.
+// float4s pre loads (xPrologue); it is called with zeros past the end.
+// Every thread of the block calls it; xs is complete on return.
 //
-// With ONCE (the ring kernels of fp8pipe*.cuh), where x is at most two
-// loads of XB float4s a thread (24 KiB of floats at 768 threads: every
-// Qwen3.5-27B ring GEMV), the thread keeps them in registers between the
-// sums and the stores. Otherwise x is loaded twice, the second time after
-// the block's sums: one more L2 round trip on each GEMV's critical path
-// (the ring holds only the S-1 units issued before the wait). Either way
-// the same values in the same order. (fp8mma's kernels keep two loads:
-// at 256 threads and 3 blocks an SM, the registers made their norm
-// kernels spill 144 bytes.)
-template <bool ONCE = false, class Mul, class Pre>
+// x is loaded twice, the second time after the block's sums (at 256
+// threads and 3 blocks an SM, keeping it in registers made the norm
+// kernels spill 144 bytes). The ring kernels of fp8pipe*.cuh stage theirs
+// a unit at a time instead (pipeStageBy), with no block reduction.
+template <class Mul, class Pre>
 __device__ __forceinline__ float xPrologueBy(__half* xs, const float* __restrict__ x, int in, float& ss, Mul mul,
                                              Pre pre) {
     float(*red)[2] = xPrologueRed;
     int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const float4* x4 = (const float4*)x;
     const int nv = in / 4, step = XB * blockDim.x;
-    const bool once = ONCE && nv <= 2 * step;
     float m = 0.f, s = 0.f;
-    float4 v0[XB], v1[XB];
-    if (once) {
-        float4 f[XB];
-        xLoad(v0, x4, tid, nv);
-        xLoad(v1, x4, tid + step, nv);
-        xPre(f, tid, pre);
-        xAccum(v0, f, tid, s, m, mul);
-        if (tid + step < nv) { // (zeros past nv would add nothing)
-            xPre(f, tid + step, pre);
-            xAccum(v1, f, tid + step, s, m, mul);
-        }
-    } else {
-        // Each pass loads XB float4s per thread before using any, so a
-        // pass over a wide x waits for a few L2 round trips, not one per
-        // float4. The sums stay in the order of i (out-of-range loads add
-        // zero).
-        for (int i0 = tid; i0 < nv; i0 += step) {
-            float4 v[XB], f[XB];
-            xLoad(v, x4, i0, nv);
-            xPre(f, i0, pre);
-            xAccum(v, f, i0, s, m, mul);
-        }
+    // Each pass loads XB float4s per thread before using any, so a pass
+    // over a wide x waits for a few L2 round trips, not one per float4.
+    // The sums stay in the order of i (out-of-range loads add zero).
+    for (int i0 = tid; i0 < nv; i0 += step) {
+        float4 v[XB], f[XB];
+        xLoad(v, x4, i0, nv);
+        xPre(f, i0, pre);
+        xAccum(v, f, i0, s, m, mul);
     }
     s = warpSum(s);
     m = warpMax(m);
@@ -283,18 +262,13 @@ __device__ __forceinline__ float xPrologueBy(__half* xs, const float* __restrict
     ss = s;
     const int sh = stagePower(m);
     const float sc = pow2f(sh);
-    if (once) {
-        xStore(xs, v0, tid, nv, sc);
-        xStore(xs, v1, tid + step, nv, sc);
-    } else {
-        for (int i0 = tid; i0 < nv; i0 += step) {
-            float4 v[XB], f[XB];
-            xLoad(v, x4, i0, nv);
-            xPre(f, i0, pre);
+    for (int i0 = tid; i0 < nv; i0 += step) {
+        float4 v[XB], f[XB];
+        xLoad(v, x4, i0, nv);
+        xPre(f, i0, pre);
 #pragma unroll
-            for (int j = 0; j < XB; j++) v[j] = mul(v[j], i0 + j * blockDim.x, f[j]);
-            xStore(xs, v, i0, nv, sc);
-        }
+        for (int j = 0; j < XB; j++) v[j] = mul(v[j], i0 + j * blockDim.x, f[j]);
+        xStore(xs, v, i0, nv, sc);
     }
     int pad = (in + UNIT - 1) / UNIT * UNIT;
     for (int i = in + tid; i < pad; i += blockDim.x) xs[i] = __float2half_rn(0.f);
@@ -303,17 +277,17 @@ __device__ __forceinline__ float xPrologueBy(__half* xs, const float* __restrict
 }
 
 // xPrologue is xPrologueBy times the norm weight nw (NORM; without it, 1).
-template <bool ONCE = false, bool NORM = false>
+template <bool NORM = false>
 __device__ __forceinline__ float xPrologue(__half* xs, const float* __restrict__ x, const float* __restrict__ nw,
                                            int in, float& ss) {
     const float4* n4 = (const float4*)nw;
     const int nv = in / 4;
     if constexpr (NORM)
-        return xPrologueBy<ONCE>(
+        return xPrologueBy(
             xs, x, in, ss, [](float4 v, int, float4 n) { return make_float4(v.x * n.x, v.y * n.y, v.z * n.z, v.w * n.w); },
             [=](int i) { return i < nv ? __ldg(n4 + i) : make_float4(0.f, 0.f, 0.f, 0.f); });
     else
-        return xPrologueBy<ONCE>(xs, x, in, ss, [](float4 v, int, float4) { return v; }, noPre);
+        return xPrologueBy(xs, x, in, ss, [](float4 v, int, float4) { return v; }, noPre);
 }
 
 // Red is where a block's warps leave their 16 partial row sums: row w at
@@ -355,11 +329,11 @@ __device__ __forceinline__ Rows gemvRows(const uint8_t* w, const float* sc, int 
 
 // gemvPrologue stages x in xs (xPrologue) and returns the factor that
 // undoes its scaling, times 1/rms(x) for MODE 2 (y = W·rmsnorm(x)).
-template <int MODE, bool ONCE = false>
+template <int MODE>
 __device__ __forceinline__ float gemvPrologue(__half* xs, const float* __restrict__ x, const float* __restrict__ nw,
                                               float eps, int in) {
     float ss;
-    float k = xPrologue<ONCE, MODE == 2>(xs, x, nw, in, ss);
+    float k = xPrologue<MODE == 2>(xs, x, nw, in, ss);
     if (MODE == 2) k *= rsqrtf(ss / in + eps);
     return k;
 }

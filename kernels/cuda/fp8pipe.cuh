@@ -34,8 +34,8 @@
 // back, but the L2 requests of 64-byte pieces.
 //
 // Dynamic shared memory: the f16 activation (padded to whole units), its
-// per-unit factors (the dense kernels: pipeStage), then the warps' rings,
-// 2 KiB per stage per warp.
+// per-unit factors (pipeStageBy), then the warps' rings, 2 KiB per stage
+// per warp.
 //
 // Tiled weights (fp8_tile16; fp8tiles.go makes the copies): a matrix may
 // also be read from a copy laid out tile by tile, byte (R, C) at
@@ -73,7 +73,7 @@ __device__ __forceinline__ void stageFrag(uint32_t s, uint4& a0, uint4& b0, uint
 // alternately so that no mma waits for the one before it (ncu showed these
 // kernels bound by each warp's instruction latency, and fp8mma's code ran
 // the two chains of four dependent mma's one after the other). Same
-// operations in the same order as MmaDot (f = 1: the MoE kernels').
+// operations in the same order as MmaDot (f = 1: MmaDot's single scale).
 __device__ __forceinline__ void unitDot(float& accA, float& accB, float sa, float sb, uint4 a0, uint4 b0, uint4 a1,
                                         uint4 b1, uint4 x0, uint4 x1, uint4 y0, uint4 y1, float f = 1.f) {
     float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
@@ -151,11 +151,9 @@ struct PipeDot {
 
     // finish streams the rest against the f16 activation xs (padded with
     // zeros to a whole unit) and leaves rows g and g+8 of the warp's
-    // columns in accA and accB (unscaled). With FAC, unit u's products are
-    // times fac[u] (pipeStage's per-unit factors); without, xs has one
-    // scale, which the caller undoes.
-    template <bool FAC = false>
-    __device__ __forceinline__ void finish(const __half* xs, float& accA, float& accB, const float* fac = nullptr) {
+    // columns in accA and accB, unit u's products times fac[u]
+    // (pipeStageBy's per-unit factors).
+    __device__ __forceinline__ void finish(const __half* xs, float& accA, float& accB, const float* fac) {
         int t = threadIdx.x & 3;
         const float *psa = r.sca + r.sa, *psb = r.scb + r.sb; // the rows' block scales
         asm volatile("" : "+l"(psa), "+l"(psb));
@@ -186,7 +184,7 @@ struct PipeDot {
                 accB += sb * __uint_as_float((f >> 3) & 0x007fffffu);
             }
 #else
-            unitDot(accA, accB, sa, sb, a0, b0, a1, b1, xp[0], xp[1], xp[8], xp[9], FAC ? fac[u] : 1.f);
+            unitDot(accA, accB, sa, sb, a0, b0, a1, b1, xp[0], xp[1], xp[8], xp[9], fac[u]);
 #endif
         }
         cpWait<0>(); // nothing of the ring outlives the warp
@@ -228,15 +226,11 @@ __device__ __forceinline__ void pipeSources(PipeDot<S>& d, const uint8_t* wa, co
 extern __shared__ __align__(16) unsigned char pipeShm[];
 
 // pipeRingAt is the shared address of this warp's ring, after xsBytes of
-// activation (and its factors); pipeRing after xs of pad halves.
+// activation (and its factors, and the MoE down kernel's table).
 template <int S>
 __device__ __forceinline__ uint32_t pipeRingAt(int xsBytes) {
     int warp = threadIdx.x >> 5;
     return (uint32_t)__cvta_generic_to_shared(pipeShm) + xsBytes + warp * S * PIPE_STAGE;
-}
-template <int S>
-__device__ __forceinline__ uint32_t pipeRing(int pad) {
-    return pipeRingAt<S>(pad * 2);
 }
 
 // pipeFacBytes is the shared memory of the dense kernels' per-unit factors
@@ -244,12 +238,13 @@ __device__ __forceinline__ uint32_t pipeRing(int pad) {
 // pipeFacBytes).
 __device__ __forceinline__ int pipeFacBytes(int units) { return (units * 4 + 127) / 128 * 128; }
 
-// pipeStage stages the dense ring GEMVs' activation: x (times the norm
-// weight nw where NORM) in f16 into xs[0, pad), each 128-column unit
-// scaled by a power of two of its own, which puts its largest magnitude in
-// [2^13, 2^14), and that power's inverse into fac[unit]; where NORM, each
-// warp's sum of squares of the raw x into xPrologueRed[warp][0]
-// (pipeNormFactor adds them). Warp w stages units w, w+W, ... (W warps), a
+// pipeStageBy stages a ring GEMV's activation: mul(x's float4 i, i,
+// pre(i, in range)) in f16 into xs[0, pad) (pre's loads are issued with
+// x's: a norm weight; mul is times it, or times an expert's routing
+// weight), each 128-column unit scaled by a power of two of its own, which
+// puts its largest magnitude in [2^13, 2^14), and that power's inverse
+// into fac[unit]; where NORM, each warp's sum of squares of the raw x into
+// xPrologueRed[warp][0] (pipeNormFactor adds them). Warp w stages units w, w+W, ... (W warps), a
 // float4 a lane; a unit's largest magnitude is one warp reduction.
 //
 // Why: xPrologueBy scales the whole activation by one power of two, the
@@ -264,13 +259,12 @@ __device__ __forceinline__ int pipeFacBytes(int units) { return (units * 4 + 127
 // least the precision of one: each unit's largest element gets f16's
 // full range.
 #define PIPE_XK 6 // units a warp loads at once (Qwen3.5-27B: at most 6 a warp)
-template <bool NORM>
-__device__ __forceinline__ void pipeStage(__half* xs, float* fac, const float* __restrict__ x,
-                                          const float* __restrict__ nw, int in) {
+template <bool NORM, class Pre, class Mul>
+__device__ __forceinline__ void pipeStageBy(__half* xs, float* fac, const float* __restrict__ x, int in, Pre pre,
+                                            Mul mul) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, W = blockDim.x >> 5;
     const int units = (in + UNIT - 1) / UNIT, nv = in / 4;
     const float4* x4 = (const float4*)x;
-    const float4* n4 = (const float4*)nw;
     const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
     __half2* x2 = (__half2*)xs;
     float s = 0.f;
@@ -281,15 +275,15 @@ __device__ __forceinline__ void pipeStage(__half* xs, float* fac, const float* _
             const int i = (u0 + k * W) * 32 + lane;
             const bool ok = u0 + k * W < units && i < nv;
             v[k] = ok ? x4[i] : zero;
-            if (NORM) g[k] = ok ? __ldg(n4 + i) : zero;
+            g[k] = pre(i, ok);
         }
 #pragma unroll
         for (int k = 0; k < PIPE_XK; k++) {
             const int u = u0 + k * W, i = u * 32 + lane;
             if (u >= units) break; // warp-uniform
             float4 a = v[k];
-            s += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
-            if (NORM) a = make_float4(a.x * g[k].x, a.y * g[k].y, a.z * g[k].z, a.w * g[k].w);
+            if (NORM) s += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
+            a = mul(a, i, g[k]);
             const int sh = stagePower(warpMax(fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w)))));
             const float sc = pow2f(sh);
             x2[2 * i] = __floats2half2_rn(a.x * sc, a.y * sc); // i past nv: the pad's zeros
@@ -303,6 +297,22 @@ __device__ __forceinline__ void pipeStage(__half* xs, float* fac, const float* _
         if (lane == 0) xPrologueRed[warp][0] = s;
     }
     __syncthreads();
+}
+
+// pipeStage is pipeStageBy times the norm weight nw where NORM.
+template <bool NORM>
+__device__ __forceinline__ void pipeStage(__half* xs, float* fac, const float* __restrict__ x,
+                                          const float* __restrict__ nw, int in) {
+    const float4* n4 = (const float4*)nw;
+    if constexpr (NORM)
+        pipeStageBy<true>(
+            xs, fac, x, in,
+            [=](int i, bool ok) { return ok ? __ldg(n4 + i) : make_float4(0.f, 0.f, 0.f, 0.f); },
+            [](float4 a, int, float4 g) { return make_float4(a.x * g.x, a.y * g.y, a.z * g.z, a.w * g.w); });
+    else
+        pipeStageBy<false>(
+            xs, fac, x, in, [](int, bool) { return make_float4(0.f, 0.f, 0.f, 0.f); },
+            [](float4 a, int, float4) { return a; });
 }
 
 // pipeNormFactor is 1/rms of the x pipeStage<true> staged (after its
@@ -321,10 +331,6 @@ __device__ __forceinline__ float pipeNormFactor(int in, float eps) {
 template <int S>
 __device__ __forceinline__ Red pipeRedAt(int xsBytes) {
     return Red{(float*)(pipeShm + xsBytes), S * PIPE_STAGE / 4};
-}
-template <int S>
-__device__ __forceinline__ Red pipeRed(int pad) {
-    return pipeRedAt<S>(pad * 2);
 }
 
 // pipeGemv is gemv of fp8mma.cu (MODE 0 y = W·x, 1 y += W·x, 2 y =
@@ -354,7 +360,7 @@ __device__ __forceinline__ void pipeGemv(float* y, const float* __restrict__ x, 
     pipeStage<MODE == 2>(xs, fac, x, nw, in);
     PROBE_MARK(); // the activation staged
     float accA, accB;
-    d.template finish<true>(xs, accA, accB, fac);
+    d.finish(xs, accA, accB, fac);
     const float k = MODE == 2 ? pipeNormFactor(in, eps) : 1.f;
     __syncwarp(); // every lane's last fragment reads are done: pipeRed may reuse the ring
     gemvStore<MODE>(y, pipeRedAt<S>(xsb), accA, accB, k, b, G, wpr, out);
@@ -399,7 +405,7 @@ __device__ __forceinline__ void pipeSwiGLU(float* act, const float* __restrict__
     pipeStage<true>(xs, fac, x, nw, in);
     PROBE_MARK(); // as pipeGemv
     float accA, accB;
-    d.template finish<true>(xs, accA, accB, fac);
+    d.finish(xs, accA, accB, fac);
     const float k = pipeNormFactor(in, eps);
     __syncwarp(); // as pipeGemv
     swigluStore(act, pipeRedAt<S>(xsb), accA, accB, k, G, wpr, out);

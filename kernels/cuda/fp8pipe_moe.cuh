@@ -23,9 +23,11 @@
 // may therefore read them (and stream its first weights) before its own
 // wait for h.
 //
+// Both stage their activation as the dense rings do (pipeStageBy: a power
+// of two a 128-column unit, its inverse a factor of the unit's products).
 // Dynamic shared memory of the down kernel: its slots' table (moeTable),
-// then the activation, then the rings; the gate/up kernel's is
-// fp8pipe.cuh's.
+// then the activation and its factors, then the rings; the gate/up
+// kernel's is fp8pipe.cuh's.
 #include "moe_common.cuh"
 
 #define MOE_PIPE_MAXK 32
@@ -58,8 +60,9 @@ __device__ __forceinline__ void pipeMoeSwiGLU(float* h, const float* __restrict_
                                               const uint64_t* __restrict__ up, const uint64_t* __restrict__ gs,
                                               const uint64_t* __restrict__ us, int inter, int hidden, int K, int E,
                                               int wpr, int b0, int nsc) {
-    int pad = (hidden + UNIT - 1) / UNIT * UNIT;
+    const int units = hidden / UNIT, xsb = hidden * 2 + pipeFacBytes(units); // hidden % 128 == 0 (planPipeMoE)
     __half* xs = (__half*)pipeShm;
+    float* fac = (float*)(pipeShm + hidden * 2);
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = (blockDim.x >> 5) / wpr;
     int tpe = inter / 8, T = blockIdx.x * G + warp / wpr, k = T / tpe, base = (T - k * tpe) * 8;
     pdlWait(); // the routing
@@ -71,13 +74,20 @@ __device__ __forceinline__ void pipeMoeSwiGLU(float* h, const float* __restrict_
     uint32_t off = (uint32_t)o * hidden + 16 * t, soff = (uint32_t)(o / b0) * nsc;
     PipeDot<S> d;
     pipeSources(d, wg, wu, base, base, inter, hidden, false);
-    d.prefetch(Rows{wg, wu, sg, su, off, off, soff, soff}, hidden, warp % wpr, wpr, e >= 0, pipeRing<S>(pad));
-    float sc = nw != nullptr ? gemvPrologue<2, true>(xs, x, nw, eps, hidden)
-                                  : gemvPrologue<0, true>(xs, x, nullptr, 0.f, hidden);
+    d.prefetch(Rows{wg, wu, sg, su, off, off, soff, soff}, hidden, warp % wpr, wpr, e >= 0, pipeRingAt<S>(xsb));
+    // One staging for both cases (a second instantiation would add its
+    // code to every kernel): without a norm, x times 1, exactly x.
+    const bool norm = nw != nullptr;
+    const float4* n4 = (const float4*)nw;
+    pipeStageBy<true>(
+        xs, fac, x, hidden,
+        [=](int i, bool ok) { return ok && norm ? __ldg(n4 + i) : make_float4(1.f, 1.f, 1.f, 1.f); },
+        [](float4 a, int, float4 g) { return make_float4(a.x * g.x, a.y * g.y, a.z * g.z, a.w * g.w); });
     float accA, accB;
-    d.finish(xs, accA, accB);
+    d.finish(xs, accA, accB, fac);
+    const float sc = norm ? pipeNormFactor(hidden, eps) : 1.f;
     __syncwarp(); // as pipeGemv
-    swigluStore(h, pipeRed<S>(pad), accA, accB, sc, G, wpr, K * inter);
+    swigluStore(h, pipeRedAt<S>(xsb), accA, accB, sc, G, wpr, K * inter);
 }
 
 // MoeDownDot is PipeDot over the K slots' down matrices: unit u of the
@@ -131,8 +141,9 @@ struct MoeDownDot {
         }
     }
 
-    // finish is PipeDot::finish over the slots (xs holds w_k·h_k).
-    __device__ __forceinline__ void finish(const __half* xs, int first, float& accA, float& accB) {
+    // finish is PipeDot::finish over the slots (xs holds w_k·h_k,
+    // unit u times fac[u]).
+    __device__ __forceinline__ void finish(const __half* xs, const float* fac, int first, float& accA, float& accB) {
         int t = threadIdx.x & 3;
         accA = accB = 0.f;
         int rd = 0;
@@ -149,7 +160,7 @@ struct MoeDownDot {
             float fa = __ldg(sc + sa + jc), fb = __ldg(sc + sb + jc);
             for (jc += stride; jc >= upe; jc -= upe) kc++;
             const uint4* xp = (const uint4*)(xs + u * UNIT + 16 * t);
-            unitDot(accA, accB, fa, fb, a0, b0, a1, b1, xp[0], xp[1], xp[8], xp[9]);
+            unitDot(accA, accB, fa, fb, a0, b0, a1, b1, xp[0], xp[1], xp[8], xp[9], fac[u]);
         }
         cpWait<0>();
     }
@@ -165,6 +176,8 @@ __device__ __forceinline__ void pipeMoeDown(float* y, const float* __restrict__ 
     moeTable* tb = (moeTable*)pipeShm;
     __half* xs = (__half*)(pipeShm + MOE_TABLE_BYTES);
     int in = K * inter, warp = threadIdx.x >> 5, G = (blockDim.x >> 5) / wpr;
+    float* fac = (float*)(pipeShm + MOE_TABLE_BYTES + in * 2); // inter % 128 == 0 (planPipeMoE)
+    const int xsb = MOE_TABLE_BYTES + in * 2 + pipeFacBytes(in / UNIT);
     int base = (blockIdx.x * G + warp / wpr) * 16;
     // The ids are final: the gate/up kernel let this one launch after its
     // wait for the routing.
@@ -181,26 +194,24 @@ __device__ __forceinline__ void pipeMoeDown(float* y, const float* __restrict__ 
     __syncthreads();
     MoeDownDot<S> d;
     d.prefetch(tb, tb->valid, base, inter, K, warp % wpr, wpr, base < hidden, b0, nsc,
-               (uint32_t)__cvta_generic_to_shared(pipeShm) + MOE_TABLE_BYTES + in * 2 + warp * S * PIPE_STAGE);
+               pipeRingAt<S>(xsb));
     pdlLaunchDependents();
     pdlWait(); // h
-    float ss;
     const int q = inter / 4; // float4s per slot
-    float sc = xPrologueBy<true>(
-        xs, h, in, ss,
+    pipeStageBy<false>(
+        xs, fac, h, in, [](int, bool) { return make_float4(0.f, 0.f, 0.f, 0.f); },
         [=](float4 v, int i, float4) {
             float w = i < K * q ? tb->wt[i / q] : 0.f;
             return make_float4(v.x * w, v.y * w, v.z * w, v.w * w);
-        },
-        noPre);
+        });
     float accA, accB;
-    d.finish(xs, warp % wpr, accA, accB);
+    d.finish(xs, fac, warp % wpr, accA, accB);
     __syncwarp(); // every lane's last fragment reads are done: pipeRed may reuse the ring
-    Red red{(float*)(pipeShm + MOE_TABLE_BYTES + in * 2), S * PIPE_STAGE / 4};
+    Red red = pipeRedAt<S>(xsb);
     if (add)
-        gemvStore<1>(y, red, accA, accB, sc, blockIdx.x, G, wpr, hidden);
+        gemvStore<1>(y, red, accA, accB, 1.f, blockIdx.x, G, wpr, hidden);
     else
-        gemvStore<0>(y, red, accA, accB, sc, blockIdx.x, G, wpr, hidden);
+        gemvStore<0>(y, red, accA, accB, 1.f, blockIdx.x, G, wpr, hidden);
 }
 
 #define MOE_SWIGLU_ARGS                                                                                           \

@@ -119,19 +119,22 @@ const (
 // planPipeMoE is the geometry of fp8pipe_moe.cuh's two kernels for k routed
 // experts of hidden × inter (widths in whole 128-column units): gate/up
 // over k·inter/8 tiles of hidden columns, down over hidden/16 tiles of
-// k·inter columns with the slots' table ahead of its activation. False
+// k·inter columns with the slots' table ahead of its activation; both
+// keep a factor a unit after the activation (pipeFacBytes). False
 // for more slots than the table holds, or when either does not fit.
 func planPipeMoE(sms, budget, k, hidden, inter int, deepFirst bool) (gu, dn pipeGeom, ok bool) {
 	if k <= 0 || k > moePipeMaxK || hidden%128 != 0 || inter%128 != 0 || budget <= moeTableBytes {
 		return gu, dn, false
 	}
-	if gu, ok = planPipeBy(sms, budget, hidden, hidden/128, []int{k * inter / 8}, deepFirst, pow2); !ok {
+	gf, df := pipeFacBytes(hidden), pipeFacBytes(k*inter)
+	if gu, ok = planPipeBy(sms, budget-gf, hidden, hidden/128, []int{k * inter / 8}, deepFirst, pow2); !ok {
 		return gu, dn, false
 	}
-	if dn, ok = planPipeBy(sms, budget-moeTableBytes, k*inter, k*inter/128, []int{hidden / 16}, deepFirst, pow2); !ok {
+	if dn, ok = planPipeBy(sms, budget-moeTableBytes-df, k*inter, k*inter/128, []int{hidden / 16}, deepFirst, pow2); !ok {
 		return gu, dn, false
 	}
-	dn.shm += moeTableBytes
+	gu.shm += gf
+	dn.shm += moeTableBytes + df
 	return gu, dn, true
 }
 

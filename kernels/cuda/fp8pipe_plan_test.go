@@ -50,7 +50,7 @@ func TestPlanPipe(t *testing.T) {
 
 // The MoE decode kernels' geometries (fp8pipe_moe.cuh) at the seeds'
 // widths, eight routed experts: every plan within the limits, the down
-// kernel's table included, and one wave.
+// kernel's table and both kernels' unit factors included, and one wave.
 func TestPlanPipeMoE(t *testing.T) {
 	const sms, budget = 132, 227*1024 - 256
 	for _, c := range []struct {
@@ -58,14 +58,14 @@ func TestPlanPipeMoE(t *testing.T) {
 		hidden, inter int
 		gu, dn        pipeGeom
 	}{
-		{"minimax-m2", 3072, 1536, pipeGeom{wpr: 2, tiles: 12, stages: 4, shm: 6144 + 24*4*2048},
-			pipeGeom{wpr: 8, tiles: 2, stages: 6, shm: 768 + 24576 + 16*6*2048}},
-		{"deepseek-v3", 7168, 2048, pipeGeom{wpr: 1, tiles: 16, stages: 6, shm: 14336 + 16*6*2048},
-			pipeGeom{wpr: 4, tiles: 4, stages: 6, shm: 768 + 32768 + 16*6*2048}},
-		{"glm-4.5-air", 4096, 1408, pipeGeom{wpr: 2, tiles: 11, stages: 4, shm: 8192 + 22*4*2048},
-			pipeGeom{wpr: 8, tiles: 2, stages: 6, shm: 768 + 22528 + 16*6*2048}},
-		{"qwen3-30b-a3b", 2048, 768, pipeGeom{wpr: 4, tiles: 6, stages: 4, shm: 4096 + 24*4*2048},
-			pipeGeom{wpr: 8, tiles: 1, stages: 8, shm: 768 + 12288 + 8*8*2048}},
+		{"minimax-m2", 3072, 1536, pipeGeom{wpr: 2, tiles: 12, stages: 4, shm: 6144 + 128 + 24*4*2048},
+			pipeGeom{wpr: 8, tiles: 2, stages: 6, shm: 768 + 24576 + 384 + 16*6*2048}},
+		{"deepseek-v3", 7168, 2048, pipeGeom{wpr: 1, tiles: 16, stages: 6, shm: 14336 + 256 + 16*6*2048},
+			pipeGeom{wpr: 4, tiles: 4, stages: 6, shm: 768 + 32768 + 512 + 16*6*2048}},
+		{"glm-4.5-air", 4096, 1408, pipeGeom{wpr: 2, tiles: 11, stages: 4, shm: 8192 + 128 + 22*4*2048},
+			pipeGeom{wpr: 8, tiles: 2, stages: 6, shm: 768 + 22528 + 384 + 16*6*2048}},
+		{"qwen3-30b-a3b", 2048, 768, pipeGeom{wpr: 4, tiles: 6, stages: 4, shm: 4096 + 128 + 24*4*2048},
+			pipeGeom{wpr: 8, tiles: 1, stages: 8, shm: 768 + 12288 + 256 + 8*8*2048}},
 	} {
 		gu, dn, ok := planPipeMoE(sms, budget, 8, c.hidden, c.inter, false)
 		if !ok {
