@@ -16,7 +16,7 @@
 // wpr warps each, sized in Go so that the grid is one block per SM. The
 // arithmetic is MmaDot's, in the same order (unitDot only interleaves its
 // two chains), over an activation staged with a power-of-two scale a unit
-// (pipeStage) rather than one a block: the results equal fp8mma's for the
+// (pipeStageBy) rather than one a block: the results equal fp8mma's for the
 // same wpr up to the f16 rounding of elements whose scale differs.
 //
 // A copy instruction moves whole 128-byte lines of 4 rows (lanes 8i..8i+7
@@ -67,15 +67,15 @@ __device__ __forceinline__ void stageFrag(uint32_t s, uint4& a0, uint4& b0, uint
     a1 = lds128(s + pipeSwz(g, 4 + t)), b1 = lds128(s + pipeSwz(8 + g, 4 + t));
 }
 
-// unitDot adds a unit's products, times the unit's activation factor f
-// (a power of two: pipeStage) and the block scales sa and sb, to accA (row
+// unitDot adds a unit's products, times the unit's activation factor f (a
+// power of two: pipeStageBy) and the block scales sa and sb, to accA (row
 // g) and accB (row g+8): piece() of both pieces, their k-steps issued
 // alternately so that no mma waits for the one before it (ncu showed these
 // kernels bound by each warp's instruction latency, and fp8mma's code ran
 // the two chains of four dependent mma's one after the other). Same
-// operations in the same order as MmaDot (f = 1: MmaDot's single scale).
+// operations in the same order as MmaDot (which has f = 1: one scale).
 __device__ __forceinline__ void unitDot(float& accA, float& accB, float sa, float sb, uint4 a0, uint4 b0, uint4 a1,
-                                        uint4 b1, uint4 x0, uint4 x1, uint4 y0, uint4 y1, float f = 1.f) {
+                                        uint4 b1, uint4 x0, uint4 x1, uint4 y0, uint4 y1, float f) {
     float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
     kstep<0>(d0, a0, b0, x0, x1);
     kstep<0>(d1, a1, b1, y0, y1);
@@ -233,8 +233,8 @@ __device__ __forceinline__ uint32_t pipeRingAt(int xsBytes) {
     return (uint32_t)__cvta_generic_to_shared(pipeShm) + xsBytes + warp * S * PIPE_STAGE;
 }
 
-// pipeFacBytes is the shared memory of the dense kernels' per-unit factors
-// (pipeStage), after xs: whole 128-byte lines (fp8pipe_plan.go's
+// pipeFacBytes is the shared memory of the ring kernels' per-unit factors
+// (pipeStageBy), after xs: whole 128-byte lines (fp8pipe_plan.go's
 // pipeFacBytes).
 __device__ __forceinline__ int pipeFacBytes(int units) { return (units * 4 + 127) / 128 * 128; }
 
@@ -244,8 +244,9 @@ __device__ __forceinline__ int pipeFacBytes(int units) { return (units * 4 + 127
 // weight), each 128-column unit scaled by a power of two of its own, which
 // puts its largest magnitude in [2^13, 2^14), and that power's inverse
 // into fac[unit]; where NORM, each warp's sum of squares of the raw x into
-// xPrologueRed[warp][0] (pipeNormFactor adds them). Warp w stages units w, w+W, ... (W warps), a
-// float4 a lane; a unit's largest magnitude is one warp reduction.
+// xPrologueRed[warp][0] (pipeNormFactor adds them). Warp w stages units w,
+// w+W, ... (W warps), a float4 a lane; a unit's largest magnitude is one
+// warp reduction.
 //
 // Why: xPrologueBy scales the whole activation by one power of two, the
 // block's largest magnitude, so between x's arrival and the first unit
@@ -257,7 +258,11 @@ __device__ __forceinline__ int pipeFacBytes(int units) { return (units * 4 + 127
 // round (one H200; conformance and the FP8 fixtures' parity as before:
 // docs/benchmarks.md, 2026-12-02 from 15:52). Per-unit powers keep at
 // least the precision of one: each unit's largest element gets f16's
-// full range.
+// full range. The MoE rings stage theirs the same way (neutral in speed on
+// the MiniMax-M2 and DeepSeek-V3 slices; a slot's w_k·h_k no longer shares
+// one power with the other slots'). Per-unit "staged" flags in place of
+// the final barrier lost 0.1-0.2% (docs/benchmarks.md, 2026-12-02 from
+// 17:59).
 #define PIPE_XK 6 // units a warp loads at once (Qwen3.5-27B: at most 6 a warp)
 template <bool NORM, class Pre, class Mul>
 __device__ __forceinline__ void pipeStageBy(__half* xs, float* fac, const float* __restrict__ x, int in, Pre pre,
@@ -315,7 +320,7 @@ __device__ __forceinline__ void pipeStage(__half* xs, float* fac, const float* _
             [](float4 a, int, float4) { return a; });
 }
 
-// pipeNormFactor is 1/rms of the x pipeStage<true> staged (after its
+// pipeNormFactor is 1/rms of the x pipeStageBy<true> staged (after its
 // barrier; read after the units, off the path to the first).
 __device__ __forceinline__ float pipeNormFactor(int in, float eps) {
     float ss = 0.f;

@@ -65,8 +65,8 @@ func planPipe(sms, budget, in, units int, tiles []int, deepFirst bool) (pipeGeom
 	return g, ok
 }
 
-// pipeFacBytes is the shared memory of the dense ring kernels' per-unit
-// activation factors for in columns (fp8pipe.cuh's pipeStage): a float a
+// pipeFacBytes is the shared memory of the ring kernels' per-unit
+// activation factors for in columns (fp8pipe.cuh's pipeStageBy): a float a
 // 128-column unit, in whole 128-byte lines.
 func pipeFacBytes(in int) int { return cdiv(cdiv(in, 128)*4, 128) * 128 }
 

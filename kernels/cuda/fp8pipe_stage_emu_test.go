@@ -1,11 +1,11 @@
 package cuda
 
-// A CPU emulation of fp8pipe.cuh's pipeStage, no GPU needed: the power of
+// A CPU emulation of fp8pipe.cuh's pipeStageBy, no GPU needed: the power of
 // two each 128-column unit is scaled by (its largest magnitude's exponent
 // bits, as the kernel reads them), the f16 rounding of the scaled values
 // and the inverse factor the unit's products are multiplied by, against
-// xPrologueBy's one power for the whole activation, which pipeStage
-// replaced in the dense ring GEMVs.
+// xPrologueBy's one power for the whole activation, which pipeStageBy
+// replaced in the ring GEMVs.
 
 import (
 	"math"
@@ -22,7 +22,7 @@ func emuStagePower(m float32) int {
 	return min(max(14-e, -100), 100)
 }
 
-// emuStage stages x as pipeStage does with units of width unit (128), or
+// emuStage stages x as pipeStageBy does with units of width unit (128), or
 // as xPrologueBy did with one unit as wide as x: f16 values and, per
 // unit, the factor 2^-sh.
 func emuStage(x []float32, unit int) (xs []uint16, fac []float32) {
