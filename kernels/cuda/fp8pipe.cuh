@@ -320,6 +320,26 @@ __device__ __forceinline__ void pipeStage(__half* xs, float* fac, const float* _
             [](float4 a, int, float4) { return a; });
 }
 
+// pipeNormPrefetch asks L2, before the PDL wait, for the lines of the norm
+// weight nw [in] that this warp's units will read (four 128-byte lines a
+// unit, lanes 0-3).
+//
+// Why: a step streams ~27 GB through the 50 MB L2, so a layer's norm
+// weight, last read a step ago, comes from DRAM, behind the saturating
+// streams, after the wait. The probes put thread 0's x and norm weight in
+// 3.37 µs after the gate/up GEMV's wait (1.69 where no norm weight is
+// read); with the lines asked for before the wait 2.94, and a diagnostic
+// build that read no norm weight at all was +0.4-0.5%. Prefetched:
+// Qwen3.5-27B FP8 fed decode +0.2-0.3%, every round (one H200;
+// docs/benchmarks.md, 2026-12-02 from 17:59). The weight is constant, so
+// nothing the predecessor writes is read early.
+__device__ __forceinline__ void pipeNormPrefetch(const float* nw, int in) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, W = blockDim.x >> 5;
+    for (int u = warp; u * UNIT < in; u += W)
+        if (lane < 4 && u * UNIT + lane * 32 < in)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(nw + u * UNIT + lane * 32));
+}
+
 // pipeNormFactor is 1/rms of the x pipeStageBy<true> staged (after its
 // barrier; read after the units, off the path to the first).
 __device__ __forceinline__ float pipeNormFactor(int in, float eps) {
@@ -353,6 +373,7 @@ __device__ __forceinline__ void pipeGemv(float* y, const float* __restrict__ x, 
     PipeDot<S> d;
     pipeSources(d, w, w, base, base + 8, out, in, tiled);
     d.prefetch(gemvRows(w, sc, base, out, in, b0, nsc), in, warp % wpr, wpr, base < out, pipeRingAt<S>(xsb));
+    if (MODE == 2) pipeNormPrefetch(nw, in);
     // The next launch only after the wait: triggered before it, the next
     // grid is launched while this one's predecessor still runs, and its
     // wait returned ~3.8 µs after this grid's last block ended, not the
@@ -404,6 +425,7 @@ __device__ __forceinline__ void pipeSwiGLU(float* act, const float* __restrict__
     PipeDot<S> d;
     pipeSources(d, wg, wu, base, base, out, in, tiled);
     d.prefetch(Rows{wg, wu, sg, su, off, off, soff, soff}, in, warp % wpr, wpr, base < out, pipeRingAt<S>(xsb));
+    pipeNormPrefetch(nw, in);
     // The next launch only after the wait (see pipeGemv).
     pdlWait();
     pdlLaunchDependents();

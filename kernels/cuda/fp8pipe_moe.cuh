@@ -65,6 +65,7 @@ __device__ __forceinline__ void pipeMoeSwiGLU(float* h, const float* __restrict_
     float* fac = (float*)(pipeShm + hidden * 2);
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = (blockDim.x >> 5) / wpr;
     int tpe = inter / 8, T = blockIdx.x * G + warp / wpr, k = T / tpe, base = (T - k * tpe) * 8;
+    if (nw != nullptr) pipeNormPrefetch(nw, hidden); // (fp8pipe.cuh)
     pdlWait(); // the routing
     pdlLaunchDependents();
     int e = k < K ? moeSlot(sel, K, k, E) : -1, ei = max(e, 0);
