@@ -121,6 +121,7 @@ type quantMod struct {
 	qx    cFunc        // qx_quant
 	qxn   cFunc        // qx_norm (quant_mmv.go)
 	qxm   cFunc        // qx_merge: a deferred attention merged and rounded (attn_merge.go)
+	addq2 cFunc        // qmv_add_q2_4: qmv_add_q_4_3 with two steps a warp before the wait (quant_mmv.go)
 	kern  []qmvKernels // by qmvGeoms index (quant_mmv.go)
 	plan  qmvPlan      // the geometry of each kind of qmv launch (POCKET_QMV_GEOM)
 	xq    cu.DevicePtr // int8 activations: xs (float2 per 32) then xq
@@ -156,6 +157,9 @@ func (b *Backend) quantModule() (*quantMod, error) {
 		return nil, err
 	}
 	if q.qxm, err = get("qx_merge"); err != nil {
+		return nil, err
+	}
+	if q.addq2, err = get("qmv_add_q2_4"); err != nil {
 		return nil, err
 	}
 	for _, e := range qmvGeoms {

@@ -65,19 +65,20 @@ extern "C" __global__ void __launch_bounds__(256) qx_norm(uint32_t* xq, float2* 
     // alone (after the attention, which streams no weights) measured
     // 459.2-460.1, 458.5-459.7 with POCKET_ATTN_DEC_BLOCKS=1, against
     // 457.8-459.8: no gain (276ac6f).
-    qPdlWait(); // x is the predecessor's output; xq may still be read by it
-    qPdlLaunch();
+    //
+    // The norm weight, constant and last read a step ago (a DRAM miss), is
+    // loaded before the wait, beside nothing the predecessor writes.
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     const bool ok = i < (n >> 2);
+    const float4 g = nw != nullptr && ok ? __ldg((const float4*)nw + i) : make_float4(1.f, 1.f, 1.f, 1.f);
+    qPdlWait(); // x is the predecessor's output; xq may still be read by it
+    qPdlLaunch();
     float4 v = ok ? __ldg((const float4*)x + i) : make_float4(0.f, 0.f, 0.f, 0.f);
     if (nw != nullptr) {
         float ss = v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
         ss = warpSum(ss);
         if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
-        if (ok) {
-            const float4 g = __ldg((const float4*)nw + i);
-            v = make_float4(v.x * g.x, v.y * g.y, v.z * g.z, v.w * g.w);
-        }
+        v = make_float4(v.x * g.x, v.y * g.y, v.z * g.z, v.w * g.w);
         __syncthreads();
         if (threadIdx.x == 0) {
             float t = 0.f;
@@ -380,10 +381,21 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
 // its group of eight and its quants at 128 + 128(blk%8), so that a load
 // instruction's four blocks are whole 128-byte lines (64 header bytes of a
 // row in one line), where Q4_K's 144-byte blocks straddle two lines each.
-template <int QR, bool G, class Rows>
+//
+// PRE = 2 (qmv_add_q2_4): a warp's first two steps are loaded before the
+// wait, so that a warp of two steps (the o projection of a 4096-wide model:
+// 4 steps over 2 warps) has no weight round trip after it; the rest, if
+// any, as PRE = 1. Two steps' weights are 24 registers more (88 a thread,
+// see qmv_add_q2_4's bound). Qwen3-8B Q4_K_M on an H200 (fed decode,
+// interleaved builds, docs/benchmarks.md 2026-12-02 from 20:03): 586.9-587.2
+// tok/s against 583.0-583.8 with PRE = 1; uncapped (108 registers, no
+// room for a gate/up block beside it) 583.4-584.5. The probe: the o
+// projection 4.12 µs a layer against 4.89.
+template <int QR, bool G, int PRE = 1, class Rows>
 __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restrict__ xq,
                                         const float2* __restrict__ xs, int nb, int s, int ss, bool active,
                                         float (&acc)[QR]) {
+    static_assert(PRE == 1 || PRE == 2, "one or two steps before the wait");
     constexpr int H = QR / 2;
     const int lane = threadIdx.x & 31, j = lane & 7, c = j >> 1, h = j & 1;
     const uint8_t* hp[H]; // the rows this lane finishes
@@ -393,23 +405,30 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
 #pragma unroll
     for (int k = 0; k < H; k++) mine[k] = 0.f;
     uint4 qv[QR], hd[H];
+    uint4 qv2[PRE == 2 ? QR : 1], hd2[PRE == 2 ? H : 1]; // PRE = 2: the second step
     const QSteps qs(nb, s, ss);
     int b = 4 * qs.step(0) + (lane >> 3);
-    auto load = [&](int blk) {
+    const int b2 = PRE == 2 && qs.K > 1 ? 4 * qs.step(1) + (lane >> 3) : nb;
+    auto loadTo = [&](uint4(&q)[QR], uint4(&hh)[H], int blk) {
         const long qo = G ? (long)(blk >> 3) * 1152 + 128 + 128 * (blk & 7) + 16 * j : (long)blk * 144 + 16 + 16 * j;
         const long ho = G ? (long)(blk >> 3) * 1152 + 16 * (blk & 7) : (long)blk * 144;
 #pragma unroll
-        for (int r = 0; r < QR; r++) qv[r] = ldnc(wr[r] + qo);
+        for (int r = 0; r < QR; r++) q[r] = ldnc(wr[r] + qo);
 #pragma unroll
-        for (int k = 0; k < H; k++) hd[k] = ldnc(hp[k] + ho);
+        for (int k = 0; k < H; k++) hh[k] = ldnc(hp[k] + ho);
     };
+    auto load = [&](int blk) { loadTo(qv, hd, blk); };
     if (active && b < nb) load(b);
+    if constexpr (PRE == 2) {
+        if (active && b2 < nb) loadTo(qv2, hd2, b2);
+    }
     qPdlWait(); // then the next launch (see qdot)
     qPdlLaunch();
 #pragma unroll
     for (int r = 0; r < QR; r++) acc[r] = 0.f;
     if (!active) return;
-    for (int kk = 0; kk < qs.K; kk++) {
+    // dotStep adds step b's products (weights q, headers hh) into mine.
+    auto dotStep = [&](const uint4(&q)[QR], const uint4(&hh)[H], int b) {
         const unsigned m = __ballot_sync(0xffffffffu, b < nb); // a pair is in or out together
         if (b < nb) {
             const uint8_t* xb = xq + ((long)b << 8) + 64 * c + 16 * h;
@@ -425,24 +444,35 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
             {
                 uint32_t f = qFold(x0) ^ qFold(x1) ^ qFold(sx);
 #pragma unroll
-                for (int r = 0; r < QR; r++) f ^= qFold(qv[r]);
+                for (int r = 0; r < QR; r++) f ^= qFold(q[r]);
 #pragma unroll
-                for (int k = 0; k < H; k++) f ^= qFold(hd[k]);
+                for (int k = 0; k < H; k++) f ^= qFold(hh[k]);
                 mine[0] += __uint_as_float(f & 0x007fffffu);
             }
             (void)m;
 #else
             int sl[QR], sh[QR];
 #pragma unroll
-            for (int r = 0; r < QR; r++) q4kSums(qv[r], x0, x1, sl[r], sh[r]);
+            for (int r = 0; r < QR; r++) q4kSums(q[r], x0, x1, sl[r], sh[r]);
 #pragma unroll
             for (int k = 0; k < H; k++) {
                 const int pl = __shfl_xor_sync(m, h ? sl[k] : sl[H + k], 1);
                 const int ph = __shfl_xor_sync(m, h ? sh[k] : sh[H + k], 1);
-                mine[k] += q4kFinish(hd[k], c, (h ? sl[H + k] : sl[k]) + pl, (h ? sh[H + k] : sh[k]) + ph, sx, true);
+                mine[k] += q4kFinish(hh[k], c, (h ? sl[H + k] : sl[k]) + pl, (h ? sh[H + k] : sh[k]) + ph, sx, true);
             }
 #endif
         }
+    };
+    int kk = 0;
+    if constexpr (PRE == 2) { // the two steps loaded before the wait; the rest as PRE = 1
+        dotStep(qv, hd, b);
+        if (qs.K > 1) dotStep(qv2, hd2, b2);
+        kk = 2;
+        b = qs.K > 2 ? 4 * qs.step(2) + (lane >> 3) : nb;
+        if (b < nb) load(b);
+    }
+    for (; kk < qs.K; kk++) {
+        dotStep(qv, hd, b);
         b = kk + 1 < qs.K ? 4 * qs.step(kk + 1) + (lane >> 3) : nb;
         if (b < nb) load(b);
     }
@@ -450,10 +480,11 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
     for (int r = 0; r < QR; r++) acc[r] = r / H == h ? mine[r % H] : 0.f;
 }
 
-// QDotF runs qdot, or qdotQ4K for Q4_K and Q4_KG.
+// QDotF runs qdot, or qdotQ4K for Q4_K and Q4_KG. PRE (steps loaded
+// before the wait) is qdotQ4K's; qdot always loads one.
 template <int F>
 struct QDotF {
-    template <int QR, class Rows>
+    template <int QR, int PRE = 1, class Rows>
     static __device__ __forceinline__ void run(const Rows& wr, const uint8_t* __restrict__ xq,
                                                const float2* __restrict__ xs, int nb, int s, int ss, bool active,
                                                float (&acc)[QR]) {
@@ -462,11 +493,11 @@ struct QDotF {
 };
 template <bool G>
 struct QDotQ4K {
-    template <int QR, class Rows>
+    template <int QR, int PRE = 1, class Rows>
     static __device__ __forceinline__ void run(const Rows& wr, const uint8_t* __restrict__ xq,
                                                const float2* __restrict__ xs, int nb, int s, int ss, bool active,
                                                float (&acc)[QR]) {
-        qdotQ4K<QR, G>(wr, xq, xs, nb, s, ss, active, acc);
+        qdotQ4K<QR, G, PRE>(wr, xq, xs, nb, s, ss, active, acc);
     }
 };
 template <>
@@ -653,16 +684,28 @@ __device__ __forceinline__ void qmvSwiGLUEntry(float* act, const uint8_t* __rest
 // 32 rows take as many warps as the launched kernel's blocks of 8 did
 // (16 for the 4096-column o projection of Qwen3-8B, 24 for its
 // 12288-column down projection), in a quarter as many blocks.
-template <int F, int QR>
+//
+// The block's 32 norm-weight values are asked into L2 before the wait, as
+// the FP8 rings do (pipeNormPrefetch): the weight, last read a step ago,
+// would come from DRAM after the dot. Two lanes, so that the 128 bytes
+// are covered even where they straddle two lines. Qwen3-8B Q4_K_M fed
+// decode: 583.0-583.8 tok/s against 581.6-582.3 (one call, interleaved).
+template <int F, int QR, int PRE = 1>
 __device__ __forceinline__ void qmvAddRound(float* y, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
                                             int in, int wpr, const uint8_t* w, long rb, int out,
                                             const float* __restrict__ nw, uint32_t* xq2, float2* xs2, float* ssp2) {
     __shared__ float red[32][QR];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int base = blockIdx.x * 32 + warp / wpr * QR;
+#ifndef QMV_NO_NWPF
+    if (threadIdx.x < 2) {
+        const int o = min(blockIdx.x * 32 + 31 * (int)threadIdx.x, out - 1);
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(nw + o));
+    }
+#endif
     const QRowsO<QR> wr = qRowsAt<QR>(w, rb, base, out);
     float acc[QR];
-    QDotF<F>::template run<QR>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
+    QDotF<F>::template run<QR, PRE>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
     // Warp 0 loads its residual and norm weight before the block's sums:
     // the loads overlap the wait for the other warps.
     const int o = blockIdx.x * 32 + lane, g = lane / QR, r = lane % QR;
@@ -704,6 +747,26 @@ __device__ __forceinline__ void qmvAddRoundEntry(float* y, const uint8_t* __rest
         qmvAddRound<Q4_KG, QR>(y, xq, xs, in, wpr, w, rb, out, nw, xq2, xs2, ssp2);
     else
         qmvAddRound<Q8_0, QR>(y, xq, xs, in, wpr, w, rb, out, nw, xq2, xs2, ssp2);
+}
+
+// qmv_add_q2_4 is qmv_add_q_4_3 with a warp's first two steps loaded
+// before the wait (qdotQ4K's PRE = 2), for Q4_K and Q4_KG only (the Go
+// side launches it for nothing else, in blocks of at most 512 threads).
+// The bound is not the block: 736 threads cap ptxas at 88 registers (108
+// uncapped, no spills either way), so that a 512-thread block leaves room
+// on its SM for one 256-thread block of 80 (the gate/up GEMV after the o
+// projection starts its first weights beside it, as with qmv_add_q_4_3).
+#ifndef QMV_PRE2_BOUND
+#define QMV_PRE2_BOUND 736
+#endif
+extern "C" __global__ void __launch_bounds__(QMV_PRE2_BOUND, 1)
+    qmv_add_q2_4(float* y, const uint8_t* __restrict__ xq, const float2* __restrict__ xs, int in, int wpr, int f,
+                 const uint8_t* w, long rb, int out, const float* nw, uint32_t* xq2, float2* xs2, float* ssp2) {
+    PROBE_KERNEL();
+    if (f == Q4_KG)
+        qmvAddRound<Q4_KG, 4, 2>(y, xq, xs, in, wpr, w, rb, out, nw, xq2, xs2, ssp2);
+    else if (f == Q4_K)
+        qmvAddRound<Q4_K, 4, 2>(y, xq, xs, in, wpr, w, rb, out, nw, xq2, xs2, ssp2);
 }
 
 // The entry points by geometry: qmv_R_B and qmv_swiglu_R_B compute R rows

@@ -133,8 +133,12 @@ func (b *Backend) launchAddRound(a pendingAdd, nv cu.DevicePtr) (xs, xq, ssp cu.
 		return 0, 0, 0, 0, false
 	}
 	xs, xq, ssp = b.qxOther(a.xs, out)
+	f, threads := k.addq, 32*(32/k.g.rows)*wpr
+	if switches.qmvPre2 && addqPre2(k.g, a.t.layout(), a.in, wpr) {
+		f = b.q.addq2
+	}
 	if !ablatedAs("qmv_", kind) {
-		b.runQ(k.addq, out/32, 32*(32/k.g.rows)*wpr, ptr(a.acc), ptr(a.xq), ptr(a.xs), i32(a.in), i32(wpr),
+		b.runQ(f, out/32, threads, ptr(a.acc), ptr(a.xq), ptr(a.xs), i32(a.in), i32(wpr),
 			i32(int(a.t.layout())), ptr(a.t.data), uint64(a.t.rowBytes()), i32(out), ptr(nv), ptr(xq), ptr(xs), ptr(ssp))
 	}
 	return xs, xq, ssp, out / 32, true

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/pocketllm/pocketllm/kernels"
 )
 
 // The launch geometry of quant_mmv.cuh's GEMVs, without the cuda tag so
@@ -54,6 +56,16 @@ func addqWarps(g qmvGeom, in int) int {
 		}
 	}
 	return best
+}
+
+// addqPre2 reports whether qmv_add_q2_4 takes a qmv_add_q launch of
+// geometry g over in columns with wpr warps a row group: Q4_K (or Q4_KG,
+// dt is the layout's number) at 4 rows a warp, at most two 1024-column
+// steps a warp (all of them loaded before the PDL wait) and at most 512
+// threads a block (its launch bounds).
+func addqPre2(g qmvGeom, dt kernels.DType, in, wpr int) bool {
+	return g.rows == 4 && (dt == kernels.Q4_K || dt == dtQ4KG) && wpr > 0 &&
+		cdiv(cdiv(in/256, 4), wpr) <= 2 && 32*(32/g.rows)*wpr <= 512
 }
 
 // swiqPasses is how many passes a qmv_swiglu_q block makes to cover the

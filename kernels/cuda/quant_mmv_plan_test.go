@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"testing"
+
+	"github.com/pocketllm/pocketllm/kernels"
 )
 
 // qmv's grid on an H200 (132 SMs) in the default geometry (4 rows a warp, 3
@@ -125,6 +127,9 @@ func TestParseQmvPlan(t *testing.T) {
 			}
 		}
 	}
+	if !bytes.Contains(ptx, []byte(".entry qmv_add_q2_4(")) {
+		t.Error("no entry qmv_add_q2_4 in quant.ptx")
+	}
 	for _, c := range []struct{ rows, wpr, want int }{{4, 1, 2}, {4, 2, 4}, {2, 1, 4}, {4, 8, 16}, {2, 8, 32}, {4, 16, 0}} {
 		if got := swiqPasses(c.rows, c.wpr); got != c.want {
 			t.Errorf("swiqPasses(%d, %d) = %d, want %d", c.rows, c.wpr, got, c.want)
@@ -161,6 +166,27 @@ func TestAddqWarps(t *testing.T) {
 		}
 		if w := addqWarps(c.g, c.in); 32/c.g.rows*w*32 > 256*c.g.occ {
 			t.Errorf("%v in=%d: a block of %d threads", c.g, c.in, 32/c.g.rows*w*32)
+		}
+	}
+}
+
+// qmv_add_q2_4 takes Qwen3-8B's Q4_K o projection (4096 columns: two
+// steps a warp, 512 threads) and nothing with more steps a warp, another
+// format or the other geometry.
+func TestAddqPre2(t *testing.T) {
+	g43, g24 := qmvGeom{4, 3}, qmvGeom{2, 4}
+	for _, c := range []struct {
+		g    qmvGeom
+		dt   kernels.DType
+		in   int
+		want bool
+	}{
+		{g43, kernels.Q4_K, 4096, true}, {g43, dtQ4KG, 4096, true}, {g43, dtQ4KG, 2048, true},
+		{g43, dtQ4KG, 12288, false}, {g43, dtQ4KG, 5120, false}, {g43, kernels.Q6_K, 4096, false},
+		{g43, dtQ6KG, 4096, false}, {g43, dtQ80G, 4096, false}, {g24, dtQ4KG, 4096, false},
+	} {
+		if got := addqPre2(c.g, c.dt, c.in, addqWarps(c.g, c.in)); got != c.want {
+			t.Errorf("%v %v in=%d: %v, want %v", c.g, c.dt, c.in, got, c.want)
 		}
 	}
 }

@@ -103,6 +103,8 @@ import (
 //	                     the down projection, instead of rounding it itself (qmv_swiglu_q, 32 outputs a block)
 //	POCKET_QMV_ADDQ=0    a block-format MatMulAdd followed by a NormMatMul/NormSwiGLU of its output leaves
 //	                     that op's int8 rounding to a qx_norm launch, instead of rounding it itself (qmv_add_q)
+//	POCKET_QMV_PRE2=0    a rounding Q4_K add GEMV of two steps a warp (qmv_add_q; the o projection of a
+//	                     4096-wide model) loads one step before its PDL wait, not both (qmv_add_q2_4)
 //	POCKET_QMV_W6=0      block-format GEMVs always run in blocks of 8 warps, not 6 (3 a row group) where
 //	                     those cost less (qmvBlockFor: Qwen3-8B's down projection)
 //	POCKET_REGROUP=0     Q4_K, Q6_K and Q8_0 matrices are held as stored, not regrouped at load into aligned
@@ -165,6 +167,7 @@ var switches = struct {
 	fp8PipeKB       int
 	qmvSwiQ         bool
 	qmvAddQ         bool
+	qmvPre2         bool
 	noQmvW6         bool
 	noRegroup       map[kernels.DType]bool
 	ablate          map[string]bool
@@ -221,6 +224,7 @@ var switches = struct {
 	fp8PipeKB:       intSwitch("POCKET_FP8_PIPE_KB", 0, 16, 227),
 	qmvSwiQ:         os.Getenv("POCKET_QMV_SWIQ") != "0",
 	qmvAddQ:         os.Getenv("POCKET_QMV_ADDQ") != "0",
+	qmvPre2:         os.Getenv("POCKET_QMV_PRE2") != "0",
 	noQmvW6:         os.Getenv("POCKET_QMV_W6") == "0",
 	noRegroup:       regroupSwitch(os.Getenv("POCKET_REGROUP")),
 	ablate:          listSwitch(os.Getenv("POCKET_ABLATE")),
