@@ -102,6 +102,9 @@ func (c *conf) quantFused() {
 		{4096, []kernels.DType{kernels.Q4_K, kernels.Q4_K, kernels.Q4_K}, []int{4096, 1024, 1024}},
 		{768, []kernels.DType{kernels.Q8_0, kernels.Q6_K, kernels.Q4_K, kernels.Q4_K}, []int{37, 5, 130, 8}},
 		{1280, []kernels.DType{kernels.Q6_K}, []int{999}},
+		// Fewer steps a row, rows not whole groups of 4.
+		{2048, []kernels.DType{kernels.Q4_K, kernels.Q4_K}, []int{1000, 77}},
+		{1024, []kernels.DType{kernels.Q4_K}, []int{50}},
 	} {
 		in := s.in
 		xv := c.randn(in)
@@ -136,7 +139,9 @@ func (c *conf) quantFused() {
 	}{{kernels.Q4_K, 12288, 4096}, {kernels.Q6_K, 101, 512}, {kernels.Q8_0, 37, 768}, {kernels.Q4_K, 3, 1280},
 		// Q6_KG: the rounding kernel of its own (qmv_swiglu_qg), then the
 		// plain one (an output off the rounding's 32).
-		{kernels.Q6_K, 1024, 2048}, {kernels.Q6_K, 101, 1024}} {
+		{kernels.Q6_K, 1024, 2048}, {kernels.Q6_K, 101, 1024},
+		// Q4_K's passes back to back (qmv_swiglu_qf): fewer steps, fewer blocks.
+		{kernels.Q4_K, 2048, 2048}, {kernels.Q4_K, 96, 1024}} {
 		xv := c.randn(s.in)
 		xg, xh := c.pair(xv)
 		gam, ng, nh := c.normVec(s.in)
@@ -236,6 +241,8 @@ func (c *conf) quantFused() {
 		{kernels.Q8_0, 512, 768, kernels.Q6_K, []int{101}, true},
 		{kernels.Q4_K, 256, 256, kernels.Q8_0, []int{37, 5}, false},
 		{kernels.Q4_K, 1280, 5120, kernels.Q4_K, []int{3}, true},
+		// qmv_add_q2_4 with one step a warp (two loaded before the wait at most).
+		{kernels.Q4_K, 2048, 2048, kernels.Q4_K, []int{1024}, true},
 	} {
 		a := c.quantAdd(s.add, s.hid, s.in)
 		av := make([]float32, s.hid)

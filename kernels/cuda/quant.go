@@ -111,8 +111,8 @@ type quantFns struct {
 // qmvKernels are one geometry's qmv, qmv_swiglu, qmv_swiglu_q (and its
 // twin for the regrouped layouts, qmv_swiglu_qg) and qmv_add_q.
 type qmvKernels struct {
-	g                          qmvGeom
-	mv, swi, swiq, swiqG, addq cFunc
+	g                                 qmvGeom
+	mv, swi, swiq, swiqG, swiqF, addq cFunc
 }
 
 type quantMod struct {
@@ -175,6 +175,9 @@ func (b *Backend) quantModule() (*quantMod, error) {
 			return nil, err
 		}
 		if k.swiqG, err = get(e.g.swiqGEntry()); err != nil {
+			return nil, err
+		}
+		if k.swiqF, err = get(e.g.swiqFEntry()); err != nil {
 			return nil, err
 		}
 		if k.addq, err = get(e.g.addqEntry()); err != nil {

@@ -362,6 +362,64 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
     }
 }
 
+// q4kLoad loads a lane's share of block blk of the QR rows wr (and the
+// headers of the rows hp it finishes), off bytes past each row start
+// (qmvSwiGLUFlat's later passes): qdotQ4K's layout.
+template <int QR, bool G, class Rows>
+__device__ __forceinline__ void q4kLoad(uint4 (&q)[QR], uint4 (&hh)[QR / 2], const Rows& wr,
+                                        const uint8_t* const (&hp)[QR / 2], int blk, long off) {
+    const int j = threadIdx.x & 7;
+    const long qo = off + (G ? (long)(blk >> 3) * 1152 + 128 + 128 * (blk & 7) + 16 * j : (long)blk * 144 + 16 + 16 * j);
+    const long ho = off + (G ? (long)(blk >> 3) * 1152 + 16 * (blk & 7) : (long)blk * 144);
+#pragma unroll
+    for (int r = 0; r < QR; r++) q[r] = ldnc(wr[r] + qo);
+#pragma unroll
+    for (int k = 0; k < QR / 2; k++) hh[k] = ldnc(hp[k] + ho);
+}
+
+// q4kStep adds block b's products (the lane's weights q and headers hh, as
+// q4kLoad left them) into the lane's QR/2 row sums mine: qdotQ4K's step.
+template <int QR>
+__device__ __forceinline__ void q4kStep(const uint4 (&q)[QR], const uint4 (&hh)[QR / 2], int b, int nb,
+                                        const uint8_t* __restrict__ xq, const float2* __restrict__ xs,
+                                        float (&mine)[QR / 2]) {
+    constexpr int H = QR / 2;
+    const int lane = threadIdx.x & 31, j = lane & 7, c = j >> 1, h = j & 1;
+    const unsigned m = __ballot_sync(0xffffffffu, b < nb); // a pair is in or out together
+    if (b < nb) {
+        const uint8_t* xb = xq + ((long)b << 8) + 64 * c + 16 * h;
+#ifdef QMV_NOX
+        const int4 x0 = make_int4(lane, lane + 1, lane + 2, lane + 3), x1 = make_int4(b, b + 1, b + 2, b + 3);
+        const float4 sx = make_float4(1.f, 2.f, 3.f, (float)c);
+        (void)xb;
+#else
+        const int4 x0 = __ldg((const int4*)xb), x1 = __ldg((const int4*)(xb + 32));
+        const float4 sx = __ldg((const float4*)(xs + 8 * (long)b + 2 * c));
+#endif
+#ifdef QMV_LOADONLY
+        {
+            uint32_t f = qFold(x0) ^ qFold(x1) ^ qFold(sx);
+#pragma unroll
+            for (int r = 0; r < QR; r++) f ^= qFold(q[r]);
+#pragma unroll
+            for (int k = 0; k < H; k++) f ^= qFold(hh[k]);
+            mine[0] += __uint_as_float(f & 0x007fffffu);
+        }
+        (void)m;
+#else
+        int sl[QR], sh[QR];
+#pragma unroll
+        for (int r = 0; r < QR; r++) q4kSums(q[r], x0, x1, sl[r], sh[r]);
+#pragma unroll
+        for (int k = 0; k < H; k++) {
+            const int pl = __shfl_xor_sync(m, h ? sl[k] : sl[H + k], 1);
+            const int ph = __shfl_xor_sync(m, h ? sh[k] : sh[H + k], 1);
+            mine[k] += q4kFinish(hh[k], c, (h ? sl[H + k] : sl[k]) + pl, (h ? sh[H + k] : sh[k]) + ph, sx, true);
+        }
+#endif
+    }
+}
+
 // qdotQ4K is qdot for Q4_K. The 8 lanes of a block each hold 16 quant
 // bytes (lane j: qs bytes 16j..16j+15 as the v1 kernels, so that a load
 // instruction covers whole 128-byte spans), the halves h = j & 1 of the
@@ -390,91 +448,55 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
 // interleaved builds, docs/benchmarks.md 2026-12-02 from 20:03): 586.9-587.2
 // tok/s against 583.0-583.8 with PRE = 1; uncapped (108 registers, no
 // room for a gate/up block beside it) 583.4-584.5. The probe: the o
-// projection 4.12 µs a layer against 4.89.
+// projection 4.12 µs a layer against 4.89. All four steps of q/k/v before
+// the wait (PRE = 4, blocks of 12 warps an SM at 158 registers) lost:
+// q/k/v 6.5 µs a layer against 5.6, 567.2-571.7 tok/s against 583.4-585.3;
+// twelve warps an SM are too few for the arithmetic left after the wait.
 template <int QR, bool G, int PRE = 1, class Rows>
 __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restrict__ xq,
                                         const float2* __restrict__ xs, int nb, int s, int ss, bool active,
                                         float (&acc)[QR]) {
     static_assert(PRE == 1 || PRE == 2, "one or two steps before the wait");
     constexpr int H = QR / 2;
-    const int lane = threadIdx.x & 31, j = lane & 7, c = j >> 1, h = j & 1;
+    const int lane = threadIdx.x & 31, h = lane & 1;
     const uint8_t* hp[H]; // the rows this lane finishes
 #pragma unroll
     for (int k = 0; k < H; k++) hp[k] = h ? wr[H + k] : wr[k];
     float mine[H];
 #pragma unroll
     for (int k = 0; k < H; k++) mine[k] = 0.f;
-    uint4 qv[QR], hd[H];
-    uint4 qv2[PRE == 2 ? QR : 1], hd2[PRE == 2 ? H : 1]; // PRE = 2: the second step
+    uint4 qv[PRE][QR], hd[PRE][H]; // the steps loaded before the wait (then qv[0] for the rest)
     const QSteps qs(nb, s, ss);
-    int b = 4 * qs.step(0) + (lane >> 3);
-    const int b2 = PRE == 2 && qs.K > 1 ? 4 * qs.step(1) + (lane >> 3) : nb;
-    auto loadTo = [&](uint4(&q)[QR], uint4(&hh)[H], int blk) {
-        const long qo = G ? (long)(blk >> 3) * 1152 + 128 + 128 * (blk & 7) + 16 * j : (long)blk * 144 + 16 + 16 * j;
-        const long ho = G ? (long)(blk >> 3) * 1152 + 16 * (blk & 7) : (long)blk * 144;
+    auto blockOf = [&](int k) { return k < qs.K ? 4 * qs.step(k) + (lane >> 3) : nb; };
+    auto loadTo = [&](uint4(&q)[QR], uint4(&hh)[H], int blk) { q4kLoad<QR, G>(q, hh, wr, hp, blk, 0); };
+    int b = blockOf(0);
+    if (active && b < nb) loadTo(qv[0], hd[0], b);
 #pragma unroll
-        for (int r = 0; r < QR; r++) q[r] = ldnc(wr[r] + qo);
-#pragma unroll
-        for (int k = 0; k < H; k++) hh[k] = ldnc(hp[k] + ho);
-    };
-    auto load = [&](int blk) { loadTo(qv, hd, blk); };
-    if (active && b < nb) load(b);
-    if constexpr (PRE == 2) {
-        if (active && b2 < nb) loadTo(qv2, hd2, b2);
+    for (int i = 1; i < PRE; i++) {
+        const int bi = blockOf(i);
+        if (active && bi < nb) loadTo(qv[i], hd[i], bi);
     }
     qPdlWait(); // then the next launch (see qdot)
     qPdlLaunch();
 #pragma unroll
     for (int r = 0; r < QR; r++) acc[r] = 0.f;
     if (!active) return;
-    // dotStep adds step b's products (weights q, headers hh) into mine.
     auto dotStep = [&](const uint4(&q)[QR], const uint4(&hh)[H], int b) {
-        const unsigned m = __ballot_sync(0xffffffffu, b < nb); // a pair is in or out together
-        if (b < nb) {
-            const uint8_t* xb = xq + ((long)b << 8) + 64 * c + 16 * h;
-#ifdef QMV_NOX
-            const int4 x0 = make_int4(lane, lane + 1, lane + 2, lane + 3), x1 = make_int4(b, b + 1, b + 2, b + 3);
-            const float4 sx = make_float4(1.f, 2.f, 3.f, (float)c);
-            (void)xb;
-#else
-            const int4 x0 = __ldg((const int4*)xb), x1 = __ldg((const int4*)(xb + 32));
-            const float4 sx = __ldg((const float4*)(xs + 8 * (long)b + 2 * c));
-#endif
-#ifdef QMV_LOADONLY
-            {
-                uint32_t f = qFold(x0) ^ qFold(x1) ^ qFold(sx);
-#pragma unroll
-                for (int r = 0; r < QR; r++) f ^= qFold(q[r]);
-#pragma unroll
-                for (int k = 0; k < H; k++) f ^= qFold(hh[k]);
-                mine[0] += __uint_as_float(f & 0x007fffffu);
-            }
-            (void)m;
-#else
-            int sl[QR], sh[QR];
-#pragma unroll
-            for (int r = 0; r < QR; r++) q4kSums(q[r], x0, x1, sl[r], sh[r]);
-#pragma unroll
-            for (int k = 0; k < H; k++) {
-                const int pl = __shfl_xor_sync(m, h ? sl[k] : sl[H + k], 1);
-                const int ph = __shfl_xor_sync(m, h ? sh[k] : sh[H + k], 1);
-                mine[k] += q4kFinish(hh[k], c, (h ? sl[H + k] : sl[k]) + pl, (h ? sh[H + k] : sh[k]) + ph, sx, true);
-            }
-#endif
-        }
+        q4kStep<QR>(q, hh, b, nb, xq, xs, mine);
     };
     int kk = 0;
-    if constexpr (PRE == 2) { // the two steps loaded before the wait; the rest as PRE = 1
-        dotStep(qv, hd, b);
-        if (qs.K > 1) dotStep(qv2, hd2, b2);
-        kk = 2;
-        b = qs.K > 2 ? 4 * qs.step(2) + (lane >> 3) : nb;
-        if (b < nb) load(b);
+    if constexpr (PRE > 1) { // the steps loaded before the wait; the rest as PRE = 1
+#pragma unroll
+        for (int i = 0; i < PRE; i++)
+            if (i < qs.K) dotStep(qv[i], hd[i], blockOf(i));
+        kk = PRE;
+        b = blockOf(PRE);
+        if (b < nb) loadTo(qv[0], hd[0], b);
     }
     for (; kk < qs.K; kk++) {
-        dotStep(qv, hd, b);
-        b = kk + 1 < qs.K ? 4 * qs.step(kk + 1) + (lane >> 3) : nb;
-        if (b < nb) load(b);
+        dotStep(qv[0], hd[0], b);
+        b = blockOf(kk + 1);
+        if (b < nb) loadTo(qv[0], hd[0], b);
     }
 #pragma unroll
     for (int r = 0; r < QR; r++) acc[r] = r / H == h ? mine[r % H] : 0.f;
@@ -656,6 +678,93 @@ __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict_
     }
 }
 
+// qmvSwiGLUFlat is qmvSwiGLU<Q4_K or Q4_KG, QR, ROUND> with the passes
+// run back to back in each warp (qmv_swiglu_qf_4_3): a warp's next pass's
+// first step is loaded right after its last step, as any other step, and
+// the pass's sums go to shared memory without a block barrier; one
+// barrier at the end, then warp 0 forms and rounds the block's 32 outputs.
+// In qmvSwiGLU every pass ends at two block barriers, so that each warp
+// waits for the block's slowest and then a whole weight round trip before
+// its next pass's first step (Qwen3-8B's gate/up: two passes of four steps
+// a warp). wpr ≤ 2 (the Go side launches it for no more). Qwen3-8B Q4_K_M
+// on an H200, fed decode, interleaved (docs/benchmarks.md, 2026-12-02 from
+// 20:03): 593.7-594.6 tok/s against 583.4-585.3 (POCKET_QMV_FLAT=0); the
+// probe: gate/up 16.00 µs a layer against 16.55.
+template <int QR, bool G>
+__device__ __forceinline__ void qmvSwiGLUFlat(float* act, const uint8_t* __restrict__ xq,
+                                              const float2* __restrict__ xs, const float* ssp, int nss, float eps,
+                                              int in, int wpr, const uint8_t* wg, const uint8_t* wu, long rb,
+                                              int out, uint32_t* xq2, float2* xs2) {
+    constexpr int H = QR / 2;
+    __shared__ float red[128]; // [pass][warp][QR]: 32/per passes of 8 warps, 64·wpr floats (wpr ≤ 2)
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, h = lane & 1, G8 = 8 / wpr, per = G8 * H;
+    const int passes = 32 / per, nb = in >> 8;
+    const int base = blockIdx.x * 32 + warp / wpr * H; // pass 0's first gate (and up) row
+    QRowsP<QR> wr;
+#pragma unroll
+    for (int r = 0; r < H; r++) {
+        wr.p[r] = wg + (long)(base + r) * rb;
+        wr.p[H + r] = wu + (long)(base + r) * rb;
+    }
+    const uint8_t* hp[H]; // the rows this lane finishes
+#pragma unroll
+    for (int k = 0; k < H; k++) hp[k] = h ? wr[H + k] : wr[k];
+    const long pstep = (long)per * rb; // a pass's rows lie per rows past the last pass's
+    long off = 0;
+    uint4 qv[QR], hd[H];
+    const QSteps qs(nb, warp % wpr, wpr);
+    auto blockOf = [&](int k) { return k < qs.K ? 4 * qs.step(k) + (lane >> 3) : nb; };
+    int b = blockOf(0);
+    if (b < nb) q4kLoad<QR, G>(qv, hd, wr, hp, b, 0);
+    qPdlWait(); // then the next launch (see qdot)
+    qPdlLaunch();
+    float mine[H];
+    for (int p = 0; p < passes; p++) {
+#pragma unroll
+        for (int k = 0; k < H; k++) mine[k] = 0.f;
+        for (int kk = 0; kk < qs.K; kk++) {
+            q4kStep<QR>(qv, hd, b, nb, xq, xs, mine);
+            if (kk + 1 < qs.K) {
+                b = blockOf(kk + 1);
+            } else if (p + 1 < passes) {
+                b = blockOf(0);
+                off += pstep;
+            } else {
+                b = nb;
+            }
+            if (b < nb) q4kLoad<QR, G>(qv, hd, wr, hp, b, off);
+        }
+        // The pass's QR row sums of this warp, while the next step loads.
+#pragma unroll
+        for (int r = 0; r < QR; r++) {
+            const float v = warpSum(r / H == h ? mine[r % H] : 0.f);
+            if (lane == 0) red[(p * 8 + warp) * QR + r] = v;
+        }
+    }
+    // Warp 0's norm factor before the barrier: its loads overlap the wait
+    // for the other warps.
+    const float inv = warp == 0 ? qinvRms(ssp, nss, in, eps) : 1.f;
+    __syncthreads();
+    if (warp != 0) return;
+    // Lane t forms output blockIdx.x·32 + t: pass t / per, group g, row r.
+    const int p = lane / per, g = lane % per / H, r = lane % H, o = blockIdx.x * 32 + lane;
+    float gv = 0.f, uv = 0.f;
+    for (int i = 0; i < wpr; i++) {
+        gv += red[(p * 8 + g * wpr + i) * QR + r];
+        uv += red[(p * 8 + g * wpr + i) * QR + H + r];
+    }
+    gv *= inv;
+    uv *= inv;
+    const float a = gv / (1.f + expf(-gv)) * uv;
+    if (o < out) act[o] = a;
+    // Lane l < 8 rounds elements 4l..4l+3 (qRound's float4 i of the row).
+    const int s = 4 * (lane & 7);
+    const float4 q = make_float4(__shfl_sync(0xffffffffu, a, s), __shfl_sync(0xffffffffu, a, s + 1),
+                                 __shfl_sync(0xffffffffu, a, s + 2), __shfl_sync(0xffffffffu, a, s + 3));
+    const int i = blockIdx.x * 8 + lane;
+    qRound(xq2, xs2, q, i, lane < 8 && 4 * i < out);
+}
+
 template <int QR, bool ROUND>
 __device__ __forceinline__ void qmvSwiGLUEntry(float* act, const uint8_t* __restrict__ xq,
                                                const float2* __restrict__ xs, const float* ssp, int nss, float eps,
@@ -809,6 +918,16 @@ extern "C" __global__ void __launch_bounds__(QMV_PRE2_BOUND, 1)
             qmvSwiGLU<Q6_KG, R, true>(act, xq, xs, ssp, nss, eps, in, wpr, wg, wu, rb, out, xq2, xs2);               \
         else                                                                                                         \
             qmvSwiGLU<Q8_0G, R, true>(act, xq, xs, ssp, nss, eps, in, wpr, wg, wu, rb, out, xq2, xs2);               \
+    }                                                                                                                \
+    extern "C" __global__ void __launch_bounds__(256, B)                                                             \
+        qmv_swiglu_qf_##R##_##B(float* act, const uint8_t* __restrict__ xq, const float2* __restrict__ xs,          \
+                                const float* ssp, int nss, float eps, int in, int wpr, int f, const uint8_t* wg,     \
+                                const uint8_t* wu, long rb, int out, uint32_t* xq2, float2* xs2) {                   \
+        PROBE_KERNEL();                                                                                              \
+        if (f == Q4_KG)                                                                                              \
+            qmvSwiGLUFlat<R, true>(act, xq, xs, ssp, nss, eps, in, wpr, wg, wu, rb, out, xq2, xs2);                  \
+        else if (f == Q4_K)                                                                                          \
+            qmvSwiGLUFlat<R, false>(act, xq, xs, ssp, nss, eps, in, wpr, wg, wu, rb, out, xq2, xs2);                 \
     }                                                                                                                \
     extern "C" __global__ void __launch_bounds__(256 * B)                                                            \
         qmv_add_q_##R##_##B(float* y, const uint8_t* __restrict__ xq, const float2* __restrict__ xs, int in, int wpr,\

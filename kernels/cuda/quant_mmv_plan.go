@@ -37,6 +37,10 @@ func (g qmvGeom) swiqEntry() string { return fmt.Sprintf("qmv_swiglu_q_%d_%d", g
 // kernel of its own.
 func (g qmvGeom) swiqGEntry() string { return fmt.Sprintf("qmv_swiglu_qg_%d_%d", g.rows, g.occ) }
 
+// swiqFEntry is swiqEntry for Q4_K and Q4_KG with a warp's passes back
+// to back (qmvSwiGLUFlat), for wpr ≤ 2.
+func (g qmvGeom) swiqFEntry() string { return fmt.Sprintf("qmv_swiglu_qf_%d_%d", g.rows, g.occ) }
+
 // addqEntry is the geometry's qmv_add_q: an add-mode GEMV over blocks of
 // 32 rows that rounds its output for the next op's norm (quant_mmv.go).
 func (g qmvGeom) addqEntry() string { return fmt.Sprintf("qmv_add_q_%d_%d", g.rows, g.occ) }

@@ -121,14 +121,16 @@ func TestParseQmvPlan(t *testing.T) {
 	}
 	for _, e := range qmvGeoms {
 		mv, swi := e.g.entries()
-		for _, name := range []string{mv, swi, e.g.swiqEntry(), e.g.swiqGEntry(), e.g.addqEntry()} {
+		for _, name := range []string{mv, swi, e.g.swiqEntry(), e.g.swiqGEntry(), e.g.swiqFEntry(), e.g.addqEntry()} {
 			if !bytes.Contains(ptx, []byte(".entry "+name+"(")) {
 				t.Errorf("%s: no entry %s in quant.ptx", e.name, name)
 			}
 		}
 	}
-	if !bytes.Contains(ptx, []byte(".entry qmv_add_q2_4(")) {
-		t.Error("no entry qmv_add_q2_4 in quant.ptx")
+	for _, name := range []string{"qmv_add_q2_4"} {
+		if !bytes.Contains(ptx, []byte(".entry "+name+"(")) {
+			t.Errorf("no entry %s in quant.ptx", name)
+		}
 	}
 	for _, c := range []struct{ rows, wpr, want int }{{4, 1, 2}, {4, 2, 4}, {2, 1, 4}, {4, 8, 16}, {2, 8, 32}, {4, 16, 0}} {
 		if got := swiqPasses(c.rows, c.wpr); got != c.want {

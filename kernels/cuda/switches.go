@@ -105,6 +105,8 @@ import (
 //	                     that op's int8 rounding to a qx_norm launch, instead of rounding it itself (qmv_add_q)
 //	POCKET_QMV_PRE2=0    a rounding Q4_K add GEMV of two steps a warp (qmv_add_q; the o projection of a
 //	                     4096-wide model) loads one step before its PDL wait, not both (qmv_add_q2_4)
+//	POCKET_QMV_FLAT=0    a Q4_K rounding SwiGLU GEMV ends each pass at block barriers (qmv_swiglu_q), not
+//	                     with a warp's passes back to back and one barrier at the end (qmv_swiglu_qf)
 //	POCKET_QMV_W6=0      block-format GEMVs always run in blocks of 8 warps, not 6 (3 a row group) where
 //	                     those cost less (qmvBlockFor: Qwen3-8B's down projection)
 //	POCKET_REGROUP=0     Q4_K, Q6_K and Q8_0 matrices are held as stored, not regrouped at load into aligned
@@ -168,6 +170,7 @@ var switches = struct {
 	qmvSwiQ         bool
 	qmvAddQ         bool
 	qmvPre2         bool
+	qmvFlat         bool
 	noQmvW6         bool
 	noRegroup       map[kernels.DType]bool
 	ablate          map[string]bool
@@ -225,6 +228,7 @@ var switches = struct {
 	qmvSwiQ:         os.Getenv("POCKET_QMV_SWIQ") != "0",
 	qmvAddQ:         os.Getenv("POCKET_QMV_ADDQ") != "0",
 	qmvPre2:         os.Getenv("POCKET_QMV_PRE2") != "0",
+	qmvFlat:         os.Getenv("POCKET_QMV_FLAT") != "0",
 	noQmvW6:         os.Getenv("POCKET_QMV_W6") == "0",
 	noRegroup:       regroupSwitch(os.Getenv("POCKET_REGROUP")),
 	ablate:          listSwitch(os.Getenv("POCKET_ABLATE")),
