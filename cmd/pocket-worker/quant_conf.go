@@ -36,6 +36,9 @@ func (c *conf) quant() {
 			// steps of 4 (Q4_K: 8) blocks.
 			shapes = append(shapes, mm{1, 7, 256}, mm{1, 33, 1280}, mm{1, 4099, 4096}, mm{1, 513, 12288}, mm{1, 130, 768},
 				mm{1, 65, 2304}, mm{1, 1027, 3328})
+			// Tall ones, as an LM head (a dozen waves of qmv's blocks), ragged
+			// ones, one not regrouped (Q6_K at 1280 columns).
+			shapes = append(shapes, mm{1, 33001, 4096}, mm{1, 40000, 1024}, mm{1, 36001, 1280})
 		}
 		if _, _, lattice := quant.Lattice(dt); lattice {
 			// Wider rows take 2 and 4 warps per output row; a MoE-expert
@@ -105,6 +108,9 @@ func (c *conf) quantFused() {
 		// Fewer steps a row, rows not whole groups of 4.
 		{2048, []kernels.DType{kernels.Q4_K, kernels.Q4_K}, []int{1000, 77}},
 		{1024, []kernels.DType{kernels.Q4_K}, []int{50}},
+		// An LM head behind the final norm.
+		{1024, []kernels.DType{kernels.Q6_K}, []int{40003}},
+		{2048, []kernels.DType{kernels.Q8_0}, []int{36000}},
 	} {
 		in := s.in
 		xv := c.randn(in)

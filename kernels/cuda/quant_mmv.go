@@ -197,7 +197,11 @@ func (b *Backend) qmvBlock(g qmvGeom, groups, in int, w6 bool) (wpr, warps int) 
 }
 
 // qmvLaunch computes ys[i] = ts[i]·x (mode plain, add or norm) for up to
-// four weights with in columns from the quantized x, in one launch.
+// four weights with in columns from the quantized x, in one launch. (The
+// LM head as resident blocks whose warps take row groups in turn, the next
+// group's first step loaded right after the last one's, measured no
+// faster than its dozen waves of blocks: Qwen3-8B Q4_K_M 596.5-598.8
+// against 598.6-599.9 tok/s, Q8_0 445.5-445.6 against 445.1-445.3.)
 func (b *Backend) qmvLaunch(mode int, xs, xq, ssp cu.DevicePtr, nss int, eps float32, in int, ys []cu.DevicePtr,
 	ts []*tensor) {
 	kind := qmvKind(mode, in, ts[0].w.Rows())
