@@ -109,7 +109,8 @@ type quantFns struct {
 }
 
 // qmvKernels are one geometry's qmv, qmv_swiglu, qmv_swiglu_q (and its
-// twin for the regrouped layouts, qmv_swiglu_qg) and qmv_add_q.
+// twins for the regrouped layouts, qmv_swiglu_qg, and for Q4_K with a
+// warp's passes back to back, qmv_swiglu_qf) and qmv_add_q.
 type qmvKernels struct {
 	g                                 qmvGeom
 	mv, swi, swiq, swiqG, swiqF, addq cFunc

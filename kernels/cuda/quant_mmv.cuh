@@ -450,7 +450,7 @@ __device__ __forceinline__ void q4kStep(const uint4 (&q)[QR], const uint4 (&hh)[
 // room for a gate/up block beside it) 583.4-584.5. The probe: the o
 // projection 4.12 µs a layer against 4.89. All four steps of q/k/v before
 // the wait (PRE = 4, blocks of 12 warps an SM at 158 registers) lost:
-// q/k/v 6.5 µs a layer against 5.6, 567.2-571.7 tok/s against 583.4-585.3;
+// q/k/v 6.5 µs a layer against ~5.6, 567.2-571.7 tok/s against 583.4-585.3;
 // twelve warps an SM are too few for the arithmetic left after the wait.
 template <int QR, bool G, int PRE = 1, class Rows>
 __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restrict__ xq,
