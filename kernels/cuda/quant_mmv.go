@@ -30,6 +30,10 @@ import (
 // that op needs no qx_norm (POCKET_QMV_ADDQ=0 keeps the qx_norm). A
 // dense layer is then six launches: q/k/v, the attention, the merge and
 // rounding, o (+ rounding), gate/up (+ rounding), down (+ rounding).
+// Two of them have Q4_K twins: the o projection of two steps a warp loads
+// both before its PDL wait (qmv_add_q2_4, addqPre2), and the SwiGLU GEMV
+// runs a warp's passes back to back with one block barrier at the end
+// (qmv_swiglu_qf); Qwen3-8B Q4_K_M +0.7% and +1.5-2.5% on an H200.
 //
 // POCKET_QGEMV=v1 keeps the first int8 kernels (qx_quant + qgemv8_*, one
 // launch pair per GEMV, no fused ops); POCKET_QGEMV=exact the fp32 GEMV
