@@ -40,6 +40,10 @@ __device__ __forceinline__ void fp8x4f(uint32_t v, float (&o)[4]) {
         : "r"(v));
 }
 
+// prefetchL2 asks L2 for p's line, holding no register: for constant data
+// (norm weights) read after a PDL wait, asked for before it.
+__device__ __forceinline__ void prefetchL2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
 __device__ __forceinline__ float warpSum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -337,7 +337,7 @@ __device__ __forceinline__ void pipeNormPrefetch(const float* nw, int in) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, W = blockDim.x >> 5;
     for (int u = warp; u * UNIT < in; u += W)
         if (lane < 4 && u * UNIT + lane * 32 < in)
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(nw + u * UNIT + lane * 32));
+            prefetchL2(nw + u * UNIT + lane * 32);
 }
 
 // pipeNormFactor is 1/rms of the x pipeStageBy<true> staged (after its

@@ -468,35 +468,31 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
     uint4 qv[PRE][QR], hd[PRE][H]; // the steps loaded before the wait (then qv[0] for the rest)
     const QSteps qs(nb, s, ss);
     auto blockOf = [&](int k) { return k < qs.K ? 4 * qs.step(k) + (lane >> 3) : nb; };
-    auto loadTo = [&](uint4(&q)[QR], uint4(&hh)[H], int blk) { q4kLoad<QR, G>(q, hh, wr, hp, blk, 0); };
     int b = blockOf(0);
-    if (active && b < nb) loadTo(qv[0], hd[0], b);
+    if (active && b < nb) q4kLoad<QR, G>(qv[0], hd[0], wr, hp, b, 0);
 #pragma unroll
     for (int i = 1; i < PRE; i++) {
         const int bi = blockOf(i);
-        if (active && bi < nb) loadTo(qv[i], hd[i], bi);
+        if (active && bi < nb) q4kLoad<QR, G>(qv[i], hd[i], wr, hp, bi, 0);
     }
     qPdlWait(); // then the next launch (see qdot)
     qPdlLaunch();
 #pragma unroll
     for (int r = 0; r < QR; r++) acc[r] = 0.f;
     if (!active) return;
-    auto dotStep = [&](const uint4(&q)[QR], const uint4(&hh)[H], int b) {
-        q4kStep<QR>(q, hh, b, nb, xq, xs, mine);
-    };
     int kk = 0;
     if constexpr (PRE > 1) { // the steps loaded before the wait; the rest as PRE = 1
 #pragma unroll
         for (int i = 0; i < PRE; i++)
-            if (i < qs.K) dotStep(qv[i], hd[i], blockOf(i));
+            if (i < qs.K) q4kStep<QR>(qv[i], hd[i], blockOf(i), nb, xq, xs, mine);
         kk = PRE;
         b = blockOf(PRE);
-        if (b < nb) loadTo(qv[0], hd[0], b);
+        if (b < nb) q4kLoad<QR, G>(qv[0], hd[0], wr, hp, b, 0);
     }
     for (; kk < qs.K; kk++) {
-        dotStep(qv[0], hd[0], b);
+        q4kStep<QR>(qv[0], hd[0], b, nb, xq, xs, mine);
         b = blockOf(kk + 1);
-        if (b < nb) loadTo(qv[0], hd[0], b);
+        if (b < nb) q4kLoad<QR, G>(qv[0], hd[0], wr, hp, b, 0);
     }
 #pragma unroll
     for (int r = 0; r < QR; r++) acc[r] = r / H == h ? mine[r % H] : 0.f;
@@ -678,6 +674,17 @@ __device__ __forceinline__ void qmvSwiGLU(float* act, const uint8_t* __restrict_
     }
 }
 
+// qRoundBlock32 rounds the block's 32 values, lane l of warp 0 holding
+// element 32·blockIdx.x + l of a row of out, to int8 as qx_norm does:
+// lane l < 8 takes elements 4l..4l+3 (qRound's float4 i of the row).
+__device__ __forceinline__ void qRoundBlock32(uint32_t* xq, float2* xs, float v, int out) {
+    const int lane = threadIdx.x & 31, s = 4 * (lane & 7);
+    const float4 q = make_float4(__shfl_sync(0xffffffffu, v, s), __shfl_sync(0xffffffffu, v, s + 1),
+                                 __shfl_sync(0xffffffffu, v, s + 2), __shfl_sync(0xffffffffu, v, s + 3));
+    const int i = blockIdx.x * 8 + lane;
+    qRound(xq, xs, q, i, lane < 8 && 4 * i < out);
+}
+
 // qmvSwiGLUFlat is qmvSwiGLU<Q4_K or Q4_KG, QR, ROUND> with the passes
 // run back to back in each warp (qmv_swiglu_qf_4_3): a warp's next pass's
 // first step is loaded right after its last step, as any other step, and
@@ -757,12 +764,7 @@ __device__ __forceinline__ void qmvSwiGLUFlat(float* act, const uint8_t* __restr
     uv *= inv;
     const float a = gv / (1.f + expf(-gv)) * uv;
     if (o < out) act[o] = a;
-    // Lane l < 8 rounds elements 4l..4l+3 (qRound's float4 i of the row).
-    const int s = 4 * (lane & 7);
-    const float4 q = make_float4(__shfl_sync(0xffffffffu, a, s), __shfl_sync(0xffffffffu, a, s + 1),
-                                 __shfl_sync(0xffffffffu, a, s + 2), __shfl_sync(0xffffffffu, a, s + 3));
-    const int i = blockIdx.x * 8 + lane;
-    qRound(xq2, xs2, q, i, lane < 8 && 4 * i < out);
+    qRoundBlock32(xq2, xs2, a, out);
 }
 
 template <int QR, bool ROUND>
@@ -806,12 +808,10 @@ __device__ __forceinline__ void qmvAddRound(float* y, const uint8_t* __restrict_
     __shared__ float red[32][QR];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int base = blockIdx.x * 32 + warp / wpr * QR;
-#ifndef QMV_NO_NWPF
     if (threadIdx.x < 2) {
         const int o = min(blockIdx.x * 32 + 31 * (int)threadIdx.x, out - 1);
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(nw + o));
+        prefetchL2(nw + o);
     }
-#endif
     const QRowsO<QR> wr = qRowsAt<QR>(w, rb, base, out);
     float acc[QR];
     QDotF<F>::template run<QR, PRE>(wr, xq, xs, in >> 8, warp % wpr, wpr, base < out, acc);
@@ -830,13 +830,7 @@ __device__ __forceinline__ void qmvAddRound(float* y, const uint8_t* __restrict_
     }
     const float ss = warpSum(v * v);
     if (lane == 0) ssp2[blockIdx.x] = ss;
-    const float n = v * gam;
-    // Lane l < 8 rounds elements 4l..4l+3 (qRound's float4 i of the row).
-    const int s = 4 * (lane & 7);
-    const float4 q = make_float4(__shfl_sync(0xffffffffu, n, s), __shfl_sync(0xffffffffu, n, s + 1),
-                                 __shfl_sync(0xffffffffu, n, s + 2), __shfl_sync(0xffffffffu, n, s + 3));
-    const int i = blockIdx.x * 8 + lane;
-    qRound(xq2, xs2, q, i, lane < 8 && 4 * i < out);
+    qRoundBlock32(xq2, xs2, v * gam, out);
 }
 
 template <int QR>

@@ -321,7 +321,7 @@ func (b *Backend) quantNormSwiGLU(act, x kernels.Buf, nv cu.DevicePtr, eps float
 		if g.regroup != nil {
 			f = k.swiqG
 		}
-		if dt := g.layout(); switches.qmvFlat && wpr <= 2 && (dt == kernels.Q4_K || dt == dtQ4KG) {
+		if switches.qmvFlat && swiqFlat(g.layout(), wpr) {
 			f = k.swiqF
 		}
 		b.runQ(f, out/32, 256, append(args, ptr(xq2), ptr(xs2))...)

@@ -68,9 +68,17 @@ func addqWarps(g qmvGeom, in int) int {
 // steps a warp (all of them loaded before the PDL wait) and at most 512
 // threads a block (its launch bounds).
 func addqPre2(g qmvGeom, dt kernels.DType, in, wpr int) bool {
-	return g.rows == 4 && (dt == kernels.Q4_K || dt == dtQ4KG) && wpr > 0 &&
-		cdiv(cdiv(in/256, 4), wpr) <= 2 && 32*(32/g.rows)*wpr <= 512
+	return g.rows == 4 && isQ4K(dt) && wpr > 0 && cdiv(cdiv(in/256, 4), wpr) <= 2 && 32*(32/g.rows)*wpr <= 512
 }
+
+// swiqFlat reports whether qmv_swiglu_qf takes a rounding SwiGLU launch
+// of layout dt with wpr warps a group: Q4_K or Q4_KG, and wpr ≤ 2 (its
+// shared sums hold 64·wpr floats, 128 at most).
+func swiqFlat(dt kernels.DType, wpr int) bool { return isQ4K(dt) && wpr <= 2 }
+
+// isQ4K reports whether dt is Q4_K as stored or regrouped (Q4_KG): the
+// layouts of qdotQ4K, the only dot with the twins' step structure.
+func isQ4K(dt kernels.DType) bool { return dt == kernels.Q4_K || dt == dtQ4KG }
 
 // swiqPasses is how many passes a qmv_swiglu_q block makes to cover the
 // 32 outputs it rounds, with wpr warps a group of rows/2 outputs; 0 where

@@ -192,3 +192,18 @@ func TestAddqPre2(t *testing.T) {
 		}
 	}
 }
+
+// qmv_swiglu_qf takes Q4_K and Q4_KG at one or two warps a group.
+func TestSwiqFlat(t *testing.T) {
+	for _, c := range []struct {
+		dt   kernels.DType
+		wpr  int
+		want bool
+	}{
+		{dtQ4KG, 1, true}, {kernels.Q4_K, 2, true}, {dtQ4KG, 4, false}, {dtQ6KG, 1, false}, {dtQ80G, 1, false},
+	} {
+		if got := swiqFlat(c.dt, c.wpr); got != c.want {
+			t.Errorf("%v wpr=%d: %v, want %v", c.dt, c.wpr, got, c.want)
+		}
+	}
+}
