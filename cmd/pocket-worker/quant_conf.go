@@ -249,6 +249,11 @@ func (c *conf) quantFused() {
 		{kernels.Q4_K, 1280, 5120, kernels.Q4_K, []int{3}, true},
 		// qmv_add_q2_4 with one step a warp (two loaded before the wait at most).
 		{kernels.Q4_K, 2048, 2048, kernels.Q4_K, []int{1024}, true},
+		// Down projections: Qwen3-8B's Q4_K one (three warps a row
+		// group), and two warps a group of ragged steps (1536 columns:
+		// 6 blocks, a step of 4 and one of 2).
+		{kernels.Q4_K, 4096, 12288, kernels.Q4_K, []int{4096, 1024, 1024}, false},
+		{kernels.Q6_K, 1024, 1536, kernels.Q8_0, []int{64}, false},
 	} {
 		a := c.quantAdd(s.add, s.hid, s.in)
 		av := make([]float32, s.hid)
