@@ -42,6 +42,30 @@ func TestArgmaxMatchesSampler(t *testing.T) {
 	}
 }
 
+// TestArgmaxRule: the largest value wins, the lowest index on ties; a
+// NaN never wins, also at index 0 (the CUDA argmax's rule); nothing but
+// NaN gives 0.
+func TestArgmaxRule(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	for _, c := range []struct {
+		l    []float32
+		want int32
+	}{
+		{[]float32{1, 3, 3, 2}, 1},
+		{[]float32{nan, 1, 2}, 2},
+		{[]float32{nan, nan, -inf, -inf}, 2},
+		{[]float32{nan, nan}, 0},
+		{[]float32{-inf, -3}, 1},
+		{[]float32{2, nan, inf}, 2},
+		{[]float32{float32(math.Copysign(0, -1)), 0}, 0},
+		{nil, 0},
+	} {
+		if got := Argmax(c.l); got != c.want {
+			t.Errorf("Argmax(%v) = %d, want %d", c.l, got, c.want)
+		}
+	}
+}
+
 // TestGreedyRunnerPath: greedy generations (stop strings too) over a
 // GreedyRunner take its argmax path and give the full-logits tokens and
 // text; logprobs and penalties keep the logits.

@@ -46,14 +46,17 @@ type GreedyRunner interface {
 }
 
 // Argmax is the index of the largest logit, the lowest index on ties,
-// as greedy sampling picks it (a NaN never replaces the best so far).
-// Runners implementing GreedyRunner use it to pick the same token.
+// as greedy sampling picks it. A NaN never wins, not even the first logit
+// (before, a NaN there beat every later value, where the device's argmax
+// skipped it); with nothing but NaN it is 0, so that a broken model's
+// next step still embeds a token of the vocabulary. Runners implementing
+// GreedyRunner and the CUDA argmax kernel pick the same token.
 func Argmax(logits []float32) int32 {
-	best := 0
+	best := -1
 	for i, v := range logits {
-		if v > logits[best] {
+		if v == v && (best < 0 || v > logits[best]) { // v == v: not NaN
 			best = i
 		}
 	}
-	return int32(best)
+	return int32(max(best, 0))
 }

@@ -210,14 +210,7 @@ func (s *sampler) probabilities(logits []float32) ([]float32, float64) {
 
 // argmax is greedy decoding's token after penalties and bias.
 func (s *sampler) argmax(logits []float32) int32 {
-	y := s.adjusted(logits)
-	best := 0
-	for i, v := range y {
-		if v > y[best] {
-			best = i
-		}
-	}
-	return int32(best)
+	return Argmax(s.adjusted(logits))
 }
 
 // distribution returns the candidate ids (ascending) and their

@@ -200,7 +200,7 @@ func ruleName(d session.Draw) string {
 // kernel a fed step records too) against session.Argmax: one block's
 // worth and fewer, vocabulary sizes, more than the kernel's 256 blocks
 // cover in one pass, lengths not a multiple of four; ties (the lowest
-// index wins), NaN (never wins) and a maximum at either end.
+// index wins), NaN (never wins, also first) and a maximum at either end.
 func (c *conf) argmax() {
 	type fill struct {
 		name string
@@ -212,6 +212,14 @@ func (c *conf) argmax() {
 		{"all equal", func(int, int) float32 { return -3 }},
 		{"NaN beside", func(i, _ int) float32 {
 			if i%7 == 3 {
+				return float32(math.NaN())
+			}
+			return float32(c.rng.NormFloat64())
+		}},
+		// A NaN first never wins either (the host's rule since the
+		// first logit's NaN no longer beats the rest).
+		{"NaN first", func(i, _ int) float32 {
+			if i == 0 {
 				return float32(math.NaN())
 			}
 			return float32(c.rng.NormFloat64())
