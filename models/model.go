@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/pocketllm/pocketllm/internal/vmath"
 	"github.com/pocketllm/pocketllm/kernels"
 )
 
@@ -49,6 +50,9 @@ const (
 	// rowLogits is a pass's mode for the rows of Pass.LogitRows (Forward
 	// turns MarkedLogits into it); Forward does not take it.
 	rowLogits
+	// lastPairs returns a tensor-parallel group's argmax pairs of the
+	// last new token (kernels.ArgmaxOps), [2·ranks]: ForwardArgmax's mode.
+	lastPairs
 )
 
 // ErrContext is returned when a sequence would exceed the model's context.
@@ -165,6 +169,10 @@ func (m *Model) Forward(seq Seq, tokens []int32, want Logits) ([]float32, error)
 	hid := m.Config.HiddenSize
 	switch want {
 	case LastLogits, NoLogits, LastHidden:
+	case lastPairs:
+		if d := decoderOf(m.net); d == nil || d.pairs == nil {
+			return nil, fmt.Errorf("forward: logits mode %d", want)
+		}
 	case AllLogits:
 		out = make([]float32, 0, len(tokens)*vocab)
 	case AllHidden:
@@ -184,7 +192,7 @@ func (m *Model) Forward(seq Seq, tokens []int32, want Logits) ([]float32, error)
 		hi := min(lo+chunk, len(tokens))
 		part := tokens[lo:hi]
 		mode := want
-		if (want == LastLogits || want == LastHidden) && hi < len(tokens) {
+		if (want == LastLogits || want == LastHidden || want == lastPairs) && hi < len(tokens) {
 			mode = NoLogits
 		}
 		s := seq
@@ -210,6 +218,9 @@ func (m *Model) Forward(seq Seq, tokens []int32, want Logits) ([]float32, error)
 			out, n = make([]float32, 0, vocab), vocab
 		case LastHidden:
 			out, n = make([]float32, 0, hid), hid
+		case lastPairs:
+			slots := decoderOf(m.net).pairSlots
+			out, n = make([]float32, 0, 2*slots), 2*slots
 		case AllHidden:
 			n = len(part) * hid
 		}
@@ -219,6 +230,58 @@ func (m *Model) Forward(seq Seq, tokens []int32, want Logits) ([]float32, error)
 		}
 	}
 	return out, nil
+}
+
+// ForwardArgmax runs tokens as Forward does and returns the greedy
+// successor of the last one (vmath.Argmax's rule over its logits). A
+// tensor-parallel rank whose vocabulary-parallel head can pick on its
+// slice (PairsArgmax) sums 2·ranks floats over the group where the logits
+// took the vocabulary's: every rank of a group must then take this path
+// for the same steps, as for any collective.
+func (m *Model) ForwardArgmax(seq Seq, tokens []int32) (int32, error) {
+	if !m.PairsArgmax() {
+		logits, err := m.Forward(seq, tokens, LastLogits)
+		if err != nil {
+			return 0, err
+		}
+		return vmath.Argmax(logits), nil
+	}
+	pairs, err := m.Forward(seq, tokens, lastPairs)
+	if err != nil {
+		return 0, err
+	}
+	return PickPairs(pairs, m.Config.VocabSize), nil
+}
+
+// PairsArgmax reports whether ForwardArgmax picks from the group's argmax
+// pairs (a tensor-parallel rank with a vocabulary-parallel head on a
+// backend with kernels.ArgmaxOps) rather than from the logits.
+func (m *Model) PairsArgmax() bool {
+	d := decoderOf(m.net)
+	return d != nil && d.pairs != nil
+}
+
+// PickPairs is the token of a group's argmax pairs (kernels.ArgmaxOps:
+// value, index for each rank's vocabulary slice, in vocabulary order):
+// the index of the first pair with the largest value, a NaN value never
+// winning, as vmath.Argmax picks over the whole vocabulary. Where no pair
+// has a value, or an index is not a token of a vocabulary of vocab ids, it
+// is 0.
+func PickPairs(pairs []float32, vocab int) int32 {
+	best := -1
+	for s := 0; 2*s+1 < len(pairs); s++ {
+		if v := pairs[2*s]; v == v && (best < 0 || v > pairs[2*best]) {
+			best = s
+		}
+	}
+	if best < 0 {
+		return 0
+	}
+	id := pairs[2*best+1]
+	if !(id >= 0 && id < float32(vocab)) {
+		return 0
+	}
+	return int32(id)
 }
 
 // markRows are the rows of a pass at start of n rows whose logits a

@@ -268,7 +268,12 @@ func (p *Plan) apply(c *Config, net Network, b *binder) error {
 		}
 		b.bytes += int64(len(w.Data)) + int64(len(w.Scale))*4
 	}
-	d.head = (&vocabHead{be: b.be, w: head, comm: p.Comm, rank: p.Rank, world: n, per: per}).forward
+	vh := &vocabHead{be: b.be, w: head, comm: p.Comm, rank: p.Rank, world: n, per: per}
+	d.head = vh.forward
+	if ops, ok := b.be.(kernels.ArgmaxOps); ok && c.VocabSize < kernels.MaxPairIndex {
+		vh.argmax = ops
+		d.pairs, d.pairSlots = vh.pairs, n
+	}
 	return nil
 }
 
@@ -318,6 +323,7 @@ type vocabHead struct {
 	rows             int
 	zeroIdx, scatter []int32
 	ones             []float32
+	argmax           kernels.ArgmaxOps // nil: the backend has no ArgmaxPair
 }
 
 func (h *vocabHead) forward(s *Scratch, dst, x kernels.Buf, rows int) error {
@@ -339,6 +345,21 @@ func (h *vocabHead) forward(s *Scratch, dst, x kernels.Buf, rows int) error {
 	be.ScatterAdd(dst, local, h.scatter, h.ones, h.per)
 	if err := h.comm.AllReduceSum(dst, rows*h.per*h.world); err != nil {
 		return fmt.Errorf("tp logits all-reduce: %w", err)
+	}
+	return nil
+}
+
+// pairs is the head of a greedy step (Model.ForwardArgmax): this rank's
+// slice of the logits of the one row x, its best value and index as the
+// pair at slot rank of dst (kernels.ArgmaxOps), and an all-reduce of the
+// 2·world floats, where forward's took the vocabulary's. Backend ops and
+// the collective only, so a decode graph records it too.
+func (h *vocabHead) pairs(s *Scratch, dst, x kernels.Buf) error {
+	local := s.Buf("tp.logits", h.per)
+	h.be.MatMul(local, x, h.w, 1)
+	h.argmax.ArgmaxPair(dst, local, h.per, h.rank*h.per, h.rank, h.world)
+	if err := h.comm.AllReduceSum(dst, 2*h.world); err != nil {
+		return fmt.Errorf("tp argmax all-reduce: %w", err)
 	}
 	return nil
 }

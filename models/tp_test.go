@@ -123,6 +123,10 @@ type rankRun struct {
 	bytes  int64
 	err    error
 	calls  map[string]int // composedFused's, when fused
+	// argmaxed is the same greedy continuation by ForwardArgmax, which
+	// picks from the group's argmax pairs where pairs is set.
+	argmaxed []int32
+	pairs    bool
 }
 
 // runRanks builds world CPU ranks of the fixture in dir and runs the
@@ -187,6 +191,25 @@ func runRanks(t *testing.T, dir string, world int, ids []int32, n int, fused ...
 				}
 				res.steps = append(res.steps, l)
 				next = argmax(l)
+			}
+			// The same continuation by ForwardArgmax, the prompt too: on a
+			// group with a vocabulary-parallel head one all-reduce of
+			// 2·world floats a step instead of the logits'. (Not where the
+			// fused tests count their calls a step.)
+			if res.calls != nil {
+				return
+			}
+			res.pairs = m.PairsArgmax()
+			seq = newSeq(t, m, len(ids)+n)
+			if next, res.err = m.ForwardArgmax(seq, ids); res.err != nil {
+				return
+			}
+			for i := range n {
+				res.argmaxed = append(res.argmaxed, next)
+				seq.Start = len(ids) + i
+				if next, res.err = m.ForwardArgmax(seq, []int32{next}); res.err != nil {
+					return
+				}
 			}
 		}()
 	}
@@ -270,6 +293,9 @@ func checkTP(t *testing.T, dir string, worlds ...int) {
 			}
 			if pe > 1e-5 || se > 1e-5 {
 				t.Errorf("TP%d rank %d: prompt logits rel err %.3g, decode steps %.3g (want ≤ 1e-5 against TP1)", world, r, pe, se)
+			}
+			if !got.pairs || !slices.Equal(got.argmaxed, one.greedy) {
+				t.Errorf("TP%d rank %d: ForwardArgmax (pairs %v) gave %v, want TP1's %v", world, r, got.pairs, got.argmaxed, one.greedy)
 			}
 			if e := relErr(got.prompt, ref.logits); e > 1e-4 {
 				t.Errorf("TP%d rank %d: prompt logits rel err %.3g against the reference", world, r, e)
@@ -467,4 +493,25 @@ func openFixture(t testing.TB, arch string) *checkpoint.Checkpoint {
 	}
 	t.Cleanup(func() { ck.Close() })
 	return ck
+}
+
+// TestPickPairs: the first pair of the largest value in slot order, NaN
+// never winning; 0 where none has a value or the index is not a token.
+func TestPickPairs(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	for _, c := range []struct {
+		pairs []float32
+		want  int32
+	}{
+		{[]float32{1, 4, 3, 70, 3, 130}, 70},
+		{[]float32{nan, 0, 2, 80}, 80},
+		{[]float32{nan, 0, nan, 64}, 0},
+		{[]float32{-inf, 5, -inf, 70}, 5},
+		{[]float32{inf, 1e9}, 0}, // not a token of the vocabulary
+		{nil, 0},
+	} {
+		if got := models.PickPairs(c.pairs, 1000); got != c.want {
+			t.Errorf("PickPairs(%v) = %d, want %d", c.pairs, got, c.want)
+		}
+	}
 }

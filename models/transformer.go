@@ -46,6 +46,11 @@ type Decoder struct {
 	// head, tp.go), computes logits [rows, vocab] in place of the LMHead
 	// MatMul.
 	head func(s *Scratch, dst, x kernels.Buf, rows int) error
+	// pairs, when set (the same plan's head on a backend with
+	// kernels.ArgmaxOps), leaves the group's argmax pairs of one row x in
+	// dst [2·pairSlots] (Model.ForwardArgmax).
+	pairs     func(s *Scratch, dst, x kernels.Buf) error
+	pairSlots int
 }
 
 // KVSpec implements Network.
@@ -110,7 +115,7 @@ func (d *Decoder) Forward(p *Pass) error {
 	switch p.Logits {
 	case NoLogits:
 		return nil
-	case LastLogits, LastHidden:
+	case LastLogits, LastHidden, lastPairs:
 		// A one-token step's final norm inside the LM head's GEMV where the
 		// backend has a fused kernel for the head's format: two launches
 		// fewer between the last layer and the head (on CUDA the block
@@ -131,6 +136,10 @@ func (d *Decoder) Forward(p *Pass) error {
 		if p.Logits == LastHidden {
 			s.Logits = last // what Model.Forward reads
 			return nil
+		}
+		if p.Logits == lastPairs {
+			s.Logits = s.Buf("tp.pairs", 2*d.pairSlots)
+			return d.pairs(s, s.Logits, last)
 		}
 		s.Logits = s.Buf("logits", c.VocabSize)
 		return d.lmHead(s, s.Logits, last, 1)

@@ -3,6 +3,7 @@ package session
 import (
 	"errors"
 
+	"github.com/pocketllm/pocketllm/internal/vmath"
 	"github.com/pocketllm/pocketllm/kernels"
 	"github.com/pocketllm/pocketllm/models"
 )
@@ -46,17 +47,10 @@ type GreedyRunner interface {
 }
 
 // Argmax is the index of the largest logit, the lowest index on ties,
-// as greedy sampling picks it. A NaN never wins, not even the first logit
-// (before, a NaN there beat every later value, where the device's argmax
-// skipped it); with nothing but NaN it is 0, so that a broken model's
-// next step still embeds a token of the vocabulary. Runners implementing
-// GreedyRunner and the CUDA argmax kernel pick the same token.
-func Argmax(logits []float32) int32 {
-	best := -1
-	for i, v := range logits {
-		if v == v && (best < 0 || v > logits[best]) { // v == v: not NaN
-			best = i
-		}
-	}
-	return int32(max(best, 0))
-}
+// as greedy sampling picks it (vmath.Argmax). A NaN never wins, not even
+// the first logit (before, a NaN there beat every later value, where the
+// device's argmax skipped it); with nothing but NaN it is 0, so that a
+// broken model's next step still embeds a token of the vocabulary.
+// Runners implementing GreedyRunner and the CUDA argmax kernel pick the
+// same token.
+func Argmax(logits []float32) int32 { return vmath.Argmax(logits) }

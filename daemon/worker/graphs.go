@@ -150,6 +150,7 @@ type graphKey struct {
 	bucket int
 	state  uint64
 	drawn  bool // recorded with its draw (DrawnGrapher)
+	pairs  bool // a greedy step's recording that picks from the group's argmax pairs (forwardReq.argmax)
 }
 
 type graphEntry struct {

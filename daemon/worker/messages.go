@@ -154,6 +154,12 @@ type forwardReq struct {
 	state  uint64 // the sequence's recurrent state (see state.go); 0: none
 	// draw is a ForwardSample's rule and variates (nil for the others).
 	draw *session.Draw
+	// argmax marks a ForwardArgmax step (and one run ahead for it): only
+	// its token is wanted, so a tensor-parallel model picks it from the
+	// group's argmax pairs (models.Model.ForwardArgmax), eager or
+	// replayed, on every rank alike. Not on the wire: the message type
+	// says it.
+	argmax bool
 }
 
 func (f *forwardReq) encode() []byte {

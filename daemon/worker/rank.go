@@ -128,6 +128,9 @@ type rank struct {
 	graphs *graphCache // nil: decode steps run eagerly
 	padded []int32     // padTable's buffer
 	warm   bool        // a single-token step ran eagerly (see replay)
+	// warmPairs: a single-token ForwardArgmax ran eagerly, so the argmax
+	// pairs' buffers exist before one is recorded (see replay).
+	warmPairs bool
 
 	// next is the step to run ahead once the current reply is out, ahead
 	// the one run ahead, aheadHits how many requests it answered: see
@@ -454,6 +457,7 @@ func (rk *rank) handle(f frame) (typ msgType, payload, extra []byte, err error) 
 		if err != nil {
 			return 0, nil, nil, err
 		}
+		req.argmax = f.typ == msgForwardArgmax
 		if req.want != models.LastLogits {
 			return 0, nil, nil, fmt.Errorf("%w: %s of logits mode %d", errBadRequest, f.typ, req.want)
 		}
@@ -572,17 +576,30 @@ func (rk *rank) runSample(req forwardReq) (int32, error) {
 	return rk.drawer.Token(logits, *req.draw), nil
 }
 
-// runArgmax runs req eagerly and answers its logits' argmax.
+// runArgmax runs req eagerly and answers its greedy token
+// (models.Model.ForwardArgmax: a tensor-parallel group picks it from its
+// argmax pairs, the logits never assembled).
 func (rk *rank) runArgmax(req forwardReq) (int32, error) {
-	logits, err := rk.run(req)
-	if err != nil {
-		return 0, err
+	var id int32
+	_, err := rk.runWith(req, func(seq models.Seq) (logits []float32, err error) {
+		id, err = rk.model.ForwardArgmax(seq, req.tokens)
+		return nil, err
+	})
+	if err == nil && len(req.tokens) == 1 {
+		rk.warmPairs = true
 	}
-	return session.Argmax(logits), nil
+	return id, err
 }
 
 // run checks a Forward request and runs it.
 func (rk *rank) run(req forwardReq) ([]float32, error) {
+	return rk.runWith(req, func(seq models.Seq) ([]float32, error) {
+		return rk.model.Forward(seq, req.tokens, req.want)
+	})
+}
+
+// runWith checks a Forward request and runs it by fwd on its sequence.
+func (rk *rank) runWith(req forwardReq, fwd func(models.Seq) ([]float32, error)) ([]float32, error) {
 	var state any
 	switch {
 	case rk.states != nil && req.state == 0:
@@ -615,7 +632,7 @@ func (rk *rank) run(req forwardReq) ([]float32, error) {
 		return nil, fmt.Errorf("%w: logits mode %d", errBadRequest, req.want)
 	}
 	seq := models.Seq{Pool: rk.pool, Table: req.table, Start: req.start, State: state}
-	logits, err := rk.model.Forward(seq, req.tokens, req.want)
+	logits, err := fwd(seq)
 	if err == nil && len(req.tokens) == 1 {
 		rk.warm = true
 	}

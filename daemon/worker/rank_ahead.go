@@ -148,7 +148,8 @@ func (rk *rank) successor(req forwardReq, id int32) (forwardReq, bool) {
 	}
 	// req's table is its own (decodeForward allocates it), and nothing
 	// writes it.
-	next := forwardReq{start: pos, want: models.LastLogits, tokens: []int32{id}, table: req.table, state: req.state}
+	next := forwardReq{start: pos, want: models.LastLogits, tokens: []int32{id}, table: req.table, state: req.state,
+		argmax: req.argmax}
 	if req.draw != nil {
 		// A sampled step's successor draws with the variate the request
 		// named for it (its own Next is not known yet).
@@ -248,7 +249,7 @@ func (rk *rank) takeAhead(req forwardReq) (int32, bool, error) {
 	// A replay that draws after it (not a drawn recording) draws with the
 	// request's own Adjust.
 	drawsLater := la != nil && la.g != nil && !isDrawn(la.g)
-	if la == nil || req.start != la.req.start || req.want != la.req.want || req.state != la.req.state ||
+	if la == nil || req.start != la.req.start || req.want != la.req.want || req.state != la.req.state || req.argmax != la.req.argmax ||
 		!slices.Equal(req.tokens, la.req.tokens) || !slices.Equal(req.table, la.req.table) ||
 		!sameDraw(req.draw, la.req.draw, drawsLater) {
 		rk.dropAhead()

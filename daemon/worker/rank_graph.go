@@ -47,7 +47,14 @@ func (rk *rank) replayStep(req forwardReq, fedBy StepGraph) (StepGraph, bool) {
 	}
 	bucket := bucketFor(blocks)
 	drawn := rk.drawnStep(req)
-	key := graphKey{bucket, req.state, drawn}
+	// A greedy step of a tensor-parallel model records the argmax pairs'
+	// head (models.Model.ForwardArgmax), as its eager run takes it: the
+	// ranks must issue the same all-reduces whichever path each takes.
+	pairs := req.argmax && rk.model.PairsArgmax()
+	if pairs && !rk.warmPairs {
+		return nil, false
+	}
+	key := graphKey{bucket, req.state, drawn, pairs}
 	if fedBy != nil && rk.graphs.peek(key) != fedBy {
 		return nil, false // another recording (or none yet) serves it
 	}
@@ -69,6 +76,10 @@ func (rk *rank) replayStep(req forwardReq, fedBy StepGraph) (StepGraph, bool) {
 			capture = rk.graphs.rec.(DrawnGrapher).CaptureDrawn
 		}
 		return capture(func() error {
+			if pairs {
+				_, err := rk.model.ForwardArgmax(seq, req.tokens)
+				return err
+			}
 			_, err := rk.model.Forward(seq, req.tokens, models.LastLogits)
 			return err
 		})

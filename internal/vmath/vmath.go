@@ -107,3 +107,18 @@ func mulAddGo(d, a, b []float32) {
 		d[i] += float32(a[i] * b[i])
 	}
 }
+
+// Argmax is the index of the largest value, the lowest index on ties: a
+// NaN never wins (not even at index 0), and with nothing but NaN (or no
+// values) it is 0. It is greedy decoding's rule on the host, the CUDA
+// argmax kernel's, and (slice by slice, then over the slices' pairs in
+// order) a tensor-parallel group's (kernels.ArgmaxOps).
+func Argmax(x []float32) int32 {
+	best := -1
+	for i, v := range x {
+		if v == v && (best < 0 || v > x[best]) { // v == v: not NaN
+			best = i
+		}
+	}
+	return int32(max(best, 0))
+}
