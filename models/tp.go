@@ -60,10 +60,13 @@ var tpArchs = map[string]bool{
 }
 
 // NewRank builds rank plan.Rank's shard of the model: it loads only that
-// rank's slices of the weights from src. A nil plan, or one of world 1,
-// builds the single-device model (New).
+// rank's slices of the weights from src. A nil plan, or one of world 1
+// without a collective, builds the single-device model (New); a plan of
+// world 1 with one is applied as a group of one rank (its all-reduces see
+// this rank alone), which is how a device test runs the plan's ops, the
+// distributed argmax among them, on one GPU.
 func NewRank(name string, cfg *Config, src Source, be kernels.Backend, plan *Plan) (*Model, error) {
-	if plan == nil || plan.World == 1 {
+	if plan == nil || plan.World == 1 && plan.Comm == nil {
 		return New(name, cfg, src, be)
 	}
 	if err := plan.check(cfg); err != nil {

@@ -515,3 +515,35 @@ func TestPickPairs(t *testing.T) {
 		}
 	}
 }
+
+// TestTensorParallelGroupOfOne: a plan of one rank with a collective is
+// applied (what pocket-worker parity runs on one GPU): its greedy steps
+// take the argmax pairs and give the single-device model's tokens.
+func TestTensorParallelGroupOfOne(t *testing.T) {
+	dir := filepath.Join("testdata", "models", "qwen3")
+	ref := loadReference(t, dir)
+	ck, err := checkpoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	be := cpu.New(1)
+	m, err := models.NewRank(ck.Name, ck.Config, ck.Source, be, &models.Plan{World: 1, Comm: &localRank{g: newLocalGroup(1), be: be}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.PairsArgmax() {
+		t.Fatal("a group of one has no argmax pairs")
+	}
+	seq := newSeq(t, m, len(ref.ids)+len(ref.greedy))
+	next, err := m.ForwardArgmax(seq, ref.ids)
+	var got []int32
+	for i := 0; err == nil && i < len(ref.greedy); i++ {
+		got = append(got, next)
+		seq.Start = len(ref.ids) + i
+		next, err = m.ForwardArgmax(seq, []int32{next})
+	}
+	if err != nil || !slices.Equal(got, ref.greedy) {
+		t.Errorf("greedy %v (%v), want %v", got, err, ref.greedy)
+	}
+}

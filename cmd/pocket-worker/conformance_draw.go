@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/pocketllm/pocketllm/kernels"
 	"github.com/pocketllm/pocketllm/session"
 )
 
@@ -256,6 +257,44 @@ func (c *conf) argmax() {
 				c.failed++
 			}
 			fmt.Printf("%-12s %-40s %s\n", "Argmax", fmt.Sprintf("n=%d %s", n, f.name), status)
+			if n <= 248322 {
+				c.argmaxPair(xg, v, f.name)
+			}
 		}
+	}
+}
+
+// argmaxPair checks a rank's half of the distributed argmax
+// (kernels.ArgmaxOps: argmax_pair) against the CPU backend's, every float
+// of the 2·slots, bit for bit (NaN where both are NaN): the vocabulary
+// slice x of n values as rank slot of a group of slots, its token ids
+// from offset.
+func (c *conf) argmaxPair(xg kernels.Buf, v []float32, fill string) {
+	n := len(v)
+	xh := c.c.NewBuf(n)
+	c.c.Write(xh, 0, v)
+	for _, s := range []struct{ slot, slots int }{{0, 1}, {1, 2}, {3, 4}} {
+		offset := s.slot * n
+		dg, dh := c.outPair(2 * s.slots)
+		c.g.Write(dg, 0, []float32{7, 7}) // stale values the op must overwrite
+		c.g.ArgmaxPair(dg, xg, n, offset, s.slot, s.slots)
+		c.c.ArgmaxPair(dh, xh, n, offset, s.slot, s.slots)
+		got, want := make([]float32, 2*s.slots), make([]float32, 2*s.slots)
+		c.g.Read(dg, 0, got)
+		c.c.Read(dh, 0, want)
+		c.n++
+		status := "ok"
+		if err := c.g.Err(); err != nil {
+			status = "FAIL (" + err.Error() + ")"
+		}
+		for i := range got {
+			if status == "ok" && got[i] != want[i] && (got[i] == got[i] || want[i] == want[i]) {
+				status = fmt.Sprintf("FAIL (got %v, want %v)", got, want)
+			}
+		}
+		if status != "ok" {
+			c.failed++
+		}
+		fmt.Printf("%-12s %-40s %s\n", "ArgmaxPair", fmt.Sprintf("n=%d %s slot %d/%d", n, fill, s.slot, s.slots), status)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/pocketllm/pocketllm/daemon/worker"
 	"github.com/pocketllm/pocketllm/kernels"
 	"github.com/pocketllm/pocketllm/kernels/cuda"
+	"github.com/pocketllm/pocketllm/models"
 	"github.com/pocketllm/pocketllm/session"
 )
 
@@ -144,9 +145,15 @@ func (c cudaGraph) step(s worker.Step, fed bool) cuda.Step {
 	return cs
 }
 
-// Argmax reads back one int32, not the logits.
+// Argmax reads back one int32, not the logits; a step ending in a
+// distributed argmax's pairs (cuda.Graph.Pairs) reads those and picks.
 func (c cudaGraph) Argmax() (int32, error) {
 	b := c.b
+	if n := c.g.Pairs; n > 0 {
+		pairs := make([]float32, 2*n)
+		b.Read(c.g.Out, 0, pairs)
+		return models.PickPairs(pairs, c.g.Vocab), b.Err()
+	}
 	id := b.Argmax(c.g.Out, c.g.OutLen)
 	return id, b.Err()
 }

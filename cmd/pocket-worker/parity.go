@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/pocketllm/pocketllm/internal/kvseq"
@@ -182,6 +183,8 @@ func parityOne(g *cuda.Backend, dir string, tol float64) error {
 	if herr == nil {
 		mstat += fmt.Sprintf("  hidden rel %.2e", hidden)
 	}
+	pstat, perr := pairsParity(g, ck, ref.ids, len(ref.greedy))
+	mstat += "  pairs " + pstat
 	fmt.Printf("%-12s logits rel %.2e  top1 %d/%d  greedy eager %d/%d  greedy graph %s%s\n",
 		filepath.Base(dir), rel, top1, T, agree(eager), len(ref.greedy), gstat, mstat)
 	switch {
@@ -191,6 +194,8 @@ func parityOne(g *cuda.Backend, dir string, tol float64) error {
 		return merr
 	case herr != nil:
 		return herr
+	case perr != nil:
+		return fmt.Errorf("as a group of one rank: %w", perr)
 	case hidden > tol:
 		return fmt.Errorf("final hidden states (embeddings): relative error %.3g > %g against the CPU", hidden, tol)
 	case marks > tol:
@@ -210,6 +215,105 @@ func parityOne(g *cuda.Backend, dir string, tol float64) error {
 	}
 	return nil
 }
+
+// pairsParity runs the checkpoint as a tensor-parallel group of one rank
+// (models.Plan of world 1 with a collective: its all-reduces see this
+// rank alone): its greedy steps end in the distributed argmax's pairs
+// (argmax_pair), eagerly and recorded, the recording's token picked on
+// the device (argmax_pairs) or by the host, as a group's ranks run them.
+// Their n tokens after the prompt ids must be the argmax of the same
+// model's logits (its vocabulary-parallel head: the same products), and
+// ForwardArgmax of the prompt its first.
+func pairsParity(g *cuda.Backend, ck *checkpoint.Checkpoint, ids []int32, n int) (string, error) {
+	m, err := models.NewRank(ck.Name, ck.Config, ck.Source, g, &models.Plan{World: 1, Comm: identityComm{}})
+	if err != nil {
+		return "", err
+	}
+	if !m.PairsArgmax() {
+		return "n/a (no pairs head)", nil
+	}
+	T := len(ids)
+	seq, err := kvseq.Private(m, T+n, 4, true)
+	if err != nil {
+		return "", err
+	}
+	logits, err := m.Forward(seq, ids, models.LastLogits)
+	if err != nil {
+		return "", err
+	}
+	first := session.Argmax(logits)
+	rewind := rewinder(seq, T)
+	// decode continues from the prompt's end with step, then rewinds.
+	decode := func(step func(tok int32) (int32, error)) ([]int32, error) {
+		out := make([]int32, 0, n)
+		next := first
+		for i := range n {
+			out = append(out, next)
+			seq.Start = T + i
+			var err error
+			if next, err = step(next); err != nil {
+				return nil, err
+			}
+		}
+		return out, rewind()
+	}
+	want, err := decode(func(tok int32) (int32, error) {
+		l, err := m.Forward(seq, []int32{tok}, models.LastLogits)
+		return session.Argmax(l), err
+	})
+	if err != nil {
+		return "", err
+	}
+	eager, err := decode(func(tok int32) (int32, error) { return m.ForwardArgmax(seq, []int32{tok}) })
+	if err != nil {
+		return "", err
+	}
+	agree := func(got []int32) string {
+		k := 0
+		for i := range want {
+			if i < len(got) && got[i] == want[i] {
+				k++
+			}
+		}
+		return fmt.Sprintf("%d/%d", k, len(want))
+	}
+	stat := "eager " + agree(eager)
+	if !slices.Equal(eager, want) {
+		return stat, fmt.Errorf("pairs eager greedy %v, want %v", eager, want)
+	}
+	for _, fed := range []bool{false, true} {
+		got, _, err := graphDecodeBy(g, m, seq, T, first, n, fed, true)
+		name := map[bool]string{false: "graph", true: "fed"}[fed]
+		switch {
+		case errors.Is(err, kernels.ErrUnsupported):
+			stat += ", " + name + " n/a"
+		case err != nil:
+			return stat, err
+		case !slices.Equal(got, want):
+			return stat, fmt.Errorf("pairs %s greedy %v, want %v", name, got, want)
+		default:
+			stat += ", " + name + " " + agree(got)
+		}
+		if err := rewind(); err != nil {
+			return stat, err
+		}
+	}
+	// The prompt's step too, on a sequence of its own.
+	seq2, err := kvseq.Private(m, T+1, 4, true)
+	if err != nil {
+		return stat, err
+	}
+	if id, err := m.ForwardArgmax(seq2, ids); err != nil || id != first {
+		return stat, fmt.Errorf("pairs of the prompt: %d (%v), want %d", id, err, first)
+	}
+	return stat, g.Err()
+}
+
+// identityComm is the collective of a group of one rank: a sum over the
+// rank itself.
+type identityComm struct{}
+
+func (identityComm) AllReduceSum(kernels.Buf, int) error { return nil }
 
 // hiddenParity compares the final hidden states (models.AllHidden, what
 // /v1/embeddings pools) of ids on the GPU model m with the CPU backend's
@@ -269,6 +373,14 @@ type graphRun struct {
 // to back and their tokens read once at the end, where otherwise the host
 // reads each token before it launches the next replay.
 func graphDecode(g *cuda.Backend, m *models.Model, seq models.Seq, start int, first int32, n int, fed bool) (out []int32, run graphRun, err error) {
+	return graphDecodeBy(g, m, seq, start, first, n, fed, false)
+}
+
+// graphDecodeBy is graphDecode; with pairs the step recorded is
+// ForwardArgmax's (a tensor-parallel model's greedy step ending in the
+// group's argmax pairs: argmax_pairs picks a fed step's token, the host
+// an unfed one's, as the ranks do).
+func graphDecodeBy(g *cuda.Backend, m *models.Model, seq models.Seq, start int, first int32, n int, fed, pairs bool) (out []int32, run graphRun, err error) {
 	if fed && n > 1024 {
 		return nil, run, fmt.Errorf("a fed decode reads its tokens once: at most 1024, not %d", n)
 	}
@@ -277,7 +389,12 @@ func graphDecode(g *cuda.Backend, m *models.Model, seq models.Seq, start int, fi
 		return nil, run, err
 	}
 	seq.Start = start
-	_, ferr := m.Forward(seq, []int32{first}, models.LastLogits)
+	var ferr error
+	if pairs {
+		_, ferr = m.ForwardArgmax(seq, []int32{first})
+	} else {
+		_, ferr = m.Forward(seq, []int32{first}, models.LastLogits)
+	}
 	if ferr == nil && fed {
 		ferr = g.CaptureFeed()
 	}
@@ -293,6 +410,9 @@ func graphDecode(g *cuda.Backend, m *models.Model, seq models.Seq, start int, fi
 	}
 	run.capture = time.Since(t0)
 	defer gr.Close()
+	if pairs != (gr.Pairs > 0) {
+		return nil, run, fmt.Errorf("a step recorded with pairs %v ends in %d pairs", pairs, gr.Pairs)
+	}
 	bs := seq.Pool.Spec().BlockSize
 	out = make([]int32, 0, n)
 	next := first
@@ -309,6 +429,11 @@ func graphDecode(g *cuda.Backend, m *models.Model, seq models.Seq, start int, fi
 			return out, graphRun{}, err
 		}
 		switch {
+		case !fed && pairs:
+			out = append(out, next)
+			p := make([]float32, 2*gr.Pairs)
+			g.Read(gr.Out, 0, p)
+			next = models.PickPairs(p, gr.Vocab)
 		case !fed:
 			out = append(out, next)
 			next = g.Argmax(gr.Out, gr.OutLen)

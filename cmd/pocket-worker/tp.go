@@ -147,6 +147,10 @@ type tpResult struct {
 	StepRelErrMean float64 `json:"step_logits_rel_err_mean,omitempty"`
 	Top1Eager      string  `json:"top1_agreement_eager,omitempty"`
 	Top1Graph      string  `json:"top1_agreement_graph,omitempty"`
+	// The graph decode again with the greedy token picked from the
+	// group's argmax pairs (models.Model.ForwardArgmax, ranks of TP>1).
+	GraphPairsTokS float64 `json:"decode_graph_pairs_tokens_per_s,omitempty"`
+	Top1GraphPairs string  `json:"top1_agreement_graph_pairs,omitempty"`
 	// Decode with the all-reduces skipped: the step's compute alone.
 	NoCommEagerTokS   float64   `json:"decode_eager_no_allreduce_tokens_per_s,omitempty"`
 	AllReducesPerStep int       `json:"allreduces_per_step,omitempty"`
@@ -439,18 +443,32 @@ func runTPRank(o *tpOpts) (err error) {
 		if err := rewindP(); err != nil {
 			return err
 		}
-		got, tokS, gerr := tpGraphDecode(g, m, seq, P, tokens, N, &wd)
+		got, tokS, gerr := tpGraphDecode(g, m, seq, P, tokens, N, false, &wd)
 		r.GraphTokS = tokS
-		if gerr != nil {
-			r.GraphError = gerr.Error()
-		} else if o.world > 1 {
+		agree := func(got []int32) string {
 			n := 0
 			for i := range got {
 				if got[i] == tokens[i+1] {
 					n++
 				}
 			}
-			r.Top1Graph = fmt.Sprintf("%d/%d", n, N)
+			return fmt.Sprintf("%d/%d", n, N)
+		}
+		if gerr != nil {
+			r.GraphError = gerr.Error()
+		} else if o.world > 1 {
+			r.Top1Graph = agree(got)
+		}
+		if gerr == nil && m.PairsArgmax() {
+			wd.tick("graph capture (argmax pairs)")
+			if err := rewindP(); err != nil {
+				return err
+			}
+			got, tokS, err := tpGraphDecode(g, m, seq, P, tokens, N, true, &wd)
+			if err != nil {
+				return fmt.Errorf("graph decode with argmax pairs: %w", err)
+			}
+			r.GraphPairsTokS, r.Top1GraphPairs = tokS, agree(got)
 		}
 	}
 	r.ResidentBytes = g.Resident
@@ -460,13 +478,20 @@ func runTPRank(o *tpOpts) (err error) {
 
 // tpGraphDecode captures the decode step at position start (all-reduces
 // inside) and replays it with the teacher-forced tokens, taking the top-1
-// on the device. Tokens 2..n are timed.
-func tpGraphDecode(g *cuda.Backend, m *models.Model, seq models.Seq, start int, tokens []int32, n int, wd *watchdog) ([]int32, float64, error) {
+// on the device; with pairs the step is ForwardArgmax's (the group's
+// argmax pairs, read back and picked as a rank does). Tokens 2..n are
+// timed.
+func tpGraphDecode(g *cuda.Backend, m *models.Model, seq models.Seq, start int, tokens []int32, n int, pairs bool, wd *watchdog) ([]int32, float64, error) {
 	if err := g.BeginCapture(); err != nil {
 		return nil, 0, err
 	}
 	seq.Start = start
-	_, ferr := m.Forward(seq, tokens[:1], models.LastLogits)
+	var ferr error
+	if pairs {
+		_, ferr = m.ForwardArgmax(seq, tokens[:1])
+	} else {
+		_, ferr = m.Forward(seq, tokens[:1], models.LastLogits)
+	}
 	gr, err := g.EndCapture()
 	if ferr != nil {
 		return nil, 0, ferr
@@ -487,6 +512,12 @@ func tpGraphDecode(g *cuda.Backend, m *models.Model, seq models.Seq, start int, 
 		st := cuda.Step{ID: tokens[i], Pos: int32(pos), Slot: seq.Table[pos/bs]*int32(bs) + int32(pos%bs), Table: seq.Table}
 		if err := gr.Launch(st); err != nil {
 			return out, 0, err
+		}
+		if gr.Pairs > 0 {
+			p := make([]float32, 2*gr.Pairs)
+			g.Read(gr.Out, 0, p)
+			out = append(out, models.PickPairs(p, gr.Vocab))
+			continue
 		}
 		out = append(out, g.Argmax(gr.Out, gr.OutLen))
 	}
@@ -658,6 +689,9 @@ func launchTP(o *tpOpts, devs []int) error {
 		}
 		if r1.GraphTokS > 0 && rn[0].GraphTokS > 0 {
 			summary["speedup_graph"] = rn[0].GraphTokS / r1.GraphTokS
+		}
+		if r1.GraphTokS > 0 && rn[0].GraphPairsTokS > 0 {
+			summary["speedup_graph_pairs"] = rn[0].GraphPairsTokS / r1.GraphTokS
 		}
 		if rn[0].NoCommEagerTokS > 0 {
 			summary["allreduce_ms_per_step_eager_in_situ"] = 1e3/rn[0].EagerTokS - 1e3/rn[0].NoCommEagerTokS

@@ -66,9 +66,11 @@ const (
 	fAttnPrefill128q3h
 	fAttnPrefill128q4h
 	fAttnPrefill256h
-	fGemvBF16 // + rows-1, 8 of them
-	fGemvFP8  = fGemvBF16 + 8
-	numFuncs  = fGemvFP8 + 8
+	fArgmaxPair  // a rank's half of the distributed argmax (kernels.ArgmaxOps)
+	fArgmaxPairs // the token from the group's pairs, for a fed step
+	fGemvBF16    // + rows-1, 8 of them
+	fGemvFP8     = fGemvBF16 + 8
+	numFuncs     = fGemvFP8 + 8
 )
 
 var funcNames = func() []string {
@@ -78,7 +80,7 @@ var funcNames = func() []string {
 		"attn_prefill_128_q3", "attn_prefill_128_q4", "deq_fp8_bf16", "copy_cols_f32", "attn_prefill_256",
 		"attn_prefill_mla_192", "attn_prefill_mla_24", "attn_prefill_mla_192m", "attn_prefill_mla_24m", "kv_read_cols",
 		"store_kv_h", "attn_partial_h", "attn_gqa_h", "attn_prefill_64_h", "attn_prefill_128_h", "attn_prefill_128_3_h",
-		"attn_prefill_128_q3_h", "attn_prefill_128_q4_h", "attn_prefill_256_h"}
+		"attn_prefill_128_q3_h", "attn_prefill_128_q4_h", "attn_prefill_256_h", "argmax_pair", "argmax_pairs"}
 	for i := 1; i <= 8; i++ {
 		n = append(n, fmt.Sprintf("gemv_bf16_%d", i))
 	}

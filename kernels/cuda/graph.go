@@ -52,7 +52,11 @@ type capture struct {
 	reads   int
 	fedOff  int  // the token id's word in the arena, where CaptureFeed recorded the feed; else -1
 	drawn   bool // the feed is a draw by the arena's rule (CaptureFeedDraw), not the argmax
-	sides   int  // delta rule state updates forked to the side stream (delta_side.go)
+	// pairs is the group's size where the step ends in a distributed
+	// argmax's pairs (ArgmaxPair; its output is them, not logits), of a
+	// vocabulary of pairVocab tokens; 0 otherwise.
+	pairs, pairVocab int
+	sides            int // delta rule state updates forked to the side stream (delta_side.go)
 	// sideNext is the latest layer's side update, launched at the next
 	// layer's delta rule or at the join.
 	sideNext sideUpdate
@@ -168,7 +172,17 @@ func (b *Backend) CaptureFeed() error {
 	}
 	c := b.cap
 	slot := c.put(b, kFeedSlot, []uint32{0})
-	b.argmax(c.arena+cu.DevicePtr(off*4), b.feed.dev, slot, dptr(c.out), c.outN, true)
+	if c.pairs > 0 {
+		// A greedy step of a tensor-parallel group: the token is picked
+		// from the pairs the step's all-reduce left (argmax_pairs).
+		if c.outN != 2*c.pairs {
+			return fmt.Errorf("cuda: a step ending in %d argmax pairs read %d values", c.pairs, c.outN)
+		}
+		b.launchFnPDL(b.fn[fArgmaxPairs], 1, 1, 32, 0, ptr(c.arena+cu.DevicePtr(off*4)), ptr(b.feed.dev), ptr(slot),
+			i32(feedRingLen-1), ptr(dptr(c.out)), i32(c.pairs), i32(c.pairVocab))
+	} else {
+		b.argmax(c.arena+cu.DevicePtr(off*4), b.feed.dev, slot, dptr(c.out), c.outN, true)
+	}
 	c.fedOff = off
 	return b.err
 }
@@ -195,6 +209,8 @@ func (b *Backend) CaptureFeedDraw() error {
 	c, m, n := b.cap, b.sample, b.cap.outN
 	blocks := drawGridBlocks(n, b.sms)
 	switch {
+	case c.pairs > 0:
+		return fmt.Errorf("cuda: a draw needs the logits, the step ends in argmax pairs: %w", kernels.ErrUnsupported)
 	case m == nil || m.noGrid || blocks <= 1:
 		return fmt.Errorf("cuda: a fed draw takes the grid draw: %w", kernels.ErrUnsupported)
 	case m.probsCap < int64(4*n):
@@ -302,7 +318,10 @@ func (b *Backend) EndCapture() (*Graph, error) {
 		return nil, fmt.Errorf("cuda: captured step reads device data %d times (host logic inside the step, e.g. MoE routing): %w", c.reads, kernels.ErrUnsupported)
 	}
 	g := &Graph{b: b, exec: exec, arena: c.arena, host: c.host, entries: c.entries, fedOff: c.fedOff, drawn: c.drawn,
-		Out: c.out, OutLen: c.outN}
+		Out: c.out, OutLen: c.outN, Pairs: c.pairs, Vocab: c.outN}
+	if c.pairs > 0 {
+		g.Vocab = c.pairVocab
+	}
 	if len(g.host) > 0 {
 		b.fail(cu.MemcpyHtoD(g.arena, unsafe.Pointer(&g.host[0]), int64(len(g.host))*4))
 	}
@@ -323,6 +342,11 @@ type Graph struct {
 	// (the logits).
 	Out    kernels.Buf
 	OutLen int
+	// Pairs is the group's size where the step read a distributed
+	// argmax's pairs instead (kernels.ArgmaxOps; Out holds 2·Pairs
+	// floats, models.PickPairs picks the token), else 0. Vocab is the
+	// vocabulary its token ids lie in.
+	Pairs, Vocab int
 }
 
 // Step holds the per-step inputs of a captured single-token decode step.
@@ -438,7 +462,7 @@ func (g *Graph) token(t uint64) (int32, error) {
 		return 0, fmt.Errorf("cuda: fed token %d is no longer in the ring (%d since)", t, b.feed.tickets-t)
 	}
 	id := atomic.LoadInt32(&b.feed.host[t%feedRingLen])
-	if id < 0 || int(id) >= g.OutLen {
+	if id < 0 || int(id) >= g.Vocab {
 		id = 0
 	}
 	return id, b.err

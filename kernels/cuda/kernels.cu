@@ -521,11 +521,14 @@ extern "C" __global__ void scatter_add(float* dst, const float* src, const int* 
 __device__ __forceinline__ void argmaxPick(float& bv, int& bi, float v, int i) {
     if (v > bv || (v == bv && i < bi)) { bv = v; bi = i; }
 }
-extern "C" __global__ void __launch_bounds__(256) argmax_mb(int* out, int* ring, const int* slot, int mask, const float* x, int n,
-                                                             int vec, float* pv, int* pi, int* arrive) { PROBE_KERNEL();
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    float best = -INFINITY;
-    int idx = 0x7fffffff;
+// argmaxGrid scans x[0:n] over the grid as argmax_mb does and merges the
+// blocks' bests in the last block to arrive; it returns true in that
+// block's thread 0 only, which then holds the grid's best value and index
+// (idx ≥ n where nothing won: every value NaN).
+__device__ __forceinline__ bool argmaxGrid(const float* x, int n, int vec, float* pv, int* pi, int* arrive, float& best,
+                                           int& idx) {
+    best = -INFINITY;
+    idx = 0x7fffffff;
     int stride = gridDim.x * blockDim.x;
     int t = blockIdx.x * blockDim.x + threadIdx.x;
     int done = 0;
@@ -556,7 +559,7 @@ extern "C" __global__ void __launch_bounds__(256) argmax_mb(int* out, int* ring,
         pv[blockIdx.x] = best;
         pi[blockIdx.x] = idx;
     }
-    if (!lastArrival(arrive, gridDim.x)) return;
+    if (!lastArrival(arrive, gridDim.x)) return false;
     best = -INFINITY;
     idx = 0x7fffffff;
     for (int b = threadIdx.x; b < gridDim.x; b += blockDim.x) argmaxPick(best, idx, __ldcg(pv + b), __ldcg(pi + b));
@@ -565,17 +568,69 @@ extern "C" __global__ void __launch_bounds__(256) argmax_mb(int* out, int* ring,
     __syncthreads();
     if (lane == 0) { sv[warp] = best; si[warp] = idx; }
     __syncthreads();
-    if (threadIdx.x == 0) {
-        for (int w = 1; w < 8; w++) argmaxPick(best, idx, sv[w], si[w]);
-        if (ring) {
-            ring[*slot & mask] = idx;
-            // The next step embeds it: a token even where nothing won
-            // (all NaN), 0 as the host's argmax answers then.
-            out[0] = idx < n ? idx : 0;
-        } else {
-            out[0] = idx;
-        }
+    if (threadIdx.x != 0) return false;
+    for (int w = 1; w < 8; w++) argmaxPick(best, idx, sv[w], si[w]);
+    return true;
+}
+extern "C" __global__ void __launch_bounds__(256) argmax_mb(int* out, int* ring, const int* slot, int mask, const float* x, int n,
+                                                             int vec, float* pv, int* pi, int* arrive) { PROBE_KERNEL();
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    float best;
+    int idx;
+    if (!argmaxGrid(x, n, vec, pv, pi, arrive, best, idx)) return;
+    if (ring) {
+        ring[*slot & mask] = idx;
+        // The next step embeds it: a token even where nothing won
+        // (all NaN), 0 as the host's argmax answers then.
+        out[0] = idx < n ? idx : 0;
+    } else {
+        out[0] = idx;
     }
+}
+
+// argmax_pair is a tensor-parallel rank's half of a distributed argmax
+// (kernels.ArgmaxOps): x[0:n] is its vocabulary slice, starting at token
+// offset, and the grid's best goes to dst[2·slot] (value) and
+// dst[2·slot+1] (offset + index as a float, exact below 2^24), the other
+// slots' pairs to zero, for the group's all-reduce of the 2·slots floats.
+// Where nothing won (every value NaN) the pair is (NaN, offset), which the
+// pick never takes.
+extern "C" __global__ void __launch_bounds__(256) argmax_pair(float* dst, const float* x, int n, int vec, float* pv, int* pi,
+                                                               int* arrive, int offset, int slot, int slots) { PROBE_KERNEL();
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    float best;
+    int idx;
+    if (!argmaxGrid(x, n, vec, pv, pi, arrive, best, idx)) return;
+    for (int s = 0; s < slots; s++) {
+        if (s != slot) dst[2 * s] = 0.f, dst[2 * s + 1] = 0.f;
+    }
+    const bool won = idx < n;
+    dst[2 * slot] = won ? best : __int_as_float(0x7fffffff);
+    dst[2 * slot + 1] = (float)(offset + (won ? idx : 0));
+}
+
+// argmax_pairs picks a fed step's token from the group's argmax pairs
+// (models.PickPairs' rule: the first pair of the largest value, NaN never
+// winning, 0 where none has one or the index is not a token) and writes
+// it as argmax_mb's fed tail does: out[0] for the next replay, ring[*slot]
+// for the host. One thread; slots is the group's size.
+extern "C" __global__ void argmax_pairs(int* out, int* ring, const int* slot, int mask, const float* pairs, int slots,
+                                        int vocab) { PROBE_KERNEL();
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    int best = -1;
+    float bv = 0.f;
+    for (int s = 0; s < slots; s++) {
+        const float v = pairs[2 * s];
+        if (!isnan(v) && (best < 0 || v > bv)) best = s, bv = v;
+    }
+    int id = 0;
+    if (best >= 0) {
+        const float f = pairs[2 * best + 1];
+        if (f >= 0.f && f < (float)vocab) id = (int)f;
+    }
+    if (ring) ring[*slot & mask] = id;
+    out[0] = id;
 }
 
 // fp32 → bf16 for the cuBLASLt GEMM's activation operand; n % 8 == 0.

@@ -417,6 +417,30 @@ func (b *Backend) Argmax(x kernels.Buf, n int) int32 {
 	return out
 }
 
+var _ kernels.ArgmaxOps = (*Backend)(nil)
+
+// ArgmaxPair implements kernels.ArgmaxOps with argmax_pair: argmax_mb's
+// scan and scratch, its best written as the rank's pair. Inside a capture
+// the step's output is then the group's pairs (capture.pairs), from which
+// CaptureFeed picks the token.
+func (b *Backend) ArgmaxPair(dst, x kernels.Buf, n, offset, slot, slots int) {
+	if !b.enter() {
+		b.exit()
+		return
+	}
+	defer b.exit()
+	s := b.argmaxScratch()
+	vec := 0
+	if dptr(x)%16 == 0 {
+		vec = 1
+	}
+	b.run(fArgmaxPair, min(max(cdiv(n, 4096), 1), argmaxBlocks), 1, 256, ptr(dptr(dst)), ptr(dptr(x)), i32(n), i32(vec),
+		ptr(s+argmaxPartV*4), ptr(s+argmaxPartI*4), ptr(s+argmaxArrive*4), i32(offset), i32(slot), i32(slots))
+	if b.cap != nil {
+		b.cap.pairs, b.cap.pairVocab = slots, n*slots
+	}
+}
+
 // Argmax scratch, one buffer: the token, argmax_mb's per-block partials
 // (values, then indices) and its arrival counter, zeroed once (the last
 // block leaves the counter at zero).
