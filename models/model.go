@@ -270,7 +270,7 @@ func (m *Model) PairsArgmax() bool {
 func PickPairs(pairs []float32, vocab int) int32 {
 	best := -1
 	for s := 0; 2*s+1 < len(pairs); s++ {
-		if v := pairs[2*s]; v == v && (best < 0 || v > pairs[2*best]) {
+		if v := pairs[2*s]; v == v && (best < 0 || v > pairs[2*best]) { // v == v: not NaN
 			best = s
 		}
 	}
