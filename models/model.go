@@ -51,7 +51,7 @@ const (
 	// turns MarkedLogits into it); Forward does not take it.
 	rowLogits
 	// lastPairs returns a tensor-parallel group's argmax pairs of the
-	// last new token (kernels.ArgmaxOps), [2·ranks]: ForwardArgmax's mode.
+	// last new token (kernels.ArgmaxOps), [2·ranks]: ForwardGreedy's mode.
 	lastPairs
 )
 
@@ -232,13 +232,15 @@ func (m *Model) Forward(seq Seq, tokens []int32, want Logits) ([]float32, error)
 	return out, nil
 }
 
-// ForwardArgmax runs tokens as Forward does and returns the greedy
+// ForwardGreedy runs tokens as Forward does and returns the greedy
 // successor of the last one (vmath.Argmax's rule over its logits). A
 // tensor-parallel rank whose vocabulary-parallel head can pick on its
 // slice (PairsArgmax) sums 2·ranks floats over the group where the logits
 // took the vocabulary's: every rank of a group must then take this path
-// for the same steps, as for any collective.
-func (m *Model) ForwardArgmax(seq Seq, tokens []int32) (int32, error) {
+// for the same steps, as for any collective. (Not named ForwardArgmax: a
+// *Model would then be a session.GreedyRunner, and a wrapper that
+// overrides Forward would be bypassed on greedy steps.)
+func (m *Model) ForwardGreedy(seq Seq, tokens []int32) (int32, error) {
 	if !m.PairsArgmax() {
 		logits, err := m.Forward(seq, tokens, LastLogits)
 		if err != nil {
@@ -253,7 +255,7 @@ func (m *Model) ForwardArgmax(seq Seq, tokens []int32) (int32, error) {
 	return PickPairs(pairs, m.Config.VocabSize), nil
 }
 
-// PairsArgmax reports whether ForwardArgmax picks from the group's argmax
+// PairsArgmax reports whether ForwardGreedy picks from the group's argmax
 // pairs (a tensor-parallel rank with a vocabulary-parallel head on a
 // backend with kernels.ArgmaxOps) rather than from the logits.
 func (m *Model) PairsArgmax() bool {

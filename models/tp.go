@@ -352,7 +352,7 @@ func (h *vocabHead) forward(s *Scratch, dst, x kernels.Buf, rows int) error {
 	return nil
 }
 
-// pairs is the head of a greedy step (Model.ForwardArgmax): this rank's
+// pairs is the head of a greedy step (Model.ForwardGreedy): this rank's
 // slice of the logits of the one row x, its best value and index as the
 // pair at slot rank of dst (kernels.ArgmaxOps), and an all-reduce of the
 // 2·world floats, where forward's took the vocabulary's. Backend ops and

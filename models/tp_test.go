@@ -123,7 +123,7 @@ type rankRun struct {
 	bytes  int64
 	err    error
 	calls  map[string]int // composedFused's, when fused
-	// argmaxed is the same greedy continuation by ForwardArgmax, which
+	// argmaxed is the same greedy continuation by ForwardGreedy, which
 	// picks from the group's argmax pairs where pairs is set.
 	argmaxed []int32
 	pairs    bool
@@ -192,7 +192,7 @@ func runRanks(t *testing.T, dir string, world int, ids []int32, n int, fused ...
 				res.steps = append(res.steps, l)
 				next = argmax(l)
 			}
-			// The same continuation by ForwardArgmax, the prompt too: on a
+			// The same continuation by ForwardGreedy, the prompt too: on a
 			// group with a vocabulary-parallel head one all-reduce of
 			// 2·world floats a step instead of the logits'. (Not where the
 			// fused tests count their calls a step.)
@@ -201,13 +201,13 @@ func runRanks(t *testing.T, dir string, world int, ids []int32, n int, fused ...
 			}
 			res.pairs = m.PairsArgmax()
 			seq = newSeq(t, m, len(ids)+n)
-			if next, res.err = m.ForwardArgmax(seq, ids); res.err != nil {
+			if next, res.err = m.ForwardGreedy(seq, ids); res.err != nil {
 				return
 			}
 			for i := range n {
 				res.argmaxed = append(res.argmaxed, next)
 				seq.Start = len(ids) + i
-				if next, res.err = m.ForwardArgmax(seq, []int32{next}); res.err != nil {
+				if next, res.err = m.ForwardGreedy(seq, []int32{next}); res.err != nil {
 					return
 				}
 			}
@@ -295,7 +295,7 @@ func checkTP(t *testing.T, dir string, worlds ...int) {
 				t.Errorf("TP%d rank %d: prompt logits rel err %.3g, decode steps %.3g (want ≤ 1e-5 against TP1)", world, r, pe, se)
 			}
 			if !got.pairs || !slices.Equal(got.argmaxed, one.greedy) {
-				t.Errorf("TP%d rank %d: ForwardArgmax (pairs %v) gave %v, want TP1's %v", world, r, got.pairs, got.argmaxed, one.greedy)
+				t.Errorf("TP%d rank %d: ForwardGreedy (pairs %v) gave %v, want TP1's %v", world, r, got.pairs, got.argmaxed, one.greedy)
 			}
 			if e := relErr(got.prompt, ref.logits); e > 1e-4 {
 				t.Errorf("TP%d rank %d: prompt logits rel err %.3g against the reference", world, r, e)
@@ -536,12 +536,12 @@ func TestTensorParallelGroupOfOne(t *testing.T) {
 		t.Fatal("a group of one has no argmax pairs")
 	}
 	seq := newSeq(t, m, len(ref.ids)+len(ref.greedy))
-	next, err := m.ForwardArgmax(seq, ref.ids)
+	next, err := m.ForwardGreedy(seq, ref.ids)
 	var got []int32
 	for i := 0; err == nil && i < len(ref.greedy); i++ {
 		got = append(got, next)
 		seq.Start = len(ref.ids) + i
-		next, err = m.ForwardArgmax(seq, []int32{next})
+		next, err = m.ForwardGreedy(seq, []int32{next})
 	}
 	if err != nil || !slices.Equal(got, ref.greedy) {
 		t.Errorf("greedy %v (%v), want %v", got, err, ref.greedy)

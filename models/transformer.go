@@ -48,7 +48,7 @@ type Decoder struct {
 	head func(s *Scratch, dst, x kernels.Buf, rows int) error
 	// pairs, when set (the same plan's head on a backend with
 	// kernels.ArgmaxOps), leaves the group's argmax pairs of one row x in
-	// dst [2·pairSlots] (Model.ForwardArgmax).
+	// dst [2·pairSlots] (Model.ForwardGreedy).
 	pairs     func(s *Scratch, dst, x kernels.Buf) error
 	pairSlots int
 }

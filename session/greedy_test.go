@@ -66,6 +66,16 @@ func TestArgmaxRule(t *testing.T) {
 	}
 }
 
+// TestModelIsNotGreedyRunner: an in-process model takes the logits path
+// (models.Model.ForwardGreedy is named apart from GreedyRunner's method),
+// so that wrappers overriding Forward keep their override on greedy steps.
+func TestModelIsNotGreedyRunner(t *testing.T) {
+	m, _ := loadDemo(t)
+	if _, ok := any(m).(GreedyRunner); ok {
+		t.Error("*models.Model implements GreedyRunner")
+	}
+}
+
 // TestGreedyRunnerPath: greedy generations (stop strings too) over a
 // GreedyRunner take its argmax path and give the full-logits tokens and
 // text; logprobs and penalties keep the logits.

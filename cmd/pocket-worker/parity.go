@@ -223,7 +223,7 @@ func parityOne(g *cuda.Backend, dir string, tol float64) error {
 // the device (argmax_pairs) or by the host, as a group's ranks run them.
 // Their n tokens after the prompt ids must be the argmax of the same
 // model's logits (its vocabulary-parallel head: the same products), and
-// ForwardArgmax of the prompt its first.
+// ForwardGreedy of the prompt its first.
 func pairsParity(g *cuda.Backend, ck *checkpoint.Checkpoint, ids []int32, n int) (string, error) {
 	m, err := models.NewRank(ck.Name, ck.Config, ck.Source, g, &models.Plan{World: 1, Comm: identityComm{}})
 	if err != nil {
@@ -264,7 +264,7 @@ func pairsParity(g *cuda.Backend, ck *checkpoint.Checkpoint, ids []int32, n int)
 	if err != nil {
 		return "", err
 	}
-	eager, err := decode(func(tok int32) (int32, error) { return m.ForwardArgmax(seq, []int32{tok}) })
+	eager, err := decode(func(tok int32) (int32, error) { return m.ForwardGreedy(seq, []int32{tok}) })
 	if err != nil {
 		return "", err
 	}
@@ -303,7 +303,7 @@ func pairsParity(g *cuda.Backend, ck *checkpoint.Checkpoint, ids []int32, n int)
 	if err != nil {
 		return stat, err
 	}
-	if id, err := m.ForwardArgmax(seq2, ids); err != nil || id != first {
+	if id, err := m.ForwardGreedy(seq2, ids); err != nil || id != first {
 		return stat, fmt.Errorf("pairs of the prompt: %d (%v), want %d", id, err, first)
 	}
 	return stat, g.Err()
@@ -377,7 +377,7 @@ func graphDecode(g *cuda.Backend, m *models.Model, seq models.Seq, start int, fi
 }
 
 // graphDecodeBy is graphDecode; with pairs the step recorded is
-// ForwardArgmax's (a tensor-parallel model's greedy step ending in the
+// ForwardGreedy's (a tensor-parallel model's greedy step ending in the
 // group's argmax pairs: argmax_pairs picks a fed step's token, the host
 // an unfed one's, as the ranks do).
 func graphDecodeBy(g *cuda.Backend, m *models.Model, seq models.Seq, start int, first int32, n int, fed, pairs bool) (out []int32, run graphRun, err error) {
@@ -391,7 +391,7 @@ func graphDecodeBy(g *cuda.Backend, m *models.Model, seq models.Seq, start int, 
 	seq.Start = start
 	var ferr error
 	if pairs {
-		_, ferr = m.ForwardArgmax(seq, []int32{first})
+		_, ferr = m.ForwardGreedy(seq, []int32{first})
 	} else {
 		_, ferr = m.Forward(seq, []int32{first}, models.LastLogits)
 	}

@@ -148,7 +148,7 @@ type tpResult struct {
 	Top1Eager      string  `json:"top1_agreement_eager,omitempty"`
 	Top1Graph      string  `json:"top1_agreement_graph,omitempty"`
 	// The graph decode again with the greedy token picked from the
-	// group's argmax pairs (models.Model.ForwardArgmax, ranks of TP>1).
+	// group's argmax pairs (models.Model.ForwardGreedy, ranks of TP>1).
 	GraphPairsTokS float64 `json:"decode_graph_pairs_tokens_per_s,omitempty"`
 	Top1GraphPairs string  `json:"top1_agreement_graph_pairs,omitempty"`
 	// Decode with the all-reduces skipped: the step's compute alone.
@@ -478,7 +478,7 @@ func runTPRank(o *tpOpts) (err error) {
 
 // tpGraphDecode captures the decode step at position start (all-reduces
 // inside) and replays it with the teacher-forced tokens, taking the top-1
-// on the device; with pairs the step is ForwardArgmax's (the group's
+// on the device; with pairs the step is ForwardGreedy's (the group's
 // argmax pairs, read back and picked as a rank does). Tokens 2..n are
 // timed.
 func tpGraphDecode(g *cuda.Backend, m *models.Model, seq models.Seq, start int, tokens []int32, n int, pairs bool, wd *watchdog) ([]int32, float64, error) {
@@ -488,7 +488,7 @@ func tpGraphDecode(g *cuda.Backend, m *models.Model, seq models.Seq, start int, 
 	seq.Start = start
 	var ferr error
 	if pairs {
-		_, ferr = m.ForwardArgmax(seq, tokens[:1])
+		_, ferr = m.ForwardGreedy(seq, tokens[:1])
 	} else {
 		_, ferr = m.Forward(seq, tokens[:1], models.LastLogits)
 	}

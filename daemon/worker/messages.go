@@ -156,7 +156,7 @@ type forwardReq struct {
 	draw *session.Draw
 	// argmax marks a ForwardArgmax step (and one run ahead for it): only
 	// its token is wanted, so a tensor-parallel model picks it from the
-	// group's argmax pairs (models.Model.ForwardArgmax), eager or
+	// group's argmax pairs (models.Model.ForwardGreedy), eager or
 	// replayed, on every rank alike. Not on the wire: the message type
 	// says it.
 	argmax bool

@@ -128,7 +128,7 @@ type rank struct {
 	graphs *graphCache // nil: decode steps run eagerly
 	padded []int32     // padTable's buffer
 	warm   bool        // a single-token step ran eagerly (see replay)
-	// warmPairs: a single-token ForwardArgmax ran eagerly, so the argmax
+	// warmPairs: a single-token ForwardGreedy ran eagerly, so the argmax
 	// pairs' buffers exist before one is recorded (see replay).
 	warmPairs bool
 
@@ -577,12 +577,12 @@ func (rk *rank) runSample(req forwardReq) (int32, error) {
 }
 
 // runArgmax runs req eagerly and answers its greedy token
-// (models.Model.ForwardArgmax: a tensor-parallel group picks it from its
+// (models.Model.ForwardGreedy: a tensor-parallel group picks it from its
 // argmax pairs, the logits never assembled).
 func (rk *rank) runArgmax(req forwardReq) (int32, error) {
 	var id int32
 	_, err := rk.runWith(req, func(seq models.Seq) (logits []float32, err error) {
-		id, err = rk.model.ForwardArgmax(seq, req.tokens)
+		id, err = rk.model.ForwardGreedy(seq, req.tokens)
 		return nil, err
 	})
 	if err == nil && len(req.tokens) == 1 {

@@ -48,7 +48,7 @@ func (rk *rank) replayStep(req forwardReq, fedBy StepGraph) (StepGraph, bool) {
 	bucket := bucketFor(blocks)
 	drawn := rk.drawnStep(req)
 	// A greedy step of a tensor-parallel model records the argmax pairs'
-	// head (models.Model.ForwardArgmax), as its eager run takes it: the
+	// head (models.Model.ForwardGreedy), as its eager run takes it: the
 	// ranks must issue the same all-reduces whichever path each takes.
 	pairs := req.argmax && rk.model.PairsArgmax()
 	if pairs && !rk.warmPairs {
@@ -77,7 +77,7 @@ func (rk *rank) replayStep(req forwardReq, fedBy StepGraph) (StepGraph, bool) {
 		}
 		return capture(func() error {
 			if pairs {
-				_, err := rk.model.ForwardArgmax(seq, req.tokens)
+				_, err := rk.model.ForwardGreedy(seq, req.tokens)
 				return err
 			}
 			_, err := rk.model.Forward(seq, req.tokens, models.LastLogits)
