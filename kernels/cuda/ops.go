@@ -430,15 +430,24 @@ func (b *Backend) ArgmaxPair(dst, x kernels.Buf, n, offset, slot, slots int) {
 	}
 	defer b.exit()
 	s := b.argmaxScratch()
-	vec := 0
-	if dptr(x)%16 == 0 {
-		vec = 1
-	}
-	b.run(fArgmaxPair, min(max(cdiv(n, 4096), 1), argmaxBlocks), 1, 256, ptr(dptr(dst)), ptr(dptr(x)), i32(n), i32(vec),
-		ptr(s+argmaxPartV*4), ptr(s+argmaxPartI*4), ptr(s+argmaxArrive*4), i32(offset), i32(slot), i32(slots))
+	grid, vec := argmaxShape(dptr(x), n)
+	b.run(fArgmaxPair, grid, 1, 256, ptr(dptr(dst)), ptr(dptr(x)), i32(n), i32(vec), ptr(s+argmaxPartV*4),
+		ptr(s+argmaxPartI*4), ptr(s+argmaxArrive*4), i32(offset), i32(slot), i32(slots))
 	if b.cap != nil {
+		// The group's slices are equal (models.Plan's vocabulary split).
 		b.cap.pairs, b.cap.pairVocab = slots, n*slots
 	}
+}
+
+// argmaxShape is the grid of argmax_mb and argmax_pair over x[0:n] (a
+// block a 4096 values, at most argmaxBlocks) and whether x takes float4
+// loads (vec 1: 16-byte aligned).
+func argmaxShape(x cu.DevicePtr, n int) (grid, vec int) {
+	grid = min(max(cdiv(n, 4096), 1), argmaxBlocks)
+	if x%16 == 0 {
+		vec = 1
+	}
+	return grid, vec
 }
 
 // Argmax scratch, one buffer: the token, argmax_mb's per-block partials
@@ -469,11 +478,7 @@ func (b *Backend) argmaxScratch() cu.DevicePtr {
 // dependent launch (inside a recorded step).
 func (b *Backend) argmax(out, ring, slot, x cu.DevicePtr, n int, pdl bool) {
 	s := b.argmaxScratch()
-	grid := min(max(cdiv(n, 4096), 1), argmaxBlocks)
-	vec := 0
-	if x%16 == 0 {
-		vec = 1
-	}
+	grid, vec := argmaxShape(x, n)
 	args := []uint64{ptr(out), ptr(ring), ptr(slot), i32(feedRingLen - 1), ptr(x), i32(n), i32(vec),
 		ptr(s + argmaxPartV*4), ptr(s + argmaxPartI*4), ptr(s + argmaxArrive*4)}
 	if pdl {
