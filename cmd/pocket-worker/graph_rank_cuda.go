@@ -148,14 +148,32 @@ func (c cudaGraph) step(s worker.Step, fed bool) cuda.Step {
 // Argmax reads back one int32, not the logits; a step ending in a
 // distributed argmax's pairs (cuda.Graph.Pairs) reads those and picks.
 func (c cudaGraph) Argmax() (int32, error) {
-	b := c.b
-	if n := c.g.Pairs; n > 0 {
+	id := graphGreedy(c.b, c.g)
+	return id, c.b.Err()
+}
+
+// graphGreedy is the greedy token of g's latest replay: its logits' argmax
+// on the device, or for a step that ends in a distributed argmax's pairs
+// (cuda.Graph.Pairs) the pick from those, read back.
+func graphGreedy(b *cuda.Backend, g *cuda.Graph) int32 {
+	if n := g.Pairs; n > 0 {
 		pairs := make([]float32, 2*n)
-		b.Read(c.g.Out, 0, pairs)
-		return models.PickPairs(pairs, c.g.Vocab), b.Err()
+		b.Read(g.Out, 0, pairs)
+		return models.PickPairs(pairs, g.Vocab)
 	}
-	id := b.Argmax(c.g.Out, c.g.OutLen)
-	return id, b.Err()
+	return b.Argmax(g.Out, g.OutLen)
+}
+
+// recordStep runs the one-token step a graph records: the logits'
+// Forward, or with pairs ForwardGreedy's (a tensor-parallel greedy step
+// ending in the group's argmax pairs).
+func recordStep(m *models.Model, seq models.Seq, tok int32, pairs bool) error {
+	if pairs {
+		_, err := m.ForwardGreedy(seq, []int32{tok})
+		return err
+	}
+	_, err := m.Forward(seq, []int32{tok}, models.LastLogits)
+	return err
 }
 
 // Draw implements worker.StepDrawer: the token drawn on the device

@@ -389,12 +389,7 @@ func graphDecodeBy(g *cuda.Backend, m *models.Model, seq models.Seq, start int, 
 		return nil, run, err
 	}
 	seq.Start = start
-	var ferr error
-	if pairs {
-		_, ferr = m.ForwardGreedy(seq, []int32{first})
-	} else {
-		_, ferr = m.Forward(seq, []int32{first}, models.LastLogits)
-	}
+	ferr := recordStep(m, seq, first, pairs)
 	if ferr == nil && fed {
 		ferr = g.CaptureFeed()
 	}
@@ -429,14 +424,9 @@ func graphDecodeBy(g *cuda.Backend, m *models.Model, seq models.Seq, start int, 
 			return out, graphRun{}, err
 		}
 		switch {
-		case !fed && pairs:
-			out = append(out, next)
-			p := make([]float32, 2*gr.Pairs)
-			g.Read(gr.Out, 0, p)
-			next = models.PickPairs(p, gr.Vocab)
 		case !fed:
 			out = append(out, next)
-			next = g.Argmax(gr.Out, gr.OutLen)
+			next = graphGreedy(g, gr)
 		case i == 0:
 			out = append(out, next)
 			c, _, err := g.FeedTokens() // the graph's upload, untimed as above

@@ -486,12 +486,7 @@ func tpGraphDecode(g *cuda.Backend, m *models.Model, seq models.Seq, start int, 
 		return nil, 0, err
 	}
 	seq.Start = start
-	var ferr error
-	if pairs {
-		_, ferr = m.ForwardGreedy(seq, tokens[:1])
-	} else {
-		_, ferr = m.Forward(seq, tokens[:1], models.LastLogits)
-	}
+	ferr := recordStep(m, seq, tokens[0], pairs)
 	gr, err := g.EndCapture()
 	if ferr != nil {
 		return nil, 0, ferr
@@ -513,13 +508,7 @@ func tpGraphDecode(g *cuda.Backend, m *models.Model, seq models.Seq, start int, 
 		if err := gr.Launch(st); err != nil {
 			return out, 0, err
 		}
-		if gr.Pairs > 0 {
-			p := make([]float32, 2*gr.Pairs)
-			g.Read(gr.Out, 0, p)
-			out = append(out, models.PickPairs(p, gr.Vocab))
-			continue
-		}
-		out = append(out, g.Argmax(gr.Out, gr.OutLen))
+		out = append(out, graphGreedy(g, gr))
 	}
 	return out, float64(n-1) / time.Since(t0).Seconds(), g.Err()
 }
