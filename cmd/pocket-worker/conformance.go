@@ -475,6 +475,8 @@ func (c *conf) kvHalfSections() {
 	c.section("rope f16")
 	c.ropeStore()
 	c.ropeAttention()
+	c.section("quant after attention f16")
+	c.attnRounded()
 }
 
 // attention checks StoreKV, CopyKVBlock and Attention (decode and prefill

@@ -300,11 +300,18 @@ func (c *conf) quantFused() {
 		}
 		c.checkInt8("MatMulAdd", shape, a.ag, a.a8, a.ah, s.hid)
 	}
-	// MatMulAdd straight after RoPEAttention, the o projection of a decode
-	// layer: the attention's output rounded to int8 by its own last split
-	// (attn_decode_q_4) or by qx_merge. Contexts of one split, a few and
-	// many.
-	for _, s := range []struct{ heads, kvh, start int }{{32, 8, 600}, {32, 8, 5}, {16, 4, 8000}, {8, 8, 0}} {
+	c.attnRounded()
+}
+
+// attnRounded checks MatMulAdd straight after RoPEAttention, the o
+// projection of a decode layer: the attention's output rounded to int8 by
+// its own last split (attn_decode_q_4) or by qx_merge. Contexts of one
+// split, a few and many, the 192 positions of bench's last step, a ragged
+// last split and a group of eight query heads a kv head; over float32
+// pools, and float16 ones from kvHalfSections (attn_decode_q_4h).
+func (c *conf) attnRounded() {
+	for _, s := range []struct{ heads, kvh, start int }{{32, 8, 600}, {32, 8, 5}, {16, 4, 8000}, {8, 8, 0},
+		{32, 8, 191}, {32, 8, 200}, {16, 2, 256}} {
 		const hd, bs, out = 128, 16, 512
 		ctx := s.start + 1
 		kv, table, slots := c.filledKV(s.kvh, hd, bs, ctx, s.start)
@@ -320,7 +327,7 @@ func (c *conf) quantFused() {
 		c.c.Write(ah, 0, acc)
 		a8 := c.c.NewBuf(out)
 		c.c.Write(a8, 0, acc)
-		wg, wh := qw(kernels.Q4_K, out, qn)
+		wg, wh := c.quantWeight(kernels.Q4_K, out, qn)
 		y := c.c.NewBuf(out)
 		c.c.MatMul(y, yh, wh, 1)
 		c.c.Add(ah, ah, y, out)
