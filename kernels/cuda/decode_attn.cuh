@@ -200,25 +200,35 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = blockDim.x >> 5;
     const int kh = blockIdx.x, h = kh * G + warp, splits = gridDim.y;
     // The context, block table and earlier cache rows are in place before
-    // the step's first kernel: read them before the wait.
+    // the step's first kernel: read them before the wait, all in one round
+    // trip. Most blocks land only once the q/k/v GEMV has left their SM,
+    // about when it ends, so their prologue is on the critical path: the
+    // split's table entries used to wait for the context (its chunk) and
+    // the rotary factors for the position, two round trips before the K/V
+    // loads and the wait. Lane l reads the table's entry l whatever the
+    // context: the table's device buffers hold at least 32 words
+    // (Backend.put's uploads, a capture's 64-word-aligned arena entries),
+    // and entries past the sequence's are never used.
     const int ctx = *startp + 1;
+    const int tlane = table[lane];
+    const float at = (float)pos[0];
     const int chunk = (max((ctx + splits - 1) / splits, minchunk) + P - 1) / P * P;
     const int nsplit = (ctx + chunk - 1) / chunk;
     const int lo = blockIdx.y * chunk, hi = min(lo + chunk, ctx);
     const long kw = (long)kvh * HD, off = (long)kh * HD + lane * E;
     KVRow<KT, E> kr[PB], vr[PB];
     // Lane j < PB holds the slot of position p0 + j of the batch at p0.
-    int slot = lo + lane < hi && lane < PB ? table[(lo + lane) / bs] * bs + (lo + lane) % bs : 0;
+    const int ti = (lo + lane) / bs, te = __shfl_sync(0xffffffffu, tlane, ti & 31);
+    int slot = lo + lane < hi && lane < PB ? (ti < 32 ? te : table[ti]) * bs + (lo + lane) % bs : 0;
     ldBatch<E, PB, KT>(kr, vr, K, V, slot, lo, hi, ctx - 1, kw, off);
-    // The position (written before the step, as the context and the table),
-    // the rotary factors and the norm weights before the wait too; after
+    // The rotary factors and the norm weights before the wait too; after
     // it, the query, key and value rows are loaded together, one round
     // trip (Qwen3-8B Q4_K_M on an H200, interleaved: 459.9-462.2 tok/s
     // against 454.7-457.1 with a round trip per head row and the factors
     // computed after the wait, once for q and once for k).
     float rc[E / 2], rs[E / 2], wq[E], wk[E];
+    ropeCS<E>(rc, rs, at, invf, half, rscale);
     if (lo < hi) {
-        ropeCS<E>(rc, rs, (float)pos[0], invf, half, rscale);
 #pragma unroll
         for (int e = 0; e < E; e++) {
             wq[e] = nq != nullptr ? nq[(WIDE ? h * HD : 0) + lane * E + e] : 1.f;
@@ -246,6 +256,7 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
         headRow<E>(knew, sv[warp], xk, wk, nk != nullptr, eps, winv.y, rc, rs, half, neox, 1.f);
         if (warp == 0) storeKV<E, KT>(K, V, (long)slots[0] * kw + off, knew, vnew);
     }
+    PROBE_MARK(); // the head rows in: the q/k/v round trip and the norms and RoPE
 
     float m = -INFINITY, l = 0.f, acc[E];
 #pragma unroll
@@ -336,6 +347,7 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
         ldBatch<E, PB, KT>(kr, vr, K, V, next, p0, hi, ctx - 1, kw, off);
     }
 
+    PROBE_MARK2(); // the batches done: from here the partial, the arrival and the merge
     float* out = dst + (long)h * HD + lane * E;
     if (!DEFER && nsplit == 1) {
         float inv = 1.f / l;
