@@ -9,7 +9,8 @@ import (
 
 // JSON mode (OpenAI's response_format {"type": "json_object"}): every
 // sampled token must keep the generated text a prefix of one JSON object
-// (RFC 8259), and generation stops as soon as the object closes. The
+// (RFC 8259, its numbers within a float64's range: jsonnumber.go), and
+// generation stops as soon as the object closes. The
 // check runs on the bytes of each candidate token through jsonPrefix, a
 // byte-level pushdown automaton; the sampler draws as usual and redraws
 // without a token the automaton refuses (see sampleJSON), so the common
@@ -58,6 +59,7 @@ type jsonPrefix struct {
 	inKey bool   // the string being read is an object key
 	hex   uint8  // \u digits left
 	lit   string // literal bytes left
+	num   numMag // the number being read (jsonnumber.go)
 	stack []byte // open containers, '{' or '['
 }
 
@@ -93,12 +95,11 @@ func (j *jsonPrefix) value(c byte) bool {
 		return j.open(c)
 	case c == '"':
 		j.mode, j.inKey = jString, false
-	case c == '-':
-		j.mode = jNumMinus
-	case c == '0':
-		j.mode = jNumZero
-	case c >= '1' && c <= '9':
-		j.mode = jNumInt
+	case c == '-' || c >= '0' && c <= '9':
+		j.mode, j.num = numberStart(c), numMag{}
+		if j.mode == jNumInt {
+			j.num.digit(jNumInt, c)
+		}
 	case c == 't':
 		j.mode, j.lit = jLiteral, "rue"
 	case c == 'f':
@@ -188,7 +189,7 @@ func (j *jsonPrefix) feed(c byte) bool {
 		}
 		return ok
 	case jNumMinus, jNumZero, jNumInt, jNumDot, jNumFrac, jNumE, jNumESign, jNumExp:
-		ok, ended := numberStep(&j.mode, c, false)
+		ok, ended := numberStep(&j.mode, &j.num, c, false)
 		if ended {
 			return j.after(c) // the number ended before c
 		}
@@ -244,11 +245,24 @@ func stringStep(sub *jsonMode, hex *uint8, c byte) (ok, closed bool) {
 	return false, false
 }
 
-// numberStep advances a number's scan (sub: one of the jNum* modes) by
-// byte c: ok false when c cannot be there, ended when the number is
-// complete and c is not part of it (it belongs to what follows). An
-// integer takes no fraction or exponent.
-func numberStep(sub *jsonMode, c byte, integer bool) (ok, ended bool) {
+// numberStart is the mode after a number's first byte c ('-' or a digit).
+func numberStart(c byte) jsonMode {
+	switch c {
+	case '-':
+		return jNumMinus
+	case '0':
+		return jNumZero
+	}
+	return jNumInt
+}
+
+// numberStep advances a number's scan (sub: one of the jNum* modes, m its
+// magnitude) by byte c: ok false when c cannot be there, ended when the
+// number is complete and c is not part of it (it belongs to what
+// follows). An integer takes no fraction or exponent. A number that
+// overflows a float64 (numMag) cannot end, nor take an exponent digit
+// past which every number does.
+func numberStep(sub *jsonMode, m *numMag, c byte, integer bool) (ok, ended bool) {
 	digit := c >= '0' && c <= '9'
 	switch *sub {
 	case jNumMinus:
@@ -257,6 +271,7 @@ func numberStep(sub *jsonMode, c byte, integer bool) (ok, ended bool) {
 			*sub = jNumZero
 		case digit:
 			*sub = jNumInt
+			m.digit(jNumInt, c)
 		default:
 			return false, false
 		}
@@ -264,6 +279,7 @@ func numberStep(sub *jsonMode, c byte, integer bool) (ok, ended bool) {
 	case jNumZero, jNumInt, jNumFrac:
 		switch {
 		case digit && *sub != jNumZero:
+			m.digit(*sub, c)
 			return true, false
 		case c == '.' && *sub != jNumFrac && !integer:
 			*sub = jNumDot
@@ -272,31 +288,47 @@ func numberStep(sub *jsonMode, c byte, integer bool) (ok, ended bool) {
 			*sub = jNumE
 			return true, false
 		}
-		return false, true
+		return false, !m.overflows()
 	case jNumDot:
 		if digit {
 			*sub = jNumFrac
-		}
-		return digit, false
-	case jNumESign:
-		if digit {
-			*sub = jNumExp
+			m.digit(jNumFrac, c)
 		}
 		return digit, false
 	case jNumE:
 		switch {
 		case c == '+' || c == '-':
-			*sub = jNumESign
-		case digit:
-			*sub = jNumExp
-		default:
+			*sub, m.expNeg = jNumESign, c == '-'
+			return true, false
+		case !digit:
 			return false, false
 		}
-		return true, false
+		fallthrough
+	case jNumESign:
+		if !digit {
+			return false, false
+		}
+		*sub = jNumExp
+		return expDigit(m, c), false
 	case jNumExp:
-		return digit, !digit
+		if digit {
+			return expDigit(m, c), false
+		}
+		return false, !m.overflows()
 	}
 	return false, false
+}
+
+// expDigit takes exponent digit c into m unless every number it begins
+// overflows (m is left as it was then).
+func expDigit(m *numMag, c byte) bool {
+	next := *m
+	next.digit(jNumExp, c)
+	if next.surelyOverflows() {
+		return false
+	}
+	*m = next
+	return true
 }
 
 // complete reports whether the object has closed.

@@ -325,6 +325,7 @@ type schemaFrame struct {
 	phase uint8
 	sub   jsonMode
 	hex   uint8
+	num   numMag // a number's magnitude (jsonnumber.go)
 	prop  int
 	pos   int
 	alts  uint64
@@ -481,14 +482,9 @@ func (s *schemaPrefix) start(f *schemaFrame, c byte) bool {
 	case c == '"' && n.kinds&kString != 0:
 		f.phase, f.sub = pString, jString
 	case (c == '-' || c >= '0' && c <= '9') && n.kinds&(kNumber|kInteger) != 0:
-		f.phase = pNumber
-		switch c {
-		case '-':
-			f.sub = jNumMinus
-		case '0':
-			f.sub = jNumZero
-		default:
-			f.sub = jNumInt
+		f.phase, f.sub, f.num = pNumber, numberStart(c), numMag{}
+		if f.sub == jNumInt {
+			f.num.digit(jNumInt, c)
 		}
 	case c == 't' && n.kinds&kBoolean != 0:
 		return s.literal(f, "true")
@@ -524,7 +520,7 @@ func (s *schemaPrefix) stringByte(f *schemaFrame, c byte) bool {
 // numberByte is a byte inside a number; a byte that cannot continue it
 // ends it and goes to the enclosing frame.
 func (s *schemaPrefix) numberByte(f *schemaFrame, c byte) bool {
-	ok, ended := numberStep(&f.sub, c, f.n.kinds&kNumber == 0)
+	ok, ended := numberStep(&f.sub, &f.num, c, f.n.kinds&kNumber == 0)
 	if !ended {
 		return ok
 	}
