@@ -209,9 +209,32 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     // context: the table's device buffers hold at least 32 words
     // (Backend.put's uploads, a capture's 64-word-aligned arena entries),
     // and entries past the sequence's are never used.
+#ifdef ATTN_PRE_ROPE
+    // Built, not yet measured (docs/decode-levers.md, "The attention's
+    // prologue, the rest of it"; DEFINES=-DATTN_PRE_ROPE
+    // scripts/probe-build.sh): in the SASS below, ptxas issues the
+    // position's and the frequencies' loads only after the first use of
+    // the context, a second round trip. The rotary factors worked out
+    // first, and a warp barrier after the loads, put all five in the
+    // kernel's first instructions.
+    float fr[E / 2];
+    const float at = (float)pos[0];
+#pragma unroll
+    for (int m = 0; m < E / 2; m++) fr[m] = lane + 32 * m < half ? invf[lane + 32 * m] : 0.f;
+    const int tlane = table[lane];
+    const int ctx = *startp + 1;
+    __syncwarp();
+    float rc[E / 2], rs[E / 2];
+#pragma unroll
+    for (int m = 0; m < E / 2; m++) {
+        rc[m] = cosf(at * fr[m]) * rscale;
+        rs[m] = sinf(at * fr[m]) * rscale;
+    }
+#else
     const int ctx = *startp + 1;
     const int tlane = table[lane];
     const float at = (float)pos[0];
+#endif
     const int chunk = (max((ctx + splits - 1) / splits, minchunk) + P - 1) / P * P;
     const int nsplit = (ctx + chunk - 1) / chunk;
     const int lo = blockIdx.y * chunk, hi = min(lo + chunk, ctx);
@@ -226,8 +249,11 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     // trip (Qwen3-8B Q4_K_M on an H200, interleaved: 459.9-462.2 tok/s
     // against 454.7-457.1 with a round trip per head row and the factors
     // computed after the wait, once for q and once for k).
-    float rc[E / 2], rs[E / 2], wq[E], wk[E];
+#ifndef ATTN_PRE_ROPE
+    float rc[E / 2], rs[E / 2];
     ropeCS<E>(rc, rs, at, invf, half, rscale);
+#endif
+    float wq[E], wk[E];
     if (lo < hi) {
 #pragma unroll
         for (int e = 0; e < E; e++) {
