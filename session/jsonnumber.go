@@ -14,7 +14,7 @@ type numMag struct {
 	fracAt int32    // fraction digits so far
 	n      uint8    // significant digits kept in d
 	d      [20]byte // the first significant digits
-	exp    int32    // the exponent part so far (saturating at maxExpDigits)
+	exp    int32    // the exponent part so far (saturating at maxExp)
 	expNeg bool
 }
 
@@ -23,7 +23,10 @@ type numMag struct {
 // maximum's even neighbour, +Inf), whose first digit's exponent is 308.
 const maxFloatDigits = "17976931348623158079"
 
-const maxExpDigits = 1 << 20
+// maxExp bounds the exponent part's value as numMag keeps it, so that its
+// sums stay in an int32; only a number of over a million digits before
+// its exponent could be judged otherwise than without the bound.
+const maxExp = 1 << 20
 
 // digit records digit c read in mode sub (jNumZero: the integer part's
 // lone 0; jNumInt, jNumFrac, jNumExp as numberStep names them).
@@ -41,7 +44,7 @@ func (m *numMag) digit(sub jsonMode, c byte) {
 			m.sig, m.lead = true, -m.fracAt
 		}
 	case jNumExp:
-		if m.exp < maxExpDigits {
+		if m.exp < maxExp {
 			m.exp = m.exp*10 + int32(c-'0')
 		}
 		return

@@ -589,7 +589,7 @@ func (b *Backend) put(kind int, v []uint32) cu.DevicePtr {
 			b.fail(b.stream.Synchronize())
 			cu.MemFree(u.p)
 		}
-		u.cap = max(len(v), 256)
+		u.cap = max(len(v), 256) // at least 32: attn_decode reads a table's first 32 words whatever its length
 		p, err := cu.MemAlloc(int64(u.cap) * 4)
 		b.fail(err)
 		u.p = p

@@ -212,9 +212,9 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
 #ifdef ATTN_PRE_ROPE
     // Built, not yet measured (docs/decode-levers.md, "The attention's
     // prologue, the rest of it"; DEFINES=-DATTN_PRE_ROPE
-    // scripts/probe-build.sh): in the SASS below, ptxas issues the
-    // position's and the frequencies' loads only after the first use of
-    // the context, a second round trip. The rotary factors worked out
+    // scripts/probe-build.sh): in the SASS of the #else branch, ptxas
+    // issues the position's and the frequencies' loads only after the first
+    // use of the context, a second round trip. The rotary factors worked out
     // first, and a warp barrier after the loads, put all five in the
     // kernel's first instructions.
     float fr[E / 2];

@@ -110,7 +110,10 @@ func (c *capture) put(b *Backend, kind int, v []uint32) cu.DevicePtr {
 			return c.arena + cu.DevicePtr(e.off*4)
 		}
 	}
-	off := (len(c.host) + 63) &^ 63 // 256-byte aligned
+	// 256-byte aligned, so that 32 words from an entry's start lie in the
+	// arena (a multiple of 64 words): attn_decode reads a table's first 32
+	// words whatever its length.
+	off := (len(c.host) + 63) &^ 63
 	if off+len(v) > arenaWords {
 		c.err = fmt.Errorf("cuda: capture arena full (%d words)", arenaWords)
 		return c.arena
