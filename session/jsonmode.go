@@ -96,10 +96,7 @@ func (j *jsonPrefix) value(c byte) bool {
 	case c == '"':
 		j.mode, j.inKey = jString, false
 	case c == '-' || c >= '0' && c <= '9':
-		j.mode, j.num = numberStart(c), numMag{}
-		if j.mode == jNumInt {
-			j.num.digit(jNumInt, c)
-		}
+		j.mode, j.num = numberStart(c)
 	case c == 't':
 		j.mode, j.lit = jLiteral, "rue"
 	case c == 'f':
@@ -245,15 +242,18 @@ func stringStep(sub *jsonMode, hex *uint8, c byte) (ok, closed bool) {
 	return false, false
 }
 
-// numberStart is the mode after a number's first byte c ('-' or a digit).
-func numberStart(c byte) jsonMode {
+// numberStart is the scan of a number after its first byte c ('-' or a
+// digit): its mode and magnitude.
+func numberStart(c byte) (jsonMode, numMag) {
+	var m numMag
 	switch c {
 	case '-':
-		return jNumMinus
+		return jNumMinus, m
 	case '0':
-		return jNumZero
+		return jNumZero, m
 	}
-	return jNumInt
+	m.digit(jNumInt, c)
+	return jNumInt, m
 }
 
 // numberStep advances a number's scan (sub: one of the jNum* modes, m its

@@ -28,8 +28,8 @@ const maxFloatDigits = "17976931348623158079"
 // its exponent could be judged otherwise than without the bound.
 const maxExp = 1 << 20
 
-// digit records digit c read in mode sub (jNumZero: the integer part's
-// lone 0; jNumInt, jNumFrac, jNumExp as numberStep names them).
+// digit records digit c of the number's integer part (sub jNumInt), its
+// fraction (jNumFrac) or its exponent (jNumExp).
 func (m *numMag) digit(sub jsonMode, c byte) {
 	switch sub {
 	case jNumInt:

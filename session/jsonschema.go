@@ -482,10 +482,8 @@ func (s *schemaPrefix) start(f *schemaFrame, c byte) bool {
 	case c == '"' && n.kinds&kString != 0:
 		f.phase, f.sub = pString, jString
 	case (c == '-' || c >= '0' && c <= '9') && n.kinds&(kNumber|kInteger) != 0:
-		f.phase, f.sub, f.num = pNumber, numberStart(c), numMag{}
-		if f.sub == jNumInt {
-			f.num.digit(jNumInt, c)
-		}
+		f.phase = pNumber
+		f.sub, f.num = numberStart(c)
 	case c == 't' && n.kinds&kBoolean != 0:
 		return s.literal(f, "true")
 	case c == 'f' && n.kinds&kBoolean != 0:
