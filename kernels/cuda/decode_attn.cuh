@@ -44,21 +44,25 @@
 #include "attn_merge.cuh"
 #include "qround.cuh"
 
-// ropeCS leaves in c[m], sn[m] the rotary factors (times rscale) of the
-// pairs j = lane + 32m < half that this lane rotates, as ropePairs
+// ropeFreqs loads the inverse frequencies of the pairs j = lane + 32m <
+// half that this lane rotates (0 past half), and ropeCS leaves in c[m],
+// sn[m] their rotary factors (times rscale) at position p, as ropePairs
 // (decode.cu) computes them: they depend on the position only, so the
 // kernel works them out before the PDL wait, once for the query and the
 // key.
 template <int E>
-__device__ __forceinline__ void ropeCS(float (&c)[E / 2], float (&sn)[E / 2], float p, const float* invf, int half,
-                                       float rscale) {
+__device__ __forceinline__ void ropeFreqs(float (&fr)[E / 2], const float* invf, int half) {
     const int lane = threadIdx.x & 31;
 #pragma unroll
+    for (int m = 0; m < E / 2; m++) fr[m] = lane + 32 * m < half ? invf[lane + 32 * m] : 0.f;
+}
+template <int E>
+__device__ __forceinline__ void ropeCS(float (&c)[E / 2], float (&sn)[E / 2], float p, const float (&fr)[E / 2],
+                                       float rscale) {
+#pragma unroll
     for (int m = 0; m < E / 2; m++) {
-        const int j = lane + 32 * m;
-        const float ang = j < half ? p * invf[j] : 0.f;
-        c[m] = cosf(ang) * rscale;
-        sn[m] = sinf(ang) * rscale;
+        c[m] = cosf(p * fr[m]) * rscale;
+        sn[m] = sinf(p * fr[m]) * rscale;
     }
 }
 
@@ -209,32 +213,23 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     // context: the table's device buffers hold at least 32 words
     // (Backend.put's uploads, a capture's 64-word-aligned arena entries),
     // and entries past the sequence's are never used.
-#ifdef ATTN_PRE_ROPE
-    // Built, not yet measured (docs/decode-levers.md, "The attention's
-    // prologue, the rest of it"; DEFINES=-DATTN_PRE_ROPE
-    // scripts/probe-build.sh): in the SASS of the #else branch, ptxas
-    // issues the position's and the frequencies' loads only after the first
-    // use of the context, a second round trip. The rotary factors worked out
-    // first, and a warp barrier after the loads, put all five in the
-    // kernel's first instructions.
+    // The rotary factors are worked out here too, from the position and
+    // the frequencies loaded beside the context and the table, and a warp
+    // barrier keeps the five loads together: with the factors computed
+    // (after the split's arithmetic), ptxas issued the position's and the frequencies'
+    // loads only after the first use of the context, a second round trip.
+    // Qwen3-8B Q4_K_M on an H200, fed decode, four interleaved rounds
+    // (docs/benchmarks.md, 2026-12-03 from 07:49): 598.3-599.5 tok/s
+    // against 596.0-597.1; the probe's attention blocks pass their wait
+    // 1.28 µs after landing on average, against 2.02.
     float fr[E / 2];
     const float at = (float)pos[0];
-#pragma unroll
-    for (int m = 0; m < E / 2; m++) fr[m] = lane + 32 * m < half ? invf[lane + 32 * m] : 0.f;
+    ropeFreqs<E>(fr, invf, half);
     const int tlane = table[lane];
     const int ctx = *startp + 1;
     __syncwarp();
     float rc[E / 2], rs[E / 2];
-#pragma unroll
-    for (int m = 0; m < E / 2; m++) {
-        rc[m] = cosf(at * fr[m]) * rscale;
-        rs[m] = sinf(at * fr[m]) * rscale;
-    }
-#else
-    const int ctx = *startp + 1;
-    const int tlane = table[lane];
-    const float at = (float)pos[0];
-#endif
+    ropeCS<E>(rc, rs, at, fr, rscale);
     const int chunk = (max((ctx + splits - 1) / splits, minchunk) + P - 1) / P * P;
     const int nsplit = (ctx + chunk - 1) / chunk;
     const int lo = blockIdx.y * chunk, hi = min(lo + chunk, ctx);
@@ -244,15 +239,11 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     const int ti = (lo + lane) / bs, te = __shfl_sync(0xffffffffu, tlane, ti & 31);
     int slot = lo + lane < hi && lane < PB ? (ti < 32 ? te : table[ti]) * bs + (lo + lane) % bs : 0;
     ldBatch<E, PB, KT>(kr, vr, K, V, slot, lo, hi, ctx - 1, kw, off);
-    // The rotary factors and the norm weights before the wait too; after
-    // it, the query, key and value rows are loaded together, one round
-    // trip (Qwen3-8B Q4_K_M on an H200, interleaved: 459.9-462.2 tok/s
-    // against 454.7-457.1 with a round trip per head row and the factors
-    // computed after the wait, once for q and once for k).
-#ifndef ATTN_PRE_ROPE
-    float rc[E / 2], rs[E / 2];
-    ropeCS<E>(rc, rs, at, invf, half, rscale);
-#endif
+    // The norm weights before the wait too; after it, the query, key and
+    // value rows are loaded together, one round trip (Qwen3-8B Q4_K_M on
+    // an H200, interleaved: 459.9-462.2 tok/s against 454.7-457.1 with a
+    // round trip per head row and the factors computed after the wait,
+    // once for q and once for k).
     float wq[E], wk[E];
     if (lo < hi) {
 #pragma unroll
