@@ -10,12 +10,40 @@ share of bench's weight-bytes roofline. With a group named base (ablate, abenv),
 also prints its step time less base's: for ablate-<tags> what the tagged
 launches cost inside the captured step.
 
+Where the runs carry round numbers (abn, abbin, abenv: name-1, name-2, ...),
+each group is then paired round by round with the reference (base, or else
+the first group, abn's first entry): the mean difference of the fed rate
+(the graph rate where bench measured no fed one) and how many rounds it is
+ahead. A round's runs are interleaved, so the host's drift between calls and
+within one largely cancels in these differences, which the min-max ranges
+above do not show: a lever worth +0.2% reads as ahead in most rounds.
+
     python3 scripts/bench-summary.py gpu-out/ablate.txt
 """
 import json
 import re
 import sys
 from collections import OrderedDict
+
+
+def paired(rounds, ref):
+    """Lines comparing every group's rounds with ref's: {group: {round: rate}}."""
+    out = []
+    for key, by in rounds.items():
+        if key == ref:
+            continue
+        common = sorted(set(by) & set(rounds[ref]))
+        if not common:
+            continue
+        d = [by[i] - rounds[ref][i] for i in common]
+        mean = sum(d) / len(d)
+        pct = 100 * mean / (sum(rounds[ref][i] for i in common) / len(common))
+        ahead = sum(1 for x in d if x > 0)
+        out.append(
+            f"{key:<48} {mean:+8.2f} tok/s ({pct:+.2f}%) vs {ref}, ahead in {ahead} of {len(d)} rounds,"
+            f" by {min(d):+.1f} to {max(d):+.1f}"
+        )
+    return out
 
 
 def runs(path):
@@ -42,10 +70,13 @@ def runs(path):
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
-    groups, fed, roof = OrderedDict(), {}, {}
+    groups, fed, roof, rounds = OrderedDict(), {}, {}, OrderedDict()
     for name, tps, ftps, rtps in runs(sys.argv[1]):
         key = re.sub(r"-(\d+|again)$", "", name)
         groups.setdefault(key, []).append(tps)
+        r = re.search(r"-(\d+)$", name)
+        if r:
+            rounds.setdefault(key, {})[int(r.group(1))] = ftps or tps
         if ftps:
             fed.setdefault(key, []).append(ftps)
         if rtps:
@@ -66,6 +97,12 @@ def main():
         # The fastest run's share of bench's weight-bytes roofline (4.26 TB/s).
         share = f"{100 * max(v + f) / roof[key]:.1f}%" if key in roof else ""
         print(f"{key:<48} {rate:>17} {ms:>8.3f} {d:>10} {frate:>17} {share:>13}")
+    if len(rounds) > 1:
+        ref = "base" if "base" in rounds else next(iter(rounds))
+        lines = paired(rounds, ref)
+        if lines:
+            print("paired by round (fed rate where measured):")
+            print("\n".join(lines))
 
 
 if __name__ == "__main__":
