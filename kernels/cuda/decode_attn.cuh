@@ -216,8 +216,9 @@ __device__ __forceinline__ void attnDecode(float* dst, float* part, int* counter
     // The rotary factors are worked out here too, from the position and
     // the frequencies loaded beside the context and the table, and a warp
     // barrier keeps the five loads together: with the factors computed
-    // (after the split's arithmetic), ptxas issued the position's and the frequencies'
-    // loads only after the first use of the context, a second round trip.
+    // after the split's arithmetic (88a3aba), ptxas issued the position's
+    // and the frequencies' loads only after the first use of the context,
+    // a second round trip.
     // Qwen3-8B Q4_K_M on an H200, fed decode, four interleaved rounds
     // (docs/benchmarks.md, 2026-12-03 from 07:49): 598.3-599.5 tok/s
     // against 596.0-597.1; the probe's attention blocks pass their wait
