@@ -9,10 +9,9 @@ package session
 // overflow is refused, and only where it is certain, so that every
 // number a float64 holds can still be written.
 type numMag struct {
-	sig    bool     // a nonzero digit has been seen
 	lead   int32    // decimal exponent of the first nonzero digit, before the exponent part
 	fracAt int32    // fraction digits so far
-	n      uint8    // significant digits kept in d
+	n      uint8    // significant digits kept in d: 0 until a nonzero digit
 	d      [20]byte // the first significant digits
 	exp    int32    // the exponent part so far (saturating at maxExp)
 	expNeg bool
@@ -33,15 +32,21 @@ const maxExp = 1 << 20
 func (m *numMag) digit(sub jsonMode, c byte) {
 	switch sub {
 	case jNumInt:
-		if m.sig {
+		switch {
+		case m.n > 0:
 			m.lead++
-		} else if c != '0' {
-			m.sig, m.lead = true, 0
+		case c == '0':
+			return // a leading zero: no magnitude yet
+		default:
+			m.lead = 0
 		}
 	case jNumFrac:
 		m.fracAt++
-		if !m.sig && c != '0' {
-			m.sig, m.lead = true, -m.fracAt
+		if m.n == 0 {
+			if c == '0' {
+				return
+			}
+			m.lead = -m.fracAt
 		}
 	case jNumExp:
 		if m.exp < maxExp {
@@ -51,7 +56,7 @@ func (m *numMag) digit(sub jsonMode, c byte) {
 	default:
 		return
 	}
-	if m.sig && int(m.n) < len(m.d) {
+	if int(m.n) < len(m.d) {
 		m.d[m.n] = c
 		m.n++
 	}
@@ -68,7 +73,7 @@ func (m *numMag) magnitude() int32 {
 // surelyOverflows reports whether every continuation of the exponent read
 // so far overflows a float64: a positive exponent only grows.
 func (m *numMag) surelyOverflows() bool {
-	return m.sig && !m.expNeg && m.magnitude() >= 309
+	return m.n > 0 && !m.expNeg && m.magnitude() >= 309
 }
 
 // overflows reports whether the complete number rounds past
@@ -77,7 +82,7 @@ func (m *numMag) surelyOverflows() bool {
 // counts as overflowing (a float64 needs 17 digits, and nothing shorter
 // lies that close to the bound).
 func (m *numMag) overflows() bool {
-	if !m.sig {
+	if m.n == 0 {
 		return false // zero
 	}
 	switch mag := m.magnitude(); {
