@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pocketllm/pocketllm/kernels"
+	"github.com/pocketllm/pocketllm/kernels/cuda"
 )
 
 // runQBench times the one-row GEMVs alone on Qwen3-8B's block-format
@@ -26,6 +27,7 @@ func runQBench(args []string) error {
 	dev := deviceFlag(fs)
 	formats := fs.String("formats", "", "comma-separated formats whose shapes run (default all)")
 	shapes := fs.String("shapes", "", "comma-separated OUTxIN sizes that run (default all)")
+	swiglu := fs.Bool("swiglu", false, "time only Qwen3-8B's Q4_K gate/up GEMV with its norm and SwiGLU (NormSwiGLU)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -38,6 +40,9 @@ func runQBench(args []string) error {
 		return err
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
+	if *swiglu {
+		return qbenchSwiGLU(g, rng)
+	}
 	type shape struct {
 		dt      kernels.DType
 		out, in int
@@ -114,5 +119,69 @@ func runQBench(args []string) error {
 		us := float64(time.Since(t0).Microseconds()) / (reps * per)
 		fmt.Printf("%-6s %-14s %10.2f %10.0f\n", s.dt, fmt.Sprintf("%d×%d", s.out, s.in), us, float64(bytes)/us/1e3)
 	}
+	return nil
+}
+
+// qbenchSwiGLU times the fused norm, gate/up GEMV and SwiGLU of a
+// Qwen3-8B-shaped Q4_K layer (12288×4096 twice) alone, eager, over 4
+// weight pairs (more than the L2 holds): µs a call and the weight-read
+// bandwidth, so that a change of the SwiGLU GEMV's kernel (e.g.
+// POCKET_QMV_BULK) can be priced outside the decode step's neighbours.
+func qbenchSwiGLU(g *cuda.Backend, rng *rand.Rand) error {
+	var f kernels.FusedOps = g
+	const out, in, nw, per = 12288, 4096, 4, 64
+	load := func(dt kernels.DType, shape []int, data []byte) (kernels.Tensor, error) {
+		return g.LoadWeight(&kernels.Weight{Name: "w", DType: dt, Shape: shape, Data: data})
+	}
+	var gates, ups []kernels.Tensor
+	var bytes int
+	for range nw {
+		gd, ud := randomBlocks(rng, kernels.Q4_K, out, in, 1e-3), randomBlocks(rng, kernels.Q4_K, out, in, 1e-3)
+		gt, err := load(kernels.Q4_K, []int{out, in}, gd)
+		if err != nil {
+			return err
+		}
+		ut, err := load(kernels.Q4_K, []int{out, in}, ud)
+		if err != nil {
+			return err
+		}
+		gates, ups, bytes = append(gates, gt), append(ups, ut), len(gd)+len(ud)
+	}
+	norm, err := g.LoadWeight(randomWeight(rng, kernels.F32, []int{in}, [2]int{}))
+	if err != nil {
+		return err
+	}
+	x, act := g.NewBuf(in), g.NewBuf(out)
+	v := make([]float32, in)
+	for i := range v {
+		v[i] = float32(rng.NormFloat64())
+	}
+	g.Write(x, 0, v)
+	call := func(i int) error {
+		if !f.NormSwiGLU(act, x, norm, 1e-6, gates[i%nw], ups[i%nw], 1) {
+			return fmt.Errorf("qbench: NormSwiGLU declined the Q4_K shapes")
+		}
+		return nil
+	}
+	for i := range 8 { // warm-up
+		if err := call(i); err != nil {
+			return err
+		}
+	}
+	if err := g.Sync(); err != nil {
+		return err
+	}
+	t0 := time.Now()
+	for i := range per {
+		if err := call(i); err != nil {
+			return err
+		}
+	}
+	if err := g.Sync(); err != nil {
+		return err
+	}
+	us := float64(time.Since(t0).Microseconds()) / per
+	fmt.Printf("%-6s %-14s %10.2f %10.0f  (NormSwiGLU, gate and up)\n", kernels.Q4_K, fmt.Sprintf("2×%d×%d", out, in), us,
+		float64(bytes)/us/1e3)
 	return nil
 }
