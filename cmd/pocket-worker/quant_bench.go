@@ -101,52 +101,59 @@ func runQBench(args []string) error {
 			g.Write(xs[i], 0, v)
 		}
 		y := g.NewBuf(s.out)
-		const per = 64
-		for i := range 8 { // warm-up
-			g.MatMul(y, xs[i%2], ws[i%nw], 1)
-		}
-		if err := g.Sync(); err != nil {
+		us, err := eagerMicros(g, func(i int) { g.MatMul(y, xs[i%2], ws[i%nw], 1) })
+		if err != nil {
 			return err
 		}
-		t0 := time.Now()
-		for i := range per {
-			g.MatMul(y, xs[i%2], ws[i%nw], 1)
-		}
-		if err := g.Sync(); err != nil {
-			return err
-		}
-		const reps = 1
-		us := float64(time.Since(t0).Microseconds()) / (reps * per)
 		fmt.Printf("%-6s %-14s %10.2f %10.0f\n", s.dt, fmt.Sprintf("%d×%d", s.out, s.in), us, float64(bytes)/us/1e3)
 	}
 	return nil
 }
 
+// eagerMicros calls call 8 times to warm up, then 64 times timed, and
+// returns the µs a call: eager launches, so the small shapes include
+// launch gaps.
+func eagerMicros(g *cuda.Backend, call func(i int)) (float64, error) {
+	const per = 64
+	for i := range 8 {
+		call(i)
+	}
+	if err := g.Sync(); err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	for i := range per {
+		call(i)
+	}
+	if err := g.Sync(); err != nil {
+		return 0, err
+	}
+	return float64(time.Since(t0).Microseconds()) / per, nil
+}
+
 // qbenchSwiGLU times the fused norm, gate/up GEMV and SwiGLU of a
-// Qwen3-8B-shaped Q4_K layer (12288×4096 twice) alone, eager, over 4
-// weight pairs (more than the L2 holds): µs a call and the weight-read
-// bandwidth, so that a change of the SwiGLU GEMV's kernel (e.g.
-// POCKET_QMV_BULK) can be priced outside the decode step's neighbours.
+// Qwen3-8B-shaped Q4_K layer (12288×4096 twice) alone, over 4 weight pairs
+// (more than the L2 holds): µs a call and the weight-read bandwidth, so
+// that a change of the SwiGLU GEMV's kernel can be priced outside the
+// decode step's neighbours.
 func qbenchSwiGLU(g *cuda.Backend, rng *rand.Rand) error {
-	var f kernels.FusedOps = g
-	const out, in, nw, per = 12288, 4096, 4, 64
-	load := func(dt kernels.DType, shape []int, data []byte) (kernels.Tensor, error) {
-		return g.LoadWeight(&kernels.Weight{Name: "w", DType: dt, Shape: shape, Data: data})
-	}
+	const out, in, nw = 12288, 4096, 4
 	var gates, ups []kernels.Tensor
-	var bytes int
 	for range nw {
-		gd, ud := randomBlocks(rng, kernels.Q4_K, out, in, 1e-3), randomBlocks(rng, kernels.Q4_K, out, in, 1e-3)
-		gt, err := load(kernels.Q4_K, []int{out, in}, gd)
-		if err != nil {
-			return err
+		for _, into := range []*[]kernels.Tensor{&gates, &ups} {
+			data := randomBlocks(rng, kernels.Q4_K, out, in, 1e-3)
+			t, err := g.LoadWeight(&kernels.Weight{Name: "w", DType: kernels.Q4_K, Shape: []int{out, in}, Data: data})
+			if err != nil {
+				return err
+			}
+			*into = append(*into, t)
 		}
-		ut, err := load(kernels.Q4_K, []int{out, in}, ud)
-		if err != nil {
-			return err
-		}
-		gates, ups, bytes = append(gates, gt), append(ups, ut), len(gd)+len(ud)
 	}
+	rb, err := kernels.Q4_K.RowBytes(in)
+	if err != nil {
+		return err
+	}
+	bytes := 2 * out * rb // a call reads a gate and an up matrix
 	norm, err := g.LoadWeight(randomWeight(rng, kernels.F32, []int{in}, [2]int{}))
 	if err != nil {
 		return err
@@ -157,30 +164,13 @@ func qbenchSwiGLU(g *cuda.Backend, rng *rand.Rand) error {
 		v[i] = float32(rng.NormFloat64())
 	}
 	g.Write(x, 0, v)
-	call := func(i int) error {
-		if !f.NormSwiGLU(act, x, norm, 1e-6, gates[i%nw], ups[i%nw], 1) {
-			return fmt.Errorf("qbench: NormSwiGLU declined the Q4_K shapes")
-		}
-		return nil
+	if !g.NormSwiGLU(act, x, norm, 1e-6, gates[0], ups[0], 1) {
+		return fmt.Errorf("qbench: NormSwiGLU declined the Q4_K shapes")
 	}
-	for i := range 8 { // warm-up
-		if err := call(i); err != nil {
-			return err
-		}
-	}
-	if err := g.Sync(); err != nil {
+	us, err := eagerMicros(g, func(i int) { g.NormSwiGLU(act, x, norm, 1e-6, gates[i%nw], ups[i%nw], 1) })
+	if err != nil {
 		return err
 	}
-	t0 := time.Now()
-	for i := range per {
-		if err := call(i); err != nil {
-			return err
-		}
-	}
-	if err := g.Sync(); err != nil {
-		return err
-	}
-	us := float64(time.Since(t0).Microseconds()) / per
 	fmt.Printf("%-6s %-14s %10.2f %10.0f  (NormSwiGLU, gate and up)\n", kernels.Q4_K, fmt.Sprintf("2×%d×%d", out, in), us,
 		float64(bytes)/us/1e3)
 	return nil
