@@ -256,7 +256,12 @@ __device__ __forceinline__ QRowsO<QR> qRowsAt(const uint8_t* w, long rb, int bas
 // QMV_NOX dots against made-up activations instead of loading them, so a
 // probe of the step prices the arithmetic and the activation loads
 // (docs/decode-step.md, the session of 2026-12-01 from 15:34).
-#if defined(QMV_LOADONLY) || defined(QMV_NOX)
+// QMV_SWI_SKIP=n (gate/up) and QMV_DOWN_SKIP=n (the down projection) make
+// up a warp's weight steps 1..n instead of loading them: the most any
+// on-chip buffer of those bytes (a ring, L2) could gain; QMV_SWI_NOWAIT
+// drops gate/up's PDL wait: what that boundary costs (docs/decode-step.md,
+// "What bounds the step").
+#if defined(QMV_LOADONLY) || defined(QMV_NOX) || defined(QMV_SWI_SKIP) || defined(QMV_DOWN_SKIP)
 template <class T>
 __device__ __forceinline__ uint32_t qFold(const T& v) {
     uint32_t a[sizeof(T) / 4];
@@ -355,6 +360,14 @@ __device__ __forceinline__ void qdot(const Rows& wr, const uint8_t* __restrict__
             b = kk + 1 < qs.K ? 4 * qs.step(kk + 1) + (lane >> 3) : nb;
         else
             b += 4 * ss;
+#ifdef QMV_DOWN_SKIP
+        // Diagnostic: the down projection's (nb > 32) steps 1..QMV_DOWN_SKIP made up.
+        if (b < nb && nb > 32 && kk + 1 <= QMV_DOWN_SKIP) {
+#pragma unroll
+            for (int r = 0; r < QR; r++) qFill(cur[r], b + r);
+            continue;
+        }
+#endif
         if (b < nb) {
 #pragma unroll
             for (int r = 0; r < QR; r++) QT<F>::ldW(cur[r], wr[r], b, j);
@@ -492,6 +505,15 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
     for (; kk < qs.K; kk++) {
         q4kStep<QR>(qv[0], hd[0], b, nb, xq, xs, mine);
         b = blockOf(kk + 1);
+#ifdef QMV_DOWN_SKIP
+        if (b < nb && nb > 32 && kk + 1 <= QMV_DOWN_SKIP) {
+#pragma unroll
+            for (int r = 0; r < QR; r++) qFill(qv[0][r], b + r);
+#pragma unroll
+            for (int k = 0; k < H; k++) qFill(hd[0][k], b + 7 * k);
+            continue;
+        }
+#endif
         if (b < nb) q4kLoad<QR, G>(qv[0], hd[0], wr, hp, b, 0);
     }
 #pragma unroll
@@ -723,7 +745,9 @@ __device__ __forceinline__ void qmvSwiGLUFlat(float* act, const uint8_t* __restr
     auto blockOf = [&](int k) { return k < qs.K ? 4 * qs.step(k) + (lane >> 3) : nb; };
     int b = blockOf(0);
     if (b < nb) q4kLoad<QR, G>(qv, hd, wr, hp, b, 0);
+#ifndef QMV_SWI_NOWAIT // diagnostic: no wait for the o projection (wrong sums; what the boundary costs)
     qPdlWait(); // then the next launch (see qdot)
+#endif
     qPdlLaunch();
     float mine[H];
     for (int p = 0; p < passes; p++) {
@@ -739,6 +763,17 @@ __device__ __forceinline__ void qmvSwiGLUFlat(float* act, const uint8_t* __restr
             } else {
                 b = nb;
             }
+#ifdef QMV_SWI_SKIP
+            // Diagnostic: the warp's steps 1..QMV_SWI_SKIP (of passes × K)
+            // made up instead of loaded, as if a ring had them on chip
+            // already (wrong sums; timing only).
+            if (b < nb && p * qs.K + kk + 1 <= QMV_SWI_SKIP) {
+#pragma unroll
+                for (int r = 0; r < QR; r++) qFill(qv[r], b + r);
+#pragma unroll
+                for (int k = 0; k < H; k++) qFill(hd[k], b + 7 * k);
+            } else
+#endif
             if (b < nb) q4kLoad<QR, G>(qv, hd, wr, hp, b, off);
         }
         // The pass's QR row sums of this warp, while the next step loads.
