@@ -280,6 +280,14 @@ __device__ __forceinline__ void qFill(T& v, int b) {
     for (int i = 0; i < (int)(sizeof(T) / 4); i++) a[i] = 0x01010101u * ((threadIdx.x + b + i) & 7);
     memcpy(&v, a, sizeof(a));
 }
+// q4kFill is qFill for a Q4_K step's weights and headers (q4kLoad's).
+template <int QR>
+__device__ __forceinline__ void q4kFill(uint4 (&q)[QR], uint4 (&hh)[QR / 2], int b) {
+#pragma unroll
+    for (int r = 0; r < QR; r++) qFill(q[r], b + r);
+#pragma unroll
+    for (int k = 0; k < QR / 2; k++) qFill(hh[k], b + 7 * k);
+}
 #endif
 // The K-quants of the Q4_K_M mix take a warp's steps of 4 blocks in a
 // rotated order (QSteps: qdotQ4K always, qdot where qRotates<F>); the other
@@ -507,10 +515,7 @@ __device__ __forceinline__ void qdotQ4K(const Rows& wr, const uint8_t* __restric
         b = blockOf(kk + 1);
 #ifdef QMV_DOWN_SKIP
         if (b < nb && nb > 32 && kk + 1 <= QMV_DOWN_SKIP) {
-#pragma unroll
-            for (int r = 0; r < QR; r++) qFill(qv[0][r], b + r);
-#pragma unroll
-            for (int k = 0; k < H; k++) qFill(hd[0][k], b + 7 * k);
+            q4kFill<QR>(qv[0], hd[0], b);
             continue;
         }
 #endif
@@ -767,12 +772,9 @@ __device__ __forceinline__ void qmvSwiGLUFlat(float* act, const uint8_t* __restr
             // Diagnostic: the warp's steps 1..QMV_SWI_SKIP (of passes × K)
             // made up instead of loaded, as if a ring had them on chip
             // already (wrong sums; timing only).
-            if (b < nb && p * qs.K + kk + 1 <= QMV_SWI_SKIP) {
-#pragma unroll
-                for (int r = 0; r < QR; r++) qFill(qv[r], b + r);
-#pragma unroll
-                for (int k = 0; k < H; k++) qFill(hd[k], b + 7 * k);
-            } else
+            if (b < nb && p * qs.K + kk + 1 <= QMV_SWI_SKIP)
+                q4kFill<QR>(qv, hd, b);
+            else
 #endif
             if (b < nb) q4kLoad<QR, G>(qv, hd, wr, hp, b, off);
         }
